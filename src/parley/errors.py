@@ -1,0 +1,219 @@
+"""The exception tree: catch `ParleyError` for everything parley raises.
+
+A usage mistake (`UserError`: wrong arguments, bad configuration, a missing extra) is kept
+apart from a runtime failure (a model, a tool or the service failing while things were used
+correctly), so callers can fix the first and retry or report the second::
+
+    ParleyError
+    ├── UserError                      the caller did something wrong; fix the call
+    │   ├── MessageError               a message breaks a role or content rule (also ValueError)
+    │   ├── ConfigurationError         bad settings, unknown names, conflicting options
+    │   └── MissingDependencyError     an optional extra is not installed (carries the hint)
+    ├── ModelError                     a model call failed at run time
+    │   ├── ModelHTTPError             the provider answered with an error status (status, body)
+    │   │   └── RateLimitError         429 / quota; carries `retry_after` when the provider said
+    │   ├── ContextLengthError         the prompt does not fit the model's context window
+    │   ├── ContentFilterError         the provider refused or cut the output for its content
+    │   ├── ModelTimeoutError          no answer in time
+    │   ├── ModelConnectionError       the connection failed or dropped
+    │   └── ModelOutputError           the model answered, but not in a form that can be used
+    ├── ToolError                      a tool could not be found, called or finished
+    │   ├── ToolNotFoundError
+    │   ├── ToolArgumentsError         arguments that cannot be parsed or do not fit the schema
+    │   └── ToolExecutionError         the tool itself raised
+    └── ServiceError                   the HTTP service refused or failed a request (status)
+        ├── NotFoundError              404: unknown agent, thread or run
+        ├── ConflictError              409: the thread is busy with another run
+        └── AuthenticationError        401 / 403
+
+Pydantic's `ValidationError` is raised (not wrapped) where a pydantic model rejects input;
+the rules parley adds to its models raise `MessageError`, which pydantic reports inside that
+`ValidationError` with parley's text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "AuthenticationError",
+    "ConfigurationError",
+    "ConflictError",
+    "ContentFilterError",
+    "ContextLengthError",
+    "MessageError",
+    "MissingDependencyError",
+    "ModelConnectionError",
+    "ModelError",
+    "ModelHTTPError",
+    "ModelOutputError",
+    "ModelTimeoutError",
+    "NotFoundError",
+    "ParleyError",
+    "RateLimitError",
+    "ServiceError",
+    "ToolArgumentsError",
+    "ToolError",
+    "ToolExecutionError",
+    "ToolNotFoundError",
+    "UserError",
+]
+
+
+class ParleyError(Exception):
+    """The root of every error parley raises on purpose."""
+
+
+class UserError(ParleyError):
+    """A usage mistake: the arguments or the configuration are wrong, not the world."""
+
+
+class MessageError(UserError, ValueError):
+    """A message or content block breaks a rule (roles, blocks, sources).
+
+    It is also a `ValueError` so that pydantic reports it inside a `ValidationError` when it is
+    raised by a validator.
+    """
+
+
+class ConfigurationError(UserError):
+    """Settings are missing, unknown or in conflict."""
+
+
+class MissingDependencyError(UserError, ImportError):
+    """An optional dependency is not installed.
+
+    Args:
+        package: The import name that failed.
+        extra: The parley extra that installs it.
+    """
+
+    def __init__(self, package: str, extra: str) -> None:
+        self.package = package
+        self.extra = extra
+        super().__init__(
+            f"{package!r} is not installed; install it with `pip install 'parley[{extra}]'`"
+        )
+
+
+class ModelError(ParleyError):
+    """A model call failed at run time.
+
+    Args:
+        message: What went wrong.
+        model: The model's name, when known.
+        provider: The provider's name, when known.
+    """
+
+    def __init__(
+        self, message: str, *, model: str | None = None, provider: str | None = None
+    ) -> None:
+        self.model = model
+        self.provider = provider
+        super().__init__(message)
+
+
+class ModelHTTPError(ModelError):
+    """The provider answered with an HTTP error status.
+
+    Args:
+        status_code: The HTTP status.
+        body: The response body, parsed JSON when it was JSON.
+        message: What went wrong; defaults to the status and body.
+        model: The model's name, when known.
+        provider: The provider's name, when known.
+    """
+
+    def __init__(
+        self,
+        status_code: int,
+        body: Any = None,
+        message: str | None = None,
+        *,
+        model: str | None = None,
+        provider: str | None = None,
+    ) -> None:
+        self.status_code = status_code
+        self.body = body
+        super().__init__(
+            message or f"status {status_code}: {body!r}", model=model, provider=provider
+        )
+
+
+class RateLimitError(ModelHTTPError):
+    """The provider is rate limiting (HTTP 429) or the quota is spent.
+
+    `retry_after` holds the seconds the provider asked to wait, when it said.
+    """
+
+    retry_after: float | None = None
+
+
+class ContextLengthError(ModelError):
+    """The prompt and the requested output do not fit the model's context window."""
+
+
+class ContentFilterError(ModelError):
+    """The provider refused the request or cut the output because of its content."""
+
+
+class ModelTimeoutError(ModelError):
+    """The model did not answer in time."""
+
+
+class ModelConnectionError(ModelError):
+    """The connection to the model failed or dropped."""
+
+
+class ModelOutputError(ModelError):
+    """The model answered, but in a form parley cannot use (bad JSON, unknown tool, ...)."""
+
+
+class ToolError(ParleyError):
+    """A tool could not be found, called or finished.
+
+    Args:
+        message: What went wrong.
+        tool_name: The tool's name.
+    """
+
+    def __init__(self, message: str, *, tool_name: str | None = None) -> None:
+        self.tool_name = tool_name
+        super().__init__(message)
+
+
+class ToolNotFoundError(ToolError):
+    """No tool of that name is available."""
+
+
+class ToolArgumentsError(ToolError):
+    """The arguments cannot be parsed or do not fit the tool's schema."""
+
+
+class ToolExecutionError(ToolError):
+    """The tool raised while running."""
+
+
+class ServiceError(ParleyError):
+    """The HTTP service refused or failed a request.
+
+    Args:
+        message: What went wrong.
+        status_code: The HTTP status the service answered with.
+    """
+
+    def __init__(self, message: str, *, status_code: int = 500) -> None:
+        self.status_code = status_code
+        super().__init__(message)
+
+
+class NotFoundError(ServiceError):
+    """An unknown agent, thread or run (404)."""
+
+
+class ConflictError(ServiceError):
+    """The thread is busy with another run (409)."""
+
+
+class AuthenticationError(ServiceError):
+    """Missing or wrong credentials (401), or a resource of another user (403)."""

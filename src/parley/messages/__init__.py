@@ -1,0 +1,50 @@
+"""The message format: `Msg`, its content blocks, media sources and usage."""
+
+from parley.messages._base import DictLikeModel
+from parley.messages.blocks import (
+    AudioBlock,
+    Base64Source,
+    Block,
+    BlockType,
+    FileBlock,
+    ImageBlock,
+    MediaBlock,
+    OutputBlock,
+    Source,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    URLSource,
+    VideoBlock,
+    source_from_str,
+)
+from parley.messages.msg import Msg, MsgList, Role, msgs_from_json, msgs_to_json, new_id
+from parley.messages.usage import Usage
+
+__all__ = [
+    "AudioBlock",
+    "Base64Source",
+    "Block",
+    "BlockType",
+    "DictLikeModel",
+    "FileBlock",
+    "ImageBlock",
+    "MediaBlock",
+    "Msg",
+    "MsgList",
+    "OutputBlock",
+    "Role",
+    "Source",
+    "TextBlock",
+    "ThinkingBlock",
+    "ToolCallBlock",
+    "ToolResultBlock",
+    "URLSource",
+    "Usage",
+    "VideoBlock",
+    "msgs_from_json",
+    "msgs_to_json",
+    "new_id",
+    "source_from_str",
+]

@@ -1,0 +1,56 @@
+"""The dict-style pydantic base shared by parley's messages and the Qwen-Agent schema."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+
+class _MissingKeyError(KeyError, AttributeError):
+    """A missing key: a `KeyError` for dict-minded callers, an `AttributeError` for Qwen-Agent's.
+
+    Qwen-Agent's `__getitem__` is `getattr`, so code written for it catches `AttributeError`;
+    code that treats messages as dicts catches `KeyError`. Both work.
+    """
+
+
+class DictLikeModel(BaseModel):
+    """A pydantic model that also reads and writes like a dict.
+
+    `model["field"]` and `model["field"] = value` work, `model.get(key, default)` follows
+    Qwen-Agent (the default is returned for a missing *or falsy* value), dumps omit `None`
+    fields unless told otherwise, and `str()` is the dump.
+    """
+
+    def __getitem__(self, key: str) -> Any:
+        if key in type(self).model_fields:
+            return getattr(self, key)
+        raise _MissingKeyError(key)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if key not in type(self).model_fields:
+            raise _MissingKeyError(key)
+        setattr(self, key, value)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """Return the field's value, or `default` when it is missing or falsy (as Qwen-Agent)."""
+        value = getattr(self, key, None) if key in type(self).model_fields else None
+        return value if value else default
+
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
+        """Dump to a dict; `None` fields are left out unless `exclude_none=False` is passed."""
+        kwargs.setdefault("exclude_none", True)
+        return super().model_dump(**kwargs)
+
+    def model_dump_json(self, **kwargs: Any) -> str:
+        """Dump to JSON; `None` fields are left out unless `exclude_none=False` is passed."""
+        if not kwargs:
+            # The common call, made for every message stored or sent: straight to the
+            # serializer, skipping pydantic's argument-forwarding wrapper.
+            return self.__pydantic_serializer__.to_json(self, exclude_none=True).decode()
+        kwargs.setdefault("exclude_none", True)
+        return super().model_dump_json(**kwargs)
+
+    def __str__(self) -> str:
+        return str(self.model_dump())

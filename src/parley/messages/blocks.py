@@ -1,0 +1,266 @@
+"""Content blocks: small tagged classes, one per kind of content, joined in one union.
+
+Every block has a literal `type` tag; `Block` is their union discriminated on it, so JSON
+parses back into the same concrete classes. Media blocks carry a `source` that is a URL
+(`http(s)://` or `file://`) or base64 data with a media type.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import mimetypes
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal, Self
+
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from parley.errors import MessageError
+from parley.messages._base import DictLikeModel
+
+__all__ = [
+    "AudioBlock",
+    "Base64Source",
+    "Block",
+    "BlockType",
+    "FileBlock",
+    "ImageBlock",
+    "MediaBlock",
+    "OutputBlock",
+    "Source",
+    "TextBlock",
+    "ThinkingBlock",
+    "ToolCallBlock",
+    "ToolResultBlock",
+    "URLSource",
+    "VideoBlock",
+    "source_from_str",
+]
+
+BlockType = Literal[
+    "text", "thinking", "image", "audio", "video", "file", "tool_call", "tool_result"
+]
+
+_STRICT = ConfigDict(extra="forbid")
+
+# A MIME type: `type/subtype`, parameters allowed (`audio/wav; rate=16000`).
+_MEDIA_TYPE = r"^[A-Za-z0-9][\w.+-]*/[\w.+-]+(\s*;.*)?$"
+
+
+class URLSource(DictLikeModel):
+    """Media found at a URL: `http://`, `https://` or a local `file://` path."""
+
+    model_config = _STRICT
+    type: Literal["url"] = "url"
+    url: Annotated[str, Field(pattern=r"^(?i:https?://\S|file://)")]
+    media_type: Annotated[str, Field(pattern=_MEDIA_TYPE)] | None = None
+
+
+class Base64Source(DictLikeModel):
+    """Media carried inline as base64 data with its media type."""
+
+    model_config = _STRICT
+    type: Literal["base64"] = "base64"
+    media_type: Annotated[str, Field(pattern=_MEDIA_TYPE)]
+    data: str
+
+    @field_validator("data")
+    @classmethod
+    def _check_base64(cls, data: str) -> str:
+        try:
+            base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise MessageError(f"source data is not valid base64 ({exc})") from None
+        return data
+
+    def to_data_url(self) -> str:
+        """Return the source as a `data:` URL."""
+        return f"data:{self.media_type};base64,{self.data}"
+
+    def to_bytes(self) -> bytes:
+        """Decode the data."""
+        return base64.b64decode(self.data)
+
+
+Source = Annotated[URLSource | Base64Source, Field(discriminator="type")]
+
+
+def _parse_data_url(value: str) -> Base64Source:
+    header, sep, data = value.partition(",")
+    if not sep or not header.endswith(";base64"):
+        raise MessageError("a data: URL must look like 'data:<media type>;base64,<data>'")
+    return Base64Source(media_type=header[5:-7], data=data)
+
+
+def source_from_str(value: str) -> URLSource | Base64Source:
+    """Turn a URL, a `data:` URL or a local path into a source.
+
+    Raises:
+        MessageError: The string is none of those.
+    """
+    if value.startswith("data:"):
+        return _parse_data_url(value)
+    if "://" in value:
+        return URLSource(url=value)
+    if value.startswith(("/", "./", "../", "~")):
+        return URLSource(url=Path(value).expanduser().resolve().as_uri())
+    raise MessageError(
+        f"{value[:80]!r} is not a URL, a data: URL or a local path; "
+        "pass 'https://...', 'file:///...' or a Base64Source"
+    )
+
+
+class TextBlock(DictLikeModel):
+    """Plain text."""
+
+    model_config = _STRICT
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ThinkingBlock(DictLikeModel):
+    """A reasoning trace, with whatever the provider needs to get it back.
+
+    `signature` is the provider's proof of the trace (Anthropic's `signature`, an encrypted
+    reasoning item); `extra` keeps any other provider fields (ids, redacted data, summaries)
+    so the trace can be sent back unchanged.
+    """
+
+    model_config = _STRICT
+    type: Literal["thinking"] = "thinking"
+    thinking: str
+    signature: str | None = None
+    extra: dict[str, Any] | None = None
+
+
+class _MediaBase(DictLikeModel):
+    """Shared fields and constructors of the media blocks."""
+
+    model_config = _STRICT
+    # The media type family a block of this kind accepts; None accepts any.
+    _family: ClassVar[str | None] = None
+    type: BlockType = "file"  # narrowed to a literal by each subclass; declared here to come first
+    source: Source
+
+    @field_validator("source", mode="before")
+    @classmethod
+    def _source_from_str(cls, value: Any) -> Any:
+        return source_from_str(value) if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _check_family(self) -> Self:
+        family = self._family
+        media_type = self.source.media_type
+        if family and media_type and not media_type.startswith(family):
+            raise MessageError(
+                f"{type(self).__name__} needs a {family}* media type, got {media_type!r}"
+            )
+        return self
+
+    @classmethod
+    def from_url(cls, url: str, media_type: str | None = None) -> Self:
+        """Build the block from an `http(s)://` or `file://` URL (or a `data:` URL)."""
+        if url.startswith("data:"):
+            return cls(source=_parse_data_url(url))
+        return cls(source=URLSource(url=url, media_type=media_type))
+
+    @classmethod
+    def from_bytes(cls, data: bytes, media_type: str) -> Self:
+        """Build the block from raw bytes, carried inline as base64."""
+        encoded = base64.b64encode(data).decode("ascii")
+        return cls(source=Base64Source(media_type=media_type, data=encoded))
+
+    @classmethod
+    def from_path(cls, path: str | Path, *, inline: bool = False) -> Self:
+        """Build the block from a local file: a `file://` URL, or inline base64 data.
+
+        The media type is guessed from the file name.
+        """
+        resolved = Path(path).expanduser().resolve()
+        media_type = mimetypes.guess_type(resolved.name)[0]
+        if inline:
+            return cls.from_bytes(resolved.read_bytes(), media_type or "application/octet-stream")
+        return cls(source=URLSource(url=resolved.as_uri(), media_type=media_type))
+
+
+class ImageBlock(_MediaBase):
+    """An image."""
+
+    _family: ClassVar[str | None] = "image/"
+    type: Literal["image"] = "image"
+
+
+class AudioBlock(_MediaBase):
+    """A sound recording."""
+
+    _family: ClassVar[str | None] = "audio/"
+    type: Literal["audio"] = "audio"
+
+
+class VideoBlock(_MediaBase):
+    """A video."""
+
+    _family: ClassVar[str | None] = "video/"
+    type: Literal["video"] = "video"
+
+
+class FileBlock(_MediaBase):
+    """A document or any other file, with its name when known."""
+
+    type: Literal["file"] = "file"
+    filename: str | None = None
+
+
+MediaBlock = ImageBlock | AudioBlock | VideoBlock | FileBlock
+
+OutputBlock = Annotated[
+    TextBlock | ImageBlock | AudioBlock | VideoBlock | FileBlock, Field(discriminator="type")
+]
+"""A block a tool may return: text or media."""
+
+
+class ToolCallBlock(DictLikeModel):
+    """A model's request to call a tool.
+
+    `input` holds the parsed arguments; `raw_input` keeps the argument string as the model
+    produced it (while streaming, or when it was not valid JSON), so nothing is lost.
+    """
+
+    model_config = _STRICT
+    type: Literal["tool_call"] = "tool_call"
+    id: str
+    name: str
+    input: dict[str, Any] = Field(default_factory=dict)
+    raw_input: str | None = None
+
+
+class ToolResultBlock(DictLikeModel):
+    """A tool's answer to the call with `tool_call_id`: text, or a list of text and media."""
+
+    model_config = _STRICT
+    type: Literal["tool_result"] = "tool_result"
+    tool_call_id: str
+    name: str
+    output: str | list[OutputBlock] = ""
+    is_error: bool = False
+
+    @property
+    def text(self) -> str:
+        """The output's text, its text blocks joined by newlines."""
+        if isinstance(self.output, str):
+            return self.output
+        return "\n".join(b.text for b in self.output if isinstance(b, TextBlock))
+
+
+Block = Annotated[
+    TextBlock
+    | ThinkingBlock
+    | ImageBlock
+    | AudioBlock
+    | VideoBlock
+    | FileBlock
+    | ToolCallBlock
+    | ToolResultBlock,
+    Field(discriminator="type"),
+]
+"""Any content block, discriminated on its `type` tag."""

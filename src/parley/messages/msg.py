@@ -1,0 +1,198 @@
+"""`Msg`: the one message format every part of parley speaks."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any, Literal, Self, TypeVar, get_args, overload
+
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, TypeAdapter
+from pydantic_core import CoreSchema
+
+from parley.errors import MessageError
+from parley.messages._base import DictLikeModel
+from parley.messages._roles import split_by_role
+from parley.messages.blocks import (
+    AudioBlock,
+    Block,
+    BlockType,
+    FileBlock,
+    ImageBlock,
+    OutputBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    VideoBlock,
+)
+from parley.messages.usage import Usage
+
+__all__ = ["Msg", "MsgList", "Role", "msgs_from_json", "msgs_to_json", "new_id"]
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+B = TypeVar("B", bound=DictLikeModel)
+
+
+def new_id() -> str:
+    """A new random message id: 32 hex digits, unique across processes."""
+    # os.urandom is a third of uuid4's cost and as unique; ids are made for every message.
+    return os.urandom(16).hex()
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _as_blocks(content: Iterable[str | Block]) -> list[Block]:
+    return [TextBlock(text=part) if isinstance(part, str) else part for part in content]
+
+
+class Msg(DictLikeModel):
+    """A message: who speaks (`role`, `name`) and what (`content`, a list of blocks).
+
+    A `str` given as content becomes one text block. Role rules are checked: tool calls and
+    thinking only in `assistant` messages, tool results only (and alone) in `tool` messages.
+
+    Example:
+        >>> Msg.user("Hello")["role"]
+        'user'
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Role
+    content: list[Block] = Field(default_factory=list)
+    name: str | None = None
+    id: str = Field(default_factory=new_id)
+    created_at: datetime = Field(default_factory=_now)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    usage: Usage | None = None
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: type[BaseModel], handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        # Role rules live in the schema itself (see _roles): checked in pydantic-core, not Python.
+        return split_by_role(handler(source))
+
+    # -- constructors -----------------------------------------------------------------------
+
+    @classmethod
+    def user(cls, *content: str | Block, name: str | None = None, **fields: Any) -> Self:
+        """A user message; each `str` becomes a text block, blocks are kept as given."""
+        return cls(role="user", content=_as_blocks(content), name=name, **fields)
+
+    @classmethod
+    def assistant(cls, *content: str | Block, name: str | None = None, **fields: Any) -> Self:
+        """An assistant message; each `str` becomes a text block, blocks are kept as given."""
+        return cls(role="assistant", content=_as_blocks(content), name=name, **fields)
+
+    @classmethod
+    def system(cls, *content: str | TextBlock, **fields: Any) -> Self:
+        """A system message (the instructions)."""
+        return cls(role="system", content=_as_blocks(content), **fields)
+
+    @classmethod
+    def tool_result(
+        cls,
+        tool_call_id: str,
+        output: str | Sequence[OutputBlock],
+        *,
+        name: str,
+        is_error: bool = False,
+        **fields: Any,
+    ) -> Self:
+        """A tool message answering the call `tool_call_id` of the tool `name`."""
+        block = ToolResultBlock(
+            tool_call_id=tool_call_id,
+            name=name,
+            output=output if isinstance(output, str) else list(output),
+            is_error=is_error,
+        )
+        return cls(role="tool", content=[block], **fields)
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    @property
+    def text(self) -> str:
+        """The text blocks' text, joined by newlines."""
+        return "\n".join(b.text for b in self.content if isinstance(b, TextBlock))
+
+    @property
+    def thinking(self) -> str:
+        """The thinking blocks' text, joined by newlines."""
+        return "\n".join(b.thinking for b in self.content if isinstance(b, ThinkingBlock))
+
+    @property
+    def tool_calls(self) -> list[ToolCallBlock]:
+        """The tool calls in this message, in order."""
+        return [b for b in self.content if isinstance(b, ToolCallBlock)]
+
+    @property
+    def tool_results(self) -> list[ToolResultBlock]:
+        """The tool results in this message, in order."""
+        return [b for b in self.content if isinstance(b, ToolResultBlock)]
+
+    @overload
+    def get_blocks(self, block_type: Literal["text"]) -> list[TextBlock]: ...
+    @overload
+    def get_blocks(self, block_type: Literal["thinking"]) -> list[ThinkingBlock]: ...
+    @overload
+    def get_blocks(self, block_type: Literal["image"]) -> list[ImageBlock]: ...
+    @overload
+    def get_blocks(self, block_type: Literal["audio"]) -> list[AudioBlock]: ...
+    @overload
+    def get_blocks(self, block_type: Literal["video"]) -> list[VideoBlock]: ...
+    @overload
+    def get_blocks(self, block_type: Literal["file"]) -> list[FileBlock]: ...
+    @overload
+    def get_blocks(self, block_type: Literal["tool_call"]) -> list[ToolCallBlock]: ...
+    @overload
+    def get_blocks(self, block_type: Literal["tool_result"]) -> list[ToolResultBlock]: ...
+    @overload
+    def get_blocks(self, block_type: type[B]) -> list[B]: ...
+    @overload
+    def get_blocks(self, block_type: None = None) -> list[Block]: ...
+    def get_blocks(self, block_type: BlockType | type[DictLikeModel] | None = None) -> list[Any]:
+        """The blocks of one type (a `type` tag or a block class), or all blocks when None."""
+        if block_type is None:
+            return list(self.content)
+        if isinstance(block_type, str):
+            _check_block_type(block_type)
+            return [b for b in self.content if b.type == block_type]
+        return [b for b in self.content if isinstance(b, block_type)]
+
+    def has_blocks(self, block_type: BlockType | type[DictLikeModel] | None = None) -> bool:
+        """Whether the message holds a block of that type (any block when None)."""
+        if block_type is None:
+            return bool(self.content)
+        if isinstance(block_type, str):
+            _check_block_type(block_type)
+            return any(b.type == block_type for b in self.content)
+        return any(isinstance(b, block_type) for b in self.content)
+
+
+_BLOCK_TYPES = frozenset(get_args(BlockType))
+
+
+def _check_block_type(block_type: str) -> None:
+    if block_type not in _BLOCK_TYPES:
+        raise MessageError(
+            f"unknown block type {block_type!r}; expected one of {sorted(_BLOCK_TYPES)}"
+        )
+
+
+MsgList: TypeAdapter[list[Msg]] = TypeAdapter(list[Msg])
+"""Validates and dumps lists of messages: `MsgList.validate_json(...)`, `dump_json(...)`."""
+
+
+def msgs_to_json(msgs: Sequence[Msg]) -> str:
+    """Dump messages to a JSON array, leaving out `None` fields."""
+    return MsgList.dump_json(list(msgs), exclude_none=True).decode()
+
+
+def msgs_from_json(data: str | bytes) -> list[Msg]:
+    """Parse a JSON array of messages; each block comes back as its concrete class."""
+    return MsgList.validate_json(data)

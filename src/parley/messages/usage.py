@@ -1,0 +1,41 @@
+"""Token and time accounting for a model call, adding up across calls."""
+
+from __future__ import annotations
+
+from pydantic import ConfigDict, Field
+
+from parley.messages._base import DictLikeModel
+
+__all__ = ["Usage"]
+
+
+class Usage(DictLikeModel):
+    """What a model call cost: tokens in and out, tokens served from cache, seconds taken.
+
+    Usages add up: `total = first + second`, and `sum(usages, Usage())`.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    cached_tokens: int = Field(default=0, ge=0)
+    elapsed: float = Field(default=0.0, ge=0, description="Seconds the call took.")
+
+    @property
+    def total_tokens(self) -> int:
+        """Input and output tokens together."""
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+            elapsed=self.elapsed + other.elapsed,
+        )
+
+    def __radd__(self, other: int) -> Usage:
+        # `sum()` starts from 0.
+        if other == 0:
+            return self
+        return NotImplemented
