@@ -105,7 +105,13 @@ def split_by_role(schema: CoreSchema) -> CoreSchema:
         variant = copy.copy(fields_schema)
         fields = dict(variant["fields"])
         fields["role"] = {**fields["role"], "schema": core_schema.literal_schema([role])}
-        content = {**content_default, "schema": _content_schema(role, blocks, listed)}
+        content: dict[str, Any] = {
+            **content_default,
+            "schema": _content_schema(role, blocks, listed),
+        }
+        if role == "tool":
+            # No default: an empty tool message would never be validated against min_length.
+            content = content["schema"]
         fields["content"] = {**fields["content"], "schema": content}
         variant["fields"] = fields
         variants[role] = cast(CoreSchema, variant)

@@ -45,8 +45,10 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _as_blocks(content: Iterable[str | Block]) -> list[Block]:
-    return [TextBlock(text=part) if isinstance(part, str) else part for part in content]
+def _as_blocks(content: Iterable[str | Block]) -> list[Any]:
+    # Strings go in as plain dicts so the one validation of the message builds their blocks in
+    # pydantic-core, instead of a separate TextBlock validation per string.
+    return [{"type": "text", "text": part} if isinstance(part, str) else part for part in content]
 
 
 class Msg(DictLikeModel):

@@ -1,0 +1,138 @@
+"""Hypothesis strategies for valid parley messages, shared by the property tests."""
+
+from __future__ import annotations
+
+import base64
+from datetime import UTC, datetime
+from typing import Any
+
+from hypothesis import strategies as st
+
+from parley.messages import (
+    AudioBlock,
+    Base64Source,
+    FileBlock,
+    ImageBlock,
+    Msg,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    URLSource,
+    Usage,
+    VideoBlock,
+)
+
+text = st.text(max_size=40)
+names = st.text(
+    alphabet=st.characters(categories=["L", "N"], include_characters="_-"), min_size=1, max_size=12
+)
+ids = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789_-", min_size=1, max_size=16)
+
+json_scalars = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | text
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
+    max_leaves=8,
+)
+json_objects = st.dictionaries(text, json_values, max_size=4)
+
+_FAMILY = {ImageBlock: "image", AudioBlock: "audio", VideoBlock: "video", FileBlock: "application"}
+_SUBTYPES = st.sampled_from(["png", "jpeg", "wav", "mp4", "pdf", "octet-stream", "x-custom+json"])
+
+
+def _media_type(family: str) -> st.SearchStrategy[str]:
+    return _SUBTYPES.map(lambda sub: f"{family}/{sub}")
+
+
+def url_sources(family: str) -> st.SearchStrategy[URLSource]:
+    """URL sources: web URLs and `file://` paths, with or without a media type."""
+    paths = st.text(alphabet="abcdefghij0123456789/._-", min_size=1, max_size=20)
+    urls = st.one_of(
+        st.builds(lambda p: f"https://example.com/{p}", paths),
+        st.builds(lambda p: f"http://host.test:8080/{p}?q=1", paths),
+        st.builds(lambda p: f"file:///tmp/{p}", paths),
+    )
+    return st.builds(URLSource, url=urls, media_type=st.none() | _media_type(family))
+
+
+def base64_sources(family: str) -> st.SearchStrategy[Base64Source]:
+    """Inline sources holding real base64 data."""
+    data = st.binary(max_size=24).map(lambda b: base64.b64encode(b).decode())
+    return st.builds(Base64Source, media_type=_media_type(family), data=data)
+
+
+def media_blocks() -> st.SearchStrategy[Any]:
+    """Image, audio, video and file blocks with URL or base64 sources."""
+    choices = []
+    for cls, family in _FAMILY.items():
+        sources = url_sources(family) | base64_sources(family)
+        if cls is FileBlock:
+            choices.append(st.builds(cls, source=sources, filename=st.none() | names))
+        else:
+            choices.append(st.builds(cls, source=sources))
+    return st.one_of(choices)
+
+
+text_blocks = st.builds(TextBlock, text=text)
+thinking_blocks = st.builds(
+    ThinkingBlock,
+    thinking=text,
+    signature=st.none() | text,
+    extra=st.none() | json_objects,
+)
+tool_call_blocks = st.builds(
+    ToolCallBlock, id=ids, name=names, input=json_objects, raw_input=st.none() | text
+)
+output_blocks = text_blocks | media_blocks()
+tool_result_blocks = st.builds(
+    ToolResultBlock,
+    tool_call_id=ids,
+    name=names,
+    output=text | st.lists(output_blocks, max_size=3),
+    is_error=st.booleans(),
+)
+
+usages = st.builds(
+    Usage,
+    input_tokens=st.integers(0, 10**6),
+    output_tokens=st.integers(0, 10**6),
+    cached_tokens=st.integers(0, 10**6),
+    elapsed=st.floats(0, 1e4, allow_nan=False),
+)
+timestamps = st.datetimes(
+    min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC)
+)
+
+
+def _common() -> dict[str, st.SearchStrategy[Any]]:
+    return {
+        "name": st.none() | names,
+        "id": ids,
+        "created_at": timestamps,
+        "metadata": json_objects,
+        "usage": st.none() | usages,
+    }
+
+
+def _unique_call_ids(blocks: list[Any]) -> bool:
+    call_ids = [b.id for b in blocks if isinstance(b, ToolCallBlock)]
+    return len(call_ids) == len(set(call_ids))
+
+
+def msgs(
+    roles: tuple[str, ...] = ("system", "user", "assistant", "tool"),
+) -> st.SearchStrategy[Msg]:
+    """Valid messages of the given roles, with every kind of block their role allows."""
+    user_blocks = st.lists(text_blocks | media_blocks(), max_size=4)
+    by_role = {
+        "system": st.lists(text_blocks, max_size=2),
+        "user": user_blocks,
+        "assistant": st.lists(
+            text_blocks | media_blocks() | thinking_blocks | tool_call_blocks, max_size=5
+        ).filter(_unique_call_ids),
+        "tool": st.lists(tool_result_blocks, min_size=1, max_size=3),
+    }
+    return st.one_of(
+        [st.builds(Msg, role=st.just(role), content=by_role[role], **_common()) for role in roles]
+    )
