@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import mimetypes
+import re
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from parley.errors import MessageError
-from parley.messages._base import DictLikeModel
+from parley.messages._base import DictLikeModel, trusted
 
 __all__ = [
     "AudioBlock",
@@ -45,6 +47,8 @@ _STRICT = ConfigDict(extra="forbid")
 
 # A MIME type: `type/subtype`, parameters allowed (`audio/wav; rate=16000`).
 _MEDIA_TYPE = r"^[A-Za-z0-9][\w.+-]*/[\w.+-]+(\s*;.*)?$"
+_URL = r"^(?i:https?://\S|file://)"
+_URL_MATCH = re.compile(_URL).match
 
 
 class URLSource(DictLikeModel):
@@ -52,7 +56,7 @@ class URLSource(DictLikeModel):
 
     model_config = _STRICT
     type: Literal["url"] = "url"
-    url: Annotated[str, Field(pattern=r"^(?i:https?://\S|file://)")]
+    url: Annotated[str, Field(pattern=_URL)]
     media_type: Annotated[str, Field(pattern=_MEDIA_TYPE)] | None = None
 
 
@@ -133,6 +137,11 @@ class ThinkingBlock(DictLikeModel):
     extra: dict[str, Any] | None = None
 
 
+@functools.cache
+def _defaults(cls: type[DictLikeModel]) -> dict[str, Any]:
+    return {name: field.default for name, field in cls.model_fields.items()}
+
+
 class _MediaBase(DictLikeModel):
     """Shared fields and constructors of the media blocks."""
 
@@ -162,6 +171,11 @@ class _MediaBase(DictLikeModel):
         """Build the block from an `http(s)://` or `file://` URL (or a `data:` URL)."""
         if url.startswith("data:"):
             return cls(source=_parse_data_url(url))
+        if media_type is None and type(url) is str and _URL_MATCH(url):
+            # The common case, checked above exactly as validation would: assembled directly.
+            source = trusted(URLSource, {"type": "url", "url": url, "media_type": None}, {"url"})
+            values = {**_defaults(cls), "source": source}
+            return trusted(cls, values, {"source"})
         return cls(source=URLSource(url=url, media_type=media_type))
 
     @classmethod

@@ -1,0 +1,1 @@
+"""Conversions between parley's `Msg` and other frameworks' message formats."""
