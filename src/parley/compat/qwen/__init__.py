@@ -1,0 +1,103 @@
+"""Qwen-Agent's message API, and exact conversions between its messages and `Msg`.
+
+`Message`, `ContentItem`, `FunctionCall` and the constants behave as in Qwen-Agent 0.0.34
+(`qwen_agent.llm.schema`; see `schema` for the few deliberate differences). `to_msgs` and
+`from_msgs` convert lists both ways, and `as_dicts_like` answers dicts with dicts::
+
+    msgs = to_msgs(messages)                # Messages or dicts, mixed
+    back = from_msgs(msgs, as_dicts=as_dicts_like(messages))
+
+Mapping, `Msg` → Qwen (one `Msg` may become several Qwen messages):
+
+- system and user: one message; `name` → `name`.
+- assistant: Qwen-Agent's response layout, each part only when present: a reasoning message
+  (`content=""`, `reasoning_content`: one thinking block as a string, several as a list of
+  text items), a content message, then one message per tool call with
+  `function_call=FunctionCall(name, arguments)` and `extra={"function_id": id}`. The `Msg`'s
+  `name` goes on each of them. An empty `Msg` is one message with `content=""`.
+- tool: one `function` message per tool result: `name` = the tool's name, `content` = the
+  output (a string, or a list of items), `extra={"function_id": tool_call_id}`.
+- content: no blocks → `""`; one non-empty text block → its text; otherwise a list of
+  `ContentItem`s. Media blocks become their URL, or a `data:<media type>;base64,...` URL.
+- tool call input → `arguments`: the kept `raw_input`, else `json.dumps(input,
+  ensure_ascii=False)` (Qwen-Agent's own form).
+- `metadata` → every message's `extra`, next to `function_id`.
+- Everything else (id, created_at, usage, a tool message's name, metadata keys named
+  `function_id` or `parley`, block order, block fields such as a URL's media type, a file
+  name, a thinking signature, `is_error`, `raw_input` that the arguments do not reproduce)
+  → the first message's `extra["parley"]`, holding only what the plain mapping loses.
+
+Qwen → `Msg` reads the same back. Consecutive assistant messages that keep to the response
+order (reasoning, content, calls) and share a `name` form one assistant `Msg`, so tool results
+follow the message holding their calls; consecutive function messages form one tool `Msg`; a
+message carrying `extra["parley"]` always starts a new `Msg`. A function call without a
+`function_id` gets a generated id (`call_qwen_<position>`), not written back; a function
+message pairs with the pending call of its `function_id`, else (as Qwen-Agent's default id
+`"1"` intends) with a pending call that had none, preferring its name; without a
+`function_id`, with the first pending call of its name. Media strings that are local paths or
+bare file names become `file://` URLs (resolved against the working directory); an audio dict
+points at its `data`, a video frame list at its first frame. How the Qwen messages differed
+from parley's canonical form (`[]` for `""`, such strings, dicts and lists, several parts in
+one message, other `extra` values, a missing `function_id`) is kept in the `Msg`'s
+`metadata["parley"]`, so that both round trips are exact: `Msg` → Qwen → `Msg` gives equal
+messages, and Qwen → `Msg` → Qwen equal messages (and equal dicts, as `model_dump()` writes
+them). A `Msg` read from Qwen messages gets an id derived from its position and content, and
+the Unix epoch as its (unknown) time.
+
+Errors: an item that is not a Qwen message raises pydantic's `ValidationError`; messages a
+`Msg` cannot hold (a function call outside an assistant message, media in reasoning, a data
+URL that is not base64, a function message with neither a `function_id` nor a call waiting
+for it, a URL scheme other than http(s) and file) raise `MessageError`, naming the message.
+"""
+
+from parley.compat.qwen.convert import as_dicts_like, from_msgs, to_msgs
+from parley.compat.qwen.schema import (
+    ASSISTANT,
+    AUDIO,
+    CONTENT,
+    DEFAULT_SYSTEM_MESSAGE,
+    FILE,
+    FUNCTION,
+    IMAGE,
+    NAME,
+    REASONING_CONTENT,
+    ROLE,
+    SYSTEM,
+    TEXT,
+    USER,
+    VIDEO,
+    BaseModelCompatibleDict,
+    ContentItem,
+    ContentType,
+    FunctionCall,
+    Message,
+    ModelResponse,
+    Usage,
+)
+
+__all__ = [
+    "ASSISTANT",
+    "AUDIO",
+    "CONTENT",
+    "DEFAULT_SYSTEM_MESSAGE",
+    "FILE",
+    "FUNCTION",
+    "IMAGE",
+    "NAME",
+    "REASONING_CONTENT",
+    "ROLE",
+    "SYSTEM",
+    "TEXT",
+    "USER",
+    "VIDEO",
+    "BaseModelCompatibleDict",
+    "ContentItem",
+    "ContentType",
+    "FunctionCall",
+    "Message",
+    "ModelResponse",
+    "Usage",
+    "as_dicts_like",
+    "from_msgs",
+    "to_msgs",
+]
