@@ -15,7 +15,8 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Self
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, GetCoreSchemaHandler, field_validator, model_validator
+from pydantic_core import CoreSchema, core_schema
 
 from parley.errors import MessageError
 from parley.messages._base import DictLikeModel, trusted
@@ -137,6 +138,24 @@ class ThinkingBlock(DictLikeModel):
     extra: dict[str, Any] | None = None
 
 
+class _OrString:
+    """Marks a source field that also takes a string (URL, data URL or path).
+
+    A union in the schema rather than a before-validator: a source given as a model or a JSON
+    object is validated without calling into Python.
+    """
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        from_str = core_schema.no_info_after_validator_function(
+            source_from_str, core_schema.str_schema()
+        )
+        return core_schema.union_schema(
+            [(handler(source), "source"), (from_str, "string")], mode="left_to_right"
+        )
+
+
 @functools.cache
 def _defaults(cls: type[DictLikeModel]) -> dict[str, Any]:
     return {name: field.default for name, field in cls.model_fields.items()}
@@ -149,12 +168,7 @@ class _MediaBase(DictLikeModel):
     # The media type family a block of this kind accepts; None accepts any.
     _family: ClassVar[str | None] = None
     type: BlockType = "file"  # narrowed to a literal by each subclass; declared here to come first
-    source: Source
-
-    @field_validator("source", mode="before")
-    @classmethod
-    def _source_from_str(cls, value: Any) -> Any:
-        return source_from_str(value) if isinstance(value, str) else value
+    source: Annotated[Source, _OrString()]
 
     @model_validator(mode="after")
     def _check_family(self) -> Self:
