@@ -18,6 +18,8 @@ MODULES = [
     "parley.compat.qwen",
     "parley.compat.agentscope",
     "parley.compat.service_toolkit",
+    "parley.models",
+    "parley.models.testing",
 ]
 
 

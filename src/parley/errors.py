@@ -10,8 +10,8 @@ correctly), so callers can fix the first and retry or report the second::
     │   ├── ConfigurationError         bad settings, unknown names, conflicting options
     │   └── MissingDependencyError     an optional extra is not installed (carries the hint)
     ├── ModelError                     a model call failed at run time
-    │   ├── ModelHTTPError             the provider answered with an error status (status, body)
-    │   │   └── RateLimitError         429 / quota; carries `retry_after` when the provider said
+    │   ├── ModelHTTPError             an error status (status, body, retry_after)
+    │   │   └── RateLimitError         429 / quota
     │   ├── ContextLengthError         the prompt does not fit the model's context window
     │   ├── ContentFilterError         the provider refused or cut the output for its content
     │   ├── ModelTimeoutError          no answer in time
@@ -120,6 +120,7 @@ class ModelHTTPError(ModelError):
         status_code: The HTTP status.
         body: The response body, parsed JSON when it was JSON.
         message: What went wrong; defaults to the status and body.
+        retry_after: Seconds the provider asked to wait (its `Retry-After`), when it said.
         model: The model's name, when known.
         provider: The provider's name, when known.
     """
@@ -130,23 +131,20 @@ class ModelHTTPError(ModelError):
         body: Any = None,
         message: str | None = None,
         *,
+        retry_after: float | None = None,
         model: str | None = None,
         provider: str | None = None,
     ) -> None:
         self.status_code = status_code
         self.body = body
+        self.retry_after = retry_after
         super().__init__(
             message or f"status {status_code}: {body!r}", model=model, provider=provider
         )
 
 
 class RateLimitError(ModelHTTPError):
-    """The provider is rate limiting (HTTP 429) or the quota is spent.
-
-    `retry_after` holds the seconds the provider asked to wait, when it said.
-    """
-
-    retry_after: float | None = None
+    """The provider is rate limiting (HTTP 429) or the quota is spent."""
 
 
 class ContextLengthError(ModelError):

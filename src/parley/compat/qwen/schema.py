@@ -313,7 +313,7 @@ class Message(BaseModelCompatibleDict):
 
     if TYPE_CHECKING:
 
-        def __init__(  # noqa: PLR0917  (Qwen-Agent takes all six positionally)
+        def __init__(
             self,
             role: str,
             content: str | Sequence[ContentItem | dict[str, Any]] | None,

@@ -1,0 +1,226 @@
+"""The one stream accumulator every provider feeds: text, thinking and tool-call deltas.
+
+A provider's stream adapter turns its wire events into the small delta records below; the
+accumulator turns each into a delta `ChatResponse` for the caller and keeps the fragments, so
+the final chunk carries the whole content. Fragments are joined once, at the end: the work is
+linear in the stream's length.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from parley.messages import Block, TextBlock, ThinkingBlock, ToolCallBlock, new_id
+from parley.models.response import ChatResponse, ChatUsage, FinishReason
+
+__all__ = [
+    "BlockDelta",
+    "Delta",
+    "MetaDelta",
+    "StreamAccumulator",
+    "TextDelta",
+    "ThinkingDelta",
+    "ToolCallDelta",
+    "parse_arguments",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """More answer text."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingDelta:
+    """More reasoning, or the reasoning's signature or provider extras (which may come last)."""
+
+    thinking: str = ""
+    signature: str | None = None
+    extra: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDelta:
+    """Part of a tool call: the first part names it, later ones add argument text.
+
+    `key` tells calls apart within one response (OpenAI's `index`, Anthropic's block index);
+    `id` and `name` may come only with the first part.
+    """
+
+    key: int | str
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class BlockDelta:
+    """A whole block that arrives at once (an image or audio the model produced)."""
+
+    block: Block
+
+
+@dataclass(frozen=True, slots=True)
+class MetaDelta:
+    """Facts about the response: usage, finish reason, the provider's response id, the model."""
+
+    usage: ChatUsage | None = None
+    finish_reason: FinishReason | None = None
+    response_id: str | None = None
+    model: str | None = None
+
+
+Delta = TextDelta | ThinkingDelta | ToolCallDelta | BlockDelta | MetaDelta
+
+
+def parse_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
+    """Parse a tool call's argument string: `(input, raw_input)`.
+
+    Valid JSON objects give `(input, None)`; anything else keeps the raw string so that the
+    tool layer can repair it or report it to the model: `({}, raw)`.
+    """
+    if not raw.strip():
+        return {}, None
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return {}, raw
+    if isinstance(parsed, dict):
+        return parsed, None
+    return {}, raw
+
+
+@dataclass
+class _Slot:
+    kind: str  # "text", "thinking", "tool_call" or "block"
+    parts: list[str] = field(default_factory=list)
+    signature: str | None = None
+    extra: dict[str, Any] | None = None
+    call_id: str = ""
+    name: str = ""
+    block: Block | None = None
+
+    def to_block(self) -> Block:
+        if self.kind == "text":
+            return TextBlock(text="".join(self.parts))
+        if self.kind == "thinking":
+            return ThinkingBlock(
+                thinking="".join(self.parts), signature=self.signature, extra=self.extra
+            )
+        if self.kind == "tool_call":
+            arguments, raw = parse_arguments("".join(self.parts))
+            return ToolCallBlock(id=self.call_id, name=self.name, input=arguments, raw_input=raw)
+        assert self.block is not None
+        return self.block
+
+
+class StreamAccumulator:
+    """Collects deltas into the final response, handing out one delta chunk per delta.
+
+    Args:
+        model: The model name to put on the chunks.
+    """
+
+    def __init__(self, model: str | None = None) -> None:
+        self.model = model
+        self.response_id = new_id()
+        self.usage: ChatUsage | None = None
+        self.finish_reason: FinishReason | None = None
+        self._slots: list[_Slot] = []
+        self._calls: dict[int | str, _Slot] = {}
+        self.chunks = 0
+
+    def add(self, delta: Delta) -> ChatResponse | None:
+        """Take one delta; return the chunk to hand to the caller, or None (nothing visible)."""
+        block: Block | None
+        if isinstance(delta, TextDelta):
+            block = self._text(delta)
+        elif isinstance(delta, ThinkingDelta):
+            block = self._thinking(delta)
+        elif isinstance(delta, ToolCallDelta):
+            block = self._tool_call(delta)
+        elif isinstance(delta, BlockDelta):
+            self._slots.append(_Slot("block", block=delta.block))
+            block = delta.block
+        else:
+            self._meta(delta)
+            block = None
+        if block is None:
+            return None
+        self.chunks += 1
+        return ChatResponse(content=[block], is_last=False, id=self.response_id, model=self.model)
+
+    def _last(self, kind: str) -> _Slot:
+        if not self._slots or self._slots[-1].kind != kind:
+            self._slots.append(_Slot(kind))
+        return self._slots[-1]
+
+    def _text(self, delta: TextDelta) -> Block | None:
+        if not delta.text:
+            return None
+        self._last("text").parts.append(delta.text)
+        return TextBlock(text=delta.text)
+
+    def _thinking(self, delta: ThinkingDelta) -> Block | None:
+        slot = self._last("thinking")
+        if delta.thinking:
+            slot.parts.append(delta.thinking)
+        if delta.signature is not None:
+            slot.signature = (slot.signature or "") + delta.signature
+        if delta.extra:
+            slot.extra = {**(slot.extra or {}), **delta.extra}
+        if not (delta.thinking or delta.signature or delta.extra):
+            return None
+        return ThinkingBlock(thinking=delta.thinking, signature=delta.signature, extra=delta.extra)
+
+    def _tool_call(self, delta: ToolCallDelta) -> Block:
+        slot = self._calls.get(delta.key)
+        if slot is None:
+            slot = _Slot("tool_call", call_id=delta.id or f"call_{new_id()[-12:]}")
+            self._calls[delta.key] = slot
+            self._slots.append(slot)
+        elif delta.id and not slot.call_id:
+            slot.call_id = delta.id
+        if delta.name:
+            # Some providers stream the name in pieces too.
+            slot.name += delta.name
+        if delta.arguments:
+            slot.parts.append(delta.arguments)
+        return ToolCallBlock(id=slot.call_id, name=slot.name, raw_input=delta.arguments or None)
+
+    def _meta(self, delta: MetaDelta) -> None:
+        if delta.usage is not None:
+            self.usage = delta.usage
+        if delta.finish_reason is not None:
+            self.finish_reason = delta.finish_reason
+        if delta.response_id:
+            self.response_id = delta.response_id
+        if delta.model:
+            self.model = delta.model
+
+    def content(self) -> list[Block]:
+        """The content so far, fragments joined."""
+        return [slot.to_block() for slot in self._slots]
+
+    def final(self, finish_reason: FinishReason | None = None) -> ChatResponse:
+        """The last chunk: the whole content, the usage and the finish reason.
+
+        Args:
+            finish_reason: Overrides what the provider said (as `interrupted` does on cancel).
+        """
+        content = self.content()
+        reason = finish_reason or self.finish_reason
+        if reason is None:
+            reason = "tool_calls" if any(b.type == "tool_call" for b in content) else "stop"
+        return ChatResponse(
+            content=content,
+            is_last=True,
+            usage=self.usage,
+            finish_reason=reason,
+            id=self.response_id,
+            model=self.model,
+        )

@@ -1,0 +1,345 @@
+"""`ChatModel`: the base every provider's chat model builds on.
+
+A provider implements one method, `_stream(request)`, an async iterator of deltas (and may
+override `_complete(request)` when its API answers whole responses more cheaply). The base
+does the rest once for all: message and tool normalization, `tool_choice` checks, parameter
+merging, retries, streaming with cancellation, the response cache, usage timing, structured
+output and the sync twins.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import time
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ValidationError
+
+from parley._sync import iterate_sync, run_sync
+from parley.errors import UserError
+from parley.messages import Msg
+from parley.models.accumulator import Delta, StreamAccumulator
+from parley.models.cache import ResponseCache, replay
+from parley.models.cards import ModelCard, load_cards
+from parley.models.credentials import Credential
+from parley.models.parameters import Parameters
+from parley.models.response import ChatResponse, StructuredResponse
+from parley.models.retry import RetryPolicy, call_with_retries
+from parley.models.stream import ChatStream
+from parley.models.tools import ToolLike, ToolSpec, check_tool_choice, to_tool_specs
+
+if TYPE_CHECKING:
+    from parley.models.formatter import Formatter
+
+__all__ = ["ALLOW_MODEL_REQUESTS", "ChatModel", "ChatRequest", "MessagesInput", "ToolsInput"]
+
+ALLOW_MODEL_REQUESTS = True
+"""When False, provider adapters refuse requests to any host but this machine.
+
+The test suite sets it False in its `conftest.py`, so no test can reach the internet, while
+tests against local servers speaking a provider's wire format still run.
+"""
+
+MessagesInput = Sequence[Msg | Mapping[str, Any]]
+ToolsInput = Sequence[ToolSpec | ToolLike | Mapping[str, Any]] | None
+
+
+@dataclass
+class ChatRequest:
+    """One call, normalized: what a provider adapter turns into its wire format."""
+
+    messages: list[Msg]
+    tools: list[ToolSpec] = field(default_factory=list)
+    tool_choice: str | None = None
+    parameters: Parameters = field(default_factory=Parameters)
+    response_format: dict[str, Any] | None = None
+    """A JSON schema the answer must follow, for providers that constrain output natively."""
+
+
+def _as_msgs(messages: MessagesInput) -> list[Msg]:
+    if isinstance(messages, (str, Msg, Mapping)):
+        raise UserError("messages must be a list of Msg or dicts, not a single message")
+    try:
+        return [m if isinstance(m, Msg) else Msg.model_validate(m) for m in messages]
+    except ValidationError as exc:
+        raise UserError(f"bad message: {exc}") from None
+
+
+class ChatModel(ABC):
+    """A chat model: call it with messages, get a response or a stream of deltas.
+
+    Args:
+        credential: The provider's credential; None builds the default one (environment).
+        model: The model's name at the provider.
+        parameters: Generation parameters (the provider's `Parameters` class, or a dict).
+        stream: Whether calling the model (`await model(...)`) streams.
+        max_retries: Tries after the first on retryable failures.
+        context_size: The context window in tokens; from the model card when not given.
+        formatter: Overrides how messages become the provider's payload.
+        cache_dir: Turns on the on-disk response cache in this folder.
+        timeout: Seconds to wait for the provider to answer.
+    """
+
+    provider: ClassVar[str] = "base"
+    parameters_class: ClassVar[type[Parameters]] = Parameters
+    credential_class: ClassVar[type[Credential] | None] = None
+    cards_location: ClassVar[str | Path | None] = None
+    """A package whose `_models/` folder holds the cards, or a folder."""
+    structured_strategies: ClassVar[tuple[str, ...]] = ("forced", "auto", "thinking_off", "text")
+    """How `generate_structured_output` asks, in order (see `parley.models.structured`)."""
+    thinking_off: ClassVar[dict[str, Any]] = {}
+    """Parameter overrides that switch reasoning off, for the `thinking_off` strategy."""
+
+    def __init__(
+        self,
+        credential: Credential | None = None,
+        model: str = "",
+        parameters: Parameters | Mapping[str, Any] | None = None,
+        stream: bool = False,
+        max_retries: int = 3,
+        context_size: int | None = None,
+        formatter: Formatter | None = None,
+        *,
+        cache_dir: str | Path | None = None,
+        timeout: float = 120.0,
+    ) -> None:
+        if not model:
+            raise UserError(f"{type(self).__name__} needs a model name")
+        self.credential = self._check_credential(credential)
+        self.model = model
+        self.parameters = self._check_parameters(parameters)
+        self.stream = stream
+        self.retry = RetryPolicy(max_retries=max_retries)
+        self.formatter = formatter
+        self.timeout = timeout
+        self.cache = ResponseCache(cache_dir) if cache_dir is not None else None
+        card = self.card()
+        self.context_size = context_size or (card.context_size if card else None)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model!r}, stream={self.stream})"
+
+    # -- configuration ------------------------------------------------------------------------
+
+    def _check_credential(self, credential: Credential | None) -> Credential | None:
+        expected = self.credential_class
+        if credential is None:
+            return expected.model_validate({}) if expected is not None else None
+        if expected is not None and not isinstance(credential, expected):
+            raise UserError(
+                f"{type(self).__name__} needs a {expected.__name__}, "
+                f"got a {type(credential).__name__}"
+            )
+        return credential
+
+    def _check_parameters(self, parameters: Parameters | Mapping[str, Any] | None) -> Parameters:
+        cls = self.parameters_class
+        if parameters is None:
+            return cls()
+        if isinstance(parameters, Mapping):
+            return cls().merged(**parameters)
+        if not isinstance(parameters, cls):
+            raise UserError(
+                f"{type(self).__name__} takes {cls.__qualname__}, got {type(parameters).__name__}"
+            )
+        return parameters
+
+    @classmethod
+    def list_models(cls, custom_yaml_dir: str | Path | None = None) -> list[ModelCard]:
+        """The model cards for this class (from `custom_yaml_dir` when given)."""
+        location = custom_yaml_dir or cls.cards_location
+        if location is None:
+            return []
+        return load_cards(location, cls.parameters_class.model_json_schema())
+
+    def card(self) -> ModelCard | None:
+        """This model's card, when there is one."""
+        return next((c for c in self.list_models() if c.name == self.model), None)
+
+    @staticmethod
+    def check_allowed(base_url: str | None) -> None:
+        """Refuse a request to another machine when `ALLOW_MODEL_REQUESTS` is off.
+
+        Raises:
+            UserError: Requests are blocked and `base_url` is not on this machine.
+        """
+        if ALLOW_MODEL_REQUESTS or base_url is None:
+            return
+        host = urlsplit(base_url).hostname or ""
+        try:
+            local = ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            local = host == "localhost"
+        if not local:
+            raise UserError(
+                f"model requests to {host!r} are blocked: parley.models.base.ALLOW_MODEL_REQUESTS"
+                " is False (as in the test suite)"
+            )
+
+    # -- calling ------------------------------------------------------------------------------
+
+    def build_request(
+        self,
+        messages: MessagesInput,
+        tools: ToolsInput = None,
+        tool_choice: str | None = None,
+        response_format: dict[str, Any] | None = None,
+        **overrides: Any,
+    ) -> ChatRequest:
+        """Normalize and check one call's inputs.
+
+        Raises:
+            UserError: Bad messages, tools, tool choice or parameters.
+        """
+        specs = to_tool_specs(tools)
+        return ChatRequest(
+            messages=_as_msgs(messages),
+            tools=specs,
+            tool_choice=check_tool_choice(tool_choice, specs),
+            parameters=self.parameters.merged(**overrides),
+            response_format=response_format,
+        )
+
+    async def __call__(
+        self,
+        messages: MessagesInput,
+        tools: ToolsInput = None,
+        tool_choice: str | None = None,
+        **overrides: Any,
+    ) -> ChatResponse | ChatStream:
+        """Call the model: a `ChatResponse`, or a `ChatStream` when built with `stream=True`."""
+        if self.stream:
+            return self.chat_stream(messages, tools, tool_choice, **overrides)
+        return await self.chat(messages, tools, tool_choice, **overrides)
+
+    async def chat(
+        self,
+        messages: MessagesInput,
+        tools: ToolsInput = None,
+        tool_choice: str | None = None,
+        **overrides: Any,
+    ) -> ChatResponse:
+        """Call the model and wait for the whole response."""
+        request = self.build_request(messages, tools, tool_choice, **overrides)
+        return await self.complete(request)
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        """Answer a prepared request whole: cache, retries and timing around `_complete`."""
+        key = self._cache_key(request)
+        if key is not None and self.cache is not None and (hit := self.cache.get(key)):
+            return hit
+        started = time.monotonic()
+        response = await call_with_retries(
+            self.retry, lambda: self._complete(request), describe=f"{self.provider} call"
+        )
+        usage = response.usage.model_copy() if response.usage else None
+        if usage is not None:
+            usage.elapsed = time.monotonic() - started
+            response.usage = usage
+        response.model = response.model or self.model
+        if key is not None and self.cache is not None:
+            self.cache.put(key, response)
+        return response
+
+    def chat_stream(
+        self,
+        messages: MessagesInput,
+        tools: ToolsInput = None,
+        tool_choice: str | None = None,
+        **overrides: Any,
+    ) -> ChatStream:
+        """Call the model and stream the answer as delta chunks, then the whole."""
+        request = self.build_request(messages, tools, tool_choice, **overrides)
+        return self.open_stream(request)
+
+    def open_stream(self, request: ChatRequest) -> ChatStream:
+        """Stream a prepared request: cache, retries before the first chunk, cancellation."""
+        key = self._cache_key(request)
+        cache = self.cache
+        if key is not None and cache is not None and (hit := cache.get(key)):
+            return ChatStream(lambda: replay(hit), model=self.model)
+        on_final = (lambda final: cache.put(key, final)) if key and cache else None
+        return ChatStream(
+            lambda: self._stream(request), policy=self.retry, model=self.model, on_final=on_final
+        )
+
+    def _cache_key(self, request: ChatRequest) -> str | None:
+        if self.cache is None:
+            return None
+        return self.cache.key(self.provider, self.model, request)
+
+    # -- sync twins ---------------------------------------------------------------------------
+
+    def chat_sync(
+        self,
+        messages: MessagesInput,
+        tools: ToolsInput = None,
+        tool_choice: str | None = None,
+        **overrides: Any,
+    ) -> ChatResponse:
+        """`chat`, from synchronous code."""
+        return run_sync(self.chat(messages, tools, tool_choice, **overrides))
+
+    def chat_stream_sync(
+        self,
+        messages: MessagesInput,
+        tools: ToolsInput = None,
+        tool_choice: str | None = None,
+        **overrides: Any,
+    ) -> Iterator[ChatResponse]:
+        """`chat_stream`, from synchronous code."""
+
+        async def chunks() -> AsyncIterator[ChatResponse]:
+            stream = self.chat_stream(messages, tools, tool_choice, **overrides)
+            try:
+                async for chunk in stream:
+                    yield chunk
+            finally:
+                await stream.aclose()
+
+        return iterate_sync(chunks())
+
+    # -- structured output --------------------------------------------------------------------
+
+    async def generate_structured_output(
+        self,
+        messages: MessagesInput,
+        schema: type[BaseModel] | Mapping[str, Any],
+        **overrides: Any,
+    ) -> StructuredResponse:
+        """Get an answer that validates against `schema` (a pydantic model or JSON schema).
+
+        See `parley.models.structured` for the strategy: a forced tool call where the provider
+        takes one, falling back step by step; arguments repaired guided by the schema; the
+        validation error sent back to the model for one more try.
+        """
+        from parley.models.structured import generate_structured_output  # noqa: PLC0415
+
+        return await generate_structured_output(self, messages, schema, **overrides)
+
+    def generate_structured_output_sync(
+        self,
+        messages: MessagesInput,
+        schema: type[BaseModel] | Mapping[str, Any],
+        **overrides: Any,
+    ) -> StructuredResponse:
+        """`generate_structured_output`, from synchronous code."""
+        return run_sync(self.generate_structured_output(messages, schema, **overrides))
+
+    # -- provider hooks -----------------------------------------------------------------------
+
+    @abstractmethod
+    def _stream(self, request: ChatRequest) -> AsyncIterator[Delta]:
+        """Stream the provider's answer as deltas; raise parley errors (mapped in one place)."""
+
+    async def _complete(self, request: ChatRequest) -> ChatResponse:
+        """The whole answer; by default the stream, accumulated."""
+        accumulator = StreamAccumulator(self.model)
+        async for delta in self._stream(request):
+            accumulator.add(delta)
+        return accumulator.final()

@@ -1,0 +1,110 @@
+"""Model cards: what a model accepts and produces, its limits, and its parameter form.
+
+Cards are YAML files in a `_models/` folder beside each provider's chat model, one model per
+file. A card's `parameter_schema` is the provider's `Parameters` JSON schema with the card's
+`parameter_overrides` merged on top, field by field: `{...}` shallow-merges into the field,
+`{hidden: true}` hides it from forms, `null` removes it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from parley.errors import ConfigurationError
+
+__all__ = ["ModelCard", "load_cards", "merge_parameter_schema"]
+
+THINKING = "application/x-thinking"
+"""The output type of a model that reasons before it answers."""
+
+
+class ModelCard(BaseModel):
+    """A declarative description of one model, for pickers and parameter forms."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    label: str = ""
+    status: Literal["active", "deprecated", "sunset"] = "active"
+    input_types: list[str] = Field(default_factory=lambda: ["text/plain"])
+    output_types: list[str] = Field(default_factory=lambda: ["text/plain"])
+    context_size: int | None = Field(default=None, ge=1)
+    output_size: int | None = Field(default=None, ge=1)
+    parameter_overrides: dict[str, dict[str, Any] | None] = Field(default_factory=dict)
+    parameter_schema: dict[str, Any] = Field(default_factory=dict)
+
+    def accepts(self, media_type: str) -> bool:
+        """Whether the model takes input of this MIME type (`image/png` matches `image/*`)."""
+        return _matches(media_type, self.input_types)
+
+    def produces(self, media_type: str) -> bool:
+        """Whether the model can output this MIME type (e.g. `application/x-thinking`)."""
+        return _matches(media_type, self.output_types)
+
+
+def _matches(media_type: str, patterns: Iterable[str]) -> bool:
+    family = media_type.split("/", 1)[0]
+    return any(p in (media_type, f"{family}/*", "*/*") for p in patterns)
+
+
+def merge_parameter_schema(
+    base: dict[str, Any], overrides: dict[str, dict[str, Any] | None]
+) -> dict[str, Any]:
+    """Merge a card's parameter overrides into the `Parameters` JSON schema.
+
+    Raises:
+        ConfigurationError: An override names a parameter the schema does not have.
+    """
+    schema = copy.deepcopy(base)
+    properties: dict[str, Any] = schema.setdefault("properties", {})
+    for name, override in overrides.items():
+        if name not in properties:
+            raise ConfigurationError(
+                f"parameter override {name!r} names no parameter; known: {', '.join(properties)}"
+            )
+        if override is None:
+            del properties[name]
+            if name in schema.get("required", []):
+                schema["required"].remove(name)
+            continue
+        properties[name] = {**properties[name], **override}
+    return schema
+
+
+def _read_card(source: Traversable, base_schema: dict[str, Any]) -> ModelCard:
+    try:
+        data = yaml.safe_load(source.read_text(encoding="utf-8"))
+        card = ModelCard.model_validate(data)
+    except (yaml.YAMLError, ValidationError) as exc:
+        raise ConfigurationError(f"bad model card {source.name}: {exc}") from None
+    card.parameter_schema = merge_parameter_schema(base_schema, card.parameter_overrides)
+    return card
+
+
+def load_cards(location: str | Path | Traversable, base_schema: dict[str, Any]) -> list[ModelCard]:
+    """Load every `*.yaml` card in a folder, sorted by name.
+
+    Args:
+        location: A folder path, or a package name whose `_models/` folder holds the cards.
+        base_schema: The provider's `Parameters.model_json_schema()`.
+    """
+    if isinstance(location, str) and "/" not in location and not Path(location).exists():
+        folder: Traversable = resources.files(location) / "_models"
+    elif isinstance(location, (str, Path)):
+        folder = Path(location)
+    else:
+        folder = location
+    if not folder.is_dir():
+        return []
+    files = sorted(
+        (f for f in folder.iterdir() if f.name.endswith((".yaml", ".yml"))), key=lambda f: f.name
+    )
+    return sorted((_read_card(f, base_schema) for f in files), key=lambda c: c.name)

@@ -1,0 +1,126 @@
+"""Credentials: who to call and with which secret, and which model families they unlock.
+
+Each provider's credential has a unique `type`; `CredentialFactory.from_dict` builds the
+right class from stored settings. Keys are `SecretStr`: they never show in reprs or logs.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError
+
+from parley.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from parley.models.base import ChatModel
+    from parley.models.cards import ModelCard
+
+__all__ = ["APIKeyCredential", "Credential", "CredentialFactory"]
+
+_REGISTRY: dict[str, builtins.type[Credential]] = {}
+
+
+class Credential(BaseModel):
+    """The base of every provider's credential.
+
+    Subclasses set a literal `type` (its registry key) and say which model classes they
+    unlock; `list_models()` gathers those classes' model cards.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: str
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        kind = cls.model_fields["type"].default
+        if isinstance(kind, str) and kind:
+            _REGISTRY[kind] = cls
+
+    @classmethod
+    def chat_model_classes(cls) -> list[builtins.type[ChatModel]]:
+        """The chat model classes this credential can drive."""
+        return []
+
+    @classmethod
+    def embedding_model_classes(cls) -> list[builtins.type[Any]]:
+        """The embedding model classes this credential can drive."""
+        return []
+
+    @classmethod
+    def tts_model_classes(cls) -> list[builtins.type[Any]]:
+        """The text-to-speech model classes this credential can drive."""
+        return []
+
+    @classmethod
+    def list_models(cls) -> list[ModelCard]:
+        """The model cards of every chat model class this credential unlocks."""
+        return [card for model_cls in cls.chat_model_classes() for card in model_cls.list_models()]
+
+
+class APIKeyCredential(Credential):
+    """A credential made of an API key and an endpoint.
+
+    `api_key` falls back on the environment variable named by `env_key`; `base_url` on the
+    provider's public endpoint.
+    """
+
+    env_key: ClassVar[str | None] = None
+    default_base_url: ClassVar[str | None] = None
+
+    api_key: SecretStr | None = None
+    base_url: str | None = None
+
+    def key(self) -> str | None:
+        """The API key, from the credential or else the provider's environment variable."""
+        if self.api_key is not None:
+            return self.api_key.get_secret_value()
+        return os.environ.get(self.env_key) if self.env_key else None
+
+    def endpoint(self) -> str | None:
+        """The base URL to call."""
+        return self.base_url or self.default_base_url
+
+
+class CredentialFactory:
+    """Builds credentials from plain data, by their `type`."""
+
+    @staticmethod
+    def known_types() -> list[str]:
+        """The registered credential types."""
+        _load_builtin_providers()
+        return sorted(_REGISTRY)
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> Credential:
+        """Build the credential `data["type"]` names.
+
+        Raises:
+            ConfigurationError: The type is missing or unknown, or a field is wrong.
+        """
+        _load_builtin_providers()
+        kind = data.get("type")
+        if not isinstance(kind, str) or kind not in _REGISTRY:
+            raise ConfigurationError(
+                f"unknown credential type {kind!r}; known: {', '.join(sorted(_REGISTRY))}"
+            )
+        try:
+            return _REGISTRY[kind].model_validate(data)
+        except ValidationError as exc:
+            raise ConfigurationError(f"bad {kind} credential: {exc}") from None
+
+
+def _load_builtin_providers() -> None:
+    # Providers register their credentials on import; import the built-in ones (cheap: they
+    # import their SDKs lazily).
+    import importlib  # noqa: PLC0415
+
+    for module in ("parley.models.openai", "parley.models.local"):
+        try:
+            importlib.import_module(module)
+        except ImportError:  # pragma: no cover - a provider package removed from the install
+            continue

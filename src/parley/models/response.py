@@ -1,0 +1,79 @@
+"""What a chat model returns: `ChatResponse` (whole or a stream delta) and its usage."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from parley.messages import Block, Msg, ToolCallBlock, Usage, new_id
+from parley.messages._base import DictLikeModel
+
+__all__ = ["ChatResponse", "ChatUsage", "FinishReason", "StructuredResponse"]
+
+ChatUsage = Usage
+"""A model call's usage: input, output and cached tokens, and the seconds it took."""
+
+FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "interrupted", "error"]
+"""Why the model stopped: its natural end, the token limit, to call tools, a content filter,
+the caller cancelled the stream (`interrupted`), or the provider reported an error."""
+
+
+class ChatResponse(DictLikeModel):
+    """A model's answer, or one delta of a streamed answer.
+
+    A streamed call yields deltas (`is_last=False`) that carry only what is new, then one chunk
+    with `is_last=True` that carries the whole content, the usage and the finish reason.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: list[Block] = Field(default_factory=list)
+    is_last: bool = True
+    usage: ChatUsage | None = None
+    finish_reason: FinishReason | None = None
+    id: str = Field(default_factory=new_id)
+    model: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        """The text blocks' text, joined without separators (deltas concatenate)."""
+        return "".join(b.text for b in self.content if b.type == "text")
+
+    @property
+    def thinking(self) -> str:
+        """The thinking blocks' text, joined without separators."""
+        return "".join(b.thinking for b in self.content if b.type == "thinking")
+
+    @property
+    def tool_calls(self) -> list[ToolCallBlock]:
+        """The tool calls, in order."""
+        return [b for b in self.content if isinstance(b, ToolCallBlock)]
+
+    def to_msg(self, *, name: str | None = None) -> Msg:
+        """The assistant message this response makes, usage included."""
+        return Msg(
+            role="assistant",
+            content=list(self.content),
+            name=name,
+            usage=self.usage,
+            metadata={"response_id": self.id, **({"model": self.model} if self.model else {})},
+        )
+
+
+class StructuredResponse(BaseModel):
+    """The result of `generate_structured_output`: a validated object and how it was made.
+
+    `content` is the validated data as a dict; `parsed` is the pydantic model instance when
+    the schema was a model class.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    content: dict[str, Any]
+    parsed: Any = None
+    usage: ChatUsage = Field(default_factory=ChatUsage)
+    response: ChatResponse
+    strategy: str = Field(description="How the output was obtained: forced, auto, or text.")
+    attempts: int = 1

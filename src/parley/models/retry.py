@@ -1,0 +1,93 @@
+"""When and how long to wait before trying a failed model call again.
+
+Retried: connection errors, timeouts, and HTTP 408, 409, 429 and 5xx, waiting what the
+provider's `Retry-After` asked when it said, else an exponential backoff with jitter. Never
+retried: 400, 401, 403, 404, 422, content filtering and context length, which fail the same
+way every time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from parley.errors import (
+    ModelConnectionError,
+    ModelError,
+    ModelHTTPError,
+    ModelTimeoutError,
+)
+
+__all__ = ["RETRYABLE_STATUS", "RetryPolicy", "call_with_retries"]
+
+logger = logging.getLogger("parley.models")
+
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+"""Statuses below 500 worth another try: timeout, conflict, rate limit."""
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff with full jitter, honouring `Retry-After`.
+
+    Args:
+        max_retries: Tries after the first; 0 disables retrying.
+        initial_delay: The first wait, in seconds, before jitter.
+        max_delay: The longest wait the backoff grows to.
+        max_retry_after: The longest `Retry-After` honoured; longer asks fail at once.
+    """
+
+    max_retries: int = 3
+    initial_delay: float = 0.5
+    max_delay: float = 20.0
+    max_retry_after: float = 120.0
+
+    def retryable(self, error: BaseException) -> bool:
+        """Whether a failure of this kind may pass on another try."""
+        if isinstance(error, ModelHTTPError):
+            status = error.status_code
+            if status in RETRYABLE_STATUS or status >= 500:
+                return error.retry_after is None or error.retry_after <= self.max_retry_after
+            return False
+        return isinstance(error, ModelConnectionError | ModelTimeoutError)
+
+    def delay(self, attempt: int, error: BaseException) -> float:
+        """Seconds to wait before try `attempt + 1` (`attempt` counts from 1)."""
+        if isinstance(error, ModelHTTPError) and error.retry_after is not None:
+            return max(0.0, error.retry_after)
+        ceiling = min(self.max_delay, self.initial_delay * 2 ** (attempt - 1))
+        # "Full jitter": spreads clients that failed together over the whole window.
+        return random.uniform(ceiling / 2, ceiling)
+
+
+async def call_with_retries(
+    policy: RetryPolicy,
+    call: Callable[[], Awaitable[T]],
+    *,
+    describe: str = "model call",
+) -> T:
+    """Await `call()`, trying again on retryable failures as `policy` says."""
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return await call()
+        except ModelError as error:
+            if attempt > policy.max_retries or not policy.retryable(error):
+                raise
+            wait = policy.delay(attempt, error)
+            logger.warning(
+                "%s failed (%s); retry %d of %d in %.2fs",
+                describe,
+                error,
+                attempt,
+                policy.max_retries,
+                wait,
+            )
+            await asyncio.sleep(wait)

@@ -1,0 +1,172 @@
+"""`ChatStream`: a streamed model answer the caller iterates, cancels, and retries safely.
+
+A background task pumps the provider's deltas into a queue; the caller takes chunks from it.
+That split gives three things: `cancel()` ends the stream at once with a final chunk whose
+finish reason is `interrupted` (the partial content kept); a failure before the first chunk
+was handed out is retried from scratch, after it never; and the provider's connection is
+closed whenever the caller stops early.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from parley.errors import ModelError
+from parley.models.accumulator import Delta, MetaDelta, StreamAccumulator
+from parley.models.response import ChatResponse, ChatUsage, FinishReason
+from parley.models.retry import RetryPolicy, logger
+
+__all__ = ["ChatStream"]
+
+_END = object()
+_CANCEL = object()
+
+
+class ChatStream:
+    """An async iterator of delta `ChatResponse`s ending in one `is_last=True` chunk.
+
+    Args:
+        open_source: Starts the provider's stream of deltas (called again to retry).
+        policy: When to retry a failure that comes before the first chunk.
+        model: The model name for the chunks.
+        on_final: Called with the final chunk of a stream that ended normally.
+    """
+
+    def __init__(
+        self,
+        open_source: Callable[[], AsyncIterator[Delta]],
+        *,
+        policy: RetryPolicy | None = None,
+        model: str | None = None,
+        on_final: Callable[[ChatResponse], None] | None = None,
+    ) -> None:
+        self._open_source = open_source
+        self._policy = policy or RetryPolicy(max_retries=0)
+        self._accumulator = StreamAccumulator(model)
+        self._on_final = on_final
+        self._queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=256)
+        self._pump: asyncio.Task[None] | None = None
+        self._cancelled = False
+        self._sent_visible = False
+        self._started = time.monotonic()
+        self.response: ChatResponse | None = None
+        """The final chunk, once the stream has ended (normally or interrupted)."""
+
+    def __aiter__(self) -> ChatStream:
+        return self
+
+    async def __anext__(self) -> ChatResponse:
+        if self.response is not None:
+            raise StopAsyncIteration
+        if self._pump is None and not self._cancelled:
+            self._pump = asyncio.get_running_loop().create_task(self._run())
+        while True:
+            try:
+                item = await self._queue.get()
+            except asyncio.CancelledError:
+                # The caller's task was cancelled: stop the provider, keep the partial answer.
+                self._stop_pump()
+                self._finish("interrupted")
+                raise
+            if item is _END:
+                return self._finish(None)
+            if item is _CANCEL:
+                return self._finish("interrupted")
+            if isinstance(item, BaseException):
+                self.response = self._accumulator.final("error")
+                raise item
+            chunk = self._accumulator.add(item)
+            if chunk is not None:
+                return chunk
+
+    def cancel(self) -> None:
+        """End the stream now: the next chunk is the final one, finish reason `interrupted`.
+
+        Deltas that arrived but were not handed out yet are kept in the final content.
+        """
+        if self.response is not None or self._cancelled:
+            return
+        self._cancelled = True
+        self._stop_pump()
+        self._queue.put_nowait(_CANCEL)
+
+    def _stop_pump(self) -> None:
+        if self._pump is not None and not self._pump.done():
+            self._pump.cancel()
+        # What the provider sent is part of the answer even if the caller never saw it.
+        while not self._queue.empty():
+            item = self._queue.get_nowait()
+            if not (item is _END or item is _CANCEL or isinstance(item, BaseException)):
+                self._accumulator.add(item)
+
+    async def aclose(self) -> None:
+        """Stop the stream and close the provider's connection."""
+        pump = self._pump
+        self._stop_pump()
+        if pump is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await pump
+        if self.response is None:
+            self._finish("interrupted")
+
+    async def collect(self) -> ChatResponse:
+        """Consume the stream and return its final chunk."""
+        async for _ in self:
+            pass
+        assert self.response is not None
+        return self.response
+
+    def _finish(self, reason: FinishReason | None) -> ChatResponse:
+        final = self._accumulator.final(reason)
+        usage = final.usage.model_copy() if final.usage else ChatUsage()
+        usage.elapsed = time.monotonic() - self._started
+        final.usage = usage
+        self.response = final
+        if reason is None and self._on_final is not None:
+            self._on_final(final)
+        return final
+
+    async def _run(self) -> None:
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                await self._pump_once()
+            except asyncio.CancelledError:
+                raise
+            except ModelError as error:
+                if self._can_retry(attempt, error):
+                    wait = self._policy.delay(attempt, error)
+                    logger.warning("stream failed before its first chunk (%s); retrying", error)
+                    await asyncio.sleep(wait)
+                    continue
+                await self._queue.put(error)
+            except Exception as error:
+                await self._queue.put(error)
+            else:
+                await self._queue.put(_END)
+            return
+
+    def _can_retry(self, attempt: int, error: ModelError) -> bool:
+        return (
+            not self._sent_visible
+            and attempt <= self._policy.max_retries
+            and self._policy.retryable(error)
+        )
+
+    async def _pump_once(self) -> None:
+        source = self._open_source()
+        try:
+            async for delta in source:
+                if not isinstance(delta, MetaDelta):
+                    self._sent_visible = True
+                await self._queue.put(delta)
+        finally:
+            closer = getattr(source, "aclose", None)
+            if closer is not None:
+                with contextlib.suppress(Exception):
+                    await closer()
