@@ -3,17 +3,19 @@
 
 PYTHON ?= python3
 VENV ?= .venv
+# The extras the test suite exercises (llama-cpp-python compiles once, then pip's cache serves it).
+EXTRAS ?= openai,local
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install lint format typecheck test check bench clean
+.PHONY: install lint format typecheck test check bench chat clean
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade "pip>=25.1"
-	$(PY) -m pip install --quiet --disable-pip-version-check -e . --group dev
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[$(EXTRAS)]" --group dev
 	touch $(STAMP)
 
 lint: install
@@ -31,6 +33,11 @@ test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 check: lint typecheck test
+
+# The main job on the embedded defaults: the local model answers, offline, with no keys.
+Q ?= What is the capital of France?
+chat: install
+	$(VENV)/bin/parley chat "$(Q)"
 
 # Peer libraries are installed for benchmarks only, into their own virtualenv, so their pins
 # never touch parley's environment.

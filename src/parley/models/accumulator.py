@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from parley.messages import Block, TextBlock, ThinkingBlock, ToolCallBlock, new_id
+from parley.messages._base import trusted
 from parley.models.response import ChatResponse, ChatUsage, FinishReason
 
 __all__ = [
@@ -152,7 +153,21 @@ class StreamAccumulator:
         if block is None:
             return None
         self.chunks += 1
-        return ChatResponse(content=[block], is_last=False, id=self.response_id, model=self.model)
+        # One chunk per delta, on the hot path of every stream: assembled without re-validating
+        # what was just built here.
+        return trusted(
+            ChatResponse,
+            {
+                "content": [block],
+                "is_last": False,
+                "usage": None,
+                "finish_reason": None,
+                "id": self.response_id,
+                "model": self.model,
+                "metadata": {},
+            },
+            {"content", "is_last", "id", "model"},
+        )
 
     def _last(self, kind: str) -> _Slot:
         if not self._slots or self._slots[-1].kind != kind:
@@ -160,10 +175,13 @@ class StreamAccumulator:
         return self._slots[-1]
 
     def _text(self, delta: TextDelta) -> Block | None:
-        if not delta.text:
+        text = delta.text
+        if not text:
             return None
-        self._last("text").parts.append(delta.text)
-        return TextBlock(text=delta.text)
+        self._last("text").parts.append(text)
+        if type(text) is not str:
+            return TextBlock(text=text)  # validation words the error
+        return trusted(TextBlock, {"type": "text", "text": text}, {"text"})
 
     def _thinking(self, delta: ThinkingDelta) -> Block | None:
         slot = self._last("thinking")

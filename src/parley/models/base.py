@@ -9,6 +9,7 @@ output and the sync twins.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import time
 from abc import ABC, abstractmethod
@@ -59,6 +60,12 @@ class ChatRequest:
     parameters: Parameters = field(default_factory=Parameters)
     response_format: dict[str, Any] | None = None
     """A JSON schema the answer must follow, for providers that constrain output natively."""
+
+
+@functools.lru_cache(maxsize=64)
+def _cards(location: str | Path, parameters: type[Parameters]) -> tuple[ModelCard, ...]:
+    # Read once per process: building a model looks its card up.
+    return tuple(load_cards(location, parameters.model_json_schema()))
 
 
 def _as_msgs(messages: MessagesInput) -> list[Msg]:
@@ -155,11 +162,17 @@ class ChatModel(ABC):
         location = custom_yaml_dir or cls.cards_location
         if location is None:
             return []
-        return load_cards(location, cls.parameters_class.model_json_schema())
+        cards = _cards(location, cls.parameters_class)
+        return [card.model_copy(deep=True) for card in cards]
 
     def card(self) -> ModelCard | None:
         """This model's card, when there is one."""
-        return next((c for c in self.list_models() if c.name == self.model), None)
+        location = self.cards_location
+        if location is None:
+            return None
+        cards = _cards(location, self.parameters_class)
+        found = next((c for c in cards if c.name == self.model), None)
+        return found.model_copy(deep=True) if found else None
 
     @staticmethod
     def check_allowed(base_url: str | None) -> None:

@@ -15,7 +15,6 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from parley.errors import ConfigurationError
@@ -80,6 +79,8 @@ def merge_parameter_schema(
 
 
 def _read_card(source: Traversable, base_schema: dict[str, Any]) -> ModelCard:
+    import yaml  # noqa: PLC0415  (cards are read on first use, not at import)
+
     try:
         data = yaml.safe_load(source.read_text(encoding="utf-8"))
         card = ModelCard.model_validate(data)
