@@ -18,8 +18,9 @@ __all__ = ["main"]
 
 
 @contextlib.contextmanager
-def progress(label: str, stream: TextIO = sys.stderr) -> Iterator[None]:
+def progress(label: str, stream: TextIO | None = None) -> Iterator[None]:
     """Show a spinner with `label` on a terminal while the block runs (plain line otherwise)."""
+    stream = stream or sys.stderr
     if not stream.isatty():
         print(f"{label}...", file=stream, flush=True)
         yield

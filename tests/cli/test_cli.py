@@ -1,0 +1,58 @@
+"""The `parley` command, driven in-process with a scripted provider."""
+
+from __future__ import annotations
+
+import io
+import sys
+from typing import Any
+
+import pytest
+
+from parley import cli
+from parley.models import ChatModel, Credential
+from parley.models.testing import ScriptedModel
+
+
+class _EchoModel(ScriptedModel):
+    """Answers every question with its last words reversed, streamed in small chunks."""
+
+    def __init__(self, credential: Any = None, model: str = "echo", **kwargs: Any) -> None:
+        super().__init__(model=model, chunk_size=3, **kwargs)
+
+    def _next(self, request: Any) -> Any:
+        self.steps.append("echo: " + request.messages[-1].text[::-1])
+        return super()._next(request)
+
+
+class _EchoCredential(Credential):
+    type: str = "echo-test"
+
+    @classmethod
+    def chat_model_classes(cls) -> list[type[ChatModel]]:
+        return [_EchoModel]
+
+
+def test_chat_streams_one_answer(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["chat", "--model", "echo-test:any", "hello", "there"]) == 0
+    out = capsys.readouterr()
+    assert out.out == "echo: ereht olleh\n"
+    assert "Loading echo-test:any" in out.err
+
+
+def test_chat_reads_a_conversation_from_stdin(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO("first\n\nsecond\n/exit\nnever\n"))
+    assert cli.main(["chat", "--model", "echo-test:any", "--system", "be kind"]) == 0
+    assert capsys.readouterr().out == "echo: tsrif\necho: dnoces\n"
+
+
+def test_unknown_provider_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["chat", "--model", "nosuch:model", "hi"]) == 2
+    assert "unknown credential type 'nosuch'" in capsys.readouterr().err
+
+
+def test_models_lists_cards(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["models"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["provider", "model", "label", "status", "context", "input"]
