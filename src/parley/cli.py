@@ -103,7 +103,7 @@ def models(args: argparse.Namespace) -> int:
     for kind in CredentialFactory.known_types():
         if args.provider and kind != args.provider:
             continue
-        credential_cls = type(CredentialFactory.from_dict({"type": kind}))
+        credential_cls = CredentialFactory.credential_class(kind)
         rows += [
             (kind, c.name, c.label, c.status, str(c.context_size or ""), ", ".join(c.input_types))
             for c in credential_cls.list_models()
@@ -123,7 +123,9 @@ def _parser() -> argparse.ArgumentParser:
     chat_cmd.add_argument(
         "--model", default="local", help="provider[:model], e.g. openai:gpt-4o-mini (default local)"
     )
-    chat_cmd.add_argument("--system", help="a system prompt")
+    chat_cmd.add_argument(
+        "--system", default="You are a helpful assistant.", help="the system prompt"
+    )
     chat_cmd.set_defaults(run=chat)
     models_cmd = commands.add_parser("models", help="list model cards")
     models_cmd.add_argument("provider", nargs="?", help="only this provider")

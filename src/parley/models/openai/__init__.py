@@ -1,0 +1,53 @@
+"""OpenAI's APIs through the official `openai` SDK, and the OpenAI-compatible providers.
+
+- `OpenAIChatModel` (Chat Completions) and `OpenAIResponseModel` (Responses API), with
+  `OpenAICredential` and their parameters and formatters;
+- presets for providers that speak Chat Completions, each with its own credential, cards
+  and quirks: `DeepSeekChatModel`, `MoonshotChatModel`, `XAIChatModel`,
+  `DashScopeCompatibleChatModel`, and `OpenAICompatibleChatModel` for any other server
+  (vLLM, llama.cpp's server, OpenRouter).
+
+The SDK is imported on first use (`pip install 'parley[openai]'`), not with this package.
+"""
+
+from parley.models.openai.chat import OpenAIChatModel
+from parley.models.openai.compatible import OpenAICompatibleChatModel, OpenAICompatibleParameters
+from parley.models.openai.credentials import OpenAICompatibleCredential, OpenAICredential
+from parley.models.openai.dashscope import (
+    DashScopeCompatibleChatModel,
+    DashScopeCompatibleCredential,
+    DashScopeParameters,
+)
+from parley.models.openai.deepseek import DeepSeekChatModel, DeepSeekCredential, DeepSeekParameters
+from parley.models.openai.formatter import OpenAIChatFormatter, OpenAIMultiAgentFormatter
+from parley.models.openai.moonshot import MoonshotChatModel, MoonshotCredential, MoonshotParameters
+from parley.models.openai.parameters import OpenAIParameters, OpenAIResponsesParameters
+from parley.models.openai.responses import OpenAIResponseModel
+from parley.models.openai.responses_formatter import OpenAIResponsesFormatter
+from parley.models.openai.xai import XAIChatModel, XAICredential, XAIParameters
+
+__all__ = [
+    "DashScopeCompatibleChatModel",
+    "DashScopeCompatibleCredential",
+    "DashScopeParameters",
+    "DeepSeekChatModel",
+    "DeepSeekCredential",
+    "DeepSeekParameters",
+    "MoonshotChatModel",
+    "MoonshotCredential",
+    "MoonshotParameters",
+    "OpenAIChatFormatter",
+    "OpenAIChatModel",
+    "OpenAICompatibleChatModel",
+    "OpenAICompatibleCredential",
+    "OpenAICompatibleParameters",
+    "OpenAICredential",
+    "OpenAIMultiAgentFormatter",
+    "OpenAIParameters",
+    "OpenAIResponseModel",
+    "OpenAIResponsesFormatter",
+    "OpenAIResponsesParameters",
+    "XAIChatModel",
+    "XAICredential",
+    "XAIParameters",
+]

@@ -1,0 +1,136 @@
+"""What OpenAI's two chat models share: the credential, the client, the error mapping."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from parley._sync import run_sync
+from parley.errors import ConfigurationError, ModelConnectionError, ModelOutputError
+from parley.models.accumulator import Delta, StreamAccumulator
+from parley.models.base import ChatModel
+from parley.models.credentials import APIKeyCredential, Credential
+from parley.models.openai._errors import openai_errors
+from parley.models.openai._sdk import ClientPool
+from parley.models.openai._sse import loads
+from parley.models.openai.credentials import OpenAICredential
+from parley.models.response import ChatResponse
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+__all__ = ["OpenAIModelBase", "read_json", "thinking_switch"]
+
+
+def read_json(data: bytes, *, model: str, provider: str) -> dict[str, Any]:
+    """Parse one JSON object the provider sent.
+
+    Raises:
+        ModelOutputError: It is not a JSON object.
+    """
+    try:
+        parsed = loads(data)
+    except ValueError as exc:
+        raise ModelOutputError(
+            f"{provider} sent malformed JSON ({exc}): {data[:200]!r}",
+            model=model,
+            provider=provider,
+        ) from None
+    if not isinstance(parsed, dict):
+        raise ModelOutputError(
+            f"{provider} sent JSON that is not an object: {data[:200]!r}",
+            model=model,
+            provider=provider,
+        )
+    return parsed
+
+
+def thinking_switch(fields: dict[str, Any]) -> dict[str, Any]:
+    """`enable_thinking` as DeepSeek and Moonshot take it: `thinking: {"type": ...}`."""
+    enabled = fields.pop("enable_thinking", None)
+    if enabled is not None:
+        fields["thinking"] = {"type": "enabled" if enabled else "disabled"}
+    return fields
+
+
+class OpenAIModelBase(ChatModel):
+    """The base of parley's models on the openai SDK (not for direct use).
+
+    Calls go through the SDK's `with_streaming_response`: the SDK supplies the client, auth,
+    base URL and error statuses, parley reads the body itself (see `_sse`). The SDK's own
+    retries are off, as parley's base retries.
+    """
+
+    provider: ClassVar[str] = "openai"
+    credential_class: ClassVar[type[Credential] | None] = OpenAICredential
+    cards_location: ClassVar[str | None] = "parley.models.openai"
+    key_required: ClassVar[bool] = True
+    """Whether a call without an API key is a configuration error (local servers take none)."""
+    extra_headers: ClassVar[dict[str, str]] = {}
+
+    _pool: ClientPool | None = None
+
+    def endpoint(self) -> str | None:
+        """The base URL requests go to."""
+        credential = self.credential
+        return credential.endpoint() if isinstance(credential, APIKeyCredential) else None
+
+    def client(self) -> AsyncOpenAI:
+        """The SDK client for the running event loop (made on first use).
+
+        Raises:
+            ConfigurationError: No API key where the provider needs one.
+            MissingDependencyError: The `openai` package is not installed.
+        """
+        if self._pool is None:
+            self._pool = ClientPool(
+                api_key=self._api_key(),
+                base_url=self.endpoint(),
+                timeout=self.timeout,
+                headers=self.extra_headers,
+            )
+        return self._pool.get()
+
+    def _api_key(self) -> str:
+        credential = self.credential
+        key = credential.key() if isinstance(credential, APIKeyCredential) else None
+        if key:
+            return key
+        env = getattr(type(credential), "env_key", None)
+        if self.key_required:
+            hint = f" or set {env}" if env else ""
+            raise ConfigurationError(
+                f"{type(self).__name__} has no API key: pass one in the credential{hint}"
+            )
+        # The SDK insists on a key; servers that check none ignore it (vLLM's docs use this).
+        return "EMPTY"
+
+    async def aclose(self) -> None:
+        """Close this model's connections on the running event loop."""
+        if self._pool is not None:
+            await self._pool.aclose()
+
+    def close_sync(self) -> None:
+        """Close the connections the sync twins (`chat_sync`, ...) opened."""
+        if self._pool is not None:
+            run_sync(self._pool.aclose())
+
+    def errors(self) -> AbstractContextManager[None]:
+        """Map SDK and transport errors raised inside the block to parley's."""
+        return openai_errors(self.model, self.provider)
+
+    def incomplete(self) -> ModelConnectionError:
+        """The error for a stream that ended before the provider said it was done."""
+        return ModelConnectionError(
+            f"the {self.provider} stream ended before it was complete",
+            model=self.model,
+            provider=self.provider,
+        )
+
+    def accumulate(self, deltas: Iterable[Delta]) -> ChatResponse:
+        """The response that `deltas` (from a whole, non-streamed answer) make."""
+        accumulator = StreamAccumulator(self.model)
+        for delta in deltas:
+            accumulator.add(delta)
+        return accumulator.final()

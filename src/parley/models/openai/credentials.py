@@ -1,0 +1,69 @@
+"""Credentials for OpenAI and for any server that speaks its wire format."""
+
+from __future__ import annotations
+
+import builtins
+import os
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+from parley.models.credentials import APIKeyCredential
+
+if TYPE_CHECKING:
+    from parley.models.base import ChatModel
+    from parley.models.cards import ModelCard
+
+__all__ = ["OpenAICompatibleCredential", "OpenAICredential"]
+
+
+class OpenAICredential(APIKeyCredential):
+    """An OpenAI API key (else `OPENAI_API_KEY`) and endpoint (else OpenAI's public one).
+
+    Example:
+        >>> OpenAICredential(api_key="sk-test")
+        OpenAICredential(type='openai', api_key=SecretStr('**********'), base_url=None)
+    """
+
+    env_key: ClassVar[str | None] = "OPENAI_API_KEY"
+    default_base_url: ClassVar[str | None] = "https://api.openai.com/v1"
+
+    type: Literal["openai"] = "openai"
+
+    @classmethod
+    def chat_model_classes(cls) -> list[builtins.type[ChatModel]]:
+        """Chat Completions and the Responses API."""
+        from parley.models.openai.chat import OpenAIChatModel  # noqa: PLC0415
+        from parley.models.openai.responses import OpenAIResponseModel  # noqa: PLC0415
+
+        return [OpenAIChatModel, OpenAIResponseModel]
+
+    @classmethod
+    def list_models(cls) -> list[ModelCard]:
+        """OpenAI's model cards (both APIs serve the same models, so each card once)."""
+        from parley.models.openai.chat import OpenAIChatModel  # noqa: PLC0415
+
+        return OpenAIChatModel.list_models()
+
+
+class OpenAICompatibleCredential(APIKeyCredential):
+    """A server that speaks OpenAI's Chat Completions: vLLM, llama.cpp's server, OpenRouter...
+
+    `base_url` (e.g. `http://localhost:8000/v1`) is required, given here or in the
+    `OPENAI_COMPATIBLE_BASE_URL` environment variable; models refuse a credential without
+    one. The key is optional (`OPENAI_COMPATIBLE_API_KEY`), as local servers often take none.
+    """
+
+    env_key: ClassVar[str | None] = "OPENAI_COMPATIBLE_API_KEY"
+    env_base_url: ClassVar[str] = "OPENAI_COMPATIBLE_BASE_URL"
+
+    type: Literal["openai_compatible"] = "openai_compatible"
+
+    def endpoint(self) -> str | None:
+        """The base URL: the credential's, else the environment's."""
+        return self.base_url or os.environ.get(self.env_base_url) or None
+
+    @classmethod
+    def chat_model_classes(cls) -> list[builtins.type[ChatModel]]:
+        """The generic OpenAI-compatible chat model."""
+        from parley.models.openai.compatible import OpenAICompatibleChatModel  # noqa: PLC0415
+
+        return [OpenAICompatibleChatModel]

@@ -1,0 +1,151 @@
+"""`OpenAIResponseModel`: OpenAI's Responses API (`/v1/responses`)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any, ClassVar, cast
+
+from parley.models.accumulator import Delta
+from parley.models.base import ChatRequest
+from parley.models.cards import THINKING
+from parley.models.formatter import Formatter
+from parley.models.openai._common import OpenAIModelBase, read_json
+from parley.models.openai._responses_wire import ResponsesStreamReader, response_deltas
+from parley.models.openai._sse import iter_events
+from parley.models.openai.parameters import OpenAIResponsesParameters
+from parley.models.openai.responses_formatter import OpenAIResponsesFormatter
+from parley.models.parameters import Parameters
+from parley.models.response import ChatResponse
+
+if TYPE_CHECKING:
+    from openai.types.responses import ResponseInputParam
+
+__all__ = ["OpenAIResponseModel", "responses_tool_fields"]
+
+
+def responses_tool_fields(request: ChatRequest) -> dict[str, Any]:
+    """`tools` and `tool_choice` in the Responses API's flat form (nothing without tools).
+
+    Function tools are `strict` by default in the Responses API, which refuses schemas
+    that do not meet strict mode's rules; parley sends `strict: false` unless a tool asks.
+    """
+    if not request.tools:
+        return {}
+    tools = [
+        {
+            "type": "function",
+            "name": spec.name,
+            "description": spec.description,
+            "parameters": spec.parameters,
+            "strict": bool(spec.strict),
+        }
+        for spec in request.tools
+    ]
+    fields: dict[str, Any] = {"tools": tools}
+    choice = request.tool_choice
+    if choice in ("auto", "none", "required"):
+        fields["tool_choice"] = choice
+    elif choice is not None:
+        fields["tool_choice"] = {"type": "function", "name": choice}
+    return fields
+
+
+class OpenAIResponseModel(OpenAIModelBase):
+    """A model behind OpenAI's Responses API.
+
+    Stateless: every call sends the whole conversation. Reasoning items come back as
+    thinking blocks that keep the item (`ThinkingBlock.extra`: `id`, `encrypted_content`,
+    `summary`), and go back to OpenAI as they came, so a reasoning model keeps its chain of
+    thought across tool calls without server-side state.
+    """
+
+    parameters_class: ClassVar[type[Parameters]] = OpenAIResponsesParameters
+    structured_strategies: ClassVar[tuple[str, ...]] = ("forced", "native", "auto", "text")
+
+    def default_formatter(self) -> Formatter:
+        """The formatter used when none was given."""
+        return OpenAIResponsesFormatter()
+
+    _card_reasons: bool | None = None
+
+    def _reasons(self, parameters: Parameters) -> bool:
+        fields = parameters.to_kwargs()
+        if "reasoning_effort" in fields or "reasoning_summary" in fields:
+            return True
+        if self._card_reasons is None:
+            card = self.card()
+            self._card_reasons = card is not None and card.produces(THINKING)
+        return self._card_reasons
+
+    def wire_parameters(self, parameters: Parameters, *, tools: bool) -> dict[str, Any]:
+        """The request fields for `parameters` (nested as the Responses API wants them)."""
+        fields = parameters.to_kwargs()
+        body: dict[str, Any] = {}
+        if "max_tokens" in fields:
+            body["max_output_tokens"] = fields.pop("max_tokens")
+        reasoning = {
+            key: fields.pop(name)
+            for name, key in (("reasoning_effort", "effort"), ("reasoning_summary", "summary"))
+            if name in fields
+        }
+        if reasoning:
+            body["reasoning"] = reasoning
+        if "verbosity" in fields:
+            body["text"] = {"verbosity": fields.pop("verbosity")}
+        if not tools:
+            fields.pop("parallel_tool_calls", None)
+        if self._reasons(parameters):
+            # Encrypted reasoning lets the next call continue the chain of thought even when
+            # OpenAI stores nothing (`store: false`, zero data retention).
+            body["include"] = ["reasoning.encrypted_content"]
+        return {**body, **fields}
+
+    def request_body(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
+        """The JSON body of the request."""
+        formatter = self.formatter or self.default_formatter()
+        body: dict[str, Any] = {"model": self.model, "input": formatter.format(request.messages)}
+        if stream:
+            body["stream"] = True
+        body.update(responses_tool_fields(request))
+        body.update(self.wire_parameters(request.parameters, tools=bool(request.tools)))
+        if request.response_format is not None:
+            schema_format = {
+                "type": "json_schema",
+                "name": "response",
+                "schema": request.response_format,
+                "strict": False,
+            }
+            body["text"] = {**body.get("text", {}), "format": schema_format}
+        return body
+
+    def _open(self, body: dict[str, Any]) -> AbstractAsyncContextManager[Any]:
+        # As in `OpenAIChatModel._open`: parley's body as given, the raw response back.
+        responses = self.client().responses.with_streaming_response
+        model = body.pop("model")
+        items = cast("ResponseInputParam", body.pop("input"))
+        stream = bool(body.pop("stream", False))
+        return responses.create(model=model, input=items, stream=stream, extra_body=body)
+
+    async def _stream(self, request: ChatRequest) -> AsyncIterator[Delta]:
+        body = self.request_body(request, stream=True)
+        reader = ResponsesStreamReader(model=self.model, provider=self.provider)
+        self.check_allowed(self.endpoint())
+        with self.errors():
+            async with self._open(body) as response:
+                # Read to the end so the connection can be reused (see `OpenAIChatModel`).
+                async for name, data in iter_events(response.iter_bytes()):
+                    if not reader.complete:
+                        for delta in reader.read(name, data):
+                            yield delta
+        if not reader.complete:
+            raise self.incomplete()
+
+    async def _complete(self, request: ChatRequest) -> ChatResponse:
+        body = self.request_body(request, stream=False)
+        self.check_allowed(self.endpoint())
+        with self.errors():
+            async with self._open(body) as response:
+                data = await response.read()
+        parsed = read_json(data, model=self.model, provider=self.provider)
+        return self.accumulate(response_deltas(parsed, model=self.model, provider=self.provider))

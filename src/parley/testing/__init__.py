@@ -1,0 +1,8 @@
+"""Test doubles for external services: local HTTP servers that speak a provider's wire format.
+
+Shipped in the package so that tests of parley, and of code built on it, need no network.
+
+- `parley.testing.openai_server`: OpenAI's Chat Completions and Responses APIs.
+
+Scripted chat models (no HTTP at all) are in `parley.models.testing`.
+"""

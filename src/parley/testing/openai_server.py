@@ -1,0 +1,270 @@
+"""A local server that speaks OpenAI's wire format, scripted per test, with faults on demand.
+
+It serves `POST /v1/chat/completions` and `POST /v1/responses`, whole (JSON) or streamed
+(server-sent events) as each request asks, from a queue of scripted steps, and records
+every request. Drive it through the official SDK, or through parley's OpenAI models:
+
+    >>> from parley import Msg
+    >>> from parley.models.openai import OpenAIChatModel
+    >>> with OpenAIServer([Reply(text="Hello!")]) as server:
+    ...     model = OpenAIChatModel(server.credential(), "gpt-4o-mini")
+    ...     print(model.chat_sync([Msg.user("Hi")]).text)
+    ...     model.close_sync()
+    Hello!
+
+Steps: `Reply` (an answer, with optional faults: a slow start, slow chunks, a cut stream, a
+malformed chunk, an error event), `HTTPError` (a status with an OpenAI-shaped body and
+headers, e.g. `HTTPError.rate_limit(retry_after=0.1)`), `Reset` (the connection dropped
+without an answer), `Raw` (bytes as given), or a function of the request that returns one.
+A request with no step left is answered 500 and reported by `assert_consumed()`, which also
+fails on steps never used.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+from pydantic import SecretStr
+
+from parley.models.openai.credentials import OpenAICompatibleCredential, OpenAICredential
+from parley.testing._http import RecordedRequest, Responder, ScriptedHTTPServer
+from parley.testing._openai_wire import (
+    Reply,
+    ToolCall,
+    chat_chunks,
+    chat_completion,
+    response_events,
+    response_object,
+)
+
+__all__ = [
+    "HTTPError",
+    "OpenAIServer",
+    "Raw",
+    "RecordedRequest",
+    "Reply",
+    "Reset",
+    "Step",
+    "ToolCall",
+]
+
+
+@dataclass
+class HTTPError:
+    """An error status with an OpenAI-shaped error body.
+
+    Args:
+        status: The HTTP status.
+        message: The error's message.
+        code: The error's `code` (e.g. `context_length_exceeded`, `content_filter`).
+        headers: Extra headers (e.g. `Retry-After`).
+        body: The whole body, instead of the OpenAI-shaped one.
+        delay: Seconds before answering.
+    """
+
+    status: int
+    message: str = "scripted error"
+    code: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    body: Any = None
+    delay: float = 0.0
+
+    @classmethod
+    def rate_limit(
+        cls, retry_after: float | None = None, *, retry_after_ms: float | None = None
+    ) -> HTTPError:
+        """A 429 asking to wait `retry_after` seconds (`Retry-After`) or ms (`retry-after-ms`)."""
+        headers = {}
+        if retry_after is not None:
+            headers["Retry-After"] = f"{retry_after:g}"
+        if retry_after_ms is not None:
+            headers["retry-after-ms"] = f"{retry_after_ms:g}"
+        return cls(429, "Rate limit reached", code="rate_limit_exceeded", headers=headers)
+
+    def payload(self) -> Any:
+        """The body to send."""
+        if self.body is not None:
+            return self.body
+        kind = "invalid_request_error" if self.status < 500 else "server_error"
+        return {"error": {"message": self.message, "type": kind, "param": None, "code": self.code}}
+
+
+@dataclass
+class Reset:
+    """Drop the connection without answering (a reset), after `delay` seconds."""
+
+    delay: float = 0.0
+
+
+@dataclass
+class Raw:
+    """An answer sent exactly as given."""
+
+    body: bytes
+    status: int = 200
+    content_type: str = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+Answer: TypeAlias = Reply | HTTPError | Reset | Raw
+Step: TypeAlias = Answer | Callable[[RecordedRequest], "Step"]
+"""What the server answers to one request."""
+
+_PATHS = ("/v1/chat/completions", "/v1/responses")
+
+
+class OpenAIServer:
+    """An OpenAI-compatible server on 127.0.0.1, scripted by steps (see the module docs).
+
+    Args:
+        steps: The answers, one per request, in order.
+        startup_timeout: Seconds to wait for the server to start.
+    """
+
+    def __init__(self, steps: Iterable[Step] = (), *, startup_timeout: float = 5.0) -> None:
+        self._steps: deque[Step] = deque(steps)
+        self._lock = threading.Lock()
+        self._http = ScriptedHTTPServer(self._handle, startup_timeout=startup_timeout)
+        self.unexpected: list[RecordedRequest] = []
+        """Requests that found no step left."""
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> OpenAIServer:
+        """Start serving (returns once it accepts connections)."""
+        self._http.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close every connection."""
+        self._http.stop()
+
+    def __enter__(self) -> OpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        """The API's base URL, `http://127.0.0.1:<port>/v1`."""
+        return f"{self._http.base_url}/v1"
+
+    def credential(self, api_key: str = "sk-test") -> OpenAICredential:
+        """An `OpenAICredential` for this server."""
+        return OpenAICredential(api_key=SecretStr(api_key), base_url=self.url)
+
+    def compatible_credential(self, api_key: str | None = None) -> OpenAICompatibleCredential:
+        """An `OpenAICompatibleCredential` for this server."""
+        key = SecretStr(api_key) if api_key is not None else None
+        return OpenAICompatibleCredential(api_key=key, base_url=self.url)
+
+    # -- script -----------------------------------------------------------------------------
+
+    def add(self, *steps: Step) -> None:
+        """Append steps to the script."""
+        with self._lock:
+            self._steps.extend(steps)
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Every request received, in order."""
+        return self._http.requests
+
+    def bodies(self) -> list[Any]:
+        """The JSON bodies of the requests received."""
+        return [request.json for request in self.requests]
+
+    def assert_consumed(self) -> None:
+        """Fail if a step was never used, a request found no step, or a handler broke."""
+        problems = []
+        if self._steps:
+            problems.append(f"{len(self._steps)} scripted step(s) never used")
+        if self.unexpected:
+            problems.append(f"{len(self.unexpected)} request(s) found no step left")
+        if self._http.errors:
+            problems.append(f"the server failed: {self._http.errors[0]!r}")
+        if problems:
+            raise AssertionError("; ".join(problems))
+
+    def _next(self, request: RecordedRequest) -> Answer | None:
+        with self._lock:
+            step = self._steps.popleft() if self._steps else None
+        while step is not None and not isinstance(step, (Reply, HTTPError, Reset, Raw)):
+            step = step(request)
+        return step
+
+    # -- answering --------------------------------------------------------------------------
+
+    def _handle(self, request: RecordedRequest, out: Responder) -> None:
+        path = request.path.split("?", 1)[0]
+        if request.method != "POST" or path not in _PATHS:
+            out.send_json(404, {"error": {"message": f"no route {request.method} {path}"}})
+            return
+        step = self._next(request)
+        if step is None:
+            self.unexpected.append(request)
+            out.send_json(500, {"error": {"message": "no scripted response left", "type": "test"}})
+        elif isinstance(step, HTTPError):
+            out.sleep(step.delay)
+            out.send_json(step.status, step.payload(), step.headers.items())
+        elif isinstance(step, Reset):
+            out.sleep(step.delay)
+            out.drop(reset=True)
+        elif isinstance(step, Raw):
+            out.send(step.status, step.body, step.headers.items(), step.content_type)
+        else:
+            self._reply(path, request, step, out)
+
+    def _reply(self, path: str, request: RecordedRequest, reply: Reply, out: Responder) -> None:
+        body = request.json or {}
+        model = str(body.get("model") or "")
+        out.sleep(reply.delay)
+        chat = path.endswith("/chat/completions")
+        if not body.get("stream"):
+            whole = chat_completion(reply, model) if chat else response_object(reply, model)
+            out.send_json(200, whole)
+            return
+        if chat:
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            events = [
+                _sse("", data) for data in chat_chunks(reply, model, include_usage=include_usage)
+            ]
+            error = _sse("", json.dumps({"error": reply.error}))
+        else:
+            events = [_sse(name, data) for name, data in response_events(reply, model)]
+            error = _sse("error", json.dumps({"type": "error", **reply.error}))
+        self._stream(events, error, reply, out)
+
+    @staticmethod
+    def _stream(events: list[bytes], error: bytes, reply: Reply, out: Responder) -> None:
+        if reply.malformed_at is not None and reply.malformed_at < len(events):
+            events[reply.malformed_at] = b'data: {"choices": [{"delta": \n\n'
+        if reply.error_at is not None:
+            events = [*events[: reply.error_at], error]
+        cut = reply.cut_after is not None and reply.cut_after < len(events)
+        if cut:
+            events = events[: reply.cut_after]
+        out.start_stream()
+        if reply.chunk_delay:
+            for event in events:
+                out.sleep(reply.chunk_delay)
+                out.chunk(event)
+        else:
+            # No pacing asked: fewer, larger writes keep the server out of the way.
+            for start in range(0, len(events), 64):
+                out.chunk(b"".join(events[start : start + 64]))
+        if cut:
+            out.drop()
+        else:
+            out.end_stream()
+
+
+def _sse(name: str, data: str) -> bytes:
+    head = f"event: {name}\n" if name else ""
+    return f"{head}data: {data}\n\n".encode()
