@@ -7,7 +7,7 @@ correctly), so callers can fix the first and retry or report the second::
     ParleyError
     ├── UserError                      the caller did something wrong; fix the call
     │   ├── MessageError               a message breaks a role or content rule (also ValueError)
-    │   ├── ConfigurationError         bad settings, unknown names, conflicting options
+    │   ├── ConfigurationError         bad settings, names taken or unknown (also ValueError)
     │   └── MissingDependencyError     an optional extra is not installed (carries the hint)
     ├── ModelError                     a model call failed at run time
     │   ├── ModelHTTPError             an error status (status, body, retry_after)
@@ -76,8 +76,8 @@ class MessageError(UserError, ValueError):
     """
 
 
-class ConfigurationError(UserError):
-    """Settings are missing, unknown or in conflict."""
+class ConfigurationError(UserError, ValueError):
+    """Settings are missing, unknown or in conflict (also a `ValueError`, as Qwen-Agent raises)."""
 
 
 class MissingDependencyError(UserError, ImportError):
@@ -184,8 +184,8 @@ class ToolNotFoundError(ToolError):
     """No tool of that name is available."""
 
 
-class ToolArgumentsError(ToolError):
-    """The arguments cannot be parsed or do not fit the tool's schema."""
+class ToolArgumentsError(ToolError, ValueError):
+    """The arguments cannot be parsed or do not fit the tool's schema (also a `ValueError`)."""
 
 
 class ToolExecutionError(ToolError):

@@ -1,0 +1,139 @@
+"""`Toolkit`: the tools an agent holds, their schemas for the model, and running their calls.
+
+Running a call never raises for what the model or the tool got wrong: an unknown tool,
+arguments that cannot be parsed or break the schema, a tool that raises or runs past its
+timeout all come back as an error result the model can read and act on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from parley.errors import ConfigurationError, ToolArgumentsError, UserError
+from parley.messages import ToolCallBlock, ToolResultBlock
+from parley.models.tools import ToolSpec
+from parley.tools.base import Tool, to_output
+from parley.tools.function import FunctionTool
+from parley.tools.registry import TOOL_REGISTRY
+
+__all__ = ["ToolInput", "Toolkit"]
+
+logger = logging.getLogger("parley.tools")
+
+ToolInput = Tool | Callable[..., Any] | str | Mapping[str, Any]
+"""A tool as a toolkit takes it: an instance, a typed function, a registered name, or
+Qwen-Agent's `{"name": ..., **cfg}`."""
+
+
+def _make(entry: ToolInput) -> Tool:
+    if isinstance(entry, Tool):
+        return entry
+    if isinstance(entry, str):
+        return _registered(entry, {})
+    if isinstance(entry, Mapping):
+        if "mcpServers" in entry:
+            raise UserError("MCP servers are added with `await toolkit.add_mcp_servers(config)`")
+        name = entry.get("name")
+        if not isinstance(name, str):
+            raise UserError(f"a tool config needs a 'name': {dict(entry)!r}")
+        return _registered(name, dict(entry))
+    if callable(entry):
+        return FunctionTool(entry)
+    raise UserError(f"cannot use {entry!r} as a tool")
+
+
+def _registered(name: str, cfg: dict[str, Any]) -> Tool:
+    cls = TOOL_REGISTRY.get(name)
+    if cls is None:
+        known = ", ".join(sorted(TOOL_REGISTRY)) or "none"
+        raise ConfigurationError(f"no tool registered as {name!r}; registered: {known}")
+    return cls(cfg)
+
+
+def _error(call: ToolCallBlock, message: str) -> ToolResultBlock:
+    return ToolResultBlock(tool_call_id=call.id, name=call.name, output=message, is_error=True)
+
+
+class Toolkit:
+    """A set of tools by name.
+
+    Args:
+        tools: Tool instances, typed functions, registered names or `{"name": ..., **cfg}`.
+    """
+
+    def __init__(self, tools: Iterable[ToolInput] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for entry in tools:
+            self.add(entry)
+
+    def add(self, entry: ToolInput, *, replace: bool = False) -> Tool:
+        """Add a tool; a name already held is an error unless `replace`."""
+        made = _make(entry)
+        if made.name in self._tools and not replace:
+            raise ConfigurationError(f"the toolkit already has a tool named {made.name!r}")
+        self._tools[made.name] = made
+        return made
+
+    def remove(self, name: str) -> None:
+        """Remove a tool by name (no error if absent)."""
+        self._tools.pop(name, None)
+
+    def get(self, name: str) -> Tool | None:
+        """The tool of that name, or None."""
+        return self._tools.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    @property
+    def names(self) -> list[str]:
+        """The tools' names, in the order they were added."""
+        return list(self._tools)
+
+    def specs(self) -> list[ToolSpec]:
+        """The tools' descriptions for a model."""
+        return [t.tool_spec() for t in self._tools.values()]
+
+    def needs_approval(self, call: ToolCallBlock) -> bool:
+        """Whether this call must wait for a person's approval."""
+        found = self._tools.get(call.name)
+        return bool(found and found.requires_approval)
+
+    async def run(self, call: ToolCallBlock, **context: Any) -> ToolResultBlock:
+        """Run one call; failures become error results, never exceptions."""
+        found = self._tools.get(call.name)
+        if found is None:
+            return _error(
+                call, f"there is no tool {call.name!r}; available: {', '.join(self._tools)}"
+            )
+        try:
+            arguments = found.prepare(call.raw_input if call.raw_input is not None else call.input)
+        except ToolArgumentsError as exc:
+            return _error(call, f"{exc}. Call the tool again with corrected arguments.")
+        try:
+            output = await asyncio.wait_for(found.acall(arguments, **context), found.timeout)
+        except TimeoutError:
+            return _error(call, f"{call.name} did not finish within {found.timeout} seconds")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            logger.info("tool %s failed: %r", call.name, exc)
+            return _error(call, f"{call.name} failed: {type(exc).__name__}: {exc}")
+        return ToolResultBlock(tool_call_id=call.id, name=call.name, output=to_output(output))
+
+    async def run_all(
+        self, calls: Sequence[ToolCallBlock], *, parallel: bool = True, **context: Any
+    ) -> list[ToolResultBlock]:
+        """Run several calls, concurrently when `parallel`; results in the calls' order."""
+        if parallel:
+            return list(await asyncio.gather(*(self.run(c, **context) for c in calls)))
+        return [await self.run(c, **context) for c in calls]

@@ -1,0 +1,297 @@
+"""Tools: the Qwen-Agent compatible base, the registry, `@tool`, and running calls."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import pytest
+
+from parley.errors import ConfigurationError, ToolArgumentsError, ToolError, UserError
+from parley.messages import ImageBlock, TextBlock, ToolCallBlock
+from parley.tools import (
+    TOOL_REGISTRY,
+    Tool,
+    Toolkit,
+    parse_tool_arguments,
+    qwen_list_to_schema,
+    register_tool,
+    tool,
+)
+
+
+@pytest.fixture(autouse=True)
+def clean_registry() -> Any:
+    before = dict(TOOL_REGISTRY)
+    yield
+    TOOL_REGISTRY.clear()
+    TOOL_REGISTRY.update(before)
+
+
+def make_calculator() -> type[Tool]:
+    # Written exactly as the Qwen-Agent seed writes a tool.
+    @register_tool("custom_calculator")
+    class CalculatorTool(Tool):
+        description = "Evaluate an arithmetic expression."
+        parameters = {
+            "type": "object",
+            "properties": {"expression": {"type": "string", "description": "e.g. 2 + 3 * 4"}},
+            "required": ["expression"],
+        }
+
+        def call(self, params: str | dict[str, Any], **kwargs: Any) -> str:
+            params_dict = self._verify_json_format_args(params)
+            expression = params_dict["expression"]
+            allowed = set("0123456789+-*/(). ")
+            if not set(expression) <= allowed:
+                return f"cannot evaluate {expression!r}"
+            return f"{expression} = {eval(expression)}"
+
+    return CalculatorTool
+
+
+def call(name: str, arguments: str | dict[str, Any], call_id: str = "c1") -> ToolCallBlock:
+    if isinstance(arguments, str):
+        return ToolCallBlock(id=call_id, name=name, raw_input=arguments)
+    return ToolCallBlock(id=call_id, name=name, input=arguments)
+
+
+# -- Qwen-Agent compatibility -----------------------------------------------------------------
+
+
+def test_a_qwen_style_tool_works_unchanged() -> None:
+    calculator = make_calculator()
+    assert calculator.name == "custom_calculator"
+    assert TOOL_REGISTRY["custom_calculator"] is calculator
+    instance = calculator({"name_for_human": "Calculator"})
+    assert instance.call('{"expression": "2 + 3 * 4"}') == "2 + 3 * 4 = 14"
+    assert instance.function["name_for_human"] == "Calculator"
+    assert instance.function["args_format"] == "Format the arguments as a JSON object."
+    assert instance.tool_spec().parameters["required"] == ["expression"]
+    with pytest.raises(ValueError, match="expression"):
+        instance.call("{}")
+
+
+def test_registry_refuses_duplicates_and_mismatched_names() -> None:
+    make_calculator()
+    with pytest.raises(ConfigurationError, match="Tool `custom_calculator` already exists!"):
+        make_calculator()
+
+    class Named(Tool):
+        name = "named"
+
+    with pytest.raises(ValueError, match=r'Named\.name="named" conflicts with'):
+        register_tool("other")(Named)
+
+    class Unnamed(Tool):
+        pass
+
+    register_tool("custom_calculator", allow_overwrite=True)(Unnamed)
+    assert TOOL_REGISTRY["custom_calculator"] is Unnamed
+    assert Unnamed.name == "custom_calculator"
+
+
+def test_qwen_list_form_parameters_become_a_schema() -> None:
+    schema = qwen_list_to_schema(
+        [
+            {"name": "query", "type": "string", "description": "q", "required": True},
+            {"name": "max_results", "type": "integer", "required": False, "default": 10},
+        ]
+    )
+    assert schema == {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "q"},
+            "max_results": {"type": "integer", "default": 10},
+        },
+        "required": ["query"],
+    }
+
+    class Search(Tool):
+        name = "search_list_form"
+        parameters = [{"name": "query", "type": "string", "required": True}]
+
+    assert Search()._verify_json_format_args({"query": "x"}) == {"query": "x"}
+    with pytest.raises(ToolArgumentsError, match="'query' is a required property"):
+        Search()._verify_json_format_args({})
+    with pytest.raises(ToolArgumentsError, match="cannot be converted to Json"):
+        Search()._verify_json_format_args("{query: 'x'}", strict_json=True)
+
+
+def test_a_tool_needs_a_name_and_an_object_schema() -> None:
+    with pytest.raises(ToolError, match="has no name"):
+        Tool()
+
+    class Scalar(Tool):
+        name = "scalar"
+        parameters = {"type": "string"}
+
+    with pytest.raises(ToolError, match="type: object"):
+        Scalar()
+
+
+# -- arguments ---------------------------------------------------------------------------------
+
+
+def test_arguments_are_parsed_with_growing_tolerance() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}, "s": {"type": "string"}}}
+    assert parse_tool_arguments('{"n": 1}', schema) == {"n": 1}
+    assert parse_tool_arguments("{n: 1, s: 'x',}", schema) == {"n": 1, "s": "x"}  # JSON5
+    assert parse_tool_arguments('{"n": 1, "s": "cut off', schema) == {"n": 1, "s": "cut off"}
+    assert parse_tool_arguments("", schema) == {}
+    with pytest.raises(ToolArgumentsError, match="must be a JSON object"):
+        parse_tool_arguments("[1, 2]", schema)
+    with pytest.raises(ToolArgumentsError, match="n: 'x' is not of type 'integer'"):
+        parse_tool_arguments('{"n": "x"}', schema)
+
+
+# -- @tool -------------------------------------------------------------------------------------
+
+
+@tool
+def get_weather(city: str, unit: str = "celsius") -> dict[str, Any]:
+    """Current weather in a city.
+
+    Args:
+        city: The city's name.
+        unit: celsius or fahrenheit.
+    """
+    return {"city": city, "temperature": 21, "unit": unit}
+
+
+@tool(name="slow_add", requires_approval=True, timeout=0.2)
+async def add_slowly(a: int, b: int, delay: float = 0.0) -> int:
+    """Add two integers, taking `delay` seconds."""
+    await asyncio.sleep(delay)
+    return a + b
+
+
+def test_tool_schema_comes_from_hints_and_docstring() -> None:
+    spec = get_weather.tool_spec()
+    assert spec.name == "get_weather"
+    assert spec.description == "Current weather in a city."
+    assert spec.parameters["properties"]["city"] == {
+        "description": "The city's name.",
+        "type": "string",
+    }
+    assert spec.parameters["required"] == ["city"]
+    assert spec.parameters["properties"]["unit"]["default"] == "celsius"
+    assert get_weather("Oslo")["city"] == "Oslo"  # still callable as a function
+    assert add_slowly.requires_approval
+    assert add_slowly.name == "slow_add"
+
+
+def test_tool_rejects_varargs() -> None:
+    def bad(*args: int) -> None: ...
+
+    with pytest.raises(UserError, match=r"\*args or \*\*kwargs"):
+        tool(bad)
+
+
+# -- the toolkit -------------------------------------------------------------------------------
+
+
+async def test_toolkit_runs_calls_and_reports_failures_as_results() -> None:
+    make_calculator()
+
+    def explode() -> None:
+        """Always fails."""
+        raise RuntimeError("boom")
+
+    kit = Toolkit([get_weather, add_slowly, "custom_calculator", explode])
+    assert kit.names == ["get_weather", "slow_add", "custom_calculator", "explode"]
+    ok = await kit.run(call("get_weather", '{"city": "Oslo"}'))
+    assert not ok.is_error
+    assert json.loads(ok.text) == {"city": "Oslo", "temperature": 21, "unit": "celsius"}
+    coerced = await kit.run(call("slow_add", '{"a": "2", "b": 3}'))
+    assert coerced.output == "5"
+    qwen = await kit.run(call("custom_calculator", {"expression": "6 * 7"}))
+    assert qwen.output == "6 * 7 = 42"
+
+    unknown = await kit.run(call("get_wether", "{}"))
+    assert unknown.is_error
+    assert "there is no tool 'get_wether'; available: get_weather" in unknown.text
+    bad = await kit.run(call("get_weather", '{"town": "Oslo"}'))
+    assert bad.is_error
+    assert "city: Field required" in bad.text
+    assert "Call the tool again with corrected arguments" in bad.text
+    failed = await kit.run(call("explode", "{}"))
+    assert failed.is_error
+    assert failed.text == "explode failed: RuntimeError: boom"
+    slow = await kit.run(call("slow_add", '{"a": 1, "b": 2, "delay": 5}'))
+    assert slow.is_error
+    assert "did not finish within 0.2 seconds" in slow.text
+
+
+async def test_parallel_calls_run_concurrently_and_keep_their_order() -> None:
+    @tool
+    async def wait(seconds: float, label: str) -> str:
+        """Wait, then answer the label."""
+        await asyncio.sleep(seconds)
+        return label
+
+    kit = Toolkit([wait])
+    calls = [call("wait", {"seconds": 0.2 - i * 0.05, "label": f"L{i}"}, f"c{i}") for i in range(4)]
+    started = time.monotonic()
+    results = await kit.run_all(calls)
+    elapsed = time.monotonic() - started
+    assert [r.output for r in results] == ["L0", "L1", "L2", "L3"]
+    assert [r.tool_call_id for r in results] == ["c0", "c1", "c2", "c3"]
+    assert elapsed < 0.45  # not 0.2 + 0.15 + 0.1 + 0.05 in a row
+    in_order = await kit.run_all(calls, parallel=False)
+    assert [r.output for r in in_order] == ["L0", "L1", "L2", "L3"]
+
+
+async def test_sync_tools_do_not_block_the_event_loop() -> None:
+    @tool
+    def block(seconds: float) -> str:
+        """Sleep in the thread."""
+        time.sleep(seconds)
+        return "done"
+
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    task = asyncio.create_task(ticker())
+    result = await Toolkit([block]).run(call("block", {"seconds": 0.2}))
+    task.cancel()
+    assert result.output == "done"
+    assert ticks >= 5
+
+
+async def test_tools_may_return_media_and_data() -> None:
+    image = ImageBlock.from_bytes(b"\x89PNG", "image/png")
+
+    @tool
+    def chart() -> list[Any]:
+        """Draw a chart."""
+        return [TextBlock(text="Sales:"), image]
+
+    @tool
+    def rows() -> list[dict[str, int]]:
+        """Return rows."""
+        return [{"a": 1}]
+
+    kit = Toolkit([chart, rows])
+    media = await kit.run(call("chart", "{}"))
+    assert media.output == [TextBlock(text="Sales:"), image]
+    data = await kit.run(call("rows", "{}"))
+    assert data.output == '[{"a": 1}]'
+
+
+def test_toolkit_refuses_what_it_cannot_use() -> None:
+    with pytest.raises(ConfigurationError, match="no tool registered as 'nope'"):
+        Toolkit(["nope"])
+    with pytest.raises(ConfigurationError, match="already has a tool named 'get_weather'"):
+        Toolkit([get_weather, get_weather])
+    with pytest.raises(UserError, match="add_mcp_servers"):
+        Toolkit([{"mcpServers": {}}])
+    with pytest.raises(UserError, match="cannot use 42"):
+        Toolkit([42])  # type: ignore[list-item]
