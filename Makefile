@@ -4,7 +4,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 # The extras the test suite exercises (llama-cpp-python compiles once, then pip's cache serves it).
-EXTRAS ?= openai,local
+EXTRAS ?= openai,local,mcp,tools
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 

@@ -20,6 +20,8 @@ MODULES = [
     "parley.compat.service_toolkit",
     "parley.models",
     "parley.models.testing",
+    "parley.tools",
+    "parley.tools.mcp",
 ]
 
 

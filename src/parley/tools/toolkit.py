@@ -77,6 +77,15 @@ class Toolkit:
         self._tools[made.name] = made
         return made
 
+    async def add_mcp_servers(self, config: Mapping[str, Any]) -> list[Tool]:
+        """Open the servers of an `mcpServers` config and add their tools (`<server>-<tool>`).
+
+        See `parley.tools.mcp` (the `mcp` extra); `close_mcp_servers(toolkit)` closes them.
+        """
+        from parley.tools.mcp import add_mcp_servers  # noqa: PLC0415  (the optional mcp extra)
+
+        return await add_mcp_servers(self, config)
+
     def remove(self, name: str) -> None:
         """Remove a tool by name (no error if absent)."""
         self._tools.pop(name, None)
