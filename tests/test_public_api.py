@@ -20,6 +20,7 @@ MODULES = [
     "parley.compat.service_toolkit",
     "parley.models",
     "parley.models.testing",
+    "parley.agents",
     "parley.tools",
     "parley.tools.mcp",
 ]

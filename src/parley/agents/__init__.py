@@ -1,0 +1,62 @@
+"""Agents: the tool-calling loop, its events, memory, approvals and context budget.
+
+`Agent` runs a chat model and tools in a loop (`reply`, `stream`, and their sync twins);
+`PromptedToolsModel` gives tool calling to models without it (Qwen-Agent's `nous` format).
+"""
+
+from parley.agents.agent import Agent, AgentInput, ToolChoicePolicy
+from parley.agents.approval import DENIED, NOT_RUN, PendingApproval
+from parley.agents.budget import ContextBudget, CountsTokens, TokenCounter, estimate_tokens
+from parley.agents.events import (
+    AgentEvent,
+    AgentEventAdapter,
+    ApprovalRequested,
+    MaxItersReached,
+    MessageCompleted,
+    RunEnded,
+    RunError,
+    RunStarted,
+    RunStatus,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallArgumentsDelta,
+    ToolCallEnded,
+    ToolCallStarted,
+    ToolResult,
+)
+from parley.agents.memory import InMemoryMemory, Memory
+from parley.agents.prompted import PromptedToolsModel
+from parley.agents.run import AgentRun, StructuredSchema
+
+__all__ = [
+    "DENIED",
+    "NOT_RUN",
+    "Agent",
+    "AgentEvent",
+    "AgentEventAdapter",
+    "AgentInput",
+    "AgentRun",
+    "ApprovalRequested",
+    "ContextBudget",
+    "CountsTokens",
+    "InMemoryMemory",
+    "MaxItersReached",
+    "Memory",
+    "MessageCompleted",
+    "PendingApproval",
+    "PromptedToolsModel",
+    "RunEnded",
+    "RunError",
+    "RunStarted",
+    "RunStatus",
+    "StructuredSchema",
+    "TextDelta",
+    "ThinkingDelta",
+    "TokenCounter",
+    "ToolCallArgumentsDelta",
+    "ToolCallEnded",
+    "ToolCallStarted",
+    "ToolChoicePolicy",
+    "ToolResult",
+    "estimate_tokens",
+]

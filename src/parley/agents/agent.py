@@ -1,0 +1,325 @@
+"""`Agent`: a model, tools and a memory, run as a tool-calling loop.
+
+`await agent.reply("...")` returns the final assistant message; `agent.stream("...")` yields
+the run's events (`parley.agents.events`) as they happen; `reply_sync` and `stream_sync` do
+the same from synchronous code. How a run goes, step by step and when it stops, is told in
+`parley.agents.run`; tools that need approval in `parley.agents.approval`; the context
+budget in `parley.agents.budget`.
+
+Structured answers: `reply(..., structured=Model)` runs the loop as usual, then asks the
+model for the final answer through `generate_structured_output` (one more call, on the
+whole conversation). The returned message holds the answer as JSON text and the validated
+dict in `metadata["structured"]`; `reply_structured(...)` returns the parsed model too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar, overload
+
+from pydantic import BaseModel, ValidationError
+
+from parley._sync import iterate_sync, run_sync
+from parley.agents.approval import PendingApproval
+from parley.agents.budget import ContextBudget, TokenCounter
+from parley.agents.events import AgentEvent
+from parley.agents.memory import InMemoryMemory, Memory
+from parley.agents.run import AgentRun, StructuredSchema
+from parley.errors import ModelOutputError, UserError
+from parley.messages import Msg
+from parley.models.base import ChatModel
+from parley.models.tools import check_tool_choice
+from parley.tools import ToolInput, Toolkit
+
+__all__ = ["Agent", "AgentInput", "ToolChoicePolicy"]
+
+M = TypeVar("M", bound=BaseModel)
+
+AgentInput = str | Msg | Mapping[str, Any] | Sequence[str | Msg | Mapping[str, Any]] | None
+"""What a reply takes: text (a user message), a message, several, or None (memory as is)."""
+
+ToolChoicePolicy = str | Callable[[int], str | None] | None
+"""A `tool_choice` for the first model call of a run, or a function of the call's index
+(0 for a run's first call, counted on across a resume) giving each call's choice."""
+
+
+def _as_msgs(msgs: AgentInput) -> list[Msg]:
+    if msgs is None:
+        return []
+    if isinstance(msgs, (str, Msg, Mapping)):
+        msgs = [msgs]
+    out: list[Msg] = []
+    for item in msgs:
+        if isinstance(item, str):
+            out.append(Msg.user(item))
+        elif isinstance(item, Msg):
+            out.append(item)
+        else:
+            try:
+                out.append(Msg.model_validate(item))
+            except ValidationError as exc:
+                raise UserError(f"bad message for the agent: {exc}") from None
+    return out
+
+
+def _toolkit(tools: Toolkit | Iterable[ToolInput]) -> Toolkit:
+    return tools if isinstance(tools, Toolkit) else Toolkit(tools)
+
+
+class Agent:
+    """An LLM agent: answers by calling its model and tools in a loop.
+
+    Args:
+        name: The agent's name (its messages carry it).
+        model: The chat model (wrap one without native tool calling in
+            `PromptedToolsModel`).
+        system_prompt: Instructions put before the conversation in every model call.
+        tools: A `Toolkit`, or what one takes: tools, typed functions, registered names.
+        memory: Where the conversation is kept; a new `InMemoryMemory` by default.
+        max_iters: Most model calls in one run (a resumed run counts on).
+        parallel_tool_calls: Let the model call several tools at once, and run them
+            concurrently (results stay in call order).
+        description: What the agent does, for routers and group chats.
+        tool_choice: `auto`, `none`, `required` or a tool's name for the first model call of
+            each run (later calls are `auto`, so a forced call cannot loop), or a function of
+            the call's index returning each call's choice.
+        output_reserve: Tokens kept free for the answer by the context budget.
+        token_counter: Counts tokens for the context budget (see `parley.agents.budget`).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        model: ChatModel,
+        system_prompt: str | None = None,
+        tools: Toolkit | Iterable[ToolInput] = (),
+        memory: Memory | None = None,
+        max_iters: int = 10,
+        parallel_tool_calls: bool = True,
+        description: str = "",
+        *,
+        tool_choice: ToolChoicePolicy = None,
+        output_reserve: int | None = None,
+        token_counter: TokenCounter | None = None,
+    ) -> None:
+        if max_iters < 1:
+            raise UserError(f"max_iters must be at least 1, got {max_iters}")
+        self.name = name
+        self.model = model
+        self.system_prompt = system_prompt
+        self.toolkit = _toolkit(tools)
+        self.memory: Memory = memory if memory is not None else InMemoryMemory()
+        self.max_iters = max_iters
+        self.parallel_tool_calls = parallel_tool_calls
+        self.description = description
+        if isinstance(tool_choice, str):
+            check_tool_choice(tool_choice, self.toolkit.specs())
+        self.tool_choice = tool_choice
+        self.budget = ContextBudget(model, output_reserve=output_reserve, counter=token_counter)
+        self._pending: dict[str, PendingApproval] = {}
+
+    def __repr__(self) -> str:
+        return f"Agent(name={self.name!r}, model={self.model!r}, tools={self.toolkit.names})"
+
+    # -- running -----------------------------------------------------------------------------------
+
+    def stream(
+        self,
+        msgs: AgentInput = None,
+        *,
+        structured: StructuredSchema | None = None,
+        memory: Memory | None = None,
+    ) -> AgentRun:
+        """Start a run on `msgs` and iterate its events; see `AgentRun`.
+
+        Args:
+            msgs: The new input (added to memory first).
+            structured: A pydantic model or JSON schema the final answer must follow.
+            memory: Run on this memory (a thread's) instead of the agent's own.
+        """
+        return AgentRun(
+            self, memory or self.memory, input_msgs=_as_msgs(msgs), structured=structured
+        )
+
+    async def reply(
+        self,
+        msgs: AgentInput = None,
+        *,
+        structured: StructuredSchema | None = None,
+        memory: Memory | None = None,
+    ) -> Msg:
+        """Run on `msgs` and return the final assistant message.
+
+        When the run parks for approval, that is the message whose calls wait (its
+        `metadata["interrupt_id"]` is what `resume` takes); at `max_iters`, the last one.
+
+        Raises:
+            ModelError: The model failed (after its retries).
+        """
+        run = self.stream(msgs, structured=structured, memory=memory)
+        return _final(run, await run.result())
+
+    @overload
+    async def reply_structured(
+        self, msgs: AgentInput, schema: type[M], *, memory: Memory | None = None
+    ) -> tuple[Msg, M]: ...
+    @overload
+    async def reply_structured(
+        self, msgs: AgentInput, schema: Mapping[str, Any], *, memory: Memory | None = None
+    ) -> tuple[Msg, dict[str, Any]]: ...
+    async def reply_structured(
+        self, msgs: AgentInput, schema: StructuredSchema, *, memory: Memory | None = None
+    ) -> tuple[Msg, Any]:
+        """`reply(..., structured=schema)`, also returning the parsed answer.
+
+        Returns:
+            The final message, and the model instance (the dict for a JSON schema).
+
+        Raises:
+            ModelOutputError: The run ended without a final answer (parked for approval, or
+                at `max_iters`).
+        """
+        run = self.stream(msgs, structured=schema, memory=memory)
+        return await _structured_result(run)
+
+    # -- approval ----------------------------------------------------------------------------------
+
+    @property
+    def pending_approvals(self) -> list[PendingApproval]:
+        """The runs parked for approval that this agent knows of."""
+        return list(self._pending.values())
+
+    def remember_pending(self, pending: PendingApproval) -> None:
+        """Hold a parked run's state (the service restores persisted ones with this)."""
+        self._pending[pending.interrupt_id] = pending
+
+    def forget_pending(self, message_id: str) -> None:
+        """Drop the parked run waiting on the message `message_id`, if any."""
+        for key, pending in list(self._pending.items()):
+            if pending.message_id == message_id:
+                del self._pending[key]
+
+    def _lookup(self, interrupt: str | PendingApproval) -> PendingApproval:
+        if isinstance(interrupt, PendingApproval):
+            return interrupt
+        found = self._pending.get(interrupt)
+        if found is None:
+            raise UserError(
+                f"unknown interrupt id {interrupt!r}: it was resumed already, or belongs to no "
+                f"run of agent {self.name!r}"
+            )
+        return found
+
+    def resume_stream(
+        self,
+        interrupt: str | PendingApproval,
+        approved: bool | Mapping[str, bool],
+        *,
+        structured: StructuredSchema | None = None,
+        memory: Memory | None = None,
+    ) -> AgentRun:
+        """Continue a run parked for approval, iterating its events.
+
+        Args:
+            interrupt: The `interrupt_id` of `ApprovalRequested`, or the `PendingApproval`
+                itself (as the service persisted it).
+            approved: One verdict for every awaiting call, or one per call id (a call left
+                out is denied). Approved calls run; denied ones answer "denied by the user".
+            structured: A pydantic model or JSON schema the final answer must follow.
+            memory: The memory the run parked on, when it was not the agent's own.
+
+        Raises:
+            UserError: The interrupt id is unknown or used, or a verdict names another call.
+        """
+        pending = self._lookup(interrupt)
+        verdicts = pending.decide(approved)
+        return AgentRun(
+            self, memory or self.memory, resume=(pending, verdicts), structured=structured
+        )
+
+    async def resume(
+        self,
+        interrupt: str | PendingApproval,
+        approved: bool | Mapping[str, bool],
+        *,
+        structured: StructuredSchema | None = None,
+        memory: Memory | None = None,
+    ) -> Msg:
+        """Continue a run parked for approval; the final message, as `reply` returns it."""
+        run = self.resume_stream(interrupt, approved, structured=structured, memory=memory)
+        return _final(run, await run.result())
+
+    def choose_tool(self, index: int) -> str | None:
+        """The `tool_choice` of a run's model call number `index` (from 0)."""
+        choice = self.tool_choice
+        if callable(choice):
+            return choice(index)
+        return choice if index == 0 else None
+
+    # -- sync twins --------------------------------------------------------------------------------
+
+    def reply_sync(
+        self,
+        msgs: AgentInput = None,
+        *,
+        structured: StructuredSchema | None = None,
+        memory: Memory | None = None,
+    ) -> Msg:
+        """`reply`, from synchronous code."""
+        return run_sync(self.reply(msgs, structured=structured, memory=memory))
+
+    def stream_sync(
+        self,
+        msgs: AgentInput = None,
+        *,
+        structured: StructuredSchema | None = None,
+        memory: Memory | None = None,
+    ) -> Iterator[AgentEvent]:
+        """`stream`, from synchronous code; closing the iterator stops the run."""
+        return iterate_sync(self.stream(msgs, structured=structured, memory=memory))
+
+    def reply_structured_sync(
+        self, msgs: AgentInput, schema: StructuredSchema, *, memory: Memory | None = None
+    ) -> tuple[Msg, Any]:
+        """`reply_structured`, from synchronous code."""
+        return run_sync(self.reply_structured(msgs, schema, memory=memory))
+
+    def resume_sync(
+        self,
+        interrupt: str | PendingApproval,
+        approved: bool | Mapping[str, bool],
+        *,
+        structured: StructuredSchema | None = None,
+        memory: Memory | None = None,
+    ) -> Msg:
+        """`resume`, from synchronous code."""
+        return run_sync(self.resume(interrupt, approved, structured=structured, memory=memory))
+
+    def resume_stream_sync(
+        self,
+        interrupt: str | PendingApproval,
+        approved: bool | Mapping[str, bool],
+        *,
+        structured: StructuredSchema | None = None,
+        memory: Memory | None = None,
+    ) -> Iterator[AgentEvent]:
+        """`resume_stream`, from synchronous code."""
+        run = self.resume_stream(interrupt, approved, structured=structured, memory=memory)
+        return iterate_sync(run)
+
+
+def _final(run: AgentRun, final: Msg | None) -> Msg:
+    if final is None:
+        # Only a run interrupted before the model wrote anything ends without a message.
+        raise ModelOutputError(f"the run ended ({run.status}) before the model answered")
+    return final
+
+
+async def _structured_result(run: AgentRun) -> tuple[Msg, Any]:
+    final = _final(run, await run.result())
+    if run.status != "completed":
+        hint = " (resume it with agent.resume)" if run.status == "awaiting_approval" else ""
+        raise ModelOutputError(
+            f"no structured answer: the run ended with status {run.status!r}{hint}"
+        )
+    return final, run.parsed

@@ -1,0 +1,272 @@
+"""The context budget: before each model call, the oldest turns go so the prompt fits.
+
+The prompt may take the model's `context_size` less a reserve for the answer (the model's
+`max_tokens` parameter, else `DEFAULT_OUTPUT_RESERVE`) and less the tools' descriptions.
+When the conversation takes more, whole turns go, oldest first (a turn is a user message and
+everything up to the next one); then, inside the latest turn, the oldest tool rounds. What
+always stays: system messages, the latest user message, and the latest model turn with its
+tool results. An assistant message that calls tools and the tool messages answering it stay
+or go together: a provider refuses a result without its call, or a call without its result.
+The memory itself is never changed; only the copy sent to the model is trimmed.
+
+Counting tokens, in order of preference:
+
+1. the model's own tokenizer, when the model offers the hook `count_tokens(msgs) -> int`
+   (see `CountsTokens`);
+2. `tiktoken`'s `o200k_base` encoding (OpenAI's), when tiktoken can load it *without the
+   network*: tiktoken downloads its BPE files on first use and caches them
+   (`TIKTOKEN_CACHE_DIR`), and parley never starts that download from inside a run, where
+   it could hang a reply on an offline machine. Run
+   `python -c "import tiktoken; tiktoken.get_encoding('o200k_base')"` once with network
+   access (or point `TIKTOKEN_CACHE_DIR` at a cache) to turn exact counts on;
+3. an estimate: a token per 4 characters (`estimate_tokens`), the usual rule of thumb for
+   English text with BPE tokenizers.
+
+Every message also costs `MESSAGE_OVERHEAD` tokens (role and separators) and each media
+block a flat `MEDIA_TOKENS`, a rough figure: providers price media by size.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
+
+from parley.messages import Msg, TextBlock, ThinkingBlock, ToolCallBlock, ToolResultBlock
+from parley.models.tools import ToolSpec
+
+if TYPE_CHECKING:
+    from parley.models.base import ChatModel
+
+__all__ = [
+    "DEFAULT_OUTPUT_RESERVE",
+    "MEDIA_TOKENS",
+    "MESSAGE_OVERHEAD",
+    "TIKTOKEN_ENCODING",
+    "ContextBudget",
+    "CountsTokens",
+    "TokenCounter",
+    "estimate_tokens",
+    "message_text",
+    "tiktoken_counter",
+    "token_counter_for",
+]
+
+logger = logging.getLogger("parley.agents")
+
+DEFAULT_OUTPUT_RESERVE = 1024
+"""Tokens kept free for the answer when the model's parameters set no `max_tokens`."""
+
+MESSAGE_OVERHEAD = 4
+"""Tokens each message costs beyond its content (role markers, separators)."""
+
+MEDIA_TOKENS = 1000
+"""A flat guess at what one image, audio, video or file block costs."""
+
+TIKTOKEN_ENCODING = "o200k_base"
+"""The tiktoken encoding used when the model has no tokenizer of its own."""
+
+TokenCounter = Callable[[Sequence[Msg]], int]
+"""Counts the prompt tokens that messages take."""
+
+
+@runtime_checkable
+class CountsTokens(Protocol):
+    """The hook a chat model may offer to count tokens with its own tokenizer."""
+
+    def count_tokens(self, msgs: Sequence[Msg]) -> int:
+        """The prompt tokens `msgs` take, overhead included."""
+        ...
+
+
+def message_text(msg: Msg) -> str:
+    """The text of a message that a tokenizer sees: text, reasoning, calls and results."""
+    parts: list[str] = []
+    for block in msg.content:
+        if isinstance(block, TextBlock):
+            parts.append(block.text)
+        elif isinstance(block, ThinkingBlock):
+            parts.append(block.thinking)
+        elif isinstance(block, ToolCallBlock):
+            arguments = block.raw_input or json.dumps(block.input, ensure_ascii=False)
+            parts.append(f"{block.name}({arguments})")
+        elif isinstance(block, ToolResultBlock):
+            parts.append(block.text)
+    return "\n".join(parts)
+
+
+def _media_blocks(msg: Msg) -> int:
+    count = sum(b.type in ("image", "audio", "video", "file") for b in msg.content)
+    for result in msg.tool_results:
+        if not isinstance(result.output, str):
+            count += sum(b.type != "text" for b in result.output)
+    return count
+
+
+def _counter(encode: Callable[[str], int]) -> TokenCounter:
+    def count(msgs: Sequence[Msg]) -> int:
+        return sum(
+            encode(message_text(m)) + MESSAGE_OVERHEAD + MEDIA_TOKENS * _media_blocks(m)
+            for m in msgs
+        )
+
+    return count
+
+
+estimate_tokens: TokenCounter = _counter(lambda text: (len(text) + 3) // 4)
+"""The estimate: a token per 4 characters, plus the per-message and media costs."""
+
+
+def _tiktoken_cache_file(name: str) -> Path:
+    # Where tiktoken caches a downloaded encoding (tiktoken/load.py, `read_file_cached`): the
+    # SHA-1 of the file's URL (tiktoken_ext/openai_public.py) in its cache folder.
+    url = f"https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
+    folder = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get("DATA_GYM_CACHE_DIR")
+    base = Path(folder) if folder else Path(tempfile.gettempdir()) / "data-gym-cache"
+    return base / hashlib.sha1(url.encode(), usedforsecurity=False).hexdigest()
+
+
+@functools.cache
+def tiktoken_counter(name: str = TIKTOKEN_ENCODING) -> TokenCounter | None:
+    """A counter on a tiktoken encoding already on this machine, else None (no download)."""
+    try:
+        import tiktoken  # noqa: PLC0415  (loads a native extension: only when counting)
+    except ImportError:
+        return None
+    if not _tiktoken_cache_file(name).is_file():
+        logger.info("tiktoken's %s encoding is not cached here: estimating tokens", name)
+        return None
+    try:
+        encoding = tiktoken.get_encoding(name)
+    except Exception as exc:  # a damaged cache, with no network to fetch it again
+        logger.warning("tiktoken cannot load %s (%s): estimating tokens", name, exc)
+        return None
+    return _counter(lambda text: len(encoding.encode(text, disallowed_special=())))
+
+
+def token_counter_for(model: ChatModel | None) -> TokenCounter:
+    """The best counter for `model`: its tokenizer, tiktoken, or the estimate."""
+    # Looked up by name: a model class offers the hook without deriving from anything.
+    hook = getattr(model, "count_tokens", None)
+    if callable(hook):
+        return cast("TokenCounter", hook)
+    return tiktoken_counter() or estimate_tokens
+
+
+def _units(msgs: Sequence[Msg]) -> list[list[Msg]]:
+    """Messages grouped so that a tool-calling message and its results are one unit."""
+    units: list[list[Msg]] = []
+    for msg in msgs:
+        if msg.role == "tool" and units and units[-1][0].tool_calls:
+            units[-1].append(msg)
+        else:
+            units.append([msg])
+    return units
+
+
+def _turns(units: list[list[Msg]]) -> list[list[list[Msg]]]:
+    """Units grouped into turns, each starting at a user message."""
+    turns: list[list[list[Msg]]] = []
+    for unit in units:
+        if not turns or unit[0].role == "user":
+            turns.append([])
+        turns[-1].append(unit)
+    return turns
+
+
+class ContextBudget:
+    """Trims prompts to a model's context window (see the module docstring).
+
+    Args:
+        model: The model the prompts are for; no `context_size` means no trimming.
+        output_reserve: Tokens kept for the answer; default the model's `max_tokens`
+            parameter, else `DEFAULT_OUTPUT_RESERVE`.
+        counter: Counts tokens; default `token_counter_for(model)`.
+    """
+
+    def __init__(
+        self,
+        model: ChatModel,
+        *,
+        output_reserve: int | None = None,
+        counter: TokenCounter | None = None,
+    ) -> None:
+        self.model = model
+        self.output_reserve = output_reserve
+        self._counter = counter
+        # Counted once per message: a long run re-reads the same history every iteration.
+        self._counts: dict[str, int] = {}
+
+    @property
+    def limit(self) -> int | None:
+        """The tokens a prompt may take (tools included), or None when unbounded."""
+        size = self.model.context_size
+        if not size:
+            return None
+        reserve = self.output_reserve
+        if reserve is None:
+            reserve = self.model.parameters.max_tokens or DEFAULT_OUTPUT_RESERVE
+        return max(size - reserve, 0)
+
+    @property
+    def counter(self) -> TokenCounter:
+        """The token counter in use."""
+        if self._counter is None:
+            self._counter = token_counter_for(self.model)
+        return self._counter
+
+    def count(self, msg: Msg) -> int:
+        """The tokens one message takes (cached by message id)."""
+        found = self._counts.get(msg.id)
+        if found is None:
+            if len(self._counts) > 10_000:
+                self._counts.clear()
+            found = self._counts[msg.id] = self.counter([msg])
+        return found
+
+    def tools_tokens(self, tools: Sequence[ToolSpec]) -> int:
+        """The tokens the tools' descriptions take."""
+        if not tools:
+            return 0
+        described = json.dumps([t.model_dump(exclude_none=True) for t in tools])
+        return self.counter([Msg.system(described)])
+
+    def fit(self, msgs: Sequence[Msg], tools: Sequence[ToolSpec] = ()) -> list[Msg]:
+        """The messages to send: all of them when they fit, else the oldest turns dropped."""
+        limit = self.limit
+        if limit is None:
+            return list(msgs)
+        room = limit - self.tools_tokens(tools)
+        total = sum(self.count(m) for m in msgs)
+        if total <= room:
+            return list(msgs)
+        dropped = self._drop(msgs, total - room)
+        kept = [m for m in msgs if m.id not in dropped]
+        logger.info("context budget: %d of %d messages dropped", len(dropped), len(msgs))
+        return kept
+
+    def _drop(self, msgs: Sequence[Msg], excess: int) -> set[str]:
+        """The ids of the messages to drop to shed `excess` tokens (or all that may go)."""
+        turns = _turns(_units([m for m in msgs if m.role != "system"]))
+        # Whole earlier turns first (so the prompt still opens with a user message); then the
+        # latest turn's middle: its user message (first unit) and latest model turn (last) stay.
+        chunks = [[m for unit in turn for m in unit] for turn in turns[:-1]]
+        if turns:
+            latest = turns[-1]
+            middle = latest[1:-1] if latest[0][0].role == "user" else latest[:-1]
+            chunks += middle
+        dropped: set[str] = set()
+        for chunk in chunks:
+            if excess <= 0:
+                break
+            dropped.update(m.id for m in chunk)
+            excess -= sum(self.count(m) for m in chunk)
+        if excess > 0:
+            logger.warning("the prompt exceeds the context budget even after trimming")
+        return dropped

@@ -1,0 +1,416 @@
+"""`AgentRun`: one run of the tool-calling loop, as an async iterator of events.
+
+The loop: the input goes into memory; then, up to `max_iters` times, the prompt is built
+(system prompt and the budgeted memory), the model streams its turn (deltas forwarded as
+events), the whole turn goes into memory, and, when it calls tools, they run (concurrently
+when `parallel_tool_calls`) and one tool message with every result, in call order, goes into
+memory. The run ends when a turn calls no tool, at `max_iters`, when a call needs approval,
+on cancellation, or on an error.
+
+How each way of stopping leaves things:
+
+- `max_iters`: `MaxItersReached`, then `RunEnded(status="max_iters")` whose `final` is the
+  last assistant message. The tools of that last turn have run, so memory never ends on a
+  call without its result.
+- Errors (a model failure; tool failures never get here, they go back to the model):
+  `RunError`, then `RunEnded(status="error")`; the iterator itself does not raise, so an
+  event stream (the service's SSE) always ends with `RunEnded`. `agent.reply()` re-raises.
+- `run.cancel()`: the model's stream or the running tools stop; the partial assistant
+  message is kept in memory with `metadata["interrupted"] = True` (and reported by
+  `MessageCompleted`), then `RunEnded(status="interrupted")`.
+- The consumer stops early (`aclose()`) or its task is cancelled: the same clean-up, with no
+  further event (the task's cancellation propagates). Each message goes into memory before
+  the events that report it, so stopping at any event loses nothing that was complete.
+
+Calls left unanswered by an interrupted or parked run are answered with the error result
+`NOT_RUN` when the conversation goes on, before the new input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections.abc import AsyncGenerator, Coroutine, Mapping
+from typing import TYPE_CHECKING, Any, Self, TypeVar
+
+from pydantic import BaseModel
+
+from parley.agents.approval import (
+    DENIED,
+    NOT_RUN,
+    PendingApproval,
+    error_result,
+    unanswered_calls,
+)
+from parley.agents.events import (
+    AgentEvent,
+    ApprovalRequested,
+    MaxItersReached,
+    MessageCompleted,
+    RunEnded,
+    RunError,
+    RunStarted,
+    RunStatus,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallArgumentsDelta,
+    ToolCallEnded,
+    ToolCallStarted,
+    ToolResult,
+)
+from parley.errors import UserError
+from parley.messages import Block, Msg, TextBlock, ThinkingBlock, ToolCallBlock
+from parley.models.response import ChatResponse, ChatUsage
+from parley.models.tools import ToolSpec
+
+if TYPE_CHECKING:
+    from parley.agents.agent import Agent
+    from parley.agents.memory import Memory
+    from parley.models.stream import ChatStream
+
+__all__ = ["AgentRun", "StructuredSchema", "chunk_events"]
+
+T = TypeVar("T")
+
+StructuredSchema = type[BaseModel] | Mapping[str, Any]
+"""What a structured answer must follow: a pydantic model class or a JSON schema."""
+
+
+def chunk_events(chunk: ChatResponse, seen: set[str]) -> list[AgentEvent]:
+    """The events for one streamed delta; `seen` holds the call ids already started."""
+    events: list[AgentEvent] = []
+    for block in chunk.content:
+        if isinstance(block, TextBlock):
+            if block.text:
+                events.append(TextDelta(text=block.text))
+        elif isinstance(block, ThinkingBlock):
+            if block.thinking:
+                events.append(ThinkingDelta(text=block.thinking))
+        elif isinstance(block, ToolCallBlock):
+            if block.id not in seen:
+                seen.add(block.id)
+                events.append(ToolCallStarted(call_id=block.id, name=block.name))
+            if block.raw_input:
+                events.append(ToolCallArgumentsDelta(call_id=block.id, delta=block.raw_input))
+    return events
+
+
+def _being_cancelled() -> bool:
+    """Whether this task itself is being cancelled (not just a task it awaited)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+class AgentRun:
+    """One run of an agent: iterate it for events; `cancel()` stops it cleanly.
+
+    Made by `agent.stream(...)` and `agent.resume_stream(...)`. After the run, `status`,
+    `final` (the last assistant message), `usage` (summed over its model calls), `error`,
+    `pending` (when parked for approval) and `parsed` (a structured answer) tell how it went.
+    Close it (`await run.aclose()`, or `async with`) when you stop iterating early. Runs on
+    one memory go one at a time (two at once would interleave their messages): the service
+    keeps to one run per thread.
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        memory: Memory,
+        *,
+        input_msgs: list[Msg] | None = None,
+        resume: tuple[PendingApproval, dict[str, bool]] | None = None,
+        structured: StructuredSchema | None = None,
+    ) -> None:
+        self.agent = agent
+        self.memory = memory
+        self.run_id = f"run_{uuid.uuid4().hex}"
+        self.status: RunStatus | None = None
+        self.final: Msg | None = None
+        self.usage = ChatUsage()
+        self.error: Exception | None = None
+        self.iterations = 0
+        self.pending: PendingApproval | None = None
+        self.parsed: Any = None
+        """The structured answer: the pydantic instance, or the dict for a JSON schema."""
+        self._input = input_msgs or []
+        self._resume = resume
+        self._structured = structured
+        self._tools: list[ToolSpec] = []
+        self._cancelled = False
+        self._stream: ChatStream | None = None
+        self._task: asyncio.Future[Any] | None = None
+        self._events = self._run()
+
+    # -- the iterator ------------------------------------------------------------------------------
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> AgentEvent:
+        return await self._events.__anext__()
+
+    async def aclose(self) -> None:
+        """Stop the run (if still going) and clean up; no further event."""
+        await self._events.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def cancel(self) -> None:
+        """End the run soon: it stops its model stream or tools and ends `interrupted`.
+
+        Call it from the event loop the run iterates on (another task, a callback).
+        """
+        self._cancelled = True
+        if self._stream is not None:
+            self._stream.cancel()
+        if self._task is not None:
+            self._task.cancel()
+
+    async def result(self) -> Msg | None:
+        """Run to the end and return the final message; re-raises the run's error."""
+        async with self:
+            async for _ in self:
+                pass
+        if self.error is not None:
+            raise self.error
+        return self.final
+
+    # -- the loop ----------------------------------------------------------------------------------
+
+    async def _run(self) -> AsyncGenerator[AgentEvent, None]:
+        await self._begin()  # a usage mistake raises here, before any event
+        yield RunStarted(run_id=self.run_id, agent=self.agent.name)
+        try:
+            async with contextlib.aclosing(self._body()) as body:
+                async for event in body:
+                    yield event
+        except asyncio.CancelledError:
+            self.status = "interrupted"  # work was under way
+            raise
+        except GeneratorExit:
+            # The consumer stopped between two events: an end already reached stands.
+            self.status = self.status or "interrupted"
+            raise
+        except Exception as exc:
+            self.error = exc
+            self.status = "error"
+            yield RunError(message=str(exc) or type(exc).__name__, kind=type(exc).__name__)
+        yield RunEnded(status=self.status or "completed", final=self.final, usage=self.usage)
+
+    async def _body(self) -> AsyncGenerator[AgentEvent, None]:
+        if self._resume is not None:
+            pending, verdicts = self._resume
+            async with contextlib.aclosing(self._run_tools(pending.calls, verdicts)) as tools:
+                async for event in tools:
+                    yield event
+        while self.status is None:
+            if self._cancelled:
+                self.status = "interrupted"
+                return
+            if self.iterations >= self.agent.max_iters:
+                self.status = "max_iters"
+                yield MaxItersReached(iters=self.iterations)
+                return
+            async with contextlib.aclosing(self._turn()) as turn:
+                async for event in turn:
+                    yield event
+        if self.status == "completed" and self._structured is not None:
+            async with contextlib.aclosing(self._structured_answer()) as answer:
+                async for event in answer:
+                    yield event
+
+    async def _turn(self) -> AsyncGenerator[AgentEvent, None]:
+        """One model call and what follows it: done, parked, or the tools run."""
+        self.iterations += 1
+        async with contextlib.aclosing(self._model_turn()) as model_turn:
+            async for event in model_turn:
+                yield event
+        msg = self.final
+        if self.status is not None or msg is None:
+            return
+        if not msg.tool_calls:
+            self.status = "completed"
+        elif self.pending is not None:
+            self.status = "awaiting_approval"
+            yield ApprovalRequested(
+                interrupt_id=self.pending.interrupt_id, calls=self.pending.awaiting_calls
+            )
+        else:
+            async with contextlib.aclosing(self._run_tools(msg.tool_calls, {})) as tools:
+                async for event in tools:
+                    yield event
+
+    # -- starting ----------------------------------------------------------------------------------
+
+    async def _begin(self) -> None:
+        history = await self.memory.get()
+        self._tools = self.agent.toolkit.specs()
+        open_calls = unanswered_calls(history)
+        if self._resume is not None:
+            self._check_resumable(self._resume[0], open_calls)
+            self.iterations = self._resume[0].iterations
+        elif open_calls is not None:
+            msg, calls = open_calls
+            self.agent.forget_pending(msg.id)
+            results: list[Block] = [error_result(c, NOT_RUN) for c in calls]
+            await self.memory.add(Msg(role="tool", content=results))
+        if self._input:
+            await self.memory.add(self._input)
+
+    def _check_resumable(
+        self, pending: PendingApproval, open_calls: tuple[Msg, list[ToolCallBlock]] | None
+    ) -> None:
+        msg = open_calls[0] if open_calls else None
+        if msg is None or msg.id != pending.message_id:
+            raise UserError(
+                f"interrupt {pending.interrupt_id} is no longer pending: it was resumed already,"
+                " or the conversation went on"
+            )
+        self.agent.forget_pending(msg.id)
+
+    # -- the model ---------------------------------------------------------------------------------
+
+    async def _prompt(self, tools: list[ToolSpec]) -> list[Msg]:
+        history = await self.memory.get()
+        system = [Msg.system(self.agent.system_prompt)] if self.agent.system_prompt else []
+        return self.agent.budget.fit([*system, *history], tools)
+
+    def _open_stream(self, prompt: list[Msg]) -> ChatStream:
+        agent = self.agent
+        if not self._tools:
+            return agent.model.chat_stream(prompt)
+        return agent.model.chat_stream(
+            prompt,
+            tools=self._tools,
+            tool_choice=agent.choose_tool(self.iterations - 1),
+            parallel_tool_calls=agent.parallel_tool_calls,
+        )
+
+    async def _model_turn(self) -> AsyncGenerator[AgentEvent, None]:
+        stream = self._open_stream(await self._prompt(self._tools))
+        self._stream = stream
+        seen: set[str] = set()
+        try:
+            async for chunk in stream:
+                if chunk.is_last:
+                    break
+                for event in chunk_events(chunk, seen):
+                    yield event
+        except (asyncio.CancelledError, GeneratorExit):
+            await stream.aclose()
+            await self._keep_partial(stream.response)
+            raise
+        finally:
+            self._stream = None
+        final = stream.response
+        assert final is not None  # the stream ended: its final chunk is set
+        if final.finish_reason == "interrupted":
+            if await self._keep_partial(final):
+                assert self.final is not None
+                yield MessageCompleted(msg=self.final)
+            return
+        async for event in self._complete_turn(final):
+            yield event
+
+    async def _complete_turn(self, final: ChatResponse) -> AsyncGenerator[AgentEvent, None]:
+        self.usage += final.usage or ChatUsage()
+        msg = final.to_msg(name=self.agent.name)
+        self._park_if_needed(msg)
+        # Into memory before the events: a consumer may stop at any event.
+        await self.memory.add(msg)
+        self.final = msg
+        for call in msg.tool_calls:
+            yield ToolCallEnded(call=call)
+        yield MessageCompleted(msg=msg)
+
+    async def _keep_partial(self, response: ChatResponse | None) -> bool:
+        """Keep an interrupted turn's partial message in memory; whether there was one."""
+        self.status = "interrupted"
+        if response is None:
+            return False
+        self.usage += response.usage or ChatUsage()
+        if not response.content:
+            return False
+        msg = response.to_msg(name=self.agent.name)
+        msg.metadata["interrupted"] = True
+        await self.memory.add(msg)
+        self.final = msg
+        return True
+
+    def _park_if_needed(self, msg: Msg) -> None:
+        toolkit = self.agent.toolkit
+        awaiting = [c.id for c in msg.tool_calls if toolkit.needs_approval(c)]
+        if not awaiting:
+            return
+        pending = PendingApproval(
+            agent=self.agent.name,
+            message_id=msg.id,
+            calls=msg.tool_calls,
+            awaiting=awaiting,
+            iterations=self.iterations,
+        )
+        # On the message too, so a stored thread shows what it waits for.
+        msg.metadata["interrupt_id"] = pending.interrupt_id
+        self.pending = pending
+        self.agent.remember_pending(pending)
+
+    # -- tools and the structured answer -----------------------------------------------------------
+
+    async def _cancellable(self, work: Coroutine[Any, Any, T]) -> T | None:
+        """Await `work` as a task `cancel()` can stop; None (status interrupted) if it did."""
+        task = asyncio.ensure_future(work)
+        self._task = task
+        try:
+            return await task
+        except asyncio.CancelledError:
+            if self._cancelled and not _being_cancelled():
+                self.status = "interrupted"
+                return None
+            raise
+        finally:
+            self._task = None
+
+    async def _run_tools(
+        self, calls: list[ToolCallBlock], verdicts: dict[str, bool]
+    ) -> AsyncGenerator[AgentEvent, None]:
+        runnable = [c for c in calls if verdicts.get(c.id, True)]
+        ran = await self._cancellable(
+            self.agent.toolkit.run_all(runnable, parallel=self.agent.parallel_tool_calls)
+        )
+        if ran is None:
+            return
+        answers = iter(ran)
+        results = [
+            next(answers) if verdicts.get(c.id, True) else error_result(c, DENIED) for c in calls
+        ]
+        msg = Msg(role="tool", content=list[Block](results))
+        await self.memory.add(msg)  # before the events, as for the model's turn
+        for result in results:
+            yield ToolResult(result=result)
+        yield MessageCompleted(msg=msg)
+
+    async def _structured_answer(self) -> AsyncGenerator[AgentEvent, None]:
+        assert self._structured is not None
+        prompt = await self._prompt([])
+        answer = await self._cancellable(
+            self.agent.model.generate_structured_output(prompt, self._structured)
+        )
+        if answer is None:
+            return
+        self.usage += answer.usage
+        msg = Msg.assistant(
+            json.dumps(answer.content, ensure_ascii=False),
+            name=self.agent.name,
+            metadata={"structured": answer.content},
+            usage=answer.usage,
+        )
+        await self.memory.add(msg)
+        self.final = msg
+        self.parsed = answer.parsed if answer.parsed is not None else answer.content
+        yield MessageCompleted(msg=msg)
