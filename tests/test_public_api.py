@@ -22,6 +22,7 @@ MODULES = [
     "parley.models.testing",
     "parley.agents",
     "parley.tools",
+    "parley.tools.builtin",
     "parley.tools.mcp",
 ]
 

@@ -295,3 +295,8 @@ def test_toolkit_refuses_what_it_cannot_use() -> None:
         Toolkit([{"mcpServers": {}}])
     with pytest.raises(UserError, match="cannot use 42"):
         Toolkit([42])  # type: ignore[list-item]
+
+
+def test_built_in_tools_are_found_by_their_qwen_names() -> None:
+    kit = Toolkit(["code_interpreter", "doc_parser", "storage", "web_search"])
+    assert kit.names == ["code_interpreter", "doc_parser", "storage", "web_search"]

@@ -46,6 +46,9 @@ def _make(entry: ToolInput) -> Tool:
 
 
 def _registered(name: str, cfg: dict[str, Any]) -> Tool:
+    if name not in TOOL_REGISTRY:
+        # The built-in tools register themselves on import; they are imported on first need.
+        import parley.tools.builtin  # noqa: F401, PLC0415
     cls = TOOL_REGISTRY.get(name)
     if cls is None:
         known = ", ".join(sorted(TOOL_REGISTRY)) or "none"

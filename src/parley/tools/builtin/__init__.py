@@ -1,0 +1,48 @@
+"""Built-in tools, registered under Qwen-Agent's names.
+
+`code_interpreter` (sandboxed, stateful Python), `doc_parser` (documents into text with their
+pages), `storage` (key-value files) and `web_search` (a pluggable search backend). Importing
+this package registers them; their heavier dependencies (the `tools` extra) are imported only
+when a tool needs them.
+"""
+
+from parley.tools.builtin.code_interpreter import CodeInterpreter, Execution
+from parley.tools.builtin.doc_parser import DocParser, ParsedDocument, parse_document
+from parley.tools.builtin.sandbox import (
+    SandboxLimits,
+    SandboxMode,
+    available_sandbox_modes,
+    detect_sandbox_mode,
+)
+from parley.tools.builtin.search_backends import (
+    BraveSearch,
+    BraveSearchCredential,
+    SearXNGSearch,
+    SerperCredential,
+    SerperSearch,
+)
+from parley.tools.builtin.storage import KeyNotExistsError, Storage
+from parley.tools.builtin.web_search import SearchBackend, SearchResult, WebSearch, format_results
+
+__all__ = [
+    "BraveSearch",
+    "BraveSearchCredential",
+    "CodeInterpreter",
+    "DocParser",
+    "Execution",
+    "KeyNotExistsError",
+    "ParsedDocument",
+    "SandboxLimits",
+    "SandboxMode",
+    "SearXNGSearch",
+    "SearchBackend",
+    "SearchResult",
+    "SerperCredential",
+    "SerperSearch",
+    "Storage",
+    "WebSearch",
+    "available_sandbox_modes",
+    "detect_sandbox_mode",
+    "format_results",
+    "parse_document",
+]

@@ -1,0 +1,240 @@
+"""One worker process of the code interpreter, seen from parley's side.
+
+The worker runs in its own process group, so a wall-time kill takes its children too. Its
+replies are read by a thread into a queue, which gives every wait a deadline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import IO, Any
+
+from parley.tools.builtin.sandbox import (
+    SandboxLimits,
+    SandboxMode,
+    sandbox_command,
+    worker_environment,
+)
+
+__all__ = ["WorkerGoneError", "WorkerProcess", "WorkerTimeoutError"]
+
+WORKER_SCRIPT = Path(__file__).with_name("_worker.py")
+_STARTUP_SECONDS = 30.0
+_GUARDS: dict[SandboxMode, dict[str, bool]] = {
+    "bwrap": {"writes": False, "network": False, "processes": False},
+    # A child process would escape the in-process write guard.
+    "unshare": {"writes": True, "network": False, "processes": True},
+    "rlimits": {"writes": True, "network": True, "processes": True},
+}
+
+
+_spawner: ThreadPoolExecutor | None = None
+_spawner_lock = threading.Lock()
+
+
+def _spawn(command: list[str], work_dir: Path, log: IO[bytes]) -> subprocess.Popen[bytes]:
+    """Start a worker from one long-lived thread.
+
+    bubblewrap's `--die-with-parent` (PR_SET_PDEATHSIG) fires when the *thread* that started
+    it exits, so a worker started from a short-lived thread (a pool thread that idles out,
+    a thread per call) would die with that thread and lose the session.
+    """
+    global _spawner  # noqa: PLW0603  (one spawning thread per process, made on first use)
+    with _spawner_lock:
+        if _spawner is None:
+            _spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="parley-ci-spawn")
+        spawner = _spawner
+
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            cwd=work_dir,
+            env=worker_environment(work_dir),
+            start_new_session=True,
+        )
+
+    return spawner.submit(start).result()
+
+
+def _user_tasks() -> int:
+    """Processes and threads the user runs now: RLIMIT_NPROC counts them all, not the worker's."""
+    uid = str(os.getuid())
+    total = 0
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            lines = status.read_text().splitlines()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in lines if ":" in line)
+        if fields.get("Uid", "").split()[:1] == [uid]:
+            total += int(fields.get("Threads", "1").strip() or 1)
+    return total
+
+
+def _worker_limits(limits: SandboxLimits) -> dict[str, Any]:
+    values = limits.to_json()
+    if os.getuid() != 0 and sys.platform.startswith("linux"):  # the kernel exempts root
+        values["processes"] = _user_tasks() + limits.processes
+    return values
+
+
+class WorkerGoneError(Exception):
+    """The worker exited or was killed; `reason` says how, for the model to read."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+class WorkerTimeoutError(Exception):
+    """The worker did not answer in time (it has been killed)."""
+
+
+def describe_exit(code: int | None, mode: SandboxMode, limits: SandboxLimits) -> str:
+    """Why the worker ended, from its exit status (bubblewrap reports 128 + signal)."""
+    if code is None:
+        return "it stopped answering"
+    number = -code if code < 0 else code - 128 if mode == "bwrap" and code > 128 else 0
+    if number == signal.SIGXCPU:
+        return f"it used more than its CPU time limit ({limits.cpu_time} s per call)"
+    if number == signal.SIGKILL:
+        return "it was killed (SIGKILL), possibly for running out of memory"
+    if number:
+        return f"it was stopped by {signal.Signals(number).name}"
+    return f"it exited with status {code}"
+
+
+class WorkerProcess:
+    """A started worker, ready for requests.
+
+    Args:
+        mode: The sandbox mode to run it in.
+        work_dir: Its work directory (made if missing).
+        limits: Its resource limits.
+
+    Raises:
+        WorkerGoneError: It failed to start; the reason includes its error output.
+    """
+
+    def __init__(self, mode: SandboxMode, work_dir: Path, limits: SandboxLimits) -> None:
+        self.mode = mode
+        self.limits = limits
+        work_dir.mkdir(parents=True, exist_ok=True)
+        argv = [sys.executable, "-I", "-B", str(WORKER_SCRIPT)]
+        # The worker's own error output; closed with the process (see _release).
+        self._log: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115
+        try:
+            self._proc = _spawn(sandbox_command(mode, work_dir, argv), work_dir, self._log)
+        except OSError as exc:
+            self._log.close()
+            raise WorkerGoneError(f"it could not be started: {exc}") from exc
+        self._replies: queue.Queue[bytes | None] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, name="parley-ci-reader", daemon=True)
+        self._reader.start()
+        config = {"limits": _worker_limits(limits), "guard": _GUARDS[mode]}
+        try:
+            self._exchange(config, _STARTUP_SECONDS)
+        except WorkerTimeoutError:
+            raise WorkerGoneError("it did not start in time") from None
+
+    @property
+    def pid(self) -> int:
+        """The process id of the worker (of bubblewrap, in that mode)."""
+        return self._proc.pid
+
+    @property
+    def alive(self) -> bool:
+        """Whether the process is still running."""
+        return self._proc.poll() is None
+
+    def _read(self) -> None:
+        stream = self._proc.stdout
+        try:
+            for line in stream or ():
+                self._replies.put(line)
+        except (OSError, ValueError):  # closed under us by kill()
+            pass
+        self._replies.put(None)
+
+    def _exchange(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
+        stdin = self._proc.stdin
+        try:
+            if stdin is None or stdin.closed:
+                raise BrokenPipeError
+            stdin.write(json.dumps(message).encode() + b"\n")
+            stdin.flush()
+        except OSError:
+            raise self._gone() from None
+        try:
+            line = self._replies.get(timeout=timeout)
+        except queue.Empty:
+            self.kill()
+            raise WorkerTimeoutError from None
+        if line is None:
+            raise self._gone()
+        reply: dict[str, Any] = json.loads(line)
+        return reply
+
+    def request(self, code: str, timeout: float) -> dict[str, Any]:
+        """Run a cell and return the worker's reply.
+
+        Raises:
+            WorkerTimeoutError: No reply within `timeout` seconds; the worker was killed.
+            WorkerGoneError: The worker ended while running it.
+        """
+        return self._exchange({"code": code, "cpu_time": self.limits.cpu_time}, timeout)
+
+    def _gone(self) -> WorkerGoneError:
+        try:
+            code: int | None = self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            code = None
+        reason = describe_exit(code, self.mode, self.limits)
+        tail = self.log_tail()
+        self.kill()
+        return WorkerGoneError(f"{reason}\n{tail}" if tail else reason)
+
+    def log_tail(self, size: int = 2000) -> str:
+        """The end of what the worker process wrote outside any cell (its own errors)."""
+        if self._log.closed:
+            return ""
+        end = self._log.seek(0, os.SEEK_END)
+        self._log.seek(max(0, end - size))
+        return self._log.read().decode("utf-8", "replace").strip()
+
+    def kill(self) -> None:
+        """Kill the worker's whole process group and release its pipes."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        self._proc.wait()
+        self._release()
+
+    def close(self, timeout: float = 2.0) -> None:
+        """Ask the worker to exit (end of input); kill it if it does not."""
+        if self._proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self._proc.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._proc.wait(timeout=timeout)
+        self.kill()
+
+    def _release(self) -> None:
+        # The reader sees the end of the pipe once the process group is dead.
+        self._reader.join(timeout=5)
+        for stream in (self._proc.stdin, self._proc.stdout, self._log):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()

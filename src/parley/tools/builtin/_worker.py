@@ -1,0 +1,360 @@
+"""The code interpreter's worker: a small Python REPL spoken to in JSON lines.
+
+Run as a script (`python -I -B _worker.py`), standard library only, so it starts fast and
+imports nothing of parley. The parent writes one configuration line, then one request per
+cell; the worker answers each with one line. Its own protocol streams are private copies of
+fds 0 and 1: the code's fd 1 and 2 are redirected to files per cell, so output from C code
+and child processes is captured too and can never corrupt the protocol.
+
+    -> {"limits": {...}, "guard": {"writes": bool, "network": bool, "processes": bool}}
+    <- {"ready": true, "pid": ...}
+    -> {"code": "...", "cpu_time": 30}
+    <- {"stdout": ..., "stderr": ..., "error": ..., "result": ..., "images": [...],
+        "files": [...]}
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import builtins
+import errno
+import io
+import json
+import linecache
+import math
+import os
+import resource
+import signal
+import sys
+import tempfile
+import traceback
+import warnings
+from collections.abc import Callable
+from typing import IO, Any
+
+SCRATCH = ".parley"
+_MAX_FILES = 50
+_MAX_RESULT = 2000
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+# Audit events that change the file system, and which of their arguments are paths.
+_PATH_EVENTS: dict[str, tuple[int, ...]] = {
+    "os.remove": (0,),
+    "os.rmdir": (0,),
+    "os.mkdir": (0,),
+    "os.rename": (0, 1),
+    "os.symlink": (1,),
+    "os.link": (0, 1),
+    "os.truncate": (0,),
+    "os.chmod": (0,),
+    "os.chown": (0,),
+    "os.utime": (0,),
+    "os.mkfifo": (0,),
+    "os.mknod": (0,),
+    "os.setxattr": (0,),
+    "os.removexattr": (0,),
+    "shutil.rmtree": (0,),
+}
+_PROCESS_EVENTS = frozenset(
+    {
+        "subprocess.Popen",
+        "os.system",
+        "os.exec",
+        "os.posix_spawn",
+        "os.spawn",
+        "os.fork",
+        "os.forkpty",
+        "pty.spawn",
+    }
+)
+_NETWORK_EVENTS = frozenset(
+    {
+        "socket.connect",
+        "socket.bind",
+        "socket.sendto",
+        "socket.sendmsg",
+        "socket.getaddrinfo",
+        "socket.gethostbyname",
+        "socket.gethostbyaddr",
+        "socket.getnameinfo",
+    }
+)
+
+
+# -- limits -----------------------------------------------------------------------------------
+
+
+def _lower(kind: int, value: int) -> None:
+    """Set a limit to `value`, or as close as the current hard limit allows."""
+    _soft, hard = resource.getrlimit(kind)
+    if hard != resource.RLIM_INFINITY:
+        value = min(value, hard)
+    resource.setrlimit(kind, (value, value))
+
+
+def apply_limits(limits: dict[str, Any]) -> None:
+    """Apply the resource limits to this process (its children inherit them)."""
+    _lower(resource.RLIMIT_AS, int(limits["memory_bytes"]))
+    _lower(resource.RLIMIT_FSIZE, int(limits["file_size_bytes"]))
+    _lower(resource.RLIMIT_NPROC, int(limits["processes"]))
+    _lower(resource.RLIMIT_CORE, 0)
+    _lower(resource.RLIMIT_CPU, int(limits["session_cpu_time"]))
+    # A write past RLIMIT_FSIZE then fails with EFBIG instead of killing the worker.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
+def budget_cpu(seconds: int) -> None:
+    """Allow `seconds` more CPU time from now (the soft limit; the hard one is the session's)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    used = usage.ru_utime + usage.ru_stime
+    _soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    soft = math.ceil(used + seconds)
+    if hard != resource.RLIM_INFINITY:
+        soft = min(soft, hard)
+    resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+
+
+# -- the in-process guard (modes without a mount or network namespace) ------------------------
+
+
+def _inside(path: Any, root: str) -> bool:
+    if isinstance(path, int):
+        return True  # an open descriptor: it was checked when it was opened
+    resolved = os.path.realpath(os.fsdecode(path))
+    return resolved == root or resolved.startswith(root + os.sep)
+
+
+def _writes(args: tuple[Any, ...]) -> bool:
+    _path, mode, flags = args
+    if isinstance(mode, str):
+        return any(c in mode for c in "wax+")
+    return isinstance(flags, int) and bool(flags & _WRITE_FLAGS)
+
+
+def _refuse(what: str) -> PermissionError:
+    return PermissionError(errno.EPERM, f"{what} is not allowed in this sandbox")
+
+
+def make_guard(root: str, guard: dict[str, bool]) -> Callable[[str, tuple[Any, ...]], None]:
+    """An audit hook that refuses what the sandbox mode cannot stop at the kernel."""
+    root = os.path.realpath(root)
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        if guard.get("writes"):
+            if event == "open" and _writes(args) and not _inside(args[0], root):
+                raise _refuse(f"writing {args[0]!r} (outside the work directory)")
+            positions = _PATH_EVENTS.get(event)
+            if positions and not all(_inside(args[i], root) for i in positions):
+                raise _refuse(f"{event} outside the work directory")
+        if guard.get("processes") and event in _PROCESS_EVENTS:
+            raise _refuse("starting a process")
+        if guard.get("processes") and event in {"os.kill", "os.killpg"} and args[0] != os.getpid():
+            raise _refuse("signalling another process")
+        if guard.get("network") and event in _NETWORK_EVENTS:
+            raise _refuse("network access")
+
+    return hook
+
+
+# -- running a cell ---------------------------------------------------------------------------
+
+
+class Capture:
+    """Redirects fds 1 and 2 to files for one cell, and reads them back (head and tail)."""
+
+    def __init__(self, directory: str, limit: int) -> None:
+        self.limit = limit
+        # Closed by read(), after the cell.
+        self.files = [tempfile.TemporaryFile(dir=directory) for _ in range(2)]  # noqa: SIM115
+        self.saved = [os.dup(1), os.dup(2)]
+
+    def __enter__(self) -> Capture:
+        _flush()
+        for fd, file in zip((1, 2), self.files, strict=True):
+            os.dup2(file.fileno(), fd)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _flush()
+        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+        for fd, saved in zip((1, 2), self.saved, strict=True):
+            os.dup2(saved, fd)
+            os.close(saved)
+
+    def read(self) -> list[str]:
+        """The captured stdout and stderr, cut in the middle past the limit."""
+        texts = [_read_bounded(file, self.limit) for file in self.files]
+        for file in self.files:
+            file.close()
+        return texts
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
+
+
+def _read_bounded(file: IO[bytes], limit: int) -> str:
+    size = file.seek(0, os.SEEK_END)
+    file.seek(0)
+    if size <= limit:
+        return file.read().decode("utf-8", "replace")
+    head = file.read(limit // 2).decode("utf-8", "replace")
+    file.seek(size - limit // 2)
+    tail = file.read().decode("utf-8", "replace")
+    return f"{head}\n[... {size - limit} bytes cut ...]\n{tail}"
+
+
+def _user_traceback(exc: BaseException) -> str:
+    """The traceback from the cell's first frame on (none for a syntax error)."""
+    summary = traceback.TracebackException.from_exception(exc)
+    frames = list(summary.stack)
+    first = next((i for i, f in enumerate(frames) if f.filename.startswith("<cell-")), None)
+    kept = [] if first is None else [f for f in frames[first:] if f.filename != __file__]
+    summary.stack = traceback.StackSummary.from_list(kept)
+    return "".join(summary.format())
+
+
+def _compile_cell(code: str, filename: str) -> tuple[Any, Any]:
+    """The cell's statements, and its last expression (to show its value) if it ends in one."""
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+    tree = ast.parse(code, filename, "exec")
+    last = None
+    final = tree.body[-1] if tree.body else None
+    if isinstance(final, ast.Expr):
+        tree.body.pop()
+        last = compile(ast.Expression(final.value), filename, "eval")
+    return compile(tree, filename, "exec"), last
+
+
+def execute(code: str, namespace: dict[str, Any], filename: str) -> tuple[str | None, str | None]:
+    """Run a cell in the namespace; returns (error traceback, repr of the last expression)."""
+    try:
+        body, last = _compile_cell(code, filename)
+        exec(body, namespace)
+        value = eval(last, namespace) if last is not None else None
+    except BaseException as exc:  # the user's code may raise anything, even SystemExit
+        return _user_traceback(exc), None
+    if value is None:
+        return None, None
+    namespace["_"] = value
+    text = repr(value)
+    return None, text if len(text) <= _MAX_RESULT else text[:_MAX_RESULT] + " [...]"
+
+
+def figures() -> list[str]:
+    """Open matplotlib figures as base64 PNG, then closed (only if the code used pyplot)."""
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is None:
+        return []
+    images = []
+    for number in pyplot.get_fignums():
+        buffer = io.BytesIO()
+        pyplot.figure(number).savefig(buffer, format="png", bbox_inches="tight")
+        images.append(base64.b64encode(buffer.getvalue()).decode("ascii"))
+    pyplot.close("all")
+    return images
+
+
+def snapshot(root: str) -> dict[str, tuple[int, int]]:
+    """Files under the work directory (but the scratch folder) with size and mtime."""
+    found: dict[str, tuple[int, int]] = {}
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != SCRATCH)
+        for name in names:
+            path = os.path.join(folder, name)
+            try:
+                info = os.stat(path)
+            except OSError:
+                continue
+            found[os.path.relpath(path, root)] = (info.st_size, info.st_mtime_ns)
+            if len(found) > 10_000:
+                return found
+    return found
+
+
+def changed_files(before: dict[str, tuple[int, int]], root: str) -> list[str]:
+    """Files created or modified since `before`."""
+    after = snapshot(root)
+    return sorted(path for path, stat in after.items() if before.get(path) != stat)[:_MAX_FILES]
+
+
+def run_cell(
+    request: dict[str, Any], namespace: dict[str, Any], number: int, config: dict[str, Any]
+) -> dict[str, Any]:
+    """Run one request and build the reply."""
+    root = os.getcwd()
+    before = snapshot(root)
+    budget_cpu(int(request.get("cpu_time", config["limits"]["cpu_time"])))
+    capture = Capture(config["scratch"], int(config["limits"]["output_chars"]))
+    with capture:
+        error, result = execute(str(request["code"]), namespace, f"<cell-{number}>")
+        try:
+            images = figures()
+        except Exception as exc:  # a broken figure must not lose the cell's output
+            images, error = [], (error or "") + f"\n(saving figures failed: {exc!r})"
+    stdout, stderr = capture.read()
+    return {
+        "stdout": stdout,
+        "stderr": stderr,
+        "error": error,
+        "result": result,
+        "images": images,
+        "files": changed_files(before, root),
+    }
+
+
+# -- the loop ---------------------------------------------------------------------------------
+
+
+def _protocol_streams() -> tuple[IO[str], IO[str]]:
+    """Private copies of stdin and stdout for the protocol; the code gets /dev/null and stderr."""
+    reader = os.fdopen(os.dup(0), "r", encoding="utf-8")
+    writer = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    return reader, writer
+
+
+def _send(writer: IO[str], message: dict[str, Any]) -> None:
+    writer.write(json.dumps(message) + "\n")
+    writer.flush()
+
+
+def _prepare(config: dict[str, Any]) -> None:
+    scratch = os.path.join(os.getcwd(), SCRATCH)
+    config["scratch"] = os.path.join(scratch, "tmp")
+    for path in (config["scratch"], os.path.join(scratch, "matplotlib")):
+        os.makedirs(path, exist_ok=True)
+    apply_limits(config["limits"])
+    guard = config.get("guard") or {}
+    if any(guard.values()):
+        sys.addaudithook(make_guard(os.getcwd(), guard))
+    warnings.filterwarnings("ignore", message=".*non-interactive.*")
+    sys.dont_write_bytecode = True
+    # As in a notebook, modules the code writes in its work directory can be imported.
+    sys.path.insert(0, os.getcwd())
+
+
+def main() -> int:
+    """Serve requests until the parent closes stdin."""
+    reader, writer = _protocol_streams()
+    config = json.loads(reader.readline())
+    _prepare(config)
+    _send(writer, {"ready": True, "pid": os.getpid()})
+    namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+    number = 0
+    while line := reader.readline():
+        number += 1
+        _send(writer, run_cell(json.loads(line), namespace, number, config))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,364 @@
+"""The code interpreter and its sandbox, in every sandbox mode this machine offers.
+
+Tests are parametrized by mode (`[bwrap]`, `[unshare]`, `[rlimits]`); a mode the machine
+lacks is skipped with the reason, so the run says which modes ran. `rlimits` always runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from parley.errors import ConfigurationError
+from parley.messages import ImageBlock, TextBlock, ToolCallBlock
+from parley.tools import TOOL_REGISTRY, Toolkit
+from parley.tools.builtin import (
+    CodeInterpreter,
+    SandboxLimits,
+    available_sandbox_modes,
+    detect_sandbox_mode,
+)
+
+pytestmark = pytest.mark.timeout(120)
+
+ALL_MODES = ("bwrap", "unshare", "rlimits")
+LIMITS = SandboxLimits(wall_time=30, cpu_time=20, memory_bytes=768 * 1024 * 1024)
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(params=ALL_MODES)
+def mode(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    if name not in available_sandbox_modes():
+        pytest.skip(f"sandbox mode {name!r} is not available on this machine")
+    return name
+
+
+def make(mode: str, work_dir: Path, limits: SandboxLimits = LIMITS) -> CodeInterpreter:
+    return CodeInterpreter({"sandbox": mode, "work_dir": str(work_dir), "limits": limits})
+
+
+@pytest.fixture
+def interpreter(mode: str, tmp_path: Path) -> Iterator[CodeInterpreter]:
+    with make(mode, tmp_path / "ci") as ci:
+        yield ci
+
+
+# -- the mode --------------------------------------------------------------------------------
+
+
+def test_the_strongest_available_mode_is_chosen_and_reported(tmp_path: Path) -> None:
+    available = available_sandbox_modes()
+    assert available[-1] == "rlimits"
+    assert detect_sandbox_mode() == available[0]
+    with CodeInterpreter({"work_dir": str(tmp_path)}) as ci:
+        assert ci.sandbox == available[0]
+        assert ci.run_code("1").sandbox == available[0]
+
+
+def test_unknown_or_unavailable_modes_are_configuration_errors() -> None:
+    with pytest.raises(ConfigurationError, match="unknown sandbox mode"):
+        detect_sandbox_mode("docker")
+    missing = [m for m in ALL_MODES if m not in available_sandbox_modes()]
+    for name in missing:
+        with pytest.raises(ConfigurationError, match="does not work on this machine"):
+            detect_sandbox_mode(name)
+
+
+# -- what the sandbox refuses ----------------------------------------------------------------
+
+
+def test_network_is_refused(interpreter: CodeInterpreter) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        code = (
+            "import socket\n"
+            "try:\n"
+            f"    socket.create_connection(('127.0.0.1', {port}), timeout=3).close()\n"
+            "    print('CONNECTED')\n"
+            "except OSError as exc:\n"
+            "    print('refused:', type(exc).__name__, exc)\n"
+        )
+        run = interpreter.run_code(code)
+        assert run.error is None, run.error
+        assert "refused:" in run.stdout
+        assert "CONNECTED" not in run.stdout
+        server.settimeout(0.3)
+        with pytest.raises(TimeoutError):
+            server.accept()  # nothing ever reached the listening port
+
+
+@pytest.mark.parametrize("where", ["tmp", "repo"])
+def test_writes_outside_the_work_directory_are_refused(
+    interpreter: CodeInterpreter, where: str
+) -> None:
+    folder = Path("/tmp") if where == "tmp" else REPO
+    target = folder / f"parley-escape-{uuid.uuid4().hex}"
+    run = interpreter.run_code(f"open({str(target)!r}, 'w').write('escaped')")
+    assert run.error is not None
+    assert "Read-only file system" in run.error or "not allowed in this sandbox" in run.error
+    assert not target.exists()
+
+
+def test_removing_or_linking_out_of_the_work_directory_is_refused(
+    interpreter: CodeInterpreter, tmp_path: Path
+) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    removed = interpreter.run_code(f"import os\nos.remove({str(victim)!r})")
+    assert removed.error is not None
+    linked = interpreter.run_code(
+        f"import os\nos.symlink({str(victim)!r}, 'link')\nopen('link', 'w').write('x')"
+    )
+    assert linked.error is not None
+    assert victim.read_text() == "keep me"
+
+
+def test_writes_inside_the_work_directory_work_and_are_listed(
+    interpreter: CodeInterpreter,
+) -> None:
+    run = interpreter.run_code("open('out.csv', 'w').write('a,b\\n1,2\\n')\nprint('ok')")
+    assert run.error is None, run.error
+    assert run.files == ["out.csv"]
+    assert (interpreter.work_dir() / "out.csv").read_text() == "a,b\n1,2\n"
+    assert "files written in the work directory: out.csv" in run.to_text()
+
+
+def test_child_processes_run_only_inside_bubblewrap(
+    interpreter: CodeInterpreter, mode: str
+) -> None:
+    run = interpreter.run_code("import subprocess\nsubprocess.run(['echo', 'from a child'])")
+    if mode == "bwrap":
+        assert run.error is None, run.error
+        assert "from a child" in run.stdout  # fd-level output of a child is captured
+    else:
+        assert run.error is not None
+        assert "starting a process is not allowed" in run.error
+
+
+def test_the_parents_environment_does_not_leak(
+    interpreter: CodeInterpreter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PARLEY_TEST_SECRET", "s3cret")
+    run = interpreter.run_code("import os\nos.environ.get('PARLEY_TEST_SECRET')")
+    assert run.error is None
+    assert run.result is None
+
+
+# -- limits ----------------------------------------------------------------------------------
+
+
+def test_a_runaway_loop_is_stopped_at_the_wall_time(mode: str, tmp_path: Path) -> None:
+    limits = SandboxLimits(wall_time=1.5, cpu_time=60)
+    with make(mode, tmp_path, limits) as ci:
+        ci.run_code("x = 1")
+        started = time.monotonic()
+        run = ci.run_code("import time\nwhile True:\n    time.sleep(0.01)")
+        assert time.monotonic() - started < 10
+        assert run.error is not None
+        assert run.error.startswith("Timeout")
+        after = ci.run_code("x")
+        assert after.notice is not None
+        assert "restarted" in after.notice
+        assert "time limit" in after.notice
+        assert after.error is not None
+        assert "NameError" in after.error  # the state went with the killed worker
+
+
+def test_a_cpu_bound_loop_is_stopped_by_rlimit_cpu(mode: str, tmp_path: Path) -> None:
+    limits = SandboxLimits(wall_time=60, cpu_time=1)
+    with make(mode, tmp_path, limits) as ci:
+        started = time.monotonic()
+        run = ci.run_code("while True:\n    pass")
+        assert time.monotonic() - started < 20
+        assert run.error is not None
+        assert "CPU time limit" in run.error
+        assert ci.run_code("print('back')").stdout == "back\n"
+
+
+def test_a_memory_hog_gets_memory_error_and_the_session_survives(
+    interpreter: CodeInterpreter,
+) -> None:
+    interpreter.run_code("kept = 7")
+    run = interpreter.run_code("hog = bytearray(4 * 1024 ** 3)")
+    assert run.error is not None
+    assert "MemoryError" in run.error
+    after = interpreter.run_code("kept")
+    assert after.result == "7"
+    assert after.notice is None
+
+
+def test_files_past_the_size_limit_fail(mode: str, tmp_path: Path) -> None:
+    limits = SandboxLimits(file_size_bytes=1024 * 1024)
+    with make(mode, tmp_path, limits) as ci:
+        run = ci.run_code("open('big.bin', 'wb').write(b'x' * (2 * 1024 * 1024))")
+        assert run.error is not None
+        assert "File too large" in run.error
+
+
+def test_long_output_is_cut_in_the_middle(mode: str, tmp_path: Path) -> None:
+    with make(mode, tmp_path, SandboxLimits(output_chars=1000)) as ci:
+        run = ci.run_code("print('head'); print('x' * 50_000); print('tail')")
+        assert run.stdout.startswith("head")
+        assert run.stdout.rstrip().endswith("tail")
+        assert "bytes cut" in run.stdout
+        assert len(run.stdout) < 1200
+
+
+# -- sessions and output ---------------------------------------------------------------------
+
+
+def test_state_is_kept_within_a_session_and_apart_between_sessions(
+    interpreter: CodeInterpreter,
+) -> None:
+    assert interpreter.run_code("x = 41", session="a").error is None
+    assert interpreter.run_code("x + 1", session="a").result == "42"
+    other = interpreter.run_code("x", session="b")
+    assert other.error is not None
+    assert "NameError" in other.error
+    assert interpreter.work_dir("a") != interpreter.work_dir("b")
+
+
+def test_a_session_outlives_the_thread_that_started_it(interpreter: CodeInterpreter) -> None:
+    # bubblewrap's --die-with-parent follows the starting *thread*; workers must not.
+    starter = threading.Thread(target=interpreter.run_code, args=("kept = 5",))
+    starter.start()
+    starter.join()
+    time.sleep(0.3)
+    after = interpreter.run_code("kept")
+    assert after.notice is None
+    assert after.result == "5"
+
+
+def test_stdout_stderr_and_the_traceback_come_back(interpreter: CodeInterpreter) -> None:
+    code = (
+        "import sys\nprint('to out')\nprint('to err', file=sys.stderr)\n\ndef f():\n    1 / 0\nf()"
+    )
+    run = interpreter.run_code(code)
+    assert run.stdout == "to out\n"
+    assert run.stderr == "to err\n"
+    assert run.error is not None
+    assert run.error.startswith("Traceback")
+    assert 'File "<cell-1>", line 7' in run.error
+    assert "1 / 0" in run.error
+    assert "ZeroDivisionError: division by zero" in run.error
+    assert "_worker.py" not in run.error
+    text = run.to_text()
+    assert "stdout:\n\n```\nto out\n```" in text
+    assert "stderr:" in text
+    assert "error:" in text
+
+
+def test_a_syntax_error_is_reported(interpreter: CodeInterpreter) -> None:
+    run = interpreter.run_code("def broken(:\n    pass")
+    assert run.error is not None
+    assert "SyntaxError" in run.error
+
+
+def test_sys_exit_does_not_end_the_session(interpreter: CodeInterpreter) -> None:
+    interpreter.run_code("y = 3")
+    run = interpreter.run_code("import sys\nsys.exit(2)")
+    assert run.error is not None
+    assert "SystemExit: 2" in run.error
+    assert interpreter.run_code("y").result == "3"
+
+
+def test_a_crashed_worker_restarts_and_says_so(interpreter: CodeInterpreter) -> None:
+    interpreter.run_code("z = 1")
+    crashed = interpreter.run_code("import os\nos._exit(3)")
+    assert crashed.error is not None
+    assert "exited with status 3" in crashed.error
+    after = interpreter.run_code("print('again')")
+    assert after.stdout == "again\n"
+    assert after.notice is not None
+    assert "restarted" in after.notice
+
+
+def test_a_markdown_fence_around_the_code_is_removed(interpreter: CodeInterpreter) -> None:
+    assert interpreter.run_code("```python\n6 * 7\n```").result == "42"
+
+
+def test_a_matplotlib_figure_comes_back_as_an_image(interpreter: CodeInterpreter) -> None:
+    pytest.importorskip("matplotlib")  # the worker runs this same Python
+    code = (
+        "import matplotlib.pyplot as plt\n"
+        "plt.plot([1, 2, 3], [1, 4, 9])\n"
+        "plt.title('squares')\n"
+        "plt.savefig('squares.png')\n"
+        "plt.show()"
+    )
+    run = interpreter.run_code(code)
+    assert run.error is None, run.error
+    assert run.stderr == ""
+    assert len(run.images) == 1
+    assert run.images[0].startswith(b"\x89PNG\r\n\x1a\n")
+    assert run.files == ["squares.png"]
+    output = run.to_output()
+    assert isinstance(output, list)
+    assert isinstance(output[0], TextBlock)
+    assert isinstance(output[1], ImageBlock)
+    assert output[1].source.media_type == "image/png"
+    assert interpreter.run_code("1").images == []  # figures are closed once returned
+
+
+# -- as a tool -------------------------------------------------------------------------------
+
+
+async def test_it_runs_as_a_tool_with_the_session_from_the_context(tmp_path: Path) -> None:
+    assert TOOL_REGISTRY["code_interpreter"] is CodeInterpreter
+    with make("rlimits", tmp_path) as ci:
+        toolkit = Toolkit([ci])
+        first = ToolCallBlock(id="c1", name="code_interpreter", input={"code": "n = 20"})
+        second = ToolCallBlock(id="c2", name="code_interpreter", input={"code": "n * 2 + 2"})
+        await toolkit.run(first, thread_id="t-1")
+        result = await toolkit.run(second, thread_id="t-1")
+        assert not result.is_error
+        assert result.output == "execute_result:\n\n```\n42\n```"
+        elsewhere = await toolkit.run(second, thread_id="t-2")
+        assert "NameError" in str(elsewhere.output)
+
+
+async def test_sessions_run_concurrently(tmp_path: Path) -> None:
+    with make("rlimits", tmp_path) as ci:
+        started = time.monotonic()
+        runs = await asyncio.gather(
+            *(ci.execute("import time\ntime.sleep(1)\n'done'", session=f"s{i}") for i in range(3))
+        )
+        assert [r.result for r in runs] == ["'done'"] * 3
+        assert time.monotonic() - started < 2.8
+
+
+def test_qwen_style_call_and_the_sync_twin(tmp_path: Path) -> None:
+    with make("rlimits", tmp_path) as ci:
+        assert ci.call('{"code": "print(\'hi\')"}') == "stdout:\n\n```\nhi\n```"
+        assert ci.call({"code": "pass"}) == "Finished execution."
+        assert ci.execute_sync("2 ** 10").result == "1024"
+        assert ci.file_access
+
+
+def test_files_are_copied_into_the_work_directory(tmp_path: Path) -> None:
+    data = tmp_path / "data.txt"
+    data.write_text("payload")
+    with make("rlimits", tmp_path / "ci") as ci:
+        run = ci.run_code("open('data.txt').read()", files=[data.as_uri(), "https://x.test/a"])
+        assert run.result == "'payload'"
+        assert run.notice is not None
+        assert "https://x.test/a" in run.notice
+
+
+def test_close_stops_workers_and_removes_a_temporary_work_directory() -> None:
+    ci = CodeInterpreter({"sandbox": "rlimits"})
+    ci.run_code("1")
+    root = ci.root
+    assert root.exists()
+    ci.close()
+    assert not root.exists()
+    with pytest.raises(ConfigurationError, match="closed"):
+        ci.run_code("1")

@@ -1,0 +1,297 @@
+"""The document parser on real files of every format, written here by their own libraries.
+
+The PDF is written byte by byte (a two-page PDF with Helvetica text); DOCX, PPTX and XLSX
+are written by python-docx, python-pptx and openpyxl; the rest are text.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from parley.errors import MissingDependencyError, ToolExecutionError
+from parley.messages import ToolCallBlock
+from parley.tools import TOOL_REGISTRY, Toolkit
+from parley.tools.builtin import DocParser, parse_document
+
+pytestmark = pytest.mark.timeout(60)
+
+
+# -- fixture files ---------------------------------------------------------------------------
+
+
+def write_pdf(path: Path, pages: list[list[str]]) -> Path:
+    """A minimal valid PDF: one content stream of text lines per page, and an xref table."""
+    count = len(pages)
+    kids = " ".join(f"{4 + 2 * i} 0 R" for i in range(count))
+    bodies = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        f"<< /Type /Pages /Kids [{kids}] /Count {count} >>".encode(),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    for index, lines in enumerate(pages):
+        shown = " T* ".join(f"({line}) Tj" for line in lines)
+        content = f"BT /F1 12 Tf 14 TL 72 720 Td {shown} ET".encode()
+        bodies.append(
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+            b"/Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R >>" % (5 + 2 * index)
+        )
+        bodies.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(content), content))
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(bodies, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(bodies) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(bodies) + 1,
+        xref,
+    )
+    path.write_bytes(bytes(out))
+    return path
+
+
+def write_docx(path: Path) -> Path:
+    docx = pytest.importorskip("docx")
+    document = docx.Document()
+    document.add_heading("Quarterly report", level=1)
+    document.add_paragraph("Revenue grew in every region.")
+    table = document.add_table(rows=2, cols=2)
+    for row, values in zip(table.rows, [("Region", "Revenue"), ("North", "120")], strict=True):
+        for cell, value in zip(row.cells, values, strict=True):
+            cell.text = value
+    document.add_heading("Outlook", level=2)
+    document.add_paragraph("Steady.")
+    document.save(str(path))
+    return path
+
+
+def write_pptx(path: Path) -> Path:
+    pptx = pytest.importorskip("pptx")
+    inches = pytest.importorskip("pptx.util").Inches
+    deck = pptx.Presentation()
+    first = deck.slides.add_slide(deck.slide_layouts[1])
+    first.shapes.title.text = "Launch plan"
+    first.placeholders[1].text_frame.text = "Ship in March"
+    first.notes_slide.notes_text_frame.text = "Mention the beta."
+    second = deck.slides.add_slide(deck.slide_layouts[5])
+    second.shapes.title.text = "Budget"
+    shape = second.shapes.add_table(2, 2, inches(1), inches(2), inches(4), inches(1))
+    for r, values in enumerate([("Item", "Cost"), ("Ads", "300")]):
+        for c, value in enumerate(values):
+            shape.table.cell(r, c).text = value
+    deck.save(str(path))
+    return path
+
+
+def write_xlsx(path: Path) -> Path:
+    openpyxl = pytest.importorskip("openpyxl")
+    workbook = openpyxl.Workbook()
+    sales = workbook.active
+    sales.title = "Sales"
+    sales.append(["Month", "Units"])
+    sales.append(["Jan", 10])
+    sales.append(["Feb", 12])
+    costs = workbook.create_sheet("Costs")
+    costs.append(["Rent", 1000])
+    workbook.save(str(path))
+    return path
+
+
+# -- each format -----------------------------------------------------------------------------
+
+
+def test_pdf_pages_are_marked(tmp_path: Path) -> None:
+    pytest.importorskip("pypdf")
+    path = write_pdf(tmp_path / "report.pdf", [["Page one text", "second line"], ["Page two"]])
+    document = parse_document(str(path))
+    assert document.format == "pdf"
+    assert [s.kind for s in document.sections] == ["page", "page"]
+    text = document.to_text()
+    assert text.startswith("Document: report.pdf (PDF, 2 pages)")
+    first, second = text.index("--- page 1 ---"), text.index("--- page 2 ---")
+    assert first < text.index("Page one text") < text.index("second line") < second
+    assert text.index("Page two") > second
+
+
+def test_docx_headings_paragraphs_and_tables_in_order(tmp_path: Path) -> None:
+    text = parse_document(str(write_docx(tmp_path / "report.docx"))).to_text()
+    assert text.startswith("Document: report.docx (Word)")
+    expected = [
+        "# Quarterly report",
+        "Revenue grew in every region.",
+        "| Region | Revenue |\n| North | 120 |",
+        "## Outlook",
+        "Steady.",
+    ]
+    positions = [text.index(part) for part in expected]
+    assert positions == sorted(positions)
+
+
+def test_pptx_slides_titles_tables_and_notes(tmp_path: Path) -> None:
+    document = parse_document(str(write_pptx(tmp_path / "deck.pptx")))
+    text = document.to_text()
+    assert text.startswith("Document: deck.pptx (PowerPoint, 2 slides)")
+    assert "--- slide 1: Launch plan ---\n\nShip in March\n\nNotes: Mention the beta." in text
+    assert "--- slide 2: Budget ---\n\n| Item | Cost |\n| Ads | 300 |" in text
+
+
+def test_xlsx_sheets_are_marked(tmp_path: Path) -> None:
+    text = parse_document(str(write_xlsx(tmp_path / "book.xlsx"))).to_text()
+    assert "(Excel, 2 sheets)" in text
+    assert "--- sheet 1: Sales ---\n\n| Month | Units |\n| Jan | 10 |\n| Feb | 12 |" in text
+    assert "--- sheet 2: Costs ---\n\n| Rent | 1000 |" in text
+
+
+def test_csv_with_a_sniffed_delimiter(tmp_path: Path) -> None:
+    path = tmp_path / "people.csv"
+    path.write_text('name;age\n"Doe; Jane";41\nBob;7\n')
+    text = parse_document(str(path)).to_text()
+    assert "--- sheet 1: people ---" in text
+    assert "| name | age |\n| Doe; Jane | 41 |\n| Bob | 7 |" in text
+
+
+def test_html_visible_text_and_title(tmp_path: Path) -> None:
+    pytest.importorskip("bs4")
+    path = tmp_path / "page.html"
+    path.write_text(
+        "<html><head><title>Welcome</title><style>p{color:red}</style>"
+        "<script>var hidden = 1;</script></head>"
+        "<body><h1>Hello</h1><p>First   paragraph.</p><p>Second.</p></body></html>"
+    )
+    text = parse_document(str(path)).to_text()
+    assert "Title: Welcome" in text
+    assert "Hello\n\nFirst paragraph.\n\nSecond." in text
+    assert "hidden" not in text
+    assert "color" not in text
+
+
+def test_markdown_and_text_keep_their_paragraphs(tmp_path: Path) -> None:
+    markdown = tmp_path / "notes.md"
+    markdown.write_text("# Title\n\nSome *text*.\n\n- a\n- b\n")
+    assert parse_document(str(markdown)).to_text() == (
+        "Document: notes.md (Markdown)\n\n# Title\n\nSome *text*.\n\n- a\n- b"
+    )
+    plain = tmp_path / "plain.txt"
+    plain.write_bytes("caf\xe9 au lait".encode("latin-1"))  # not UTF-8: read as Latin-1
+    assert parse_document(str(plain)).sections[0].items[0].text == "café au lait"
+
+
+def test_an_unknown_extension_is_read_as_text_when_it_is_text(tmp_path: Path) -> None:
+    source = tmp_path / "script.py"
+    source.write_text("print('hi')\n")
+    assert parse_document(str(source)).format == "text"
+    binary = tmp_path / "blob.bin"
+    binary.write_bytes(b"\x00\x01\x02binary")
+    with pytest.raises(ToolExecutionError, match="format is not one of"):
+        parse_document(str(binary))
+
+
+def test_file_urls_missing_files_and_broken_files(tmp_path: Path) -> None:
+    path = tmp_path / "with space.md"
+    path.write_text("hello")
+    assert parse_document(path.as_uri()).sections[0].items[0].text == "hello"
+    with pytest.raises(ToolExecutionError, match="no such file"):
+        parse_document(str(tmp_path / "missing.pdf"))
+    broken = tmp_path / "broken.docx"
+    broken.write_bytes(b"not a zip")
+    with pytest.raises(ToolExecutionError, match=r"cannot read broken\.docx as docx"):
+        parse_document(str(broken))
+
+
+def test_a_missing_library_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write_pdf(tmp_path / "a.pdf", [["x"]])
+    monkeypatch.setitem(sys.modules, "pypdf", None)  # makes `import pypdf` fail
+    with pytest.raises(MissingDependencyError, match=r"parley\[tools\]"):
+        parse_document(str(path))
+
+
+# -- http(s) ---------------------------------------------------------------------------------
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    folder = tmp_path / "site"
+    folder.mkdir()
+    handler = functools.partial(_QuietHandler, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", folder
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def test_http_urls_are_refused_unless_allowed(served: tuple[str, Path]) -> None:
+    base, folder = served
+    write_pdf(folder / "remote.pdf", [["Fetched over HTTP"]])
+    with pytest.raises(ToolExecutionError, match="not allowed"):
+        DocParser().call({"url": f"{base}/remote.pdf"})
+    text = DocParser({"allow_http": True, "download_timeout": 5}).call(
+        {"url": f"{base}/remote.pdf"}
+    )
+    assert isinstance(text, str)
+    assert "Fetched over HTTP" in text
+    assert "(PDF, 1 page)" in text
+
+
+def test_http_errors_and_size_limits(served: tuple[str, Path]) -> None:
+    pytest.importorskip("httpx")
+    base, folder = served
+    parser = DocParser({"allow_http": True, "download_timeout": 5, "max_download_bytes": 100})
+    with pytest.raises(ToolExecutionError, match="404"):
+        parser.call({"url": f"{base}/missing.txt"})
+    (folder / "big.txt").write_text("x" * 1000)
+    with pytest.raises(ToolExecutionError, match="larger than 100 bytes"):
+        parser.call({"url": f"{base}/big.txt"})
+
+
+# -- as a tool -------------------------------------------------------------------------------
+
+
+def test_structured_output_and_the_character_limit(tmp_path: Path) -> None:
+    path = write_xlsx(tmp_path / "book.xlsx")
+    pages = DocParser({"structured_doc": True}).call({"url": str(path)})
+    assert pages == [
+        {
+            "page_num": 1,
+            "title": "Sales",
+            "content": [{"table": "| Month | Units |\n| Jan | 10 |\n| Feb | 12 |"}],
+        },
+        {"page_num": 2, "title": "Costs", "content": [{"table": "| Rent | 1000 |"}]},
+    ]
+    cut = DocParser({"max_chars": 40}).call({"url": str(path)})
+    assert isinstance(cut, str)
+    assert cut.endswith("more characters not shown]")
+
+
+async def test_it_runs_as_a_tool_and_failures_come_back_as_errors(tmp_path: Path) -> None:
+    assert TOOL_REGISTRY["doc_parser"] is DocParser
+    path = tmp_path / "a.md"
+    path.write_text("# Heading\n\nBody.")
+    toolkit = Toolkit(["doc_parser"])
+    ok = await toolkit.run(ToolCallBlock(id="1", name="doc_parser", input={"url": str(path)}))
+    assert not ok.is_error
+    assert "Body." in str(ok.output)
+    missing = await toolkit.run(
+        ToolCallBlock(id="2", name="doc_parser", input={"url": str(tmp_path / "none.pdf")})
+    )
+    assert missing.is_error
+    assert "no such file" in str(missing.output)

@@ -1,0 +1,128 @@
+"""The storage tool: key-value files, and keys that try to leave the directory."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import pytest
+
+from parley.errors import ToolArgumentsError, ToolExecutionError
+from parley.messages import ToolCallBlock
+from parley.tools import TOOL_REGISTRY, Toolkit
+from parley.tools.builtin import KeyNotExistsError, Storage
+
+
+@pytest.fixture
+def storage(tmp_path: Path) -> Storage:
+    return Storage({"storage_root_path": str(tmp_path / "store")})
+
+
+def test_put_get_delete_and_list(storage: Storage) -> None:
+    assert storage.put("notes/today", "buy milk") == "SUCCESS"
+    assert storage.put("/notes/tomorrow", "rest") == "SUCCESS"
+    assert storage.put("top", "level") == "SUCCESS"
+    assert storage.get("/notes/today") == "buy milk"
+    assert storage.keys() == ["/notes/today", "/notes/tomorrow", "/top"]
+    assert storage.keys("notes") == ["/notes/today", "/notes/tomorrow"]
+    assert storage.scan("/notes") == "/notes/today: buy milk\n/notes/tomorrow: rest"
+    storage.put("notes/today", "replaced")
+    assert storage.get("notes/today") == "replaced"
+    assert storage.delete("notes/today") == "Deleted notes/today"
+    with pytest.raises(KeyNotExistsError, match="no value is stored"):
+        storage.get("notes/today")
+    with pytest.raises(KeyNotExistsError):
+        storage.delete("notes/today")
+    assert (storage.root / "notes" / "tomorrow").read_text() == "rest"
+
+
+def test_values_are_unicode_text(storage: Storage) -> None:
+    storage.put("greeting", "你好, wörld ✓\nline two")
+    assert storage.get("greeting") == "你好, wörld ✓\nline two"
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["../escape", "a/../../escape", "..", "notes/../../../etc/passwd", "a\\..\\..\\x", "a\x00b"],
+)
+def test_keys_that_leave_the_directory_are_refused(
+    storage: Storage, tmp_path: Path, key: str
+) -> None:
+    for operation in (lambda: storage.put(key, "x"), lambda: storage.get(key)):
+        with pytest.raises(ToolArgumentsError):
+            operation()
+    assert not (tmp_path / "escape").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) in ([], ["store"])
+
+
+def test_an_absolute_key_stays_inside(storage: Storage) -> None:
+    storage.put("/etc/passwd", "not the real one")
+    assert (storage.root / "etc" / "passwd").read_text() == "not the real one"
+    assert Path("/etc/passwd").read_text() != "not the real one"
+
+
+def test_a_symbolic_link_out_of_the_directory_is_refused(storage: Storage, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    storage.root.mkdir(parents=True)
+    (storage.root / "link").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(ToolArgumentsError, match="outside the storage"):
+        storage.put("link/file", "x")
+    assert list(outside.iterdir()) == []
+
+
+def test_empty_keys_and_oversized_values_are_refused(tmp_path: Path) -> None:
+    storage = Storage({"work_dir": str(tmp_path), "max_value_bytes": 10})
+    with pytest.raises(ToolArgumentsError, match="empty"):
+        storage.put("/", "x")
+    with pytest.raises(ToolArgumentsError, match="larger than 10 bytes"):
+        storage.put("k", "x" * 11)
+    storage.put("folder/k", "v")
+    with pytest.raises(ToolExecutionError, match="folder of keys"):
+        storage.put("folder", "v")
+
+
+def test_the_default_root_follows_the_workspace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PARLEY_WORKSPACE", str(tmp_path / "ws"))
+    assert Storage().root == tmp_path / "ws" / "tools" / "storage"
+
+
+def test_qwen_style_calls(storage: Storage) -> None:
+    assert storage.call('{"operate": "put", "key": "/a/b", "value": "1"}') == "SUCCESS"
+    assert storage.call({"operate": "get", "key": "/a/b"}) == "1"
+    assert storage.call({"operate": "list"}) == "/a/b"
+    assert storage.call({"operate": "scan", "key": "/"}) == "/a/b: 1"
+    assert storage.call({"operate": "scan", "key": "/none"}) == "No keys under /none"
+    with pytest.raises(ToolArgumentsError, match="needs a value"):
+        storage.call({"operate": "put", "key": "k"})
+
+
+async def test_errors_reach_the_model_as_error_results(storage: Storage) -> None:
+    assert TOOL_REGISTRY["storage"] is Storage
+    toolkit = Toolkit([storage])
+    escape = ToolCallBlock(
+        id="1", name="storage", input={"operate": "put", "key": "../x", "value": "v"}
+    )
+    result = await toolkit.run(escape)
+    assert result.is_error
+    assert "'..'" in str(result.output)
+    unknown = ToolCallBlock(id="2", name="storage", input={"operate": "rename", "key": "k"})
+    assert (await toolkit.run(unknown)).is_error
+    missing = await toolkit.run(
+        ToolCallBlock(id="3", name="storage", input={"operate": "get", "key": "nothing"})
+    )
+    assert missing.is_error
+    assert "no value is stored under 'nothing'" in str(missing.output)
+
+
+def test_the_builtin_package_exports_are_sorted_and_resolve() -> None:
+    module = importlib.import_module("parley.tools.builtin")
+
+    def key(item: str) -> tuple[int, str]:
+        return (0 if item.isupper() else 1 if item[0].isupper() else 2), item
+
+    assert module.__all__ == sorted(module.__all__, key=key)
+    assert all(hasattr(module, name) for name in module.__all__)
+    assert {"code_interpreter", "doc_parser", "storage", "web_search"} <= set(TOOL_REGISTRY)
