@@ -21,6 +21,7 @@ MODULES = [
     "parley.models",
     "parley.models.testing",
     "parley.agents",
+    "parley.agents.multi",
     "parley.tools",
     "parley.tools.builtin",
     "parley.tools.mcp",

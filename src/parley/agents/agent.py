@@ -6,6 +6,10 @@ the same from synchronous code. How a run goes, step by step and when it stops, 
 `parley.agents.run`; tools that need approval in `parley.agents.approval`; the context
 budget in `parley.agents.budget`.
 
+Several agents in one conversation (`parley.agents.multi`) use two hooks: `observe(msgs)`
+adds others' messages to memory without replying, and `reply_listeners` are told each
+answer a run ends with (a `MsgHub` broadcasts through them).
+
 Structured answers: `reply(..., structured=Model)` runs the loop as usual, then asks the
 model for the final answer through `generate_structured_output` (one more call, on the
 whole conversation). The returned message holds the answer as JSON text and the validated
@@ -14,7 +18,7 @@ dict in `metadata["structured"]`; `reply_structured(...)` returns the parsed mod
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel, ValidationError
@@ -22,7 +26,7 @@ from pydantic import BaseModel, ValidationError
 from parley._sync import iterate_sync, run_sync
 from parley.agents.approval import PendingApproval
 from parley.agents.budget import ContextBudget, TokenCounter
-from parley.agents.events import AgentEvent
+from parley.agents.events import AgentEvent, RunEnded
 from parley.agents.memory import InMemoryMemory, Memory
 from parley.agents.run import AgentRun, StructuredSchema
 from parley.errors import ModelOutputError, UserError
@@ -31,7 +35,7 @@ from parley.models.base import ChatModel
 from parley.models.tools import check_tool_choice
 from parley.tools import ToolInput, Toolkit
 
-__all__ = ["Agent", "AgentInput", "ToolChoicePolicy"]
+__all__ = ["Agent", "AgentInput", "ReplyListener", "ToolChoicePolicy"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -41,6 +45,9 @@ AgentInput = str | Msg | Mapping[str, Any] | Sequence[str | Msg | Mapping[str, A
 ToolChoicePolicy = str | Callable[[int], str | None] | None
 """A `tool_choice` for the first model call of a run, or a function of the call's index
 (0 for a run's first call, counted on across a resume) giving each call's choice."""
+
+ReplyListener = Callable[["Agent", Msg], Awaitable[None]]
+"""Awaited with an agent and the answer one of its runs ended with (`Agent.reply_listeners`)."""
 
 
 def _as_msgs(msgs: AgentInput) -> list[Msg]:
@@ -116,6 +123,9 @@ class Agent:
             check_tool_choice(tool_choice, self.toolkit.specs())
         self.tool_choice = tool_choice
         self.budget = ContextBudget(model, output_reserve=output_reserve, counter=token_counter)
+        self.reply_listeners: list[ReplyListener] = []
+        """Awaited with the agent and the final message when a run ends with an answer
+        (status `completed` or `max_iters`), before its `RunEnded` reaches the caller."""
         self._pending: dict[str, PendingApproval] = {}
 
     def __repr__(self) -> str:
@@ -137,8 +147,11 @@ class Agent:
             structured: A pydantic model or JSON schema the final answer must follow.
             memory: Run on this memory (a thread's) instead of the agent's own.
         """
-        return AgentRun(
-            self, memory or self.memory, input_msgs=_as_msgs(msgs), structured=structured
+        return _ListenedRun(
+            self,
+            self.memory if memory is None else memory,
+            input_msgs=_as_msgs(msgs),
+            structured=structured,
         )
 
     async def reply(
@@ -181,6 +194,17 @@ class Agent:
         """
         run = self.stream(msgs, structured=schema, memory=memory)
         return await _structured_result(run)
+
+    async def observe(self, msgs: Msg | Sequence[Msg]) -> None:
+        """Add messages to memory without replying: other agents' turns, an announcement."""
+        await self.memory.add(msgs)
+
+    async def tell_listeners(self, run: AgentRun) -> None:
+        """Give `run`'s answer to the reply listeners, if it ended with one."""
+        if run.final is None or run.status not in ("completed", "max_iters"):
+            return
+        for listener in list(self.reply_listeners):
+            await listener(self, run.final)
 
     # -- approval ----------------------------------------------------------------------------------
 
@@ -233,8 +257,11 @@ class Agent:
         """
         pending = self._lookup(interrupt)
         verdicts = pending.decide(approved)
-        return AgentRun(
-            self, memory or self.memory, resume=(pending, verdicts), structured=structured
+        return _ListenedRun(
+            self,
+            self.memory if memory is None else memory,
+            resume=(pending, verdicts),
+            structured=structured,
         )
 
     async def resume(
@@ -306,6 +333,16 @@ class Agent:
         """`resume_stream`, from synchronous code."""
         run = self.resume_stream(interrupt, approved, structured=structured, memory=memory)
         return iterate_sync(run)
+
+
+class _ListenedRun(AgentRun):
+    """An `AgentRun` that tells the agent's reply listeners its answer as it ends."""
+
+    async def __anext__(self) -> AgentEvent:
+        event = await super().__anext__()
+        if isinstance(event, RunEnded):
+            await self.agent.tell_listeners(self)
+        return event
 
 
 def _final(run: AgentRun, final: Msg | None) -> Msg:
