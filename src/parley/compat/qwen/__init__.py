@@ -50,6 +50,12 @@ URL that is not base64, a function message with neither a `function_id` nor a ca
 for it, a URL scheme other than http(s) and file) raise `MessageError`, naming the message.
 """
 
+from parley.compat.qwen.agents import (
+    MAX_LLM_CALL_PER_RUN,
+    FnCallAgent,
+    FunctionListEntry,
+    QwenResponse,
+)
 from parley.compat.qwen.convert import as_dicts_like, from_msgs, to_msgs
 from parley.compat.qwen.schema import (
     ASSISTANT,
@@ -74,6 +80,8 @@ from parley.compat.qwen.schema import (
     ModelResponse,
     Usage,
 )
+from parley.tools import TOOL_REGISTRY, register_tool
+from parley.tools import Tool as BaseTool
 
 __all__ = [
     "ASSISTANT",
@@ -83,21 +91,28 @@ __all__ = [
     "FILE",
     "FUNCTION",
     "IMAGE",
+    "MAX_LLM_CALL_PER_RUN",
     "NAME",
     "REASONING_CONTENT",
     "ROLE",
     "SYSTEM",
     "TEXT",
+    "TOOL_REGISTRY",
     "USER",
     "VIDEO",
     "BaseModelCompatibleDict",
+    "BaseTool",
     "ContentItem",
     "ContentType",
+    "FnCallAgent",
     "FunctionCall",
+    "FunctionListEntry",
     "Message",
     "ModelResponse",
+    "QwenResponse",
     "Usage",
     "as_dicts_like",
     "from_msgs",
+    "register_tool",
     "to_msgs",
 ]

@@ -1,0 +1,328 @@
+"""Qwen-Agent's LLM config dicts, read into parley chat models.
+
+`read_llm_config(cfg)` builds the parley model a Qwen-Agent `llm` dict describes, and
+returns the settings Qwen-Agent keeps in `generate_cfg` that are the agent's business in
+parley (parallel calls, the function choice, the input budget). The mapping:
+
+| Qwen-Agent                                  | parley                                      |
+|---------------------------------------------|---------------------------------------------|
+| `model_type` `oai`, `qwenvl_oai`,           | `OpenAICompatibleChatModel` at              |
+| `qwenomni_oai`, with `model_server` a URL   | `base_url=model_server` (key: `api_key`,    |
+|                                             | else `OPENAI_API_KEY`, as Qwen-Agent)       |
+| the same without `model_server`             | `OpenAIChatModel` (OpenAI's endpoint)       |
+| the same with `model_server='dashscope'`,   | `DashScopeCompatibleChatModel` (key:        |
+| and `qwen_dashscope`, `qwenvl_dashscope`,   | `api_key`, else `DASHSCOPE_API_KEY`;        |
+| `qwenaudio_dashscope`, `qwenvlo_dashscope`  | `model_server`, if a URL, as `base_url`)    |
+| no `model_type`                             | deduced as Qwen-Agent does: a URL           |
+|                                             | `model_server` is `oai`; a model name with  |
+|                                             | `-vl`, `-audio`, `qwen` is DashScope        |
+| `model_type` a parley provider (`local`,    | that provider's first chat model class;     |
+| `openai`, `deepseek`, ...)                  | `model_server` as `base_url` (a parley      |
+|                                             | extension)                                  |
+| `azure`, `transformers`, `openvino`         | `ConfigurationError` (no such model here)   |
+| `api_base`, `base_url`                      | aliases of `model_server` (as `oai.py`)     |
+| `cache_dir` (top level or `generate_cfg`)   | the model's `cache_dir` (response cache)    |
+| `generate_cfg.max_retries`                  | the model's `max_retries` (parley's default |
+|                                             | 3 when absent; Qwen-Agent's is 0)           |
+| `generate_cfg.request_timeout`              | the model's `timeout`                       |
+| `generate_cfg` `temperature`, `top_p`,      | `Parameters` of those names (`stop` as a    |
+| `max_tokens`, `seed`, `stop`, and any field | list); checked by the model's parameter     |
+| of the model's parameter class (`top_k`,    | class                                       |
+| `presence_penalty`, `enable_thinking`, ...) |                                             |
+| `generate_cfg.max_input_tokens`             | the agent's context budget: the prompt,     |
+|                                             | tool descriptions included, is trimmed to   |
+|                                             | it (0 or less: no trimming)                 |
+| `generate_cfg.parallel_function_calls`      | the agent's `parallel_tool_calls`           |
+| `generate_cfg.function_choice`              | the agent's `tool_choice` (first call)      |
+| `generate_cfg.fncall_prompt_type='nous'`,   | `PromptedToolsModel` around the model       |
+| or `use_raw_api=False`                      | (tools through the prompt); otherwise tools |
+|                                             | are the provider's native ones              |
+| `generate_cfg.fncall_prompt_type='qwen'`    | `ConfigurationError` (only `nous` exists)   |
+
+Unknown keys: where Qwen-Agent would act on a key that parley cannot honour (a
+`generate_cfg` key it would send to the API, which is no parameter of the parley model; an
+unsupported model type; DashScope's native-SDK URLs) the config is refused with a
+`ConfigurationError` that says what to use instead. Where Qwen-Agent ignores a key (unknown
+top-level keys) or it only tunes Qwen-Agent's own prompts (`lang`, `thought_in_content`),
+parley logs a warning and goes on. `incremental_output` is dropped silently: parley always
+streams increments.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from parley.agents.prompted import PromptedToolsModel
+from parley.errors import ConfigurationError, UserError
+from parley.models.base import ChatModel
+from parley.models.credentials import Credential, CredentialFactory
+
+__all__ = ["LLMConfig", "read_llm_config"]
+
+logger = logging.getLogger("parley.compat.qwen")
+
+DASHSCOPE_COMPATIBLE_URL = "https://dashscope.aliyuncs.com/compatible-mode/v1"
+"""Where Qwen-Agent sends `model_server='dashscope'` for its OpenAI-style model types."""
+
+_OAI_TYPES = frozenset({"oai", "qwenvl_oai", "qwenomni_oai"})
+_DASHSCOPE_TYPES = frozenset(
+    {"qwen_dashscope", "qwenvl_dashscope", "qwenaudio_dashscope", "qwenvlo_dashscope"}
+)
+_UNAVAILABLE = {
+    "azure": "parley has no Azure OpenAI model yet; use an OpenAI-compatible endpoint "
+    "(`model_server`) instead",
+    "transformers": "parley runs no Hugging Face Transformers models; serve the model with "
+    "an OpenAI-compatible server (vLLM, llama.cpp) and set `model_server`, or use "
+    "model_type 'local' for a GGUF file",
+    "openvino": "parley runs no OpenVINO models; serve the model with an OpenAI-compatible "
+    "server and set `model_server`",
+}
+_TOP_LEVEL = frozenset(
+    {
+        "model",
+        "model_type",
+        "model_server",
+        "api_base",
+        "base_url",
+        "api_key",
+        "generate_cfg",
+        "cache_dir",
+        "use_raw_api",
+    }
+)
+_NATIVE_DASHSCOPE_URLS = ("base_http_api_url", "base_websocket_api_url")
+_WARNED = {
+    "lang": "parley's prompts have one language",
+    "thought_in_content": "parley reads `<think>` text in the content as text",
+}
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    """What a Qwen-Agent `llm` dict comes to in parley.
+
+    Attributes:
+        model: The chat model (wrapped in `PromptedToolsModel` for prompt-based tools).
+        parallel_tool_calls: `parallel_function_calls`, when given.
+        function_choice: `function_choice`, when given.
+        max_input_tokens: `max_input_tokens`, when given.
+    """
+
+    model: ChatModel
+    parallel_tool_calls: bool | None = None
+    function_choice: str | None = None
+    max_input_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class _Target:
+    """Which parley provider serves the config, where, and the model's default name."""
+
+    credential_type: str
+    base_url: str | None
+    api_key: str | None
+    default_model: str | None
+
+
+def read_llm_config(cfg: Mapping[str, Any]) -> LLMConfig:
+    """Build the parley model and agent settings a Qwen-Agent `llm` dict describes.
+
+    See the module docstring for the mapping.
+
+    Raises:
+        ConfigurationError: The config names what parley cannot honour, or a bad value.
+    """
+    if not isinstance(cfg, Mapping):
+        raise ConfigurationError(f"an llm config is a dict, got {type(cfg).__name__}")
+    _check_top_level(cfg)
+    generate = cfg.get("generate_cfg") or {}
+    if not isinstance(generate, Mapping):
+        raise ConfigurationError(f"llm generate_cfg must be a dict, got {generate!r}")
+    generate = dict(generate)
+    model_type = _model_type(cfg)
+    target = _target(model_type, cfg)
+    credential = _credential(target)
+    model_cls = _model_class(credential, model_type)
+    name = str(cfg.get("model") or "").strip() or target.default_model or _first_card(model_cls)
+    agent_settings = _pop_agent_settings(generate)
+    prompted = _prompted_tools(cfg, generate)
+    options = _model_options(cfg, generate)
+    parameters = _parameters(model_cls, generate)
+    try:
+        model = model_cls(credential, name, parameters, **options)
+    except UserError as exc:
+        raise ConfigurationError(f"llm config: {exc}") from None
+    return LLMConfig(PromptedToolsModel(model) if prompted else model, **agent_settings)
+
+
+# -- which provider -------------------------------------------------------------------------
+
+
+def _check_top_level(cfg: Mapping[str, Any]) -> None:
+    for key in _NATIVE_DASHSCOPE_URLS:
+        if key in cfg:
+            raise ConfigurationError(
+                f"llm config: {key!r} points DashScope's native SDK elsewhere; parley speaks "
+                "DashScope's OpenAI-compatible mode: set `model_server` to its URL (e.g. "
+                "https://dashscope-intl.aliyuncs.com/compatible-mode/v1)"
+            )
+    unknown = sorted(set(cfg) - _TOP_LEVEL - {"azure_endpoint"})
+    if unknown:
+        logger.warning("llm config: ignoring %s (unknown, as Qwen-Agent ignores them)", unknown)
+
+
+def _model_type(cfg: Mapping[str, Any]) -> str:
+    """The model type given, else deduced as Qwen-Agent's `get_chat_model` does."""
+    given = cfg.get("model_type")
+    if given:
+        return str(given)
+    if "azure_endpoint" in cfg:
+        return "azure"
+    server = _server(cfg)
+    if server and server.startswith("http"):
+        return "oai"
+    model = str(cfg.get("model") or "").lower()
+    if "-vl" in model:
+        return "qwenvl_dashscope"
+    if "-audio" in model:
+        return "qwenaudio_dashscope"
+    if "qwen" in model:
+        return "qwen_dashscope"
+    raise ConfigurationError(
+        f"llm config: cannot tell the model type of {dict(cfg)!r}; set `model_type` (e.g. "
+        "'oai' with a `model_server` URL) or a parley provider such as 'local'"
+    )
+
+
+def _server(cfg: Mapping[str, Any]) -> str | None:
+    # Qwen-Agent's oai.py reads `api_base`, then `base_url`, then `model_server`.
+    for key in ("api_base", "base_url", "model_server"):
+        value = cfg.get(key)
+        if value:
+            return str(value).strip()
+    return None
+
+
+def _target(model_type: str, cfg: Mapping[str, Any]) -> _Target:
+    server = _server(cfg)
+    api_key = str(cfg["api_key"]).strip() if cfg.get("api_key") else None
+    if model_type in _UNAVAILABLE:
+        raise ConfigurationError(f"llm model_type {model_type!r}: {_UNAVAILABLE[model_type]}")
+    if model_type in _OAI_TYPES:
+        if server == "dashscope":
+            return _Target("dashscope_compatible", DASHSCOPE_COMPATIBLE_URL, api_key, None)
+        # Qwen-Agent's oai.py falls back on OPENAI_API_KEY, whatever the server.
+        api_key = api_key or os.environ.get("OPENAI_API_KEY")
+        if server:
+            return _Target("openai_compatible", server, api_key, "gpt-4o-mini")
+        return _Target("openai", None, api_key, "gpt-4o-mini")
+    if model_type in _DASHSCOPE_TYPES:
+        url = server if server and server.startswith("http") else None
+        return _Target("dashscope_compatible", url, api_key, "qwen-max")
+    if model_type in CredentialFactory.known_types():
+        return _Target(model_type, server, api_key, None)
+    known = sorted(_OAI_TYPES | _DASHSCOPE_TYPES | set(CredentialFactory.known_types()))
+    raise ConfigurationError(f"llm model_type {model_type!r} is unknown; known: {known}")
+
+
+def _credential(target: _Target) -> Credential:
+    cls = CredentialFactory.credential_class(target.credential_type)
+    data: dict[str, Any] = {"type": target.credential_type}
+    for field, value in (("base_url", target.base_url), ("api_key", target.api_key)):
+        if value is None:
+            continue
+        if field not in cls.model_fields:
+            raise ConfigurationError(
+                f"llm config: provider {target.credential_type!r} takes no {field}"
+            )
+        data[field] = value
+    return CredentialFactory.from_dict(data)
+
+
+def _model_class(credential: Credential, model_type: str) -> type[ChatModel]:
+    classes = credential.chat_model_classes()
+    if not classes:
+        raise ConfigurationError(f"llm model_type {model_type!r} offers no chat model")
+    return classes[0]
+
+
+def _first_card(model_cls: type[ChatModel]) -> str:
+    cards = model_cls.list_models()
+    if not cards:
+        raise ConfigurationError(f"llm config: name the `model` for {model_cls.__name__}")
+    return cards[0].name
+
+
+# -- generate_cfg ---------------------------------------------------------------------------
+
+
+def _pop_agent_settings(generate: dict[str, Any]) -> dict[str, Any]:
+    settings: dict[str, Any] = {}
+    if "parallel_function_calls" in generate:
+        settings["parallel_tool_calls"] = bool(generate.pop("parallel_function_calls"))
+    if "function_choice" in generate:
+        choice = generate.pop("function_choice")
+        if not isinstance(choice, str) or not choice:
+            raise ConfigurationError(f"llm generate_cfg: bad function_choice {choice!r}")
+        settings["function_choice"] = choice
+    if "max_input_tokens" in generate:
+        tokens = generate.pop("max_input_tokens")
+        if not isinstance(tokens, int) or isinstance(tokens, bool):
+            raise ConfigurationError(f"llm generate_cfg: bad max_input_tokens {tokens!r}")
+        settings["max_input_tokens"] = tokens
+    for key, why in _WARNED.items():
+        if generate.pop(key, None):
+            logger.warning("llm generate_cfg: ignoring %s (%s)", key, why)
+    generate.pop("incremental_output", None)
+    return settings
+
+
+def _prompted_tools(cfg: Mapping[str, Any], generate: dict[str, Any]) -> bool:
+    """Whether tools go through the prompt (`nous`) rather than the provider's API."""
+    raw = generate.pop("use_raw_api", cfg.get("use_raw_api"))
+    kind = generate.pop("fncall_prompt_type", None)
+    if kind is None:
+        return raw is False
+    if kind != "nous":
+        raise ConfigurationError(
+            f"llm generate_cfg: fncall_prompt_type {kind!r} is not available; parley "
+            "offers 'nous' (or leave it out for the provider's native tool calling)"
+        )
+    return True
+
+
+def _model_options(cfg: Mapping[str, Any], generate: dict[str, Any]) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    cache_dir = cfg.get("cache_dir", generate.pop("cache_dir", None))
+    if cache_dir:
+        options["cache_dir"] = cache_dir
+    if "max_retries" in generate:
+        options["max_retries"] = _number(generate.pop("max_retries"), "max_retries", int)
+    if "request_timeout" in generate:
+        options["timeout"] = _number(generate.pop("request_timeout"), "request_timeout", float)
+    return options
+
+
+def _number(value: Any, key: str, kind: type[int] | type[float]) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ConfigurationError(f"llm generate_cfg: bad {key} {value!r}")
+    return kind(value)
+
+
+def _parameters(model_cls: type[ChatModel], generate: dict[str, Any]) -> dict[str, Any]:
+    fields = model_cls.parameters_class.model_fields
+    unknown = sorted(key for key in generate if key not in fields)
+    if unknown:
+        raise ConfigurationError(
+            f"llm generate_cfg: {', '.join(map(repr, unknown))} is no parameter of "
+            f"{model_cls.__name__} (Qwen-Agent would send it to the API as it is); known: "
+            + ", ".join(sorted(fields))
+        )
+    parameters = dict(generate)
+    if isinstance(parameters.get("stop"), str):
+        parameters["stop"] = [parameters["stop"]]
+    return parameters
