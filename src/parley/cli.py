@@ -6,10 +6,11 @@ import argparse
 import asyncio
 import contextlib
 import itertools
+import json
 import sys
 import threading
 from collections.abc import Iterator, Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
 from parley.errors import ParleyError
 from parley.messages import Msg
@@ -68,14 +69,61 @@ def _load(spec: str) -> object:
     return model
 
 
+DEFAULT_TOOLS = ("code_interpreter",)
+"""The built-in tools `--tools` gives when no `--tool` names others."""
+
+
+def _tool_choice(spec: str) -> Any:
+    # The 135M local model calls a tool whenever it may: one tool round, then it must answer.
+    if spec.partition(":")[0] == "local":
+        return lambda index: "auto" if index == 0 else "none"
+    return None
+
+
+async def _agent_answer(agent: Any, question: str, out: TextIO) -> None:
+    from parley.agents import RunError, TextDelta, ToolCallEnded, ToolResult  # noqa: PLC0415
+
+    async for event in agent.stream(question):
+        if isinstance(event, TextDelta):
+            out.write(event.text)
+            out.flush()
+        elif isinstance(event, ToolCallEnded):
+            arguments = json.dumps(event.call.input, ensure_ascii=False)
+            print(f"[{event.call.name}] {arguments}", file=sys.stderr)
+        elif isinstance(event, ToolResult):
+            print(f"[{event.result.name} result] {event.result.text[:500]}", file=sys.stderr)
+        elif isinstance(event, RunError):
+            print(f"parley: {event.message}", file=sys.stderr)
+    out.write("\n")
+
+
+def _agent(model: object, args: argparse.Namespace) -> Any:
+    from parley.agents import Agent  # noqa: PLC0415
+    from parley.tools import Toolkit  # noqa: PLC0415
+
+    names = args.tool_names or list(DEFAULT_TOOLS)
+    return Agent(
+        "parley",
+        model,  # type: ignore[arg-type]
+        system_prompt=args.system,
+        tools=Toolkit(names),
+        tool_choice=_tool_choice(args.model),
+        max_iters=4,
+    )
+
+
 def chat(args: argparse.Namespace) -> int:
     """`parley chat`: one question, or a conversation on standard input."""
     model = _load(args.model)
+    agent = _agent(model, args) if args.tools or args.tool_names else None
     history = [Msg.system(args.system)] if args.system else []
     questions = [" ".join(args.question)] if args.question else None
 
     async def run() -> None:
         for question in questions or _prompts():
+            if agent is not None:
+                await _agent_answer(agent, question, sys.stdout)
+                continue
             history.append(Msg.user(question))
             history.append(await _answer(model, history, sys.stdout))
 
@@ -125,6 +173,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     chat_cmd.add_argument(
         "--system", default="You are a helpful assistant.", help="the system prompt"
+    )
+    chat_cmd.add_argument(
+        "--tools", action="store_true", help="give the model built-in tools (code_interpreter)"
+    )
+    chat_cmd.add_argument(
+        "--tool",
+        action="append",
+        dest="tool_names",
+        metavar="NAME",
+        help="a registered tool to give the model (repeatable; implies --tools)",
     )
     chat_cmd.set_defaults(run=chat)
     models_cmd = commands.add_parser("models", help="list model cards")

@@ -56,3 +56,34 @@ def test_models_lists_cards(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["models"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["provider", "model", "label", "status", "context", "input"]
+
+
+class _CoderModel(ScriptedModel):
+    """Asks the code interpreter for 6 * 7, then reports what it printed."""
+
+    def __init__(self, credential: Any = None, model: str = "coder", **kwargs: Any) -> None:
+        super().__init__(
+            [
+                ScriptedModel.tool_call("code_interpreter", {"code": "print(6 * 7)"}),
+                lambda request: f"It printed {request.messages[-1].tool_results[0].text.strip()}",
+            ],
+            model=model,
+            **kwargs,
+        )
+
+
+class _CoderCredential(Credential):
+    type: str = "coder-test"
+
+    @classmethod
+    def chat_model_classes(cls) -> list[type[ChatModel]]:
+        return [_CoderModel]
+
+
+def test_chat_with_tools_runs_the_agent_loop(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["chat", "--tools", "--model", "coder-test:x", "compute 6 * 7"]) == 0
+    out = capsys.readouterr()
+    assert '[code_interpreter] {"code": "print(6 * 7)"}' in out.err
+    assert "[code_interpreter result]" in out.err
+    assert "It printed" in out.out
+    assert "42" in out.out

@@ -211,7 +211,9 @@ class LocalChatModel(ChatModel):
         max_tokens = options["max_tokens"] = options.get("max_tokens") or self.max_tokens
         if request.response_format is not None:
             options["response_format"] = {"type": "json_object", "schema": request.response_format}
-        native_tools = bool(request.tools)
+        # With tools barred, the GGUF's own template renders the turn: `chatml-function-calling`
+        # renders its prompt with HTML autoescaping, which shows the model `&#39;` for quotes.
+        native_tools = bool(request.tools) and request.tool_choice != "none"
         if self.formatter is not None:
             messages = self.formatter.format(request.messages)
         else:
