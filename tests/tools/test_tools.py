@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+import parley.tools.builtin  # noqa: F401  (registered before the registry is snapshotted)
 from parley.errors import ConfigurationError, ToolArgumentsError, ToolError, UserError
 from parley.messages import ImageBlock, TextBlock, ToolCallBlock
 from parley.tools import (
