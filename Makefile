@@ -40,11 +40,14 @@ chat: install
 	$(VENV)/bin/parley chat "$(Q)"
 
 # Peer libraries are installed for benchmarks only, into their own virtualenv, so their pins
-# never touch parley's environment.
+# never touch parley's environment. models.py compares parley with its own extras (the openai
+# SDK, llama-cpp-python), which parley's environment has.
 BENCH_VENV ?= .venv-bench
 bench: install
 	bash benchmarks/setup.sh $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python benchmarks/messages.py
+	$(PY) benchmarks/models.py $(BENCH_MODELS_ARGS)
+	$(PY) benchmarks/agents.py $(BENCH_AGENTS_ARGS)
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

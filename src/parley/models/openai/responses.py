@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import Any, ClassVar
 
 from parley.models.accumulator import Delta
 from parley.models.base import ChatRequest
@@ -17,9 +17,6 @@ from parley.models.openai.parameters import OpenAIResponsesParameters
 from parley.models.openai.responses_formatter import OpenAIResponsesFormatter
 from parley.models.parameters import Parameters
 from parley.models.response import ChatResponse
-
-if TYPE_CHECKING:
-    from openai.types.responses import ResponseInputParam
 
 __all__ = ["OpenAIResponseModel", "responses_tool_fields"]
 
@@ -120,12 +117,12 @@ class OpenAIResponseModel(OpenAIModelBase):
         return body
 
     def _open(self, body: dict[str, Any]) -> AbstractAsyncContextManager[Any]:
-        # As in `OpenAIChatModel._open`: parley's body as given, the raw response back.
+        # As in `OpenAIChatModel._open`: parley's body as given, the raw response back. The
+        # input items stay in `extra_body`, out of the SDK's walk of its TypedDict unions.
         responses = self.client().responses.with_streaming_response
         model = body.pop("model")
-        items = cast("ResponseInputParam", body.pop("input"))
         stream = bool(body.pop("stream", False))
-        return responses.create(model=model, input=items, stream=stream, extra_body=body)
+        return responses.create(model=model, stream=stream, extra_body=body)
 
     async def _stream(self, request: ChatRequest) -> AsyncIterator[Delta]:
         body = self.request_body(request, stream=True)

@@ -1,0 +1,835 @@
+"""Chat models: parley beside the raw `openai` SDK and raw llama-cpp-python, interleaved.
+
+Against a local OpenAI-compatible server (`_openai_bench_server.py`, in a process of its own),
+parley's `OpenAIChatModel` and the SDK's `AsyncOpenAI` take turns, round by round, so that
+drift in the machine's speed hits both:
+
+1. a non-streaming call, and a non-streaming tool-call response: time per call;
+2. consuming a 2,000- and a 20,000-chunk stream, and whether parley's time is linear in the
+   stream's length;
+3. 500 concurrent 200-chunk streams: wall time and peak memory, each round in a fresh
+   process per contender (the growth of resident memory over the process's level before the
+   streams start);
+4. `import parley` plus building a model against `import openai` plus `AsyncOpenAI(...)`, in
+   a fresh process each time, best of N;
+5. the embedded local model: tokens per second streamed through parley's `LocalChatModel`
+   against llama-cpp-python's `Llama.create_chat_completion(stream=True)` called directly on
+   the same GGUF file with the same settings.
+
+Each contender's answers are checked before anything is timed. The table gives every figure,
+parley's against the reference's, and whether the goal of the issue is met.
+
+Run: `python benchmarks/models.py [--quick] [--skip-local] [--tracemalloc] [--profile]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import gc
+import json
+import os
+import pstats
+import statistics
+import subprocess
+import sys
+import time
+import tracemalloc
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+HERE = Path(__file__).resolve().parent
+SERVER_SCRIPT = HERE / "_openai_bench_server.py"
+MODEL = "gpt-4o-mini"
+WORDS = ("the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "and", "runs")
+"""What the server streams, one word a chunk (kept in step with `_openai_bench_server.py`)."""
+
+SYSTEM = "You are a helpful assistant. Answer briefly."
+CONVERSATION = [
+    ("user", "What is the weather like in Paris?"),
+    ("assistant", "I can look that up. Which days do you mean?"),
+    ("user", "The next three days, in celsius please."),
+]
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather forecast for a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string"},
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                "days": {"type": "integer"},
+            },
+            "required": ["city"],
+        },
+    },
+}
+TOOL_ARGUMENTS = {"city": "Paris", "unit": "celsius", "days": 3}
+
+
+def expected_text(chunks: int) -> str:
+    return "".join(" " + WORDS[i % len(WORDS)] for i in range(chunks))
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How much to run: rounds of each measurement (every round runs both contenders)."""
+
+    call_rounds: int
+    calls_per_round: int
+    stream_rounds: int
+    long_stream_rounds: int
+    burst_rounds: int
+    import_runs: int
+    local_rounds: int
+    local_tokens: int
+    streams: int = 500
+    stream_chunks: int = 200
+    short: int = 2_000
+    long: int = 20_000
+
+
+# Short rounds, many of them: each round runs both contenders back to back, so that a burst
+# of load from elsewhere on the machine lands on one pair rather than on one contender.
+DEFAULT = Settings(
+    call_rounds=30,
+    calls_per_round=25,
+    stream_rounds=15,
+    long_stream_rounds=7,
+    burst_rounds=3,
+    import_runs=7,
+    local_rounds=6,
+    local_tokens=256,
+)
+QUICK = Settings(
+    call_rounds=10,
+    calls_per_round=20,
+    stream_rounds=5,
+    long_stream_rounds=3,
+    burst_rounds=1,
+    import_runs=3,
+    local_rounds=1,
+    local_tokens=128,
+)
+
+
+# -- the server --------------------------------------------------------------------------
+
+
+class BenchServer(AbstractContextManager["BenchServer"]):
+    """`_openai_bench_server.py` in a child process; it stops when its stdin closes."""
+
+    def __init__(self) -> None:
+        self._process: subprocess.Popen[bytes] | None = None
+        self.port = 0
+
+    def __enter__(self) -> BenchServer:
+        self._process = subprocess.Popen(
+            [sys.executable, str(SERVER_SCRIPT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
+        assert self._process.stdout is not None
+        line = self._process.stdout.readline().decode()
+        if not line.startswith("PORT "):
+            self._process.kill()
+            raise SystemExit(f"the benchmark server did not start: {line!r}")
+        self.port = int(line.split()[1])
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        process = self._process
+        if process is not None and process.stdin is not None:
+            process.stdin.close()
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+    def url(self, chunks: int | None = None) -> str:
+        """The base URL of a scenario: streams of `chunks` chunks (the default: 200)."""
+        prefix = f"/n{chunks}" if chunks else ""
+        return f"http://127.0.0.1:{self.port}{prefix}/v1"
+
+
+# -- contenders on the OpenAI wire format ---------------------------------------------------
+
+
+class WireContender(Protocol):
+    name: str
+
+    async def call(self) -> str: ...
+    async def tool_call(self) -> dict[str, Any]: ...
+    async def stream(self, chunks: int) -> str: ...
+    async def aclose(self) -> None: ...
+
+
+class ParleyContender:
+    """parley's `OpenAIChatModel`, one per scenario URL, fed prepared `Msg`s."""
+
+    name = "parley"
+
+    def __init__(self, url: Callable[[int | None], str], timeout: float | None = None) -> None:
+        from parley import Msg  # noqa: PLC0415
+        from parley.models.openai import OpenAIChatModel, OpenAICredential  # noqa: PLC0415
+
+        self._url = url
+        self._timeout = {"timeout": timeout} if timeout else {}
+        self._model_class = OpenAIChatModel
+        self._credential_class = OpenAICredential
+        self._models: dict[int | None, Any] = {}
+        self.messages = [Msg.system(SYSTEM)] + [
+            Msg.user(text) if role == "user" else Msg.assistant(text) for role, text in CONVERSATION
+        ]
+
+    def model(self, chunks: int | None = None) -> Any:
+        model = self._models.get(chunks)
+        if model is None:
+            credential = self._credential_class(api_key="x", base_url=self._url(chunks))
+            model = self._model_class(credential, MODEL, **self._timeout)
+            self._models[chunks] = model
+        return model
+
+    async def call(self) -> str:
+        response = await self.model().chat(self.messages)
+        return str(response.text)
+
+    async def tool_call(self) -> dict[str, Any]:
+        response = await self.model().chat(self.messages, tools=[TOOL])
+        return dict(response.tool_calls[0].input)
+
+    async def stream(self, chunks: int) -> str:
+        final = None
+        async for chunk in self.model(chunks).chat_stream(self.messages):
+            final = chunk
+        assert final is not None
+        assert final.is_last
+        return str(final.text)
+
+    async def aclose(self) -> None:
+        for model in self._models.values():
+            await model.aclose()
+
+
+class RawSDKContender:
+    """The `openai` SDK's `AsyncOpenAI`, one client per scenario URL, fed prepared dicts."""
+
+    name = "raw SDK"
+
+    def __init__(self, url: Callable[[int | None], str], timeout: float | None = None) -> None:
+        from openai import AsyncOpenAI  # noqa: PLC0415
+
+        self._url = url
+        self._timeout = {"timeout": timeout} if timeout else {}
+        self._client_class = AsyncOpenAI
+        self._clients: dict[int | None, Any] = {}
+        self.messages = [{"role": "system", "content": SYSTEM}] + [
+            {"role": role, "content": text} for role, text in CONVERSATION
+        ]
+
+    def client(self, chunks: int | None = None) -> Any:
+        client = self._clients.get(chunks)
+        if client is None:
+            client = self._client_class(api_key="x", base_url=self._url(chunks), **self._timeout)
+            self._clients[chunks] = client
+        return client
+
+    async def call(self) -> str:
+        completion = await self.client().chat.completions.create(
+            model=MODEL, messages=self.messages
+        )
+        return str(completion.choices[0].message.content)
+
+    async def tool_call(self) -> dict[str, Any]:
+        completion = await self.client().chat.completions.create(
+            model=MODEL, messages=self.messages, tools=[TOOL]
+        )
+        call = completion.choices[0].message.tool_calls[0]
+        # What parley hands over: the arguments parsed.
+        return dict(json.loads(call.function.arguments))
+
+    async def stream(self, chunks: int) -> str:
+        # The same request as parley's: usage in the last chunk.
+        stream = await self.client(chunks).chat.completions.create(
+            model=MODEL,
+            messages=self.messages,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        parts = [
+            chunk.choices[0].delta.content
+            async for chunk in stream
+            if chunk.choices and chunk.choices[0].delta.content
+        ]
+        return "".join(parts)
+
+    async def aclose(self) -> None:
+        for client in self._clients.values():
+            await client.close()
+
+
+CONTENDERS: dict[str, type[ParleyContender] | type[RawSDKContender]] = {
+    "parley": ParleyContender,
+    "raw": RawSDKContender,
+}
+
+
+async def check_wire(contender: WireContender, short: int) -> None:
+    """Fail loudly if a contender's answers are not what the server sent."""
+    text = await contender.call()
+    arguments = await contender.tool_call()
+    streamed = await contender.stream(short)
+    problems = []
+    if not text.startswith(" ".join(WORDS)):
+        problems.append(f"call: {text[:60]!r}")
+    if arguments != TOOL_ARGUMENTS:
+        problems.append(f"tool call: {arguments!r}")
+    if streamed != expected_text(short):
+        problems.append(f"stream: {len(streamed)} characters, {streamed[:60]!r}")
+    if problems:
+        raise SystemExit(f"{contender.name} answered wrongly: {'; '.join(problems)}")
+
+
+# -- measuring in this process --------------------------------------------------------------
+
+
+async def _time(job: Callable[[], Awaitable[Any]], times: int = 1) -> float:
+    """Seconds per run of `job`, over `times` runs in a row."""
+    start = time.perf_counter()
+    for _ in range(times):
+        await job()
+    return (time.perf_counter() - start) / times
+
+
+async def interleaved(
+    pair: Sequence[WireContender],
+    job: Callable[[WireContender], Callable[[], Awaitable[Any]]],
+    rounds: int,
+    times: int = 1,
+) -> dict[str, list[float]]:
+    """Seconds per job for each contender, round by round, the first to go alternating."""
+    results: dict[str, list[float]] = {c.name: [] for c in pair}
+    for round_ in range(rounds):
+        order = pair if round_ % 2 == 0 else list(reversed(pair))
+        for contender in order:
+            gc.collect()  # start without the other contender's garbage
+            results[contender.name].append(await _time(job(contender), times))
+    return results
+
+
+@dataclass
+class Figure:
+    """One row of the table: parley's figure against the reference's, and the goal."""
+
+    label: str
+    unit: str
+    parley: float
+    reference: float | None
+    ratio: float | None = None
+    goal: str = ""
+    met: bool | None = None
+    scale: float = 1.0
+    """What the unit multiplies the stored seconds (or other value) by, for printing."""
+
+
+def paired_ratio(parley: Sequence[float], reference: Sequence[float]) -> float:
+    """The median over rounds of parley's figure over the reference's in the same round."""
+    return statistics.median(p / r for p, r in zip(parley, reference, strict=True))
+
+
+def time_figure(label: str, unit: str, scale: float, runs: dict[str, list[float]]) -> Figure:
+    """A time row: the median of rounds, and the paired ratio; the goal is set by the caller."""
+    parley, raw = runs["parley"], runs["raw SDK"]
+    ratio = paired_ratio(parley, raw)
+    median = statistics.median
+    return Figure(label, unit, median(parley), median(raw), ratio=ratio, scale=scale)
+
+
+async def wire_figures(server: BenchServer, settings: Settings) -> list[Figure]:
+    pair: list[WireContender] = [ParleyContender(server.url), RawSDKContender(server.url)]
+    try:
+        for contender in pair:
+            await check_wire(contender, settings.short)
+            await contender.stream(settings.long)  # warm the long scenario's connection
+        return await _wire_rounds(pair, settings)
+    finally:
+        for contender in pair:
+            await contender.aclose()
+
+
+async def _wire_rounds(pair: list[WireContender], settings: Settings) -> list[Figure]:
+    s = settings
+    calls = await interleaved(pair, lambda c: c.call, s.call_rounds, s.calls_per_round)
+    tools = await interleaved(pair, lambda c: c.tool_call, s.call_rounds, s.calls_per_round)
+    short = await interleaved(pair, lambda c: lambda: c.stream(s.short), s.stream_rounds)
+    long = await interleaved(pair, lambda c: lambda: c.stream(s.long), s.long_stream_rounds)
+    call_figures = [
+        time_figure("non-streaming call", "µs/call", 1e6, calls),
+        time_figure("tool-call response (non-streaming)", "µs/call", 1e6, tools),
+    ]
+    for figure in call_figures:
+        figure.goal, figure.met = "ratio <= 1.0", (figure.ratio or 0) <= 1.0
+    stream_figures = [
+        time_figure(f"{s.short:,}-chunk stream", "ms", 1e3, short),
+        time_figure(f"{s.long:,}-chunk stream", "ms", 1e3, long),
+    ]
+    for figure in stream_figures:
+        figure.goal, figure.met = "ratio <= 0.5", (figure.ratio or 0) <= 0.5
+    return [*call_figures, *stream_figures, *linearity_figures(*stream_figures, s.short, s.long)]
+
+
+def linearity_figures(short: Figure, long: Figure, n_short: int, n_long: int) -> list[Figure]:
+    """Time per chunk at both lengths, and how much longer the long stream took."""
+    per_chunk = [
+        Figure(f"  per chunk at {n:,}", "µs", f.parley / n, (f.reference or 0) / n, scale=1e6)
+        for n, f in ((n_short, short), (n_long, long))
+    ]
+    scale_up = n_long / n_short
+    growth = long.parley / short.parley
+    linear = Figure(
+        f"linearity: {n_long:,}-chunk time / {n_short:,}-chunk time",
+        "ratio",
+        growth,
+        (long.reference or 0) / (short.reference or 1),
+        goal=f"~{scale_up:g} (<= {scale_up * 1.1:g})",
+        met=growth <= scale_up * 1.1,
+    )
+    return [*per_chunk, linear]
+
+
+# -- 500 concurrent streams, each round in a fresh process ----------------------------------
+
+
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def _reset_peak() -> None:
+    """Reset the process's resident-memory high-water mark (`VmHWM`; Linux 4.0 and later)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as refs:
+            refs.write("5")
+    except OSError as exc:
+        raise SystemExit(
+            f"cannot reset the peak resident memory (Linux 4.0+ only): {exc}"
+        ) from None
+
+
+async def burst_child(
+    key: str, url: str, streams: int, chunks: int, *, trace: bool = False
+) -> dict[str, Any]:
+    """In a fresh process: one contender's `streams` concurrent streams; time and memory.
+
+    Memory is the growth of the resident set: its high-water mark during the streams over
+    its size just before them. With `trace`, it is instead tracemalloc's peak of Python
+    allocations (which slows the run, so the time is then not worth reporting).
+    """
+    # With tracemalloc on, the SDK's 5-second connect timeout trips while 500 connections
+    # wait for a loop slowed down by the tracing; a long timeout for both keeps the run whole.
+    contender = CONTENDERS[key](lambda _: url, 600.0 if trace else None)
+    try:
+        await check_burst(contender, chunks)
+        gc.collect()
+        if trace:
+            tracemalloc.start()
+        else:
+            _reset_peak()
+        before = _status_kib("VmRSS")
+        start = time.perf_counter()
+        texts = await asyncio.gather(*(contender.stream(chunks) for _ in range(streams)))
+        seconds = time.perf_counter() - start
+        if trace:
+            growth = tracemalloc.get_traced_memory()[1] / 1024
+            tracemalloc.stop()
+        else:
+            growth = _status_kib("VmHWM") - before
+    finally:
+        await contender.aclose()
+    wrong = sum(text != expected_text(chunks) for text in texts)
+    return {"seconds": seconds, "growth_kib": growth, "bad": wrong}
+
+
+async def check_burst(contender: WireContender, chunks: int) -> None:
+    # Warm up (lazy imports, the first connection) and check the answer.
+    if await contender.stream(chunks) != expected_text(chunks):
+        raise SystemExit(f"{contender.name} streamed a wrong answer")
+
+
+def run_burst(server: BenchServer, key: str, settings: Settings, trace: bool) -> dict[str, Any]:
+    url = server.url(settings.stream_chunks)
+    command = [sys.executable, __file__, "--burst", key, "--url", url]
+    command += ["--streams", str(settings.streams), "--chunks", str(settings.stream_chunks)]
+    command += ["--tracemalloc"] if trace else []
+    output = subprocess.run(command, capture_output=True, text=True, check=False)
+    if output.returncode != 0:
+        raise SystemExit(f"the {key} burst failed:\n{output.stderr}")
+    result: dict[str, Any] = json.loads(output.stdout.strip().splitlines()[-1])
+    if result["bad"]:
+        raise SystemExit(f"{key}: {result['bad']} of the concurrent streams came back wrong")
+    return result
+
+
+def burst_runs(
+    server: BenchServer, settings: Settings, rounds: int, trace: bool
+) -> dict[str, list[dict[str, Any]]]:
+    runs: dict[str, list[dict[str, Any]]] = {"parley": [], "raw": []}
+    for round_ in range(rounds):
+        for key in ("parley", "raw") if round_ % 2 == 0 else ("raw", "parley"):
+            runs[key].append(run_burst(server, key, settings, trace))
+    return runs
+
+
+def burst_figures(server: BenchServer, settings: Settings, trace: bool) -> list[Figure]:
+    runs = burst_runs(server, settings, settings.burst_rounds, trace=False)
+    wall = [[r["seconds"] for r in runs[k]] for k in ("parley", "raw")]
+    rss = [[r["growth_kib"] / 1024 for r in runs[k]] for k in ("parley", "raw")]
+    label = f"{settings.streams} concurrent {settings.stream_chunks}-chunk streams"
+    median = statistics.median
+    rss_ratio = paired_ratio(*rss)
+    figures = [
+        Figure(f"{label}: wall", "s", median(wall[0]), median(wall[1]), paired_ratio(*wall)),
+        Figure(
+            f"{label}: peak RSS growth",
+            "MiB",
+            median(rss[0]),
+            median(rss[1]),
+            rss_ratio,
+            goal="ratio <= 1.0",
+            met=rss_ratio <= 1.0,
+        ),
+    ]
+    if trace:
+        traced = burst_runs(server, settings, 1, trace=True)
+        heap = [traced[k][0]["growth_kib"] / 1024 for k in ("parley", "raw")]
+        label = "  tracemalloc peak (Python allocations), 1 round"
+        figures.append(Figure(label, "MiB", heap[0], heap[1], heap[0] / heap[1]))
+    return figures
+
+
+# -- import and build, in a fresh process ---------------------------------------------------
+
+_IMPORT_PARLEY = """
+import time
+start = time.perf_counter()
+import parley
+from parley.models.openai import OpenAIChatModel, OpenAICredential
+model = OpenAIChatModel(OpenAICredential(api_key="x", base_url="{url}"), "gpt-4o-mini")
+elapsed = time.perf_counter() - start
+import sys
+print(elapsed, "openai" in sys.modules)
+"""
+_IMPORT_RAW = """
+import time
+start = time.perf_counter()
+import openai
+client = openai.AsyncOpenAI(api_key="x", base_url="{url}")
+elapsed = time.perf_counter() - start
+print(elapsed, True)
+"""
+_FIRST_CLIENT = """
+import time
+start = time.perf_counter()
+import asyncio
+import parley
+from parley.models.openai import OpenAIChatModel, OpenAICredential
+model = OpenAIChatModel(OpenAICredential(api_key="x", base_url="{url}"), "gpt-4o-mini")
+async def client():
+    model.client()
+asyncio.run(client())
+elapsed = time.perf_counter() - start
+print(elapsed, True)
+"""
+
+
+def _fresh(code: str) -> tuple[float, bool]:
+    """Seconds the code reports from a fresh interpreter, and whether it imported openai."""
+    output = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
+    if output.returncode != 0:
+        raise SystemExit(f"the import check failed:\n{output.stderr}")
+    seconds, imported = output.stdout.split()
+    return float(seconds), imported == "True"
+
+
+def import_figures(settings: Settings) -> list[Figure]:
+    url = "http://127.0.0.1:9/v1"
+    times: dict[str, list[float]] = {"parley": [], "raw": [], "first": []}
+    eager = False
+    for round_ in range(settings.import_runs):
+        order = ("parley", "raw", "first") if round_ % 2 == 0 else ("first", "raw", "parley")
+        for key in order:
+            code = {"parley": _IMPORT_PARLEY, "raw": _IMPORT_RAW, "first": _FIRST_CLIENT}[key]
+            seconds, imported = _fresh(code.format(url=url))
+            times[key].append(seconds)
+            eager = eager or (key == "parley" and imported)
+    parley, raw, first = (min(times[k]) for k in ("parley", "raw", "first"))
+    label = f"import + build a model (best of {settings.import_runs})"
+    figures = [
+        Figure(label, "ms", parley, raw, parley / raw, "< 300 ms", parley < 0.3, scale=1e3),
+        Figure("  ... and its first client (imports openai)", "ms", first, raw, scale=1e3),
+    ]
+    if eager:
+        figures[0].label += " [imported openai!]"
+    return figures
+
+
+# -- the local model ------------------------------------------------------------------------
+
+LOCAL_MESSAGES = [
+    {"role": "system", "content": "You are a helpful assistant."},
+    {"role": "user", "content": "Write a long story about a dragon who learns to bake bread."},
+]
+# parley's sampling defaults, given explicitly to both: greedy, top_p 0.9, repeat penalty 1.1.
+LOCAL_SAMPLING = {"temperature": 0.0, "top_p": 0.9, "repeat_penalty": 1.1}
+
+
+@dataclass
+class LocalRun:
+    seconds: float
+    cpu: float
+    """CPU seconds of the whole process (every thread) during the run."""
+    tokens: int
+    text: str
+
+
+class LocalPair:
+    """parley's `LocalChatModel` and a `Llama` of its own on the same file and settings."""
+
+    def __init__(self, max_tokens: int) -> None:
+        from llama_cpp import Llama  # noqa: PLC0415
+
+        from parley import Msg  # noqa: PLC0415
+        from parley.models.local import LocalChatModel  # noqa: PLC0415
+
+        self.max_tokens = max_tokens
+        self.model = LocalChatModel()
+        self.messages = [Msg.system(LOCAL_MESSAGES[0]["content"])]
+        self.messages.append(Msg.user(LOCAL_MESSAGES[1]["content"]))
+        key = self.model.key
+        # As parley loads it (`parley.models.local._engine._load`).
+        self.llama = Llama(
+            model_path=key.path,
+            n_ctx=key.n_ctx,
+            n_threads=key.n_threads,
+            n_threads_batch=key.n_threads,
+            verbose=False,
+        )
+        self.n_threads = key.n_threads
+
+    async def parley(self) -> LocalRun:
+        start, cpu = time.perf_counter(), time.process_time()
+        stream = self.model.chat_stream(self.messages, max_tokens=self.max_tokens, **LOCAL_SAMPLING)
+        final = None
+        async for chunk in stream:
+            final = chunk
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+        assert final is not None
+        assert final.usage is not None
+        return LocalRun(seconds, cpu, final.usage.output_tokens, final.text)
+
+    def raw(self) -> LocalRun:
+        start, cpu = time.perf_counter(), time.process_time()
+        chunks = self.llama.create_chat_completion(
+            LOCAL_MESSAGES, stream=True, max_tokens=self.max_tokens, **LOCAL_SAMPLING
+        )
+        parts = []
+        for chunk in chunks:
+            content = chunk["choices"][0]["delta"].get("content")
+            if content:
+                parts.append(content)
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+        text = "".join(parts)
+        tokens = len(self.llama.tokenize(text.encode(), add_bos=False, special=True))
+        return LocalRun(seconds, cpu, tokens, text)
+
+    def close(self) -> None:
+        from parley.models.local._engine import close_engines  # noqa: PLC0415
+
+        self.llama.close()
+        close_engines()
+
+
+async def local_figures(settings: Settings) -> tuple[list[Figure], list[str]]:
+    pair = LocalPair(settings.local_tokens)
+    runs: dict[str, list[LocalRun]] = {"parley": [], "raw": []}
+    try:
+        await pair.parley()  # load and warm both
+        pair.raw()
+        for round_ in range(settings.local_rounds):
+            for key in ("parley", "raw") if round_ % 2 == 0 else ("raw", "parley"):
+                run = await pair.parley() if key == "parley" else pair.raw()
+                runs[key].append(run)
+    finally:
+        pair.close()
+    notes = []
+    tokens = statistics.median(r.tokens for r in runs["parley"])
+    if all(p.text == r.text for p, r in zip(runs["parley"], runs["raw"], strict=True)):
+        # The same greedy text: the same tokens, counted once (parley's usage) for both.
+        for run in runs["raw"]:
+            run.tokens = int(tokens)
+    else:
+        notes.append("the local model's two contenders generated different text")
+    rates = {k: [r.tokens / r.seconds for r in runs[k]] for k in runs}
+    ratio = paired_ratio(rates["parley"], rates["raw"])
+    cpu = {k: [r.cpu / r.tokens for r in runs[k]] for k in runs}
+    label = f"local model, {tokens:.0f} tokens, {pair.n_threads} llama.cpp thread(s)"
+    median = statistics.median
+    rate = Figure(
+        label,
+        "tokens/s",
+        median(rates["parley"]),
+        median(rates["raw"]),
+        ratio,
+        "ratio >= 0.95",
+        ratio >= 0.95,
+    )
+    # CPU time hardly depends on what else the machine runs: a check on a noisy tokens/s.
+    cpu_label = "  CPU time per token (the whole process)"
+    cpu_ratio = paired_ratio(cpu["parley"], cpu["raw"])
+    cpu_figure = Figure(
+        cpu_label, "ms", median(cpu["parley"]), median(cpu["raw"]), cpu_ratio, scale=1e3
+    )
+    return [rate, cpu_figure], notes
+
+
+def try_local_figures(settings: Settings) -> tuple[list[Figure], list[str]]:
+    """The local model's figures, or a note saying why there are none."""
+    try:
+        return asyncio.run(local_figures(settings))
+    except ImportError as exc:  # llama-cpp-python or the GGUF package (extra `local`)
+        return [], [f"skipped the local model: {exc}"]
+
+
+# -- reporting ------------------------------------------------------------------------------
+
+
+def _value(value: float | None, scale: float) -> str:
+    if value is None:
+        return "-"
+    shown = value * scale
+    return f"{shown:,.0f}" if shown >= 1000 else f"{shown:,.3g}"
+
+
+def report(figures: list[Figure], notes: list[str]) -> None:
+    header = (
+        f"{'figure':<52}{'unit':>9}{'parley':>10}{'reference':>11}{'parley/ref':>12}"
+        f"  {'goal':<18}{'met':>4}"
+    )
+    print(header)
+    print("-" * len(header))
+    for f in figures:
+        ratio = f"{f.ratio:.2f}x" if f.ratio is not None else ""
+        met = "" if f.met is None else ("yes" if f.met else "NO")
+        print(
+            f"{f.label:<52}{f.unit:>9}{_value(f.parley, f.scale):>10}"
+            f"{_value(f.reference, f.scale):>11}{ratio:>12}  {f.goal:<18}{met:>4}"
+        )
+    print()
+    print("reference: the raw `openai` SDK (AsyncOpenAI), or llama-cpp-python called directly")
+    print("times: median of rounds (import: best of runs); ratios are parley's over the reference")
+    for note in notes:
+        print(f"note: {note}")
+
+
+# -- profiling ------------------------------------------------------------------------------
+
+
+def profile(server: BenchServer, settings: Settings, top: int = 25) -> None:
+    async def run() -> None:
+        for contender in (ParleyContender(server.url), RawSDKContender(server.url)):
+            await contender.call()
+            await contender.stream(settings.short)
+            profiler = cProfile.Profile()
+            profiler.enable()
+            for _ in range(50):
+                await contender.call()
+            await contender.stream(settings.long)
+            profiler.disable()
+            await contender.aclose()
+            print(f"\n{contender.name} profile (50 calls, one {settings.long:,}-chunk stream):")
+            pstats.Stats(profiler).strip_dirs().sort_stats("tottime").print_stats(top)
+
+    asyncio.run(run())
+
+
+# -- main -----------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer rounds, a shorter run")
+    parser.add_argument("--skip-local", action="store_true", help="leave out the local model")
+    parser.add_argument("--profile", action="store_true", help="profile both wire contenders")
+    parser.add_argument(
+        "--tracemalloc",
+        action="store_true",
+        help="add a round of the concurrent streams measured by tracemalloc (slow)",
+    )
+    # For the child processes of the concurrent-streams measurement.
+    parser.add_argument("--burst", choices=sorted(CONTENDERS), help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    parser.add_argument("--streams", type=int, default=500, help=argparse.SUPPRESS)
+    parser.add_argument("--chunks", type=int, default=200, help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def _versions() -> str:
+    from importlib import metadata  # noqa: PLC0415
+
+    names = ("parley", "openai", "httpx2", "jiter", "llama_cpp_python")
+    found = []
+    for name in names:
+        try:
+            found.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            continue
+    return ", ".join(found)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.burst:
+        child = burst_child(args.burst, args.url, args.streams, args.chunks, trace=args.tracemalloc)
+        result = asyncio.run(child)
+        print(json.dumps(result))
+        return 0
+    settings = QUICK if args.quick else DEFAULT
+    try:
+        import openai  # noqa: F401, PLC0415
+    except ImportError:
+        raise SystemExit(
+            "models.py needs the openai SDK: pip install -e '.[openai,local]'"
+        ) from None
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores; {_versions()}\n")
+    started = time.perf_counter()
+    notes: list[str] = []
+    with BenchServer() as server:
+        figures = asyncio.run(wire_figures(server, settings))
+        figures += burst_figures(server, settings, args.tracemalloc)
+        if args.profile:
+            profile(server, settings)
+    figures += import_figures(settings)
+    if not args.skip_local:
+        local, local_notes = try_local_figures(settings)
+        figures += local
+        notes += local_notes
+    notes.append(
+        "peak RSS growth: VmHWM after the streams minus VmRSS before them, the mark reset "
+        "first, each round in a fresh process per contender"
+    )
+    report(figures, notes)
+    print(f"\n({time.perf_counter() - started:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
