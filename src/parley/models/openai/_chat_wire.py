@@ -115,6 +115,15 @@ class ChatStreamReader:
         """Whether the stream said it was done."""
         return self.done or self.finished
 
+    @property
+    def stopped(self) -> bool:
+        """Whether later events are to be read past, not parsed (after `[DONE]`)."""
+        return self.done
+
+    def feed(self, name: str, data: bytes) -> list[Delta]:
+        """The deltas in one event (`name` is unused: Chat Completions names no events)."""
+        return self.read(data)
+
     def read(self, data: bytes) -> list[Delta]:
         """The deltas in one event's data.
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import AsyncIterator, Iterable
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from parley._sync import run_sync
 from parley.errors import ConfigurationError, ModelConnectionError, ModelOutputError
@@ -13,14 +13,14 @@ from parley.models.base import ChatModel
 from parley.models.credentials import APIKeyCredential, Credential
 from parley.models.openai._errors import openai_errors
 from parley.models.openai._sdk import ClientPool
-from parley.models.openai._sse import loads
+from parley.models.openai._sse import iter_events, loads
 from parley.models.openai.credentials import OpenAICredential
 from parley.models.response import ChatResponse
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
-__all__ = ["OpenAIModelBase", "read_json", "thinking_switch"]
+__all__ = ["OpenAIModelBase", "StreamReader", "read_json", "thinking_switch"]
 
 
 def read_json(data: bytes, *, model: str, provider: str) -> dict[str, Any]:
@@ -52,6 +52,24 @@ def thinking_switch(fields: dict[str, Any]) -> dict[str, Any]:
     if enabled is not None:
         fields["thinking"] = {"type": "enabled" if enabled else "disabled"}
     return fields
+
+
+class StreamReader(Protocol):
+    """Turns one API's stream events into deltas."""
+
+    @property
+    def stopped(self) -> bool:
+        """Whether later events are to be read past, not parsed."""
+        ...
+
+    @property
+    def complete(self) -> bool:
+        """Whether the provider said the answer is whole."""
+        ...
+
+    def feed(self, name: str, data: bytes) -> Iterable[Delta]:
+        """The deltas in one event."""
+        ...
 
 
 class OpenAIModelBase(ChatModel):
@@ -127,6 +145,34 @@ class OpenAIModelBase(ChatModel):
             model=self.model,
             provider=self.provider,
         )
+
+    def _open(self, body: dict[str, Any]) -> AbstractAsyncContextManager[Any]:
+        """Send `body` through the SDK; the raw response, unparsed (each API's own)."""
+        raise NotImplementedError
+
+    async def stream_events(
+        self, body: dict[str, Any], reader: StreamReader
+    ) -> AsyncIterator[Delta]:
+        """Send a streaming request and turn its server-sent events into deltas."""
+        self.check_allowed(self.endpoint())
+        with self.errors():
+            async with self._open(body) as response:
+                # Read to the end, past the last event: a connection whose body was read whole
+                # goes back to the pool for the next call.
+                async for name, data in iter_events(response.iter_bytes()):
+                    if not reader.stopped:
+                        for delta in reader.feed(name, data):
+                            yield delta
+        if not reader.complete:
+            raise self.incomplete()
+
+    async def fetch_json(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Send a request for a whole answer and parse its JSON body."""
+        self.check_allowed(self.endpoint())
+        with self.errors():
+            async with self._open(body) as response:
+                data = await response.read()
+        return read_json(data, model=self.model, provider=self.provider)
 
     def accumulate(self, deltas: Iterable[Delta]) -> ChatResponse:
         """The response that `deltas` (from a whole, non-streamed answer) make."""

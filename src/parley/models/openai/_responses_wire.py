@@ -128,6 +128,15 @@ class ResponsesStreamReader:
             "error": self._error,
         }
 
+    @property
+    def stopped(self) -> bool:
+        """Whether later events are to be read past, not parsed (the response ended)."""
+        return self.complete
+
+    def feed(self, name: str, data: bytes) -> Iterator[Delta]:
+        """The deltas in one event (see `read`)."""
+        return self.read(name, data)
+
     def read(self, name: str, data: bytes) -> Iterator[Delta]:
         """The deltas in one event (`name` is the SSE event name; the JSON `type` wins).
 

@@ -10,8 +10,7 @@ from parley.models.accumulator import Delta
 from parley.models.base import ChatRequest
 from parley.models.formatter import Formatter
 from parley.models.openai._chat_wire import ChatStreamReader, completion_deltas
-from parley.models.openai._common import OpenAIModelBase, read_json
-from parley.models.openai._sse import iter_events
+from parley.models.openai._common import OpenAIModelBase
 from parley.models.openai.formatter import OpenAIChatFormatter
 from parley.models.openai.parameters import OpenAIParameters
 from parley.models.parameters import Parameters
@@ -105,26 +104,10 @@ class OpenAIChatModel(OpenAIModelBase):
         stream = bool(body.pop("stream", False))
         return completions.create(model=model, messages=[], stream=stream, extra_body=body)
 
-    async def _stream(self, request: ChatRequest) -> AsyncIterator[Delta]:
-        body = self.request_body(request, stream=True)
+    def _stream(self, request: ChatRequest) -> AsyncIterator[Delta]:
         reader = ChatStreamReader(model=self.model, provider=self.provider)
-        self.check_allowed(self.endpoint())
-        with self.errors():
-            async with self._open(body) as response:
-                # Read to the end, past `[DONE]`: a connection whose body was read whole goes
-                # back to the pool for the next call.
-                async for _, data in iter_events(response.iter_bytes()):
-                    if not reader.done:
-                        for delta in reader.read(data):
-                            yield delta
-        if not reader.complete:
-            raise self.incomplete()
+        return self.stream_events(self.request_body(request, stream=True), reader)
 
     async def _complete(self, request: ChatRequest) -> ChatResponse:
-        body = self.request_body(request, stream=False)
-        self.check_allowed(self.endpoint())
-        with self.errors():
-            async with self._open(body) as response:
-                data = await response.read()
-        parsed = read_json(data, model=self.model, provider=self.provider)
+        parsed = await self.fetch_json(self.request_body(request, stream=False))
         return self.accumulate(completion_deltas(parsed, model=self.model, provider=self.provider))

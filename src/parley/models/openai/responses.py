@@ -10,9 +10,8 @@ from parley.models.accumulator import Delta
 from parley.models.base import ChatRequest
 from parley.models.cards import THINKING
 from parley.models.formatter import Formatter
-from parley.models.openai._common import OpenAIModelBase, read_json
+from parley.models.openai._common import OpenAIModelBase
 from parley.models.openai._responses_wire import ResponsesStreamReader, response_deltas
-from parley.models.openai._sse import iter_events
 from parley.models.openai.parameters import OpenAIResponsesParameters
 from parley.models.openai.responses_formatter import OpenAIResponsesFormatter
 from parley.models.parameters import Parameters
@@ -124,25 +123,10 @@ class OpenAIResponseModel(OpenAIModelBase):
         stream = bool(body.pop("stream", False))
         return responses.create(model=model, stream=stream, extra_body=body)
 
-    async def _stream(self, request: ChatRequest) -> AsyncIterator[Delta]:
-        body = self.request_body(request, stream=True)
+    def _stream(self, request: ChatRequest) -> AsyncIterator[Delta]:
         reader = ResponsesStreamReader(model=self.model, provider=self.provider)
-        self.check_allowed(self.endpoint())
-        with self.errors():
-            async with self._open(body) as response:
-                # Read to the end so the connection can be reused (see `OpenAIChatModel`).
-                async for name, data in iter_events(response.iter_bytes()):
-                    if not reader.complete:
-                        for delta in reader.read(name, data):
-                            yield delta
-        if not reader.complete:
-            raise self.incomplete()
+        return self.stream_events(self.request_body(request, stream=True), reader)
 
     async def _complete(self, request: ChatRequest) -> ChatResponse:
-        body = self.request_body(request, stream=False)
-        self.check_allowed(self.endpoint())
-        with self.errors():
-            async with self._open(body) as response:
-                data = await response.read()
-        parsed = read_json(data, model=self.model, provider=self.provider)
+        parsed = await self.fetch_json(self.request_body(request, stream=False))
         return self.accumulate(response_deltas(parsed, model=self.model, provider=self.provider))
