@@ -1,0 +1,185 @@
+"""`create_app`: the FastAPI application, its start-up and shut-down, and its error answers.
+
+```python
+from parley.service import create_app
+app = create_app()                           # settings from PARLEY_* and .env
+app = create_app(ServiceSettings(database_url=...), agents=[my_agent])
+```
+
+Errors are JSON `{"detail": ...}`: parley's `ServiceError`s with their status, a usage
+mistake as 422, and anything unexpected as a bare 500 (logged here, never a stack trace in
+the answer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+from collections.abc import AsyncIterator, Iterable
+from importlib import resources
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse
+from fastapi.staticfiles import StaticFiles
+
+from parley.agents import Agent
+from parley.errors import ParleyError, ServiceError, UserError
+from parley.models.spec import model_from_spec
+from parley.service import routes_threads, routes_toolkit
+from parley.service.registry import AgentRegistry, builtin_agent
+from parley.service.runs import RunManager
+from parley.service.settings import ServiceSettings
+from parley.service.state import ServiceState
+from parley.service.store import Store, thread_locks
+
+__all__ = ["build_registry", "create_app"]
+
+log = logging.getLogger("parley.service")
+
+NO_AUTH_WARNING = (
+    "parley: no auth configured (PARLEY_API_KEYS / AUTH_SECRET): every request is user "
+    "'local', and the service listens on 127.0.0.1 only"
+)
+
+
+def build_registry(settings: ServiceSettings) -> AgentRegistry:
+    """The agents the settings name; the built-in agent when they name none."""
+    registry = AgentRegistry()
+    for target in settings.agents:
+        registry.load(target)
+    if settings.agents_file is not None:
+        registry.load_file(settings.agents_file)
+    if not len(registry):
+        registry.register(
+            lambda: builtin_agent(model_from_spec(settings.model)),
+            key="assistant",
+            description="A helpful assistant that can run Python in a sandbox.",
+        )
+    if settings.default_agent is not None:
+        registry.default = settings.default_agent
+    return registry
+
+
+def _registry(
+    agents: AgentRegistry | Iterable[Agent] | None, settings: ServiceSettings
+) -> AgentRegistry:
+    if agents is None:
+        return build_registry(settings)
+    if isinstance(agents, AgentRegistry):
+        return agents
+    registry = AgentRegistry(agents)
+    if settings.default_agent is not None:
+        registry.default = settings.default_agent
+    return registry
+
+
+def create_app(
+    settings: ServiceSettings | None = None,
+    agents: AgentRegistry | Iterable[Agent] | None = None,
+) -> FastAPI:
+    """The service as an ASGI app (serve it with `parley serve`, or uvicorn).
+
+    Args:
+        settings: How to run; read from `PARLEY_*` variables and `.env` when None.
+        agents: The agents to serve; the settings' agents (or the built-in one) when None.
+    """
+    settings = settings or ServiceSettings()
+    registry = _registry(agents, settings)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if not settings.auth_enabled:
+            log.warning(NO_AUTH_WARNING)
+        store = await Store.open(settings.database_url)
+        locks = thread_locks(settings.database_url)
+        runs = RunManager(store, locks, busy_timeout=settings.busy_timeout)
+        app.state.parley = ServiceState(settings, registry, store, locks, runs)
+        warm = asyncio.create_task(_warm_up(registry))
+        try:
+            yield
+        finally:
+            warm.cancel()
+            await runs.close()
+            await locks.close()
+            await store.close()
+
+    app = FastAPI(
+        title="parley",
+        summary="LLM agents over HTTP: agent-service-toolkit's protocol, threads, approvals "
+        "and an OpenAI-compatible endpoint.",
+        version=_version(),
+        lifespan=lifespan,
+    )
+    _add_error_handlers(app)
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["*"],
+            allow_headers=["*"],
+            expose_headers=["X-Thread-Id", "X-Run-Id"],
+        )
+    app.include_router(routes_toolkit.router)
+    app.include_router(routes_threads.router)
+    _add_openai_routes(app)
+    app.mount("/", StaticFiles(directory=_static_dir(), html=True), name="page")
+    return app
+
+
+def _add_openai_routes(app: FastAPI) -> None:
+    try:
+        module = importlib.import_module("parley.service.openai_compat")
+    except ModuleNotFoundError:  # not written yet in this build
+        return
+    app.include_router(module.router)
+
+
+async def _warm_up(registry: AgentRegistry) -> None:
+    """Build the default agent and load its model now, so the first question is quick."""
+    try:
+        agent = await asyncio.to_thread(lambda: registry.get(registry.default).agent)
+        load = getattr(agent.model, "load", None)
+        if callable(load):
+            await load()
+    except Exception:  # the first request will report it
+        log.warning("could not prepare the default agent", exc_info=True)
+
+
+def _static_dir() -> Path:
+    return Path(str(resources.files("parley.service") / "static"))
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
+    try:
+        return version("parley")
+    except PackageNotFoundError:
+        return "0"
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    async def service_error(_request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ServiceError)  # registered for this class only
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
+        return JSONResponse({"detail": str(exc)}, status_code=exc.status_code, headers=headers)
+
+    async def user_error(_request: Request, exc: Exception) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=422)
+
+    async def parley_error(_request: Request, exc: Exception) -> JSONResponse:
+        log.warning("request failed: %s", exc)
+        return JSONResponse({"detail": str(exc)}, status_code=502)
+
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.error("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
+        return JSONResponse({"detail": "internal server error"}, status_code=500)
+
+    app.add_exception_handler(ServiceError, service_error)
+    app.add_exception_handler(UserError, user_error)
+    app.add_exception_handler(ParleyError, parley_error)
+    app.add_exception_handler(Exception, unexpected)

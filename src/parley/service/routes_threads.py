@@ -1,0 +1,221 @@
+"""What the toolkit lacks: threads, runs, approval interrupts, and parley's view of its agents.
+
+Threads are listed, read and deleted; runs read and cancelled; interrupts answered.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import StreamingResponse
+
+from parley.errors import ConflictError, NotFoundError
+from parley.messages import Msg
+from parley.service.auth import current_user
+from parley.service.routes_toolkit import answer_of
+from parley.service.runs import RunHandle
+from parley.service.schema import (
+    AgentDescription,
+    ApprovalInput,
+    ApprovalStreamInput,
+    Interrupt,
+    RunInfo,
+    ServiceChatMessage,
+    ThreadDetail,
+    ThreadInfo,
+    ThreadList,
+)
+from parley.service.state import ServiceState, get_state, sse_response
+from parley.service.store import RunRecord, ThreadRecord
+
+__all__ = ["router"]
+
+router = APIRouter()
+
+State = Annotated[ServiceState, Depends(get_state)]
+User = Annotated[str, Depends(current_user)]
+
+
+def _info(thread: ThreadRecord) -> ThreadInfo:
+    return ThreadInfo(
+        thread_id=thread.thread_id,
+        title=thread.title,
+        agent=thread.agent,
+        created_at=thread.created_at,
+        updated_at=thread.updated_at,
+        status=thread.status,  # type: ignore[arg-type]  # the store writes only these
+    )
+
+
+def _cursor(thread: ThreadRecord) -> str:
+    raw = f"{thread.updated_at.isoformat()}|{thread.thread_id}"
+    return base64.urlsafe_b64encode(raw.encode()).decode()
+
+
+def _parse_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        at, _, thread_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
+        return datetime.fromisoformat(at), thread_id
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise RequestValidationError(
+            [
+                {
+                    "loc": ("query", "before"),
+                    "msg": "not a cursor this service gave (pass a page's `next` as is)",
+                    "type": "value_error",
+                    "input": cursor,
+                }
+            ]
+        ) from None
+
+
+@router.get("/threads", tags=["threads"])
+async def list_threads(
+    state: State,
+    user: User,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    before: str | None = None,
+) -> ThreadList:
+    """The caller's threads, most recently active first, a page at a time."""
+    start = _parse_cursor(before) if before else None
+    rows = await state.store.list_threads(user, limit=limit + 1, before=start)
+    page = rows[:limit]
+    following = _cursor(page[-1]) if len(rows) > limit else None
+    return ThreadList(threads=[_info(t) for t in page], next=following)
+
+
+async def _own_thread(state: ServiceState, thread_id: str, user: str) -> ThreadRecord:
+    thread = await state.store.get_thread(thread_id, user)
+    if thread is None:
+        raise NotFoundError(f"thread {thread_id!r} not found", status_code=404)
+    return thread
+
+
+@router.get("/threads/{thread_id}", tags=["threads"])
+async def get_thread(thread_id: str, state: State, user: User, response: Response) -> ThreadDetail:
+    """A thread with its messages (parley `Msg` JSON) and its unanswered interrupts."""
+    thread = await _own_thread(state, thread_id, user)
+    response.headers["X-Thread-Id"] = thread_id
+    rows = await state.store.get_messages(thread_id)
+    pending = await state.store.pending_approvals(thread_id)
+    interrupts = [
+        Interrupt(
+            interrupt_id=p.interrupt_id,
+            thread_id=thread_id,
+            run_id=_run_of(rows, p.message_id),
+            calls=[
+                {"name": c.name, "args": c.input, "id": c.id, "type": "tool_call"}
+                for c in p.awaiting_calls
+            ],
+        )
+        for p in pending
+    ]
+    return ThreadDetail(
+        **_info(thread).model_dump(), messages=[m for m, _ in rows], pending=interrupts
+    )
+
+
+def _run_of(rows: list[tuple[Msg, str | None]], message_id: str) -> str:
+    for msg, run_id in rows:
+        if msg.id == message_id:
+            return run_id or ""
+    return ""
+
+
+@router.delete("/threads/{thread_id}", status_code=204, tags=["threads"])
+async def delete_thread(thread_id: str, state: State, user: User) -> Response:
+    """Delete a thread with its messages, runs and feedback (not while a run is on it)."""
+    thread = await _own_thread(state, thread_id, user)
+    if thread.status == "running":
+        raise ConflictError(
+            f"thread {thread_id!r} has a run going; cancel it first", status_code=409
+        )
+    if not await state.store.delete_thread(thread_id, user):
+        raise NotFoundError(f"thread {thread_id!r} not found", status_code=404)
+    return Response(status_code=204)
+
+
+def _run_info(record: RunRecord) -> RunInfo:
+    return RunInfo(
+        run_id=record.run_id,
+        thread_id=record.thread_id,
+        agent=record.agent,
+        model=record.model,
+        status=record.status,  # type: ignore[arg-type]  # the store writes only these
+        error=record.error,
+        usage=record.usage,
+        started_at=record.started_at,
+        ended_at=record.ended_at,
+    )
+
+
+@router.get("/runs/{run_id}", tags=["runs"])
+async def get_run(run_id: str, state: State, user: User) -> RunInfo:
+    """A run's status, usage and times."""
+    record = await state.store.get_run(run_id, user)
+    if record is None:
+        raise NotFoundError(f"run {run_id!r} not found", status_code=404)
+    return _run_info(record)
+
+
+@router.post("/runs/{run_id}/cancel", tags=["runs"])
+async def cancel_run(run_id: str, state: State, user: User) -> RunInfo:
+    """Stop a run; it keeps its partial answer (marked interrupted) and ends `interrupted`."""
+    return _run_info(await state.runs.cancel(run_id, user))
+
+
+async def _resume(
+    state: ServiceState, user: str, interrupt_id: str, body: ApprovalInput
+) -> RunHandle:
+    found = await state.store.get_approval(interrupt_id, user)
+    if found is None:
+        raise NotFoundError(f"interrupt {interrupt_id!r} not found", status_code=404)
+    _, thread_id, _ = found
+    thread = await _own_thread(state, thread_id, user)
+    entry = state.registry.get(thread.agent)
+    return await state.runs.start(
+        entry.agent,
+        agent_key=entry.key,
+        user_id=user,
+        thread_id=thread_id,
+        resume=(interrupt_id, body.approved),
+    )
+
+
+@router.post("/approvals/{interrupt_id}/invoke", tags=["approvals"])
+async def approve_invoke(
+    interrupt_id: str, body: ApprovalInput, state: State, user: User, response: Response
+) -> ServiceChatMessage:
+    """Answer an interrupt and wait for the run's final answer."""
+    handle = await _resume(state, user, interrupt_id, body)
+    return await answer_of(handle, response)
+
+
+@router.post("/approvals/{interrupt_id}/stream", tags=["approvals"])
+async def approve_stream(
+    interrupt_id: str, body: ApprovalStreamInput, state: State, user: User
+) -> StreamingResponse:
+    """Answer an interrupt and stream the run as it goes on (frames as `/stream`)."""
+    handle = await _resume(state, user, interrupt_id, body)
+    return sse_response(handle, mode=body.events, stream_tokens=body.stream_tokens)
+
+
+@router.get("/agents", tags=["agents"])
+async def list_agents(state: State, _user: User) -> list[AgentDescription]:
+    """Every agent with its real model and tools (`/info` keeps to the toolkit's names)."""
+    default = state.registry.default
+    return [
+        AgentDescription(
+            key=entry.key,
+            description=entry.description,
+            model=str(entry.agent.model.model),
+            tools=list(entry.agent.toolkit.names),
+            default=entry.key == default,
+        )
+        for entry in state.registry
+    ]

@@ -1,0 +1,180 @@
+"""agent-service-toolkit's endpoints, with its JSON: info, invoke, stream, history, feedback."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Response
+from fastapi.responses import StreamingResponse
+
+from parley.agents.events import RunEnded
+from parley.compat.service_toolkit import (
+    AgentInfo,
+    ChatHistoryInput,
+    Feedback,
+    FeedbackResponse,
+    ServiceMetadata,
+    UserInput,
+)
+from parley.errors import ServiceError
+from parley.messages import Msg
+from parley.service.auth import current_user
+from parley.service.runs import RunHandle
+from parley.service.schema import ServiceChatHistory, ServiceChatMessage, ServiceStreamInput
+from parley.service.sse import chat_message_dicts
+from parley.service.state import (
+    ServiceState,
+    collect,
+    get_state,
+    new_thread_id,
+    run_headers,
+    sse_response,
+)
+
+__all__ = ["answer_of", "router"]
+
+router = APIRouter(tags=["agent-service-toolkit"])
+
+State = Annotated[ServiceState, Depends(get_state)]
+User = Annotated[str, Depends(current_user)]
+
+_SSE_EXAMPLE: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "Server-sent events: token, message, interrupt and error frames, "
+        "then `data: [DONE]`.",
+        "content": {
+            "text/event-stream": {
+                "example": 'data: {"type": "token", "content": "Hello"}\n\ndata: [DONE]\n\n'
+            }
+        },
+    }
+}
+
+
+@router.get("/info")
+async def info(state: State, _user: User) -> ServiceMetadata:
+    """The agents served and the model names clients may ask for."""
+    aliases = list(state.settings.model_aliases)
+    return ServiceMetadata(
+        agents=[AgentInfo(key=e.key, description=e.description) for e in state.registry],
+        models=aliases,
+        default_agent=state.registry.default,
+        default_model=aliases[0] if aliases else "",
+    )
+
+
+async def _start(state: ServiceState, user: str, agent_id: str, body: UserInput) -> RunHandle:
+    entry = state.registry.get(agent_id)
+    agent = state.agent_for(entry, body.model)
+    thread_id = new_thread_id(body.thread_id)
+    return await state.runs.start(
+        agent,
+        agent_key=entry.key,
+        user_id=user,
+        thread_id=thread_id,
+        message=Msg.user(body.message),
+    )
+
+
+async def answer_of(handle: RunHandle, response: Response) -> ServiceChatMessage:
+    """Wait for the run; its final message as a `ChatMessage` (the headers name the run).
+
+    Raises:
+        ServiceError: The run failed (502: the model or the agent failed).
+    """
+    ended, error = await collect(handle)
+    response.headers.update(run_headers(handle))
+    if ended.status == "error":
+        raise ServiceError(f"the run failed: {error or 'unknown error'}", status_code=502)
+    return _final_message(ended, handle)
+
+
+def _final_message(ended: RunEnded, handle: RunHandle) -> ServiceChatMessage:
+    data: dict[str, Any]
+    if ended.final is None:  # stopped before the model wrote anything
+        data = {"type": "ai", "content": "", "run_id": handle.run_id, "thread_id": handle.thread_id}
+    else:
+        data = chat_message_dicts(ended.final, run_id=handle.run_id, thread_id=handle.thread_id)[0]
+    return ServiceChatMessage.model_validate(data)
+
+
+@router.post("/invoke")
+async def invoke_default(
+    body: UserInput, state: State, user: User, response: Response
+) -> ServiceChatMessage:
+    """Run the default agent on a message; its final answer."""
+    return await _invoke(state, user, state.registry.default, body, response)
+
+
+@router.post("/{agent_id}/invoke")
+async def invoke(
+    agent_id: str, body: UserInput, state: State, user: User, response: Response
+) -> ServiceChatMessage:
+    """Run an agent on a message; its final answer (type `ai`)."""
+    return await _invoke(state, user, agent_id, body, response)
+
+
+async def _invoke(
+    state: ServiceState, user: str, agent_id: str, body: UserInput, response: Response
+) -> ServiceChatMessage:
+    handle = await _start(state, user, agent_id, body)
+    return await answer_of(handle, response)
+
+
+@router.post("/stream", response_class=StreamingResponse, responses=_SSE_EXAMPLE)
+async def stream_default(body: ServiceStreamInput, state: State, user: User) -> StreamingResponse:
+    """Stream the default agent's run on a message."""
+    return await _stream(state, user, state.registry.default, body)
+
+
+@router.post("/{agent_id}/stream", response_class=StreamingResponse, responses=_SSE_EXAMPLE)
+async def stream(
+    agent_id: str, body: ServiceStreamInput, state: State, user: User
+) -> StreamingResponse:
+    """Stream an agent's run on a message, as server-sent events."""
+    return await _stream(state, user, agent_id, body)
+
+
+async def _stream(
+    state: ServiceState, user: str, agent_id: str, body: ServiceStreamInput
+) -> StreamingResponse:
+    # Started before the response, so an unknown agent (404), a busy thread (409) or a bad
+    # model (422) is an HTTP error, not a frame.
+    handle = await _start(state, user, agent_id, body)
+    return sse_response(handle, mode=body.events, stream_tokens=body.stream_tokens)
+
+
+@router.post("/history")
+async def history(
+    body: ChatHistoryInput, state: State, user: User, response: Response
+) -> ServiceChatHistory:
+    """A thread's messages as `ChatMessage`s (system messages left out); unknown: none."""
+    response.headers["X-Thread-Id"] = body.thread_id
+    thread = await state.store.get_thread(body.thread_id, user)
+    if thread is None:
+        return ServiceChatHistory(messages=[], thread_id=body.thread_id)
+    rows = await state.store.get_messages(body.thread_id)
+    messages = [
+        ServiceChatMessage.model_validate(data)
+        for msg, run_id in rows
+        if msg.role != "system"  # the toolkit's app shows `custom` messages as task data
+        for data in chat_message_dicts(msg, run_id=run_id, thread_id=body.thread_id)
+    ]
+    return ServiceChatHistory(messages=messages, thread_id=body.thread_id)
+
+
+@router.post("/feedback")
+async def feedback(body: Feedback, state: State, user: User) -> FeedbackResponse:
+    """Record feedback on one of the caller's runs."""
+    await state.store.add_feedback(body.run_id, user, body.key, body.score, body.kwargs)
+    return FeedbackResponse()
+
+
+@router.get("/health")
+async def health(state: State) -> dict[str, str]:
+    """Whether the service and its database answer."""
+    try:
+        await state.store.ping()
+    except Exception as exc:
+        raise ServiceError("the database does not answer", status_code=503) from exc
+    return {"status": "ok"}

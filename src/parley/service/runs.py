@@ -1,0 +1,253 @@
+"""Runs on threads: started under the thread's lock, driven in their own task, cancellable.
+
+A run is not the request that started it. `RunManager.start` takes the thread's lock (waiting
+up to `busy_timeout`, then 409), loads the thread, and starts the agent in a task of its own,
+whose events reach the request through a queue. So a client that goes away does not cancel
+the run's clean-up half-way: the request only asks the run to stop (`cancel()`), and the run
+stops its model stream or tools, keeps the partial answer (marked interrupted), records how it
+ended, and only then lets the next run on the thread in.
+
+The run's messages go to the store as the agent completes them (`ThreadMemory`), each in one
+transaction. `POST /runs/{id}/cancel` reaches a run in this process at once, and one in
+another process through the store: every process polls the cancel flags of its own runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Mapping, Sequence
+
+from parley.agents import Agent, AgentRun, Memory
+from parley.agents.events import AgentEvent, ApprovalRequested, RunEnded, RunError
+from parley.errors import NotFoundError
+from parley.messages import Msg
+from parley.service.store import RunRecord, Store, ThreadLocks
+from parley.service.store.locks import Lease
+
+__all__ = ["RunHandle", "RunManager", "ThreadMemory"]
+
+log = logging.getLogger("parley.service")
+
+CANCEL_POLL_SECONDS = 0.5
+"""How often a process checks the store for cancel requests of its runs (made elsewhere)."""
+_SHUTDOWN_GRACE = 5.0
+
+
+class ThreadMemory(Memory):
+    """An agent's memory backed by a thread in the store (read once, appended as it goes).
+
+    The run holds the thread's lock, so the copy read at the start stays the thread's truth.
+    """
+
+    def __init__(self, store: Store, thread_id: str, msgs: Sequence[Msg]) -> None:
+        self.store = store
+        self.thread_id = thread_id
+        self.run_id: str | None = None
+        self._msgs = list(msgs)
+
+    async def add(self, msgs: Msg | Sequence[Msg]) -> None:
+        """Store messages in the thread (one transaction), then remember them."""
+        batch = [msgs] if isinstance(msgs, Msg) else list(msgs)
+        await self.store.add_messages(self.thread_id, batch, self.run_id)
+        self._msgs.extend(batch)
+
+    async def get(self) -> list[Msg]:
+        """The thread's messages, oldest first."""
+        return list(self._msgs)
+
+    async def clear(self) -> None:
+        """Forget the thread's messages, in the store too."""
+        await self.store.clear_messages(self.thread_id)
+        self._msgs.clear()
+
+
+class RunHandle:
+    """A started run: its ids, its events (for one reader), and a way to stop it."""
+
+    def __init__(self, run: AgentRun, thread_id: str, agent: str) -> None:
+        self.run = run
+        self.run_id = run.run_id
+        self.thread_id = thread_id
+        self.agent = agent
+        self.done = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+        self._queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
+
+    def cancel(self) -> None:
+        """Ask the run to stop; it ends `interrupted`, keeping its partial answer."""
+        if not self.done.is_set():
+            self.run.cancel()
+
+    async def events(self) -> AsyncIterator[AgentEvent]:
+        """The run's events as they happen, ending with `RunEnded`."""
+        while (event := await self._queue.get()) is not None:
+            yield event
+
+    def put(self, event: AgentEvent | None) -> None:
+        """Hand an event (None: the end) to the reader."""
+        self._queue.put_nowait(event)
+
+
+class RunManager:
+    """Starts, tracks and cancels the runs of this process."""
+
+    def __init__(self, store: Store, locks: ThreadLocks, *, busy_timeout: float) -> None:
+        self.store = store
+        self.locks = locks
+        self.busy_timeout = busy_timeout
+        self.active: dict[str, RunHandle] = {}
+        self._poller: asyncio.Task[None] | None = None
+
+    async def start(
+        self,
+        agent: Agent,
+        *,
+        agent_key: str,
+        user_id: str,
+        thread_id: str,
+        message: Msg | None = None,
+        resume: tuple[str, bool | Mapping[str, bool]] | None = None,
+    ) -> RunHandle:
+        """Start a run of `agent` on the thread: a new `message`, or an approval's answer.
+
+        Raises:
+            NotFoundError: The thread or interrupt is another user's (or unknown, to resume).
+            ConflictError: The thread stayed busy for `busy_timeout`, or the interrupt was
+                answered already.
+            UserError: A verdict names a call that does not wait.
+        """
+        await self.store.ensure_thread(thread_id, user_id, agent_key)
+        lease = await self.locks.acquire(thread_id, self.busy_timeout)
+        try:
+            run = await self._prepare(agent, user_id, thread_id, message, resume)
+            await self.store.start_run(
+                run.run_id, thread_id, user_id, agent_key, str(agent.model.model)
+            )
+        except BaseException:
+            await lease.release()
+            raise
+        handle = RunHandle(run, thread_id, agent_key)
+        self.active[handle.run_id] = handle
+        handle.task = asyncio.create_task(self._drive(handle, lease), name=handle.run_id)
+        self._ensure_poller()
+        return handle
+
+    async def _prepare(
+        self,
+        agent: Agent,
+        user_id: str,
+        thread_id: str,
+        message: Msg | None,
+        resume: tuple[str, bool | Mapping[str, bool]] | None,
+    ) -> AgentRun:
+        # Whoever holds the lock is the thread's only runner: a run still marked running
+        # belongs to a process that died.
+        await self.store.interrupt_stale_runs(thread_id)
+        history = [msg for msg, _ in await self.store.get_messages(thread_id)]
+        memory = ThreadMemory(self.store, thread_id, history)
+        if resume is None:
+            await self.store.expire_approvals(thread_id)  # the conversation goes past them
+            run = agent.stream(message, memory=memory)
+        else:
+            interrupt_id, approved = resume
+            found = await self.store.get_approval(interrupt_id, user_id)
+            if found is None or found[1] != thread_id:
+                raise NotFoundError(f"interrupt {interrupt_id!r} not found", status_code=404)
+            pending, _, _ = found
+            run = agent.resume_stream(pending, approved, memory=memory)  # checks the verdicts
+            await self.store.answer_approval(interrupt_id)
+        memory.run_id = run.run_id
+        return run
+
+    async def _drive(self, handle: RunHandle, lease: Lease) -> None:
+        ended: RunEnded | None = None
+        error: str | None = None
+        try:
+            async with contextlib.aclosing(handle.run) as run:
+                async for event in run:
+                    if isinstance(event, RunEnded):
+                        ended = event
+                        break
+                    if isinstance(event, RunError):
+                        error = event.message
+                    elif isinstance(event, ApprovalRequested) and run.pending is not None:
+                        await self.store.add_approval(run.pending, handle.thread_id, handle.run_id)
+                    handle.put(event)
+        except Exception as exc:  # a usage mistake found as the run began (resume checks)
+            log.warning("run %s failed to start: %s", handle.run_id, exc)
+            error = str(exc)
+            handle.put(RunError(message=error, kind=type(exc).__name__))
+        finally:
+            ended = ended or RunEnded(status=handle.run.status or "error")
+            await self._finish(handle, lease, ended, error)
+
+    async def _finish(
+        self, handle: RunHandle, lease: Lease, ended: RunEnded, error: str | None
+    ) -> None:
+        # Recorded and unlocked before the reader hears of the end: a client that reads the
+        # run or continues the thread right after sees it ended.
+        try:
+            usage = ended.usage.model_dump(mode="json")
+            await self.store.end_run(handle.run_id, ended.status, usage, error)
+        except Exception:
+            log.exception("could not record the end of run %s", handle.run_id)
+        finally:
+            await lease.release()
+            self.active.pop(handle.run_id, None)
+            handle.done.set()
+            handle.put(ended)
+            handle.put(None)
+
+    async def cancel(self, run_id: str, user_id: str, *, wait: float = 2.0) -> RunRecord:
+        """Stop a run of `user_id`'s (here or in another process); its record after.
+
+        Raises:
+            NotFoundError: No such run of theirs.
+        """
+        record = await self.store.get_run(run_id, user_id)
+        if record is None:
+            raise NotFoundError(f"run {run_id!r} not found", status_code=404)
+        if record.status != "running":
+            return record
+        handle = self.active.get(run_id)
+        if handle is None:
+            await self.store.request_cancel(run_id)
+        else:
+            handle.cancel()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait):
+                    await handle.done.wait()
+        again = await self.store.get_run(run_id, user_id)
+        return again or record
+
+    def _ensure_poller(self) -> None:
+        if self._poller is None or self._poller.done():
+            self._poller = asyncio.create_task(self._poll_cancels(), name="parley-cancel-poll")
+
+    async def _poll_cancels(self) -> None:
+        while self.active:
+            await asyncio.sleep(CANCEL_POLL_SECONDS)
+            try:
+                asked = await self.store.cancel_requested(list(self.active))
+            except Exception:  # the database blinked: try again next round
+                log.warning("could not poll cancel requests", exc_info=True)
+                continue
+            for run_id in asked:
+                handle = self.active.get(run_id)
+                if handle is not None:
+                    handle.cancel()
+
+    async def close(self) -> None:
+        """Stop every run of this process and wait (a little) for them to record their end."""
+        handles = list(self.active.values())
+        for handle in handles:
+            handle.cancel()
+        tasks = [h.task for h in handles if h.task is not None]
+        if tasks:
+            await asyncio.wait(tasks, timeout=_SHUTDOWN_GRACE)
+        if self._poller is not None:
+            self._poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._poller

@@ -1,0 +1,139 @@
+"""What parley's service adds to agent-service-toolkit's schema (`parley.compat.service_toolkit`).
+
+The toolkit's models stay as they are, so its client parses parley's answers; parley's extra
+fields (`thread_id`, `events`, ...) are ones the toolkit's models ignore.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from parley.compat.service_toolkit import ChatHistory, ChatMessage, StreamInput, ToolCall
+from parley.messages import Msg
+
+__all__ = [
+    "AgentDescription",
+    "ApprovalInput",
+    "ApprovalStreamInput",
+    "EventsMode",
+    "Interrupt",
+    "RunInfo",
+    "ServiceChatHistory",
+    "ServiceChatMessage",
+    "ServiceStreamInput",
+    "ThreadDetail",
+    "ThreadInfo",
+    "ThreadList",
+    "ThreadStatus",
+]
+
+EventsMode = Literal["toolkit", "parley"]
+"""The frames a stream sends: the toolkit's (`token`, `message`, `interrupt`, `error`) or
+parley's agent events (`text_delta`, `tool_call_started`, ..., `run_ended`)."""
+
+ThreadStatus = Literal["idle", "running", "awaiting_approval"]
+RunStatusName = Literal[
+    "running", "completed", "max_iters", "interrupted", "awaiting_approval", "error"
+]
+
+
+class ServiceChatMessage(ChatMessage):
+    """A toolkit `ChatMessage` that also names the thread it belongs to."""
+
+    thread_id: str | None = Field(None, description="The thread the message is in.")
+
+
+class ServiceChatHistory(ChatHistory):
+    """A toolkit `ChatHistory` that also names its thread."""
+
+    messages: list[ServiceChatMessage]  # type: ignore[assignment]  # each names its thread
+    thread_id: str = Field(description="The thread the history is of.")
+
+
+class ServiceStreamInput(StreamInput):
+    """The toolkit's `StreamInput`, plus the choice of frames."""
+
+    events: EventsMode = Field(
+        "toolkit",
+        description="`toolkit`: token/message/interrupt/error frames (the toolkit's client "
+        "reads these); `parley`: every agent event (text and tool-call deltas, results, "
+        "the run's end with usage).",
+    )
+
+
+class Interrupt(BaseModel):
+    """A run parked until a person approves tool calls; answer at `/approvals/{id}/...`."""
+
+    interrupt_id: str
+    thread_id: str
+    run_id: str
+    calls: list[ToolCall]
+
+
+class ApprovalInput(BaseModel):
+    """The answer to an interrupt: one verdict for all its calls, or one per call id."""
+
+    approved: bool | dict[str, bool] = Field(
+        description="true/false for every awaiting call, or {call_id: bool} (a call left out "
+        "is denied).",
+        examples=[True, {"call_abc": True}],
+    )
+
+
+class ApprovalStreamInput(ApprovalInput):
+    """An interrupt's answer, continuing as a stream."""
+
+    stream_tokens: bool = Field(True, description="Whether to stream LLM tokens to the client.")
+    events: EventsMode = "toolkit"
+
+
+class ThreadInfo(BaseModel):
+    """A thread as listed: its title (the first question, shortened), agent and times."""
+
+    thread_id: str
+    title: str
+    agent: str
+    created_at: datetime
+    updated_at: datetime
+    status: ThreadStatus
+
+
+class ThreadList(BaseModel):
+    """One page of threads, newest first; pass `next` as `before` for the next page."""
+
+    threads: list[ThreadInfo]
+    next: str | None = None
+
+
+class ThreadDetail(ThreadInfo):
+    """A thread with its messages (parley's `Msg` JSON) and unanswered interrupts."""
+
+    messages: list[Msg]
+    pending: list[Interrupt]
+
+
+class RunInfo(BaseModel):
+    """A run: where it ran, its status, and what it used."""
+
+    run_id: str
+    thread_id: str
+    agent: str
+    model: str
+    status: RunStatusName
+    error: str | None = None
+    usage: dict[str, Any] | None = None
+    started_at: datetime
+    ended_at: datetime | None = None
+
+
+class AgentDescription(BaseModel):
+    """An agent as `GET /agents` shows it: parley's full view (the real model name too)."""
+
+    key: str
+    description: str
+    model: str
+    tools: list[str]
+    default: bool

@@ -1,0 +1,115 @@
+"""The service's settings: `PARLEY_*` environment variables, a `.env` file, or arguments.
+
+Every field reads from `PARLEY_<FIELD>` (`PARLEY_DATABASE_URL`, `PARLEY_PORT`, ...), from a
+`.env` file in the working directory, or from keyword arguments, which win. Dict and list
+fields take JSON (`PARLEY_MODEL_ALIASES='{"gpt-4o-mini": null, "fake": "local"}'`). The
+toolkit's own variable for its shared secret, `AUTH_SECRET`, works too.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from parley.compat.service_toolkit import DEFAULT_MODEL
+
+__all__ = ["DEFAULT_DATABASE_URL", "ServiceSettings"]
+
+DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///parley.db"
+"""The embedded default: an SQLite file in the working directory."""
+
+
+def _default_aliases() -> dict[str, str | None]:
+    return {DEFAULT_MODEL: None}
+
+
+class ServiceSettings(BaseSettings):
+    """How `parley serve` runs: where, on which database, with which agents and auth."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="PARLEY_",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",  # a .env shared with other programs holds their keys too
+        populate_by_name=True,
+    )
+
+    host: str = Field("127.0.0.1", description="Address to bind (loopback only without auth).")
+    port: int = Field(8080, ge=0, le=65535, description="Port to bind (0: any free port).")
+    workers: int = Field(1, ge=1, description="Worker processes (PostgreSQL only, above 1).")
+    database_url: str = Field(
+        DEFAULT_DATABASE_URL,
+        description="SQLAlchemy async URL: sqlite+aiosqlite:///file.db or "
+        "postgresql+asyncpg://user:password@host/db.",
+    )
+    auth_secret: SecretStr | None = Field(
+        None,
+        validation_alias=AliasChoices("auth_secret", "PARLEY_AUTH_SECRET", "AUTH_SECRET"),
+        description="The toolkit's shared bearer secret; its holder is the user `default`.",
+    )
+    api_keys: bool = Field(
+        False, description="Require API keys (`parley keys create USER`) for every request."
+    )
+    agents: list[str] = Field(
+        default_factory=list,
+        description="Agents to serve, as `module:attribute` (an Agent, a factory, or a list).",
+    )
+    agents_file: Path | None = Field(
+        None, description="A TOML or YAML file listing agents (see `parley.service.registry`)."
+    )
+    default_agent: str | None = Field(None, description="The agent `/invoke` and `/stream` use.")
+    model: str = Field(
+        "local", description="The built-in agent's model, as `provider:model` (`local`: offline)."
+    )
+    model_aliases: dict[str, str | None] = Field(
+        default_factory=_default_aliases,
+        description="Model names clients may send (`UserInput.model`), each mapped to a "
+        "parley model spec, or null for the agent's own model. `/info` lists these names, so "
+        "keep to names the toolkit's client knows (`gpt-4o-mini`, `fake`, `ollama`, ...).",
+    )
+    busy_timeout: float = Field(
+        30.0, ge=0, description="Seconds a request waits for a busy thread before a 409."
+    )
+    cors_origins: list[str] = Field(
+        default_factory=list, description="Origins allowed to call the API from a browser."
+    )
+    log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
+
+    @field_validator("database_url")
+    @classmethod
+    def _known_database(cls, url: str) -> str:
+        if not url.startswith(("sqlite+aiosqlite://", "postgresql+asyncpg://")):
+            raise ValueError(
+                "database_url must start with sqlite+aiosqlite:// or postgresql+asyncpg:// "
+                f"(the async drivers parley ships with), got {url.split(':', 1)[0]!r}"
+            )
+        return url
+
+    @property
+    def auth_enabled(self) -> bool:
+        """Whether requests must authenticate (a shared secret, API keys, or both)."""
+        return self.auth_secret is not None or self.api_keys
+
+    @property
+    def is_sqlite(self) -> bool:
+        """Whether the store is an SQLite file (one process serves it)."""
+        return self.database_url.startswith("sqlite")
+
+    def bind_host(self) -> str:
+        """The host to bind: loopback whatever was asked when no auth is configured."""
+        if self.auth_enabled or _is_loopback(self.host):
+            return self.host
+        return "127.0.0.1"
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

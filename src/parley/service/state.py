@@ -1,0 +1,124 @@
+"""The service's shared state (settings, agents, store, runs) and the helpers routes share."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import StreamingResponse
+
+from parley.agents import Agent
+from parley.agents.events import RunEnded
+from parley.models.spec import model_from_spec
+from parley.service.registry import AgentEntry, AgentRegistry
+from parley.service.runs import RunHandle, RunManager
+from parley.service.schema import EventsMode
+from parley.service.settings import ServiceSettings
+from parley.service.sse import stream_frames
+from parley.service.store import Store, ThreadLocks
+
+__all__ = [
+    "MAX_THREAD_ID",
+    "ServiceState",
+    "get_state",
+    "new_thread_id",
+    "run_headers",
+    "sse_response",
+]
+
+MAX_THREAD_ID = 128
+
+
+@dataclass
+class ServiceState:
+    """What every request needs: the settings, the agents, the store and the runs."""
+
+    settings: ServiceSettings
+    registry: AgentRegistry
+    store: Store
+    locks: ThreadLocks
+    runs: RunManager
+
+    def agent_for(self, entry: AgentEntry, model_name: str | None) -> Agent:
+        """The entry's agent, on the model `model_name` maps to (None: its own).
+
+        Raises:
+            RequestValidationError: The model name is not one the service offers (422).
+        """
+        aliases = self.settings.model_aliases
+        if model_name is None:
+            return entry.agent
+        if model_name not in aliases:
+            offered = ", ".join(aliases) or "(none)"
+            raise _invalid(
+                ("body", "model"), f"unknown model {model_name!r}; offered: {offered}", model_name
+            )
+        spec = aliases[model_name]
+        return entry.agent if spec is None else entry.with_model(spec, model_from_spec)
+
+
+def get_state(request: Request) -> ServiceState:
+    """FastAPI dependency: the app's `ServiceState`."""
+    state: ServiceState = request.app.state.parley
+    return state
+
+
+def new_thread_id(given: str | None) -> str:
+    """The thread id to use: the client's (checked), or a new UUID.
+
+    Raises:
+        RequestValidationError: An empty, too long or non-printable id (422).
+    """
+    if given is None:
+        return str(uuid.uuid4())
+    if not given or len(given) > MAX_THREAD_ID or not given.isprintable() or given != given.strip():
+        raise _invalid(
+            ("body", "thread_id"),
+            f"a thread id is 1 to {MAX_THREAD_ID} printable characters, without surrounding spaces",
+            given,
+        )
+    return given
+
+
+def _invalid(loc: tuple[str, ...], msg: str, value: Any) -> RequestValidationError:
+    return RequestValidationError([{"loc": loc, "msg": msg, "type": "value_error", "input": value}])
+
+
+def run_headers(handle: RunHandle) -> dict[str, str]:
+    """The headers that name a run's thread and run."""
+    return {"X-Thread-Id": handle.thread_id, "X-Run-Id": handle.run_id}
+
+
+async def collect(handle: RunHandle) -> tuple[RunEnded, str | None]:
+    """Wait for a run's end: its `RunEnded`, and its error message if it failed."""
+    error: str | None = None
+    async for event in handle.events():
+        if isinstance(event, RunEnded):
+            return event, error
+        if event.type == "run_error":
+            error = event.message
+    raise RuntimeError("a run ended without RunEnded")  # _drive always sends one
+
+
+def sse_response(handle: RunHandle, *, mode: EventsMode, stream_tokens: bool) -> StreamingResponse:
+    """Stream a run's frames; a client going away stops the run (it keeps what it wrote)."""
+
+    async def body() -> AsyncIterator[str]:
+        try:
+            async for text in stream_frames(
+                handle.events(),
+                thread_id=handle.thread_id,
+                run_id=handle.run_id,
+                mode=mode,
+                stream_tokens=stream_tokens,
+            ):
+                yield text
+        finally:
+            handle.cancel()  # nothing when the run ended; else the reader left mid-way
+
+    headers = run_headers(handle) | {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    return StreamingResponse(body(), media_type="text/event-stream", headers=headers)

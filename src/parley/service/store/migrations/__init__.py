@@ -1,0 +1,1 @@
+"""Alembic migrations of the store (run at start-up by `Store.open`)."""

@@ -1,0 +1,598 @@
+"""`Store`: threads, messages, runs, approvals, feedback and API keys, on SQLAlchemy async.
+
+One class for both databases. SQLite (the embedded default) runs in WAL mode, so readers never
+wait for the writer, and its writes go one at a time through an in-process lock, so a write
+never meets SQLite's "database is locked"; one process serves an SQLite store. PostgreSQL
+(asyncpg) takes any number of processes.
+
+Every method is one transaction: a message is stored whole with its thread's new
+`updated_at`, a run's end with its status and usage, so a process killed at any point leaves
+the store consistent (a run left `running` by a dead process is marked `interrupted` by the
+next run on its thread, `interrupt_stale_runs`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import secrets
+from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Connection, and_, delete, event, func, insert, or_, select, text, update
+from sqlalchemy.engine import Row
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from parley.agents.approval import PendingApproval
+from parley.errors import ConflictError, NotFoundError
+from parley.messages import Msg
+from parley.service.store.tables import (
+    api_keys,
+    approvals,
+    feedback,
+    messages,
+    runs,
+    threads,
+    utcnow,
+)
+
+__all__ = ["ApiKeyRecord", "RunRecord", "Store", "ThreadRecord", "hash_key"]
+
+_MIGRATIONS = "parley.service.store:migrations"
+_TITLE_LENGTH = 80
+_KEY_PREFIX = "pk_"
+# Any 64-bit number works: it names the migration lock among PostgreSQL's advisory locks.
+_MIGRATION_LOCK = 0x7061726C6579  # "parley"
+
+
+@dataclass(frozen=True)
+class ThreadRecord:
+    """A thread's row: who owns it, which agent it talks to, its title and times."""
+
+    thread_id: str
+    user_id: str
+    agent: str
+    title: str
+    created_at: datetime
+    updated_at: datetime
+    status: str = "idle"
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A run's row: where it ran, how it ended, what it used."""
+
+    run_id: str
+    thread_id: str
+    user_id: str
+    agent: str
+    model: str
+    status: str
+    error: str | None
+    usage: dict[str, Any] | None
+    cancel_requested: bool
+    started_at: datetime
+    ended_at: datetime | None
+
+
+@dataclass(frozen=True)
+class ApiKeyRecord:
+    """An API key as listed (the key itself is never stored)."""
+
+    key_id: str
+    user_id: str
+    name: str
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+def hash_key(key: str) -> str:
+    """The stored form of an API key: its SHA-256, in hex."""
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def _utc(value: datetime) -> datetime:
+    # SQLite gives back naive datetimes; everything the store writes is UTC.
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def _title(msgs: Iterable[Msg]) -> str:
+    for msg in msgs:
+        if msg.role == "user" and msg.text.strip():
+            words = " ".join(msg.text.split())
+            if len(words) <= _TITLE_LENGTH:
+                return words
+            return words[: _TITLE_LENGTH - 1].rstrip() + "…"
+    return ""
+
+
+class Store:
+    """The service's persistent state. Open with `await Store.open(url)`; close when done."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self.is_sqlite = engine.dialect.name == "sqlite"
+        self._write_lock = asyncio.Lock() if self.is_sqlite else None
+
+    @classmethod
+    async def open(cls, url: str, *, migrate: bool = True, **engine_options: Any) -> Store:
+        """Connect to `url` and bring its schema up to date (alembic migrations)."""
+        engine = create_async_engine(url, **engine_options)
+        if engine.dialect.name == "sqlite":
+            event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        store = cls(engine)
+        if migrate:
+            await store.migrate()
+        return store
+
+    async def close(self) -> None:
+        """Close every pooled connection."""
+        await self.engine.dispose()
+
+    async def migrate(self) -> None:
+        """Apply the migrations not yet applied (one process at a time on PostgreSQL)."""
+        async with self.engine.begin() as conn:
+            if not self.is_sqlite:
+                await conn.execute(select(func.pg_advisory_xact_lock(_MIGRATION_LOCK)))
+            await conn.run_sync(_upgrade)
+
+    @contextlib.asynccontextmanager
+    async def _writing(self) -> AsyncIterator[AsyncConnection]:
+        if self._write_lock is None:
+            async with self.engine.begin() as conn:
+                yield conn
+            return
+        async with self._write_lock, self.engine.begin() as conn:
+            yield conn
+
+    # -- API keys --------------------------------------------------------------------------------
+
+    async def create_api_key(self, user_id: str, name: str = "") -> tuple[str, ApiKeyRecord]:
+        """Make a key for `user_id`: the key (shown once, never stored) and its record."""
+        key_id = secrets.token_hex(8)
+        key = f"{_KEY_PREFIX}{key_id}_{secrets.token_urlsafe(32)}"
+        now = utcnow()
+        async with self._writing() as conn:
+            await conn.execute(
+                insert(api_keys).values(
+                    id=key_id, user_id=user_id, name=name, key_hash=hash_key(key), created_at=now
+                )
+            )
+        return key, ApiKeyRecord(key_id, user_id, name, now, None)
+
+    async def user_for_key(self, key: str) -> str | None:
+        """The user a live key belongs to, or None."""
+        async with self.engine.connect() as conn:
+            row = await conn.execute(
+                select(api_keys.c.user_id).where(
+                    api_keys.c.key_hash == hash_key(key), api_keys.c.revoked_at.is_(None)
+                )
+            )
+            return row.scalar_one_or_none()
+
+    async def list_api_keys(self, user_id: str | None = None) -> list[ApiKeyRecord]:
+        """Every key's record (of one user when given), oldest first."""
+        query = select(api_keys).order_by(api_keys.c.created_at)
+        if user_id is not None:
+            query = query.where(api_keys.c.user_id == user_id)
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [
+            ApiKeyRecord(
+                r.id,
+                r.user_id,
+                r.name,
+                _utc(r.created_at),
+                _utc(r.revoked_at) if r.revoked_at else None,
+            )
+            for r in rows
+        ]
+
+    async def revoke_api_key(self, key_id: str) -> bool:
+        """Revoke a key by id; False when no live key has that id."""
+        async with self._writing() as conn:
+            result = await conn.execute(
+                update(api_keys)
+                .where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
+                .values(revoked_at=utcnow())
+            )
+        return result.rowcount > 0
+
+    # -- threads ---------------------------------------------------------------------------------
+
+    async def get_thread(self, thread_id: str, user_id: str) -> ThreadRecord | None:
+        """The thread if it exists and `user_id` owns it (another's thread is None too)."""
+        async with self.engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    select(threads).where(threads.c.id == thread_id, threads.c.user_id == user_id)
+                )
+            ).one_or_none()
+            if row is None:
+                return None
+            status = await _thread_status(conn, thread_id)
+        return _thread(row, status)
+
+    async def ensure_thread(self, thread_id: str, user_id: str, agent: str) -> ThreadRecord:
+        """The caller's thread `thread_id`, made now if it does not exist.
+
+        Raises:
+            NotFoundError: The id belongs to another user's thread (told apart from nothing).
+        """
+        found = await self.get_thread(thread_id, user_id)
+        if found is not None:
+            return found
+        now = utcnow()
+        async with self._writing() as conn:
+            owner = (
+                await conn.execute(select(threads.c.user_id).where(threads.c.id == thread_id))
+            ).scalar_one_or_none()
+            if owner is None:
+                await conn.execute(
+                    insert(threads).values(
+                        id=thread_id,
+                        user_id=user_id,
+                        agent=agent,
+                        title="",
+                        created_at=now,
+                        updated_at=now,
+                    )
+                )
+                return ThreadRecord(thread_id, user_id, agent, "", now, now)
+        if owner != user_id:
+            raise NotFoundError(f"thread {thread_id!r} not found", status_code=404)
+        # Another request made it between our read and our write: read it again.
+        again = await self.get_thread(thread_id, user_id)
+        assert again is not None  # the row exists and is ours
+        return again
+
+    async def list_threads(
+        self, user_id: str, *, limit: int = 20, before: tuple[datetime, str] | None = None
+    ) -> list[ThreadRecord]:
+        """`user_id`'s threads, most recently updated first, after the cursor `before`."""
+        query = select(threads).where(threads.c.user_id == user_id)
+        if before is not None:
+            at, thread_id = before
+            query = query.where(
+                or_(
+                    threads.c.updated_at < at,
+                    and_(threads.c.updated_at == at, threads.c.id < thread_id),
+                )
+            )
+        query = query.order_by(threads.c.updated_at.desc(), threads.c.id.desc()).limit(limit)
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+            statuses = await _thread_statuses(conn, [r.id for r in rows])
+        return [_thread(r, statuses.get(r.id, "idle")) for r in rows]
+
+    async def delete_thread(self, thread_id: str, user_id: str) -> bool:
+        """Delete the thread and all it holds; False when the caller has no such thread."""
+        async with self._writing() as conn:
+            owned = (
+                await conn.execute(
+                    select(threads.c.id).where(
+                        threads.c.id == thread_id, threads.c.user_id == user_id
+                    )
+                )
+            ).scalar_one_or_none()
+            if owned is None:
+                return False
+            # Children first: the cascade is the database's, but being explicit keeps an
+            # SQLite file opened without foreign keys consistent too.
+            run_ids = select(runs.c.id).where(runs.c.thread_id == thread_id)
+            await conn.execute(delete(feedback).where(feedback.c.run_id.in_(run_ids)))
+            for table in (messages, approvals, runs):
+                await conn.execute(delete(table).where(table.c.thread_id == thread_id))
+            await conn.execute(delete(threads).where(threads.c.id == thread_id))
+        return True
+
+    # -- messages --------------------------------------------------------------------------------
+
+    async def add_messages(self, thread_id: str, msgs: Sequence[Msg], run_id: str | None) -> None:
+        """Append messages to a thread (one transaction), naming it after its first question."""
+        if not msgs:
+            return
+        now = utcnow()
+        rows = [
+            {
+                "thread_id": thread_id,
+                "id": m.id,
+                "run_id": run_id,
+                "role": m.role,
+                "data": m.model_dump_json(),
+                "created_at": now,
+            }
+            for m in msgs
+        ]
+        title = _title(msgs)
+        async with self._writing() as conn:
+            await conn.execute(insert(messages), rows)
+            values: dict[str, Any] = {"updated_at": now}
+            query = update(threads).where(threads.c.id == thread_id)
+            await conn.execute(query.values(**values))
+            if title:
+                await conn.execute(query.where(threads.c.title == "").values(title=title))
+
+    async def get_messages(self, thread_id: str) -> list[tuple[Msg, str | None]]:
+        """A thread's messages, oldest first, each with the run that added it."""
+        query = (
+            select(messages.c.data, messages.c.run_id)
+            .where(messages.c.thread_id == thread_id)
+            .order_by(messages.c.seq)
+        )
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [(Msg.model_validate_json(r.data), r.run_id) for r in rows]
+
+    async def clear_messages(self, thread_id: str) -> None:
+        """Forget a thread's messages (its runs and feedback stay)."""
+        async with self._writing() as conn:
+            await conn.execute(delete(messages).where(messages.c.thread_id == thread_id))
+
+    # -- runs ------------------------------------------------------------------------------------
+
+    async def start_run(
+        self, run_id: str, thread_id: str, user_id: str, agent: str, model: str
+    ) -> None:
+        """Record a run as `running`."""
+        async with self._writing() as conn:
+            await conn.execute(
+                insert(runs).values(
+                    id=run_id,
+                    thread_id=thread_id,
+                    user_id=user_id,
+                    agent=agent,
+                    model=model,
+                    status="running",
+                    cancel_requested=False,
+                    started_at=utcnow(),
+                )
+            )
+
+    async def end_run(
+        self, run_id: str, status: str, usage: dict[str, Any] | None, error: str | None
+    ) -> None:
+        """Record how a run ended."""
+        async with self._writing() as conn:
+            await conn.execute(
+                update(runs)
+                .where(runs.c.id == run_id)
+                .values(status=status, usage=usage, error=error, ended_at=utcnow())
+            )
+
+    async def get_run(self, run_id: str, user_id: str) -> RunRecord | None:
+        """The run if `user_id` started it."""
+        async with self.engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    select(runs).where(runs.c.id == run_id, runs.c.user_id == user_id)
+                )
+            ).one_or_none()
+        return None if row is None else _run(row)
+
+    async def request_cancel(self, run_id: str) -> None:
+        """Flag a running run to stop (the process running it polls for the flag)."""
+        async with self._writing() as conn:
+            await conn.execute(
+                update(runs)
+                .where(runs.c.id == run_id, runs.c.status == "running")
+                .values(cancel_requested=True)
+            )
+
+    async def cancel_requested(self, run_ids: Iterable[str]) -> set[str]:
+        """Which of these runs were asked to stop."""
+        ids = list(run_ids)
+        if not ids:
+            return set()
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(
+                select(runs.c.id).where(runs.c.id.in_(ids), runs.c.cancel_requested.is_(True))
+            )
+            return set(rows.scalars())
+
+    async def interrupt_stale_runs(self, thread_id: str) -> int:
+        """Mark runs still `running` on a thread as `interrupted`; call holding its lock.
+
+        Whoever holds a thread's lock is its only runner, so such runs belong to a process
+        that died mid-run.
+        """
+        async with self._writing() as conn:
+            result = await conn.execute(
+                update(runs)
+                .where(runs.c.thread_id == thread_id, runs.c.status == "running")
+                .values(
+                    status="interrupted",
+                    error="the process serving this run ended before the run did",
+                    ended_at=utcnow(),
+                )
+            )
+        return result.rowcount
+
+    # -- approvals -------------------------------------------------------------------------------
+
+    async def add_approval(self, pending: PendingApproval, thread_id: str, run_id: str) -> None:
+        """Keep a parked run's state until someone answers it."""
+        async with self._writing() as conn:
+            await conn.execute(
+                insert(approvals).values(
+                    id=pending.interrupt_id,
+                    thread_id=thread_id,
+                    run_id=run_id,
+                    data=pending.model_dump_json(),
+                    status="pending",
+                    created_at=utcnow(),
+                )
+            )
+
+    async def get_approval(
+        self, interrupt_id: str, user_id: str
+    ) -> tuple[PendingApproval, str, str] | None:
+        """A pending approval of `user_id`'s: the state, its thread id and its status."""
+        query = (
+            select(approvals.c.data, approvals.c.thread_id, approvals.c.status)
+            .join(threads, threads.c.id == approvals.c.thread_id)
+            .where(approvals.c.id == interrupt_id, threads.c.user_id == user_id)
+        )
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(query)).one_or_none()
+        if row is None:
+            return None
+        return PendingApproval.model_validate_json(row.data), row.thread_id, row.status
+
+    async def answer_approval(self, interrupt_id: str) -> None:
+        """Mark an approval answered, once.
+
+        Raises:
+            ConflictError: It was answered already (or expired).
+        """
+        async with self._writing() as conn:
+            result = await conn.execute(
+                update(approvals)
+                .where(approvals.c.id == interrupt_id, approvals.c.status == "pending")
+                .values(status="answered", answered_at=utcnow())
+            )
+        if result.rowcount == 0:
+            raise ConflictError(
+                f"interrupt {interrupt_id!r} was answered already, or the conversation went on",
+                status_code=409,
+            )
+
+    async def expire_approvals(self, thread_id: str) -> None:
+        """Drop a thread's pending approvals: a new message goes past them."""
+        async with self._writing() as conn:
+            await conn.execute(
+                update(approvals)
+                .where(approvals.c.thread_id == thread_id, approvals.c.status == "pending")
+                .values(status="expired", answered_at=utcnow())
+            )
+
+    async def pending_approvals(self, thread_id: str) -> list[PendingApproval]:
+        """A thread's unanswered approvals, oldest first."""
+        query = (
+            select(approvals.c.data)
+            .where(approvals.c.thread_id == thread_id, approvals.c.status == "pending")
+            .order_by(approvals.c.created_at)
+        )
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(query)).scalars().all()
+        return [PendingApproval.model_validate_json(data) for data in rows]
+
+    # -- feedback --------------------------------------------------------------------------------
+
+    async def add_feedback(
+        self, run_id: str, user_id: str, key: str, score: float, kwargs: dict[str, Any]
+    ) -> None:
+        """Record feedback on one of `user_id`'s runs.
+
+        Raises:
+            NotFoundError: No such run of theirs.
+        """
+        async with self._writing() as conn:
+            owned = (
+                await conn.execute(
+                    select(runs.c.id).where(runs.c.id == run_id, runs.c.user_id == user_id)
+                )
+            ).scalar_one_or_none()
+            if owned is None:
+                raise NotFoundError(f"run {run_id!r} not found", status_code=404)
+            await conn.execute(
+                insert(feedback).values(
+                    run_id=run_id,
+                    user_id=user_id,
+                    key=key,
+                    score=score,
+                    kwargs=kwargs,
+                    created_at=utcnow(),
+                )
+            )
+
+    async def get_feedback(self, run_id: str) -> list[dict[str, Any]]:
+        """The feedback recorded on a run, oldest first."""
+        query = (
+            select(feedback.c.key, feedback.c.score, feedback.c.kwargs, feedback.c.user_id)
+            .where(feedback.c.run_id == run_id)
+            .order_by(feedback.c.id)
+        )
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [dict(r._mapping) for r in rows]
+
+    async def ping(self) -> None:
+        """Check the database answers."""
+        async with self.engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    # WAL: readers never wait for the writer. NORMAL sync is durable across process crashes
+    # in WAL mode (only a power loss may drop the last commits).
+    for pragma in (
+        "PRAGMA journal_mode=WAL",
+        "PRAGMA synchronous=NORMAL",
+        "PRAGMA foreign_keys=ON",
+        "PRAGMA busy_timeout=10000",
+    ):
+        cursor.execute(pragma)
+    cursor.close()
+
+
+def _upgrade(connection: Connection) -> None:
+    config = Config()
+    config.set_main_option("script_location", _MIGRATIONS)
+    config.attributes["connection"] = connection
+    command.upgrade(config, "head")
+
+
+async def _thread_status(conn: AsyncConnection, thread_id: str) -> str:
+    return (await _thread_statuses(conn, [thread_id])).get(thread_id, "idle")
+
+
+async def _thread_statuses(conn: AsyncConnection, ids: list[str]) -> dict[str, str]:
+    if not ids:
+        return {}
+    statuses: dict[str, str] = {}
+    waiting = await conn.execute(
+        select(approvals.c.thread_id).where(
+            approvals.c.thread_id.in_(ids), approvals.c.status == "pending"
+        )
+    )
+    statuses.update(dict.fromkeys(waiting.scalars(), "awaiting_approval"))
+    running = await conn.execute(
+        select(runs.c.thread_id).where(runs.c.thread_id.in_(ids), runs.c.status == "running")
+    )
+    statuses.update(dict.fromkeys(running.scalars(), "running"))
+    return statuses
+
+
+def _thread(row: Row[Any], status: str) -> ThreadRecord:
+    return ThreadRecord(
+        row.id,
+        row.user_id,
+        row.agent,
+        row.title,
+        _utc(row.created_at),
+        _utc(row.updated_at),
+        status,
+    )
+
+
+def _run(row: Row[Any]) -> RunRecord:
+    return RunRecord(
+        row.id,
+        row.thread_id,
+        row.user_id,
+        row.agent,
+        row.model,
+        row.status,
+        row.error,
+        row.usage,
+        bool(row.cancel_requested),
+        _utc(row.started_at),
+        _utc(row.ended_at) if row.ended_at else None,
+    )

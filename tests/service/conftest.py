@@ -1,0 +1,73 @@
+"""Service fixtures: an app on a fresh SQLite file, driven in-process through httpx.
+
+`service(*agents, **settings)` builds the app with those agents, runs its lifespan (store
+opened and migrated), and returns a `Service` whose `client` talks to it through
+`httpx.ASGITransport` (no socket). Tests that need a real socket (a browser, the openai SDK,
+client disconnects, other processes) serve the app with `tests.service._live.running`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from parley.agents import Agent
+from parley.service import AgentRegistry, ServiceSettings, create_app
+from parley.service.state import ServiceState
+
+
+@dataclass
+class Service:
+    """A running app and an httpx client bound to it."""
+
+    app: FastAPI
+    client: httpx.AsyncClient
+    settings: ServiceSettings
+
+    @property
+    def state(self) -> ServiceState:
+        state: ServiceState = self.app.state.parley
+        return state
+
+
+MakeService = Callable[..., Awaitable[Service]]
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    """An SQLite database file of this test's own."""
+    return f"sqlite+aiosqlite:///{tmp_path / 'parley.db'}"
+
+
+@pytest.fixture
+async def service(sqlite_url: str) -> AsyncIterator[MakeService]:
+    """Make services (each with its lifespan running) that end with the test."""
+    async with contextlib.AsyncExitStack() as stack:
+
+        async def make(
+            *agents: Agent,
+            registry: AgentRegistry | None = None,
+            headers: dict[str, str] | None = None,
+            **settings: Any,
+        ) -> Service:
+            settings.setdefault("database_url", sqlite_url)
+            config = ServiceSettings(**settings)
+            app = create_app(config, agents=registry if registry is not None else list(agents))
+            await stack.enter_async_context(app.router.lifespan_context(app))
+            client = httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=app),
+                base_url="http://parley.test",
+                headers=headers,
+                timeout=30,
+            )
+            await stack.enter_async_context(client)
+            return Service(app, client, config)
+
+        yield make
