@@ -4,11 +4,11 @@
 PYTHON ?= python3
 VENV ?= .venv
 # The extras the test suite exercises (llama-cpp-python compiles once, then pip's cache serves it).
-EXTRAS ?= openai,local,mcp,tools
+EXTRAS ?= openai,local,mcp,tools,service
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install lint format typecheck test check bench chat clean
+.PHONY: install system lint format typecheck test check bench chat clean
 
 install: $(STAMP)
 
@@ -17,6 +17,11 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade "pip>=25.1"
 	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[$(EXTRAS)]" --group dev
 	touch $(STAMP)
+
+# The system packages the tests drive for real: bubblewrap, PostgreSQL, Chromium. It runs apt
+# only as root and only for what is missing; otherwise it is a no-op, so every run can call it.
+system:
+	bash scripts/setup-system.sh
 
 lint: install
 	$(PY) -m ruff check src tests benchmarks
@@ -29,10 +34,10 @@ format: install
 typecheck: install
 	$(PY) -m mypy
 
-test: install
+test: install system
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-check: lint typecheck test
+check: system lint typecheck test
 
 # The main job on the embedded defaults: the local model answers, offline, with no keys.
 Q ?= What is the capital of France?
