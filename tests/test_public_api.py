@@ -25,6 +25,7 @@ MODULES = [
     "parley.tools",
     "parley.tools.builtin",
     "parley.tools.mcp",
+    "parley.client",
 ]
 
 

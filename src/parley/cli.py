@@ -1,4 +1,4 @@
-"""The `parley` command: chat with a model, list model cards (and, later, serve agents)."""
+"""The `parley` command: chat with a model or a running service, list model cards."""
 
 from __future__ import annotations
 
@@ -10,10 +10,13 @@ import json
 import sys
 import threading
 from collections.abc import Iterator, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from parley.errors import ParleyError
+from parley.errors import ConfigurationError, ParleyError
 from parley.messages import Msg
+
+if TYPE_CHECKING:
+    from parley.client import AgentClient, Interrupt, ServiceChatMessage, Stream, StreamItem
 
 __all__ = ["main"]
 
@@ -97,7 +100,7 @@ async def _agent_answer(agent: Any, question: str, out: TextIO) -> None:
     out.write("\n")
 
 
-def _agent(model: object, args: argparse.Namespace) -> Any:
+def _agent(model: object, spec: str, args: argparse.Namespace) -> Any:
     from parley.agents import Agent  # noqa: PLC0415
     from parley.tools import Toolkit  # noqa: PLC0415
 
@@ -107,15 +110,24 @@ def _agent(model: object, args: argparse.Namespace) -> Any:
         model,  # type: ignore[arg-type]
         system_prompt=args.system,
         tools=Toolkit(names),
-        tool_choice=_tool_choice(args.model),
+        tool_choice=_tool_choice(spec),
         max_iters=4,
     )
 
 
+LOCAL_MODEL = "local"
+"""The model `parley chat` loads when `--model` names none."""
+
+
 def chat(args: argparse.Namespace) -> int:
-    """`parley chat`: one question, or a conversation on standard input."""
-    model = _load(args.model)
-    agent = _agent(model, args) if args.tools or args.tool_names else None
+    """`parley chat`: one question, or a conversation on standard input; `--url` asks a service."""
+    if args.url:
+        return remote_chat(args)
+    if args.agent or args.thread or args.api_key:
+        raise ConfigurationError("--agent, --thread and --api-key go with --url")
+    spec = args.model or LOCAL_MODEL
+    model = _load(spec)
+    agent = _agent(model, spec, args) if args.tools or args.tool_names else None
     history = [Msg.system(args.system)] if args.system else []
     questions = [" ".join(args.question)] if args.question else None
 
@@ -129,6 +141,105 @@ def chat(args: argparse.Namespace) -> int:
 
     asyncio.run(run())
     return 0
+
+
+REMOTE_TIMEOUT = 300.0
+"""Seconds `parley chat --url` waits for each read (a tool may run long between frames)."""
+
+
+def remote_chat(args: argparse.Namespace) -> int:
+    """`parley chat --url`: the same conversation, with an agent of a running service."""
+    from parley.client import AgentClient  # noqa: PLC0415
+
+    if args.tools or args.tool_names:
+        raise ConfigurationError("--tools and --tool choose a local agent's tools; drop --url")
+    questions = [" ".join(args.question)] if args.question else None
+    with AgentClient(
+        args.url, agent=args.agent, api_key=args.api_key, timeout=REMOTE_TIMEOUT
+    ) as client:
+        conversation = _Conversation(client, args.model, args.thread)
+        try:
+            for question in questions or _prompts():
+                conversation.ask(question, sys.stdout)
+        finally:
+            if conversation.thread_id:
+                print(f"thread: {conversation.thread_id}", file=sys.stderr)
+    return 0
+
+
+class _Conversation:
+    """One thread on a service: streams each answer, and answers approval requests."""
+
+    def __init__(self, client: AgentClient, model: str | None, thread_id: str | None) -> None:
+        self.client = client
+        self.model = model
+        self.thread_id = thread_id
+
+    def ask(self, question: str, out: TextIO) -> None:
+        stream = self.client.stream(question, model=self.model, thread_id=self.thread_id)
+        interrupt = self._show(stream, out)
+        while interrupt is not None:
+            verdict = _approval(interrupt)
+            interrupt = self._show(self.client.approve_stream(interrupt.interrupt_id, verdict), out)
+        out.write("\n")
+        out.flush()
+
+    def _show(self, stream: Stream[StreamItem], out: TextIO) -> Interrupt | None:
+        """Print a stream; return the interrupt it ends with, if any."""
+        from parley.client import Interrupt  # noqa: PLC0415
+
+        interrupt = None
+        streamed = False  # text printed since the last message, which that message repeats
+        try:
+            with stream:
+                for item in stream:
+                    if isinstance(item, Interrupt):
+                        interrupt = item
+                    else:
+                        streamed = _show_item(item, streamed, out)
+        finally:
+            self.thread_id = stream.thread_id or self.thread_id
+        return interrupt
+
+
+def _show_item(item: str | ServiceChatMessage, streamed: bool, out: TextIO) -> bool:
+    """Print a token, or a message not streamed already; whether text is pending a message."""
+    if isinstance(item, str):
+        out.write(item)
+        out.flush()
+        return True
+    if item.type == "ai" and item.content and not streamed:
+        out.write(item.content)  # a model that did not stream its text
+        out.flush()
+    _show_tools(item)
+    return False
+
+
+def _show_tools(message: ServiceChatMessage) -> None:
+    for call in message.tool_calls:
+        arguments = json.dumps(call["args"], ensure_ascii=False)
+        print(f"[{call['name']}] {arguments}", file=sys.stderr)
+    if message.type == "tool":
+        name = message.custom_data.get("parley", {}).get("tool_name") or "tool"
+        print(f"[{name} result] {message.content[:500]}", file=sys.stderr)
+
+
+def _approval(interrupt: Interrupt) -> bool | dict[str, bool]:
+    """Ask on the terminal whether each call may run; deny when no one can answer."""
+    names = ", ".join(call["name"] for call in interrupt.calls)
+    if not sys.stdin.isatty():
+        print(f"parley: denied {names} (approving needs a terminal)", file=sys.stderr)
+        return False
+    verdicts = {call["id"]: _confirm(call["name"], call["args"]) for call in interrupt.calls}
+    if len(verdicts) == 1 or None in verdicts:
+        return all(verdicts.values())
+    return {call_id: verdict for call_id, verdict in verdicts.items() if call_id is not None}
+
+
+def _confirm(name: str, arguments: dict[str, Any]) -> bool:
+    shown = json.dumps(arguments, ensure_ascii=False)
+    print(f"Run {name} {shown}? [y/N] ", end="", file=sys.stderr, flush=True)
+    return sys.stdin.readline().strip().lower() in {"y", "yes"}
 
 
 def _prompts() -> Iterator[str]:
@@ -169,7 +280,9 @@ def _parser() -> argparse.ArgumentParser:
     chat_cmd = commands.add_parser("chat", help="chat with a model")
     chat_cmd.add_argument("question", nargs="*", help="ask once; without it, read stdin")
     chat_cmd.add_argument(
-        "--model", default="local", help="provider[:model], e.g. openai:gpt-4o-mini (default local)"
+        "--model",
+        help="provider[:model], e.g. openai:gpt-4o-mini (default local); with --url, a model "
+        "name the service lists",
     )
     chat_cmd.add_argument(
         "--system", default="You are a helpful assistant.", help="the system prompt"
@@ -183,6 +296,18 @@ def _parser() -> argparse.ArgumentParser:
         dest="tool_names",
         metavar="NAME",
         help="a registered tool to give the model (repeatable; implies --tools)",
+    )
+    chat_cmd.add_argument("--url", help="ask an agent of a running parley service at this URL")
+    chat_cmd.add_argument(
+        "--agent", metavar="KEY", help="with --url: the agent (default: the service's default)"
+    )
+    chat_cmd.add_argument(
+        "--thread", metavar="ID", help="with --url: continue this thread (its id is printed)"
+    )
+    chat_cmd.add_argument(
+        "--api-key",
+        metavar="KEY",
+        help="with --url: the API key (default: $PARLEY_API_KEY, then $AUTH_SECRET)",
     )
     chat_cmd.set_defaults(run=chat)
     models_cmd = commands.add_parser("models", help="list model cards")

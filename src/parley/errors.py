@@ -24,7 +24,10 @@ correctly), so callers can fix the first and retry or report the second::
     └── ServiceError                   the HTTP service refused or failed a request (status)
         ├── NotFoundError              404: unknown agent, thread or run
         ├── ConflictError              409: the thread is busy with another run
-        └── AuthenticationError        401 / 403
+        ├── AuthenticationError        401 / 403
+        ├── InvalidRequestError        422: fields the service rejected (also a UserError)
+        ├── RunFailedError             a run failed on the service (a stream's error frame)
+        └── ServiceConnectionError     the service could not be reached, or did not answer
 
 Pydantic's `ValidationError` is raised (not wrapped) where a pydantic model rejects input;
 the rules parley adds to its models raise `MessageError`, which pydantic reports inside that
@@ -41,6 +44,7 @@ __all__ = [
     "ConflictError",
     "ContentFilterError",
     "ContextLengthError",
+    "InvalidRequestError",
     "MessageError",
     "MissingDependencyError",
     "ModelConnectionError",
@@ -51,6 +55,8 @@ __all__ = [
     "NotFoundError",
     "ParleyError",
     "RateLimitError",
+    "RunFailedError",
+    "ServiceConnectionError",
     "ServiceError",
     "ToolArgumentsError",
     "ToolError",
@@ -215,3 +221,47 @@ class ConflictError(ServiceError):
 
 class AuthenticationError(ServiceError):
     """Missing or wrong credentials (401), or a resource of another user (403)."""
+
+
+class InvalidRequestError(ServiceError, UserError):
+    """The service rejected the request's fields (422); also a `UserError`: fix the call.
+
+    Args:
+        message: What was rejected, field by field.
+        errors: The service's validation errors (`{"loc", "msg", "type"}` each), when it sent
+            them.
+        status_code: The HTTP status (422).
+    """
+
+    def __init__(
+        self, message: str, *, errors: list[Any] | None = None, status_code: int = 422
+    ) -> None:
+        self.errors = errors or []
+        super().__init__(message, status_code=status_code)
+
+
+class RunFailedError(ServiceError):
+    """A run failed on the service: the `error` frame of a stream.
+
+    Args:
+        message: The service's message.
+        thread_id: The run's thread, when known.
+        run_id: The run, when known.
+    """
+
+    def __init__(
+        self, message: str, *, thread_id: str | None = None, run_id: str | None = None
+    ) -> None:
+        self.thread_id = thread_id
+        self.run_id = run_id
+        super().__init__(message, status_code=500)
+
+
+class ServiceConnectionError(ServiceError):
+    """The service could not be reached, dropped the connection or did not answer in time.
+
+    No HTTP status came back; `status_code` is 503, as a gateway would report it.
+    """
+
+    def __init__(self, message: str, *, status_code: int = 503) -> None:
+        super().__init__(message, status_code=status_code)

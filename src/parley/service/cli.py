@@ -1,0 +1,164 @@
+"""`parley serve` and `parley keys`: run the service, and manage its API keys.
+
+`parley serve` passes its options on as `PARLEY_*` environment variables and starts uvicorn
+on the app factory, so every worker process builds the same app from the same settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from typing import Any
+
+from parley.errors import ConfigurationError
+
+__all__ = ["add_commands", "keys", "serve"]
+
+# CLI option → settings variable; only options given on the command line are passed on.
+_SERVE_OPTIONS = {
+    "host": "PARLEY_HOST",
+    "port": "PARLEY_PORT",
+    "workers": "PARLEY_WORKERS",
+    "database_url": "PARLEY_DATABASE_URL",
+    "model": "PARLEY_MODEL",
+    "agents_file": "PARLEY_AGENTS_FILE",
+    "default_agent": "PARLEY_DEFAULT_AGENT",
+    "log_level": "PARLEY_LOG_LEVEL",
+}
+
+
+def add_commands(commands: Any) -> None:
+    """Add `serve` and `keys` to the `parley` command's subparsers."""
+    serve_parser = commands.add_parser(
+        "serve", help="serve agents over HTTP (the toolkit's API, threads, a web page)"
+    )
+    serve_parser.add_argument("--host", help="address to bind (default 127.0.0.1)")
+    serve_parser.add_argument("--port", type=int, help="port (default 8080)")
+    serve_parser.add_argument("--workers", type=int, help="worker processes (PostgreSQL only)")
+    serve_parser.add_argument(
+        "--database-url",
+        help="sqlite+aiosqlite:///file.db (default parley.db) or "
+        "postgresql+asyncpg://user:password@host/db",
+    )
+    serve_parser.add_argument("--model", help="the built-in agent's model (default: local)")
+    serve_parser.add_argument(
+        "--agent",
+        dest="agents",
+        action="append",
+        metavar="MODULE:ATTR",
+        help="an agent to serve (repeatable): an Agent, a factory, a list or a registry",
+    )
+    serve_parser.add_argument("--agents-file", help="a TOML or YAML file listing agents")
+    serve_parser.add_argument("--default-agent", help="the agent /invoke and /stream use")
+    serve_parser.add_argument(
+        "--log-level", choices=["critical", "error", "warning", "info", "debug"]
+    )
+    serve_parser.set_defaults(run=serve)
+
+    keys_parser = commands.add_parser("keys", help="create, list and revoke API keys")
+    keys_parser.add_argument("--database-url", help="the service's database (default: settings)")
+    actions = keys_parser.add_subparsers(dest="action", required=True)
+    create = actions.add_parser("create", help="make a key for a user (printed once)")
+    create.add_argument("user", help="the user the key acts as")
+    create.add_argument("--name", default="", help="a label for the key")
+    listing = actions.add_parser("list", help="list keys (never the keys themselves)")
+    listing.add_argument("--user", help="only this user's keys")
+    revoke = actions.add_parser("revoke", help="revoke a key by its id")
+    revoke.add_argument("key_id", help="the id `keys list` shows")
+    keys_parser.set_defaults(run=keys)
+
+
+def _export(args: argparse.Namespace) -> None:
+    for option, variable in _SERVE_OPTIONS.items():
+        value = getattr(args, option, None)
+        if value is not None:
+            os.environ[variable] = str(value)
+    if args.agents:
+        import json  # noqa: PLC0415
+
+        os.environ["PARLEY_AGENTS"] = json.dumps(args.agents)
+
+
+def serve(args: argparse.Namespace) -> int:
+    """`parley serve`: run the service with uvicorn until interrupted."""
+    import uvicorn  # noqa: PLC0415
+
+    from parley.service.settings import ServiceSettings  # noqa: PLC0415
+
+    _export(args)
+    settings = ServiceSettings()
+    if settings.workers > 1 and settings.is_sqlite:
+        raise ConfigurationError(
+            "an SQLite store is served by one process; use PostgreSQL "
+            "(--database-url postgresql+asyncpg://...) for --workers above 1"
+        )
+    host = settings.bind_host()
+    if host != settings.host:
+        print(
+            f"parley: no auth configured, so binding {host} instead of {settings.host}",
+            file=sys.stderr,
+        )
+    where = "localhost" if host in ("127.0.0.1", "0.0.0.0", "::") else host
+    print(
+        f"parley: the web page is at http://{where}:{settings.port}/ "
+        f"(API docs at /docs; database {_shown(settings.database_url)})",
+        file=sys.stderr,
+    )
+    uvicorn.run(
+        "parley.service.app:create_app",
+        factory=True,
+        host=host,
+        port=settings.port,
+        workers=settings.workers,
+        log_level=settings.log_level,
+        timeout_graceful_shutdown=10,
+    )
+    return 0
+
+
+def _shown(url: str) -> str:
+    """A database URL without its password."""
+    from sqlalchemy.engine import make_url  # noqa: PLC0415
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def keys(args: argparse.Namespace) -> int:
+    """`parley keys`: create, list or revoke API keys in the service's database."""
+    from parley.service.settings import ServiceSettings  # noqa: PLC0415
+    from parley.service.store import Store  # noqa: PLC0415
+
+    overrides = {"database_url": args.database_url} if args.database_url else {}
+    settings = ServiceSettings(**overrides)
+
+    async def run() -> int:
+        store = await Store.open(settings.database_url)
+        try:
+            return await _key_action(store, args)
+        finally:
+            await store.close()
+
+    return asyncio.run(run())
+
+
+async def _key_action(store: Any, args: argparse.Namespace) -> int:
+    if args.action == "create":
+        key, record = await store.create_api_key(args.user, args.name)
+        print(key)
+        print(
+            f"key {record.key_id} for user {record.user_id!r}: shown once, stored hashed",
+            file=sys.stderr,
+        )
+        return 0
+    if args.action == "list":
+        for record in await store.list_api_keys(args.user):
+            state = f"revoked {record.revoked_at:%Y-%m-%d}" if record.revoked_at else "live"
+            print(f"{record.key_id}\t{record.user_id}\t{record.name}\t{state}")
+        return 0
+    if not await store.revoke_api_key(args.key_id):
+        print(f"parley: no live key with id {args.key_id!r}", file=sys.stderr)
+        return 1
+    print(f"revoked {args.key_id}", file=sys.stderr)
+    return 0
