@@ -8,7 +8,7 @@ EXTRAS ?= openai,local,mcp,tools,service
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install system lint format typecheck test check bench chat clean
+.PHONY: install system lint format typecheck test check bench chat serve clean
 
 install: $(STAMP)
 
@@ -39,7 +39,13 @@ test: install system
 
 check: system lint typecheck test
 
-# The main job on the embedded defaults: the local model answers, offline, with no keys.
+# The main job on the embedded defaults: the service with its web page, the local model and
+# its code interpreter, threads in an SQLite file (parley.db), no keys. Ctrl+C stops it.
+PORT ?= 8080
+serve: install
+	$(VENV)/bin/parley serve --port $(PORT)
+
+# One question to the local model, in the terminal.
 Q ?= What is the capital of France?
 chat: install
 	$(VENV)/bin/parley chat "$(Q)"
