@@ -1188,7 +1188,10 @@ async function loadAgents() {
   let fallbackDefault = "";
   try {
     const list = await api("GET", "/agents");
-    if (Array.isArray(list)) agents = list;
+    if (Array.isArray(list)) {
+      agents = list;
+      fallbackDefault = list.find((a) => a && a.default)?.key || "";
+    }
   } catch (err) {
     if (err.status === 401) throw err;
   }
@@ -1200,7 +1203,7 @@ async function loadAgents() {
   state.agents = agents.filter((a) => a && a.key);
   ui.agentSelect.replaceChildren(
     ...state.agents.map((a) =>
-      el("option", { value: a.key, title: a.description || null }, a.description ? `${a.key} — ${a.description}` : a.key),
+      el("option", { value: a.key, title: a.description || null }, a.key),
     ),
   );
   const keys = state.agents.map((a) => a.key);
@@ -1213,6 +1216,8 @@ async function loadAgents() {
 function selectAgent(key) {
   state.agent = key;
   ui.agentSelect.value = key;
+  const info = state.agents.find((a) => a.key === key);
+  ui.agentSelect.title = info?.description || "";
   writeStorage(AGENT_STORAGE, key);
   updateSend();
 }
@@ -1308,6 +1313,11 @@ ui.keyButton.addEventListener("click", showKeyForm);
 ui.toggleSidebar.addEventListener("click", () => {
   if (ui.app.classList.contains("sidebar-open")) closeSidebar();
   else openSidebar();
+});
+ui.app.addEventListener("click", (event) => {
+  // a tap beside the open drawer (narrow screens) closes it
+  if (ui.app.classList.contains("sidebar-open") && !ui.sidebar.contains(event.target)
+      && !ui.toggleSidebar.contains(event.target)) closeSidebar();
 });
 document.addEventListener("keydown", (event) => {
   if (event.key === "Escape") {
