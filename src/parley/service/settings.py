@@ -24,7 +24,9 @@ DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///parley.db"
 
 
 def _default_aliases() -> dict[str, str | None]:
-    return {DEFAULT_MODEL: None}
+    # The toolkit's client sends its own default model name with every request: `gpt-4o-mini`
+    # (with an OpenAI key) or `fake` (USE_FAKE_MODEL). Both mean "the agent's own model".
+    return {DEFAULT_MODEL: None, "fake": None}
 
 
 class ServiceSettings(BaseSettings):
