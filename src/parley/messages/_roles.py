@@ -10,8 +10,10 @@ call and every stored thread, never run Python code to be checked.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any, cast
 
+from pydantic import GetJsonSchemaHandler
 from pydantic_core import CoreSchema, core_schema
 
 from parley.errors import MessageError
@@ -115,5 +117,19 @@ def split_by_role(schema: CoreSchema) -> CoreSchema:
         fields["content"] = {**fields["content"], "schema": content}
         variant["fields"] = fields
         variants[role] = cast(CoreSchema, variant)
-    model["schema"] = core_schema.tagged_union_schema(variants, discriminator="role")
+    # The JSON schema stays the unsplit fields' (a role, a list of any blocks): pydantic would
+    # put the variants inline in the discriminator's mapping, which OpenAPI rejects (FastAPI's
+    # /openapi.json failed on it). The role rules are still checked when validating.
+    model["schema"] = core_schema.tagged_union_schema(
+        variants,
+        discriminator="role",
+        metadata={"pydantic_js_functions": [_fields_json(fields_schema)]},
+    )
     return schema
+
+
+def _fields_json(fields_schema: CoreSchema) -> Callable[[CoreSchema, GetJsonSchemaHandler], Any]:
+    def json_schema(_schema: CoreSchema, handler: GetJsonSchemaHandler) -> Any:
+        return handler(fields_schema)
+
+    return json_schema

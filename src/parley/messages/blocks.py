@@ -15,7 +15,14 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Self
 
-from pydantic import ConfigDict, Field, GetCoreSchemaHandler, field_validator, model_validator
+from pydantic import (
+    ConfigDict,
+    Discriminator,
+    Field,
+    GetCoreSchemaHandler,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import CoreSchema, core_schema
 
 from parley.errors import MessageError
@@ -87,7 +94,10 @@ class Base64Source(DictLikeModel):
         return base64.b64decode(self.data)
 
 
-Source = Annotated[URLSource | Base64Source, Field(discriminator="type")]
+# `Discriminator`, not `Field(discriminator=...)`: a Field is hoisted into the field that uses
+# `Source`, where FastAPI's schema code applies it after `_OrString` (to a union with `str`,
+# which fails: /openapi.json answered 500); `Discriminator` stays on this union.
+Source = Annotated[URLSource | Base64Source, Discriminator("type")]
 
 
 def _parse_data_url(value: str) -> Base64Source:
