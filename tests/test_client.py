@@ -140,6 +140,14 @@ def test_without_info_the_service_picks_the_agent() -> None:
     assert [r.url.path for r in service.requests] == ["/invoke"]
 
 
+def test_positional_arguments_are_the_toolkits() -> None:
+    service = FakeService({})
+    # AgentClient(base_url, agent, timeout, get_info), as the toolkit's client takes them.
+    with AgentClient(URL, "coder", 5.0, False, transport=httpx.MockTransport(service)) as client:
+        assert (client.agent, client.timeout, client.metadata) == ("coder", 5.0, None)
+    assert service.requests == []
+
+
 @pytest.mark.parametrize(
     ("env", "api_key", "sent"),
     [

@@ -648,14 +648,16 @@ def _ignore(body: Any) -> None:
 class AgentClient(_ClientBase):
     """A client of parley's service (and of agent-service-toolkit's), blocking.
 
+    The positional arguments are those of the toolkit's `AgentClient`, in its order.
+
     Args:
         base_url: The service's URL.
         agent: The agent to talk to; None takes the service's default (from `/info` when
             `get_info`, else the service picks it per request).
         timeout: Seconds to wait for a connection and for each read (None waits forever).
+        get_info: Fetch `/info` now, to pick the default agent or check `agent` exists.
         api_key: The bearer token; defaults to `$PARLEY_API_KEY`, then the toolkit's
             `$AUTH_SECRET`.
-        get_info: Fetch `/info` now, to pick the default agent or check `agent` exists.
         http_client: An `httpx.Client` to send through (left open on `close()`).
         transport: An httpx transport for the client made here (tests pass a
             `httpx.MockTransport`).
@@ -671,9 +673,9 @@ class AgentClient(_ClientBase):
         base_url: str = DEFAULT_URL,
         agent: str | None = None,
         timeout: float | None = 60.0,
-        api_key: str | None = None,
         get_info: bool = True,
         *,
+        api_key: str | None = None,
         http_client: httpx.Client | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
@@ -880,9 +882,9 @@ class AsyncAgentClient(_ClientBase):
         base_url: str = DEFAULT_URL,
         agent: str | None = None,
         timeout: float | None = 60.0,
-        api_key: str | None = None,
         get_info: bool = True,
         *,
+        api_key: str | None = None,
         http_client: httpx.AsyncClient | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
