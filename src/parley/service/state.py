@@ -25,6 +25,7 @@ __all__ = [
     "MAX_THREAD_ID",
     "ServiceState",
     "get_state",
+    "is_thread_id",
     "new_thread_id",
     "run_headers",
     "sse_response",
@@ -67,18 +68,33 @@ def get_state(request: Request) -> ServiceState:
     return state
 
 
+def is_thread_id(value: str) -> bool:
+    """Whether `value` can name a thread (1 to 128 printable ASCII characters, unpadded).
+
+    ASCII because every response names its thread in the `X-Thread-Id` header, and a header
+    carries no other characters (Starlette would fail to encode the answer).
+    """
+    return (
+        0 < len(value) <= MAX_THREAD_ID
+        and value.isascii()
+        and value.isprintable()
+        and value == value.strip()
+    )
+
+
 def new_thread_id(given: str | None) -> str:
     """The thread id to use: the client's (checked), or a new UUID.
 
     Raises:
-        RequestValidationError: An empty, too long or non-printable id (422).
+        RequestValidationError: An empty, too long, non-ASCII or non-printable id (422).
     """
     if given is None:
         return str(uuid.uuid4())
-    if not given or len(given) > MAX_THREAD_ID or not given.isprintable() or given != given.strip():
+    if not is_thread_id(given):
         raise _invalid(
             ("body", "thread_id"),
-            f"a thread id is 1 to {MAX_THREAD_ID} printable characters, without surrounding spaces",
+            f"a thread id is 1 to {MAX_THREAD_ID} printable ASCII characters, without "
+            "surrounding spaces",
             given,
         )
     return given
