@@ -47,8 +47,9 @@ AgentFactory = Callable[[], Agent]
 BUILTIN_KEY = "assistant"
 BUILTIN_TOOLS = ("code_interpreter",)
 BUILTIN_PROMPT = (
-    "You are a helpful assistant. Use the code_interpreter tool to compute or check what "
-    "you are asked when running Python helps, then answer briefly."
+    "You are a helpful assistant. To calculate, call code_interpreter with one line of "
+    "Python that prints the result, for example print(3 * 4). Then answer with the number it "
+    "printed."
 )
 
 
