@@ -29,13 +29,16 @@ from parley.service.schema import (
     ThreadDetail,
     ThreadInfo,
     ThreadList,
+    error_responses,
 )
 from parley.service.state import ServiceState, get_state, sse_response
 from parley.service.store import RunRecord, ThreadRecord
 
 __all__ = ["router"]
 
-router = APIRouter()
+router = APIRouter(responses=error_responses(401))  # every route here needs a user
+
+_FOUND = error_responses(404)
 
 State = Annotated[ServiceState, Depends(get_state)]
 User = Annotated[str, Depends(current_user)]
@@ -96,7 +99,8 @@ async def _own_thread(state: ServiceState, thread_id: str, user: str) -> ThreadR
     return thread
 
 
-@router.get("/threads/{thread_id}", tags=["threads"])
+# `:path`: a client-chosen thread id may hold a `/` (sent as `%2F`, which arrives decoded).
+@router.get("/threads/{thread_id:path}", tags=["threads"], responses=_FOUND)
 async def get_thread(thread_id: str, state: State, user: User, response: Response) -> ThreadDetail:
     """A thread with its messages (parley `Msg` JSON) and its unanswered interrupts."""
     thread = await _own_thread(state, thread_id, user)
@@ -127,7 +131,12 @@ def _run_of(rows: list[tuple[Msg, str | None]], message_id: str) -> str:
     return ""
 
 
-@router.delete("/threads/{thread_id}", status_code=204, tags=["threads"])
+@router.delete(
+    "/threads/{thread_id:path}",
+    status_code=204,
+    tags=["threads"],
+    responses=error_responses(404, 409),
+)
 async def delete_thread(thread_id: str, state: State, user: User) -> Response:
     """Delete a thread with its messages, runs and feedback (not while a run is on it)."""
     thread = await _own_thread(state, thread_id, user)
@@ -154,7 +163,7 @@ def _run_info(record: RunRecord) -> RunInfo:
     )
 
 
-@router.get("/runs/{run_id}", tags=["runs"])
+@router.get("/runs/{run_id}", tags=["runs"], responses=_FOUND)
 async def get_run(run_id: str, state: State, user: User) -> RunInfo:
     """A run's status, usage and times."""
     record = await state.store.get_run(run_id, user)
@@ -163,7 +172,7 @@ async def get_run(run_id: str, state: State, user: User) -> RunInfo:
     return _run_info(record)
 
 
-@router.post("/runs/{run_id}/cancel", tags=["runs"])
+@router.post("/runs/{run_id}/cancel", tags=["runs"], responses=_FOUND)
 async def cancel_run(run_id: str, state: State, user: User) -> RunInfo:
     """Stop a run; it keeps its partial answer (marked interrupted) and ends `interrupted`."""
     return _run_info(await state.runs.cancel(run_id, user))
@@ -187,7 +196,11 @@ async def _resume(
     )
 
 
-@router.post("/approvals/{interrupt_id}/invoke", tags=["approvals"])
+@router.post(
+    "/approvals/{interrupt_id}/invoke",
+    tags=["approvals"],
+    responses=error_responses(400, 404, 409, 502),
+)
 async def approve_invoke(
     interrupt_id: str, body: ApprovalInput, state: State, user: User, response: Response
 ) -> ServiceChatMessage:
@@ -196,7 +209,12 @@ async def approve_invoke(
     return await answer_of(handle, response)
 
 
-@router.post("/approvals/{interrupt_id}/stream", tags=["approvals"])
+@router.post(
+    "/approvals/{interrupt_id}/stream",
+    response_class=StreamingResponse,
+    tags=["approvals"],
+    responses=error_responses(400, 404, 409),
+)
 async def approve_stream(
     interrupt_id: str, body: ApprovalStreamInput, state: State, user: User
 ) -> StreamingResponse:

@@ -20,12 +20,18 @@ from parley.errors import ServiceError
 from parley.messages import Msg
 from parley.service.auth import current_user
 from parley.service.runs import RunHandle
-from parley.service.schema import ServiceChatHistory, ServiceChatMessage, ServiceStreamInput
+from parley.service.schema import (
+    ServiceChatHistory,
+    ServiceChatMessage,
+    ServiceStreamInput,
+    error_responses,
+)
 from parley.service.sse import chat_message_dicts
 from parley.service.state import (
     ServiceState,
     collect,
     get_state,
+    is_thread_id,
     new_thread_id,
     run_headers,
     sse_response,
@@ -38,7 +44,13 @@ router = APIRouter(tags=["agent-service-toolkit"])
 State = Annotated[ServiceState, Depends(get_state)]
 User = Annotated[str, Depends(current_user)]
 
-_SSE_EXAMPLE: dict[int | str, dict[str, Any]] = {
+_AUTH = error_responses(401)
+# A run: an unknown agent or another user's thread (404), a busy thread (409), and for an
+# answer waited for, a failed run (502); a stream reports that last one in a frame. 400: a
+# body that is not text (FastAPI's answer; a text body that is not JSON is a 422).
+_INVOKE = error_responses(400, 401, 404, 409, 502)
+_SSE: dict[int | str, dict[str, Any]] = {
+    **error_responses(400, 401, 404, 409),
     200: {
         "description": "Server-sent events: token, message, interrupt and error frames, "
         "then `data: [DONE]`.",
@@ -47,11 +59,11 @@ _SSE_EXAMPLE: dict[int | str, dict[str, Any]] = {
                 "example": 'data: {"type": "token", "content": "Hello"}\n\ndata: [DONE]\n\n'
             }
         },
-    }
+    },
 }
 
 
-@router.get("/info")
+@router.get("/info", responses=_AUTH)
 async def info(state: State, _user: User) -> ServiceMetadata:
     """The agents served and the model names clients may ask for."""
     aliases = list(state.settings.model_aliases)
@@ -98,7 +110,7 @@ def _final_message(ended: RunEnded, handle: RunHandle) -> ServiceChatMessage:
     return ServiceChatMessage.model_validate(data)
 
 
-@router.post("/invoke")
+@router.post("/invoke", responses=_INVOKE)
 async def invoke_default(
     body: UserInput, state: State, user: User, response: Response
 ) -> ServiceChatMessage:
@@ -106,7 +118,7 @@ async def invoke_default(
     return await _invoke(state, user, state.registry.default, body, response)
 
 
-@router.post("/{agent_id}/invoke")
+@router.post("/{agent_id}/invoke", responses=_INVOKE)
 async def invoke(
     agent_id: str, body: UserInput, state: State, user: User, response: Response
 ) -> ServiceChatMessage:
@@ -121,13 +133,13 @@ async def _invoke(
     return await answer_of(handle, response)
 
 
-@router.post("/stream", response_class=StreamingResponse, responses=_SSE_EXAMPLE)
+@router.post("/stream", response_class=StreamingResponse, responses=_SSE)
 async def stream_default(body: ServiceStreamInput, state: State, user: User) -> StreamingResponse:
     """Stream the default agent's run on a message."""
     return await _stream(state, user, state.registry.default, body)
 
 
-@router.post("/{agent_id}/stream", response_class=StreamingResponse, responses=_SSE_EXAMPLE)
+@router.post("/{agent_id}/stream", response_class=StreamingResponse, responses=_SSE)
 async def stream(
     agent_id: str, body: ServiceStreamInput, state: State, user: User
 ) -> StreamingResponse:
@@ -144,11 +156,13 @@ async def _stream(
     return sse_response(handle, mode=body.events, stream_tokens=body.stream_tokens)
 
 
-@router.post("/history")
+@router.post("/history", responses=error_responses(400, 401))
 async def history(
     body: ChatHistoryInput, state: State, user: User, response: Response
 ) -> ServiceChatHistory:
     """A thread's messages as `ChatMessage`s (system messages left out); unknown: none."""
+    if not is_thread_id(body.thread_id):  # no thread has it, and no header could carry it
+        return ServiceChatHistory(messages=[], thread_id=body.thread_id)
     response.headers["X-Thread-Id"] = body.thread_id
     thread = await state.store.get_thread(body.thread_id, user)
     if thread is None:
@@ -163,14 +177,14 @@ async def history(
     return ServiceChatHistory(messages=messages, thread_id=body.thread_id)
 
 
-@router.post("/feedback")
+@router.post("/feedback", responses=error_responses(400, 401, 404))
 async def feedback(body: Feedback, state: State, user: User) -> FeedbackResponse:
     """Record feedback on one of the caller's runs."""
     await state.store.add_feedback(body.run_id, user, body.key, body.score, body.kwargs)
     return FeedbackResponse()
 
 
-@router.get("/health")
+@router.get("/health", responses=error_responses(503))
 async def health(state: State) -> dict[str, str]:
     """Whether the service and its database answer."""
     try:
