@@ -21,10 +21,11 @@ from collections.abc import AsyncIterator, Iterable
 from importlib import resources
 from pathlib import Path
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, Response
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
-from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from parley.agents import Agent
 from parley.errors import ParleyError, ServiceError, UserError
@@ -126,7 +127,9 @@ def create_app(
     app.include_router(routes_toolkit.router)
     app.include_router(routes_threads.router)
     _add_openai_routes(app)
-    app.mount("/", StaticFiles(directory=_static_dir(), html=True), name="page")
+    # The page's files only where no API route matches the path: `PUT /invoke` is the route's
+    # 405 (`Allow: POST`), not the file server's (`Allow: GET, HEAD`, as a mount at / answered).
+    app.frontend("/", directory=_static_dir(), fallback=None)
     return app
 
 
@@ -169,7 +172,17 @@ def _add_error_handlers(app: FastAPI) -> None:
         return JSONResponse({"detail": str(exc)}, status_code=exc.status_code, headers=headers)
 
     async def user_error(_request: Request, exc: Exception) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=422)
+        # In the shape of every other 422 (FastAPI's validation errors), as the schema says.
+        error = {"loc": [], "msg": str(exc), "type": "value_error"}
+        return JSONResponse({"detail": [error]}, status_code=422)
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)  # registered for this class only
+        if exc.status_code == 405:
+            # FastAPI's file server names no methods: the page's files are GET and HEAD.
+            given = (exc.headers or {}).get("Allow", "GET, HEAD")
+            exc.headers = {**(exc.headers or {}), "Allow": _allowed_methods(request) or given}
+        return await http_exception_handler(request, exc)
 
     async def parley_error(_request: Request, exc: Exception) -> JSONResponse:
         log.warning("request failed: %s", exc)
@@ -179,7 +192,21 @@ def _add_error_handlers(app: FastAPI) -> None:
         log.error("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
         return JSONResponse({"detail": "internal server error"}, status_code=500)
 
+    app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(ServiceError, service_error)
     app.add_exception_handler(UserError, user_error)
     app.add_exception_handler(ParleyError, parley_error)
     app.add_exception_handler(Exception, unexpected)
+
+
+def _allowed_methods(request: Request) -> str | None:
+    """Every method the request's path takes, as the API's schema lists them.
+
+    A 405 from Starlette names the methods of one route only, the first on the path: `PUT
+    /threads/x` would be told `Allow: GET`, though `DELETE` is there too (another route).
+    """
+    path = getattr(request.scope.get("route"), "path_format", None)
+    operations = request.app.openapi().get("paths", {}).get(path) if path else None
+    if not operations:
+        return None
+    return ", ".join(sorted(method.upper() for method in operations))

@@ -18,6 +18,7 @@ __all__ = [
     "AgentDescription",
     "ApprovalInput",
     "ApprovalStreamInput",
+    "ErrorDetail",
     "EventsMode",
     "Interrupt",
     "RunInfo",
@@ -28,6 +29,7 @@ __all__ = [
     "ThreadInfo",
     "ThreadList",
     "ThreadStatus",
+    "error_responses",
 ]
 
 EventsMode = Literal["toolkit", "parley"]
@@ -38,6 +40,27 @@ ThreadStatus = Literal["idle", "running", "awaiting_approval"]
 RunStatusName = Literal[
     "running", "completed", "max_iters", "interrupted", "awaiting_approval", "error"
 ]
+
+
+class ErrorDetail(BaseModel):
+    """An error answer (400, 401, 404, 409, 502, 503): what went wrong, in words."""
+
+    detail: str
+
+
+_ERRORS = {
+    400: "The body is not JSON text (not UTF-8).",
+    401: "Missing, unknown or revoked credentials (when auth is on).",
+    404: "An unknown agent, thread, run or interrupt, or one of another user's.",
+    409: "The thread is busy with another run, or the interrupt was answered already.",
+    502: "The run failed: the model or the agent failed.",
+    503: "The database does not answer.",
+}
+
+
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI `responses` of a route's error answers (FastAPI documents 422 itself)."""
+    return {code: {"model": ErrorDetail, "description": _ERRORS[code]} for code in codes}
 
 
 class ServiceChatMessage(ChatMessage):
