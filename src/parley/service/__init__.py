@@ -5,21 +5,20 @@
 runs on SQLite or PostgreSQL), `runs` (one run per thread, cancellable), `auth` (API keys,
 the toolkit's shared secret), the routes (`routes_toolkit`, `routes_threads`,
 `openai_compat`) and the web page in `static/`.
+
+The names below load on first use, so `parley.service.schema` (which the client reads) does
+not pull in FastAPI and SQLAlchemy.
 """
 
 from __future__ import annotations
 
-try:
-    import fastapi  # noqa: F401
-    import sqlalchemy  # noqa: F401
-except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    from parley.errors import MissingDependencyError
+import importlib
+from typing import TYPE_CHECKING, Any
 
-    raise MissingDependencyError(exc.name or "fastapi", "service") from exc
-
-from parley.service.app import build_registry, create_app
-from parley.service.registry import AgentEntry, AgentRegistry, builtin_agent
-from parley.service.settings import ServiceSettings
+if TYPE_CHECKING:
+    from parley.service.app import build_registry, create_app
+    from parley.service.registry import AgentEntry, AgentRegistry, builtin_agent
+    from parley.service.settings import ServiceSettings
 
 __all__ = [
     "AgentEntry",
@@ -29,3 +28,25 @@ __all__ = [
     "builtin_agent",
     "create_app",
 ]
+
+_HOMES = {
+    "AgentEntry": "parley.service.registry",
+    "AgentRegistry": "parley.service.registry",
+    "ServiceSettings": "parley.service.settings",
+    "build_registry": "parley.service.app",
+    "builtin_agent": "parley.service.registry",
+    "create_app": "parley.service.app",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'parley.service' has no attribute {name!r}")
+    try:
+        module = importlib.import_module(home)
+    except ImportError as exc:
+        from parley.errors import MissingDependencyError  # noqa: PLC0415
+
+        raise MissingDependencyError(exc.name or "fastapi", "service") from exc
+    return getattr(module, name)
