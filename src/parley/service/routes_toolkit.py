@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Depends, HTTPException, Response
 from fastapi.responses import StreamingResponse
 
 from parley.agents.events import RunEnded
@@ -92,12 +92,16 @@ async def answer_of(handle: RunHandle, response: Response) -> ServiceChatMessage
     """Wait for the run; its final message as a `ChatMessage` (the headers name the run).
 
     Raises:
-        ServiceError: The run failed (502: the model or the agent failed).
+        HTTPException: The run failed (502: the model or the agent failed). Its answer names
+            the thread and run too: a client that sent no thread id learns where its message
+            went, and can read the run.
     """
     ended, error = await collect(handle)
     response.headers.update(run_headers(handle))
     if ended.status == "error":
-        raise ServiceError(f"the run failed: {error or 'unknown error'}", status_code=502)
+        raise HTTPException(
+            502, f"the run failed: {error or 'unknown error'}", headers=run_headers(handle)
+        )
     return _final_message(ended, handle)
 
 

@@ -9,7 +9,9 @@ ended, and only then lets the next run on the thread in.
 
 The run's messages go to the store as the agent completes them (`ThreadMemory`), each in one
 transaction. `POST /runs/{id}/cancel` reaches a run in this process at once, and one in
-another process through the store: every process polls the cancel flags of its own runs.
+another process through the store: every process polls the cancel flags of its own runs. A
+run whose process was killed is marked `interrupted` by the cancel itself (nobody holds its
+thread's lock), or else by the next run on its thread.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 
 from parley.agents import Agent, AgentRun, Memory
 from parley.agents.events import AgentEvent, ApprovalRequested, RunEnded, RunError
-from parley.errors import NotFoundError
+from parley.errors import ConflictError, NotFoundError
 from parley.messages import Msg
 from parley.service.store import RunRecord, Store, ThreadLocks
 from parley.service.store.locks import Lease
@@ -214,6 +216,7 @@ class RunManager:
         handle = self.active.get(run_id)
         if handle is None:
             await self.store.request_cancel(run_id)
+            await self._interrupt_if_dead(record.thread_id)
         else:
             handle.cancel()
             with contextlib.suppress(TimeoutError):
@@ -221,6 +224,22 @@ class RunManager:
                     await handle.done.wait()
         again = await self.store.get_run(run_id, user_id)
         return again or record
+
+    async def _interrupt_if_dead(self, thread_id: str) -> None:
+        """Mark the thread's runs interrupted if no process runs them (theirs was killed).
+
+        A live run holds its thread's lock, here or in another process (PostgreSQL's lock is
+        released when a killed process's connection ends): a lock free at once means the run
+        marked `running` has nobody to stop it, or to record its end.
+        """
+        try:
+            lease = await self.locks.acquire(thread_id, 0)
+        except ConflictError:  # a process runs it: that process polls the cancel flag
+            return
+        try:
+            await self.store.interrupt_stale_runs(thread_id)
+        finally:
+            await lease.release()
 
     def _ensure_poller(self) -> None:
         if self._poller is None or self._poller.done():
