@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, Query, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import StreamingResponse
 
-from parley.errors import ConflictError, NotFoundError
+from parley.errors import ConflictError, NotFoundError, UserError
 from parley.messages import Msg
 from parley.service.auth import current_user
 from parley.service.routes_toolkit import answer_of
@@ -184,7 +184,20 @@ async def _resume(
     found = await state.store.get_approval(interrupt_id, user)
     if found is None:
         raise NotFoundError(f"interrupt {interrupt_id!r} not found", status_code=404)
-    _, thread_id, _ = found
+    pending, thread_id, _ = found
+    try:  # the run checks the verdicts too; here a bad one is named as the field it is
+        pending.decide(body.approved)
+    except UserError as exc:
+        raise RequestValidationError(
+            [
+                {
+                    "loc": ("body", "approved"),
+                    "msg": str(exc),
+                    "type": "value_error",
+                    "input": body.approved,
+                }
+            ]
+        ) from None
     thread = await _own_thread(state, thread_id, user)
     entry = state.registry.get(thread.agent)
     return await state.runs.start(

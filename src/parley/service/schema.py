@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictBool
 
 from parley.compat.service_toolkit import ChatHistory, ChatMessage, StreamInput, ToolCall
 from parley.messages import Msg
@@ -99,7 +99,8 @@ class Interrupt(BaseModel):
 class ApprovalInput(BaseModel):
     """The answer to an interrupt: one verdict for all its calls, or one per call id."""
 
-    approved: bool | dict[str, bool] = Field(
+    # Strict: consent is a JSON true, never a string or number pydantic would read as one.
+    approved: StrictBool | dict[str, StrictBool] = Field(
         description="true/false for every awaiting call, or {call_id: bool} (a call left out "
         "is denied).",
         examples=[True, {"call_abc": True}],
