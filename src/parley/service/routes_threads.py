@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Response
@@ -31,12 +31,16 @@ from parley.service.schema import (
     ThreadList,
     error_responses,
 )
-from parley.service.state import ServiceState, get_state, sse_response
+from parley.service.state import ServiceState, get_state, is_thread_id, sse_response
 from parley.service.store import RunRecord, ThreadRecord
+from parley.service.strict import StrictRoute
 
 __all__ = ["router"]
 
-router = APIRouter(responses=error_responses(401))  # every route here needs a user
+router = APIRouter(
+    responses=error_responses(401),  # every route here needs a user
+    route_class=StrictRoute,
+)
 
 _FOUND = error_responses(404)
 
@@ -63,18 +67,23 @@ def _cursor(thread: ThreadRecord) -> str:
 def _parse_cursor(cursor: str) -> tuple[datetime, str]:
     try:
         at, _, thread_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
-        return datetime.fromisoformat(at), thread_id
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise RequestValidationError(
-            [
-                {
-                    "loc": ("query", "before"),
-                    "msg": "not a cursor this service gave (pass a page's `next` as is)",
-                    "type": "value_error",
-                    "input": cursor,
-                }
-            ]
-        ) from None
+        moment = datetime.fromisoformat(at)
+        if moment.tzinfo is not None:  # in UTC, the store's time (or OverflowError: year 10000)
+            moment = moment.astimezone(UTC)
+        if is_thread_id(thread_id):  # else no cursor of ours (and NUL would reach the database)
+            return moment, thread_id
+    except (ValueError, OverflowError, binascii.Error, UnicodeDecodeError):
+        pass
+    raise RequestValidationError(
+        [
+            {
+                "loc": ("query", "before"),
+                "msg": "not a cursor this service gave (pass a page's `next` as is)",
+                "type": "value_error",
+                "input": cursor,
+            }
+        ]
+    )
 
 
 @router.get("/threads", tags=["threads"])
@@ -212,7 +221,7 @@ async def _resume(
 @router.post(
     "/approvals/{interrupt_id}/invoke",
     tags=["approvals"],
-    responses=error_responses(400, 404, 409, 502),
+    responses=error_responses(404, 409, 502),
 )
 async def approve_invoke(
     interrupt_id: str, body: ApprovalInput, state: State, user: User, response: Response
@@ -226,7 +235,7 @@ async def approve_invoke(
     "/approvals/{interrupt_id}/stream",
     response_class=StreamingResponse,
     tags=["approvals"],
-    responses=error_responses(400, 404, 409),
+    responses=error_responses(404, 409),
 )
 async def approve_stream(
     interrupt_id: str, body: ApprovalStreamInput, state: State, user: User

@@ -36,21 +36,21 @@ from parley.service.state import (
     run_headers,
     sse_response,
 )
+from parley.service.strict import StrictRoute
 
 __all__ = ["answer_of", "router"]
 
-router = APIRouter(tags=["agent-service-toolkit"])
+router = APIRouter(tags=["agent-service-toolkit"], route_class=StrictRoute)
 
 State = Annotated[ServiceState, Depends(get_state)]
 User = Annotated[str, Depends(current_user)]
 
 _AUTH = error_responses(401)
 # A run: an unknown agent or another user's thread (404), a busy thread (409), and for an
-# answer waited for, a failed run (502); a stream reports that last one in a frame. 400: a
-# body that is not text (FastAPI's answer; a text body that is not JSON is a 422).
-_INVOKE = error_responses(400, 401, 404, 409, 502)
+# answer waited for, a failed run (502); a stream reports that last one in a frame.
+_INVOKE = error_responses(401, 404, 409, 502)
 _SSE: dict[int | str, dict[str, Any]] = {
-    **error_responses(400, 401, 404, 409),
+    **error_responses(401, 404, 409),
     200: {
         "description": "Server-sent events: token, message, interrupt and error frames, "
         "then `data: [DONE]`.",
@@ -160,7 +160,7 @@ async def _stream(
     return sse_response(handle, mode=body.events, stream_tokens=body.stream_tokens)
 
 
-@router.post("/history", responses=error_responses(400, 401))
+@router.post("/history", responses=_AUTH)
 async def history(
     body: ChatHistoryInput, state: State, user: User, response: Response
 ) -> ServiceChatHistory:
@@ -181,7 +181,7 @@ async def history(
     return ServiceChatHistory(messages=messages, thread_id=body.thread_id)
 
 
-@router.post("/feedback", responses=error_responses(400, 401, 404))
+@router.post("/feedback", responses=error_responses(401, 404))
 async def feedback(body: Feedback, state: State, user: User) -> FeedbackResponse:
     """Record feedback on one of the caller's runs."""
     await state.store.add_feedback(body.run_id, user, body.key, body.score, body.kwargs)

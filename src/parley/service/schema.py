@@ -43,13 +43,12 @@ RunStatusName = Literal[
 
 
 class ErrorDetail(BaseModel):
-    """An error answer (400, 401, 404, 409, 502, 503): what went wrong, in words."""
+    """An error answer (401, 404, 409, 502, 503): what went wrong, in words."""
 
     detail: str
 
 
 _ERRORS = {
-    400: "The body is not JSON text (not UTF-8).",
     401: "Missing, unknown or revoked credentials (when auth is on).",
     404: "An unknown agent, thread, run or interrupt, or one of another user's.",
     409: "The thread is busy with another run, or the interrupt was answered already.",
