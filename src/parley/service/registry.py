@@ -137,7 +137,12 @@ class AgentRegistry:
 
     @default.setter
     def default(self, key: str) -> None:
-        self.get(key)
+        # A configuration mistake (settings, an agents file), not a request's 404.
+        if key not in self._entries:
+            known = ", ".join(self._entries) or "(none)"
+            raise ConfigurationError(
+                f"the default agent {key!r} is not registered; agents: {known}"
+            )
         self._default = key
 
     def get(self, key: str) -> AgentEntry:

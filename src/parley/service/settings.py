@@ -81,6 +81,13 @@ class ServiceSettings(BaseSettings):
     )
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
 
+    @field_validator("auth_secret", mode="before")
+    @classmethod
+    def _empty_secret_is_none(cls, value: object) -> object:
+        # `AUTH_SECRET=` left empty in a .env means no secret, as in the toolkit; kept, it
+        # would turn auth on with a secret no request can send (and lift the loopback bind).
+        return None if value == "" else value
+
     @field_validator("database_url")
     @classmethod
     def _known_database(cls, url: str) -> str:
