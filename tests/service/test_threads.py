@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -15,6 +16,7 @@ from sqlalchemy import update
 from parley.agents import Agent
 from parley.messages import Msg
 from parley.models.testing import ScriptedModel
+from parley.service.store import ThreadRecord
 from parley.service.store.tables import threads
 from tests.service._support import frames, run_records, wait_for, wait_for_run
 from tests.service.conftest import MakeService, Service
@@ -251,6 +253,62 @@ async def test_a_thread_with_a_run_going_cannot_be_deleted(service: MakeService)
     assert (await svc.client.delete("/threads/busy")).status_code == 204
 
 
+async def test_a_thread_is_not_deleted_while_a_run_takes_it(service: MakeService) -> None:
+    svc = await _service(service, api_keys=True)
+    alice, _ = await svc.state.store.create_api_key("alice")
+    bob, _ = await svc.state.store.create_api_key("bob")
+    as_alice = {"Authorization": f"Bearer {alice}"}
+    as_bob = {"Authorization": f"Bearer {bob}"}
+    made = await svc.client.post(
+        "/invoke", json={"message": "hi", "thread_id": "t"}, headers=as_alice
+    )
+    assert made.status_code == 200
+    # A run holds the thread's lock before it is recorded as running (while it starts).
+    lease = await svc.state.locks.acquire("t", 1)
+    try:
+        refused = await svc.client.delete("/threads/t", headers=as_alice)
+        assert refused.status_code == 409
+        # Another user learns nothing from a busy thread either.
+        assert (await svc.client.delete("/threads/t", headers=as_bob)).status_code == 404
+    finally:
+        await lease.release()
+    assert (await svc.client.delete("/threads/t", headers=as_alice)).status_code == 204
+
+
+async def test_a_message_waiting_on_a_thread_deleted_meanwhile_starts_it_again(
+    service: MakeService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    svc = await _service(service)
+    store = svc.state.store
+    await _new_thread(svc, "old question", "t")
+    checked = asyncio.Event()
+    ensure_thread = store.ensure_thread
+
+    async def ensure_and_tell(*args: Any, **kwargs: Any) -> ThreadRecord:
+        found = await ensure_thread(*args, **kwargs)
+        checked.set()  # the request goes on to wait for the thread's lock
+        return found
+
+    monkeypatch.setattr(store, "ensure_thread", ensure_and_tell)
+    lease = await svc.state.locks.acquire("t", 1)  # a run is on the thread
+    waiting = asyncio.create_task(
+        svc.client.post("/invoke", json={"message": "new question", "thread_id": "t"})
+    )
+    async with asyncio.timeout(5):
+        await checked.wait()
+    assert not waiting.done()
+    assert await store.delete_thread("t", "local")  # gone before the message got the lock
+    await lease.release()
+
+    answer = await waiting
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["content"] == "echo: new question"
+    stored = [m.text for m, _ in await svc.state.store.get_messages("t")]
+    assert stored == ["new question", "echo: new question"]
+    detail = (await svc.client.get("/threads/t")).json()
+    assert detail["title"] == "new question"
+
+
 # -- thread ids --------------------------------------------------------------------------------
 
 
@@ -287,7 +345,18 @@ async def test_a_new_thread_gets_a_uuid(service: MakeService) -> None:
 
 @pytest.mark.parametrize(
     "bad",
-    ["", "x" * 129, "line\nbreak", "tab\tinside", "nul\x00", " padded", "padded ", "日本", "ü"],
+    [
+        "",
+        "x" * 129,
+        "line\nbreak",
+        "tab\tinside",
+        "bell\x07",
+        "del\x7f",
+        " padded",
+        "padded ",
+        "日本",
+        "ü",
+    ],
 )
 @pytest.mark.parametrize("path", ["/invoke", "/stream", "/helper/invoke"])
 async def test_bad_thread_ids_are_422(service: MakeService, bad: str, path: str) -> None:
@@ -299,6 +368,13 @@ async def test_bad_thread_ids_are_422(service: MakeService, bad: str, path: str)
     assert isinstance(error["msg"], str)
     assert await svc.state.store.list_threads("local") == []
     assert svc.state.runs.active == {}
+
+
+async def test_a_nul_in_a_thread_id_is_422(service: MakeService) -> None:
+    svc = await _service(service)
+    response = await svc.client.post("/invoke", json={"message": "hi", "thread_id": "nul\x00"})
+    assert response.status_code == 422  # refused as JSON no database can store
+    assert await svc.state.store.list_threads("local") == []
 
 
 async def test_history_of_an_id_no_thread_can_have_is_empty(service: MakeService) -> None:

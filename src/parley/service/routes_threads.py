@@ -148,13 +148,22 @@ def _run_of(rows: list[tuple[Msg, str | None]], message_id: str) -> str:
 )
 async def delete_thread(thread_id: str, state: State, user: User) -> Response:
     """Delete a thread with its messages, runs and feedback (not while a run is on it)."""
-    thread = await _own_thread(state, thread_id, user)
-    if thread.status == "running":
-        raise ConflictError(
-            f"thread {thread_id!r} has a run going; cancel it first", status_code=409
-        )
-    if not await state.store.delete_thread(thread_id, user):
-        raise NotFoundError(f"thread {thread_id!r} not found", status_code=404)
+    await _own_thread(state, thread_id, user)  # first: another's thread is 404, never 409
+    busy = ConflictError(f"thread {thread_id!r} has a run going; cancel it first", status_code=409)
+    # Under the thread's lock, as a run holds it: no run starts (stores its first message)
+    # while the thread goes, nor between the status read here and the delete.
+    try:
+        lease = await state.locks.acquire(thread_id, 0)
+    except ConflictError:
+        raise busy from None
+    try:
+        thread = await _own_thread(state, thread_id, user)
+        if thread.status == "running":  # a dead process's run: cancelling it ends it
+            raise busy
+        if not await state.store.delete_thread(thread_id, user):
+            raise NotFoundError(f"thread {thread_id!r} not found", status_code=404)
+    finally:
+        await lease.release()
     return Response(status_code=204)
 
 

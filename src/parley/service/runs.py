@@ -123,6 +123,8 @@ class RunManager:
         await self.store.ensure_thread(thread_id, user_id, agent_key)
         lease = await self.locks.acquire(thread_id, self.busy_timeout)
         try:
+            # Again under the lock: the thread may have been deleted while this waited.
+            await self.store.ensure_thread(thread_id, user_id, agent_key)
             run = await self._prepare(agent, user_id, thread_id, message, resume)
             await self.store.start_run(
                 run.run_id, thread_id, user_id, agent_key, str(agent.model.model)
