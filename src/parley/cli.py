@@ -313,7 +313,26 @@ def _parser() -> argparse.ArgumentParser:
     models_cmd = commands.add_parser("models", help="list model cards")
     models_cmd.add_argument("provider", nargs="?", help="only this provider")
     models_cmd.set_defaults(run=models)
+    _add_service_commands(commands)
     return parser
+
+
+def _add_service_commands(commands: Any) -> None:
+    """`serve` and `keys`, when the service extra is installed (they say so otherwise)."""
+    try:
+        from parley.service.cli import add_commands  # noqa: PLC0415
+    except ImportError as exc:
+        missing = str(exc)
+        for name in ("serve", "keys"):
+            stub = commands.add_parser(name, help=f"needs the service extra ({missing})")
+            stub.set_defaults(run=lambda _args: _missing_service(missing))
+        return
+    add_commands(commands)
+
+
+def _missing_service(reason: str) -> int:
+    print(f"parley: {reason}", file=sys.stderr)
+    return 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
