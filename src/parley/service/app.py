@@ -8,14 +8,13 @@ app = create_app(ServiceSettings(database_url=...), agents=[my_agent])
 
 Errors are JSON `{"detail": ...}`: parley's `ServiceError`s with their status, a usage
 mistake as 422, and anything unexpected as a bare 500 (logged here, never a stack trace in
-the answer).
+the answer). On `/v1/...` the same answers come in OpenAI's error shape (`openai_compat`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 from collections.abc import AsyncIterator, Iterable
 from importlib import resources
@@ -30,7 +29,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from parley.agents import Agent
 from parley.errors import ParleyError, ServiceError, UserError
 from parley.models.spec import model_from_spec
-from parley.service import routes_threads, routes_toolkit
+from parley.service import openai_compat, routes_threads, routes_toolkit
 from parley.service.registry import AgentRegistry, builtin_agent
 from parley.service.runs import RunManager
 from parley.service.settings import ServiceSettings
@@ -126,19 +125,12 @@ def create_app(
         )
     app.include_router(routes_toolkit.router)
     app.include_router(routes_threads.router)
-    _add_openai_routes(app)
+    app.include_router(openai_compat.router)
+    openai_compat.add_error_handlers(app)  # after ours: it reshapes their answers on /v1
     # The page's files only where no API route matches the path: `PUT /invoke` is the route's
     # 405 (`Allow: POST`), not the file server's (`Allow: GET, HEAD`, as a mount at / answered).
     app.frontend("/", directory=_static_dir(), fallback=None)
     return app
-
-
-def _add_openai_routes(app: FastAPI) -> None:
-    try:
-        module = importlib.import_module("parley.service.openai_compat")
-    except ModuleNotFoundError:  # not written yet in this build
-        return
-    app.include_router(module.router)
 
 
 async def _warm_up(registry: AgentRegistry) -> None:

@@ -111,8 +111,14 @@ class RunManager:
         thread_id: str,
         message: Msg | None = None,
         resume: tuple[str, bool | Mapping[str, bool]] | None = None,
+        history: Sequence[Msg] = (),
     ) -> RunHandle:
         """Start a run of `agent` on the thread: a new `message`, or an approval's answer.
+
+        `history` is the conversation before `message`, for a client that sends all of it
+        (OpenAI's API): stored first when the thread holds no messages yet, ignored when it
+        does (the stored thread is the truth). Checked under the thread's lock, so two
+        requests seeding one new thread store it once.
 
         Raises:
             NotFoundError: The thread or interrupt is another user's (or unknown, to resume).
@@ -125,7 +131,7 @@ class RunManager:
         try:
             # Again under the lock: the thread may have been deleted while this waited.
             await self.store.ensure_thread(thread_id, user_id, agent_key)
-            run = await self._prepare(agent, user_id, thread_id, message, resume)
+            run = await self._prepare(agent, user_id, thread_id, message, resume, history)
             await self.store.start_run(
                 run.run_id, thread_id, user_id, agent_key, str(agent.model.model)
             )
@@ -145,11 +151,15 @@ class RunManager:
         thread_id: str,
         message: Msg | None,
         resume: tuple[str, bool | Mapping[str, bool]] | None,
+        seed: Sequence[Msg],
     ) -> AgentRun:
         # Whoever holds the lock is the thread's only runner: a run still marked running
         # belongs to a process that died.
         await self.store.interrupt_stale_runs(thread_id)
         history = [msg for msg, _ in await self.store.get_messages(thread_id)]
+        if seed and not history:
+            await self.store.add_messages(thread_id, seed, None)  # no run wrote them
+            history = list(seed)
         memory = ThreadMemory(self.store, thread_id, history)
         if resume is None:
             await self.store.expire_approvals(thread_id)  # the conversation goes past them
