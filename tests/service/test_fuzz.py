@@ -20,6 +20,7 @@ NUL in a path and a cursor out of the database's range.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from collections.abc import Iterator
@@ -312,3 +313,16 @@ async def test_ids_no_database_can_hold(
     if status == 404:
         assert "not found" in response.json()["detail"]
     assert json.loads(response.text)  # JSON, whatever the status
+
+
+async def test_requests_that_make_one_new_thread_together(
+    service: MakeService, database_url: str
+) -> None:
+    # On PostgreSQL both could find no thread and both insert it: the second was a 500 (found
+    # by benchmarks/service.py, 64 clients on one thread). Now they take turns on it.
+    app = await answering_service(service, database_url=database_url)
+    body = {"message": "hi", "thread_id": "one-new-thread"}
+    answers = await asyncio.gather(*(app.client.post("/invoke", json=body) for _ in range(12)))
+    assert [a.status_code for a in answers] == [200] * 12, [a.text for a in answers]
+    history = await app.client.post("/history", json={"thread_id": "one-new-thread"})
+    assert len(history.json()["messages"]) == 24

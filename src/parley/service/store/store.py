@@ -26,6 +26,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Connection, and_, delete, event, func, insert, or_, select, text, update
 from sqlalchemy.engine import Row
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from parley.agents.approval import PendingApproval
@@ -228,22 +229,27 @@ class Store:
         if found is not None:
             return found
         now = utcnow()
-        async with self._writing() as conn:
-            owner = (
-                await conn.execute(select(threads.c.user_id).where(threads.c.id == thread_id))
-            ).scalar_one_or_none()
-            if owner is None:
-                await conn.execute(
-                    insert(threads).values(
-                        id=thread_id,
-                        user_id=user_id,
-                        agent=agent,
-                        title="",
-                        created_at=now,
-                        updated_at=now,
+        owner_of = select(threads.c.user_id).where(threads.c.id == thread_id)
+        try:
+            async with self._writing() as conn:
+                owner = (await conn.execute(owner_of)).scalar_one_or_none()
+                if owner is None:
+                    await conn.execute(
+                        insert(threads).values(
+                            id=thread_id,
+                            user_id=user_id,
+                            agent=agent,
+                            title="",
+                            created_at=now,
+                            updated_at=now,
+                        )
                     )
-                )
-                return ThreadRecord(thread_id, user_id, agent, "", now, now)
+                    return ThreadRecord(thread_id, user_id, agent, "", now, now)
+        except IntegrityError:
+            # PostgreSQL: another request inserted it after our read (SQLite's writes take
+            # turns, so there the read sees it). It exists now: whose is it?
+            async with self.engine.connect() as conn:
+                owner = (await conn.execute(owner_of)).scalar_one_or_none()
         if owner != user_id:
             raise NotFoundError(f"thread {thread_id!r} not found", status_code=404)
         # Another request made it between our read and our write: read it again.
