@@ -197,10 +197,12 @@ async def test_body_that_is_not_json_is_refused_clearly(service: MakeService) ->
     response = await svc.client.post("/invoke", content=b"{not json", headers=headers)
     assert response.status_code == 422
     assert response.json()["detail"][0]["type"] == "json_invalid"
-    # Bytes that are not even text: FastAPI's 400, still JSON with a reason.
+    # Bytes that are not even UTF-8 text: the same 422, with the reason.
     response = await svc.client.post("/invoke", content=b"\xff\xfe{", headers=headers)
-    assert response.status_code == 400
-    assert response.json()["detail"]
+    assert response.status_code == 422
+    [error] = response.json()["detail"]
+    assert error["type"] == "json_invalid"
+    assert "utf-8" in error["ctx"]["error"]
 
 
 async def test_history_reads_the_thread_back(service: MakeService) -> None:
