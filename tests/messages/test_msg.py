@@ -56,6 +56,8 @@ def test_constructors_set_roles_and_wrap_strings() -> None:
     user = Msg.user("look", image, name="ann")
     assert (user.role, user.name, user.content) == ("user", "ann", [TextBlock(text="look"), image])
     assert Msg.system("be brief").role == "system"
+    named = Msg.system("be brief", name="moderator")  # a name went through **fields twice
+    assert (named.role, named.name, named.text) == ("system", "moderator", "be brief")
     assistant = Msg.assistant("checking", call())
     assert assistant.role == "assistant"
     assert assistant.tool_calls == [call()]

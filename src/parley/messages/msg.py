@@ -135,9 +135,9 @@ class Msg(DictLikeModel):
         return cls._make("assistant", content, name, fields)
 
     @classmethod
-    def system(cls, *content: str | TextBlock, **fields: Any) -> Self:
+    def system(cls, *content: str | TextBlock, name: str | None = None, **fields: Any) -> Self:
         """A system message (the instructions)."""
-        return cls._make("system", content, None, fields)
+        return cls._make("system", content, name, fields)
 
     @classmethod
     def tool_result(
