@@ -408,6 +408,28 @@ def test_feedback_is_recorded(serve: Serve, page: Page) -> None:
     assert live.wait_run(run_id)["status"] == "completed"
 
 
+def test_an_earlier_answer_takes_feedback_when_its_thread_is_reopened(
+    serve: Serve, page: Page
+) -> None:
+    live = serve(agent("helper", "Forty-two."))
+    open_page(page, live)
+    ask(page, "The answer?")
+    wait_idle(page)
+    run_id = page.get_by_test_id("assistant-message").get_attribute("data-run-id")
+    assert run_id
+
+    page.reload()  # the thread is read back from GET /threads/{id}, not from the page's memory
+    expect(page.locator("#app")).to_have_attribute("data-ready", "true")
+    page.get_by_test_id("thread-open").first.click()
+    reply = page.get_by_test_id("assistant-message")
+    expect(reply.get_by_test_id("assistant-text")).to_have_text("Forty-two.")
+    expect(reply).to_have_attribute("data-run-id", run_id)
+    with page.expect_response("**/feedback") as sent:
+        reply.get_by_test_id("feedback-down").click()
+    assert sent.value.status == 200
+    assert [f["score"] for f in live.stored_feedback(run_id)] == [0]
+
+
 def test_threads_are_listed_switched_and_deleted(serve: Serve, page: Page) -> None:
     alpha = agent("alpha", "Alpha answers one.")
     beta = agent("beta", "Beta answers two.")

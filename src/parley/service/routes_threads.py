@@ -109,7 +109,12 @@ async def _own_thread(state: ServiceState, thread_id: str, user: str) -> ThreadR
 
 
 # `:path`: a client-chosen thread id may hold a `/` (sent as `%2F`, which arrives decoded).
-@router.get("/threads/{thread_id:path}", tags=["threads"], responses=_FOUND)
+@router.get(
+    "/threads/{thread_id:path}",
+    tags=["threads"],
+    responses=_FOUND,
+    response_model_exclude_none=True,  # Msg JSON leaves unset fields out, as Msg dumps do
+)
 async def get_thread(thread_id: str, state: State, user: User, response: Response) -> ThreadDetail:
     """A thread with its messages (parley `Msg` JSON) and its unanswered interrupts."""
     thread = await _own_thread(state, thread_id, user)
@@ -129,7 +134,10 @@ async def get_thread(thread_id: str, state: State, user: User, response: Respons
         for p in pending
     ]
     return ThreadDetail(
-        **_info(thread).model_dump(), messages=[m for m, _ in rows], pending=interrupts
+        **_info(thread).model_dump(),
+        messages=[m for m, _ in rows],
+        run_ids=[run_id for _, run_id in rows],
+        pending=interrupts,
     )
 
 

@@ -132,9 +132,14 @@ class ThreadList(BaseModel):
 
 
 class ThreadDetail(ThreadInfo):
-    """A thread with its messages (parley's `Msg` JSON) and unanswered interrupts."""
+    """A thread with its messages (parley's `Msg` JSON) and unanswered interrupts.
+
+    `run_ids[i]` is the run that added `messages[i]` (None for messages no run wrote, such
+    as the history an OpenAI-style request brings), for feedback on an earlier answer.
+    """
 
     messages: list[Msg]
+    run_ids: list[str | None]
     pending: list[Interrupt]
 
 

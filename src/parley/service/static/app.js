@@ -1105,8 +1105,9 @@ function renderHistory(detail) {
   clearMessages();
   let turn = null;
   const msgs = detail.messages || [];
-  for (const msg of msgs) {
-    if (msg.role === "system") continue;
+  const runIds = detail.run_ids || [];
+  msgs.forEach((msg, index) => {
+    if (msg.role === "system") return;
     if (msg.role === "user") {
       if (turn) finishHistoryTurn(turn);
       turn = null;
@@ -1114,14 +1115,15 @@ function renderHistory(detail) {
         .map((b) => (b.type === "text" ? b.text : `[${b.type}]`))
         .join("\n");
       appendToLog(userBubble(text));
-      continue;
+      return;
     }
     if (!turn) {
       turn = new Turn(msg.name || detail.agent);
       appendToLog(turn.node);
     }
+    if (runIds[index]) turn.setRun(runIds[index]);
     turn.completed(msg);
-  }
+  });
   for (const pending of detail.pending || []) {
     if (!turn) {
       turn = new Turn(detail.agent);
