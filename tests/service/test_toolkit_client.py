@@ -10,7 +10,8 @@ client's rules as that client applies them (src/client/client.py upstream):
   default, `gpt-4o-mini` or `fake`) to `/{agent}/invoke` and validates a `ChatMessage`;
 - `stream` posts `StreamInput` to `/{agent}/stream` and reads lines: a blank line is skipped;
   any other line is parsed; `data: [DONE]`, a line that is not `data: ...`, or a frame type
-  other than `token`, `message` and `error` ends its reading; `error` raises;
+  other than `token`, `message` and `error` ends its reading; `error` raises (older
+  versions) or becomes an `ai` message "Error: ..." (newer ones);
 - `get_history` posts `ChatHistoryInput` to `/history` and validates `ChatHistory`;
 - `acreate_feedback` posts `Feedback` to `/feedback`.
 """
@@ -40,8 +41,13 @@ from parley.service import ServiceSettings, create_app
 from tests.service._live import running
 from tests.service.test_toolkit_api import add
 
-# AllModelEnum's values in the toolkit's schema/models.py.
+# AllModelEnum's values in the toolkit's schema/models.py, older and newer versions together
+# (newer ones added deepseek-chat and ollama and moved groq's 70b to llama 3.3): a name the
+# service sends must be known to both, which the test below checks with KNOWN_TO_ALL.
 ToolkitModel = Literal[
+    "deepseek-chat",
+    "ollama",
+    "groq-llama-3.3-70b",
     "gpt-4o-mini",
     "gpt-4o",
     "claude-3-haiku",
@@ -54,6 +60,9 @@ ToolkitModel = Literal[
     "bedrock-3.5-haiku",
     "fake",
 ]
+
+
+KNOWN_TO_ALL = {"gpt-4o-mini", "gpt-4o", "fake"}  # in every version of AllModelEnum
 
 
 class StrictServiceMetadata(BaseModel):
@@ -153,6 +162,7 @@ def test_the_toolkit_client_works_unchanged(live: tuple[str, ScriptedModel]) -> 
     live_url, model = live
     client = ToolkitClient(live_url, secret="toolkit-secret")
     assert client.agent == "research-assistant"
+    assert set(client.info.models) <= KNOWN_TO_ALL
 
     answer = client.invoke("Hi!", thread_id="toolkit-thread")
     assert (answer.type, answer.content) == ("ai", "Hello from parley.")
