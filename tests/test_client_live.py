@@ -32,34 +32,13 @@ from parley.errors import (
 )
 from parley.models.testing import ScriptedModel, Step
 from parley.service import ServiceSettings, create_app
-from parley.tools import tool
+from tests.sample_tools import add, send_email
 from tests.service._live import running
 
 pytestmark = pytest.mark.timeout(120)
 
 CALL_ADD = ScriptedModel.tool_call("add", {"a": 1, "b": 2}, call_id="call_add")
 CALL_SEND = ScriptedModel.tool_call("send_email", {"to": "ada@example.org"}, call_id="call_send")
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two numbers.
-
-    Args:
-        a: The first.
-        b: The second.
-    """
-    return a + b
-
-
-@tool(requires_approval=True)
-def send_email(to: str) -> str:
-    """Send an email.
-
-    Args:
-        to: The address.
-    """
-    return f"sent to {to}"
 
 
 MakeApp = Callable[..., tuple[FastAPI, ScriptedModel]]

@@ -27,19 +27,9 @@ from parley.models import ChatResponse, ChatUsage
 from parley.models.structured import STRUCTURED_TOOL
 from parley.models.testing import ScriptedModel
 from parley.tools import Toolkit, tool
+from tests.sample_tools import add
 
 # -- tools used below ------------------------------------------------------------------------------
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two numbers.
-
-    Args:
-        a: The first.
-        b: The second.
-    """
-    return a + b
 
 
 @tool

@@ -27,32 +27,11 @@ from parley.models.base import ChatRequest
 from parley.models.testing import ScriptedModel, Step
 from parley.service import ServiceSettings, create_app
 from parley.service.store import Store
-from parley.tools import tool
+from tests.sample_tools import add, send_email
 from tests.service._live import running
 from tests.service.conftest import MakeService
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two numbers.
-
-    Args:
-        a: The first.
-        b: The second.
-    """
-    return a + b
-
-
-@tool(requires_approval=True)
-def send_email(to: str) -> str:
-    """Send an email.
-
-    Args:
-        to: The address.
-    """
-    return f"sent to {to}"
 
 
 PIXEL = (

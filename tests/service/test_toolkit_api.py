@@ -12,19 +12,8 @@ from parley.agents import Agent
 from parley.compat.service_toolkit import ChatHistory, ChatMessage, ServiceMetadata
 from parley.messages import Msg
 from parley.models.testing import ScriptedModel
-from parley.tools import tool
+from tests.sample_tools import add
 from tests.service.conftest import MakeService
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two numbers.
-
-    Args:
-        a: The first number.
-        b: The second number.
-    """
-    return a + b
 
 
 def calc_agent(*steps: Any, name: str = "calc") -> Agent:

@@ -38,8 +38,8 @@ from parley.compat.service_toolkit import (
 )
 from parley.models.testing import ScriptedModel
 from parley.service import ServiceSettings, create_app
+from tests.sample_tools import add
 from tests.service._live import running
-from tests.service.test_toolkit_api import add
 
 # AllModelEnum's values in the toolkit's schema/models.py, older and newer versions together
 # (newer ones added deepseek-chat and ollama and moved groq's 70b to llama 3.3): a name the
