@@ -244,6 +244,71 @@ async def test_a_cancel_flag_in_the_store_stops_the_run(service: MakeService) ->
     assert stored[-1].text == answer.json()["content"]
 
 
+async def test_cancel_stops_a_tool_that_is_running(service: MakeService) -> None:
+    started = asyncio.Event()
+
+    @tool
+    async def wait_a_minute() -> str:
+        """Take a long time."""
+        started.set()
+        await asyncio.sleep(60)
+        return "done"
+
+    model = ScriptedModel([ScriptedModel.tool_call("wait_a_minute", {}, "call_w"), "ok"])
+    svc = await service(Agent("helper", model, tools=[wait_a_minute]))
+    invoke = asyncio.create_task(
+        svc.client.post("/invoke", json={"message": "go", "thread_id": "t"})
+    )
+    handle = await wait_for_run(svc.state)
+    async with asyncio.timeout(5):
+        await started.wait()
+
+    begun = time.monotonic()
+    cancelled = await svc.client.post(f"/runs/{handle.run_id}/cancel")
+    assert cancelled.json()["status"] == "interrupted"
+    assert time.monotonic() - begun < 2
+    assert (await invoke).status_code == 200
+    stored = [m for m, _ in await svc.state.store.get_messages("t")]
+    assert [m.role for m in stored] == ["user", "assistant"]  # the call has no result yet
+
+    # The conversation goes on: the call is answered as never run.
+    again = await svc.client.post("/invoke", json={"message": "and?", "thread_id": "t"})
+    assert again.json()["content"] == "ok"
+    tool_msg = model.requests[1].messages[2]
+    assert [(r.tool_call_id, r.output) for r in tool_msg.tool_results] == [("call_w", NOT_RUN)]
+
+
+async def test_shutting_down_interrupts_the_runs_and_records_them(sqlite_url: str) -> None:
+    model = _slow(_long(), delay=0.01)
+    app = create_app(ServiceSettings(database_url=sqlite_url), agents=[Agent("helper", model)])
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        async with app.router.lifespan_context(app):
+            invoke = asyncio.create_task(
+                client.post("/invoke", json={"message": "talk", "thread_id": "t"})
+            )
+            handle = await wait_for_run(app.state.parley)
+            await wait_for(lambda: model.requests, "the model to be called")
+            await asyncio.sleep(0.05)  # a few characters streamed
+            assert not handle.done.is_set()
+        # The service stopped with the run still going: the run stopped first, and said so.
+        assert handle.done.is_set()
+        answer = await invoke
+    assert answer.status_code == 200
+
+    store = await Store.open(sqlite_url)
+    try:
+        record = await store.get_run(handle.run_id, "local")
+        stored = [m for m, _ in await store.get_messages("t")]
+    finally:
+        await store.close()
+    assert record is not None
+    assert record.status == "interrupted"
+    assert record.ended_at is not None
+    assert stored[-1].metadata["interrupted"] is True
+    assert stored[-1].text == answer.json()["content"]
+
+
 # -- a client that goes away -------------------------------------------------------------------
 
 
