@@ -63,7 +63,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Header, Request, Response
 from fastapi.exceptions import RequestValidationError, WebSocketRequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from parley.agents.events import AgentEvent, MessageCompleted, RunEnded, RunError, TextDelta
@@ -111,7 +111,13 @@ from parley.service.openai_schema import (
 )
 from parley.service.runs import RunHandle
 from parley.service.sse import DONE, frame
-from parley.service.state import ServiceState, get_state, new_thread_id, run_headers
+from parley.service.state import (
+    ServiceState,
+    get_state,
+    new_thread_id,
+    run_headers,
+    run_stream_response,
+)
 from parley.service.strict import StrictRoute
 
 __all__ = ["OpenAIError", "add_error_handlers", "request_messages", "router"]
@@ -451,15 +457,7 @@ async def _whole(handle: RunHandle, completion: _Completion) -> JSONResponse:
 
 
 def _stream(handle: RunHandle, completion: _Completion, *, include_usage: bool) -> Response:
-    async def body() -> AsyncIterator[str]:
-        try:
-            async for text in _chunks(handle, completion, include_usage=include_usage):
-                yield text
-        finally:
-            handle.cancel()  # nothing when the run ended; else the client left mid-way
-
-    headers = run_headers(handle) | {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-    return StreamingResponse(body(), media_type="text/event-stream", headers=headers)
+    return run_stream_response(handle, _chunks(handle, completion, include_usage=include_usage))
 
 
 async def _chunks(

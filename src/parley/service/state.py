@@ -28,6 +28,7 @@ __all__ = [
     "is_thread_id",
     "new_thread_id",
     "run_headers",
+    "run_stream_response",
     "sse_response",
 ]
 
@@ -121,17 +122,23 @@ async def collect(handle: RunHandle) -> tuple[RunEnded, str | None]:
 
 
 def sse_response(handle: RunHandle, *, mode: EventsMode, stream_tokens: bool) -> StreamingResponse:
-    """Stream a run's frames; a client going away stops the run (it keeps what it wrote)."""
+    """Stream a run's frames (the toolkit's or parley's); see `run_stream_response`."""
+    frames = stream_frames(
+        handle.events(),
+        thread_id=handle.thread_id,
+        run_id=handle.run_id,
+        mode=mode,
+        stream_tokens=stream_tokens,
+    )
+    return run_stream_response(handle, frames)
+
+
+def run_stream_response(handle: RunHandle, frames: AsyncIterator[str]) -> StreamingResponse:
+    """Send a run's SSE `frames`; a client going away stops the run (it keeps what it wrote)."""
 
     async def body() -> AsyncIterator[str]:
         try:
-            async for text in stream_frames(
-                handle.events(),
-                thread_id=handle.thread_id,
-                run_id=handle.run_id,
-                mode=mode,
-                stream_tokens=stream_tokens,
-            ):
+            async for text in frames:
                 yield text
         finally:
             handle.cancel()  # nothing when the run ended; else the reader left mid-way
