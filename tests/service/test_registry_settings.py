@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import sys
 import textwrap
+import threading
+import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -246,6 +249,45 @@ def test_a_factory_is_called_once_on_first_use() -> None:
     assert calls == ["made"]
     assert entry.agent is agent
     assert registry.get("research").agent is agent
+    assert calls == ["made"]
+
+
+def test_threads_asking_at_once_build_the_agent_once() -> None:
+    calls: list[str] = []
+    gate = threading.Barrier(8)
+
+    def make() -> Agent:
+        calls.append("made")
+        time.sleep(0.05)  # slow, as loading a model is: the others ask meanwhile
+        return _agent("research")
+
+    entry = AgentRegistry().register(make, key="research")
+
+    def ask() -> Agent:
+        gate.wait(5)
+        return entry.agent
+
+    with ThreadPoolExecutor(8) as pool:
+        built = list(pool.map(lambda _: ask(), range(8)))
+    assert calls == ["made"]
+    assert all(agent is built[0] for agent in built)
+
+
+async def test_the_warm_up_and_the_first_request_build_the_agent_once(
+    service: MakeService,
+) -> None:
+    calls: list[str] = []
+
+    def make() -> Agent:
+        calls.append("made")
+        time.sleep(0.2)
+        return _agent("slow-start", "hello")
+
+    registry = AgentRegistry()
+    registry.register(make, key="slow-start")
+    svc = await service(registry=registry)  # its start-up builds the default agent (a thread)
+    answer = await svc.client.post("/invoke", json={"message": "hi"})
+    assert answer.json()["content"] == "hello"
     assert calls == ["made"]
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import threading
 import tomllib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -62,19 +63,26 @@ class AgentEntry:
     factory: AgentFactory
     _agent: Agent | None = field(default=None, repr=False)
     _variants: dict[str, Agent] = field(default_factory=dict, repr=False)
+    # The service's warm-up builds the default agent in a worker thread while the first
+    # requests may ask for it: without the lock each would call the factory (two models).
+    _building: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def agent(self) -> Agent:
-        """The agent, built on first use."""
+        """The agent, built on first use (once, whichever thread asks first)."""
         if self._agent is None:
-            built = self.factory()
-            if not isinstance(built, Agent):
-                raise ConfigurationError(
-                    f"the factory of agent {self.key!r} returned {type(built).__name__}, "
-                    "not an Agent"
-                )
-            self._agent = built
+            with self._building:
+                if self._agent is None:
+                    self._agent = self._build()
         return self._agent
+
+    def _build(self) -> Agent:
+        built = self.factory()
+        if not isinstance(built, Agent):
+            raise ConfigurationError(
+                f"the factory of agent {self.key!r} returned {type(built).__name__}, not an Agent"
+            )
+        return built
 
     def with_model(self, spec: str, build: Callable[[str], ChatModel]) -> Agent:
         """The agent on another model (`spec`), made once and kept."""
