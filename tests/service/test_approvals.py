@@ -6,6 +6,7 @@ shown on the thread, answered once (approve, deny, or per call), and expired by 
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -182,6 +183,24 @@ async def test_an_interrupt_is_answered_once(service: MakeService) -> None:
             assert again.status_code == 409
             assert "answered already" in again.json()["detail"]
     assert tools.ran == ["delete a.txt"]
+
+
+async def test_answers_sent_at_once_only_one_counts(service: MakeService) -> None:
+    svc, model, tools = await _setup(service, _delete(), "Deleted a.txt.")
+    interrupt = await _park(svc)
+    url = f"/approvals/{interrupt['interrupt_id']}"
+    answers = await asyncio.gather(
+        *(
+            svc.client.post(f"{url}/{path}", json={"approved": verdict})
+            for path in ("invoke", "stream")
+            for verdict in (True, False)
+        )
+    )
+    assert sorted(a.status_code for a in answers) == [200, 409, 409, 409]
+    assert len(tools.ran) <= 1
+    assert len(model.requests) == 2  # one resumed run asked the model again
+    roles = [m.role for m, _ in await svc.state.store.get_messages("t")]
+    assert roles == ["user", "assistant", "tool", "assistant"]
 
 
 async def test_unknown_interrupts_are_404(service: MakeService) -> None:
