@@ -453,3 +453,31 @@ async def test_the_threads_own_agent_answers_the_interrupt(service: MakeService)
     assert tools.ran == ["delete a.txt"]
     runs = await run_records(svc.state.store, "t")
     assert {r.agent for r in runs} == {"careful"}
+
+
+async def test_the_agent_that_parked_answers_on_a_thread_shared_by_agents(
+    service: MakeService,
+) -> None:
+    tools = Tools()
+    chatty_model = ScriptedModel(["Hi there."])
+    careful_model = ScriptedModel([_delete(), "Deleted."])
+    chatty = Agent("chatty", chatty_model)
+    careful = Agent("careful", careful_model, tools=tools.build())
+    svc = await service(chatty, careful)
+    # The thread starts with one agent and goes on with another (the toolkit's app lets a
+    # user switch agents in a conversation).
+    first = await svc.client.post("/chatty/invoke", json={"message": "hi", "thread_id": "t"})
+    assert first.status_code == 200
+    response = await svc.client.post(
+        "/careful/stream", json={"message": "delete a.txt", "thread_id": "t"}
+    )
+    interrupt_id = frames(response.text)[-2]["content"]["interrupt_id"]
+
+    answer = await svc.client.post(f"/approvals/{interrupt_id}/invoke", json={"approved": True})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["content"] == "Deleted."
+    assert tools.ran == ["delete a.txt"]
+    careful_model.assert_consumed()
+    assert len(chatty_model.requests) == 1
+    runs = await run_records(svc.state.store, "t")
+    assert [r.agent for r in runs] == ["chatty", "careful", "careful"]

@@ -225,7 +225,11 @@ async def _resume(
             ]
         ) from None
     thread = await _own_thread(state, thread_id, user)
-    entry = state.registry.get(thread.agent)
+    # The agent of the run that parked answers, not the thread's first: a conversation may
+    # switch agents between messages (the toolkit's app lets it).
+    rows = await state.store.get_messages(thread_id)
+    parked = await state.store.get_run(_run_of(rows, pending.message_id), user)
+    entry = state.registry.get(parked.agent if parked is not None else thread.agent)
     return await state.runs.start(
         entry.agent,
         agent_key=entry.key,
