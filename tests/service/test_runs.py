@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import signal
 import sys
 import textwrap
@@ -390,6 +391,35 @@ async def test_a_client_leaving_mid_stream_interrupts_the_run(sqlite_url: str) -
         nxt = await client.post("/invoke", json={"message": "again", "thread_id": "t"})
         assert nxt.status_code == 200
         assert nxt.json()["content"] == "next answer"
+
+
+# -- what streams carry -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("events", ["toolkit", "parley"])
+async def test_text_with_unicode_line_breaks_keeps_each_frame_on_one_line(
+    service: MakeService, events: str
+) -> None:
+    """httpx's `iter_lines` (the toolkit's client, parley's) splits at U+2028, U+2029, NEL."""
+    answer = "one\u2028two\u2029three\x85four\nfive\r\nsix\x0bseven \U0001f600"
+    svc = await service(Agent("helper", ScriptedModel([answer], chunk_size=7)))
+    body = {"message": "hi", "thread_id": "t", "events": events}
+    async with svc.client.stream("POST", "/stream", json=body) as response:
+        lines = [line async for line in response.aiter_lines()]
+    data = [line for line in lines if line]
+    assert all(line.startswith("data: ") for line in data), data
+    parsed = [json.loads(line[6:]) for line in data[:-1]]
+    assert data[-1] == "data: [DONE]"
+    if events == "toolkit":
+        streamed = "".join(f["content"] for f in parsed if f["type"] == "token")
+        final = [f["content"]["content"] for f in parsed if f["type"] == "message"]
+    else:
+        streamed = "".join(f["text"] for f in parsed if f["type"] == "text_delta")
+        final = [f["msg"]["content"][0]["text"] for f in parsed if f["type"] == "message_completed"]
+    assert streamed == answer
+    assert final == [answer]
+    stored = await svc.state.store.get_messages("t")
+    assert stored[-1][0].text == answer
 
 
 # -- a model that fails ------------------------------------------------------------------------

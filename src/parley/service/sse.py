@@ -30,9 +30,15 @@ DONE = "data: [DONE]\n\n"
 """The last frame of every stream."""
 
 
+# Line breaks to Python's `str.splitlines`, hence to httpx's `iter_lines` (the toolkit's
+# client, parley's): JSON leaves them raw, so a text holding one would split its frame.
+_LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
 def frame(data: Any) -> str:
-    """One SSE frame holding `data` as JSON."""
-    return f"data: {json.dumps(data, ensure_ascii=False, separators=(',', ':'))}\n\n"
+    """One SSE frame holding `data` as JSON, on one line for every line splitter."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":")).translate(_LINE_BREAKS)
+    return f"data: {text}\n\n"
 
 
 def chat_message_dicts(msg: Msg, *, run_id: str | None, thread_id: str) -> list[dict[str, Any]]:
