@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
-from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -16,7 +15,7 @@ from sqlalchemy import update
 from parley.agents import Agent
 from parley.messages import Msg
 from parley.models.testing import ScriptedModel
-from parley.service.store import ThreadRecord
+from parley.service.store.locks import Lease
 from parley.service.store.tables import threads
 from tests.service._support import frames, run_records, wait_for, wait_for_run
 from tests.service.conftest import MakeService, Service
@@ -279,23 +278,22 @@ async def test_a_message_waiting_on_a_thread_deleted_meanwhile_starts_it_again(
     service: MakeService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     svc = await _service(service)
-    store = svc.state.store
+    store, locks = svc.state.store, svc.state.locks
     await _new_thread(svc, "old question", "t")
-    checked = asyncio.Event()
-    ensure_thread = store.ensure_thread
+    lease = await locks.acquire("t", 1)  # a run is on the thread
+    waits = asyncio.Event()
+    acquire = locks.acquire
 
-    async def ensure_and_tell(*args: Any, **kwargs: Any) -> ThreadRecord:
-        found = await ensure_thread(*args, **kwargs)
-        checked.set()  # the request goes on to wait for the thread's lock
-        return found
+    async def tell_and_acquire(thread_id: str, timeout: float) -> Lease:
+        waits.set()  # the request checked the thread, and now waits for its lock
+        return await acquire(thread_id, timeout)
 
-    monkeypatch.setattr(store, "ensure_thread", ensure_and_tell)
-    lease = await svc.state.locks.acquire("t", 1)  # a run is on the thread
+    monkeypatch.setattr(locks, "acquire", tell_and_acquire)
     waiting = asyncio.create_task(
         svc.client.post("/invoke", json={"message": "new question", "thread_id": "t"})
     )
     async with asyncio.timeout(5):
-        await checked.wait()
+        await waits.wait()
     assert not waiting.done()
     assert await store.delete_thread("t", "local")  # gone before the message got the lock
     await lease.release()
