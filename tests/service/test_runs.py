@@ -12,6 +12,7 @@ import sys
 import textwrap
 import time
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -157,6 +158,40 @@ async def test_runs_on_different_threads_go_at_once(service: MakeService) -> Non
 
     await svc.client.post(f"/runs/{slow_handle.run_id}/cancel")
     assert (await slow_call).status_code == 200
+
+
+async def test_a_run_records_its_usage_and_how_it_ended(service: MakeService) -> None:
+    @tool
+    def lookup(query: str) -> str:
+        """Look something up.
+
+        Args:
+            query: What to look up.
+        """
+        return f"about {query}"
+
+    model = ScriptedModel(
+        ["It is about a.", ScriptedModel.tool_call("lookup", {"query": "b"}, "call_2")]
+    )
+    svc = await service(Agent("helper", model, tools=[lookup], max_iters=1))
+    done = await svc.client.post("/invoke", json={"message": "what is a?", "thread_id": "t"})
+    run = (await svc.client.get(f"/runs/{done.headers['X-Run-Id']}")).json()
+    assert run["status"] == "completed"
+    assert run["agent"] == "helper"
+    assert run["model"] == "scripted"
+    assert run["usage"]["input_tokens"] > 0
+    assert run["usage"]["output_tokens"] > 0
+    assert datetime.fromisoformat(run["started_at"]) <= datetime.fromisoformat(run["ended_at"])
+
+    # One model call per run: this one calls a tool, which runs, and the run stops there.
+    capped = await svc.client.post("/invoke", json={"message": "and b?", "thread_id": "t"})
+    assert capped.status_code == 200
+    body = capped.json()
+    assert [c["id"] for c in body["tool_calls"]] == ["call_2"]
+    run = (await svc.client.get(f"/runs/{capped.headers['X-Run-Id']}")).json()
+    assert run["status"] == "max_iters"
+    stored = [m for m, _ in await svc.state.store.get_messages("t")]
+    assert [m.role for m in stored][-3:] == ["user", "assistant", "tool"]  # nothing left open
 
 
 # -- cancelling --------------------------------------------------------------------------------
