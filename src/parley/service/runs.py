@@ -126,14 +126,19 @@ class RunManager:
                 answered already.
             UserError: A verdict names a call that does not wait.
         """
-        await self.store.ensure_thread(thread_id, user_id, agent_key)
+        await self.store.claim_thread(thread_id, user_id, agent_key)
         lease = await self.locks.acquire(thread_id, self.busy_timeout)
         try:
             # Again under the lock: the thread may have been deleted while this waited.
-            await self.store.ensure_thread(thread_id, user_id, agent_key)
+            await self.store.claim_thread(thread_id, user_id, agent_key)
             run = await self._prepare(agent, user_id, thread_id, message, resume, history)
-            await self.store.start_run(
-                run.run_id, thread_id, user_id, agent_key, str(agent.model.model)
+            await self.store.begin_run(
+                run.run_id,
+                thread_id,
+                user_id,
+                agent_key,
+                str(agent.model.model),
+                expire_approvals=resume is None,  # a new message goes past them
             )
         except BaseException:
             await lease.release()
@@ -153,16 +158,12 @@ class RunManager:
         resume: tuple[str, bool | Mapping[str, bool]] | None,
         seed: Sequence[Msg],
     ) -> AgentRun:
-        # Whoever holds the lock is the thread's only runner: a run still marked running
-        # belongs to a process that died.
-        await self.store.interrupt_stale_runs(thread_id)
         history = [msg for msg, _ in await self.store.get_messages(thread_id)]
         if seed and not history:
             await self.store.add_messages(thread_id, seed, None)  # no run wrote them
             history = list(seed)
         memory = ThreadMemory(self.store, thread_id, history)
         if resume is None:
-            await self.store.expire_approvals(thread_id)  # the conversation goes past them
             run = agent.stream(message, memory=memory)
         else:
             interrupt_id, approved = resume

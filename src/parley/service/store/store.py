@@ -24,10 +24,23 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Connection, and_, delete, event, func, insert, or_, select, text, update
+from sqlalchemy import (
+    Connection,
+    and_,
+    case,
+    delete,
+    event,
+    func,
+    insert,
+    or_,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.engine import Row
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.sql.dml import Update
 
 from parley.agents.approval import PendingApproval
 from parley.errors import ConflictError, NotFoundError
@@ -44,6 +57,8 @@ from parley.service.store.tables import (
 
 __all__ = ["ApiKeyRecord", "RunRecord", "Store", "ThreadRecord", "hash_key"]
 
+STALE_RUN_ERROR = "the process serving this run ended before the run did"
+"""The error of a run found `running` with no process left to finish it."""
 _MIGRATIONS = "parley.service.store:migrations"
 _TITLE_LENGTH = 80
 _KEY_PREFIX = "pk_"
@@ -219,6 +234,24 @@ class Store:
             status = await _thread_status(conn, thread_id)
         return _thread(row, status)
 
+    async def claim_thread(self, thread_id: str, user_id: str, agent: str) -> None:
+        """Make sure `thread_id` is the caller's thread, making it when it does not exist.
+
+        `ensure_thread` without reading the thread back: one query when it exists already
+        (the path of every message but a thread's first).
+
+        Raises:
+            NotFoundError: The id belongs to another user's thread.
+        """
+        async with self.engine.connect() as conn:
+            owner = (
+                await conn.execute(select(threads.c.user_id).where(threads.c.id == thread_id))
+            ).scalar_one_or_none()
+        if owner is None:
+            await self.ensure_thread(thread_id, user_id, agent)
+        elif owner != user_id:
+            raise NotFoundError(f"thread {thread_id!r} not found", status_code=404)
+
     async def ensure_thread(self, thread_id: str, user_id: str, agent: str) -> ThreadRecord:
         """The caller's thread `thread_id`, made now if it does not exist.
 
@@ -316,13 +349,12 @@ class Store:
             for m in msgs
         ]
         title = _title(msgs)
+        values: dict[str, Any] = {"updated_at": now}
+        if title:  # the first question names the thread; later ones leave the name alone
+            values["title"] = case((threads.c.title == "", title), else_=threads.c.title)
         async with self._writing() as conn:
             await conn.execute(insert(messages), rows)
-            values: dict[str, Any] = {"updated_at": now}
-            query = update(threads).where(threads.c.id == thread_id)
-            await conn.execute(query.values(**values))
-            if title:
-                await conn.execute(query.where(threads.c.title == "").values(title=title))
+            await conn.execute(update(threads).where(threads.c.id == thread_id).values(**values))
 
     async def get_messages(self, thread_id: str) -> list[tuple[Msg, str | None]]:
         """A thread's messages, oldest first, each with the run that added it."""
@@ -341,6 +373,41 @@ class Store:
             await conn.execute(delete(messages).where(messages.c.thread_id == thread_id))
 
     # -- runs ------------------------------------------------------------------------------------
+
+    async def begin_run(
+        self,
+        run_id: str,
+        thread_id: str,
+        user_id: str,
+        agent: str,
+        model: str,
+        *,
+        expire_approvals: bool,
+    ) -> None:
+        """Record a run as `running`, in one transaction with what a new run settles.
+
+        Call it holding the thread's lock. Runs still `running` on the thread belong to a
+        process that died (whoever holds the lock is the thread's only runner): they are
+        marked `interrupted`. With `expire_approvals` (a new message, not an approval's
+        answer), the thread's pending approvals expire: the conversation goes past them.
+        """
+        now = utcnow()
+        async with self._writing() as conn:
+            await conn.execute(_interrupt_running(thread_id, now))
+            if expire_approvals:
+                await conn.execute(_expire_pending(thread_id, now))
+            await conn.execute(
+                insert(runs).values(
+                    id=run_id,
+                    thread_id=thread_id,
+                    user_id=user_id,
+                    agent=agent,
+                    model=model,
+                    status="running",
+                    cancel_requested=False,
+                    started_at=now,
+                )
+            )
 
     async def start_run(
         self, run_id: str, thread_id: str, user_id: str, agent: str, model: str
@@ -408,15 +475,7 @@ class Store:
         that died mid-run.
         """
         async with self._writing() as conn:
-            result = await conn.execute(
-                update(runs)
-                .where(runs.c.thread_id == thread_id, runs.c.status == "running")
-                .values(
-                    status="interrupted",
-                    error="the process serving this run ended before the run did",
-                    ended_at=utcnow(),
-                )
-            )
+            result = await conn.execute(_interrupt_running(thread_id, utcnow()))
         return result.rowcount
 
     # -- approvals -------------------------------------------------------------------------------
@@ -471,11 +530,7 @@ class Store:
     async def expire_approvals(self, thread_id: str) -> None:
         """Drop a thread's pending approvals: a new message goes past them."""
         async with self._writing() as conn:
-            await conn.execute(
-                update(approvals)
-                .where(approvals.c.thread_id == thread_id, approvals.c.status == "pending")
-                .values(status="expired", answered_at=utcnow())
-            )
+            await conn.execute(_expire_pending(thread_id, utcnow()))
 
     async def pending_approvals(self, thread_id: str) -> list[PendingApproval]:
         """A thread's unanswered approvals, oldest first."""
@@ -601,4 +656,20 @@ def _run(row: Row[Any]) -> RunRecord:
         bool(row.cancel_requested),
         _utc(row.started_at),
         _utc(row.ended_at) if row.ended_at else None,
+    )
+
+
+def _interrupt_running(thread_id: str, now: datetime) -> Update:
+    return (
+        update(runs)
+        .where(runs.c.thread_id == thread_id, runs.c.status == "running")
+        .values(status="interrupted", error=STALE_RUN_ERROR, ended_at=now)
+    )
+
+
+def _expire_pending(thread_id: str, now: datetime) -> Update:
+    return (
+        update(approvals)
+        .where(approvals.c.thread_id == thread_id, approvals.c.status == "pending")
+        .values(status="expired", answered_at=now)
     )
