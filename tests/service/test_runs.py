@@ -40,9 +40,9 @@ def _echo(request: ChatRequest) -> str:
     return f"echo: {request.messages[-1].text}{PADDING}"
 
 
-def _slow(*steps: Any, delay: float = 0.005) -> ScriptedModel:
-    """A model streaming one character per `delay` seconds."""
-    return ScriptedModel(list(steps), chunk_size=1, chunk_delay=delay)
+def _slow(*steps: Any, delay: float = 0.005, size: int = 1) -> ScriptedModel:
+    """A model streaming `size` characters per `delay` seconds."""
+    return ScriptedModel(list(steps), chunk_size=size, chunk_delay=delay)
 
 
 def _long(words: int = 400) -> str:
@@ -53,7 +53,7 @@ def _long(words: int = 400) -> str:
 
 
 async def test_a_second_message_waits_for_the_first_run(service: MakeService) -> None:
-    model = _slow(_echo, _echo)
+    model = _slow(_echo, _echo, size=4)  # about 0.3 s an answer
     svc = await service(Agent("helper", model), busy_timeout=30)
     first = asyncio.create_task(
         svc.client.post("/invoke", json={"message": "one", "thread_id": "t"})
@@ -83,7 +83,7 @@ async def test_a_second_message_waits_for_the_first_run(service: MakeService) ->
 
 
 async def test_messages_sent_at_once_never_interleave(service: MakeService) -> None:
-    model = _slow(*[_echo] * 4, delay=0.002)
+    model = _slow(*[_echo] * 4, size=4)
     svc = await service(Agent("helper", model), busy_timeout=30)
     answers = await asyncio.gather(
         *(svc.client.post("/invoke", json={"message": f"m{i}", "thread_id": "t"}) for i in range(4))
