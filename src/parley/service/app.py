@@ -27,7 +27,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from parley.agents import Agent
-from parley.errors import ParleyError, ServiceError, UserError
+from parley.errors import ConfigurationError, ParleyError, ServiceError, UserError
 from parley.models.spec import model_from_spec
 from parley.service import openai_compat, routes_threads, routes_toolkit
 from parley.service.registry import AgentRegistry, builtin_agent
@@ -69,10 +69,10 @@ def _registry(
 ) -> AgentRegistry:
     if agents is None:
         return build_registry(settings)
-    if isinstance(agents, AgentRegistry):
-        return agents
-    registry = AgentRegistry(agents)
-    if settings.default_agent is not None:
+    registry = agents if isinstance(agents, AgentRegistry) else AgentRegistry(agents)
+    if not len(registry):
+        raise ConfigurationError("no agent to serve: pass agents, or None for the settings'")
+    if settings.default_agent is not None and not isinstance(agents, AgentRegistry):
         registry.default = settings.default_agent
     return registry
 

@@ -189,6 +189,9 @@ class RunManager:
                         error = event.message
                     elif isinstance(event, ApprovalRequested) and run.pending is not None:
                         await self.store.add_approval(run.pending, handle.thread_id, handle.run_id)
+                        # The store holds it now; the shared agent keeping every parked run
+                        # of every thread in memory would grow without end.
+                        run.agent.forget_pending(run.pending.message_id)
                     handle.put(event)
         except Exception as exc:  # a usage mistake found as the run began (resume checks)
             log.warning("run %s failed to start: %s", handle.run_id, exc)

@@ -1,0 +1,35 @@
+"""What `create_app` checks, and what a served agent keeps in memory."""
+
+from __future__ import annotations
+
+import pytest
+
+from parley.agents import Agent
+from parley.errors import ConfigurationError
+from parley.models.testing import ScriptedModel
+from parley.service import create_app
+from tests.sample_tools import send_email
+from tests.service._support import frames
+from tests.service.conftest import MakeService
+
+
+def test_an_app_without_agents_is_refused_at_once() -> None:
+    with pytest.raises(ConfigurationError, match="no agent to serve"):
+        create_app(agents=[])
+
+
+async def test_a_parked_run_lives_in_the_store_not_in_the_shared_agent(
+    service: MakeService,
+) -> None:
+    call = ScriptedModel.tool_call("send_email", {"to": "a@b.c"})
+    model = ScriptedModel([call, call], stream=True)
+    agent = Agent("mailer", model, tools=[send_email])
+    svc = await service(agent)
+    for thread in ("one", "two"):
+        response = await svc.client.post("/stream", json={"message": "mail", "thread_id": thread})
+        assert [f["type"] for f in frames(response.text)[:-1]][-1] == "interrupt"
+    model.assert_consumed()
+    # One agent serves every thread: what it parked is the store's to keep.
+    assert agent.pending_approvals == []
+    assert len(await svc.state.store.pending_approvals("one")) == 1
+    assert len(await svc.state.store.pending_approvals("two")) == 1
