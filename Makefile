@@ -52,13 +52,15 @@ chat: install
 
 # Peer libraries are installed for benchmarks only, into their own virtualenv, so their pins
 # never touch parley's environment. models.py compares parley with its own extras (the openai
-# SDK, llama-cpp-python), which parley's environment has.
+# SDK, llama-cpp-python), which parley's environment has; service.py needs the `service` extra
+# (and PostgreSQL's binaries, or BENCH_SERVICE_ARGS=--postgres-url=... or --skip-postgres).
 BENCH_VENV ?= .venv-bench
 bench: install
 	bash benchmarks/setup.sh $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python benchmarks/messages.py
 	$(PY) benchmarks/models.py $(BENCH_MODELS_ARGS)
 	$(PY) benchmarks/agents.py $(BENCH_AGENTS_ARGS)
+	$(PY) benchmarks/service.py $(BENCH_SERVICE_ARGS)
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
