@@ -139,7 +139,7 @@ class ThreadDetail(ThreadInfo):
     """
 
     messages: list[Msg]
-    run_ids: list[str | None]
+    run_ids: list[str | None] = Field(default_factory=list)  # none from an older service
     pending: list[Interrupt]
 
 
