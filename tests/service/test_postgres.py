@@ -242,3 +242,38 @@ def test_a_killed_process_frees_its_thread(postgres_db_url: str) -> None:
         run = httpx.get(f"{b}/runs/{run_id}").json()
         assert run["status"] == "interrupted"
         assert "ended before the run" in run["error"]
+
+
+async def test_open_runs_do_not_each_hold_a_connection(
+    service: MakeService, postgres_db_url: str
+) -> None:
+    # Every run holds its thread's advisory lock; the locks share one connection, so the
+    # database's connection limit bounds the queries at once, not the runs at once.
+    runs = 30
+    svc = await service(echo_agent(delay=0.05), database_url=postgres_db_url)
+    database = postgres_db_url.rsplit("/", 1)[1]
+
+    async def ask(index: int) -> int:
+        body = {"message": "a slow answer " * 4, "thread_id": f"t{index}"}
+        return (await svc.client.post("/stream", json=body)).status_code
+
+    asking = [asyncio.create_task(ask(i)) for i in range(runs)]
+    engine = create_async_engine(postgres_db_url)
+    try:
+        deadline = time.monotonic() + 10
+        while len(svc.state.runs.active) < runs and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        assert len(svc.state.runs.active) == runs
+        async with engine.connect() as conn:
+            held = (
+                await conn.execute(
+                    text("SELECT count(*) FROM pg_stat_activity WHERE datname = :db"),
+                    {"db": database},
+                )
+            ).scalar_one()
+    finally:
+        statuses = await asyncio.gather(*asking)
+        await engine.dispose()
+    assert statuses == [200] * runs
+    # The store's pool (at most 15), the lock connection, and this query's own.
+    assert held <= 17, f"{held} connections for {runs} open runs"

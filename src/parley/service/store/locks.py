@@ -4,24 +4,29 @@ A run holds its thread's lock from before its first message is stored until its 
 A second request on a busy thread waits up to a timeout, then gets `ConflictError` (409).
 
 In one process an `asyncio.Lock` per thread does it. On PostgreSQL the holder also takes a
-session-level advisory lock, keyed by a hash of the thread id, on a connection of its own: the
-server releases it when that connection ends, so a process killed mid-run frees its threads.
+session-level advisory lock, keyed by a hash of the thread id, on the one connection the
+process keeps for its locks: the server releases them when that connection ends, so a process
+killed mid-run frees its threads.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import time
 from abc import ABC, abstractmethod
 from typing import Any
 
 from sqlalchemy import NullPool, func, select
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from parley.errors import ConflictError
 
 __all__ = ["Lease", "LocalThreadLocks", "PostgresThreadLocks", "ThreadLocks", "thread_locks"]
+
+log = logging.getLogger("parley.service")
 
 _POLL_START = 0.01
 _POLL_MAX = 0.2
@@ -110,27 +115,60 @@ def advisory_key(thread_id: str) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
+class _LockSession:
+    """The one connection that holds every advisory lock this process takes.
+
+    Session-level advisory locks belong to a connection, and a connection holds any number
+    of them, so one connection serves all of a process's runs: the database's connection
+    limit is not spent on open streams, and no run waits for a connection to open. Queries on
+    it take turns (each is a fraction of a millisecond). If the connection dies, the server
+    frees its locks, as when the process dies; the next query opens a new one.
+    """
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+        self._conn: AsyncConnection | None = None
+        self._turn = asyncio.Lock()
+
+    async def scalar(self, statement: Any) -> Any:
+        async with self._turn:
+            if self._conn is None:
+                self._conn = await self._engine.connect()
+            try:
+                return (await self._conn.execute(statement)).scalar_one()
+            except DBAPIError as exc:
+                if exc.connection_invalidated:
+                    log.error("the thread-lock connection was lost; its locks are gone")
+                    self._conn = None
+                raise
+
+    async def close(self) -> None:
+        async with self._turn:
+            if self._conn is not None:
+                await self._conn.close()
+                self._conn = None
+
+
 class _PostgresLease(Lease):
-    def __init__(self, local: Lease, conn: AsyncConnection, key: int) -> None:
+    def __init__(self, locks: PostgresThreadLocks, local: Lease, key: int) -> None:
+        self._locks = locks
         self._local = local
-        self._conn = conn
         self._key = key
 
     async def release(self) -> None:
         try:
-            await self._conn.execute(select(func.pg_advisory_unlock(self._key)))
+            # Shielded: a release cut half-way would leave the thread locked for the
+            # process's lifetime.
+            await asyncio.shield(self._locks.unlock(self._key))
         finally:
-            # Closing ends the session, which frees the lock even if the unlock failed.
-            await self._conn.close()
             await self._local.release()
 
 
 class PostgresThreadLocks(ThreadLocks):
-    """Local locks first (one connection per busy thread, not per waiter), then advisory.
+    """Local locks first (so one waiter per thread polls the database), then advisory.
 
     Args:
-        url: The database URL; lock holders connect outside the store's pool (a long run
-            must not hold a pooled connection away from short queries).
+        url: The database URL; the lock connection is opened outside the store's pool.
     """
 
     def __init__(self, url: str, **engine_options: Any) -> None:
@@ -138,41 +176,55 @@ class PostgresThreadLocks(ThreadLocks):
         self._engine: AsyncEngine = create_async_engine(
             url, poolclass=NullPool, isolation_level="AUTOCOMMIT", **engine_options
         )
+        self._session = _LockSession(self._engine)
+        self._background: set[asyncio.Task[Any]] = set()
 
     async def acquire(self, thread_id: str, timeout: float) -> Lease:
         """Wait up to `timeout` seconds for the thread's lock (see `ThreadLocks`)."""
         deadline = time.monotonic() + timeout
         local = await self._local.acquire(thread_id, timeout)
-        try:
-            conn = await self._engine.connect()
-        except BaseException:
-            await local.release()
-            raise
         key = advisory_key(thread_id)
         try:
-            await self._wait(conn, key, deadline, thread_id, timeout)
+            await self._wait(key, deadline, thread_id, timeout)
         except BaseException:
-            await conn.close()
             await local.release()
             raise
-        return _PostgresLease(local, conn, key)
+        return _PostgresLease(self, local, key)
 
-    async def _wait(
-        self, conn: AsyncConnection, key: int, deadline: float, thread_id: str, timeout: float
-    ) -> None:
+    async def _wait(self, key: int, deadline: float, thread_id: str, timeout: float) -> None:
         pause = _POLL_START
-        while True:
-            got = (await conn.execute(select(func.pg_try_advisory_lock(key)))).scalar_one()
-            if got:
-                return
+        while not await self._try_lock(key):
             left = deadline - time.monotonic()
             if left <= 0:
                 raise _busy(thread_id, timeout)
             await asyncio.sleep(min(pause, left))
             pause = min(pause * 2, _POLL_MAX)
 
+    async def _try_lock(self, key: int) -> bool:
+        attempt = asyncio.ensure_future(
+            self._session.scalar(select(func.pg_try_advisory_lock(key)))
+        )
+        try:
+            return bool(await asyncio.shield(attempt))
+        except asyncio.CancelledError:
+            # The database may grant the lock after the waiter gave up: give it back then.
+            attempt.add_done_callback(lambda done: self._undo(done, key))
+            raise
+
+    def _undo(self, attempt: asyncio.Future[Any], key: int) -> None:
+        if attempt.cancelled() or attempt.exception() is not None or not attempt.result():
+            return
+        task = asyncio.ensure_future(self.unlock(key))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def unlock(self, key: int) -> None:
+        """Give back the advisory lock `key` this process holds."""
+        await self._session.scalar(select(func.pg_advisory_unlock(key)))
+
     async def close(self) -> None:
-        """Close the lock engine (held leases end with their connections)."""
+        """Close the lock connection (which frees every lock still held) and the engine."""
+        await self._session.close()
         await self._engine.dispose()
 
 
