@@ -33,3 +33,18 @@ async def test_a_parked_run_lives_in_the_store_not_in_the_shared_agent(
     assert agent.pending_approvals == []
     assert len(await svc.state.store.pending_approvals("one")) == 1
     assert len(await svc.state.store.pending_approvals("two")) == 1
+
+
+async def test_a_database_that_cannot_be_reached_is_a_503(
+    service: MakeService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    svc = await service(Agent("helper", ScriptedModel([])))
+
+    async def refused(*_args: object, **_kwargs: object) -> None:
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    monkeypatch.setattr(svc.state.store, "get_thread", refused)
+    response = await svc.client.get("/threads/anything")
+    assert response.status_code == 503
+    assert response.headers["retry-after"] == "1"
+    assert response.json() == {"detail": "the database is unavailable; try again shortly"}

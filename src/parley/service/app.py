@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Iterable
 from importlib import resources
 from pathlib import Path
 
+import sqlalchemy.exc
 from fastapi import FastAPI, Request, Response
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.middleware.cors import CORSMiddleware
@@ -180,6 +181,16 @@ def _add_error_handlers(app: FastAPI) -> None:
         log.warning("request failed: %s", exc)
         return JSONResponse({"detail": str(exc)}, status_code=502)
 
+    async def database_down(request: Request, exc: Exception) -> JSONResponse:
+        # Refused, dropped, out of connections or of pool slots: the request may well work
+        # in a moment, which a 503 with Retry-After says (a 500 would say the service broke).
+        log.error("database unavailable on %s %s: %s", request.method, request.url.path, exc)
+        return JSONResponse(
+            {"detail": "the database is unavailable; try again shortly"},
+            status_code=503,
+            headers={"Retry-After": "1"},
+        )
+
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.error("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
         return JSONResponse({"detail": "internal server error"}, status_code=500)
@@ -188,7 +199,19 @@ def _add_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ServiceError, service_error)
     app.add_exception_handler(UserError, user_error)
     app.add_exception_handler(ParleyError, parley_error)
+    for unavailable in _DATABASE_DOWN:
+        app.add_exception_handler(unavailable, database_down)
     app.add_exception_handler(Exception, unexpected)
+
+
+# What a database that cannot be reached raises: the driver's connection errors (OSError),
+# SQLAlchemy's wrappers of them, and its pool running out of connections.
+_DATABASE_DOWN: tuple[type[Exception], ...] = (
+    OSError,
+    sqlalchemy.exc.OperationalError,
+    sqlalchemy.exc.InterfaceError,
+    sqlalchemy.exc.TimeoutError,
+)
 
 
 def _allowed_methods(request: Request) -> str | None:
