@@ -983,7 +983,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"PostgreSQL {_postgres_about(pg_url)}: {where}")
         print(
             "SQLite: a file in a temp dir, WAL, synchronous=NORMAL; PostgreSQL: asyncpg, "
-            "each run's thread lock an advisory lock on a connection of its own\n"
+            "each run's thread lock an advisory lock, all of a process's on one connection\n"
         )
         logs = Path(tmp)
         with contextlib.ExitStack() as stack:
