@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
 from parley.agents import Agent
@@ -48,3 +49,29 @@ async def test_a_database_that_cannot_be_reached_is_a_503(
     assert response.status_code == 503
     assert response.headers["retry-after"] == "1"
     assert response.json() == {"detail": "the database is unavailable; try again shortly"}
+
+
+@pytest.mark.parametrize(
+    ("client", "status"),
+    [("127.0.0.1", 200), ("::1", 200), ("::ffff:127.0.0.1", 200), ("10.1.2.3", 403)],
+)
+async def test_without_auth_only_this_machine_is_served(
+    service: MakeService, client: str, status: int
+) -> None:
+    svc = await service(Agent("helper", ScriptedModel([])))
+    transport = httpx.ASGITransport(app=svc.app, client=(client, 50000))
+    async with httpx.AsyncClient(transport=transport, base_url="http://parley.test") as other:
+        response = await other.get("/threads")
+    assert response.status_code == status
+    if status == 403:
+        assert "answers this machine only" in response.json()["detail"]
+
+
+async def test_with_auth_other_machines_are_served(service: MakeService) -> None:
+    svc = await service(Agent("helper", ScriptedModel([])), auth_secret="s3cret")
+    transport = httpx.ASGITransport(app=svc.app, client=("10.1.2.3", 50000))
+    headers = {"Authorization": "Bearer s3cret"}
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://parley.test", headers=headers
+    ) as other:
+        assert (await other.get("/threads")).status_code == 200

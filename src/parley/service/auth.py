@@ -14,7 +14,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from parley.errors import AuthenticationError
-from parley.service.settings import ServiceSettings
+from parley.service.settings import ServiceSettings, is_loopback
 from parley.service.store import Store
 
 __all__ = ["LOCAL_USER", "SECRET_USER", "authenticate", "current_user"]
@@ -55,7 +55,24 @@ async def current_user(
     request: Request,
     credentials: HTTPAuthorizationCredentials | None = Depends(_bearer),  # noqa: B008
 ) -> str:
-    """FastAPI dependency: the requesting user's id."""
+    """FastAPI dependency: the requesting user's id.
+
+    Raises:
+        AuthenticationError: Bad credentials (401), or, with no auth configured, a client
+            from another machine (403): `parley serve` binds loopback then, and this holds
+            when the app is served some other way (uvicorn on 0.0.0.0, a container).
+    """
     state = request.app.state.parley
+    if not state.settings.auth_enabled and not _from_this_machine(request):
+        raise AuthenticationError(
+            "this service has no auth configured, so it answers this machine only; set "
+            "PARLEY_API_KEYS=true or AUTH_SECRET to serve others",
+            status_code=403,
+        )
     token = credentials.credentials if credentials is not None else None
     return await authenticate(state.settings, state.store, token)
+
+
+def _from_this_machine(request: Request) -> bool:
+    # No client address (a Unix socket, an in-process transport) is this machine too.
+    return request.client is None or is_loopback(request.client.host)

@@ -17,7 +17,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from parley.compat.service_toolkit import DEFAULT_MODEL
 
-__all__ = ["DEFAULT_DATABASE_URL", "ServiceSettings"]
+__all__ = ["DEFAULT_DATABASE_URL", "ServiceSettings", "is_loopback"]
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///parley.db"
 """The embedded default: an SQLite file in the working directory."""
@@ -110,15 +110,19 @@ class ServiceSettings(BaseSettings):
 
     def bind_host(self) -> str:
         """The host to bind: loopback whatever was asked when no auth is configured."""
-        if self.auth_enabled or _is_loopback(self.host):
+        if self.auth_enabled or is_loopback(self.host):
             return self.host
         return "127.0.0.1"
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
+    """Whether `host` names this machine (`localhost`, 127.0.0.0/8, ::1)."""
     if host == "localhost":
         return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        address = ipaddress.ip_address(host)
     except ValueError:
         return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped  # ::ffff:127.0.0.1, from a dual-stack socket
+    return address.is_loopback
