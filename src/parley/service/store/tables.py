@@ -50,6 +50,17 @@ def _time(name: str, *, nullable: bool = False, index: bool = False) -> Column[d
     return Column(name, DateTime(timezone=True), nullable=nullable, index=index)
 
 
+def _thread_column(*, index: bool) -> Column[str]:
+    """The thread a row belongs to; deleting the thread deletes the row."""
+    return Column(
+        "thread_id",
+        String(128),
+        ForeignKey("threads.id", ondelete="CASCADE"),
+        nullable=False,
+        index=index,
+    )
+
+
 api_keys = Table(
     "api_keys",
     metadata,
@@ -79,12 +90,7 @@ messages = Table(
     "messages",
     metadata,
     Column("seq", _SEQ, primary_key=True, autoincrement=True),
-    Column(
-        "thread_id",
-        String(128),
-        ForeignKey("threads.id", ondelete="CASCADE"),
-        nullable=False,
-    ),
+    _thread_column(index=False),
     Column("id", String(64), nullable=False),
     Column("run_id", String(64), nullable=True, index=True),
     Column("role", String(16), nullable=False),
@@ -97,13 +103,7 @@ runs = Table(
     "runs",
     metadata,
     Column("id", String(64), primary_key=True),
-    Column(
-        "thread_id",
-        String(128),
-        ForeignKey("threads.id", ondelete="CASCADE"),
-        nullable=False,
-        index=True,
-    ),
+    _thread_column(index=True),
     Column("user_id", String(128), nullable=False),
     Column("agent", String(128), nullable=False),
     Column("model", String(200), nullable=False, default=""),
@@ -119,13 +119,7 @@ approvals = Table(
     "approvals",
     metadata,
     Column("id", String(64), primary_key=True),
-    Column(
-        "thread_id",
-        String(128),
-        ForeignKey("threads.id", ondelete="CASCADE"),
-        nullable=False,
-        index=True,
-    ),
+    _thread_column(index=True),
     Column("run_id", String(64), nullable=False),
     Column("data", Text, nullable=False),  # the PendingApproval, as JSON
     Column("status", String(16), nullable=False),  # pending, answered, expired
