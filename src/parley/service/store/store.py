@@ -1,9 +1,11 @@
 """`Store`: threads, messages, runs, approvals, feedback and API keys, on SQLAlchemy async.
 
-One class for both databases. SQLite (the embedded default) runs in WAL mode, so readers never
-wait for the writer, and its writes go one at a time through an in-process lock, so a write
-never meets SQLite's "database is locked"; one process serves an SQLite store. PostgreSQL
-(asyncpg) takes any number of processes.
+One class for both databases; each operation is a function of a sync connection, run as one
+transaction. SQLite (the embedded default) runs in WAL mode, so readers never wait for the
+writer; its operations run whole in the store's own worker threads (one hop per transaction)
+and its writes take turns, so a write never meets SQLite's "database is locked"; one process
+serves an SQLite store. PostgreSQL (asyncpg, through SQLAlchemy's greenlet bridge) takes any
+number of processes.
 
 Every method is one transaction: a message is stored whole with its thread's new
 `updated_at`, a run's end with its status and usage, so a process killed at any point leaves
@@ -14,20 +16,24 @@ next run on its thread, `interrupt_stale_runs`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import secrets
-from collections.abc import AsyncIterator, Iterable, Sequence
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import (
     Connection,
+    Engine,
     and_,
     case,
+    create_engine,
     delete,
     event,
     func,
@@ -39,8 +45,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Row
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
-from sqlalchemy.sql.dml import Update
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.sql.dml import Insert, Update
 
 from parley.agents.approval import PendingApproval
 from parley.errors import ConflictError, NotFoundError
@@ -59,6 +65,9 @@ __all__ = ["ApiKeyRecord", "RunRecord", "Store", "ThreadRecord", "hash_key"]
 
 STALE_RUN_ERROR = "the process serving this run ended before the run did"
 """The error of a run found `running` with no process left to finish it."""
+T = TypeVar("T")
+
+_SQLITE_THREADS = 4  # reads run beside the one writer; more threads only contend for the GIL
 _MIGRATIONS = "parley.service.store:migrations"
 _TITLE_LENGTH = 80
 _KEY_PREFIX = "pk_"
@@ -127,13 +136,93 @@ def _title(msgs: Iterable[Msg]) -> str:
     return ""
 
 
+class _Runner(ABC):
+    """Runs a store operation, written as a function of a sync connection, as one transaction."""
+
+    @abstractmethod
+    async def read(self, work: Callable[[Connection], T]) -> T:
+        """Run `work` on a connection (reads only; nothing is committed)."""
+
+    @abstractmethod
+    async def write(self, work: Callable[[Connection], T]) -> T:
+        """Run `work` in a transaction, committed when it returns."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Close the runner's connections."""
+
+
+class _GreenletRunner(_Runner):
+    """PostgreSQL: the work runs on an asyncpg connection through SQLAlchemy's greenlet bridge."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+
+    async def read(self, work: Callable[[Connection], T]) -> T:
+        async with self._engine.connect() as conn:
+            return await conn.run_sync(work)
+
+    async def write(self, work: Callable[[Connection], T]) -> T:
+        async with self._engine.begin() as conn:
+            return await conn.run_sync(work)
+
+    async def close(self) -> None:
+        pass  # the store disposes of the engine
+
+
+class _ThreadRunner(_Runner):
+    """SQLite: the work runs whole in a worker thread, on the standard library's driver.
+
+    One hop to a thread and back per transaction: an async driver (aiosqlite) hops for every
+    cursor call, several per statement, which cost more than the statements themselves. Writes
+    take turns (a lock), so a write never meets SQLite's "database is locked"; reads run beside
+    them (WAL). The threads are the store's own, so tools running in the event loop's default
+    pool never hold the store up.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._write_turn = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=_SQLITE_THREADS, thread_name_prefix="parley-db")
+
+    async def read(self, work: Callable[[Connection], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, self._read, work)
+
+    async def write(self, work: Callable[[Connection], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, self._write, work)
+
+    def _read(self, work: Callable[[Connection], T]) -> T:
+        with self._engine.connect() as conn:
+            return work(conn)
+
+    def _write(self, work: Callable[[Connection], T]) -> T:
+        with self._write_turn, self._engine.begin() as conn:
+            return work(conn)
+
+    async def close(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._pool, self._engine.dispose)
+        self._pool.shutdown(wait=False)
+
+
+def _runner_for(engine: AsyncEngine) -> _Runner:
+    if engine.dialect.name != "sqlite":
+        return _GreenletRunner(engine)
+    sync_engine = create_engine(engine.url.set(drivername="sqlite+pysqlite"))
+    event.listen(sync_engine, "connect", _sqlite_pragmas)
+    return _ThreadRunner(sync_engine)
+
+
 class Store:
-    """The service's persistent state. Open with `await Store.open(url)`; close when done."""
+    """The service's persistent state. Open with `await Store.open(url)`; close when done.
+
+    `engine` is the async engine of `url`, for callers' own queries; the store's operations run
+    through the runner the database wants (see `_ThreadRunner`, `_GreenletRunner`).
+    """
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self.is_sqlite = engine.dialect.name == "sqlite"
-        self._write_lock = asyncio.Lock() if self.is_sqlite else None
+        self._runner = _runner_for(engine)
 
     @classmethod
     async def open(cls, url: str, *, migrate: bool = True, **engine_options: Any) -> Store:
@@ -148,23 +237,18 @@ class Store:
 
     async def close(self) -> None:
         """Close every pooled connection."""
+        await self._runner.close()
         await self.engine.dispose()
 
     async def migrate(self) -> None:
         """Apply the migrations not yet applied (one process at a time on PostgreSQL)."""
-        async with self.engine.begin() as conn:
-            if not self.is_sqlite:
-                await conn.execute(select(func.pg_advisory_xact_lock(_MIGRATION_LOCK)))
-            await conn.run_sync(_upgrade)
 
-    @contextlib.asynccontextmanager
-    async def _writing(self) -> AsyncIterator[AsyncConnection]:
-        if self._write_lock is None:
-            async with self.engine.begin() as conn:
-                yield conn
-            return
-        async with self._write_lock, self.engine.begin() as conn:
-            yield conn
+        def work(conn: Connection) -> None:
+            if conn.dialect.name == "postgresql":
+                conn.execute(select(func.pg_advisory_xact_lock(_MIGRATION_LOCK)))
+            _upgrade(conn)
+
+        await self._runner.write(work)
 
     # -- API keys --------------------------------------------------------------------------------
 
@@ -173,31 +257,28 @@ class Store:
         key_id = secrets.token_hex(8)
         key = f"{_KEY_PREFIX}{key_id}_{secrets.token_urlsafe(32)}"
         now = utcnow()
-        async with self._writing() as conn:
-            await conn.execute(
-                insert(api_keys).values(
-                    id=key_id, user_id=user_id, name=name, key_hash=hash_key(key), created_at=now
-                )
-            )
+        statement = insert(api_keys).values(
+            id=key_id, user_id=user_id, name=name, key_hash=hash_key(key), created_at=now
+        )
+        await self._runner.write(lambda conn: conn.execute(statement))
         return key, ApiKeyRecord(key_id, user_id, name, now, None)
 
     async def user_for_key(self, key: str) -> str | None:
         """The user a live key belongs to, or None."""
-        async with self.engine.connect() as conn:
-            row = await conn.execute(
-                select(api_keys.c.user_id).where(
-                    api_keys.c.key_hash == hash_key(key), api_keys.c.revoked_at.is_(None)
-                )
-            )
-            return row.scalar_one_or_none()
+        query = select(api_keys.c.user_id).where(
+            api_keys.c.key_hash == hash_key(key), api_keys.c.revoked_at.is_(None)
+        )
+        user: str | None = await self._runner.read(
+            lambda conn: conn.execute(query).scalar_one_or_none()
+        )
+        return user
 
     async def list_api_keys(self, user_id: str | None = None) -> list[ApiKeyRecord]:
         """Every key's record (of one user when given), oldest first."""
         query = select(api_keys).order_by(api_keys.c.created_at)
         if user_id is not None:
             query = query.where(api_keys.c.user_id == user_id)
-        async with self.engine.connect() as conn:
-            rows = (await conn.execute(query)).all()
+        rows = await self._runner.read(lambda conn: conn.execute(query).all())
         return [
             ApiKeyRecord(
                 r.id,
@@ -211,28 +292,27 @@ class Store:
 
     async def revoke_api_key(self, key_id: str) -> bool:
         """Revoke a key by id; False when no live key has that id."""
-        async with self._writing() as conn:
-            result = await conn.execute(
-                update(api_keys)
-                .where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
-                .values(revoked_at=utcnow())
-            )
-        return result.rowcount > 0
+        statement = (
+            update(api_keys)
+            .where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
+            .values(revoked_at=utcnow())
+        )
+        return await self._runner.write(lambda conn: conn.execute(statement).rowcount > 0)
 
     # -- threads ---------------------------------------------------------------------------------
 
     async def get_thread(self, thread_id: str, user_id: str) -> ThreadRecord | None:
         """The thread if it exists and `user_id` owns it (another's thread is None too)."""
-        async with self.engine.connect() as conn:
-            row = (
-                await conn.execute(
-                    select(threads).where(threads.c.id == thread_id, threads.c.user_id == user_id)
-                )
+
+        def work(conn: Connection) -> ThreadRecord | None:
+            row = conn.execute(
+                select(threads).where(threads.c.id == thread_id, threads.c.user_id == user_id)
             ).one_or_none()
             if row is None:
                 return None
-            status = await _thread_status(conn, thread_id)
-        return _thread(row, status)
+            return _thread(row, _thread_statuses(conn, [thread_id]).get(thread_id, "idle"))
+
+        return await self._runner.read(work)
 
     async def claim_thread(self, thread_id: str, user_id: str, agent: str) -> None:
         """Make sure `thread_id` is the caller's thread, making it when it does not exist.
@@ -243,10 +323,7 @@ class Store:
         Raises:
             NotFoundError: The id belongs to another user's thread.
         """
-        async with self.engine.connect() as conn:
-            owner = (
-                await conn.execute(select(threads.c.user_id).where(threads.c.id == thread_id))
-            ).scalar_one_or_none()
+        owner = await self._runner.read(lambda conn: _owner(conn, thread_id))
         if owner is None:
             await self.ensure_thread(thread_id, user_id, agent)
         elif owner != user_id:
@@ -262,27 +339,30 @@ class Store:
         if found is not None:
             return found
         now = utcnow()
-        owner_of = select(threads.c.user_id).where(threads.c.id == thread_id)
-        try:
-            async with self._writing() as conn:
-                owner = (await conn.execute(owner_of)).scalar_one_or_none()
-                if owner is None:
-                    await conn.execute(
-                        insert(threads).values(
-                            id=thread_id,
-                            user_id=user_id,
-                            agent=agent,
-                            title="",
-                            created_at=now,
-                            updated_at=now,
-                        )
+
+        def make(conn: Connection) -> str | None:
+            owner = _owner(conn, thread_id)
+            if owner is None:
+                conn.execute(
+                    insert(threads).values(
+                        id=thread_id,
+                        user_id=user_id,
+                        agent=agent,
+                        title="",
+                        created_at=now,
+                        updated_at=now,
                     )
-                    return ThreadRecord(thread_id, user_id, agent, "", now, now)
+                )
+            return owner
+
+        try:
+            owner = await self._runner.write(make)
+            if owner is None:
+                return ThreadRecord(thread_id, user_id, agent, "", now, now)
         except IntegrityError:
             # PostgreSQL: another request inserted it after our read (SQLite's writes take
             # turns, so there the read sees it). It exists now: whose is it?
-            async with self.engine.connect() as conn:
-                owner = (await conn.execute(owner_of)).scalar_one_or_none()
+            owner = await self._runner.read(lambda conn: _owner(conn, thread_id))
         if owner != user_id:
             raise NotFoundError(f"thread {thread_id!r} not found", status_code=404)
         # Another request made it between our read and our write: read it again.
@@ -304,31 +384,30 @@ class Store:
                 )
             )
         query = query.order_by(threads.c.updated_at.desc(), threads.c.id.desc()).limit(limit)
-        async with self.engine.connect() as conn:
-            rows = (await conn.execute(query)).all()
-            statuses = await _thread_statuses(conn, [r.id for r in rows])
-        return [_thread(r, statuses.get(r.id, "idle")) for r in rows]
+
+        def work(conn: Connection) -> list[ThreadRecord]:
+            rows = conn.execute(query).all()
+            statuses = _thread_statuses(conn, [r.id for r in rows])
+            return [_thread(r, statuses.get(r.id, "idle")) for r in rows]
+
+        return await self._runner.read(work)
 
     async def delete_thread(self, thread_id: str, user_id: str) -> bool:
         """Delete the thread and all it holds; False when the caller has no such thread."""
-        async with self._writing() as conn:
-            owned = (
-                await conn.execute(
-                    select(threads.c.id).where(
-                        threads.c.id == thread_id, threads.c.user_id == user_id
-                    )
-                )
-            ).scalar_one_or_none()
-            if owned is None:
+
+        def work(conn: Connection) -> bool:
+            if _owner(conn, thread_id) != user_id:
                 return False
             # Children first: the cascade is the database's, but being explicit keeps an
             # SQLite file opened without foreign keys consistent too.
             run_ids = select(runs.c.id).where(runs.c.thread_id == thread_id)
-            await conn.execute(delete(feedback).where(feedback.c.run_id.in_(run_ids)))
+            conn.execute(delete(feedback).where(feedback.c.run_id.in_(run_ids)))
             for table in (messages, approvals, runs):
-                await conn.execute(delete(table).where(table.c.thread_id == thread_id))
-            await conn.execute(delete(threads).where(threads.c.id == thread_id))
-        return True
+                conn.execute(delete(table).where(table.c.thread_id == thread_id))
+            conn.execute(delete(threads).where(threads.c.id == thread_id))
+            return True
+
+        return await self._runner.write(work)
 
     # -- messages --------------------------------------------------------------------------------
 
@@ -352,9 +431,12 @@ class Store:
         values: dict[str, Any] = {"updated_at": now}
         if title:  # the first question names the thread; later ones leave the name alone
             values["title"] = case((threads.c.title == "", title), else_=threads.c.title)
-        async with self._writing() as conn:
-            await conn.execute(insert(messages), rows)
-            await conn.execute(update(threads).where(threads.c.id == thread_id).values(**values))
+
+        def work(conn: Connection) -> None:
+            conn.execute(insert(messages), rows)
+            conn.execute(update(threads).where(threads.c.id == thread_id).values(**values))
+
+        await self._runner.write(work)
 
     async def get_messages(self, thread_id: str) -> list[tuple[Msg, str | None]]:
         """A thread's messages, oldest first, each with the run that added it."""
@@ -363,14 +445,13 @@ class Store:
             .where(messages.c.thread_id == thread_id)
             .order_by(messages.c.seq)
         )
-        async with self.engine.connect() as conn:
-            rows = (await conn.execute(query)).all()
+        rows = await self._runner.read(lambda conn: conn.execute(query).all())
         return [(Msg.model_validate_json(r.data), r.run_id) for r in rows]
 
     async def clear_messages(self, thread_id: str) -> None:
         """Forget a thread's messages (its runs and feedback stay)."""
-        async with self._writing() as conn:
-            await conn.execute(delete(messages).where(messages.c.thread_id == thread_id))
+        statement = delete(messages).where(messages.c.thread_id == thread_id)
+        await self._runner.write(lambda conn: conn.execute(statement))
 
     # -- runs ------------------------------------------------------------------------------------
 
@@ -392,81 +473,56 @@ class Store:
         answer), the thread's pending approvals expire: the conversation goes past them.
         """
         now = utcnow()
-        async with self._writing() as conn:
-            await conn.execute(_interrupt_running(thread_id, now))
+        record = _new_run(run_id, thread_id, user_id, agent, model, now)
+
+        def work(conn: Connection) -> None:
+            conn.execute(_interrupt_running(thread_id, now))
             if expire_approvals:
-                await conn.execute(_expire_pending(thread_id, now))
-            await conn.execute(
-                insert(runs).values(
-                    id=run_id,
-                    thread_id=thread_id,
-                    user_id=user_id,
-                    agent=agent,
-                    model=model,
-                    status="running",
-                    cancel_requested=False,
-                    started_at=now,
-                )
-            )
+                conn.execute(_expire_pending(thread_id, now))
+            conn.execute(record)
+
+        await self._runner.write(work)
 
     async def start_run(
         self, run_id: str, thread_id: str, user_id: str, agent: str, model: str
     ) -> None:
         """Record a run as `running`."""
-        async with self._writing() as conn:
-            await conn.execute(
-                insert(runs).values(
-                    id=run_id,
-                    thread_id=thread_id,
-                    user_id=user_id,
-                    agent=agent,
-                    model=model,
-                    status="running",
-                    cancel_requested=False,
-                    started_at=utcnow(),
-                )
-            )
+        record = _new_run(run_id, thread_id, user_id, agent, model, utcnow())
+        await self._runner.write(lambda conn: conn.execute(record))
 
     async def end_run(
         self, run_id: str, status: str, usage: dict[str, Any] | None, error: str | None
     ) -> None:
         """Record how a run ended."""
-        async with self._writing() as conn:
-            await conn.execute(
-                update(runs)
-                .where(runs.c.id == run_id)
-                .values(status=status, usage=usage, error=error, ended_at=utcnow())
-            )
+        statement = (
+            update(runs)
+            .where(runs.c.id == run_id)
+            .values(status=status, usage=usage, error=error, ended_at=utcnow())
+        )
+        await self._runner.write(lambda conn: conn.execute(statement))
 
     async def get_run(self, run_id: str, user_id: str) -> RunRecord | None:
         """The run if `user_id` started it."""
-        async with self.engine.connect() as conn:
-            row = (
-                await conn.execute(
-                    select(runs).where(runs.c.id == run_id, runs.c.user_id == user_id)
-                )
-            ).one_or_none()
+        query = select(runs).where(runs.c.id == run_id, runs.c.user_id == user_id)
+        row = await self._runner.read(lambda conn: conn.execute(query).one_or_none())
         return None if row is None else _run(row)
 
     async def request_cancel(self, run_id: str) -> None:
         """Flag a running run to stop (the process running it polls for the flag)."""
-        async with self._writing() as conn:
-            await conn.execute(
-                update(runs)
-                .where(runs.c.id == run_id, runs.c.status == "running")
-                .values(cancel_requested=True)
-            )
+        statement = (
+            update(runs)
+            .where(runs.c.id == run_id, runs.c.status == "running")
+            .values(cancel_requested=True)
+        )
+        await self._runner.write(lambda conn: conn.execute(statement))
 
     async def cancel_requested(self, run_ids: Iterable[str]) -> set[str]:
         """Which of these runs were asked to stop."""
         ids = list(run_ids)
         if not ids:
             return set()
-        async with self.engine.connect() as conn:
-            rows = await conn.execute(
-                select(runs.c.id).where(runs.c.id.in_(ids), runs.c.cancel_requested.is_(True))
-            )
-            return set(rows.scalars())
+        query = select(runs.c.id).where(runs.c.id.in_(ids), runs.c.cancel_requested.is_(True))
+        return await self._runner.read(lambda conn: set(conn.execute(query).scalars()))
 
     async def interrupt_stale_runs(self, thread_id: str) -> int:
         """Mark runs still `running` on a thread as `interrupted`; call holding its lock.
@@ -474,25 +530,23 @@ class Store:
         Whoever holds a thread's lock is its only runner, so such runs belong to a process
         that died mid-run.
         """
-        async with self._writing() as conn:
-            result = await conn.execute(_interrupt_running(thread_id, utcnow()))
-        return result.rowcount
+        statement = _interrupt_running(thread_id, utcnow())
+        count: int = await self._runner.write(lambda conn: conn.execute(statement).rowcount)
+        return count
 
     # -- approvals -------------------------------------------------------------------------------
 
     async def add_approval(self, pending: PendingApproval, thread_id: str, run_id: str) -> None:
         """Keep a parked run's state until someone answers it."""
-        async with self._writing() as conn:
-            await conn.execute(
-                insert(approvals).values(
-                    id=pending.interrupt_id,
-                    thread_id=thread_id,
-                    run_id=run_id,
-                    data=pending.model_dump_json(),
-                    status="pending",
-                    created_at=utcnow(),
-                )
-            )
+        statement = insert(approvals).values(
+            id=pending.interrupt_id,
+            thread_id=thread_id,
+            run_id=run_id,
+            data=pending.model_dump_json(),
+            status="pending",
+            created_at=utcnow(),
+        )
+        await self._runner.write(lambda conn: conn.execute(statement))
 
     async def get_approval(
         self, interrupt_id: str, user_id: str
@@ -503,8 +557,7 @@ class Store:
             .join(threads, threads.c.id == approvals.c.thread_id)
             .where(approvals.c.id == interrupt_id, threads.c.user_id == user_id)
         )
-        async with self.engine.connect() as conn:
-            row = (await conn.execute(query)).one_or_none()
+        row = await self._runner.read(lambda conn: conn.execute(query).one_or_none())
         if row is None:
             return None
         return PendingApproval.model_validate_json(row.data), row.thread_id, row.status
@@ -515,13 +568,13 @@ class Store:
         Raises:
             ConflictError: It was answered already (or expired).
         """
-        async with self._writing() as conn:
-            result = await conn.execute(
-                update(approvals)
-                .where(approvals.c.id == interrupt_id, approvals.c.status == "pending")
-                .values(status="answered", answered_at=utcnow())
-            )
-        if result.rowcount == 0:
+        statement = (
+            update(approvals)
+            .where(approvals.c.id == interrupt_id, approvals.c.status == "pending")
+            .values(status="answered", answered_at=utcnow())
+        )
+        answered = await self._runner.write(lambda conn: conn.execute(statement).rowcount)
+        if answered == 0:
             raise ConflictError(
                 f"interrupt {interrupt_id!r} was answered already, or the conversation went on",
                 status_code=409,
@@ -529,8 +582,8 @@ class Store:
 
     async def expire_approvals(self, thread_id: str) -> None:
         """Drop a thread's pending approvals: a new message goes past them."""
-        async with self._writing() as conn:
-            await conn.execute(_expire_pending(thread_id, utcnow()))
+        statement = _expire_pending(thread_id, utcnow())
+        await self._runner.write(lambda conn: conn.execute(statement))
 
     async def pending_approvals(self, thread_id: str) -> list[PendingApproval]:
         """A thread's unanswered approvals, oldest first."""
@@ -539,8 +592,7 @@ class Store:
             .where(approvals.c.thread_id == thread_id, approvals.c.status == "pending")
             .order_by(approvals.c.created_at)
         )
-        async with self.engine.connect() as conn:
-            rows = (await conn.execute(query)).scalars().all()
+        rows = await self._runner.read(lambda conn: conn.execute(query).scalars().all())
         return [PendingApproval.model_validate_json(data) for data in rows]
 
     # -- feedback --------------------------------------------------------------------------------
@@ -553,24 +605,17 @@ class Store:
         Raises:
             NotFoundError: No such run of theirs.
         """
-        async with self._writing() as conn:
-            owned = (
-                await conn.execute(
-                    select(runs.c.id).where(runs.c.id == run_id, runs.c.user_id == user_id)
-                )
-            ).scalar_one_or_none()
-            if owned is None:
+        owned = select(runs.c.id).where(runs.c.id == run_id, runs.c.user_id == user_id)
+        statement = insert(feedback).values(
+            run_id=run_id, user_id=user_id, key=key, score=score, kwargs=kwargs, created_at=utcnow()
+        )
+
+        def work(conn: Connection) -> None:
+            if conn.execute(owned).scalar_one_or_none() is None:
                 raise NotFoundError(f"run {run_id!r} not found", status_code=404)
-            await conn.execute(
-                insert(feedback).values(
-                    run_id=run_id,
-                    user_id=user_id,
-                    key=key,
-                    score=score,
-                    kwargs=kwargs,
-                    created_at=utcnow(),
-                )
-            )
+            conn.execute(statement)
+
+        await self._runner.write(work)
 
     async def get_feedback(self, run_id: str) -> list[dict[str, Any]]:
         """The feedback recorded on a run, oldest first."""
@@ -579,14 +624,12 @@ class Store:
             .where(feedback.c.run_id == run_id)
             .order_by(feedback.c.id)
         )
-        async with self.engine.connect() as conn:
-            rows = (await conn.execute(query)).all()
+        rows = await self._runner.read(lambda conn: conn.execute(query).all())
         return [dict(r._mapping) for r in rows]
 
     async def ping(self) -> None:
         """Check the database answers."""
-        async with self.engine.connect() as conn:
-            await conn.execute(text("SELECT 1"))
+        await self._runner.read(lambda conn: conn.execute(text("SELECT 1")))
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -610,25 +653,43 @@ def _upgrade(connection: Connection) -> None:
     command.upgrade(config, "head")
 
 
-async def _thread_status(conn: AsyncConnection, thread_id: str) -> str:
-    return (await _thread_statuses(conn, [thread_id])).get(thread_id, "idle")
+def _owner(conn: Connection, thread_id: str) -> str | None:
+    owner: str | None = conn.execute(
+        select(threads.c.user_id).where(threads.c.id == thread_id)
+    ).scalar_one_or_none()
+    return owner
 
 
-async def _thread_statuses(conn: AsyncConnection, ids: list[str]) -> dict[str, str]:
+def _thread_statuses(conn: Connection, ids: list[str]) -> dict[str, str]:
     if not ids:
         return {}
     statuses: dict[str, str] = {}
-    waiting = await conn.execute(
+    waiting = conn.execute(
         select(approvals.c.thread_id).where(
             approvals.c.thread_id.in_(ids), approvals.c.status == "pending"
         )
     )
     statuses.update(dict.fromkeys(waiting.scalars(), "awaiting_approval"))
-    running = await conn.execute(
+    running = conn.execute(
         select(runs.c.thread_id).where(runs.c.thread_id.in_(ids), runs.c.status == "running")
     )
     statuses.update(dict.fromkeys(running.scalars(), "running"))
     return statuses
+
+
+def _new_run(
+    run_id: str, thread_id: str, user_id: str, agent: str, model: str, now: datetime
+) -> Insert:
+    return insert(runs).values(
+        id=run_id,
+        thread_id=thread_id,
+        user_id=user_id,
+        agent=agent,
+        model=model,
+        status="running",
+        cancel_requested=False,
+        started_at=now,
+    )
 
 
 def _thread(row: Row[Any], status: str) -> ThreadRecord:
