@@ -23,7 +23,6 @@ from parley.service.schema import (
     AgentDescription,
     ApprovalInput,
     ApprovalStreamInput,
-    Interrupt,
     RunInfo,
     ServiceChatMessage,
     ThreadDetail,
@@ -31,6 +30,7 @@ from parley.service.schema import (
     ThreadList,
     error_responses,
 )
+from parley.service.sse import make_interrupt
 from parley.service.state import ServiceState, get_state, is_thread_id, sse_response
 from parley.service.store import RunRecord, ThreadRecord
 from parley.service.strict import StrictRoute
@@ -122,14 +122,11 @@ async def get_thread(thread_id: str, state: State, user: User, response: Respons
     rows = await state.store.get_messages(thread_id)
     pending = await state.store.pending_approvals(thread_id)
     interrupts = [
-        Interrupt(
-            interrupt_id=p.interrupt_id,
+        make_interrupt(
+            p.interrupt_id,
+            p.awaiting_calls,
             thread_id=thread_id,
             run_id=_run_of(rows, p.message_id),
-            calls=[
-                {"name": c.name, "args": c.input, "id": c.id, "type": "tool_call"}
-                for c in p.awaiting_calls
-            ],
         )
         for p in pending
     ]

@@ -10,7 +10,7 @@ run ids added. Both end with `data: [DONE]`.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 from parley.agents.events import (
@@ -21,10 +21,17 @@ from parley.agents.events import (
     TextDelta,
 )
 from parley.compat.service_toolkit import msgs_to_chat_messages
-from parley.messages import Msg
+from parley.messages import Msg, ToolCallBlock
 from parley.service.schema import EventsMode, Interrupt
 
-__all__ = ["DONE", "chat_message_dicts", "frame", "interrupt_of", "stream_frames"]
+__all__ = [
+    "DONE",
+    "chat_message_dicts",
+    "frame",
+    "interrupt_of",
+    "make_interrupt",
+    "stream_frames",
+]
 
 DONE = "data: [DONE]\n\n"
 """The last frame of every stream."""
@@ -52,17 +59,23 @@ def chat_message_dicts(msg: Msg, *, run_id: str | None, thread_id: str) -> list[
 
 
 def interrupt_of(event: ApprovalRequested, *, thread_id: str, run_id: str) -> Interrupt:
-    """The interrupt an approval request announces, with its calls as toolkit `ToolCall`s."""
-    calls = [
-        {"name": call.name, "args": call.input, "id": call.id, "type": "tool_call"}
-        for call in event.calls
-    ]
+    """The interrupt an approval request announces."""
+    return make_interrupt(event.interrupt_id, event.calls, thread_id=thread_id, run_id=run_id)
+
+
+def make_interrupt(
+    interrupt_id: str, calls: Iterable[ToolCallBlock], *, thread_id: str, run_id: str
+) -> Interrupt:
+    """An interrupt with its awaiting calls as the toolkit's `ToolCall`s."""
     return Interrupt.model_validate(
         {
-            "interrupt_id": event.interrupt_id,
+            "interrupt_id": interrupt_id,
             "thread_id": thread_id,
             "run_id": run_id,
-            "calls": calls,
+            "calls": [
+                {"name": call.name, "args": call.input, "id": call.id, "type": "tool_call"}
+                for call in calls
+            ],
         }
     )
 
