@@ -44,7 +44,9 @@ _LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": 
 
 def frame(data: Any) -> str:
     """One SSE frame holding `data` as JSON, on one line for every line splitter."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":")).translate(_LINE_BREAKS)
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    if "\x85" in text or "\u2028" in text or "\u2029" in text:  # rare: scans beat translate
+        text = text.translate(_LINE_BREAKS)
     return f"data: {text}\n\n"
 
 
