@@ -483,3 +483,20 @@ def test_closing_a_sync_stream_stops_the_run() -> None:
     events.close()  # type: ignore[attr-defined]
     partial = agent.memory._msgs[-1]  # type: ignore[attr-defined]
     assert partial.metadata["interrupted"] is True
+
+
+def test_with_model_keeps_the_agent_and_measures_the_new_model() -> None:
+    def counter(msgs: Any) -> int:
+        return 1
+
+    first = ScriptedModel(["a"], context_size=1000)
+    second = ScriptedModel(["b"], context_size=4000)
+    agent = Agent("x", first, system_prompt="p", tools=[add], token_counter=counter)
+    other = agent.with_model(second)
+    assert (other.model, agent.model) == (second, first)
+    assert (other.name, other.system_prompt, other.toolkit) == ("x", "p", agent.toolkit)
+    assert other.budget.model is second
+    assert other.budget.limit != agent.budget.limit
+    assert other.budget._counter is counter  # a custom counter goes along
+    assert other.reply_sync("hi").text == "b"
+    assert agent.reply_sync("hi").text == "a"

@@ -18,6 +18,7 @@ dict in `metadata["structured"]`; `reply_structured(...)` returns the parsed mod
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
@@ -130,6 +131,16 @@ class Agent:
 
     def __repr__(self) -> str:
         return f"Agent(name={self.name!r}, model={self.model!r}, tools={self.toolkit.names})"
+
+    def with_model(self, model: ChatModel) -> Agent:
+        """This agent on another model, its context budget measured against that model.
+
+        The prompt, tools, memory and policies are the same objects (a shallow copy).
+        """
+        other = copy.copy(self)
+        other.model = model
+        other.budget = self.budget.for_model(model)
+        return other
 
     # -- running -----------------------------------------------------------------------------------
 

@@ -203,6 +203,10 @@ class ContextBudget:
         # Counted once per message: a long run re-reads the same history every iteration.
         self._counts: dict[str, int] = {}
 
+    def for_model(self, model: ChatModel) -> ContextBudget:
+        """The same budget (reserve, counter) for another model's context window."""
+        return ContextBudget(model, output_reserve=self.output_reserve, counter=self._counter)
+
     @property
     def limit(self) -> int | None:
         """The tokens a prompt may take (tools included), or None when unbounded."""

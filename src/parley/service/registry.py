@@ -24,7 +24,6 @@ local model by default) with the built-in code interpreter.
 
 from __future__ import annotations
 
-import copy
 import importlib
 import threading
 import tomllib
@@ -36,7 +35,6 @@ from typing import Any
 import yaml
 
 from parley.agents import Agent
-from parley.agents.budget import ContextBudget
 from parley.errors import ConfigurationError, NotFoundError
 from parley.models.base import ChatModel
 
@@ -88,10 +86,7 @@ class AgentEntry:
         """The agent on another model (`spec`), made once and kept."""
         variant = self._variants.get(spec)
         if variant is None:
-            base = self.agent
-            variant = copy.copy(base)
-            variant.model = build(spec)
-            variant.budget = ContextBudget(variant.model, output_reserve=base.budget.output_reserve)
+            variant = self.agent.with_model(build(spec))
             self._variants[spec] = variant
         return variant
 
