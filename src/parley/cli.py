@@ -77,10 +77,9 @@ DEFAULT_TOOLS = ("code_interpreter",)
 
 
 def _tool_choice(spec: str) -> Any:
-    # The 135M local model calls a tool whenever it may: one tool round, then it must answer.
-    if spec.partition(":")[0] == "local":
-        return lambda index: "auto" if index == 0 else "none"
-    return None
+    from parley.agents import one_tool_round  # noqa: PLC0415
+
+    return one_tool_round if spec.partition(":")[0] == "local" else None
 
 
 async def _agent_answer(agent: Any, question: str, out: TextIO) -> None:

@@ -4,7 +4,7 @@
 `PromptedToolsModel` gives tool calling to models without it (Qwen-Agent's `nous` format).
 """
 
-from parley.agents.agent import Agent, AgentInput, ToolChoicePolicy
+from parley.agents.agent import Agent, AgentInput, ToolChoicePolicy, one_tool_round
 from parley.agents.approval import DENIED, NOT_RUN, PendingApproval
 from parley.agents.budget import ContextBudget, CountsTokens, TokenCounter, estimate_tokens
 from parley.agents.events import (
@@ -59,4 +59,5 @@ __all__ = [
     "ToolChoicePolicy",
     "ToolResult",
     "estimate_tokens",
+    "one_tool_round",
 ]

@@ -36,7 +36,7 @@ from parley.models.base import ChatModel
 from parley.models.tools import check_tool_choice
 from parley.tools import ToolInput, Toolkit
 
-__all__ = ["Agent", "AgentInput", "ReplyListener", "ToolChoicePolicy"]
+__all__ = ["Agent", "AgentInput", "ReplyListener", "ToolChoicePolicy", "one_tool_round"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -46,6 +46,16 @@ AgentInput = str | Msg | Mapping[str, Any] | Sequence[str | Msg | Mapping[str, A
 ToolChoicePolicy = str | Callable[[int], str | None] | None
 """A `tool_choice` for the first model call of a run, or a function of the call's index
 (0 for a run's first call, counted on across a resume) giving each call's choice."""
+
+
+def one_tool_round(index: int) -> str:
+    """A `ToolChoicePolicy`: tools in a run's first model call only, then an answer.
+
+    For small models (the embedded local one) that call a tool whenever they may: the run
+    makes one tool round and the next call must answer.
+    """
+    return "auto" if index == 0 else "none"
+
 
 ReplyListener = Callable[["Agent", Msg], Awaitable[None]]
 """Awaited with an agent and the answer one of its runs ended with (`Agent.reply_listeners`)."""

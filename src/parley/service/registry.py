@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from parley.agents import Agent
+from parley.agents import Agent, one_tool_round
 from parley.errors import ConfigurationError, NotFoundError
 from parley.models.base import ChatModel
 
@@ -209,8 +209,7 @@ def builtin_agent(model: ChatModel, *, key: str = BUILTIN_KEY) -> Agent:
         model,
         system_prompt=BUILTIN_PROMPT,
         tools=Toolkit(list(BUILTIN_TOOLS)),
-        # The small local model calls a tool whenever it may: one tool round, then it answers.
-        tool_choice=(lambda index: "auto" if index == 0 else "none") if local else None,
+        tool_choice=one_tool_round if local else None,
         max_iters=4,
         description="A helpful assistant that can run Python in a sandbox.",
     )
