@@ -50,11 +50,12 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
+from tests._requires import unavailable
+
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
     from sqlalchemy.engine import URL
 
-SETUP_HINT = "scripts/setup-system.sh installs it (as root; `make check` runs it)"
 # Every wait is bounded: a server that does not come up fails its tests, it never hangs them.
 COMMAND_TIMEOUT = 90.0
 PG_START_TIMEOUT = 60
@@ -75,18 +76,6 @@ CHROMIUM_ARGS = (
     # Containers often have a tiny /dev/shm, where Chromium's renderers otherwise crash.
     "--disable-dev-shm-usage",
 )
-
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in {"true", "1"}
-
-
-def _unavailable(what: str) -> NoReturn:
-    """Skip the test here, fail it under CI: a missing server must not look like a pass there."""
-    message = f"{what}; {SETUP_HINT}"
-    if _in_ci():
-        pytest.fail(f"{message} (CI=true, so this fails instead of skipping)", pytrace=False)
-    pytest.skip(message)
 
 
 # --- PostgreSQL -------------------------------------------------------------------------------
@@ -280,12 +269,12 @@ def postgres_url() -> Iterator[str]:
         return
     bin_dir = _postgres_bin()
     if bin_dir is None:
-        _unavailable("PostgreSQL server binaries (initdb, pg_ctl) not found")
+        unavailable("PostgreSQL server binaries (initdb, pg_ctl) not found")
     if os.geteuid() == 0:
         try:
             pwd.getpwnam("postgres")
         except KeyError:
-            _unavailable("PostgreSQL refuses to run as root, and there is no `postgres` user")
+            unavailable("PostgreSQL refuses to run as root, and there is no `postgres` user")
     cluster = _Cluster(bin_dir)
     try:
         yield cluster.start()
@@ -334,7 +323,7 @@ def chromium_launch_options() -> dict[str, Any]:
     """Keyword arguments for `chromium.launch()` (sync or async API) that start it headless."""
     path = _chromium_path()
     if path is None:
-        _unavailable("Chromium not found (Debian package `chromium`, /usr/bin/chromium)")
+        unavailable("Chromium not found (Debian package `chromium`, /usr/bin/chromium)")
     return {
         "executable_path": path,
         "args": list(CHROMIUM_ARGS),

@@ -170,5 +170,12 @@ class Tool:
         """Run the tool; by default the sync `call` in a worker thread."""
         return await asyncio.to_thread(self.call, params, **kwargs)
 
+    async def end_session(self, user_id: str | None, thread_id: str) -> None:
+        """Free what the tool holds for one conversation: its thread was deleted.
+
+        Tools that keep per-conversation state (keyed by `RunContext.session_key`) override
+        it; the default holds nothing.
+        """
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
