@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 import pytest
@@ -157,35 +156,41 @@ async def test_usage_is_summed_over_the_model_calls() -> None:
 
 
 async def test_parallel_calls_run_concurrently_and_keep_their_order() -> None:
+    log: list[str] = []
+    all_started = asyncio.Event()
+
     @tool
-    async def slow(label: str, seconds: float) -> str:
-        """Wait, then answer.
+    async def slow(label: str) -> str:
+        """Wait for the other calls, then answer.
 
         Args:
             label: What to answer.
-            seconds: How long to wait.
         """
-        await asyncio.sleep(seconds)
+        log.append(f"start {label}")
+        if sum(entry.startswith("start") for entry in log) == 3:
+            all_started.set()
+        # Only calls that run together get past this: one after another, the first waits
+        # for the others forever (bounded by the timeout, which fails the call).
+        await asyncio.wait_for(all_started.wait(), 10)
+        log.append(f"end {label}")
         return label
 
-    # The first call is the slowest: results still come in call order.
+    # The calls finish in reverse order: results still come in call order.
     model = ScriptedModel(
         [
             calls(
-                ("slow", {"label": "a", "seconds": 0.6}, "c1"),
-                ("slow", {"label": "b", "seconds": 0.3}, "c2"),
-                ("slow", {"label": "c", "seconds": 0.3}, "c3"),
+                ("slow", {"label": "a"}, "c1"),
+                ("slow", {"label": "b"}, "c2"),
+                ("slow", {"label": "c"}, "c3"),
             ),
             "done",
         ]
     )
     agent = Agent("par", model, tools=[slow])
 
-    started = time.monotonic()
     events = await collect(agent.stream("go"))
-    elapsed = time.monotonic() - started
 
-    assert elapsed < 1.0, "three calls of 0.6 + 0.3 + 0.3 s ran one after another"
+    assert log[:3] == ["start a", "start b", "start c"], "the calls did not run together"
     results = [e.result for e in events if isinstance(e, ToolResult)]
     assert [(r.tool_call_id, r.output) for r in results] == [("c1", "a"), ("c2", "b"), ("c3", "c")]
     tool_msg = (await agent.memory.get())[2]
@@ -194,23 +199,27 @@ async def test_parallel_calls_run_concurrently_and_keep_their_order() -> None:
 
 
 async def test_calls_run_one_after_another_when_parallel_calls_are_off() -> None:
+    log: list[str] = []
+
     @tool
-    async def nap(seconds: float) -> str:
-        """Sleep.
+    async def nap(label: str) -> str:
+        """Yield to the loop a few times, logging start and end.
 
         Args:
-            seconds: How long.
+            label: Which call.
         """
-        await asyncio.sleep(seconds)
+        log.append(f"start {label}")
+        for _ in range(5):
+            await asyncio.sleep(0)  # a concurrent call would start meanwhile
+        log.append(f"end {label}")
         return "ok"
 
     model = ScriptedModel(
-        [calls(("nap", {"seconds": 0.3}, "c1"), ("nap", {"seconds": 0.3}, "c2")), "done"]
+        [calls(("nap", {"label": "1"}, "c1"), ("nap", {"label": "2"}, "c2")), "done"]
     )
     agent = Agent("seq", model, tools=[nap], parallel_tool_calls=False)
-    started = time.monotonic()
     await agent.reply("go")
-    assert time.monotonic() - started >= 0.55
+    assert log == ["start 1", "end 1", "start 2", "end 2"]
     assert model.requests[0].parameters.parallel_tool_calls is False
 
 

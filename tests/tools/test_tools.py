@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
+import threading
 from typing import Any
 
 import pytest
@@ -227,44 +227,47 @@ async def test_toolkit_runs_calls_and_reports_failures_as_results() -> None:
 
 
 async def test_parallel_calls_run_concurrently_and_keep_their_order() -> None:
+    log: list[str] = []
+
     @tool
-    async def wait(seconds: float, label: str) -> str:
-        """Wait, then answer the label."""
-        await asyncio.sleep(seconds)
+    async def wait(label: str, turns: int) -> str:
+        """Yield to the loop `turns` times, then answer the label."""
+        log.append(f"start {label}")
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        log.append(f"end {label}")
         return label
 
     kit = Toolkit([wait])
-    calls = [call("wait", {"seconds": 0.2 - i * 0.05, "label": f"L{i}"}, f"c{i}") for i in range(4)]
-    started = time.monotonic()
+    # The first call takes the most turns: it ends last, its result still comes first.
+    calls = [call("wait", {"label": f"L{i}", "turns": 8 - 2 * i}, f"c{i}") for i in range(4)]
     results = await kit.run_all(calls)
-    elapsed = time.monotonic() - started
     assert [r.output for r in results] == ["L0", "L1", "L2", "L3"]
     assert [r.tool_call_id for r in results] == ["c0", "c1", "c2", "c3"]
-    assert elapsed < 0.45  # not 0.2 + 0.15 + 0.1 + 0.05 in a row
+    assert log[:4] == ["start L0", "start L1", "start L2", "start L3"]  # all ran together
+    assert log[4:] == ["end L3", "end L2", "end L1", "end L0"]
+    log.clear()
     in_order = await kit.run_all(calls, parallel=False)
     assert [r.output for r in in_order] == ["L0", "L1", "L2", "L3"]
+    assert log == [f"{edge} L{i}" for i in range(4) for edge in ("start", "end")]
 
 
 async def test_sync_tools_do_not_block_the_event_loop() -> None:
+    released = threading.Event()
+
     @tool
-    def block(seconds: float) -> str:
-        """Sleep in the thread."""
-        time.sleep(seconds)
-        return "done"
+    def block() -> str:
+        """Wait in the thread until the event loop, still running, releases it."""
+        return "done" if released.wait(10) else "the loop was blocked"
 
-    ticks = 0
+    async def release() -> None:
+        await asyncio.sleep(0)
+        released.set()
 
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            await asyncio.sleep(0.01)
-            ticks += 1
-
-    task = asyncio.create_task(ticker())
-    result = await Toolkit([block]).run(call("block", {"seconds": 0.2}))
-    task.cancel()
+    task = asyncio.create_task(release())
+    result = await Toolkit([block]).run(call("block", {}))
+    await task
     assert result.output == "done"
-    assert ticks >= 5
 
 
 async def test_tools_may_return_media_and_data() -> None:

@@ -98,6 +98,8 @@ class Agent:
         parallel_tool_calls: Let the model call several tools at once, and run them
             concurrently (results stay in call order).
         description: What the agent does, for routers and group chats.
+            An agent may serve several conversations at once, each on its own memory
+            (`reply(..., memory=...)`); runs on one memory go one at a time.
         tool_choice: `auto`, `none`, `required` or a tool's name for the first model call of
             each run (later calls are `auto`, so a forced call cannot loop), or a function of
             the call's index returning each call's choice.
@@ -160,19 +162,26 @@ class Agent:
         *,
         structured: StructuredSchema | None = None,
         memory: Memory | None = None,
+        deps: Any = None,
+        user_id: str | None = None,
     ) -> AgentRun:
         """Start a run on `msgs` and iterate its events; see `AgentRun`.
 
         Args:
             msgs: The new input (added to memory first).
             structured: A pydantic model or JSON schema the final answer must follow.
-            memory: Run on this memory (a thread's) instead of the agent's own.
+            memory: Run on this memory (a thread's) instead of the agent's own. One run at a
+                time per memory: a second one meanwhile raises `UserError`.
+            deps: Handed to the tools that take a `RunContext` (`ctx.deps`).
+            user_id: Who the run is for (`ctx.user_id`; keys per-user tool state).
         """
         return _ListenedRun(
             self,
             self.memory if memory is None else memory,
             input_msgs=_as_msgs(msgs),
             structured=structured,
+            deps=deps,
+            user_id=user_id,
         )
 
     async def reply(
@@ -181,6 +190,8 @@ class Agent:
         *,
         structured: StructuredSchema | None = None,
         memory: Memory | None = None,
+        deps: Any = None,
+        user_id: str | None = None,
     ) -> Msg:
         """Run on `msgs` and return the final assistant message.
 
@@ -190,19 +201,37 @@ class Agent:
         Raises:
             ModelError: The model failed (after its retries).
         """
-        run = self.stream(msgs, structured=structured, memory=memory)
+        run = self.stream(msgs, structured=structured, memory=memory, deps=deps, user_id=user_id)
         return _final(run, await run.result())
 
     @overload
     async def reply_structured(
-        self, msgs: AgentInput, schema: type[M], *, memory: Memory | None = None
+        self,
+        msgs: AgentInput,
+        schema: type[M],
+        *,
+        memory: Memory | None = None,
+        deps: Any = None,
+        user_id: str | None = None,
     ) -> tuple[Msg, M]: ...
     @overload
     async def reply_structured(
-        self, msgs: AgentInput, schema: Mapping[str, Any], *, memory: Memory | None = None
+        self,
+        msgs: AgentInput,
+        schema: Mapping[str, Any],
+        *,
+        memory: Memory | None = None,
+        deps: Any = None,
+        user_id: str | None = None,
     ) -> tuple[Msg, dict[str, Any]]: ...
     async def reply_structured(
-        self, msgs: AgentInput, schema: StructuredSchema, *, memory: Memory | None = None
+        self,
+        msgs: AgentInput,
+        schema: StructuredSchema,
+        *,
+        memory: Memory | None = None,
+        deps: Any = None,
+        user_id: str | None = None,
     ) -> tuple[Msg, Any]:
         """`reply(..., structured=schema)`, also returning the parsed answer.
 
@@ -213,7 +242,7 @@ class Agent:
             ModelOutputError: The run ended without a final answer (parked for approval, or
                 at `max_iters`).
         """
-        run = self.stream(msgs, structured=schema, memory=memory)
+        run = self.stream(msgs, structured=schema, memory=memory, deps=deps, user_id=user_id)
         return await _structured_result(run)
 
     async def observe(self, msgs: Msg | Sequence[Msg]) -> None:
@@ -262,6 +291,8 @@ class Agent:
         *,
         structured: StructuredSchema | None = None,
         memory: Memory | None = None,
+        deps: Any = None,
+        user_id: str | None = None,
     ) -> AgentRun:
         """Continue a run parked for approval, iterating its events.
 
@@ -272,6 +303,8 @@ class Agent:
                 out is denied). Approved calls run; denied ones answer "denied by the user".
             structured: A pydantic model or JSON schema the final answer must follow.
             memory: The memory the run parked on, when it was not the agent's own.
+            deps: Handed to the tools that take a `RunContext` (`ctx.deps`).
+            user_id: Who the run is for (`ctx.user_id`).
 
         Raises:
             UserError: The interrupt id is unknown or used, or a verdict names another call.
@@ -283,6 +316,8 @@ class Agent:
             self.memory if memory is None else memory,
             resume=(pending, verdicts),
             structured=structured,
+            deps=deps,
+            user_id=user_id,
         )
 
     async def resume(
@@ -292,9 +327,13 @@ class Agent:
         *,
         structured: StructuredSchema | None = None,
         memory: Memory | None = None,
+        deps: Any = None,
+        user_id: str | None = None,
     ) -> Msg:
         """Continue a run parked for approval; the final message, as `reply` returns it."""
-        run = self.resume_stream(interrupt, approved, structured=structured, memory=memory)
+        run = self.resume_stream(
+            interrupt, approved, structured=structured, memory=memory, deps=deps, user_id=user_id
+        )
         return _final(run, await run.result())
 
     def choose_tool(self, index: int) -> str | None:
@@ -312,9 +351,13 @@ class Agent:
         *,
         structured: StructuredSchema | None = None,
         memory: Memory | None = None,
+        deps: Any = None,
+        user_id: str | None = None,
     ) -> Msg:
         """`reply`, from synchronous code."""
-        return run_sync(self.reply(msgs, structured=structured, memory=memory))
+        return run_sync(
+            self.reply(msgs, structured=structured, memory=memory, deps=deps, user_id=user_id)
+        )
 
     def stream_sync(
         self,
@@ -322,15 +365,26 @@ class Agent:
         *,
         structured: StructuredSchema | None = None,
         memory: Memory | None = None,
+        deps: Any = None,
+        user_id: str | None = None,
     ) -> Iterator[AgentEvent]:
         """`stream`, from synchronous code; closing the iterator stops the run."""
-        return iterate_sync(self.stream(msgs, structured=structured, memory=memory))
+        return iterate_sync(
+            self.stream(msgs, structured=structured, memory=memory, deps=deps, user_id=user_id)
+        )
 
     def reply_structured_sync(
-        self, msgs: AgentInput, schema: StructuredSchema, *, memory: Memory | None = None
+        self,
+        msgs: AgentInput,
+        schema: StructuredSchema,
+        *,
+        memory: Memory | None = None,
+        deps: Any = None,
+        user_id: str | None = None,
     ) -> tuple[Msg, Any]:
         """`reply_structured`, from synchronous code."""
-        return run_sync(self.reply_structured(msgs, schema, memory=memory))
+        coroutine = self.reply_structured(msgs, schema, memory=memory, deps=deps, user_id=user_id)
+        return run_sync(coroutine)
 
     def resume_sync(
         self,
@@ -339,9 +393,20 @@ class Agent:
         *,
         structured: StructuredSchema | None = None,
         memory: Memory | None = None,
+        deps: Any = None,
+        user_id: str | None = None,
     ) -> Msg:
         """`resume`, from synchronous code."""
-        return run_sync(self.resume(interrupt, approved, structured=structured, memory=memory))
+        return run_sync(
+            self.resume(
+                interrupt,
+                approved,
+                structured=structured,
+                memory=memory,
+                deps=deps,
+                user_id=user_id,
+            )
+        )
 
     def resume_stream_sync(
         self,
@@ -350,9 +415,13 @@ class Agent:
         *,
         structured: StructuredSchema | None = None,
         memory: Memory | None = None,
+        deps: Any = None,
+        user_id: str | None = None,
     ) -> Iterator[AgentEvent]:
         """`resume_stream`, from synchronous code."""
-        run = self.resume_stream(interrupt, approved, structured=structured, memory=memory)
+        run = self.resume_stream(
+            interrupt, approved, structured=structured, memory=memory, deps=deps, user_id=user_id
+        )
         return iterate_sync(run)
 
 

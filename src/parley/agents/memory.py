@@ -3,10 +3,15 @@
 `Memory` is deliberately small and async, so that the HTTP service can back it with its
 thread store (each call a query) and an agent neither knows nor cares. `InMemoryMemory`, a
 list, is the default.
+
+A memory is one conversation: its `thread_id` keys the tools' per-conversation state (the
+code interpreter's session), and one run at a time may use it (a second run started while
+one is going is refused with `UserError`: two runs would interleave their messages).
 """
 
 from __future__ import annotations
 
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 
@@ -23,6 +28,21 @@ class Memory(ABC):
     model's context, never the memory itself). The system prompt is not stored: it is the
     agent's, added to each prompt.
     """
+
+    _thread_id: str | None = None
+    active_run: str | None = None
+    """The id of the run using this memory now, if any (set by the run itself)."""
+
+    @property
+    def thread_id(self) -> str:
+        """The conversation's id (the service's thread); a generated one unless set."""
+        if self._thread_id is None:
+            self._thread_id = f"memory_{uuid.uuid4().hex}"
+        return self._thread_id
+
+    @thread_id.setter
+    def thread_id(self, value: str) -> None:
+        self._thread_id = value
 
     @abstractmethod
     async def add(self, msgs: Msg | Sequence[Msg]) -> None:

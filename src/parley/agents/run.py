@@ -24,6 +24,11 @@ How each way of stopping leaves things:
 
 Calls left unanswered by an interrupted or parked run are answered with the error result
 `NOT_RUN` when the conversation goes on, before the new input.
+
+Tools get the run's `RunContext` (run id, the memory's thread, the user and `deps` the caller
+gave, the agent's name). A run holds its memory from its first step to its end: a second run
+on the same memory meanwhile raises `UserError` (two runs would interleave their messages and
+each prompt would hold the other's conversation); give concurrent conversations a memory each.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import threading
 import uuid
 from collections.abc import AsyncGenerator, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Self, TypeVar
@@ -64,6 +70,7 @@ from parley.errors import UserError
 from parley.messages import Block, Msg, TextBlock, ThinkingBlock, ToolCallBlock
 from parley.models.response import ChatResponse, ChatUsage
 from parley.models.tools import ToolSpec
+from parley.tools.context import RunContext
 
 if TYPE_CHECKING:
     from parley.agents.agent import Agent
@@ -97,6 +104,27 @@ def chunk_events(chunk: ChatResponse, seen: set[str]) -> list[AgentEvent]:
     return events
 
 
+_claims = threading.Lock()  # runs on one memory may start from different loops' threads
+
+
+def _claim(memory: Memory, run_id: str) -> None:
+    with _claims:
+        holder = memory.active_run
+        if holder is not None:
+            raise UserError(
+                f"{memory!r} is in use by run {holder}: one run at a time on a memory. Await "
+                "that run first, or give each concurrent conversation its own memory "
+                "(`agent.reply(..., memory=InMemoryMemory())`)"
+            )
+        memory.active_run = run_id
+
+
+def _release(memory: Memory, run_id: str) -> None:
+    with _claims:
+        if memory.active_run == run_id:
+            memory.active_run = None
+
+
 def _being_cancelled() -> bool:
     """Whether this task itself is being cancelled (not just a task it awaited)."""
     task = asyncio.current_task()
@@ -122,10 +150,20 @@ class AgentRun:
         input_msgs: list[Msg] | None = None,
         resume: tuple[PendingApproval, dict[str, bool]] | None = None,
         structured: StructuredSchema | None = None,
+        deps: Any = None,
+        user_id: str | None = None,
     ) -> None:
         self.agent = agent
         self.memory = memory
         self.run_id = f"run_{uuid.uuid4().hex}"
+        self.context: RunContext[Any] = RunContext(
+            run_id=self.run_id,
+            agent=agent.name,
+            thread_id=memory.thread_id,
+            user_id=user_id,
+            deps=deps,
+        )
+        """What the run's tool calls get (see `parley.tools.context`)."""
         self.status: RunStatus | None = None
         self.final: Msg | None = None
         self.usage = ChatUsage()
@@ -184,24 +222,28 @@ class AgentRun:
     # -- the loop ----------------------------------------------------------------------------------
 
     async def _run(self) -> AsyncGenerator[AgentEvent, None]:
-        await self._begin()  # a usage mistake raises here, before any event
-        yield RunStarted(run_id=self.run_id, agent=self.agent.name)
+        _claim(self.memory, self.run_id)  # a usage mistake raises here, before any event
         try:
-            async with contextlib.aclosing(self._body()) as body:
-                async for event in body:
-                    yield event
-        except asyncio.CancelledError:
-            self.status = "interrupted"  # work was under way
-            raise
-        except GeneratorExit:
-            # The consumer stopped between two events: an end already reached stands.
-            self.status = self.status or "interrupted"
-            raise
-        except Exception as exc:
-            self.error = exc
-            self.status = "error"
-            yield RunError(message=str(exc) or type(exc).__name__, kind=type(exc).__name__)
-        yield RunEnded(status=self.status or "completed", final=self.final, usage=self.usage)
+            await self._begin()
+            yield RunStarted(run_id=self.run_id, agent=self.agent.name)
+            try:
+                async with contextlib.aclosing(self._body()) as body:
+                    async for event in body:
+                        yield event
+            except asyncio.CancelledError:
+                self.status = "interrupted"  # work was under way
+                raise
+            except GeneratorExit:
+                # The consumer stopped between two events: an end already reached stands.
+                self.status = self.status or "interrupted"
+                raise
+            except Exception as exc:
+                self.error = exc
+                self.status = "error"
+                yield RunError(message=str(exc) or type(exc).__name__, kind=type(exc).__name__)
+            yield RunEnded(status=self.status or "completed", final=self.final, usage=self.usage)
+        finally:
+            _release(self.memory, self.run_id)
 
     async def _body(self) -> AsyncGenerator[AgentEvent, None]:
         if self._resume is not None:
@@ -381,7 +423,9 @@ class AgentRun:
     ) -> AsyncGenerator[AgentEvent, None]:
         runnable = [c for c in calls if verdicts.get(c.id, True)]
         ran = await self._cancellable(
-            self.agent.toolkit.run_all(runnable, parallel=self.agent.parallel_tool_calls)
+            self.agent.toolkit.run_all(
+                runnable, self.context, parallel=self.agent.parallel_tool_calls
+            )
         )
         if ran is None:
             return

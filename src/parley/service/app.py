@@ -31,6 +31,7 @@ from parley.agents import Agent
 from parley.errors import ConfigurationError, ParleyError, ServiceError, UserError
 from parley.models.spec import model_from_spec
 from parley.service import openai_compat, routes_threads, routes_toolkit
+from parley.service.auth import local_only_tools
 from parley.service.registry import AgentRegistry, builtin_agent
 from parley.service.runs import RunManager
 from parley.service.settings import ServiceSettings
@@ -138,11 +139,24 @@ async def _warm_up(registry: AgentRegistry) -> None:
     """Build the default agent and load its model now, so the first question is quick."""
     try:
         agent = await asyncio.to_thread(lambda: registry.get(registry.default).agent)
+        _tell_local_only(agent)
         load = getattr(agent.model, "load", None)
         if callable(load):
             await load()
     except Exception:  # the first request will report it
         log.warning("could not prepare the default agent", exc_info=True)
+
+
+def _tell_local_only(agent: Agent) -> None:
+    names = local_only_tools(agent)
+    if names:
+        log.warning(
+            "parley: agent %r has tools that serve this machine only (%s: the code "
+            "interpreter's sandbox here is weaker than bubblewrap); requests from other "
+            "machines that would run it are refused (403)",
+            agent.name,
+            ", ".join(names),
+        )
 
 
 def _static_dir() -> Path:

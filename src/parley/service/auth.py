@@ -4,25 +4,43 @@
 `default`, as all of the toolkit's clients are one), or an API key made by `parley keys create
 USER` (looked up by its SHA-256). With neither configured, every request is the user `local`,
 and the service binds to loopback only (`ServiceSettings.bind_host`).
+
+Some tools serve this machine only, whatever the auth (`Tool.local_only`: the code interpreter
+in a sandbox weaker than bubblewrap): a run of an agent holding one is refused (403) for a
+request from another machine.
 """
 
 from __future__ import annotations
 
 import hmac
+from contextvars import ContextVar
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from parley.agents import Agent
 from parley.errors import AuthenticationError
 from parley.service.settings import ServiceSettings, is_loopback
 from parley.service.store import Store
 
-__all__ = ["LOCAL_USER", "SECRET_USER", "authenticate", "current_user"]
+__all__ = [
+    "LOCAL_USER",
+    "SECRET_USER",
+    "authenticate",
+    "check_tools_reachable",
+    "current_user",
+    "local_only_tools",
+]
 
 LOCAL_USER = "local"
 """The user of every request when no auth is configured."""
 SECRET_USER = "default"
 """The user who holds the shared secret."""
+
+# Whether the request being handled came from another machine: set by `current_user`, which
+# every route that starts a run depends on (an async dependency runs in the request's task,
+# so the endpoint sees it); runs started outside a request (tests, scripts) count as local.
+_remote_client: ContextVar[bool] = ContextVar("parley_remote_client", default=False)
 
 _bearer = HTTPBearer(auto_error=False, description="An API key, or the shared AUTH_SECRET.")
 
@@ -63,7 +81,9 @@ async def current_user(
             when the app is served some other way (uvicorn on 0.0.0.0, a container).
     """
     state = request.app.state.parley
-    if not state.settings.auth_enabled and not _from_this_machine(request):
+    local = _from_this_machine(request)
+    _remote_client.set(not local)
+    if not state.settings.auth_enabled and not local:
         raise AuthenticationError(
             "this service has no auth configured, so it answers this machine only; set "
             "PARLEY_API_KEYS=true or AUTH_SECRET to serve others",
@@ -76,3 +96,26 @@ async def current_user(
 def _from_this_machine(request: Request) -> bool:
     # No client address (a Unix socket, an in-process transport) is this machine too.
     return request.client is None or is_loopback(request.client.host)
+
+
+def local_only_tools(agent: Agent) -> list[str]:
+    """The names of the agent's tools that serve this machine only."""
+    return [found.name for found in agent.toolkit if found.local_only]
+
+
+def check_tools_reachable(agent: Agent) -> None:
+    """Refuse a run for another machine when the agent holds a tool for this machine only.
+
+    Raises:
+        AuthenticationError: The request being handled came from another machine (403).
+    """
+    if not _remote_client.get():
+        return
+    names = local_only_tools(agent)
+    if names:
+        raise AuthenticationError(
+            f"agent {agent.name!r} has tools that serve this machine only ({', '.join(names)}:"
+            " the code interpreter without bubblewrap cannot contain hostile code); install "
+            "bubblewrap to serve it to others",
+            status_code=403,
+        )

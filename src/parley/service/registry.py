@@ -82,6 +82,11 @@ class AgentEntry:
             )
         return built
 
+    @property
+    def built(self) -> list[Agent]:
+        """The agents built so far: the agent and its variants on other models."""
+        return [a for a in (self._agent, *self._variants.values()) if a is not None]
+
     def with_model(self, spec: str, build: Callable[[str], ChatModel]) -> Agent:
         """The agent on another model (`spec`), made once and kept."""
         variant = self._variants.get(spec)

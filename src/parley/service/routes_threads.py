@@ -152,7 +152,10 @@ def _run_of(rows: list[tuple[Msg, str | None]], message_id: str) -> str:
     responses=error_responses(404, 409),
 )
 async def delete_thread(thread_id: str, state: State, user: User) -> Response:
-    """Delete a thread with its messages, runs and feedback (not while a run is on it)."""
+    """Delete a thread with its messages, runs and feedback (not while a run is on it).
+
+    The tools' state for it goes too: the code interpreter's process and the thread's files.
+    """
     await _own_thread(state, thread_id, user)  # first: another's thread is 404, never 409
     busy = ConflictError(f"thread {thread_id!r} has a run going; cancel it first", status_code=409)
     # Under the thread's lock, as a run holds it: no run starts (stores its first message)
@@ -167,6 +170,8 @@ async def delete_thread(thread_id: str, state: State, user: User) -> Response:
             raise busy
         if not await state.store.delete_thread(thread_id, user):
             raise NotFoundError(f"thread {thread_id!r} not found", status_code=404)
+        # Still under the lock: no run may start the thread's tool session again meanwhile.
+        await state.end_thread(user, thread_id)
     finally:
         await lease.release()
     return Response(status_code=204)

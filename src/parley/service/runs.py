@@ -25,6 +25,7 @@ from parley.agents import Agent, AgentRun, Memory
 from parley.agents.events import AgentEvent, ApprovalRequested, RunEnded, RunError
 from parley.errors import ConflictError, NotFoundError
 from parley.messages import Msg
+from parley.service.auth import check_tools_reachable
 from parley.service.store import RunRecord, Store, ThreadLocks
 from parley.service.store.locks import Lease
 
@@ -124,8 +125,11 @@ class RunManager:
             NotFoundError: The thread or interrupt is another user's (or unknown, to resume).
             ConflictError: The thread stayed busy for `busy_timeout`, or the interrupt was
                 answered already.
+            AuthenticationError: The request came from another machine and the agent has a
+                tool that serves this machine only (403).
             UserError: A verdict names a call that does not wait.
         """
+        check_tools_reachable(agent)
         await self.store.claim_thread(thread_id, user_id, agent_key)
         lease = await self.locks.acquire(thread_id, self.busy_timeout)
         try:
@@ -164,14 +168,15 @@ class RunManager:
             history = list(seed)
         memory = ThreadMemory(self.store, thread_id, history)
         if resume is None:
-            run = agent.stream(message, memory=memory)
+            run = agent.stream(message, memory=memory, user_id=user_id)
         else:
             interrupt_id, approved = resume
             found = await self.store.get_approval(interrupt_id, user_id)
             if found is None or found[1] != thread_id:
                 raise NotFoundError(f"interrupt {interrupt_id!r} not found", status_code=404)
             pending, _, _ = found
-            run = agent.resume_stream(pending, approved, memory=memory)  # checks the verdicts
+            # Checks the verdicts.
+            run = agent.resume_stream(pending, approved, memory=memory, user_id=user_id)
             await self.store.answer_approval(interrupt_id)
         memory.run_id = run.run_id
         return run

@@ -45,6 +45,16 @@ class ServiceState:
     locks: ThreadLocks
     runs: RunManager
 
+    async def end_thread(self, user_id: str, thread_id: str) -> None:
+        """Free what the served agents' tools hold for a deleted thread (files, processes).
+
+        Tools key that state by user and thread (`RunContext.session_key`); an agent not
+        built yet holds none. Variants on other models share their agent's tools.
+        """
+        toolkits = {id(a.toolkit): a.toolkit for e in self.registry for a in e.built}
+        for toolkit in toolkits.values():
+            await toolkit.end_session(user_id, thread_id)
+
     def agent_for(self, entry: AgentEntry, model_name: str | None) -> Agent:
         """The entry's agent, on the model `model_name` maps to (None: its own).
 

@@ -3,13 +3,16 @@
 A Qwen-Agent style tool class (class attributes `name`, `description`, `parameters` as a JSON
 schema or Qwen's list form, a sync `call(params, **kwargs)` that calls
 `self._verify_json_format_args(params)`) works unchanged. parley calls tools through
-`acall`, which runs a sync `call` in a worker thread so the event loop keeps going; async
-tools override `acall` itself.
+`acall`, which runs a sync `call` on the tools' own threads (`parley.tools.executor`) so the
+event loop keeps going; async tools override `acall` itself.
+
+A tool whose `call` (or `acall`) takes a `ctx` parameter or `**kwargs` receives the call's
+`RunContext` as `ctx` (see `parley.tools.context`).
 """
 
 from __future__ import annotations
 
-import asyncio
+import inspect
 import json
 import re
 from collections.abc import Sequence
@@ -19,6 +22,7 @@ from parley.errors import ToolArgumentsError, ToolError
 from parley.messages import AudioBlock, FileBlock, ImageBlock, OutputBlock, TextBlock, VideoBlock
 from parley.models.tools import ToolSpec
 from parley.tools.arguments import parse_tool_arguments, qwen_list_to_schema
+from parley.tools.executor import run_in_tool_thread
 
 __all__ = ["Tool", "ToolOutput", "to_output"]
 
@@ -59,6 +63,20 @@ def to_output(value: Any) -> ToolOutput:
     if isinstance(value, (list, tuple)) and (blocks := _block_output(value)) is not None:
         return blocks
     return json.dumps(value, ensure_ascii=False, default=str)
+
+
+_CONTEXT_TAKERS: dict[type[Tool], bool] = {}
+
+
+def _takes_context(cls: type[Tool]) -> bool:
+    found = _CONTEXT_TAKERS.get(cls)
+    if found is None:
+        # `acall` when the class overrides it, else the `call` the base `acall` passes to.
+        method = cls.acall if cls.acall is not Tool.acall else cls.call
+        parameters = inspect.signature(method).parameters.values()
+        found = any(p.name == "ctx" or p.kind is p.VAR_KEYWORD for p in parameters)
+        _CONTEXT_TAKERS[cls] = found
+    return found
 
 
 class Tool:
@@ -167,8 +185,22 @@ class Tool:
         return parse_tool_arguments(raw, self.json_schema, tool=self.name)
 
     async def acall(self, params: dict[str, Any], **kwargs: Any) -> Any:
-        """Run the tool; by default the sync `call` in a worker thread."""
-        return await asyncio.to_thread(self.call, params, **kwargs)
+        """Run the tool; by default the sync `call` on a tool thread."""
+        return await run_in_tool_thread(self.call, params, **kwargs)
+
+    @property
+    def local_only(self) -> bool:
+        """Whether only this machine's users may call it (the service refuses others).
+
+        For tools that cannot protect the machine from whoever drives the model: the code
+        interpreter in a sandbox weaker than bubblewrap.
+        """
+        return False
+
+    @property
+    def takes_context(self) -> bool:
+        """Whether calls get the `RunContext` (as `ctx`): `call`/`acall` take `ctx` or **kwargs."""
+        return _takes_context(type(self))
 
     async def end_session(self, user_id: str | None, thread_id: str) -> None:
         """Free what the tool holds for one conversation: its thread was deleted.

@@ -3,12 +3,15 @@
 The parameters' type hints make the JSON schema and the docstring's summary and argument
 descriptions (Google, reST or NumPy style) fill it in; pydantic validates each call, so a
 model's `"3"` for an `int` becomes `3` and a wrong shape is reported back to the model.
+
+A parameter annotated `RunContext` (or `RunContext[Deps]`) is not shown to the model: each
+call fills it with the run's context (run, thread, user, agent, the caller's `deps`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import inspect
+import typing
 from collections.abc import Callable
 from typing import Any, overload
 
@@ -18,6 +21,8 @@ from pydantic.json_schema import GenerateJsonSchema
 from parley.errors import ToolArgumentsError, UserError
 from parley.tools.arguments import parse_tool_arguments
 from parley.tools.base import Tool
+from parley.tools.context import RunContext
+from parley.tools.executor import run_in_tool_thread
 
 __all__ = ["FunctionTool", "tool"]
 
@@ -30,6 +35,19 @@ def _docs(fn: Callable[..., Any]) -> tuple[str, dict[str, str]]:
     return summary, {p.arg_name: p.description or "" for p in doc.params}
 
 
+def _is_context(annotation: Any) -> bool:
+    return annotation is RunContext or typing.get_origin(annotation) is RunContext
+
+
+def _context_parameter(fn: Callable[..., Any], name: str) -> str | None:
+    """The parameter that receives the `RunContext`, if the function has one."""
+    hints = inspect.get_annotations(fn, eval_str=True)
+    found = [p for p in inspect.signature(fn).parameters if _is_context(hints.get(p))]
+    if len(found) > 1:
+        raise UserError(f"{name}: only one parameter may take the RunContext ({found})")
+    return found[0] if found else None
+
+
 def _arguments_model(fn: Callable[..., Any], name: str, docs: dict[str, str]) -> type[BaseModel]:
     hints = inspect.get_annotations(fn, eval_str=True)
     fields: dict[str, Any] = {}
@@ -37,6 +55,8 @@ def _arguments_model(fn: Callable[..., Any], name: str, docs: dict[str, str]) ->
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise UserError(f"{name}: a tool cannot take *args or **kwargs ({param.name})")
         annotation = hints.get(param.name, Any)
+        if _is_context(annotation):
+            continue  # filled in at each call, never by the model
         default = ... if param.default is param.empty else param.default
         fields[param.name] = (annotation, Field(default, description=docs.get(param.name) or None))
     config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
@@ -78,6 +98,8 @@ class FunctionTool(Tool):
         summary, docs = _docs(fn)
         self._description = description if description is not None else summary
         self.arguments_model = _arguments_model(fn, self._name, docs)
+        self.context_parameter = _context_parameter(fn, self._name)
+        """The parameter that receives the call's `RunContext`, if any."""
         self._requires_approval = requires_approval
         self._timeout = timeout
         self.__doc__ = fn.__doc__
@@ -128,19 +150,27 @@ class FunctionTool(Tool):
             ) from None
         return {field: getattr(model, field) for field in type(model).model_fields}
 
+    def _with_context(self, arguments: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        if self.context_parameter is None:
+            return arguments
+        if ctx is None:
+            ctx = RunContext.detached()  # called outside a run: a direct call, a test
+        return {**arguments, self.context_parameter: ctx}
+
     def call(self, params: str | dict[str, Any], **kwargs: Any) -> Any:
         """Call the function with validated arguments (sync)."""
-        arguments = self.prepare(params)
+        arguments = self._with_context(self.prepare(params), kwargs.get("ctx"))
         result = self.fn(**arguments)
         if inspect.isawaitable(result):
             raise UserError(f"{self.name} is async: call it with `await tool.acall(...)`")
         return result
 
     async def acall(self, params: dict[str, Any], **kwargs: Any) -> Any:
-        """Call the function; a sync one runs in a worker thread."""
+        """Call the function; a sync one runs on a tool thread (`parley.tools.executor`)."""
+        arguments = self._with_context(params, kwargs.get("ctx"))
         if inspect.iscoroutinefunction(self.fn):
-            return await self.fn(**params)
-        return await asyncio.to_thread(self.fn, **params)
+            return await self.fn(**arguments)
+        return await run_in_tool_thread(self.fn, **arguments)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the function directly: the decorated function stays callable as itself."""

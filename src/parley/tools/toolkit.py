@@ -3,6 +3,9 @@
 Running a call never raises for what the model or the tool got wrong: an unknown tool,
 arguments that cannot be parsed or break the schema, a tool that raises or runs past its
 timeout all come back as an error result the model can read and act on.
+
+The agent loop runs calls with the run's `RunContext`, which reaches the tools that declare
+it (see `parley.tools.context`); `end_session` tells every tool a conversation is gone.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from parley.errors import ConfigurationError, ToolArgumentsError, UserError
 from parley.messages import ToolCallBlock, ToolResultBlock
 from parley.models.tools import ToolSpec
 from parley.tools.base import Tool, to_output
+from parley.tools.context import RunContext
 from parley.tools.function import FunctionTool
 from parley.tools.registry import TOOL_REGISTRY
 
@@ -120,8 +124,16 @@ class Toolkit:
         found = self._tools.get(call.name)
         return bool(found and found.requires_approval)
 
-    async def run(self, call: ToolCallBlock, **context: Any) -> ToolResultBlock:
-        """Run one call; failures become error results, never exceptions."""
+    async def run(
+        self, call: ToolCallBlock, ctx: RunContext[Any] | None = None, **extra: Any
+    ) -> ToolResultBlock:
+        """Run one call; failures become error results, never exceptions.
+
+        Args:
+            call: The model's call.
+            ctx: The run's context; the tool gets it (for this call) if it declares it.
+            extra: More keyword arguments for the tool (Qwen-Agent style `messages=`, ...).
+        """
         found = self._tools.get(call.name)
         if found is None:
             return _error(
@@ -131,10 +143,12 @@ class Toolkit:
             arguments = found.prepare(call.raw_input if call.raw_input is not None else call.input)
         except ToolArgumentsError as exc:
             return _error(call, f"{exc}. Call the tool again with corrected arguments.")
+        if ctx is not None and found.takes_context:
+            extra = {**extra, "ctx": ctx.for_call(call.id, call.name)}
         try:
             # `asyncio.timeout` rather than `wait_for`: no extra task per call (3.11).
             async with asyncio.timeout(found.timeout):
-                output = await found.acall(arguments, **context)
+                output = await found.acall(arguments, **extra)
         except TimeoutError:
             return _error(call, f"{call.name} did not finish within {found.timeout} seconds")
         except asyncio.CancelledError:
@@ -145,9 +159,22 @@ class Toolkit:
         return ToolResultBlock(tool_call_id=call.id, name=call.name, output=to_output(output))
 
     async def run_all(
-        self, calls: Sequence[ToolCallBlock], *, parallel: bool = True, **context: Any
+        self,
+        calls: Sequence[ToolCallBlock],
+        ctx: RunContext[Any] | None = None,
+        *,
+        parallel: bool = True,
+        **extra: Any,
     ) -> list[ToolResultBlock]:
         """Run several calls, concurrently when `parallel`; results in the calls' order."""
         if parallel and len(calls) > 1:
-            return list(await asyncio.gather(*(self.run(c, **context) for c in calls)))
-        return [await self.run(c, **context) for c in calls]
+            return list(await asyncio.gather(*(self.run(c, ctx, **extra) for c in calls)))
+        return [await self.run(c, ctx, **extra) for c in calls]
+
+    async def end_session(self, user_id: str | None, thread_id: str) -> None:
+        """Tell every tool a conversation is gone (its thread was deleted); never raises."""
+        for found in list(self._tools.values()):
+            try:
+                await found.end_session(user_id, thread_id)
+            except Exception as exc:  # one tool's failure must not keep the others' state
+                logger.warning("tool %s failed to end session %s: %r", found.name, thread_id, exc)
