@@ -13,7 +13,7 @@ from parley.messages import Msg
 from parley.models import ChatResponse
 from parley.models.structured import STRUCTURED_TOOL
 from parley.models.testing import ScriptedModel
-from parley.tools import tool
+from parley.tools import RunContext, tool
 
 
 def pick(name: str, reason: str | None = None) -> ChatResponse:
@@ -221,3 +221,29 @@ async def test_input_may_be_messages() -> None:
 
     assert answer.text == "Hi Ann."
     assert (await router.memory.get())[0].name == "ann"
+
+
+async def test_the_chosen_agent_s_tools_get_the_caller_s_deps_and_user() -> None:
+    seen: list[RunContext[str]] = []
+
+    @tool
+    def lookup(ctx: RunContext[str]) -> str:
+        """Look something up for the caller."""
+        seen.append(ctx)
+        return "found"
+
+    coder = Agent(
+        "coder",
+        ScriptedModel([ScriptedModel.tool_call("lookup", {}), "done"]),
+        description="Writes and fixes code.",
+        tools=[lookup],
+    )
+    writer = Agent("writer", ScriptedModel([]), description="Writes prose.")
+    router = Router([coder, writer], ScriptedModel([pick("coder")]))
+
+    answer = await router.reply("fix it", deps="db-handle", user_id="alice")
+
+    assert answer.text == "done"
+    [ctx] = seen
+    assert (ctx.deps, ctx.user_id, ctx.agent) == ("db-handle", "alice", "coder")
+    assert ctx.thread_id == router.memory.thread_id

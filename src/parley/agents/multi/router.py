@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Self
+from typing import Any, Self
 
 from parley._sync import iterate_sync, run_sync
 from parley.agents.agent import Agent, AgentInput
@@ -133,25 +133,35 @@ class Router:
     # -- running -----------------------------------------------------------------------------------
 
     def stream(
-        self, msgs: AgentInput = None, *, structured: StructuredSchema | None = None
+        self,
+        msgs: AgentInput = None,
+        *,
+        structured: StructuredSchema | None = None,
+        deps: Any = None,
+        user_id: str | None = None,
     ) -> RouterRun:
         """Route `msgs` and iterate the events: `Routed`, then the chosen agent's.
 
         A failure of the agent's model ends its events with `RunError` and `RunEnded`, as
         `Agent.stream` does; a failure of the routing model (no agent ran) raises from the
-        iteration.
+        iteration. `deps` and `user_id` reach the chosen agent's tools (`RunContext`).
         """
-        return RouterRun(self, as_msgs(msgs), structured=structured)
+        return RouterRun(self, as_msgs(msgs), structured=structured, deps=deps, user_id=user_id)
 
     async def reply(
-        self, msgs: AgentInput = None, *, structured: StructuredSchema | None = None
+        self,
+        msgs: AgentInput = None,
+        *,
+        structured: StructuredSchema | None = None,
+        deps: Any = None,
+        user_id: str | None = None,
     ) -> Msg:
         """Route `msgs` and return the chosen agent's final message (as `Agent.reply` does).
 
         Raises:
             ModelError: The routing model or the agent's model failed.
         """
-        return await self.stream(msgs, structured=structured).result()
+        return await self.stream(msgs, structured=structured, deps=deps, user_id=user_id).result()
 
     def resume_stream(
         self, interrupt: str | PendingApproval, approved: bool | Mapping[str, bool]
@@ -213,8 +223,11 @@ class RouterRun:
         *,
         structured: StructuredSchema | None = None,
         resume: tuple[Agent, str | PendingApproval, bool | Mapping[str, bool]] | None = None,
+        deps: Any = None,
+        user_id: str | None = None,
     ) -> None:
         self.router = router
+        self._run_context: dict[str, Any] = {"deps": deps, "user_id": user_id}
         self.decision: RouteDecision | None = None
         self.run: AgentRun | None = None
         self._input = input_msgs
@@ -272,8 +285,10 @@ class RouterRun:
         if self._resume is not None:
             agent, interrupt, approved = self._resume
             return agent.resume_stream(
-                interrupt, approved, structured=self._structured, memory=memory
+                interrupt, approved, structured=self._structured, memory=memory, **self._run_context
             )
         self.decision = await self.router.route(self._input)
         agent = self.decision.agent
-        return agent.stream(self._input, structured=self._structured, memory=memory)
+        return agent.stream(
+            self._input, structured=self._structured, memory=memory, **self._run_context
+        )
