@@ -300,7 +300,7 @@ async def in_process(app: FastAPI, **kwargs: Any) -> AsyncIterator[AsyncAgentCli
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with AsyncAgentClient(
-            "http://parley.test", transport=transport, timeout=30, **kwargs
+            "http://localhost", transport=transport, timeout=30, **kwargs
         ) as client:
             yield client
 

@@ -3,7 +3,9 @@
 `Authorization: Bearer <token>`. The token is the shared `AUTH_SECRET` (its holder is the user
 `default`, as all of the toolkit's clients are one), or an API key made by `parley keys create
 USER` (looked up by its SHA-256). With neither configured, every request is the user `local`,
-and the service binds to loopback only (`ServiceSettings.bind_host`).
+the service binds to loopback only (`ServiceSettings.bind_host`), and answers only requests
+from this machine, addressed to it by a loopback name, from its own pages
+(`parley.service.local`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from parley.errors import AuthenticationError
-from parley.service.settings import ServiceSettings, is_loopback
+from parley.service.local import check_local_request
+from parley.service.settings import ServiceSettings
 from parley.service.store import Store
 
 __all__ = ["LOCAL_USER", "SECRET_USER", "authenticate", "current_user"]
@@ -59,20 +62,13 @@ async def current_user(
 
     Raises:
         AuthenticationError: Bad credentials (401), or, with no auth configured, a client
-            from another machine (403): `parley serve` binds loopback then, and this holds
-            when the app is served some other way (uvicorn on 0.0.0.0, a container).
+            from another machine or a page of another site (403).
+        ServiceError: With no auth configured, a request not addressed to this machine by a
+            loopback name (421, DNS rebinding) or a JSON body not sent as JSON (415); see
+            `parley.service.local`.
     """
     state = request.app.state.parley
-    if not state.settings.auth_enabled and not _from_this_machine(request):
-        raise AuthenticationError(
-            "this service has no auth configured, so it answers this machine only; set "
-            "PARLEY_API_KEYS=true or AUTH_SECRET to serve others",
-            status_code=403,
-        )
+    if not state.settings.auth_enabled:
+        check_local_request(request, state.settings)
     token = credentials.credentials if credentials is not None else None
     return await authenticate(state.settings, state.store, token)
-
-
-def _from_this_machine(request: Request) -> bool:
-    # No client address (a Unix socket, an in-process transport) is this machine too.
-    return request.client is None or is_loopback(request.client.host)

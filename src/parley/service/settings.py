@@ -40,7 +40,11 @@ class ServiceSettings(BaseSettings):
         populate_by_name=True,
     )
 
-    host: str = Field("127.0.0.1", description="Address to bind (loopback only without auth).")
+    host: str = Field(
+        "127.0.0.1",
+        description="Address to bind (loopback only without auth, which then also answers "
+        "only requests addressed to a loopback name: `parley.service.local`).",
+    )
     port: int = Field(8080, ge=0, le=65535, description="Port to bind (0: any free port).")
     workers: int = Field(1, ge=1, description="Worker processes (PostgreSQL only, above 1).")
     database_url: str = Field(
@@ -77,7 +81,9 @@ class ServiceSettings(BaseSettings):
         30.0, ge=0, description="Seconds a request waits for a busy thread before a 409."
     )
     cors_origins: list[str] = Field(
-        default_factory=list, description="Origins allowed to call the API from a browser."
+        default_factory=list,
+        description="Origins (`https://chat.example`) whose pages may call the API from a "
+        "browser; without auth, pages of this machine may too, and no other.",
     )
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
 
