@@ -2,7 +2,7 @@
 
 Every field reads from `PARLEY_<FIELD>` (`PARLEY_DATABASE_URL`, `PARLEY_PORT`, ...), from a
 `.env` file in the working directory, or from keyword arguments, which win. Dict and list
-fields take JSON (`PARLEY_MODEL_ALIASES='{"gpt-4o-mini": null, "fake": "local"}'`). The
+fields take JSON (`PARLEY_MODEL_ALIASES='{"fake": null, "ollama": "ollama:qwen3"}'`). The
 toolkit's own variable for its shared secret, `AUTH_SECRET`, works too.
 """
 
@@ -24,9 +24,10 @@ DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///parley.db"
 
 
 def _default_aliases() -> dict[str, str | None]:
-    # The toolkit's client sends its own default model name with every request: `gpt-4o-mini`
-    # (with an OpenAI key) or `fake` (USE_FAKE_MODEL). Both mean "the agent's own model".
-    return {DEFAULT_MODEL: None, "fake": None}
+    # `/info` lists these, and the toolkit's client refuses a whole `/info` naming one its
+    # `AllModelEnum` lacks: so only names every client knows (`fake` is in every release,
+    # `openai-compatible` in every one since March 2025). Both mean "the agent's own model".
+    return {"fake": None, "openai-compatible": None}
 
 
 class ServiceSettings(BaseSettings):
@@ -75,7 +76,9 @@ class ServiceSettings(BaseSettings):
         default_factory=_default_aliases,
         description="Model names clients may send (`UserInput.model`), each mapped to a "
         "parley model spec, or null for the agent's own model. `/info` lists these names, so "
-        "keep to names the toolkit's client knows (`gpt-4o-mini`, `fake`, `ollama`, ...).",
+        "keep to names the toolkit's client knows (`fake`, `openai-compatible`, `ollama`, "
+        f"...). `{DEFAULT_MODEL}`, which older toolkit clients send with every request, means "
+        "the agent's own model unless named here.",
     )
     busy_timeout: float = Field(
         30.0, ge=0, description="Seconds a request waits for a busy thread before a 409."
