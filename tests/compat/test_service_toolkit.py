@@ -104,7 +104,7 @@ def test_chat_message_ignores_unknown_keys_and_extra_tool_call_keys():
 def test_user_and_stream_input_json():
     assert UserInput(message="hi").model_dump() == {
         "message": "hi",
-        "model": "gpt-4o-mini",
+        "model": None,  # the toolkit's since September 2025: the service's default model
         "thread_id": None,
         "user_id": None,
         "agent_config": {},

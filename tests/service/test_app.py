@@ -60,7 +60,7 @@ async def test_without_auth_only_this_machine_is_served(
 ) -> None:
     svc = await service(Agent("helper", ScriptedModel([])))
     transport = httpx.ASGITransport(app=svc.app, client=(client, 50000))
-    async with httpx.AsyncClient(transport=transport, base_url="http://parley.test") as other:
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as other:
         response = await other.get("/threads")
     assert response.status_code == status
     if status == 403:
@@ -72,6 +72,6 @@ async def test_with_auth_other_machines_are_served(service: MakeService) -> None
     transport = httpx.ASGITransport(app=svc.app, client=("10.1.2.3", 50000))
     headers = {"Authorization": "Bearer s3cret"}
     async with httpx.AsyncClient(
-        transport=transport, base_url="http://parley.test", headers=headers
+        transport=transport, base_url="http://localhost", headers=headers
     ) as other:
         assert (await other.get("/threads")).status_code == 200

@@ -64,7 +64,7 @@ def test_defaults() -> None:
     assert not settings.auth_enabled
     assert settings.agents == []
     assert settings.model == "local"
-    assert settings.model_aliases["gpt-4o-mini"] is None
+    assert settings.model_aliases == {"fake": None, "openai-compatible": None}
     assert settings.busy_timeout == 30.0
 
 

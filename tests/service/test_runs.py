@@ -318,7 +318,7 @@ async def test_shutting_down_interrupts_the_runs_and_records_them(sqlite_url: st
     model = _slow(_long(), delay=0.01)
     app = create_app(ServiceSettings(database_url=sqlite_url), agents=[Agent("helper", model)])
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
         async with app.router.lifespan_context(app):
             invoke = asyncio.create_task(
                 client.post("/invoke", json={"message": "talk", "thread_id": "t"})

@@ -3,9 +3,10 @@
 The models match `src/schema/schema.py` of JoshuaC215/agent-service-toolkit field for field
 (names, types, defaults, hence the JSON), so that the toolkit's own `AgentClient` and Streamlit
 app work against parley's service. Only model names are typed loosely, as `str`: the toolkit
-types them with its `AllModelEnum` (a union of `StrEnum`s such as `"gpt-4o-mini"`, `"fake"`),
+types them with its `AllModelEnum` (a union of `StrEnum`s such as `"gpt-5-nano"`, `"fake"`),
 and its client validates `GET /info` against that enum, so a server must advertise model names
-the client knows.
+the client knows. The enum changes between releases (`gpt-4o-mini` left it in 2026): only
+`fake` is in every release, and `openai-compatible` in every one since March 2025.
 
 `Msg` to `ChatMessage`:
 
@@ -76,7 +77,8 @@ TOOLKIT_KEY = "service_toolkit"
 """The `Msg.metadata` key under which a Msg keeps what only a ChatMessage can hold."""
 
 DEFAULT_MODEL = "gpt-4o-mini"
-"""The toolkit's default for `UserInput.model` (its `OpenAIModelName.GPT_4O_MINI`)."""
+"""The model name the toolkit's clients before September 2025 sent with every request (their
+`UserInput.model` default); newer ones send none (`null`), and newer enums lack the name."""
 
 ChatMessageType = Literal["human", "ai", "tool", "custom"]
 
@@ -116,7 +118,7 @@ class UserInput(BaseModel):
     """Basic user input for the agent.
 
     `model` is an `AllModelEnum` value upstream (validated by the toolkit's server, not by its
-    client); here any name is accepted and the service decides.
+    client); here any name is accepted and the service decides. None: the service's default.
     """
 
     message: str = Field(
@@ -124,9 +126,10 @@ class UserInput(BaseModel):
     )
     model: str | None = Field(
         title="Model",
-        description="LLM Model to use for the agent.",
-        default=DEFAULT_MODEL,
-        examples=[DEFAULT_MODEL, "claude-3.5-haiku"],
+        description="LLM Model to use for the agent. Defaults to the default model set in the "
+        "settings of the service.",
+        default=None,
+        examples=["gpt-5-nano", "claude-haiku-4-5"],
     )
     thread_id: str | None = Field(
         description="Thread ID to persist and continue a multi-turn conversation.",

@@ -30,7 +30,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from parley.agents import Agent
 from parley.errors import ConfigurationError, ParleyError, ServiceError, UserError
 from parley.models.spec import model_from_spec
-from parley.service import openai_compat, routes_threads, routes_toolkit
+from parley.service import openai_compat, routes_agui, routes_threads, routes_toolkit
 from parley.service.auth import local_only_tools
 from parley.service.registry import AgentRegistry, builtin_agent
 from parley.service.runs import RunManager
@@ -111,8 +111,8 @@ def create_app(
 
     app = FastAPI(
         title="parley",
-        summary="LLM agents over HTTP: agent-service-toolkit's protocol, threads, approvals "
-        "and an OpenAI-compatible endpoint.",
+        summary="LLM agents over HTTP: agent-service-toolkit's protocol, AG-UI, threads, "
+        "approvals and an OpenAI-compatible endpoint.",
         version=_version(),
         lifespan=lifespan,
     )
@@ -127,6 +127,7 @@ def create_app(
         )
     app.include_router(routes_toolkit.router)
     app.include_router(routes_threads.router)
+    app.include_router(routes_agui.router)
     app.include_router(openai_compat.router)
     openai_compat.add_error_handlers(app)  # after ours: it reshapes their answers on /v1
     # The page's files only where no API route matches the path: `PUT /invoke` is the route's

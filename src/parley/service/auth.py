@@ -3,7 +3,9 @@
 `Authorization: Bearer <token>`. The token is the shared `AUTH_SECRET` (its holder is the user
 `default`, as all of the toolkit's clients are one), or an API key made by `parley keys create
 USER` (looked up by its SHA-256). With neither configured, every request is the user `local`,
-and the service binds to loopback only (`ServiceSettings.bind_host`).
+the service binds to loopback only (`ServiceSettings.bind_host`), and answers only requests
+from this machine, addressed to it by a loopback name, from its own pages
+(`parley.service.local`).
 
 Some tools serve this machine only, whatever the auth (`Tool.local_only`: the code interpreter
 in a sandbox weaker than bubblewrap): a run of an agent holding one is refused (403) for a
@@ -20,6 +22,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from parley.agents import Agent
 from parley.errors import AuthenticationError
+from parley.service.local import check_local_request
 from parley.service.settings import ServiceSettings, is_loopback
 from parley.service.store import Store
 
@@ -77,18 +80,15 @@ async def current_user(
 
     Raises:
         AuthenticationError: Bad credentials (401), or, with no auth configured, a client
-            from another machine (403): `parley serve` binds loopback then, and this holds
-            when the app is served some other way (uvicorn on 0.0.0.0, a container).
+            from another machine or a page of another site (403).
+        ServiceError: With no auth configured, a request not addressed to this machine by a
+            loopback name (421, DNS rebinding) or a JSON body not sent as JSON (415); see
+            `parley.service.local`.
     """
     state = request.app.state.parley
-    local = _from_this_machine(request)
-    _remote_client.set(not local)
-    if not state.settings.auth_enabled and not local:
-        raise AuthenticationError(
-            "this service has no auth configured, so it answers this machine only; set "
-            "PARLEY_API_KEYS=true or AUTH_SECRET to serve others",
-            status_code=403,
-        )
+    _remote_client.set(not _from_this_machine(request))
+    if not state.settings.auth_enabled:
+        check_local_request(request, state.settings)
     token = credentials.credentials if credentials is not None else None
     return await authenticate(state.settings, state.store, token)
 

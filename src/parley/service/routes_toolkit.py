@@ -1,4 +1,8 @@
-"""agent-service-toolkit's endpoints, with its JSON: info, invoke, stream, history, feedback."""
+"""agent-service-toolkit's endpoints, with its JSON: info, invoke, stream, history, feedback.
+
+As the toolkit's current service has them: each of invoke, stream and history also under an
+agent (`/{agent_id}/...`), the bare path meaning the default agent.
+"""
 
 from __future__ import annotations
 
@@ -165,6 +169,24 @@ async def history(
     body: ChatHistoryInput, state: State, user: User, response: Response
 ) -> ServiceChatHistory:
     """A thread's messages as `ChatMessage`s (system messages left out); unknown: none."""
+    return await _history(state, user, body, response)
+
+
+@router.post("/{agent_id}/history", responses=error_responses(401, 404))
+async def agent_history(
+    agent_id: str, body: ChatHistoryInput, state: State, user: User, response: Response
+) -> ServiceChatHistory:
+    """As `/history` (the toolkit's client asks its agent's): an unknown agent is 404.
+
+    A thread is the caller's whatever agents answered in it, so the agent only has to exist.
+    """
+    state.registry.get(agent_id)
+    return await _history(state, user, body, response)
+
+
+async def _history(
+    state: ServiceState, user: str, body: ChatHistoryInput, response: Response
+) -> ServiceChatHistory:
     if not is_thread_id(body.thread_id):  # no thread has it, and no header could carry it
         return ServiceChatHistory(messages=[], thread_id=body.thread_id)
     response.headers["X-Thread-Id"] = body.thread_id

@@ -2,7 +2,7 @@
 
 Every field reads from `PARLEY_<FIELD>` (`PARLEY_DATABASE_URL`, `PARLEY_PORT`, ...), from a
 `.env` file in the working directory, or from keyword arguments, which win. Dict and list
-fields take JSON (`PARLEY_MODEL_ALIASES='{"gpt-4o-mini": null, "fake": "local"}'`). The
+fields take JSON (`PARLEY_MODEL_ALIASES='{"fake": null, "ollama": "ollama:qwen3"}'`). The
 toolkit's own variable for its shared secret, `AUTH_SECRET`, works too.
 """
 
@@ -24,9 +24,10 @@ DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///parley.db"
 
 
 def _default_aliases() -> dict[str, str | None]:
-    # The toolkit's client sends its own default model name with every request: `gpt-4o-mini`
-    # (with an OpenAI key) or `fake` (USE_FAKE_MODEL). Both mean "the agent's own model".
-    return {DEFAULT_MODEL: None, "fake": None}
+    # `/info` lists these, and the toolkit's client refuses a whole `/info` naming one its
+    # `AllModelEnum` lacks: so only names every client knows (`fake` is in every release,
+    # `openai-compatible` in every one since March 2025). Both mean "the agent's own model".
+    return {"fake": None, "openai-compatible": None}
 
 
 class ServiceSettings(BaseSettings):
@@ -40,7 +41,11 @@ class ServiceSettings(BaseSettings):
         populate_by_name=True,
     )
 
-    host: str = Field("127.0.0.1", description="Address to bind (loopback only without auth).")
+    host: str = Field(
+        "127.0.0.1",
+        description="Address to bind (loopback only without auth, which then also answers "
+        "only requests addressed to a loopback name: `parley.service.local`).",
+    )
     port: int = Field(8080, ge=0, le=65535, description="Port to bind (0: any free port).")
     workers: int = Field(1, ge=1, description="Worker processes (PostgreSQL only, above 1).")
     database_url: str = Field(
@@ -71,13 +76,17 @@ class ServiceSettings(BaseSettings):
         default_factory=_default_aliases,
         description="Model names clients may send (`UserInput.model`), each mapped to a "
         "parley model spec, or null for the agent's own model. `/info` lists these names, so "
-        "keep to names the toolkit's client knows (`gpt-4o-mini`, `fake`, `ollama`, ...).",
+        "keep to names the toolkit's client knows (`fake`, `openai-compatible`, `ollama`, "
+        f"...). `{DEFAULT_MODEL}`, which older toolkit clients send with every request, means "
+        "the agent's own model unless named here.",
     )
     busy_timeout: float = Field(
         30.0, ge=0, description="Seconds a request waits for a busy thread before a 409."
     )
     cors_origins: list[str] = Field(
-        default_factory=list, description="Origins allowed to call the API from a browser."
+        default_factory=list,
+        description="Origins (`https://chat.example`) whose pages may call the API from a "
+        "browser; without auth, pages of this machine may too, and no other.",
     )
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
 

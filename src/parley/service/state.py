@@ -13,6 +13,7 @@ from fastapi.responses import StreamingResponse
 
 from parley.agents import Agent
 from parley.agents.events import RunEnded
+from parley.compat.service_toolkit import DEFAULT_MODEL
 from parley.models.spec import model_from_spec
 from parley.service.registry import AgentEntry, AgentRegistry
 from parley.service.runs import RunHandle, RunManager
@@ -58,11 +59,14 @@ class ServiceState:
     def agent_for(self, entry: AgentEntry, model_name: str | None) -> Agent:
         """The entry's agent, on the model `model_name` maps to (None: its own).
 
+        The toolkit's older clients send `gpt-4o-mini` with every request unless told another
+        name: it means the agent's own model too, unless the aliases map it.
+
         Raises:
             RequestValidationError: The model name is not one the service offers (422).
         """
         aliases = self.settings.model_aliases
-        if model_name is None:
+        if model_name is None or (model_name == DEFAULT_MODEL and model_name not in aliases):
             return entry.agent
         if model_name not in aliases:
             offered = ", ".join(aliases) or "(none)"
