@@ -117,6 +117,29 @@ async def test_aclose_does_not_swallow_the_callers_cancellation() -> None:
     await asyncio.wait_for(closed.wait(), 5)
 
 
+async def test_aclose_in_a_task_already_cancelled_raises_the_cancellation() -> None:
+    async def source() -> AsyncIterator[Delta]:
+        yield TextDelta("a")
+        await asyncio.Event().wait()
+
+    stream = ChatStream(source)
+    await anext(stream)
+    closed_normally = []
+
+    async def close_while_cancelled() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()  # the cancellation is pending when aclose starts to wait
+        await stream.aclose()
+        closed_normally.append(True)
+
+    closer = asyncio.create_task(close_while_cancelled())
+    with pytest.raises(asyncio.CancelledError):
+        await closer
+    assert closed_normally == []
+    assert stream.response is not None
+
+
 async def test_aclose_waits_for_the_provider_to_close() -> None:
     closed = asyncio.Event()
 
