@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from parley.messages import Block, Msg, TextBlock, ToolCallBlock, ToolResultBlock, new_id
+from parley.messages import Block, Msg, TextBlock, ToolCallBlock, ToolResultBlock, new_call_id
 from parley.models.accumulator import Delta, TextDelta, ToolCallDelta
 from parley.models.tools import ToolSpec
 
@@ -123,7 +123,7 @@ def _call_delta(key: int, body: str) -> ToolCallDelta | None:
     """The call written in `body` (the text between the tags), or None if it names none."""
     data = _load_object(body)
     name = data.get("name") if isinstance(data, dict) else None
-    call_id = f"call_{new_id()[-12:]}"
+    call_id = new_call_id()
     if isinstance(name, str) and name:
         arguments = data.get("arguments", data.get("parameters", {}))
         raw = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)

@@ -33,7 +33,7 @@ from parley.agents.run import AgentRun, StructuredSchema
 from parley.errors import ModelOutputError, UserError
 from parley.messages import Msg
 from parley.models.base import ChatModel
-from parley.models.tools import check_tool_choice
+from parley.models.tools import ToolChoicePolicy, check_tool_choice, one_tool_round
 from parley.tools import ToolInput, Toolkit
 
 __all__ = ["Agent", "AgentInput", "ReplyListener", "ToolChoicePolicy", "one_tool_round"]
@@ -42,20 +42,6 @@ M = TypeVar("M", bound=BaseModel)
 
 AgentInput = str | Msg | Mapping[str, Any] | Sequence[str | Msg | Mapping[str, Any]] | None
 """What a reply takes: text (a user message), a message, several, or None (memory as is)."""
-
-ToolChoicePolicy = str | Callable[[int], str | None] | None
-"""A `tool_choice` for the first model call of a run, or a function of the call's index
-(0 for a run's first call, counted on across a resume) giving each call's choice."""
-
-
-def one_tool_round(index: int) -> str:
-    """A `ToolChoicePolicy`: tools in a run's first model call only, then an answer.
-
-    For small models (the embedded local one) that call a tool whenever they may: the run
-    makes one tool round and the next call must answer.
-    """
-    return "auto" if index == 0 else "none"
-
 
 ReplyListener = Callable[["Agent", Msg], Awaitable[None]]
 """Awaited with an agent and the answer one of its runs ended with (`Agent.reply_listeners`)."""
@@ -102,7 +88,8 @@ class Agent:
             (`reply(..., memory=...)`); runs on one memory go one at a time.
         tool_choice: `auto`, `none`, `required` or a tool's name for the first model call of
             each run (later calls are `auto`, so a forced call cannot loop), or a function of
-            the call's index returning each call's choice.
+            the call's index returning each call's choice; None: the model's own default
+            (`ChatModel.default_tool_choice`: one tool round for the embedded local model).
         output_reserve: Tokens kept free for the answer by the context budget.
         token_counter: Counts tokens for the context budget (see `parley.agents.budget`).
     """
@@ -338,7 +325,9 @@ class Agent:
 
     def choose_tool(self, index: int) -> str | None:
         """The `tool_choice` of a run's model call number `index` (from 0)."""
-        choice = self.tool_choice
+        choice = (
+            self.tool_choice if self.tool_choice is not None else self.model.default_tool_choice
+        )
         if callable(choice):
             return choice(index)
         return choice if index == 0 else None

@@ -47,9 +47,9 @@ class PromptedToolsModel(ChatModel):
     """A chat model that calls tools through its prompt (Qwen-Agent's `nous` format).
 
     It answers like any chat model: the tools it is given come back as tool-call blocks.
-    Retries, the context size and the parameters are the inner model's. `tool_choice`
-    `none` leaves the tools out; `required` or a tool's name asks for a call in the prompt,
-    which the format cannot enforce.
+    Retries, the context size, the parameters and the default tool-choice policy are the
+    inner model's. `tool_choice` `none` leaves the tools out; `required` or a tool's name asks
+    for a call in the prompt, which the format cannot enforce.
 
     Args:
         inner: The model to wrap.
@@ -68,6 +68,7 @@ class PromptedToolsModel(ChatModel):
             context_size=inner.context_size,
         )
         self.inner = inner
+        self.default_tool_choice = inner.default_tool_choice
 
     def __repr__(self) -> str:
         return f"PromptedToolsModel({self.inner!r})"

@@ -19,7 +19,15 @@ from parley.messages.blocks import (
     VideoBlock,
     source_from_str,
 )
-from parley.messages.msg import Msg, MsgList, Role, msgs_from_json, msgs_to_json, new_id
+from parley.messages.msg import (
+    Msg,
+    MsgList,
+    Role,
+    msgs_from_json,
+    msgs_to_json,
+    new_call_id,
+    new_id,
+)
 from parley.messages.usage import Usage
 
 __all__ = [
@@ -45,6 +53,7 @@ __all__ = [
     "VideoBlock",
     "msgs_from_json",
     "msgs_to_json",
+    "new_call_id",
     "new_id",
     "source_from_str",
 ]

@@ -29,7 +29,15 @@ from parley.messages.blocks import (
 )
 from parley.messages.usage import Usage
 
-__all__ = ["Msg", "MsgList", "Role", "msgs_from_json", "msgs_to_json", "new_id"]
+__all__ = [
+    "Msg",
+    "MsgList",
+    "Role",
+    "msgs_from_json",
+    "msgs_to_json",
+    "new_call_id",
+    "new_id",
+]
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -57,6 +65,15 @@ def new_id() -> str:
     every message.
     """
     return f"{_id_prefix}{next(_id_counter):016x}"
+
+
+def new_call_id() -> str:
+    """A tool-call id for a call the provider gave none: `call_` and a whole `new_id()`.
+
+    Never a slice of one: the counter half alone starts over in every process, so two
+    processes (or two runs of one conversation) would hand out the same ids.
+    """
+    return f"call_{new_id()}"
 
 
 def _now() -> datetime:

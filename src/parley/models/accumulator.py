@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from parley.messages import Block, TextBlock, ThinkingBlock, ToolCallBlock, new_id
+from parley.messages import Block, TextBlock, ThinkingBlock, ToolCallBlock, new_call_id, new_id
 from parley.messages._base import trusted
 from parley.models.response import ChatResponse, ChatUsage, FinishReason
 
@@ -49,7 +49,8 @@ class ToolCallDelta:
     """Part of a tool call: the first part names it, later ones add argument text.
 
     `key` tells calls apart within one response (OpenAI's `index`, Anthropic's block index);
-    `id` and `name` may come only with the first part.
+    `name` may come only with the first part, `id` with any part (the first one given is
+    kept; until it comes, the call carries a generated id).
     """
 
     key: int | str
@@ -102,6 +103,8 @@ class _Slot:
     signature: str | None = None
     extra: dict[str, Any] | None = None
     call_id: str = ""
+    generated_id: bool = False
+    """The call's id is parley's own, standing in until the provider sends one."""
     name: str = ""
     block: Block | None = None
 
@@ -198,11 +201,15 @@ class StreamAccumulator:
     def _tool_call(self, delta: ToolCallDelta) -> Block:
         slot = self._calls.get(delta.key)
         if slot is None:
-            slot = _Slot("tool_call", call_id=delta.id or f"call_{new_id()[-12:]}")
+            given = delta.id or None
+            slot = _Slot("tool_call", call_id=given or new_call_id(), generated_id=given is None)
             self._calls[delta.key] = slot
             self._slots.append(slot)
-        elif delta.id and not slot.call_id:
+        elif delta.id and slot.generated_id:
+            # Some servers name the call first and send its id with a later part: the
+            # provider's id is the one its API expects back with the result.
             slot.call_id = delta.id
+            slot.generated_id = False
         if delta.name:
             # Some providers stream the name in pieces too.
             slot.name += delta.name

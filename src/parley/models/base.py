@@ -32,7 +32,13 @@ from parley.models.parameters import Parameters
 from parley.models.response import ChatResponse, StructuredResponse
 from parley.models.retry import RetryPolicy, call_with_retries
 from parley.models.stream import ChatStream
-from parley.models.tools import ToolLike, ToolSpec, check_tool_choice, to_tool_specs
+from parley.models.tools import (
+    ToolChoicePolicy,
+    ToolLike,
+    ToolSpec,
+    check_tool_choice,
+    to_tool_specs,
+)
 
 if TYPE_CHECKING:
     from parley.models.formatter import Formatter
@@ -101,6 +107,10 @@ class ChatModel(ABC):
     """How `generate_structured_output` asks, in order (see `parley.models.structured`)."""
     thinking_off: ClassVar[dict[str, Any]] = {}
     """Parameter overrides that switch reasoning off, for the `thinking_off` strategy."""
+    default_tool_choice: ToolChoicePolicy = None
+    """The tool-choice policy an agent uses with this model when it is given none (see
+    `ToolChoicePolicy`); None lets the model choose in every call. Set it on an instance to
+    change it for that model."""
 
     def __init__(
         self,

@@ -5,6 +5,13 @@ That split gives three things: `cancel()` ends the stream at once with a final c
 finish reason is `interrupted` (the partial content kept); a failure before the first chunk
 was handed out is retried from scratch, after it never; and the provider's connection is
 closed whenever the caller stops early.
+
+Stopping early: `async with model.chat_stream(...) as stream` (or `await stream.aclose()`)
+closes the connection and waits until it is closed. A stream left without either (a `break`,
+then the stream dropped) is closed when it is garbage-collected: the pump task holds the
+pump's state, not the stream, so the stream can be collected while the task waits, and it
+cancels the task as it goes. Pump tasks are kept referenced until they end, so none is ever
+destroyed while pending.
 """
 
 from __future__ import annotations
@@ -86,8 +93,91 @@ def _wake(waiter: asyncio.Future[None] | None) -> None:
         waiter.set_result(None)
 
 
+_pumps: set[asyncio.Task[None]] = set()
+"""The pump tasks under way. A pump waiting for its reader is referenced only by its own
+channel, so without this set it could be collected while pending (and never close its
+connection)."""
+
+
+def _cancel_soon(task: asyncio.Task[None]) -> None:
+    """Cancel `task` from any thread: a collected stream's finalizer runs wherever gc runs."""
+    loop = task.get_loop()
+    if task.done() or loop.is_closed():
+        return
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        task.cancel()
+        return
+    with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+        loop.call_soon_threadsafe(task.cancel)
+
+
+class _Pump:
+    """The task side of a stream: opens the provider's stream (again, to retry), feeds the channel.
+
+    It holds nothing of the `ChatStream`, which may so be collected while the task runs.
+    """
+
+    __slots__ = ("_open_source", "_policy", "channel", "sent_visible")
+
+    def __init__(
+        self, open_source: Callable[[], AsyncIterator[Delta]], policy: RetryPolicy
+    ) -> None:
+        self._open_source = open_source
+        self._policy = policy
+        self.channel = _Channel(256)
+        self.sent_visible = False
+
+    async def run(self) -> None:
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                await self._pump_once()
+            except asyncio.CancelledError:
+                raise
+            except ModelError as error:
+                if self._can_retry(attempt, error):
+                    wait = self._policy.delay(attempt, error)
+                    logger.warning("stream failed before its first chunk (%s); retrying", error)
+                    await asyncio.sleep(wait)
+                    continue
+                await self.channel.put(error)
+            except Exception as error:
+                await self.channel.put(error)
+            else:
+                await self.channel.put(_END)
+            return
+
+    def _can_retry(self, attempt: int, error: ModelError) -> bool:
+        return (
+            not self.sent_visible
+            and attempt <= self._policy.max_retries
+            and self._policy.retryable(error)
+        )
+
+    async def _pump_once(self) -> None:
+        source = self._open_source()
+        try:
+            async for delta in source:
+                if not isinstance(delta, MetaDelta):
+                    self.sent_visible = True
+                await self.channel.put(delta)
+        finally:
+            closer = getattr(source, "aclose", None)
+            if closer is not None:
+                with contextlib.suppress(Exception):
+                    await closer()
+
+
 class ChatStream:
     """An async iterator of delta `ChatResponse`s ending in one `is_last=True` chunk.
+
+    Use it as an async context manager (`async with model.chat_stream(...) as stream`) to
+    close the provider's connection however the iteration ends.
 
     Args:
         open_source: Starts the provider's stream of deltas (called again to retry).
@@ -104,26 +194,39 @@ class ChatStream:
         model: str | None = None,
         on_final: Callable[[ChatResponse], None] | None = None,
     ) -> None:
-        self._open_source = open_source
-        self._policy = policy or RetryPolicy(max_retries=0)
+        self._pumping = _Pump(open_source, policy or RetryPolicy(max_retries=0))
+        self._queue = self._pumping.channel
         self._accumulator = StreamAccumulator(model)
         self._on_final = on_final
-        self._queue = _Channel(256)
         self._pump: asyncio.Task[None] | None = None
         self._cancelled = False
-        self._sent_visible = False
         self._started = time.monotonic()
         self.response: ChatResponse | None = None
         """The final chunk, once the stream has ended (normally or interrupted)."""
 
+    def __del__(self) -> None:
+        # Abandoned mid-way (a `break`, then dropped without `aclose`): stop the provider,
+        # which closes its connection.
+        pump = getattr(self, "_pump", None)
+        if pump is not None:
+            _cancel_soon(pump)
+
     def __aiter__(self) -> ChatStream:
         return self
+
+    async def __aenter__(self) -> ChatStream:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     async def __anext__(self) -> ChatResponse:
         if self.response is not None:
             raise StopAsyncIteration
         if self._pump is None and not self._cancelled:
-            self._pump = asyncio.get_running_loop().create_task(self._run())
+            self._pump = asyncio.get_running_loop().create_task(self._pumping.run())
+            _pumps.add(self._pump)
+            self._pump.add_done_callback(_pumps.discard)
         while True:
             try:
                 item = await self._queue.get()
@@ -164,14 +267,19 @@ class ChatStream:
                 self._accumulator.add(item)
 
     async def aclose(self) -> None:
-        """Stop the stream and close the provider's connection."""
+        """Stop the stream and close the provider's connection; return once it is closed.
+
+        The final chunk (`response`, finish reason `interrupted` unless the stream had ended)
+        is set before the wait. A cancellation of the calling task during the wait is raised,
+        not swallowed; the connection then still closes, without waiting for it.
+        """
         pump = self._pump
         self._stop_pump()
-        if pump is not None:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await pump
         if self.response is None:
             self._finish("interrupted")
+        if pump is not None and not pump.done():
+            # `wait` raises only the caller's own cancellation, never the pump's.
+            await asyncio.wait((pump,))
 
     async def collect(self) -> ChatResponse:
         """Consume the stream and return its final chunk."""
@@ -189,44 +297,3 @@ class ChatStream:
         if reason is None and self._on_final is not None:
             self._on_final(final)
         return final
-
-    async def _run(self) -> None:
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                await self._pump_once()
-            except asyncio.CancelledError:
-                raise
-            except ModelError as error:
-                if self._can_retry(attempt, error):
-                    wait = self._policy.delay(attempt, error)
-                    logger.warning("stream failed before its first chunk (%s); retrying", error)
-                    await asyncio.sleep(wait)
-                    continue
-                await self._queue.put(error)
-            except Exception as error:
-                await self._queue.put(error)
-            else:
-                await self._queue.put(_END)
-            return
-
-    def _can_retry(self, attempt: int, error: ModelError) -> bool:
-        return (
-            not self._sent_visible
-            and attempt <= self._policy.max_retries
-            and self._policy.retryable(error)
-        )
-
-    async def _pump_once(self) -> None:
-        source = self._open_source()
-        try:
-            async for delta in source:
-                if not isinstance(delta, MetaDelta):
-                    self._sent_visible = True
-                await self._queue.put(delta)
-        finally:
-            closer = getattr(source, "aclose", None)
-            if closer is not None:
-                with contextlib.suppress(Exception):
-                    await closer()

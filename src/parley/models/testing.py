@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, ClassVar
 
-from parley.messages import Msg, ToolCallBlock, new_id
+from parley.messages import Msg, ToolCallBlock, new_call_id
 from parley.models.accumulator import (
     BlockDelta,
     Delta,
@@ -95,7 +95,7 @@ class ScriptedModel(ChatModel):
         """A response that calls one tool (arguments as a dict, or a raw string)."""
         raw = arguments if isinstance(arguments, str) else None
         block = ToolCallBlock(
-            id=call_id or f"call_{new_id()[-8:]}",
+            id=call_id or new_call_id(),
             name=name,
             input=arguments if isinstance(arguments, dict) else {},
             raw_input=raw,

@@ -7,17 +7,42 @@ describe themselves (`tool_spec()`, as parley's tools do), and normalizes them t
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from parley.errors import UserError
 
-__all__ = ["ToolChoice", "ToolLike", "ToolSpec", "check_tool_choice", "to_tool_specs"]
+__all__ = [
+    "ToolChoice",
+    "ToolChoicePolicy",
+    "ToolLike",
+    "ToolSpec",
+    "check_tool_choice",
+    "one_tool_round",
+    "to_tool_specs",
+]
 
 ToolChoice = Literal["auto", "none", "required"] | str
 """`auto` (the model decides), `none` (no tools), `required` (some tool), or a tool's name."""
+
+ToolChoicePolicy = str | Callable[[int], str | None] | None
+"""A `tool_choice` for the first model call of a run, or a function of the call's index
+(0 for a run's first call, counted on across a resume) giving each call's choice.
+
+An agent takes one (`Agent(tool_choice=...)`); a chat model may carry the one that suits it
+(`ChatModel.default_tool_choice`), which agents use when they are given none."""
+
+
+def one_tool_round(index: int) -> str:
+    """A `ToolChoicePolicy`: tools in a run's first model call only, then an answer.
+
+    For small models (the embedded local one) that call a tool whenever they may: the run
+    makes one tool round and the next call must answer.
+    """
+    return "auto" if index == 0 else "none"
+
 
 _EMPTY_OBJECT: dict[str, Any] = {"type": "object", "properties": {}}
 

@@ -64,7 +64,8 @@ class FoldingModel(ChatModel):
 
     For models without a multi-agent formatter: the messages are folded
     (`fold_other_agents(messages, self_name)`) and the inner model formats them as usual.
-    Retries, caching, the context size and structured output are the inner model's.
+    Retries, caching, the context size, structured output and the default tool-choice policy
+    are the inner model's.
 
     Args:
         inner: The model to wrap.
@@ -84,6 +85,7 @@ class FoldingModel(ChatModel):
         )
         self.inner = inner
         self.self_name = self_name
+        self.default_tool_choice = inner.default_tool_choice
 
     def __repr__(self) -> str:
         return f"FoldingModel({self.inner!r}, self_name={self.self_name!r})"

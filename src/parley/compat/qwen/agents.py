@@ -47,7 +47,9 @@ Deliberate differences from Qwen-Agent 0.0.34:
   raises its `ModelServiceError`).
 - `function_choice` naming a tool forces the first model call of a run only, so that the
   forced call cannot repeat until the iteration limit (Qwen-Agent forces every call);
-  `tool_choice=` (parley's policy, e.g. a function of the call's index) overrides it.
+  `tool_choice=` (parley's policy, e.g. a function of the call's index) overrides it. With
+  neither, the model's default policy applies: on the embedded local model, one tool round
+  and then an answer (Qwen-Agent lets a model call tools until `max_iters`).
 - At most `max_iters` model calls per run (default 20, Qwen-Agent's `MAX_LLM_CALL_PER_RUN`;
   its environment variable is not read).
 - `max_input_tokens` counts with parley's token counter and includes the tool descriptions;
@@ -227,6 +229,7 @@ class FnCallAgent:
         files: Not taken (RAG is `parley.rag`'s); giving files raises.
         max_iters: Most model calls per run.
         tool_choice: parley's tool-choice policy; overrides the config's `function_choice`.
+            With neither, the model's own (`ChatModel.default_tool_choice`).
         **kwargs: Not taken; naming any raises.
 
     Attributes:

