@@ -345,8 +345,10 @@ class AgentRun:
                 for event in chunk_events(chunk, seen):
                     yield event
         except (asyncio.CancelledError, GeneratorExit):
-            await stream.aclose()
-            await self._keep_partial(stream.response)
+            try:
+                await stream.aclose()  # re-raises a cancellation arriving meanwhile...
+            finally:
+                await self._keep_partial(stream.response)  # ...which keeps the partial too
             raise
         finally:
             self._stream = None

@@ -130,6 +130,11 @@ def _load(key: EngineKey) -> Llama:
                 n_threads=key.n_threads,
                 # Prompt processing too (llama-cpp-python would take every core for it).
                 n_threads_batch=key.n_threads,
+                # llama.cpp's other attention path (0.3.36, x86-64-v3 build) garbles prompts
+                # evaluated in batches: SmolLM2 then answers "What is the capital of France?"
+                # with "La femme de France..." (token by token it says Paris). Flash attention
+                # computes them right, and is the faster path on CPUs anyway.
+                flash_attn=True,
                 verbose=False,
             ),
         )
