@@ -76,12 +76,6 @@ DEFAULT_TOOLS = ("code_interpreter",)
 """The built-in tools `--tools` gives when no `--tool` names others."""
 
 
-def _tool_choice(spec: str) -> Any:
-    from parley.agents import one_tool_round  # noqa: PLC0415
-
-    return one_tool_round if spec.partition(":")[0] == "local" else None
-
-
 async def _agent_answer(agent: Any, question: str, out: TextIO) -> None:
     from parley.agents import RunError, TextDelta, ToolCallEnded, ToolResult  # noqa: PLC0415
 
@@ -99,7 +93,7 @@ async def _agent_answer(agent: Any, question: str, out: TextIO) -> None:
     out.write("\n")
 
 
-def _agent(model: object, spec: str, args: argparse.Namespace) -> Any:
+def _agent(model: object, args: argparse.Namespace) -> Any:
     from parley.agents import Agent  # noqa: PLC0415
     from parley.tools import Toolkit  # noqa: PLC0415
 
@@ -108,8 +102,7 @@ def _agent(model: object, spec: str, args: argparse.Namespace) -> Any:
         "parley",
         model,  # type: ignore[arg-type]
         system_prompt=args.system,
-        tools=Toolkit(names),
-        tool_choice=_tool_choice(spec),
+        tools=Toolkit(names),  # the model's own tool policy (the local one: one tool round)
         max_iters=4,
     )
 
@@ -126,7 +119,7 @@ def chat(args: argparse.Namespace) -> int:
         raise ConfigurationError("--agent, --thread and --api-key go with --url")
     spec = args.model or LOCAL_MODEL
     model = _load(spec)
-    agent = _agent(model, spec, args) if args.tools or args.tool_names else None
+    agent = _agent(model, args) if args.tools or args.tool_names else None
     history = [Msg.system(args.system)] if args.system else []
     questions = [" ".join(args.question)] if args.question else None
 

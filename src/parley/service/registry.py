@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from parley.agents import Agent, one_tool_round
+from parley.agents import Agent
 from parley.errors import ConfigurationError, NotFoundError
 from parley.models.base import ChatModel
 
@@ -208,13 +208,12 @@ def builtin_agent(model: ChatModel, *, key: str = BUILTIN_KEY) -> Agent:
     """The agent served when none is configured: `model` with the built-in code interpreter."""
     from parley.tools import Toolkit  # noqa: PLC0415  (the tools extra loads on use)
 
-    local = model.provider == "local"
+    # No tool_choice: the model's own default applies (the local one's is one tool round).
     return Agent(
         key,
         model,
         system_prompt=BUILTIN_PROMPT,
         tools=Toolkit(list(BUILTIN_TOOLS)),
-        tool_choice=one_tool_round if local else None,
         max_iters=4,
         description="A helpful assistant that can run Python in a sandbox.",
     )
