@@ -21,6 +21,7 @@ from parley.messages import ToolCallBlock
 from parley.tools import TOOL_REGISTRY, RunContext, Toolkit, Workspace
 from parley.tools.builtin import DocParser, parse_document
 from parley.tools.builtin._net import FetchNotAllowedError
+from parley.tools.builtin._paths import PathNotAllowedError
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -195,6 +196,21 @@ def test_an_unknown_extension_is_read_as_text_when_it_is_text(tmp_path: Path) ->
     binary.write_bytes(b"\x00\x01\x02binary")
     with pytest.raises(ToolExecutionError, match="format is not one of"):
         parse_document(str(binary))
+
+
+def test_a_program_reads_any_path_and_relative_ones_from_its_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "work"
+    folder.mkdir()
+    (folder / "here.md").write_text("here")
+    (tmp_path / "there.md").write_text("there")
+    monkeypatch.chdir(folder)
+    assert parse_document("here.md").sections[0].items[0].text == "here"
+    assert parse_document("../there.md").sections[0].items[0].text == "there"
+    # Given roots, the same function keeps to them (as the tool does).
+    with pytest.raises(PathNotAllowedError, match="outside the allowed folders"):
+        parse_document("../there.md", roots=[folder])
 
 
 def test_file_urls_missing_files_and_broken_files(tmp_path: Path) -> None:

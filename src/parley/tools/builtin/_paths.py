@@ -12,7 +12,11 @@ relative to the last (`dir_fd`), each with `O_NOFOLLOW`. The checked path holds 
 more, so a link met on the way is one that appeared after the check, and the open fails
 instead of following it. This is what Linux's `openat2(RESOLVE_BENEATH)` does, in portable
 POSIX calls. The last component must be a regular file: devices, FIFOs (opened without
-blocking) and sockets are refused.
+blocking) and sockets are refused. Links inside a root that point inside a root are fine.
+
+What a path cannot show is not checked: a hard link made inside a root to a file elsewhere
+reads as that file. Making one takes a process that can already reach the file (the code
+interpreter's sandbox decides what its code reaches).
 """
 
 from __future__ import annotations

@@ -226,7 +226,8 @@ async def _download(source: str, policy: FetchPolicy, max_rows: int) -> ParsedDo
 def _roots(roots: Roots | Sequence[str | os.PathLike[str]] | None) -> Roots:
     if isinstance(roots, Roots):
         return roots
-    return Roots(roots if roots is not None else [Path("/")], tool_name=_TOOL)
+    # None: anywhere, relative paths from the current folder (the caller's own path).
+    return Roots(roots if roots is not None else [Path.cwd(), Path("/")], tool_name=_TOOL)
 
 
 async def aparse_document(
@@ -244,7 +245,8 @@ async def aparse_document(
 
     Args:
         source: The path (relative ones start at the first root), or the URL.
-        roots: The folders `source` must lie in (links followed); None: any path.
+        roots: The folders `source` must lie in (links followed); None: any path, relative
+            ones from the current folder.
         allow_http: Download `http(s)` URLs.
         fetch_policy: What a download may reach and read (default: public addresses only,
             `timeout` and `max_download_bytes`).
