@@ -18,8 +18,10 @@ import pytest
 
 from parley.errors import MissingDependencyError, ToolExecutionError
 from parley.messages import ToolCallBlock
-from parley.tools import TOOL_REGISTRY, Toolkit
+from parley.tools import TOOL_REGISTRY, RunContext, Toolkit, Workspace
 from parley.tools.builtin import DocParser, parse_document
+from parley.tools.builtin._net import FetchNotAllowedError
+from parley.tools.builtin._paths import PathNotAllowedError
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -196,6 +198,21 @@ def test_an_unknown_extension_is_read_as_text_when_it_is_text(tmp_path: Path) ->
         parse_document(str(binary))
 
 
+def test_a_program_reads_any_path_and_relative_ones_from_its_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "work"
+    folder.mkdir()
+    (folder / "here.md").write_text("here")
+    (tmp_path / "there.md").write_text("there")
+    monkeypatch.chdir(folder)
+    assert parse_document("here.md").sections[0].items[0].text == "here"
+    assert parse_document("../there.md").sections[0].items[0].text == "there"
+    # Given roots, the same function keeps to them (as the tool does).
+    with pytest.raises(PathNotAllowedError, match="outside the allowed folders"):
+        parse_document("../there.md", roots=[folder])
+
+
 def test_file_urls_missing_files_and_broken_files(tmp_path: Path) -> None:
     path = tmp_path / "with space.md"
     path.write_text("hello")
@@ -244,7 +261,10 @@ def test_http_urls_are_refused_unless_allowed(served: tuple[str, Path]) -> None:
     write_pdf(folder / "remote.pdf", [["Fetched over HTTP"]])
     with pytest.raises(ToolExecutionError, match="not allowed"):
         DocParser().call({"url": f"{base}/remote.pdf"})
-    text = DocParser({"allow_http": True, "download_timeout": 5}).call(
+    # Downloads on, but the server is on a loopback address: refused unless allowed too.
+    with pytest.raises(FetchNotAllowedError, match="loopback address"):
+        DocParser({"allow_http": True}).call({"url": f"{base}/remote.pdf"})
+    text = DocParser({"allow_http": True, "allowed_hosts": ["127.0.0.1"]}).call(
         {"url": f"{base}/remote.pdf"}
     )
     assert isinstance(text, str)
@@ -255,7 +275,7 @@ def test_http_urls_are_refused_unless_allowed(served: tuple[str, Path]) -> None:
 def test_http_errors_and_size_limits(served: tuple[str, Path]) -> None:
     pytest.importorskip("httpx")
     base, folder = served
-    parser = DocParser({"allow_http": True, "download_timeout": 5, "max_download_bytes": 100})
+    parser = DocParser({"allow_http": True, "allow_private": True, "max_download_bytes": 100})
     with pytest.raises(ToolExecutionError, match="404"):
         parser.call({"url": f"{base}/missing.txt"})
     (folder / "big.txt").write_text("x" * 1000)
@@ -268,7 +288,7 @@ def test_http_errors_and_size_limits(served: tuple[str, Path]) -> None:
 
 def test_structured_output_and_the_character_limit(tmp_path: Path) -> None:
     path = write_xlsx(tmp_path / "book.xlsx")
-    pages = DocParser({"structured_doc": True}).call({"url": str(path)})
+    pages = DocParser({"structured_doc": True, "root": str(tmp_path)}).call({"url": "book.xlsx"})
     assert pages == [
         {
             "page_num": 1,
@@ -277,21 +297,23 @@ def test_structured_output_and_the_character_limit(tmp_path: Path) -> None:
         },
         {"page_num": 2, "title": "Costs", "content": [{"table": "| Rent | 1000 |"}]},
     ]
-    cut = DocParser({"max_chars": 40}).call({"url": str(path)})
+    cut = DocParser({"max_chars": 40, "roots": [tmp_path]}).call({"url": str(path)})
     assert isinstance(cut, str)
     assert cut.endswith("more characters not shown]")
 
 
 async def test_it_runs_as_a_tool_and_failures_come_back_as_errors(tmp_path: Path) -> None:
     assert TOOL_REGISTRY["doc_parser"] is DocParser
-    path = tmp_path / "a.md"
-    path.write_text("# Heading\n\nBody.")
-    toolkit = Toolkit(["doc_parser"])
-    ok = await toolkit.run(ToolCallBlock(id="1", name="doc_parser", input={"url": str(path)}))
+    ctx = RunContext.detached(thread_id="t1", user_id="ann")
+    folder = Workspace(tmp_path).for_context(ctx)
+    (folder / "a.md").write_text("# Heading\n\nBody.")
+    toolkit = Toolkit([{"name": "doc_parser", "work_dir": str(tmp_path)}])
+    call = ToolCallBlock(id="1", name="doc_parser", input={"url": "a.md"})
+    ok = await toolkit.run(call, ctx=ctx)
     assert not ok.is_error
     assert "Body." in str(ok.output)
     missing = await toolkit.run(
-        ToolCallBlock(id="2", name="doc_parser", input={"url": str(tmp_path / "none.pdf")})
+        ToolCallBlock(id="2", name="doc_parser", input={"url": "none.pdf"}), ctx=ctx
     )
     assert missing.is_error
     assert "no such file" in str(missing.output)

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import importlib
+import os
 from pathlib import Path
 
 import pytest
 
 from parley.errors import ToolArgumentsError, ToolExecutionError
 from parley.messages import ToolCallBlock
-from parley.tools import TOOL_REGISTRY, Toolkit
-from parley.tools.builtin import KeyNotExistsError, Storage
+from parley.tools import TOOL_REGISTRY, RunContext, Toolkit, Workspace
+from parley.tools import workspace as workspace_module
+from parley.tools.builtin import KeyNotExistsError, Storage, _paths
+from parley.tools.builtin import storage as storage_module
+
+ANN = RunContext.detached(thread_id="t1", user_id="ann")
+BOB = RunContext.detached(thread_id="t2", user_id="bob")
 
 
 @pytest.fixture
@@ -82,11 +88,88 @@ def test_empty_keys_and_oversized_values_are_refused(tmp_path: Path) -> None:
         storage.put("folder", "v")
 
 
-def test_the_default_root_follows_the_workspace(
+def test_by_default_keys_live_in_the_conversations_folder_of_the_workspace(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PARLEY_WORKSPACE", str(tmp_path / "ws"))
-    assert Storage().root == tmp_path / "ws" / "tools" / "storage"
+    monkeypatch.setattr(workspace_module, "_default", None)  # read the variable afresh
+    storage = Storage()
+    assert storage.root is None
+    assert storage.call({"operate": "put", "key": "k", "value": "v"}, ctx=ANN) == "SUCCESS"
+    assert (tmp_path / "ws" / "ann" / "t1" / "storage" / "k").read_text() == "v"
+    assert not (tmp_path / "workspace").exists()  # not shared through the current folder
+
+
+def test_each_conversation_has_its_own_keys(tmp_path: Path) -> None:
+    storage = Storage({"work_dir": str(tmp_path)})
+    storage.call({"operate": "put", "key": "notes/plan", "value": "Ann's plan"}, ctx=ANN)
+    storage.call({"operate": "put", "key": "notes/plan", "value": "Bob's plan"}, ctx=BOB)
+    assert storage.call({"operate": "get", "key": "notes/plan"}, ctx=ANN) == "Ann's plan"
+    assert storage.call({"operate": "scan", "key": "/"}, ctx=BOB) == "/notes/plan: Bob's plan"
+    with pytest.raises(KeyNotExistsError):
+        storage.call({"operate": "get", "key": "notes/plan"}, ctx=RunContext.detached("t3"))
+    folder = Workspace(tmp_path).session_dir("ann", "t1") / "storage"
+    assert (folder / "notes" / "plan").read_text() == "Ann's plan"
+    # Bob's folder is a sibling of Ann's: a key cannot climb to it.
+    with pytest.raises(ToolArgumentsError, match=r"'\.\.'"):
+        storage.call({"operate": "get", "key": "../../../bob/t2/storage/notes/plan"}, ctx=ANN)
+
+
+async def test_doc_parser_reads_what_storage_wrote_in_the_same_conversation(
+    tmp_path: Path,
+) -> None:
+    toolkit = Toolkit(
+        [
+            {"name": "storage", "work_dir": str(tmp_path)},
+            {"name": "doc_parser", "work_dir": str(tmp_path)},
+        ]
+    )
+    put = {"operate": "put", "key": "notes/today.md", "value": "# Today\n\nShip it."}
+    assert not (
+        await toolkit.run(ToolCallBlock(id="1", name="storage", input=put), ctx=ANN)
+    ).is_error
+    read = ToolCallBlock(id="2", name="doc_parser", input={"url": "storage/notes/today.md"})
+    assert "Ship it." in str((await toolkit.run(read, ctx=ANN)).output)
+    assert (await toolkit.run(read, ctx=BOB)).is_error
+
+
+def test_links_out_of_the_folder_are_neither_listed_nor_read(
+    storage: Storage, tmp_path: Path
+) -> None:
+    (tmp_path / "secret").write_text("SECRET")
+    storage.put("kept", "mine")
+    assert storage.root is not None
+    (storage.root / "leak").symlink_to(tmp_path / "secret")
+    assert storage.keys() == ["/kept"]
+    assert storage.scan() == "/kept: mine"
+    with pytest.raises(ToolArgumentsError, match="outside the storage"):
+        storage.get("leak")
+    with pytest.raises(ToolArgumentsError, match="outside the storage"):
+        storage.delete("leak")
+    assert (tmp_path / "secret").read_text() == "SECRET"
+
+
+def test_a_link_swapped_in_after_the_check_is_not_followed(
+    storage: Storage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "value").write_text("SECRET")
+    assert storage.root is not None
+    storage.root.mkdir(parents=True)
+    (storage.root / "link").symlink_to(outside, target_is_directory=True)
+    # The check sees `link` as the plain folder it was when the key was checked.
+    monkeypatch.setattr(_paths, "real_path", lambda path: Path(os.path.abspath(path)))
+    monkeypatch.setattr(storage_module, "real_path", _paths.real_path)
+    with pytest.raises(ToolExecutionError, match="changed while it was opened"):
+        storage.put("link/new", "x")
+    with pytest.raises(ToolExecutionError, match="changed while it was opened"):
+        storage.get("link/value")
+    with pytest.raises(ToolExecutionError, match="changed while it was opened"):
+        storage.delete("link/value")
+    assert sorted(p.name for p in outside.iterdir()) == ["value"]
+    assert (outside / "value").read_text() == "SECRET"
 
 
 def test_qwen_style_calls(storage: Storage) -> None:

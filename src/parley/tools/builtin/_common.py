@@ -1,18 +1,25 @@
-"""Helpers the built-in tools share: optional imports, the workspace, session keys."""
+"""Helpers the built-in tools share: optional imports, the workspace, the call's context."""
 
 from __future__ import annotations
 
 import hashlib
 import importlib
-import os
 import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from parley.errors import MissingDependencyError
+from parley.tools.context import RunContext
+from parley.tools.workspace import Workspace, default_workspace
 
-__all__ = ["SESSION_KEYS", "default_work_dir", "optional_import", "session_key", "slug"]
+__all__ = [
+    "SESSION_KEYS",
+    "optional_import",
+    "run_context",
+    "session_key",
+    "slug",
+    "workspace_from",
+]
 
 SESSION_KEYS = ("session", "session_id", "thread_id", "conversation_id")
 """Keyword arguments of a tool call that name the conversation, in the order they are read."""
@@ -35,13 +42,21 @@ def optional_import(module: str, package: str | None = None) -> Any:
         raise MissingDependencyError(package or module, "tools") from None
 
 
-def default_work_dir(tool_name: str) -> Path:
-    """Where a tool keeps its files by default, as Qwen-Agent lays it out.
+def workspace_from(cfg: Mapping[str, Any]) -> Workspace:
+    """The workspace a tool's configuration names (`work_dir`), else the process's default."""
+    work_dir = cfg.get("work_dir")
+    return Workspace(work_dir) if work_dir else default_workspace()
 
-    That is `<workspace>/tools/<name>`, the workspace being `$PARLEY_WORKSPACE` or
-    `./workspace`.
+
+def run_context(kwargs: Mapping[str, Any]) -> RunContext[Any]:
+    """The context of a call: the agent's `ctx`, else one for the conversation `kwargs` name.
+
+    Qwen-Agent style callers name it with one of `SESSION_KEYS`; without any, it is `default`.
     """
-    return Path(os.environ.get("PARLEY_WORKSPACE", "workspace")) / "tools" / tool_name
+    ctx = kwargs.get("ctx")
+    if isinstance(ctx, RunContext):
+        return ctx
+    return RunContext.detached(thread_id=session_key(kwargs))
 
 
 def session_key(kwargs: Mapping[str, Any], default: str = "default") -> str:

@@ -1,6 +1,8 @@
 """Readers of each document format, into sections (pages, slides, sheets) of paragraphs.
 
-Each reader imports its library lazily (the `tools` extra) and returns `Section`s in order.
+Each reader imports its library lazily (the `tools` extra), reads an open binary file (a
+file opened inside the tool's roots, or a download held in memory) and returns `Section`s in
+order; readers never open a path themselves.
 A section's items are paragraphs or tables (rows as `| a | b |` lines), as Qwen-Agent's
 parsed documents hold `{"text": ...}` and `{"table": ...}` items.
 """
@@ -11,8 +13,8 @@ import csv
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal
+from pathlib import PurePath
+from typing import Any, BinaryIO, Literal
 
 from parley.tools.builtin._common import optional_import
 
@@ -65,9 +67,9 @@ def _table(rows: Iterable[Iterable[Any]], max_rows: int) -> str:
     return "\n".join(lines)
 
 
-def read_text(path: Path) -> str:
+def read_text(stream: BinaryIO) -> str:
     """A text file's content: UTF-8 (with or without a BOM), else Latin-1."""
-    data = path.read_bytes()
+    data = stream.read()
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -77,10 +79,10 @@ def read_text(path: Path) -> str:
 # -- one reader per format ----------------------------------------------------------------------
 
 
-def read_pdf(path: Path, max_rows: int) -> list[Section]:
+def read_pdf(stream: BinaryIO, name: str, max_rows: int) -> list[Section]:
     """Each page's text (pypdf's layout-free extraction)."""
     pypdf = optional_import("pypdf")
-    reader = pypdf.PdfReader(str(path))
+    reader = pypdf.PdfReader(stream)
     if reader.is_encrypted:
         reader.decrypt("")
     sections = []
@@ -101,10 +103,10 @@ def _docx_paragraph(paragraph: Any) -> str:
     return prefix + str(paragraph.text)
 
 
-def read_docx(path: Path, max_rows: int) -> list[Section]:
+def read_docx(stream: BinaryIO, name: str, max_rows: int) -> list[Section]:
     """The body's paragraphs (headings marked) and tables, in order; Word has no fixed pages."""
     docx = optional_import("docx", "python-docx")
-    document = docx.Document(str(path))
+    document = docx.Document(stream)
     section = Section("document", 1)
     for block in document.iter_inner_content():
         if hasattr(block, "rows"):
@@ -122,11 +124,11 @@ def _slide_title(slide: Any) -> str | None:
     return str(title.text_frame.text).strip() or None
 
 
-def read_pptx(path: Path, max_rows: int) -> list[Section]:
+def read_pptx(stream: BinaryIO, name: str, max_rows: int) -> list[Section]:
     """Each slide's title, text frames, tables and speaker notes."""
     pptx = optional_import("pptx", "python-pptx")
     sections = []
-    for number, slide in enumerate(pptx.Presentation(str(path)).slides, 1):
+    for number, slide in enumerate(pptx.Presentation(stream).slides, 1):
         section = Section("slide", number, _slide_title(slide))
         for shape in slide.shapes:
             if shape.has_text_frame and shape != slide.shapes.title:
@@ -141,10 +143,10 @@ def read_pptx(path: Path, max_rows: int) -> list[Section]:
     return sections
 
 
-def read_xlsx(path: Path, max_rows: int) -> list[Section]:
+def read_xlsx(stream: BinaryIO, name: str, max_rows: int) -> list[Section]:
     """Each sheet as a table of its values (formulas as last computed)."""
     openpyxl = optional_import("openpyxl")
-    workbook = openpyxl.load_workbook(str(path), read_only=True, data_only=True)
+    workbook = openpyxl.load_workbook(stream, read_only=True, data_only=True)
     try:
         sections = []
         for number, sheet in enumerate(workbook.worksheets, 1):
@@ -156,9 +158,10 @@ def read_xlsx(path: Path, max_rows: int) -> list[Section]:
         workbook.close()
 
 
-def read_csv(path: Path, max_rows: int) -> list[Section]:
+def read_csv(stream: BinaryIO, name: str, max_rows: int) -> list[Section]:
     """The rows as one table; the delimiter is sniffed (comma, semicolon, tab, ...)."""
-    text = read_text(path)
+    text = read_text(stream)
+    path = PurePath(name)
     try:
         dialect: Any = csv.Sniffer().sniff(text[:8192], delimiters=",;\t|")
     except csv.Error:
@@ -168,10 +171,10 @@ def read_csv(path: Path, max_rows: int) -> list[Section]:
     return [section]
 
 
-def read_html(path: Path, max_rows: int) -> list[Section]:
+def read_html(stream: BinaryIO, name: str, max_rows: int) -> list[Section]:
     """The visible text, one paragraph per block element; the page's title kept."""
     bs4 = optional_import("bs4", "beautifulsoup4")
-    soup = bs4.BeautifulSoup(read_text(path), "html.parser")
+    soup = bs4.BeautifulSoup(read_text(stream), "html.parser")
     for hidden in soup(["script", "style", "noscript", "template"]):
         hidden.decompose()
     title = soup.title.get_text(strip=True) if soup.title else None
@@ -183,15 +186,16 @@ def read_html(path: Path, max_rows: int) -> list[Section]:
     return [section]
 
 
-def read_plain(path: Path, max_rows: int) -> list[Section]:
+def read_plain(stream: BinaryIO, name: str, max_rows: int) -> list[Section]:
     """Text and Markdown: paragraphs split on blank lines, Markdown kept as written."""
     section = Section("document", 1)
-    for paragraph in re.split(r"\n\s*\n", read_text(path)):
+    for paragraph in re.split(r"\n\s*\n", read_text(stream)):
         section.add("text", paragraph.strip("\n"))
     return [section]
 
 
-Reader = Callable[[Path, int], list[Section]]
+Reader = Callable[[BinaryIO, str, int], list[Section]]
+"""A reader: the open file, its name (for its extension and title) and the rows per table."""
 
 FORMATS: dict[str, Reader] = {
     "pdf": read_pdf,
@@ -206,6 +210,6 @@ FORMATS: dict[str, Reader] = {
 """The reader of each format."""
 
 
-def read_document(path: Path, kind: str, max_rows: int = 1000) -> list[Section]:
-    """Read a document of a known format into sections."""
-    return FORMATS[kind](path, max_rows)
+def read_document(stream: BinaryIO, name: str, kind: str, max_rows: int = 1000) -> list[Section]:
+    """Read a document of a known format, from an open binary file, into sections."""
+    return FORMATS[kind](stream, name, max_rows)

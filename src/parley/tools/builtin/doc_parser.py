@@ -1,28 +1,55 @@
 """`doc_parser`: a document (PDF, DOCX, PPTX, XLSX, CSV, HTML, Markdown, text) into text.
 
 The text keeps the document's structure: pages, slides and sheets are marked, tables are
-written as `| a | b |` rows, Word headings as `#`. Sources are local paths, `file://` URLs,
-and `http(s)://` URLs when downloading is allowed (`allow_http`, off by default: a model
-should not make the machine fetch whatever URL it writes).
+written as `| a | b |` rows, Word headings as `#`.
+
+The tool reads files only under its roots: by default the conversation's directory of the
+workspace (`Workspace.for_context(ctx)`, where the code interpreter of the same thread writes
+its files), so the model names files relative to it; `roots` or `root` in the configuration
+name fixed folders instead. A path, a `file://` URL or a symbolic link that leads anywhere
+else (`../../.env`, `/etc/hostname`, `/proc/self/environ`) is refused with an error naming the
+allowed folder, and files are opened without following links swapped in after the check
+(`_paths`). `http(s)://` URLs are downloaded only when `allow_http` is set, and then through
+`_net.fetch`: no loopback, private or link-local address unless `allowed_hosts` (or
+`allow_private`) says so, every redirect checked, at most `max_download_bytes` read.
+
+`parse_document` is for programs rather than models: it reads any path its caller gives
+unless given `roots`.
 """
 
 from __future__ import annotations
 
-import tempfile
+import asyncio
+import io
+import os
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, ClassVar
+from pathlib import Path, PurePosixPath
+from typing import Any, BinaryIO, ClassVar
 from urllib.parse import unquote, urlsplit
 
+from parley._sync import run_sync
 from parley.errors import MissingDependencyError, ToolExecutionError
-from parley.models.base import ChatModel
 from parley.tools.base import Tool
-from parley.tools.builtin._common import optional_import
+from parley.tools.builtin._common import run_context, workspace_from
 from parley.tools.builtin._doc_formats import FORMATS, Section, read_document
+from parley.tools.builtin._net import FetchNotAllowedError, FetchPolicy, fetch
+from parley.tools.builtin._paths import Roots, open_beneath
+from parley.tools.context import RunContext
 from parley.tools.registry import register_tool
 
-__all__ = ["DocParser", "ParsedDocument", "detect_format", "parse_document"]
+__all__ = [
+    "DocParser",
+    "ParsedDocument",
+    "aparse_document",
+    "detect_format",
+    "parse_document",
+]
 
+_TOOL = "doc_parser"
+_MAX_BYTES = 50 * 1024 * 1024
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _EXTENSIONS = {
     ".pdf": "pdf",
     ".docx": "docx",
@@ -122,8 +149,9 @@ def detect_format(name: str, media_type: str | None = None) -> str | None:
     return found
 
 
-def _looks_like_text(path: Path) -> bool:
-    head = path.read_bytes()[:8192]
+def _looks_like_text(stream: BinaryIO) -> bool:
+    head = stream.read(8192)
+    stream.seek(0)
     if b"\x00" in head:
         return False
     try:
@@ -133,136 +161,230 @@ def _looks_like_text(path: Path) -> bool:
     return True
 
 
-def _local_path(source: str) -> Path:
-    parts = urlsplit(source)
-    path = Path(unquote(parts.path)) if parts.scheme == "file" else Path(source).expanduser()
-    if not path.is_file():
-        raise ToolExecutionError(f"no such file: {source}", tool_name="doc_parser")
-    return path
-
-
-def _download(url: str, folder: Path, timeout: float, max_bytes: int) -> tuple[Path, str | None]:
-    """Fetch a URL into `folder` with httpx; returns the file and its media type."""
-    ChatModel.check_allowed(url)
-    httpx = optional_import("httpx")
-    name = Path(unquote(urlsplit(url).path)).name or "download"
-    target = folder / name
-    try:
-        with httpx.stream("GET", url, timeout=timeout, follow_redirects=True) as response:
-            response.raise_for_status()
-            size = 0
-            with target.open("wb") as out:
-                for chunk in response.iter_bytes():
-                    size += len(chunk)
-                    if size > max_bytes:
-                        raise ToolExecutionError(
-                            f"{url} is larger than {max_bytes} bytes", tool_name="doc_parser"
-                        )
-                    out.write(chunk)
-            media_type = response.headers.get("content-type")
-    except httpx.HTTPError as exc:
-        raise ToolExecutionError(
-            f"downloading {url} failed: {exc}", tool_name="doc_parser"
-        ) from exc
-    return target, media_type
-
-
-def _parse_file(source: str, path: Path, media_type: str | None, max_rows: int) -> ParsedDocument:
-    kind = detect_format(path.name, media_type)
+def _parse_stream(
+    source: str, name: str, stream: BinaryIO, media_type: str | None, max_rows: int
+) -> ParsedDocument:
+    kind = detect_format(name, media_type)
     if kind is None:
-        if not _looks_like_text(path):
+        if not _looks_like_text(stream):
             supported = ", ".join(sorted(FORMATS))
             raise ToolExecutionError(
-                f"cannot read {path.name}: its format is not one of {supported}",
-                tool_name="doc_parser",
+                f"cannot read {name}: its format is not one of {supported}", tool_name=_TOOL
             )
         kind = "text"
     try:
-        sections = read_document(path, kind, max_rows)
+        sections = read_document(stream, name, kind, max_rows)
     except (ToolExecutionError, MissingDependencyError):
         raise
     except Exception as exc:  # each library has its own errors for a broken file
         raise ToolExecutionError(
-            f"cannot read {path.name} as {kind}: {type(exc).__name__}: {exc}",
-            tool_name="doc_parser",
+            f"cannot read {name} as {kind}: {type(exc).__name__}: {exc}", tool_name=_TOOL
         ) from exc
-    return ParsedDocument(source, path.name, kind, sections)
+    return ParsedDocument(source, name, kind, sections)
+
+
+def _parse_local(source: str, roots: Roots, max_bytes: int, max_rows: int) -> ParsedDocument:
+    """Parse a file under `roots`, opened by `open_beneath` (never by its path)."""
+    located = roots.locate(source)
+    with os.fdopen(open_beneath(located, shown=source, tool_name=_TOOL), "rb") as stream:
+        if os.fstat(stream.fileno()).st_size > max_bytes:
+            raise ToolExecutionError(f"{source} is larger than {max_bytes} bytes", tool_name=_TOOL)
+        name = located.parts[-1]  # the real file's: a link's target has the telling extension
+        return _parse_stream(source, name, stream, None, max_rows)
+
+
+def _is_download(source: str) -> bool:
+    """Whether `source` is a URL to fetch (`file:` ones are local); refuses other schemes."""
+    if source.lower().startswith("file:") or not _URL.match(source):
+        return False
+    scheme = urlsplit(source).scheme.lower()
+    if scheme not in ("http", "https"):
+        raise FetchNotAllowedError(
+            f"cannot read {source}: give a file, a file:// URL or an http(s) URL",
+            tool_name=_TOOL,
+        )
+    return True
+
+
+def _refuse_download(source: str) -> ToolExecutionError:
+    return ToolExecutionError(
+        f"downloading URLs is not allowed here ({source}); give a local file, or enable "
+        "it with DocParser({'allow_http': True})",
+        tool_name=_TOOL,
+    )
+
+
+async def _download(source: str, policy: FetchPolicy, max_rows: int) -> ParsedDocument:
+    fetched = await fetch(source, policy, tool_name=_TOOL)
+    name = PurePosixPath(unquote(urlsplit(fetched.url).path)).name or "download"
+    stream = io.BytesIO(fetched.content)
+    return await asyncio.to_thread(
+        _parse_stream, source, name, stream, fetched.media_type, max_rows
+    )
+
+
+def _roots(roots: Roots | Sequence[str | os.PathLike[str]] | None) -> Roots:
+    if isinstance(roots, Roots):
+        return roots
+    # None: anywhere, relative paths from the current folder (the caller's own path).
+    return Roots(roots if roots is not None else [Path.cwd(), Path("/")], tool_name=_TOOL)
+
+
+async def aparse_document(
+    source: str,
+    *,
+    roots: Roots | Sequence[str | os.PathLike[str]] | None = None,
+    allow_http: bool = False,
+    fetch_policy: FetchPolicy | None = None,
+    timeout: float = 30.0,
+    max_download_bytes: int = _MAX_BYTES,
+    max_file_bytes: int = _MAX_BYTES,
+    max_rows: int = 1000,
+) -> ParsedDocument:
+    """Parse a path, a `file://` URL, or (if `allow_http`) an `http(s)://` URL.
+
+    Args:
+        source: The path (relative ones start at the first root), or the URL.
+        roots: The folders `source` must lie in (links followed); None: any path, relative
+            ones from the current folder.
+        allow_http: Download `http(s)` URLs.
+        fetch_policy: What a download may reach and read (default: public addresses only,
+            `timeout` and `max_download_bytes`).
+        timeout: Seconds a download may take (without `fetch_policy`).
+        max_download_bytes: The largest download read (without `fetch_policy`).
+        max_file_bytes: The largest local file read.
+        max_rows: The most rows kept per table.
+
+    Raises:
+        PathNotAllowedError: The file lies outside `roots`.
+        FetchNotAllowedError: The URL (or a redirect) reaches an address not allowed.
+        ToolExecutionError: The file is missing, unreadable, too large or of an unknown format,
+            the download failed, or downloading is not allowed.
+        MissingDependencyError: The format's library (the `tools` extra) is not installed.
+    """
+    if not _is_download(source):
+        return await asyncio.to_thread(
+            _parse_local, source, _roots(roots), max_file_bytes, max_rows
+        )
+    if not allow_http:
+        raise _refuse_download(source)
+    policy = fetch_policy or FetchPolicy(max_bytes=max_download_bytes, timeout=timeout)
+    return await _download(source, policy, max_rows)
 
 
 def parse_document(
     source: str,
     *,
+    roots: Roots | Sequence[str | os.PathLike[str]] | None = None,
     allow_http: bool = False,
+    fetch_policy: FetchPolicy | None = None,
     timeout: float = 30.0,
-    max_download_bytes: int = 50 * 1024 * 1024,
+    max_download_bytes: int = _MAX_BYTES,
+    max_file_bytes: int = _MAX_BYTES,
     max_rows: int = 1000,
 ) -> ParsedDocument:
-    """Parse a local path, a `file://` URL, or (if `allow_http`) an `http(s)://` URL.
-
-    Raises:
-        ToolExecutionError: The file is missing, unreadable or of an unknown format, the
-            download failed, or downloading is not allowed.
-        MissingDependencyError: The format's library (the `tools` extra) is not installed.
-    """
-    scheme = urlsplit(source).scheme.lower()
-    if scheme not in ("http", "https"):
-        return _parse_file(source, _local_path(source), None, max_rows)
-    if not allow_http:
-        raise ToolExecutionError(
-            f"downloading URLs is not allowed here ({source}); give a local file, or enable "
-            "it with DocParser({'allow_http': True})",
-            tool_name="doc_parser",
+    """The sync twin of `aparse_document` (same arguments and errors)."""
+    if not _is_download(source):
+        return _parse_local(source, _roots(roots), max_file_bytes, max_rows)
+    return run_sync(
+        aparse_document(
+            source,
+            allow_http=allow_http,
+            fetch_policy=fetch_policy,
+            timeout=timeout,
+            max_download_bytes=max_download_bytes,
+            max_rows=max_rows,
         )
-    with tempfile.TemporaryDirectory(prefix="parley-doc-") as folder:
-        path, media_type = _download(source, Path(folder), timeout, max_download_bytes)
-        return _parse_file(source, path, media_type, max_rows)
+    )
 
 
 @register_tool("doc_parser")
 class DocParser(Tool):
     """Reads a document into text with its pages, slides or sheets marked.
 
+    Files are read only under the tool's roots and downloads reach only public addresses
+    unless allowed (see the module docstring).
+
     Args:
-        cfg: `allow_http` (download http(s) URLs; default False), `structured_doc` (return
-            Qwen-Agent's list of pages instead of text), `max_chars` (default 100,000),
-            `max_rows` per table (default 1,000), `max_download_bytes` (default 50 MiB),
-            `download_timeout` (seconds, default 30).
+        cfg: `roots` (folders the model's paths must lie in; relative paths start at the
+            first) or `root` (one folder); without them, the conversation's folder of the
+            workspace at `work_dir` (default: the process's workspace). `allow_http`
+            (download http(s) URLs; default False), `allowed_hosts` (host names, addresses
+            or networks a download may reach although not public), `allow_private` (any
+            address), `max_download_bytes` (default 50 MiB), `download_timeout` (seconds for
+            a whole download, default 30), `max_redirects` (default 5), `max_file_bytes`
+            (default 50 MiB), `structured_doc` (return Qwen-Agent's list of pages instead of
+            text), `max_chars` (default 100,000), `max_rows` per table (default 1,000).
     """
 
     description = (
         "Reads a document and returns its text, with pages, slides and sheets marked and "
-        "tables as rows. Supports PDF, DOCX, PPTX, XLSX, CSV, HTML, Markdown and plain text."
+        "tables as rows. Supports PDF, DOCX, PPTX, XLSX, CSV, HTML, Markdown and plain text. "
+        "It reads files in this conversation's folder (where the code interpreter's files "
+        "are too): give a path relative to it, such as report.pdf."
     )
     parameters: ClassVar[list[dict[str, Any]] | dict[str, Any]] = {
         "type": "object",
         "properties": {
             "url": {
                 "type": "string",
-                "description": "The document's local path or file:// URL (or http(s) URL).",
+                "description": (
+                    "The document: a path in the conversation's folder (or a file:// URL), "
+                    "or an http(s) URL if downloads are allowed."
+                ),
             }
         },
         "required": ["url"],
     }
+
+    def __init__(self, cfg: dict[str, Any] | None = None) -> None:
+        super().__init__(cfg)
+        fixed = self.cfg.get("roots") or ([self.cfg["root"]] if self.cfg.get("root") else None)
+        self._fixed_roots = Roots(fixed, tool_name=self.name) if fixed else None
+        self.fetch_policy = FetchPolicy.from_config(
+            self.cfg,
+            max_bytes=int(self.cfg.get("max_download_bytes", _MAX_BYTES)),
+            timeout=float(self.cfg.get("download_timeout", 30.0)),
+            max_redirects=int(self.cfg.get("max_redirects", 5)),
+        )
 
     @property
     def file_access(self) -> bool:
         """It reads the files of the conversation (Qwen-Agent's flag)."""
         return True
 
-    def parse(self, source: str) -> ParsedDocument:
-        """Parse a document with this tool's settings."""
-        return parse_document(
+    def roots(self, ctx: RunContext[Any] | None = None) -> Roots:
+        """The folders a call in `ctx`'s conversation may read (made if missing)."""
+        if self._fixed_roots is not None:
+            return self._fixed_roots
+        return Roots([workspace_from(self.cfg).for_context(ctx)], tool_name=self.name)
+
+    async def aparse(self, source: str, ctx: RunContext[Any] | None = None) -> ParsedDocument:
+        """Parse a document with this tool's settings, for `ctx`'s conversation."""
+        return await aparse_document(
             source,
+            roots=self.roots(ctx),
             allow_http=bool(self.cfg.get("allow_http", False)),
-            timeout=float(self.cfg.get("download_timeout", 30.0)),
-            max_download_bytes=int(self.cfg.get("max_download_bytes", 50 * 1024 * 1024)),
+            fetch_policy=self.fetch_policy,
+            max_file_bytes=int(self.cfg.get("max_file_bytes", _MAX_BYTES)),
             max_rows=int(self.cfg.get("max_rows", 1000)),
         )
 
-    def call(self, params: str | dict[str, Any], **kwargs: Any) -> str | list[dict[str, Any]]:
-        """Parse the document at `url`; text, or Qwen-Agent's pages with `structured_doc`."""
+    def parse(self, source: str, ctx: RunContext[Any] | None = None) -> ParsedDocument:
+        """The sync twin of `aparse`."""
+        return run_sync(self.aparse(source, ctx))
+
+    async def acall(self, params: dict[str, Any], **kwargs: Any) -> str | list[dict[str, Any]]:
+        """Parse the document at `url`; text, or Qwen-Agent's pages with `structured_doc`.
+
+        The conversation is the agent's `ctx` (or a Qwen-Agent style `session` keyword).
+        """
         arguments = self._verify_json_format_args(params)
-        document = self.parse(str(arguments["url"]))
+        document = await self.aparse(str(arguments["url"]), run_context(kwargs))
         if self.cfg.get("structured_doc"):
             return document.to_qwen()
         return document.to_text(int(self.cfg.get("max_chars", 100_000)))
+
+    def call(self, params: str | dict[str, Any], **kwargs: Any) -> str | list[dict[str, Any]]:
+        """The sync twin of `acall` (Qwen-Agent style)."""
+        return run_sync(self.acall(self._verify_json_format_args(params), **kwargs))

@@ -1,25 +1,46 @@
-"""`storage`: key-value text files in a directory, as Qwen-Agent's `Storage` tool.
+"""`storage`: key-value text files, as Qwen-Agent's `Storage` tool.
 
-A key is a path-like name (`notes/today`); each value is one UTF-8 file under the root. Keys
-are checked before any file is touched: `..`, NUL bytes and anything that resolves outside
-the root (through a symbolic link, say) are refused, so no key reaches another file.
+A key is a path-like name (`notes/today`); each value is one UTF-8 file. By default the files
+live in the conversation's folder of the workspace, under `storage/`
+(`Workspace.for_context(ctx) / "storage"`): each user's thread has keys of its own, which its
+code interpreter and `doc_parser` see as files. `storage_root_path` (Qwen-Agent's key) or
+`root` name one fixed folder instead, shared by every conversation.
+
+No key reaches another file: `..` and NUL bytes are refused, a key whose path resolves outside
+the folder (through a symbolic link) is refused, and files are opened one component at a time
+from the folder's descriptor without following links (`_paths`), so a link swapped in after
+the check is refused too. A value is replaced atomically (written aside, then renamed).
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
-from pathlib import Path
+import secrets
+import stat
+from contextlib import suppress
+from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
 from parley.errors import ToolArgumentsError, ToolExecutionError
 from parley.tools.base import Tool
-from parley.tools.builtin._common import default_work_dir
+from parley.tools.builtin._common import run_context, workspace_from
+from parley.tools.builtin._paths import (
+    Located,
+    NotAFileError,
+    open_beneath,
+    open_folder_beneath,
+    real_path,
+)
+from parley.tools.context import RunContext
 from parley.tools.registry import register_tool
 
 __all__ = ["KeyNotExistsError", "Storage"]
 
 _OPERATIONS = ("put", "get", "delete", "scan", "list")
+_PENDING = ".put-"  # the prefix of a value being written
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+Context = RunContext[Any] | None
 
 
 class KeyNotExistsError(ToolExecutionError):
@@ -28,18 +49,25 @@ class KeyNotExistsError(ToolExecutionError):
 
 @register_tool("storage")
 class Storage(Tool):
-    """Stores and reads text values by key, one file per key, under a root directory.
+    """Stores and reads text values by key, one file per key, in the conversation's folder.
+
+    Every operation takes the conversation as `ctx` (the agent's `RunContext`; None is the
+    `default` conversation).
 
     Args:
-        cfg: `storage_root_path` (Qwen-Agent's key) or `work_dir`: the root directory
-            (default `<workspace>/tools/storage`); `max_value_bytes` (default 10 MiB).
+        cfg: `storage_root_path` (Qwen-Agent's key) or `root`: one folder for every
+            conversation; without them, `<conversation folder>/storage` in the workspace at
+            `work_dir` (default: the process's workspace). `max_value_bytes` (default 10 MiB).
+
+    Attributes:
+        root: The one folder of every conversation, when configured (else None).
     """
 
     description = (
         "Stores and reads text by key. operate is one of put (store value under key), get "
         "(read the value of key), delete (remove key), list (the keys under a folder key) "
         "and scan (the keys and values under a folder key). Keys look like file paths, "
-        "such as notes/2024/summary; / is the top."
+        "such as notes/2024/summary; / is the top. Each conversation has its own keys."
     )
     parameters: ClassVar[list[dict[str, Any]] | dict[str, Any]] = {
         "type": "object",
@@ -53,11 +81,20 @@ class Storage(Tool):
 
     def __init__(self, cfg: dict[str, Any] | None = None) -> None:
         super().__init__(cfg)
-        root = self.cfg.get("storage_root_path") or self.cfg.get("work_dir")
-        self.root = Path(root) if root else default_work_dir(self.name)
+        root = self.cfg.get("storage_root_path") or self.cfg.get("root")
+        self.root: Path | None = Path(root) if root else None
         self.max_value_bytes = int(self.cfg.get("max_value_bytes", 10 * 1024 * 1024))
 
     # -- keys ---------------------------------------------------------------------------------
+
+    def folder(self, ctx: Context = None) -> Path:
+        """The folder of a conversation's keys (made if missing), links followed."""
+        if self.root is not None:
+            folder = self.root
+        else:
+            folder = workspace_from(self.cfg).for_context(ctx) / "storage"
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return real_path(folder)
 
     def _parts(self, key: str) -> list[str]:
         if "\x00" in key:
@@ -67,97 +104,130 @@ class Storage(Tool):
             raise ToolArgumentsError(f"a key cannot contain '..': {key!r}", tool_name=self.name)
         return parts
 
-    def path(self, key: str) -> Path:
-        """The file (or folder) a key names, checked to lie inside the root.
-
-        Raises:
-            ToolArgumentsError: The key would reach outside the root.
-        """
-        root = self.root.resolve()
-        target = root.joinpath(*self._parts(key))
-        if target.resolve() != root and not target.resolve().is_relative_to(root):
+    def _locate(self, key: str, ctx: Context) -> Located:
+        root = self.folder(ctx)
+        real = real_path(root.joinpath(*self._parts(key)))
+        if not real.is_relative_to(root):
             raise ToolArgumentsError(
                 f"the key {key!r} leads outside the storage", tool_name=self.name
             )
-        return target
+        return Located(root, real.relative_to(root).parts)
 
-    def _file(self, key: str) -> Path:
-        if not self._parts(key):
+    def _value(self, key: str, ctx: Context) -> Located:
+        located = self._locate(key, ctx)
+        if not located.parts:
             raise ToolArgumentsError("the key is empty", tool_name=self.name)
-        return self.path(key)
+        return located
 
-    @staticmethod
-    def _key(path: Path, root: Path) -> str:
-        return "/" + path.relative_to(root).as_posix()
+    def path(self, key: str, ctx: Context = None) -> Path:
+        """The file (or folder) a key names, checked to lie inside the conversation's folder.
+
+        Raises:
+            ToolArgumentsError: The key would reach outside the folder.
+        """
+        return self._locate(key, ctx).path
+
+    def _missing(self, key: str) -> KeyNotExistsError:
+        return KeyNotExistsError(f"no value is stored under {key!r}", tool_name=self.name)
 
     # -- operations ---------------------------------------------------------------------------
 
-    def put(self, key: str, value: str) -> str:
+    def put(self, key: str, value: str, *, ctx: Context = None) -> str:
         """Store `value` under `key` (replacing it atomically)."""
         if len(value.encode()) > self.max_value_bytes:
             raise ToolArgumentsError(
                 f"the value is larger than {self.max_value_bytes} bytes", tool_name=self.name
             )
-        target = self._file(key)
-        if target.is_dir():
-            raise ToolExecutionError(f"{key!r} is a folder of keys", tool_name=self.name)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        self.path(key)  # the folders just made may not be links out of the root
-        descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=".put-")
-        with os.fdopen(descriptor, "w", encoding="utf-8") as out:
-            out.write(value)
-        Path(temporary).replace(target)
+        located = self._value(key, ctx)
+        parent = Located(located.root, located.parts[:-1])
+        name = located.parts[-1]
+        with open_folder_beneath(parent, shown=key, tool_name=self.name, create=True) as folder:
+            with suppress(FileNotFoundError):
+                if stat.S_ISDIR(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode):
+                    raise ToolExecutionError(f"{key!r} is a folder of keys", tool_name=self.name)
+            pending = f"{_PENDING}{secrets.token_hex(8)}"
+            descriptor = os.open(pending, _NEW_FILE, 0o600, dir_fd=folder)
+            try:
+                with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+                    out.write(value)
+                os.replace(pending, name, src_dir_fd=folder, dst_dir_fd=folder)
+            except BaseException:
+                with suppress(OSError):
+                    os.unlink(pending, dir_fd=folder)
+                raise
         return "SUCCESS"
 
-    def get(self, key: str) -> str:
+    def get(self, key: str, *, ctx: Context = None) -> str:
         """The value stored under `key`.
 
         Raises:
             KeyNotExistsError: Nothing is stored there.
         """
-        target = self._file(key)
-        if not target.is_file():
-            raise KeyNotExistsError(f"no value is stored under {key!r}", tool_name=self.name)
-        return target.read_text(encoding="utf-8")
+        located = self._value(key, ctx)
+        try:
+            descriptor = open_beneath(located, shown=key, tool_name=self.name)
+        except NotAFileError:
+            raise self._missing(key) from None
+        with os.fdopen(descriptor, "r", encoding="utf-8") as stream:
+            return stream.read()
 
-    def delete(self, key: str) -> str:
+    def delete(self, key: str, *, ctx: Context = None) -> str:
         """Remove the value under `key`.
 
         Raises:
             KeyNotExistsError: Nothing is stored there.
         """
-        target = self._file(key)
-        if not target.is_file():
-            raise KeyNotExistsError(f"no value is stored under {key!r}", tool_name=self.name)
-        target.unlink()
+        located = self._value(key, ctx)
+        parent = Located(located.root, located.parts[:-1])
+        name = located.parts[-1]
+        try:
+            with open_folder_beneath(parent, shown=key, tool_name=self.name) as folder:
+                found = os.stat(name, dir_fd=folder, follow_symlinks=False)
+                if not stat.S_ISREG(found.st_mode):
+                    raise self._missing(key)
+                os.unlink(name, dir_fd=folder)
+        except (NotAFileError, FileNotFoundError):
+            raise self._missing(key) from None
         return f"Deleted {key}"
 
-    def keys(self, prefix: str = "/") -> list[str]:
+    def keys(self, prefix: str = "/", *, ctx: Context = None) -> list[str]:
         """The keys under a folder key, sorted."""
-        folder = self.path(prefix)
-        if not folder.is_dir():
+        located = self._locate(prefix, ctx)
+        found: list[str] = []
+        try:
+            with open_folder_beneath(located, shown=prefix, tool_name=self.name) as folder:
+                # fwalk with dir_fd: no link is followed, nothing outside the folder is listed.
+                for where, _folders, files, where_fd in os.fwalk(".", dir_fd=folder):
+                    for name in files:
+                        mode = os.stat(name, dir_fd=where_fd, follow_symlinks=False).st_mode
+                        if stat.S_ISREG(mode) and not name.startswith(_PENDING):
+                            found.append("/" + str(PurePosixPath(*located.parts, where, name)))
+        except NotAFileError:
             return []
-        root = self.root.resolve()
-        found = (p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".put-"))
-        return sorted(self._key(p, root) for p in found)
+        return sorted(found)
 
-    def scan(self, prefix: str = "/") -> str:
+    def scan(self, prefix: str = "/", *, ctx: Context = None) -> str:
         """Every key under a folder key with its value, one `key: value` per line."""
-        return "\n".join(f"{key}: {self.get(key)}" for key in self.keys(prefix))
+        keys = self.keys(prefix, ctx=ctx)
+        return "\n".join(f"{key}: {self.get(key, ctx=ctx)}" for key in keys)
 
     def call(self, params: str | dict[str, Any], **kwargs: Any) -> str:
-        """Run one operation (Qwen-Agent's `operate`, `key`, `value`)."""
+        """Run one operation (Qwen-Agent's `operate`, `key`, `value`) in the call's conversation.
+
+        The conversation is the agent's `ctx` (or a Qwen-Agent style `session` keyword).
+        """
         arguments = self._verify_json_format_args(params)
+        ctx = run_context(kwargs)
         operate = arguments["operate"]
         key = str(arguments.get("key") or "/")
         if operate == "put":
             if "value" not in arguments:
                 raise ToolArgumentsError("put needs a value", tool_name=self.name)
-            return self.put(key, str(arguments["value"]))
+            return self.put(key, str(arguments["value"]), ctx=ctx)
         if operate == "get":
-            return self.get(key)
+            return self.get(key, ctx=ctx)
         if operate == "delete":
-            return self.delete(key)
+            return self.delete(key, ctx=ctx)
         if operate == "list":
-            return "\n".join(self.keys(key)) or f"No keys under {key}"
-        return self.scan(key) or f"No keys under {key}"
+            return "\n".join(self.keys(key, ctx=ctx)) or f"No keys under {key}"
+        return self.scan(key, ctx=ctx) or f"No keys under {key}"
