@@ -6,8 +6,15 @@ this package registers them; their heavier dependencies (the `tools` extra) are 
 when a tool needs them.
 """
 
+from parley.tools.builtin._net import FetchNotAllowedError, FetchPolicy, ResponseTooLargeError
+from parley.tools.builtin._paths import PathNotAllowedError
 from parley.tools.builtin.code_interpreter import CodeInterpreter, Execution
-from parley.tools.builtin.doc_parser import DocParser, ParsedDocument, parse_document
+from parley.tools.builtin.doc_parser import (
+    DocParser,
+    ParsedDocument,
+    aparse_document,
+    parse_document,
+)
 from parley.tools.builtin.sandbox import (
     SandboxLimits,
     SandboxMode,
@@ -30,8 +37,12 @@ __all__ = [
     "CodeInterpreter",
     "DocParser",
     "Execution",
+    "FetchNotAllowedError",
+    "FetchPolicy",
     "KeyNotExistsError",
     "ParsedDocument",
+    "PathNotAllowedError",
+    "ResponseTooLargeError",
     "SandboxLimits",
     "SandboxMode",
     "SearXNGSearch",
@@ -41,6 +52,7 @@ __all__ = [
     "SerperSearch",
     "Storage",
     "WebSearch",
+    "aparse_document",
     "available_sandbox_modes",
     "detect_sandbox_mode",
     "format_results",
