@@ -128,6 +128,25 @@ def test_writes_inside_the_work_directory_work_and_are_listed(
     assert "files written in the work directory: out.csv" in run.to_text()
 
 
+def test_files_and_folders_inside_the_work_directory_can_be_changed(
+    interpreter: CodeInterpreter,
+) -> None:
+    run = interpreter.run_code(
+        "import os, shutil\n"
+        "os.makedirs('a/b')\n"
+        "open('a/b/f.txt', 'w').write('x')\n"
+        "os.rename('a/b/f.txt', 'a/g.txt')\n"
+        "os.symlink('g.txt', 'a/link')\n"
+        "os.link('a/g.txt', 'a/hard')\n"
+        "os.chmod('a/g.txt', 0o600)\n"
+        "shutil.copytree('a', 'c', symlinks=True)\n"
+        "shutil.rmtree('a')\n"
+        "sorted(os.listdir('c'))"
+    )
+    assert run.error is None, run.error
+    assert run.result == "['b', 'g.txt', 'hard', 'link']"
+
+
 def test_child_processes_run_only_inside_bubblewrap(
     interpreter: CodeInterpreter, mode: str
 ) -> None:

@@ -94,7 +94,7 @@ def _resolve(path: Any, dir_fd: Any) -> str | None:
     if isinstance(path, int):
         return _fd_path(path)
     text = os.fsdecode(path)
-    if dir_fd is not None and not os.path.isabs(text):
+    if dir_fd not in (None, -1) and not os.path.isabs(text):  # events pass -1 for none
         base = _fd_path(int(dir_fd))
         if base is None:
             return None
@@ -187,7 +187,7 @@ def refuse_dir_fd_opens(root: str) -> None:
     real_open = os.open
 
     def guarded_open(path: Any, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
-        if dir_fd is not None and not _under(_resolve(path, dir_fd), [real_root]):
+        if dir_fd not in (None, -1) and not _under(_resolve(path, dir_fd), [real_root]):
             raise _refuse("opening through a dir_fd outside the work directory")
         return real_open(path, flags, mode, dir_fd=dir_fd)
 

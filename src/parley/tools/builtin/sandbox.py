@@ -29,7 +29,8 @@ In every mode a worker started by root switches to the unprivileged user `nobody
 seccomp refuses system calls no code here needs (mount, ptrace, kernel modules, new
 namespaces, io_uring, opening files by handle, ...). In the weak modes the worker keeps
 one capability, `CAP_DAC_READ_SEARCH`, when the Python installation is where `nobody` may
-not look (`/root/.pyenv`); Landlock then decides what it may read.
+not look (`/root/.pyenv`); Landlock then decides what it may read (without Landlock, only
+the Python-level guard below does).
 
 What the weak modes leave open: `stat` (the names, sizes and dates of files outside the
 allowed paths, though not their contents), and the resources of the machine beyond the
@@ -54,6 +55,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import stat
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -148,6 +150,16 @@ def _prefix_paths() -> list[str]:
             if os.path.lexists(path) and path not in found:
                 found.append(path)
     return found
+
+
+@functools.cache
+def python_hidden_from_others() -> bool:
+    """Whether an unprivileged user cannot reach the Python installation (`/root/.pyenv`)."""
+    for path in _prefix_paths():
+        for folder in Path(path).parents:
+            if not os.stat(folder).st_mode & stat.S_IXOTH:
+                return True
+    return False
 
 
 def read_paths() -> list[str]:
