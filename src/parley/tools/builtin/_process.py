@@ -29,7 +29,6 @@ from parley.tools.builtin.sandbox import (
     device_paths,
     drops_root,
     kernel_confinement,
-    python_hidden_from_others,
     read_paths,
     sandbox_command,
     worker_environment,
@@ -113,11 +112,10 @@ def worker_config(mode: SandboxMode, work_dir: Path, limits: SandboxLimits) -> d
     return {
         "limits": _worker_limits(limits),
         "guard": {**_GUARDS[mode], "strict": weak and not kernel},
-        # A weak mode's worker reads a Python `nobody` may not reach (under /root) through
-        # CAP_DAC_READ_SEARCH, bounded by Landlock; bubblewrap binds it where all can read.
-        "identity": [SANDBOX_USER, SANDBOX_USER, weak and python_hidden_from_others()]
-        if drops_root()
-        else None,
+        # A weak mode's worker reaches a Python and a work directory `nobody` may not (under
+        # /root, a private workspace) through CAP_DAC_READ_SEARCH, bounded by Landlock;
+        # bubblewrap binds them where anyone may look.
+        "identity": [SANDBOX_USER, SANDBOX_USER, weak] if drops_root() else None,
         "read": [*read_paths(), *device_paths(), "/proc/self"],
         "landlock": {
             "read": [*read_paths(), "/proc/self"],

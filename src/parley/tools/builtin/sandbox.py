@@ -28,9 +28,9 @@ In every mode a worker started by root switches to the unprivileged user `nobody
 (`SANDBOX_USER`), so the kernel applies `RLIMIT_NPROC` to it (it never does to root), and
 seccomp refuses system calls no code here needs (mount, ptrace, kernel modules, new
 namespaces, io_uring, opening files by handle, ...). In the weak modes the worker keeps
-one capability, `CAP_DAC_READ_SEARCH`, when the Python installation is where `nobody` may
-not look (`/root/.pyenv`); Landlock then decides what it may read (without Landlock, only
-the Python-level guard below does).
+one capability, `CAP_DAC_READ_SEARCH`: its Python installation and its work directory may
+be where `nobody` may not look (`/root/.pyenv`, a workspace under a private folder);
+Landlock then decides what it may read (without Landlock, only the guard below does).
 
 What the weak modes leave open: `stat` (the names, sizes and dates of files outside the
 allowed paths, though not their contents), and the resources of the machine beyond the
@@ -55,7 +55,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import stat
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -150,16 +149,6 @@ def _prefix_paths() -> list[str]:
             if os.path.lexists(path) and path not in found:
                 found.append(path)
     return found
-
-
-@functools.cache
-def python_hidden_from_others() -> bool:
-    """Whether an unprivileged user cannot reach the Python installation (`/root/.pyenv`)."""
-    for path in _prefix_paths():
-        for folder in Path(path).parents:
-            if not os.stat(folder).st_mode & stat.S_IXOTH:
-                return True
-    return False
 
 
 def read_paths() -> list[str]:
