@@ -181,6 +181,8 @@ class WorkerProcess:
     def __init__(self, mode: SandboxMode, work_dir: Path, limits: SandboxLimits) -> None:
         self.mode = mode
         self.limits = limits
+        # kill() and log_tail() may run on two threads at once (a thread deleted mid-call).
+        self._lock = threading.Lock()
         work_dir.mkdir(parents=True, exist_ok=True)
         _own(work_dir)
         argv = [sys.executable, "-I", "-B", str(WORKER_SCRIPT)]
@@ -259,18 +261,21 @@ class WorkerProcess:
 
     def log_tail(self, size: int = 2000) -> str:
         """The end of what the worker process wrote outside any cell (its own errors)."""
-        if self._log.closed:
-            return ""
-        end = self._log.seek(0, os.SEEK_END)
-        self._log.seek(max(0, end - size))
-        return self._log.read().decode("utf-8", "replace").strip()
+        with self._lock:
+            if self._log.closed:
+                return ""
+            end = self._log.seek(0, os.SEEK_END)
+            self._log.seek(max(0, end - size))
+            return self._log.read().decode("utf-8", "replace").strip()
 
     def kill(self) -> None:
         """Kill the worker's whole process group and release its pipes."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self._proc.pid, signal.SIGKILL)
-        self._proc.wait()
-        self._release()
+        with self._lock:
+            if self._proc.returncode is None:  # once reaped, its pid may be another's
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self._proc.pid, signal.SIGKILL)
+            self._proc.wait()
+            self._release()
 
     def close(self, timeout: float = 2.0) -> None:
         """Ask the worker to exit (end of input); kill it if it does not."""
