@@ -11,9 +11,10 @@ included (`ctypes`, a C extension), which an in-process audit hook cannot promis
   apply to paths as opened, whatever the route (`dir_fd`, symlinks, `/proc/self/root`); hard
   links and renames out of the work directory are refused (`EXDEV`).
 - **seccomp** (a BPF filter, x86-64 and AArch64): system calls no code here needs (mount,
-  ptrace, kernel modules, new namespaces, io_uring, ...), and on request every way to start
-  a process (fork, vfork, execve, clone without CLONE_THREAD) and to open a socket (`socket`;
-  `socketpair`, which asyncio uses, stays), fail with EPERM.
+  ptrace, kernel modules, new namespaces, io_uring, another process's descriptors, ...), and
+  on request every way to start a process (fork, vfork, execve, clone without CLONE_THREAD),
+  to open a socket (`socket`; `socketpair`, which asyncio uses, stays), to signal another
+  process, and to truncate by path (for Landlock ABIs before 3), fail with EPERM.
 - **An unprivileged uid**: a worker started as root switches to `nobody`, so that the kernel
   applies `RLIMIT_NPROC` to it (it never does to uid 0) and file permissions protect the rest.
 """
@@ -54,7 +55,9 @@ _X86_64 = {
     "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442,
     "acct": 163, "quotactl": 179, "settimeofday": 164, "clock_settime": 227, "adjtimex": 159,
     "clock_adjtime": 305, "iopl": 172, "ioperm": 173,
-    "seccomp": 317, "capset": 126,
+    "seccomp": 317, "capset": 126, "truncate": 76, "kcmp": 312, "pidfd_getfd": 438,
+    "process_madvise": 440, "kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129,
+    "rt_tgsigqueueinfo": 297, "pidfd_send_signal": 424,
     "landlock_create_ruleset": 444, "landlock_add_rule": 445, "landlock_restrict_self": 446,
 }  # fmt: skip
 _AARCH64 = {
@@ -70,7 +73,9 @@ _AARCH64 = {
     "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442, "acct": 89,
     "quotactl": 60, "settimeofday": 170, "clock_settime": 112, "adjtimex": 171,
     "clock_adjtime": 266,
-    "seccomp": 277, "capset": 91,
+    "seccomp": 277, "capset": 91, "truncate": 45, "kcmp": 272, "pidfd_getfd": 438,
+    "process_madvise": 440, "kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138,
+    "rt_tgsigqueueinfo": 240, "pidfd_send_signal": 424,
     "landlock_create_ruleset": 444, "landlock_add_rule": 445, "landlock_restrict_self": 446,
 }  # fmt: skip
 _TABLES = {"x86_64": (0xC000003E, _X86_64), "aarch64": (0xC00000B7, _AARCH64)}
@@ -85,8 +90,12 @@ _DANGEROUS = (
     "open_by_handle_at", "name_to_handle_at", "open_tree", "move_mount", "fsopen",
     "fsconfig", "fsmount", "fspick", "mount_setattr", "acct", "quotactl", "settimeofday",
     "clock_settime", "adjtimex", "clock_adjtime", "iopl", "ioperm",
+    # Another process's descriptors and memory, by pidfd or by comparison.
+    "kcmp", "pidfd_getfd", "process_madvise",
 )  # fmt: skip
 _PROCESS_CALLS = ("fork", "vfork", "execve", "execveat")
+# Signals: their first argument is the target (a pid; a thread id for tkill).
+_SIGNAL_CALLS = ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
 
 _PR_SET_SECUREBITS = 28
 # NOROOT and NO_SETUID_FIXUP, each locked: uid 0 regains nothing by execve, and changing uid
@@ -255,13 +264,10 @@ def seccomp_supported() -> bool:
     return _table() is not None and os.path.exists("/proc/self/status")
 
 
-def _filter(arch: int, numbers: dict[str, int], processes: bool, sockets: bool) -> bytes:
+def _filter(
+    arch: int, numbers: dict[str, int], denied_names: list[str], *, processes: bool, own_pid: int
+) -> bytes:
     """The BPF program: labels are resolved into the relative jumps BPF takes."""
-    denied = [numbers[name] for name in _DANGEROUS if name in numbers]
-    if processes:
-        denied += [numbers[name] for name in _PROCESS_CALLS if name in numbers]
-    if sockets:
-        denied.append(numbers["socket"])
     code: list[tuple[int, str | int, str | int, int]] = [
         (_LD_ABS, 0, 0, 4),  # seccomp_data.arch
         (_JEQ, 0, "deny", arch),  # another ABI (i386 on x86-64): refuse everything
@@ -269,7 +275,9 @@ def _filter(arch: int, numbers: dict[str, int], processes: bool, sockets: bool) 
     ]
     if arch == _TABLES["x86_64"][0]:
         code.append((_JGE, "deny", 0, 0x40000000))  # the x32 ABI's numbers
-    code += [(_JEQ, "deny", 0, number) for number in denied]
+    code += [(_JEQ, "deny", 0, numbers[name]) for name in denied_names if name in numbers]
+    if own_pid:
+        code += [(_JEQ, "self", 0, numbers[name]) for name in _SIGNAL_CALLS]
     if processes:
         # clone3 hides its flags in memory a filter cannot read: ENOSYS makes glibc fall
         # back to clone, whose flags it can (threads pass CLONE_THREAD, processes do not).
@@ -277,7 +285,11 @@ def _filter(arch: int, numbers: dict[str, int], processes: bool, sockets: bool) 
         code.append((_JEQ, 0, "allow", numbers["clone"]))
         code.append((_LD_ABS, 0, 0, 16))  # the low half of seccomp_data.args[0]
         code.append((_JSET, "allow", "deny", _CLONE_THREAD))
-    labels = {"allow": len(code), "deny": len(code) + 1, "enosys": len(code) + 2}
+    code.append((_RET, 0, 0, _ALLOW))  # every other call
+    labels = {"self": len(code)}  # a signal goes through only to this very process
+    code += [(_LD_ABS, 0, 0, 16), (_JEQ, "allow", "deny", own_pid)]
+    # BPF jumps only forward: the verdicts come last.
+    labels.update(allow=len(code), deny=len(code) + 1, enosys=len(code) + 2)
     code += [(_RET, 0, 0, _ALLOW), (_RET, 0, 0, _ERRNO | _EPERM), (_RET, 0, 0, _ERRNO | _ENOSYS)]
     out = bytearray()
     for index, (op, true, false, k) in enumerate(code):
@@ -287,12 +299,18 @@ def _filter(arch: int, numbers: dict[str, int], processes: bool, sockets: bool) 
     return bytes(out)
 
 
-def deny_syscalls(*, processes: bool, sockets: bool) -> None:
+def deny_syscalls(
+    *, processes: bool, sockets: bool, signals: bool = False, truncate: bool = False
+) -> None:
     """Install the seccomp filter on every thread of this process (and its children).
 
     Args:
         processes: Also refuse fork, vfork, execve and clone without CLONE_THREAD.
         sockets: Also refuse `socket()` (every family: no network, no UNIX socket).
+        signals: Also refuse signals to any process but this one (what Landlock's signal
+            scope does from ABI 6 on; `pidfd_send_signal` is refused outright).
+        truncate: Also refuse `truncate()` by path (Landlock governs it from ABI 3 on;
+            `ftruncate` of a file opened for writing stays).
 
     Raises:
         OSError: No filter for this architecture, or the kernel refused it.
@@ -300,7 +318,17 @@ def deny_syscalls(*, processes: bool, sockets: bool) -> None:
     table = _table()
     if table is None:
         raise OSError(38, f"no seccomp filter for {platform.machine()}")
-    program = _filter(table[0], table[1], processes, sockets)
+    names = list(_DANGEROUS)
+    if processes:
+        names += _PROCESS_CALLS
+    if sockets:
+        names.append("socket")
+    if signals:
+        names.append("pidfd_send_signal")
+    if truncate:
+        names.append("truncate")
+    own_pid = os.getpid() if signals else 0
+    program = _filter(table[0], table[1], names, processes=processes, own_pid=own_pid)
     buffer = ctypes.create_string_buffer(program, len(program))
     fprog = _Program(len=len(program) // 8, filter=ctypes.addressof(buffer))
     no_new_privs()

@@ -269,12 +269,22 @@ def confine(config: dict[str, Any], root: str) -> dict[str, Any]:
         kernel.drop_root(int(uid), int(gid), keep_read_search=bool(keep_read_search))
     layers["uid"] = os.getuid()
     landlock = config.get("landlock")
+    abi = 0
     if landlock:
         write = [*landlock["write"], root]
-        layers["landlock"] = kernel.restrict_files(landlock["read"], write, landlock["devices"])
+        abi = layers["landlock"] = kernel.restrict_files(
+            landlock["read"], write, landlock["devices"]
+        )
     seccomp = config.get("seccomp")
     if seccomp:
-        kernel.deny_syscalls(processes=bool(seccomp["processes"]), sockets=bool(seccomp["sockets"]))
+        # Where processes are refused the worker signals only itself; older Landlock ABIs
+        # leave path truncation ungoverned.
+        kernel.deny_syscalls(
+            processes=bool(seccomp["processes"]),
+            sockets=bool(seccomp["sockets"]),
+            signals=bool(seccomp["processes"]),
+            truncate=bool(landlock) and abi < 3,
+        )
         layers["seccomp"] = True
     return layers
 

@@ -17,8 +17,8 @@ starts a real worker in each to find out). What the code can do in each:
     user namespace when parley does not run as root. The file system is confined by
     Landlock: readable only under the same paths bubblewrap binds (plus `/proc/self`),
     writable only under the session's directory, whatever the route (`dir_fd`, symlinks,
-    links, renames). seccomp refuses starting processes and opening sockets, for native
-    code (`ctypes`, C extensions) too.
+    links, renames). seccomp refuses starting processes, opening sockets and signalling any
+    process but the worker, for native code (`ctypes`, C extensions) too.
 ``rlimits``
     No namespaces (for machines that refuse them): the same Landlock and seccomp rules as
     `unshare`. Network access is refused by seccomp (no socket can be opened; `socketpair`,
