@@ -107,8 +107,7 @@ def _worker_limits(limits: SandboxLimits) -> dict[str, Any]:
 def worker_config(mode: SandboxMode, work_dir: Path, limits: SandboxLimits) -> dict[str, Any]:
     """The worker's first message: its limits and how it confines itself."""
     weak = mode != "bwrap"
-    kernel = weak and kernel_confinement()
-    seccomp = kernel or (mode == "bwrap" and kernel_confinement())
+    kernel = kernel_confinement()  # Landlock and seccomp: without them, the strict guard
     return {
         "limits": _worker_limits(limits),
         "guard": {**_GUARDS[mode], "strict": weak and not kernel},
@@ -122,9 +121,9 @@ def worker_config(mode: SandboxMode, work_dir: Path, limits: SandboxLimits) -> d
             "write": [str(work_dir)],
             "devices": device_paths(),
         }
-        if kernel
+        if weak and kernel
         else None,
-        "seccomp": {"processes": weak, "sockets": weak} if seccomp else None,
+        "seccomp": {"processes": weak, "sockets": weak} if kernel else None,
     }
 
 
