@@ -1,12 +1,15 @@
-"""The code interpreter and its sandbox, in every sandbox mode this machine offers.
+"""The code interpreter and its sandbox, in every sandbox mode.
 
 Tests are parametrized by mode (`[bwrap]`, `[unshare]`, `[rlimits]`); a mode the machine
-lacks is skipped with the reason, so the run says which modes ran. `rlimits` always runs.
+lacks is skipped with the reason on a developer's machine and fails under CI. The escapes
+each mode must stop are in test_code_interpreter_escapes.py; sessions per conversation,
+reaping and deletion in test_code_interpreter_sessions.py.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import threading
 import time
@@ -25,24 +28,18 @@ from parley.tools.builtin import (
     available_sandbox_modes,
     detect_sandbox_mode,
 )
+from parley.tools.builtin.sandbox import SandboxMode
+from tests._requires import require_module
+from tests.tools._sandbox_modes import ALL_MODES, make, require_mode
 
 pytestmark = pytest.mark.timeout(120)
 
-ALL_MODES = ("bwrap", "unshare", "rlimits")
-LIMITS = SandboxLimits(wall_time=30, cpu_time=20, memory_bytes=768 * 1024 * 1024)
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(params=ALL_MODES)
-def mode(request: pytest.FixtureRequest) -> str:
-    name: str = request.param
-    if name not in available_sandbox_modes():
-        pytest.skip(f"sandbox mode {name!r} is not available on this machine")
-    return name
-
-
-def make(mode: str, work_dir: Path, limits: SandboxLimits = LIMITS) -> CodeInterpreter:
-    return CodeInterpreter({"sandbox": mode, "work_dir": str(work_dir), "limits": limits})
+def mode(request: pytest.FixtureRequest) -> SandboxMode:
+    return require_mode(request.param)
 
 
 @pytest.fixture
@@ -131,6 +128,25 @@ def test_writes_inside_the_work_directory_work_and_are_listed(
     assert "files written in the work directory: out.csv" in run.to_text()
 
 
+def test_files_and_folders_inside_the_work_directory_can_be_changed(
+    interpreter: CodeInterpreter,
+) -> None:
+    run = interpreter.run_code(
+        "import os, shutil\n"
+        "os.makedirs('a/b')\n"
+        "open('a/b/f.txt', 'w').write('x')\n"
+        "os.rename('a/b/f.txt', 'a/g.txt')\n"
+        "os.symlink('g.txt', 'a/link')\n"
+        "os.link('a/g.txt', 'a/hard')\n"
+        "os.chmod('a/g.txt', 0o600)\n"
+        "shutil.copytree('a', 'c', symlinks=True)\n"
+        "shutil.rmtree('a')\n"
+        "sorted(os.listdir('c'))"
+    )
+    assert run.error is None, run.error
+    assert run.result == "['b', 'g.txt', 'hard', 'link']"
+
+
 def test_child_processes_run_only_inside_bubblewrap(
     interpreter: CodeInterpreter, mode: str
 ) -> None:
@@ -159,9 +175,7 @@ def test_a_runaway_loop_is_stopped_at_the_wall_time(mode: str, tmp_path: Path) -
     limits = SandboxLimits(wall_time=1.5, cpu_time=60)
     with make(mode, tmp_path, limits) as ci:
         ci.run_code("x = 1")
-        started = time.monotonic()
         run = ci.run_code("import time\nwhile True:\n    time.sleep(0.01)")
-        assert time.monotonic() - started < 10
         assert run.error is not None
         assert run.error.startswith("Timeout")
         after = ci.run_code("x")
@@ -175,9 +189,7 @@ def test_a_runaway_loop_is_stopped_at_the_wall_time(mode: str, tmp_path: Path) -
 def test_a_cpu_bound_loop_is_stopped_by_rlimit_cpu(mode: str, tmp_path: Path) -> None:
     limits = SandboxLimits(wall_time=60, cpu_time=1)
     with make(mode, tmp_path, limits) as ci:
-        started = time.monotonic()
         run = ci.run_code("while True:\n    pass")
-        assert time.monotonic() - started < 20
         assert run.error is not None
         assert "CPU time limit" in run.error
         assert ci.run_code("print('back')").stdout == "back\n"
@@ -286,7 +298,7 @@ def test_a_markdown_fence_around_the_code_is_removed(interpreter: CodeInterprete
 
 
 def test_a_matplotlib_figure_comes_back_as_an_image(interpreter: CodeInterpreter) -> None:
-    pytest.importorskip("matplotlib")  # the worker runs this same Python
+    require_module("matplotlib", "tools")  # the worker runs this same Python
     code = (
         "import matplotlib.pyplot as plt\n"
         "plt.plot([1, 2, 3], [1, 4, 9])\n"
@@ -326,13 +338,27 @@ async def test_it_runs_as_a_tool_with_the_session_from_the_context(tmp_path: Pat
 
 
 async def test_sessions_run_concurrently(tmp_path: Path) -> None:
+    # Each cell says it started, then waits for a go the test gives only once all three have
+    # started: run one after another, the first would wait in vain and never say 'done'.
+    code = (
+        "import os, time\n"
+        "open('started', 'w').close()\n"
+        "for _ in range(400):\n"
+        "    if os.path.exists('go'):\n"
+        "        break\n"
+        "    time.sleep(0.05)\n"
+        "'done' if os.path.exists('go') else 'alone'"
+    )
     with make("rlimits", tmp_path) as ci:
-        started = time.monotonic()
-        runs = await asyncio.gather(
-            *(ci.execute("import time\ntime.sleep(1)\n'done'", session=f"s{i}") for i in range(3))
-        )
-        assert [r.result for r in runs] == ["'done'"] * 3
-        assert time.monotonic() - started < 2.8
+        runs = asyncio.gather(*(ci.execute(code, session=f"s{i}") for i in range(3)))
+        folders = [ci.work_dir(f"s{i}") for i in range(3)]
+        for _ in range(600):
+            if all((folder / "started").exists() for folder in folders):
+                break
+            await asyncio.sleep(0.05)
+        for folder in folders:
+            (folder / "go").touch()
+        assert [r.result for r in await runs] == ["'done'"] * 3
 
 
 def test_qwen_style_call_and_the_sync_twin(tmp_path: Path) -> None:
@@ -343,22 +369,27 @@ def test_qwen_style_call_and_the_sync_twin(tmp_path: Path) -> None:
         assert ci.file_access
 
 
-def test_files_are_copied_into_the_work_directory(tmp_path: Path) -> None:
-    data = tmp_path / "data.txt"
+def test_files_under_the_file_roots_are_copied_into_the_work_directory(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    data = shared / "data.txt"
     data.write_text("payload")
-    with make("rlimits", tmp_path / "ci") as ci:
+    with make("rlimits", tmp_path / "ci", file_roots=[str(shared)]) as ci:
         run = ci.run_code("open('data.txt').read()", files=[data.as_uri(), "https://x.test/a"])
         assert run.result == "'payload'"
         assert run.notice is not None
-        assert "https://x.test/a" in run.notice
+        assert "https://x.test/a (not a local file)" in run.notice
 
 
-def test_close_stops_workers_and_removes_a_temporary_work_directory() -> None:
-    ci = CodeInterpreter({"sandbox": "rlimits"})
-    ci.run_code("1")
-    root = ci.root
-    assert root.exists()
+def test_close_stops_workers_and_keeps_the_conversations_files(tmp_path: Path) -> None:
+    ci = make("rlimits", tmp_path)
+    pid = ci.run_code("import os\nos.getpid()").result
+    assert pid is not None
+    ci.run_code("open('kept.txt', 'w').write('x')")
     ci.close()
-    assert not root.exists()
+    assert ci.live_sessions() == []
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid), 0)
+    assert (ci.work_dir() / "kept.txt").read_text() == "x"  # removed with its thread
     with pytest.raises(ConfigurationError, match="closed"):
         ci.run_code("1")

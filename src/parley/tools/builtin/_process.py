@@ -1,7 +1,9 @@
 """One worker process of the code interpreter, seen from parley's side.
 
 The worker runs in its own process group, so a wall-time kill takes its children too. Its
-replies are read by a thread into a queue, which gives every wait a deadline.
+replies are read by a thread into a queue, which gives every wait a deadline. Its first
+message tells it how to confine itself (`worker_config`): the uid to switch to, the Landlock
+paths, the seccomp filter and the in-process guard of its mode.
 """
 
 from __future__ import annotations
@@ -20,19 +22,26 @@ from pathlib import Path
 from typing import IO, Any
 
 from parley.tools.builtin.sandbox import (
+    SANDBOX_USER,
+    WORKER_FILES,
     SandboxLimits,
     SandboxMode,
+    device_paths,
+    drops_root,
+    kernel_confinement,
+    read_paths,
     sandbox_command,
     worker_environment,
 )
 
-__all__ = ["WorkerGoneError", "WorkerProcess", "WorkerTimeoutError"]
+__all__ = ["WorkerGoneError", "WorkerProcess", "WorkerTimeoutError", "probe_worker"]
 
-WORKER_SCRIPT = Path(__file__).with_name("_worker.py")
+WORKER_SCRIPT = WORKER_FILES[0]
 _STARTUP_SECONDS = 30.0
+# The in-process guard gives the code a clear error before the kernel's EPERM / EACCES (and
+# is all there is where the kernel offers neither Landlock nor seccomp: then `strict`).
 _GUARDS: dict[SandboxMode, dict[str, bool]] = {
     "bwrap": {"writes": False, "network": False, "processes": False},
-    # A child process would escape the in-process write guard.
     "unshare": {"writes": True, "network": False, "processes": True},
     "rlimits": {"writes": True, "network": True, "processes": True},
 }
@@ -69,9 +78,8 @@ def _spawn(command: list[str], work_dir: Path, log: IO[bytes]) -> subprocess.Pop
     return spawner.submit(start).result()
 
 
-def _user_tasks() -> int:
-    """Processes and threads the user runs now: RLIMIT_NPROC counts them all, not the worker's."""
-    uid = str(os.getuid())
+def _user_tasks(uid: int) -> int:
+    """Processes and threads a user runs now: RLIMIT_NPROC counts them all, not the worker's."""
     total = 0
     for status in Path("/proc").glob("[0-9]*/status"):
         try:
@@ -79,16 +87,56 @@ def _user_tasks() -> int:
         except OSError:
             continue
         fields = dict(line.split(":", 1) for line in lines if ":" in line)
-        if fields.get("Uid", "").split()[:1] == [uid]:
+        if fields.get("Uid", "").split()[:1] == [str(uid)]:
             total += int(fields.get("Threads", "1").strip() or 1)
     return total
 
 
+def worker_uid() -> int:
+    """The uid the workers run as: `nobody` when parley runs as root, else parley's own."""
+    return SANDBOX_USER if drops_root() else os.getuid()
+
+
 def _worker_limits(limits: SandboxLimits) -> dict[str, Any]:
     values = limits.to_json()
-    if os.getuid() != 0 and sys.platform.startswith("linux"):  # the kernel exempts root
-        values["processes"] = _user_tasks() + limits.processes
+    if sys.platform.startswith("linux"):
+        values["processes"] = _user_tasks(worker_uid()) + limits.processes
     return values
+
+
+def worker_config(mode: SandboxMode, work_dir: Path, limits: SandboxLimits) -> dict[str, Any]:
+    """The worker's first message: its limits and how it confines itself."""
+    weak = mode != "bwrap"
+    kernel = kernel_confinement()  # Landlock and seccomp: without them, the strict guard
+    return {
+        "limits": _worker_limits(limits),
+        "guard": {**_GUARDS[mode], "strict": weak and not kernel},
+        # A weak mode's worker reaches a Python and a work directory `nobody` may not (under
+        # /root, a private workspace) through CAP_DAC_READ_SEARCH, bounded by Landlock;
+        # bubblewrap binds them where anyone may look.
+        "identity": [SANDBOX_USER, SANDBOX_USER, weak] if drops_root() else None,
+        "read": [*read_paths(), *device_paths(), "/proc/self"],
+        "landlock": {
+            "read": [*read_paths(), "/proc/self"],
+            "write": [str(work_dir)],
+            "devices": device_paths(),
+        }
+        if weak and kernel
+        else None,
+        "seccomp": {"processes": weak, "sockets": weak} if kernel else None,
+    }
+
+
+def _own(work_dir: Path) -> None:
+    """Give the work directory (and the worker's scratch folder) to the worker's user."""
+    uid = worker_uid()
+    if uid == os.getuid():
+        return
+    os.chown(work_dir, uid, uid)
+    for folder, _dirs, names in os.walk(work_dir / ".parley"):
+        os.chown(folder, uid, uid)
+        for name in names:
+            os.chown(os.path.join(folder, name), uid, uid, follow_symlinks=False)
 
 
 class WorkerGoneError(Exception):
@@ -132,7 +180,10 @@ class WorkerProcess:
     def __init__(self, mode: SandboxMode, work_dir: Path, limits: SandboxLimits) -> None:
         self.mode = mode
         self.limits = limits
+        # kill() and log_tail() may run on two threads at once (a thread deleted mid-call).
+        self._lock = threading.Lock()
         work_dir.mkdir(parents=True, exist_ok=True)
+        _own(work_dir)
         argv = [sys.executable, "-I", "-B", str(WORKER_SCRIPT)]
         # The worker's own error output; closed with the process (see _release).
         self._log: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115
@@ -144,11 +195,11 @@ class WorkerProcess:
         self._replies: queue.Queue[bytes | None] = queue.Queue()
         self._reader = threading.Thread(target=self._read, name="parley-ci-reader", daemon=True)
         self._reader.start()
-        config = {"limits": _worker_limits(limits), "guard": _GUARDS[mode]}
         try:
-            self._exchange(config, _STARTUP_SECONDS)
+            ready = self._exchange(worker_config(mode, work_dir, limits), _STARTUP_SECONDS)
         except WorkerTimeoutError:
             raise WorkerGoneError("it did not start in time") from None
+        self.layers: dict[str, Any] = dict(ready.get("layers") or {})
 
     @property
     def pid(self) -> int:
@@ -209,18 +260,21 @@ class WorkerProcess:
 
     def log_tail(self, size: int = 2000) -> str:
         """The end of what the worker process wrote outside any cell (its own errors)."""
-        if self._log.closed:
-            return ""
-        end = self._log.seek(0, os.SEEK_END)
-        self._log.seek(max(0, end - size))
-        return self._log.read().decode("utf-8", "replace").strip()
+        with self._lock:
+            if self._log.closed:
+                return ""
+            end = self._log.seek(0, os.SEEK_END)
+            self._log.seek(max(0, end - size))
+            return self._log.read().decode("utf-8", "replace").strip()
 
     def kill(self) -> None:
         """Kill the worker's whole process group and release its pipes."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self._proc.pid, signal.SIGKILL)
-        self._proc.wait()
-        self._release()
+        with self._lock:
+            if self._proc.returncode is None:  # once reaped, its pid may be another's
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self._proc.pid, signal.SIGKILL)
+            self._proc.wait()
+            self._release()
 
     def close(self, timeout: float = 2.0) -> None:
         """Ask the worker to exit (end of input); kill it if it does not."""
@@ -238,3 +292,14 @@ class WorkerProcess:
             if stream is not None:
                 with contextlib.suppress(OSError):
                     stream.close()
+
+
+def probe_worker(mode: SandboxMode) -> str | None:
+    """Start and stop a worker in `mode`; None if it worked, else why not."""
+    with tempfile.TemporaryDirectory(prefix="parley-probe-") as tmp:
+        try:
+            worker = WorkerProcess(mode, Path(tmp), SandboxLimits())
+        except WorkerGoneError as exc:
+            return exc.reason
+        worker.close()
+    return None

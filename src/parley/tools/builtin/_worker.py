@@ -1,13 +1,19 @@
 """The code interpreter's worker: a small Python REPL spoken to in JSON lines.
 
 Run as a script (`python -I -B _worker.py`), standard library only, so it starts fast and
-imports nothing of parley. The parent writes one configuration line, then one request per
-cell; the worker answers each with one line. Its own protocol streams are private copies of
-fds 0 and 1: the code's fd 1 and 2 are redirected to files per cell, so output from C code
+imports nothing of parley; it loads its two siblings, `_confine.py` (the kernel's measures)
+and `_guard.py` (the audit hook), by path. The parent writes one configuration line, then one
+request per cell; the worker answers each with one line. Before it answers the configuration
+it confines itself, in this order: resource limits, the unprivileged uid, Landlock, seccomp,
+the audit hook; no code it is sent runs before. Its own protocol streams are private copies
+of fds 0 and 1: the code's fd 1 and 2 are redirected to files per cell, so output from C code
 and child processes is captured too and can never corrupt the protocol.
 
-    -> {"limits": {...}, "guard": {"writes": bool, "network": bool, "processes": bool}}
-    <- {"ready": true, "pid": ...}
+    -> {"limits": {...}, "guard": {"writes": bool, "network": bool, "processes": bool,
+        "strict": bool}, "identity": [uid, gid, keep_read_search] | null,
+        "read": [...], "landlock": {"read": [...], "write": [...], "devices": [...]} | null,
+        "seccomp": {"processes": bool, "sockets": bool} | null}
+    <- {"ready": true, "pid": ..., "layers": {"uid": ..., "landlock": abi, "seccomp": bool}}
     -> {"code": "...", "cpu_time": 30}
     <- {"stdout": ..., "stderr": ..., "error": ..., "result": ..., "images": [...],
         "files": [...]}
@@ -18,7 +24,7 @@ from __future__ import annotations
 import ast
 import base64
 import builtins
-import errno
+import importlib.util
 import io
 import json
 import linecache
@@ -30,55 +36,12 @@ import sys
 import tempfile
 import traceback
 import warnings
-from collections.abc import Callable
+from types import ModuleType
 from typing import IO, Any
 
 SCRATCH = ".parley"
 _MAX_FILES = 50
 _MAX_RESULT = 2000
-_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
-# Audit events that change the file system, and which of their arguments are paths.
-_PATH_EVENTS: dict[str, tuple[int, ...]] = {
-    "os.remove": (0,),
-    "os.rmdir": (0,),
-    "os.mkdir": (0,),
-    "os.rename": (0, 1),
-    "os.symlink": (1,),
-    "os.link": (0, 1),
-    "os.truncate": (0,),
-    "os.chmod": (0,),
-    "os.chown": (0,),
-    "os.utime": (0,),
-    "os.mkfifo": (0,),
-    "os.mknod": (0,),
-    "os.setxattr": (0,),
-    "os.removexattr": (0,),
-    "shutil.rmtree": (0,),
-}
-_PROCESS_EVENTS = frozenset(
-    {
-        "subprocess.Popen",
-        "os.system",
-        "os.exec",
-        "os.posix_spawn",
-        "os.spawn",
-        "os.fork",
-        "os.forkpty",
-        "pty.spawn",
-    }
-)
-_NETWORK_EVENTS = frozenset(
-    {
-        "socket.connect",
-        "socket.bind",
-        "socket.sendto",
-        "socket.sendmsg",
-        "socket.getaddrinfo",
-        "socket.gethostbyname",
-        "socket.gethostbyaddr",
-        "socket.getnameinfo",
-    }
-)
 
 
 # -- limits -----------------------------------------------------------------------------------
@@ -112,48 +75,6 @@ def budget_cpu(seconds: int) -> None:
     if hard != resource.RLIM_INFINITY:
         soft = min(soft, hard)
     resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
-
-
-# -- the in-process guard (modes without a mount or network namespace) ------------------------
-
-
-def _inside(path: Any, root: str) -> bool:
-    if isinstance(path, int):
-        return True  # an open descriptor: it was checked when it was opened
-    resolved = os.path.realpath(os.fsdecode(path))
-    return resolved == root or resolved.startswith(root + os.sep)
-
-
-def _writes(args: tuple[Any, ...]) -> bool:
-    _path, mode, flags = args
-    if isinstance(mode, str):
-        return any(c in mode for c in "wax+")
-    return isinstance(flags, int) and bool(flags & _WRITE_FLAGS)
-
-
-def _refuse(what: str) -> PermissionError:
-    return PermissionError(errno.EPERM, f"{what} is not allowed in this sandbox")
-
-
-def make_guard(root: str, guard: dict[str, bool]) -> Callable[[str, tuple[Any, ...]], None]:
-    """An audit hook that refuses what the sandbox mode cannot stop at the kernel."""
-    root = os.path.realpath(root)
-
-    def hook(event: str, args: tuple[Any, ...]) -> None:
-        if guard.get("writes"):
-            if event == "open" and _writes(args) and not _inside(args[0], root):
-                raise _refuse(f"writing {args[0]!r} (outside the work directory)")
-            positions = _PATH_EVENTS.get(event)
-            if positions and not all(_inside(args[i], root) for i in positions):
-                raise _refuse(f"{event} outside the work directory")
-        if guard.get("processes") and event in _PROCESS_EVENTS:
-            raise _refuse("starting a process")
-        if guard.get("processes") and event in {"os.kill", "os.killpg"} and args[0] != os.getpid():
-            raise _refuse("signalling another process")
-        if guard.get("network") and event in _NETWORK_EVENTS:
-            raise _refuse("network access")
-
-    return hook
 
 
 # -- running a cell ---------------------------------------------------------------------------
@@ -327,27 +248,74 @@ def _send(writer: IO[str], message: dict[str, Any]) -> None:
     writer.flush()
 
 
-def _prepare(config: dict[str, Any]) -> None:
-    scratch = os.path.join(os.getcwd(), SCRATCH)
+def _sibling(name: str) -> ModuleType:
+    """Load a module that lives beside this script (the worker runs with `-I`: no sys.path)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"_parley_{name}", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def confine(config: dict[str, Any], root: str) -> dict[str, Any]:
+    """Apply the kernel's measures the parent asked for; what was applied."""
+    kernel = _sibling("_confine")
+    layers: dict[str, Any] = {}
+    identity = config.get("identity")
+    if identity:
+        uid, gid, keep_read_search = identity
+        kernel.drop_root(int(uid), int(gid), keep_read_search=bool(keep_read_search))
+    layers["uid"] = os.getuid()
+    landlock = config.get("landlock")
+    abi = 0
+    if landlock:
+        write = [*landlock["write"], root]
+        abi = layers["landlock"] = kernel.restrict_files(
+            landlock["read"], write, landlock["devices"]
+        )
+    seccomp = config.get("seccomp")
+    if seccomp:
+        # Where processes are refused the worker signals only itself; older Landlock ABIs
+        # leave path truncation ungoverned.
+        kernel.deny_syscalls(
+            processes=bool(seccomp["processes"]),
+            sockets=bool(seccomp["sockets"]),
+            signals=bool(seccomp["processes"]),
+            truncate=bool(landlock) and abi < 3,
+        )
+        layers["seccomp"] = True
+    return layers
+
+
+def _prepare(config: dict[str, Any]) -> dict[str, Any]:
+    root = os.getcwd()
+    apply_limits(config["limits"])
+    layers = confine(config, root)
+    scratch = os.path.join(root, SCRATCH)
     config["scratch"] = os.path.join(scratch, "tmp")
     for path in (config["scratch"], os.path.join(scratch, "matplotlib")):
         os.makedirs(path, exist_ok=True)
-    apply_limits(config["limits"])
     guard = config.get("guard") or {}
     if any(guard.values()):
-        sys.addaudithook(make_guard(os.getcwd(), guard))
+        checks = _sibling("_guard")
+        if guard.get("strict"):
+            checks.refuse_dir_fd_opens(root)
+        sys.addaudithook(checks.make_guard(root, config.get("read") or [], guard))
     warnings.filterwarnings("ignore", message=".*non-interactive.*")
     sys.dont_write_bytecode = True
     # As in a notebook, modules the code writes in its work directory can be imported.
-    sys.path.insert(0, os.getcwd())
+    sys.path.insert(0, root)
+    return layers
 
 
 def main() -> int:
     """Serve requests until the parent closes stdin."""
     reader, writer = _protocol_streams()
     config = json.loads(reader.readline())
-    _prepare(config)
-    _send(writer, {"ready": True, "pid": os.getpid()})
+    layers = _prepare(config)
+    _send(writer, {"ready": True, "pid": os.getpid(), "layers": layers})
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
     number = 0
     while line := reader.readline():

@@ -1,91 +1,64 @@
 """`code_interpreter`: stateful Python per conversation, in a sandboxed worker process.
 
-Each conversation (the `session`, `session_id`, `thread_id` or `conversation_id` of a call;
-one default session otherwise) has its own work directory and its own worker, which keeps
-variables and imports between calls as a notebook does. The worker runs under the strongest
-sandbox this machine offers (see `parley.tools.builtin.sandbox`): no network, writes only in
-the work directory, limits on CPU, memory, file size and wall time. A worker that crashed or
-was killed is started again on the next call, which says that the earlier state is gone.
+Each conversation, one user's thread, has its own work directory and its own worker, which
+keeps variables and imports between calls as a notebook does. The conversation comes from
+the call's `RunContext` (`ctx`: its user and thread); without one, from the `session` of a
+direct call or the `session` / `thread_id` keywords of a Qwen-Agent style call, for the local
+user. The work directory is the thread's directory of the workspace (`parley.tools.
+workspace`), which `storage` and `doc_parser` see too.
+
+The worker runs under the strongest sandbox this machine offers (see
+`parley.tools.builtin.sandbox`): no network, files only in the work directory, limits on CPU,
+memory, processes, file size and wall time. A worker that crashed, was killed, or was
+stopped because it sat idle (`idle_timeout`) or more sessions were live (`max_sessions`) is
+started again on the next call, which says that the earlier state is gone. Deleting the
+thread (`end_session`) stops its worker and removes its files.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import dataclasses
+import logging
+import os
 import re
 import shutil
-import tempfile
-import threading
 import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import unquote, urlsplit
 
 from parley._sync import run_sync
 from parley.errors import ConfigurationError
-from parley.messages import ImageBlock, OutputBlock, TextBlock
+from parley.models.tools import ToolSpec
 from parley.tools.base import Tool, ToolOutput
-from parley.tools.builtin._common import session_key, slug
-from parley.tools.builtin._process import WorkerGoneError, WorkerProcess, WorkerTimeoutError
-from parley.tools.builtin.sandbox import SandboxLimits, SandboxMode, detect_sandbox_mode
+from parley.tools.builtin import _common
+from parley.tools.builtin._process import worker_uid
+from parley.tools.builtin._sessions import Execution, SessionPool
+from parley.tools.builtin.sandbox import (
+    SandboxLimits,
+    SandboxMode,
+    describe_sandbox,
+    detect_sandbox_mode,
+    model_note,
+)
+from parley.tools.context import RunContext, session_key
 from parley.tools.registry import register_tool
+from parley.tools.workspace import Workspace, default_workspace
 
 __all__ = ["CodeInterpreter", "Execution"]
 
+logger = logging.getLogger("parley.tools")
+
 _FENCE = re.compile(r"^\s*```[\w+-]*[ \t]*\n(.*?)\n?```\s*$", re.DOTALL)
-
-
-@dataclass
-class Execution:
-    """What one call of the interpreter produced.
-
-    Attributes:
-        stdout: What the code printed (also from C code and child processes).
-        stderr: What it wrote to standard error.
-        error: The traceback of an exception the code raised, or why the run was stopped.
-        result: The repr of the cell's last expression, as a notebook shows it.
-        images: PNG images of the matplotlib figures the code left open.
-        files: Files created or changed in the work directory, relative to it.
-        notice: What happened to the session (a restart, and why).
-        sandbox: The sandbox mode the code ran in.
-    """
-
-    stdout: str = ""
-    stderr: str = ""
-    error: str | None = None
-    result: str | None = None
-    images: list[bytes] = field(default_factory=list)
-    files: list[str] = field(default_factory=list)
-    notice: str | None = None
-    sandbox: SandboxMode = "rlimits"
-
-    def to_text(self) -> str:
-        """The run as the model reads it (Qwen-Agent's section names)."""
-        parts = [self.notice] if self.notice else []
-        for title, text in (
-            ("stdout", self.stdout),
-            ("stderr", self.stderr),
-            ("error", self.error),
-            ("execute_result", self.result),
-        ):
-            if text and text.strip():
-                parts.append(f"{title}:\n\n```\n{text.rstrip()}\n```")
-        if self.files:
-            parts.append("files written in the work directory: " + ", ".join(self.files))
-        if self.images:
-            parts.append(f"{len(self.images)} image(s) attached.")
-        return "\n\n".join(parts) or "Finished execution."
-
-    def to_output(self) -> ToolOutput:
-        """Text alone, or the text followed by the images."""
-        if not self.images:
-            return self.to_text()
-        blocks: list[OutputBlock] = [TextBlock(text=self.to_text())]
-        blocks.extend(ImageBlock.from_bytes(png, "image/png") for png in self.images)
-        return blocks
+_IDLE_TIMEOUT = 600.0
+_MAX_SESSIONS = 16
+_ABOUT = (
+    "A Python sandbox: runs Python code and returns its output. Variables, imports and files "
+    "persist between calls in this conversation. Figures drawn with matplotlib are returned "
+    "as images."
+)
 
 
 def _strip_fence(code: str) -> str:
@@ -94,100 +67,36 @@ def _strip_fence(code: str) -> str:
     return found.group(1) if found else code
 
 
-def _copy_in(files: Sequence[str], work_dir: Path) -> list[str]:
-    """Copy local files (paths or file:// URLs) into the work directory; the ones skipped."""
-    skipped = []
+def _inside(path: Path, roots: Sequence[Path]) -> bool:
+    return any(path == root or path.is_relative_to(root) for root in roots)
+
+
+def _copy_in(files: Sequence[str], work_dir: Path, roots: Sequence[Path]) -> list[str]:
+    """Copy local files into the work directory; each one refused, with why.
+
+    Only files under the work directory itself (already in reach) or under the configured
+    `file_roots` are taken: a caller naming `/etc/passwd` or another thread's file gets a
+    refusal, not a copy.
+    """
+    refused = []
+    uid = worker_uid()
     for item in files:
         parts = urlsplit(item)
-        path = Path(unquote(parts.path)) if parts.scheme == "file" else Path(item)
-        if parts.scheme not in ("", "file") or not path.is_file():
-            skipped.append(item)
+        if parts.scheme not in ("", "file"):
+            refused.append(f"{item} (not a local file)")
             continue
-        shutil.copy2(path, work_dir / path.name)
-    return skipped
-
-
-class _Session:
-    """One conversation's work directory and worker."""
-
-    def __init__(self, work_dir: Path, mode: SandboxMode) -> None:
-        self.work_dir = work_dir
-        self.mode = mode
-        self.lock = threading.Lock()
-        self.worker: WorkerProcess | None = None
-        self.lost: str | None = None
-
-    def _start(self, limits: SandboxLimits) -> tuple[WorkerProcess, str | None]:
-        if self.worker is not None and not self.worker.alive:
-            self._drop("it exited")
-        if self.worker is not None:
-            return self.worker, None
-        notice = None
-        if self.lost:
-            notice = (
-                f"Note: the interpreter was restarted because {self.lost}; variables, "
-                "imports and definitions from earlier calls are gone (files remain)."
-            )
-        self.worker = WorkerProcess(self.mode, self.work_dir, limits)
-        self.lost = None
-        return self.worker, notice
-
-    def _drop(self, reason: str) -> None:
-        if self.worker is not None:
-            self.worker.kill()
-        self.worker = None
-        self.lost = reason
-
-    def run(self, code: str, limits: SandboxLimits) -> Execution:
-        with self.lock:
-            try:
-                worker, notice = self._start(limits)
-            except WorkerGoneError as exc:
-                self.worker = None
-                error = f"The interpreter failed to start: {exc.reason}"
-                return Execution(error=error, sandbox=self.mode)
-            return self._request(worker, code, limits, notice)
-
-    def _request(
-        self, worker: WorkerProcess, code: str, limits: SandboxLimits, notice: str | None
-    ) -> Execution:
-        try:
-            reply = worker.request(code, limits.wall_time)
-        except WorkerTimeoutError:
-            self._drop("the previous call ran past its time limit")
-            error = (
-                f"Timeout: the code ran for more than {limits.wall_time:g} seconds and was "
-                "stopped. The interpreter's state is lost."
-            )
-            return Execution(error=error, notice=notice, sandbox=self.mode)
-        except WorkerGoneError as exc:
-            self._drop(exc.reason.splitlines()[0])
-            error = f"The interpreter stopped: {exc.reason}. Its state is lost."
-            return Execution(error=error, notice=notice, sandbox=self.mode)
-        return Execution(
-            stdout=reply["stdout"],
-            stderr=reply["stderr"],
-            error=reply["error"],
-            result=reply["result"],
-            images=[base64.b64decode(image) for image in reply["images"]],
-            files=list(reply["files"]),
-            notice=notice,
-            sandbox=self.mode,
-        )
-
-    def close(self) -> None:
-        with self.lock:
-            if self.worker is not None:
-                self.worker.close()
-            self.worker = None
-
-
-def _shutdown(sessions: dict[str, _Session], temporary_root: str | None) -> None:
-    for session in list(sessions.values()):
-        session.close()
-    sessions.clear()
-    if temporary_root:
-        shutil.rmtree(temporary_root, ignore_errors=True)
+        # A relative path is the conversation's: it names a file of the work directory.
+        path = (work_dir / (unquote(parts.path) if parts.scheme == "file" else item)).resolve()
+        if not _inside(path, [work_dir.resolve(), *roots]):
+            refused.append(f"{item} (outside this conversation's files and the file_roots)")
+        elif not path.is_file():
+            refused.append(f"{item} (no such file)")
+        elif not _inside(path, [work_dir.resolve()]):
+            target = work_dir / path.name
+            shutil.copy2(path, target)
+            if uid != os.getuid():
+                os.chown(target, uid, uid)
+    return refused
 
 
 def _limits(cfg: Mapping[str, Any]) -> SandboxLimits:
@@ -205,20 +114,30 @@ def _limits(cfg: Mapping[str, Any]) -> SandboxLimits:
     return limits
 
 
+def _conversation(
+    ctx: RunContext[Any] | None, session: str | None, user_id: str | None
+) -> tuple[str | None, str]:
+    """(user, thread) of a call: the run's context first, then what a direct caller named."""
+    if ctx is not None:
+        return ctx.user_id, ctx.thread_id
+    return user_id, session or "default"
+
+
 @register_tool("code_interpreter")
 class CodeInterpreter(Tool):
     """Runs Python in a sandboxed, stateful worker per conversation.
 
     Args:
-        cfg: `work_dir` (default: a temporary directory, removed on `close()`), `sandbox`
-            (`"auto"`, `"bwrap"`, `"unshare"` or `"rlimits"`), `limits` (`SandboxLimits` or
-            a dict of its fields) and `timeout` (the wall time per call, as Qwen-Agent's).
+        cfg: `work_dir` (the workspace root; default: the process's `default_workspace()`),
+            `sandbox` (`"auto"`, `"bwrap"`, `"unshare"` or `"rlimits"`), `limits`
+            (`SandboxLimits` or a dict of its fields), `timeout` (the wall time per call, as
+            Qwen-Agent's), `idle_timeout` (seconds before an idle session's worker is
+            stopped, default 600), `max_sessions` (workers alive at once, default 16) and
+            `file_roots` (folders whose files a call's `files` may copy in; none by default).
     """
 
     description = (
-        "A Python sandbox: runs Python code and returns its output. Variables, imports and "
-        "files persist between calls in this conversation. Figures drawn with matplotlib are "
-        "returned as images. There is no network access; files can be written only in the "
+        f"{_ABOUT} There is no network access; files can be read and written only in the "
         "current directory."
     )
     parameters: ClassVar[list[dict[str, Any]] | dict[str, Any]] = {
@@ -234,29 +153,55 @@ class CodeInterpreter(Tool):
         self.limits = _limits(self.cfg)
         self.sandbox: SandboxMode = detect_sandbox_mode(str(self.cfg.get("sandbox", "auto")))
         given = self.cfg.get("work_dir")
-        temporary = None if given else tempfile.mkdtemp(prefix="parley-ci-")
-        self.root = Path(given or str(temporary)).resolve()
-        self._sessions: dict[str, _Session] = {}
-        self._lock = threading.Lock()
-        self._finalizer = weakref.finalize(self, _shutdown, self._sessions, temporary)
+        self.workspace = Workspace(given) if given else default_workspace()
+        self.root = self.workspace.root
+        self.file_roots = [Path(p).resolve() for p in self.cfg.get("file_roots") or ()]
+        self._pool = SessionPool(
+            self.sandbox,
+            idle_timeout=float(self.cfg.get("idle_timeout", _IDLE_TIMEOUT)),
+            max_sessions=int(self.cfg.get("max_sessions", _MAX_SESSIONS)),
+        )
+        self._finalizer = weakref.finalize(self, self._pool.close)
+        logger.info("code_interpreter: sandbox %s", self.sandbox_description)
 
     @property
     def file_access(self) -> bool:
         """It reads the files of the conversation (Qwen-Agent's flag)."""
         return True
 
-    def work_dir(self, session: str | None = None) -> Path:
-        """The work directory of a session."""
-        return self.root / slug(session or "default")
+    @property
+    def isolated(self) -> bool:
+        """Whether the sandbox hides the machine's files from the code (bubblewrap)."""
+        return self.sandbox == "bwrap"
 
-    def _session(self, key: str) -> _Session:
-        with self._lock:
-            if not self._finalizer.alive:
-                raise ConfigurationError("this code interpreter was closed")
-            found = self._sessions.get(key)
-            if found is None:
-                found = self._sessions[key] = _Session(self.work_dir(key), self.sandbox)
-            return found
+    @property
+    def sandbox_description(self) -> str:
+        """What the code can reach in this interpreter's mode, for logs and people."""
+        return describe_sandbox(self.sandbox)
+
+    @property
+    def model_description(self) -> str:
+        """The description the model reads, true of the sandbox mode in use."""
+        return f"{_ABOUT} {model_note(self.sandbox)}"
+
+    def tool_spec(self) -> ToolSpec:
+        """The tool's description for a model, with what its sandbox mode allows."""
+        return ToolSpec(
+            name=self.name, description=self.model_description, parameters=self.json_schema
+        )
+
+    @property
+    def function(self) -> dict[str, Any]:
+        """The tool as Qwen-Agent lays it out, with what its sandbox mode allows."""
+        return {**super().function, "description": self.model_description}
+
+    def work_dir(self, session: str | None = None, user_id: str | None = None) -> Path:
+        """The work directory of a conversation (a thread of a user; the local user's)."""
+        return self.workspace.session_dir(user_id, session or "default", create=False)
+
+    def live_sessions(self) -> list[str]:
+        """The conversations whose worker is running (`user/thread`), least recent first."""
+        return self._pool.live_sessions()
 
     def run_code(
         self,
@@ -265,19 +210,27 @@ class CodeInterpreter(Tool):
         session: str | None = None,
         files: Sequence[str] = (),
         timeout: float | None = None,
+        ctx: RunContext[Any] | None = None,
+        user_id: str | None = None,
     ) -> Execution:
-        """Run code in a session and wait for it (blocking; see `execute` for async)."""
-        state = self._session(session or "default")
-        state.work_dir.mkdir(parents=True, exist_ok=True)
-        skipped = _copy_in(files, state.work_dir) if files else []
+        """Run code in a conversation and wait for it (blocking; see `execute` for async).
+
+        The conversation is `ctx`'s user and thread when given, else `session` (a thread of
+        `user_id`, the local user by default).
+        """
+        if not self._finalizer.alive:
+            raise ConfigurationError("this code interpreter was closed")
+        user, thread = _conversation(ctx, session, user_id)
+        work_dir = self.workspace.session_dir(user, thread)
+        refused = _copy_in(files, work_dir, self.file_roots) if files else []
         limits = (
             self.limits
             if timeout is None
             else dataclasses.replace(self.limits, wall_time=float(timeout))
         )
-        execution = state.run(_strip_fence(code), limits)
-        if skipped:
-            note = "Files not copied (only local files are): " + ", ".join(skipped)
+        execution = self._pool.run(session_key(user, thread), work_dir, _strip_fence(code), limits)
+        if refused:
+            note = "Files not copied: " + "; ".join(refused)
             execution.notice = f"{execution.notice}\n{note}" if execution.notice else note
         return execution
 
@@ -288,10 +241,18 @@ class CodeInterpreter(Tool):
         session: str | None = None,
         files: Sequence[str] = (),
         timeout: float | None = None,
+        ctx: RunContext[Any] | None = None,
+        user_id: str | None = None,
     ) -> Execution:
-        """Run code in a session (the worker is driven from a thread)."""
+        """Run code in a conversation (the worker is driven from a thread)."""
         return await asyncio.to_thread(
-            self.run_code, code, session=session, files=files, timeout=timeout
+            self.run_code,
+            code,
+            session=session,
+            files=files,
+            timeout=timeout,
+            ctx=ctx,
+            user_id=user_id,
         )
 
     def execute_sync(
@@ -301,21 +262,31 @@ class CodeInterpreter(Tool):
         session: str | None = None,
         files: Sequence[str] = (),
         timeout: float | None = None,
+        ctx: RunContext[Any] | None = None,
+        user_id: str | None = None,
     ) -> Execution:
         """The sync twin of `execute`."""
-        return run_sync(self.execute(code, session=session, files=files, timeout=timeout))
+        return run_sync(
+            self.execute(
+                code, session=session, files=files, timeout=timeout, ctx=ctx, user_id=user_id
+            )
+        )
 
     def _from_call(self, params: str | dict[str, Any], kwargs: dict[str, Any]) -> Execution:
         arguments = self._verify_json_format_args(params)
+        ctx = kwargs.get("ctx")
+        user_id = kwargs.get("user_id")
         return self.run_code(
             str(arguments["code"]),
-            session=session_key(kwargs),
+            session=_common.session_key(kwargs),
             files=kwargs.get("files") or (),
             timeout=kwargs.get("timeout"),
+            ctx=ctx if isinstance(ctx, RunContext) else None,
+            user_id=str(user_id) if user_id is not None else None,
         )
 
     def call(self, params: str | dict[str, Any], **kwargs: Any) -> ToolOutput:
-        """Run the code (Qwen-Agent style); the session comes from the call's context."""
+        """Run the code (Qwen-Agent style); the conversation comes from the call's context."""
         return self._from_call(params, kwargs).to_output()
 
     async def acall(self, params: dict[str, Any], **kwargs: Any) -> ToolOutput:
@@ -323,8 +294,16 @@ class CodeInterpreter(Tool):
         execution = await asyncio.to_thread(self._from_call, params, kwargs)
         return execution.to_output()
 
+    async def end_session(self, user_id: str | None, thread_id: str) -> None:
+        """The thread was deleted: stop its worker (even mid-call) and remove its files."""
+        await asyncio.to_thread(self._end, user_id, thread_id)
+
+    def _end(self, user_id: str | None, thread_id: str) -> None:
+        self._pool.end(session_key(user_id, thread_id))
+        self.workspace.remove(user_id, thread_id)
+
     def close(self) -> None:
-        """Stop every worker (and remove the work directory if it was a temporary one)."""
+        """Stop every worker; the conversations' files stay (deleting a thread removes them)."""
         self._finalizer()
 
     def __enter__(self) -> CodeInterpreter:

@@ -1,29 +1,53 @@
-"""The code interpreter's sandbox: which isolation this machine offers, and the command for it.
+"""The code interpreter's sandbox: which isolation this machine offers, and how to enter it.
 
-Three modes, strongest first; `detect_sandbox_mode()` picks the first that works here:
+Three modes, strongest first; `detect_sandbox_mode()` picks the first that works here (it
+starts a real worker in each to find out). What the code can do in each:
 
 ``bwrap``
-    Debian's bubblewrap. The worker sees the whole file system read-only except its work
-    directory, has its own network namespace (a loopback device and nothing else), its own
-    PID, IPC and UTS namespaces, no capabilities (even when parley runs as root), and dies
-    with its parent. Enforced by the kernel, for the worker and every process it starts.
+    Debian's bubblewrap. The worker has its own mount namespace holding only what it needs,
+    read-only: `/usr` and the library directories, the Python installation (its `lib` and
+    `bin`, a virtual environment's too) and the worker's two files; its session's directory
+    read-write, a fresh `/dev`, `/proc` and an empty `/tmp`. Nothing else of the machine is
+    there: not the service's directory (`parley.db`, `.env`), not `$HOME`, not the project
+    source, not other sessions. Its own network namespace (loopback only), PID, IPC and UTS
+    namespaces; it dies with its parent. Child processes may run (inside the same sandbox),
+    as many as `SandboxLimits.processes`.
 ``unshare``
-    util-linux's `unshare` in a new user and network namespace: no network, enforced by the
-    kernel. The file system is not isolated: the worker starts in its work directory, and a
-    guard inside the Python process (an audit hook) refuses writes outside it and refuses to
-    start processes (a child process would escape that guard).
+    util-linux's `unshare`: a network namespace (no network), IPC and UTS namespaces, and a
+    user namespace when parley does not run as root. The file system is confined by
+    Landlock: readable only under the same paths bubblewrap binds (plus `/proc/self`),
+    writable only under the session's directory, whatever the route (`dir_fd`, symlinks,
+    links, renames). seccomp refuses starting processes, opening sockets and signalling any
+    process but the worker, for native code (`ctypes`, C extensions) too.
 ``rlimits``
-    No namespaces at all (no bubblewrap, user namespaces refused). The same in-process guard
-    refuses writes outside the work directory and starting processes, and also refuses every
-    socket `connect`, `bind`, `sendto` and name lookup. This guard is Python-level: code that
-    reaches native calls (`ctypes`) can get around it. Use it for a model's ordinary code on
-    your own machine, not to contain hostile code.
+    No namespaces (for machines that refuse them): the same Landlock and seccomp rules as
+    `unshare`. Network access is refused by seccomp (no socket can be opened; `socketpair`,
+    which asyncio needs, remains).
+
+In every mode a worker started by root switches to the unprivileged user `nobody`
+(`SANDBOX_USER`), so the kernel applies `RLIMIT_NPROC` to it (it never does to root), and
+seccomp refuses system calls no code here needs (mount, ptrace, kernel modules, new
+namespaces, io_uring, opening files by handle, ...). In the weak modes the worker keeps
+one capability, `CAP_DAC_READ_SEARCH`: its Python installation and its work directory may
+be where `nobody` may not look (`/root/.pyenv`, a workspace under a private folder);
+Landlock then decides what it may read (without Landlock, only the guard below does).
+
+What the weak modes leave open: `stat` (the names, sizes and dates of files outside the
+allowed paths, though not their contents), and the resources of the machine beyond the
+limits below.
+
+Without Landlock (Linux before 5.13) or seccomp (another architecture, another OS), the weak
+modes fall back to a guard inside the Python process (an audit hook): it refuses reading
+outside the allowed paths, writing outside the work directory, `dir_fd` outside it, sockets,
+starting processes and every `ctypes` call. It is Python-level: native code that got past
+it would not be stopped. Use that fallback for a model's ordinary code on your own machine,
+never to contain hostile code; parley logs a warning when it is in use.
 
 Resource limits (`setrlimit`) apply in every mode: CPU seconds per call (`RLIMIT_CPU`),
-address space (`RLIMIT_AS`, so an allocation past it raises `MemoryError`), the size of any
-file written (`RLIMIT_FSIZE`), the number of processes (`RLIMIT_NPROC`; the kernel does not
-apply it to root) and no core files; and the wall time of each call is enforced from outside
-by killing the worker's process group.
+address space per process (`RLIMIT_AS`, so an allocation past it raises `MemoryError`; under
+bubblewrap each child process has its own), the size of any file written (`RLIMIT_FSIZE`),
+processes and threads (`RLIMIT_NPROC`) and no core files; the wall time of each call is
+enforced from outside by killing the worker's process group.
 """
 
 from __future__ import annotations
@@ -31,21 +55,22 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
 from parley.errors import ConfigurationError
+from parley.tools.builtin import _confine
 
 __all__ = [
+    "SANDBOX_USER",
     "SandboxLimits",
     "SandboxMode",
     "available_sandbox_modes",
+    "describe_sandbox",
     "detect_sandbox_mode",
+    "kernel_confinement",
     "sandbox_command",
     "worker_environment",
 ]
@@ -55,8 +80,19 @@ logger = logging.getLogger("parley.tools")
 SandboxMode = Literal["bwrap", "unshare", "rlimits"]
 """How the worker is isolated, strongest first."""
 
+SANDBOX_USER = 65534
+"""The uid and gid (`nobody`) a worker started by root switches to."""
+
 _MODES: tuple[SandboxMode, ...] = get_args(SandboxMode)
-_PROBE_SECONDS = 10.0
+WORKER_FILES = (
+    Path(__file__).with_name("_worker.py"),
+    Path(__file__).with_name("_confine.py"),
+    Path(__file__).with_name("_guard.py"),
+)
+_SYSTEM = ("/usr/lib", "/usr/lib64", "/usr/lib32", "/usr/local/lib", "/lib", "/lib64", "/lib32")
+_ETC = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/fonts")
+_SHARED = ("/usr/share/zoneinfo", "/sys/devices/system/cpu")
+_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 
 
 @dataclass(frozen=True)
@@ -67,10 +103,11 @@ class SandboxLimits:
         wall_time: Seconds a call may run before the worker is killed.
         cpu_time: CPU seconds a call may use (`RLIMIT_CPU`, raised before each call).
         session_cpu_time: CPU seconds a whole session may use before it is killed.
-        memory_bytes: Address space (`RLIMIT_AS`); past it allocations fail with MemoryError.
+        memory_bytes: Address space of each process (`RLIMIT_AS`); past it allocations fail
+            with MemoryError.
         file_size_bytes: The largest file the code may write (`RLIMIT_FSIZE`).
         processes: Processes and threads the session may add to those its user already runs
-            (`RLIMIT_NPROC` counts them all; the kernel does not apply it to root).
+            (`RLIMIT_NPROC` counts them all).
         output_chars: Characters of stdout and of stderr kept per call (head and tail).
     """
 
@@ -87,26 +124,102 @@ class SandboxLimits:
         return asdict(self)
 
 
-def _bwrap_args(work_dir: Path) -> list[str]:
+@functools.cache
+def kernel_confinement() -> bool:
+    """Whether this kernel confines the weak modes itself (Landlock and seccomp)."""
+    return sys.platform.startswith("linux") and (
+        _confine.landlock_abi() >= 1 and _confine.seccomp_supported()
+    )
+
+
+def drops_root() -> bool:
+    """Whether workers switch to `SANDBOX_USER` (parley runs as the real root)."""
+    return sys.platform.startswith("linux") and _confine.is_real_root()
+
+
+def _prefix_paths() -> list[str]:
+    """The Python installation: each prefix's `lib` and `bin`.
+
+    Never the prefix itself, which may be a project directory holding a virtual environment.
+    """
+    found: list[str] = []
+    for prefix in dict.fromkeys((sys.base_prefix, sys.base_exec_prefix, sys.prefix)):
+        for part in ("lib", "lib64", "bin", "pyvenv.cfg"):
+            path = os.path.join(prefix, part)
+            if os.path.lexists(path) and path not in found:
+                found.append(path)
+    return found
+
+
+def read_paths() -> list[str]:
+    """What the worker may read in every mode: Python, system libraries, its own files."""
+    paths = [*_prefix_paths(), *_SYSTEM, *_ETC, *_SHARED, *map(str, WORKER_FILES)]
+    return [path for path in paths if os.path.lexists(path)]
+
+
+def device_paths() -> list[str]:
+    """The device files the worker may read and write."""
+    return list(_DEVICES)
+
+
+def _ancestors(paths: list[str]) -> list[str]:
+    """Every parent directory of the paths, shallowest first."""
+    parents = {str(parent) for path in paths for parent in Path(path).parents}
+    parents.discard("/")
+    return sorted(parents, key=lambda p: (p.count("/"), p))
+
+
+def _bwrap_mounts(work_dir: Path) -> list[str]:
+    args = ["--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/sbin", "/lib", "/lib64", "/lib32"):
+        if os.path.islink(top):  # a merged /usr: keep the link, not a second copy
+            args += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            args += ["--ro-bind", top, top]
+    args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    binds = [p for p in read_paths() if not p.startswith(("/usr/", "/lib", "/sys/"))]
     wd = str(work_dir)
+    # bubblewrap makes missing parents mode 0700, which `nobody` could not cross.
+    for parent in _ancestors([*binds, wd]):
+        if parent != "/tmp":
+            args += ["--perms", "0755", "--dir", parent]
+    for path in binds:
+        args += ["--ro-bind", path, path]
+    # The sandbox's own tmpfs mounts hold RAM: nothing may be written there.
+    return [*args, "--bind", wd, wd, "--remount-ro", "/tmp", "--remount-ro", "/", "--chdir", wd]
+
+
+def _bwrap_args(work_dir: Path) -> list[str]:
+    namespaces = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
+    namespaces.append("--unshare-cgroup-try")
+    if drops_root():
+        # Real root: no user namespace, so the worker can switch to `nobody` itself (a
+        # namespace made by root maps only root, whom RLIMIT_NPROC never stops). It keeps
+        # what that takes, and what entering a work directory `nobody` owns takes; the
+        # worker drops them all before it runs any code.
+        caps = ["--cap-drop", "ALL"]
+        for cap in ("SETUID", "SETGID", "SETPCAP", "DAC_READ_SEARCH"):
+            caps += ["--cap-add", f"CAP_{cap}"]
+    else:
+        namespaces.append("--unshare-user")
+        caps = ["--cap-drop", "ALL"]
     return [
         "bwrap",
-        "--ro-bind", "/", "/",
-        "--dev", "/dev",
-        "--proc", "/proc",
-        "--bind", wd, wd,
-        "--unshare-all",
-        "--cap-drop", "ALL",
+        *namespaces,
+        *_bwrap_mounts(work_dir),
         "--die-with-parent",
-        "--chdir", wd,
+        "--new-session",
+        *caps,
         "--",
-    ]  # fmt: skip
+    ]
 
 
 def _unshare_args() -> list[str]:
-    # A user namespace first: it drops the capabilities of the initial namespace (even for
-    # root), so the network namespace cannot be left with setns.
-    return ["unshare", "--user", "--map-root-user", "--net", "--"]
+    if drops_root():
+        return ["unshare", "--net", "--ipc", "--uts", "--"]
+    # Not root: a user namespace first, for the right to make the others; it also drops the
+    # capabilities of the initial namespace, so the network namespace cannot be left.
+    return ["unshare", "--user", "--map-root-user", "--net", "--ipc", "--uts", "--"]
 
 
 def sandbox_command(mode: SandboxMode, work_dir: Path, argv: list[str]) -> list[str]:
@@ -122,13 +235,14 @@ def worker_environment(work_dir: Path) -> dict[str, str]:
     """A clean environment for the worker: none of the parent's variables (keys) leak in."""
     scratch = work_dir / ".parley"
     return {
-        "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": str(work_dir),
         "TMPDIR": str(scratch / "tmp"),
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
         "MPLBACKEND": "Agg",
         "MPLCONFIGDIR": str(scratch / "matplotlib"),
+        "XDG_CACHE_HOME": str(scratch / "cache"),  # fontconfig's, under bubblewrap
         # One thread per numerical library: threads count against RLIMIT_NPROC and each
         # reserves address space counted by RLIMIT_AS.
         "OPENBLAS_NUM_THREADS": "1",
@@ -138,22 +252,49 @@ def worker_environment(work_dir: Path) -> dict[str, str]:
     }
 
 
+def describe_sandbox(mode: SandboxMode) -> str:
+    """What the code can reach in `mode` on this machine, for logs and people."""
+    if mode == "bwrap":
+        return (
+            "bubblewrap: the code sees only the Python installation, system libraries and "
+            "its conversation's directory (read-write); no network; child processes run "
+            "inside the sandbox"
+        )
+    if not kernel_confinement():
+        return (
+            f"{mode}: no Landlock or seccomp on this system, so only a Python-level guard "
+            "refuses reads outside the Python installation, writes outside the "
+            "conversation's directory, network, processes and ctypes; native code could get "
+            "past it: do not run untrusted code"
+        )
+    isolation = "network namespace" if mode == "unshare" else "no namespaces"
+    return (
+        f"{mode} ({isolation}, Landlock, seccomp): the code reads only the Python "
+        "installation and its conversation's directory, writes only there; no network; "
+        "no child processes"
+    )
+
+
+def model_note(mode: SandboxMode) -> str:
+    """What the tool's description tells the model about the sandbox."""
+    children = (
+        "Child processes are allowed."
+        if mode == "bwrap"
+        else "Starting other programs (subprocess, os.system) is not allowed."
+    )
+    return (
+        "There is no network access. Files can be read and written only in the current "
+        f"directory (the conversation's files); the Python libraries are readable. {children}"
+    )
+
+
 def _probe(mode: SandboxMode) -> bool:
-    tool = "bwrap" if mode == "bwrap" else "unshare"
-    if shutil.which(tool) is None:
-        return False
-    with tempfile.TemporaryDirectory(prefix="parley-probe-") as tmp:
-        command = sandbox_command(mode, Path(tmp), [sys.executable, "-I", "-c", "pass"])
-        try:
-            done = subprocess.run(
-                command, capture_output=True, timeout=_PROBE_SECONDS, check=False, cwd=tmp
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            logger.info("sandbox mode %s is unavailable: %r", mode, exc)
-            return False
-    if done.returncode != 0:
-        logger.info("sandbox mode %s is unavailable: %s", mode, done.stderr.decode()[-300:])
-    return done.returncode == 0
+    from parley.tools.builtin._process import probe_worker  # noqa: PLC0415  (a cycle)
+
+    failure = probe_worker(mode)
+    if failure:
+        logger.info("sandbox mode %s is unavailable: %s", mode, failure)
+    return failure is None
 
 
 @functools.cache
@@ -170,20 +311,19 @@ def detect_sandbox_mode(requested: str = "auto") -> SandboxMode:
     Raises:
         ConfigurationError: The name is unknown, or that mode does not work here.
     """
+    if requested not in (*_MODES, "auto"):
+        raise ConfigurationError(
+            f"unknown sandbox mode {requested!r}; choose auto, {', '.join(_MODES)}"
+        )
     available = available_sandbox_modes()
     if requested == "auto":
         mode = available[0]
         if mode != "bwrap":
             logger.warning(
-                "code_interpreter: bubblewrap is not available; sandbox mode %r (weaker: %s)",
-                mode,
-                "no network, in-process file guard" if mode == "unshare" else "in-process guard",
+                "code_interpreter: bubblewrap is not available; weaker sandbox: %s",
+                describe_sandbox(mode),
             )
         return mode
-    if requested not in _MODES:
-        raise ConfigurationError(
-            f"unknown sandbox mode {requested!r}; choose auto, {', '.join(_MODES)}"
-        )
     for mode in available:
         if mode == requested:
             return mode

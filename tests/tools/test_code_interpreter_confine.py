@@ -1,0 +1,222 @@
+"""Each kernel measure of the worker's confinement, alone (`_confine`: seccomp, Landlock, uid).
+
+The sandbox tests run them together, where one layer may hide another's gap (Landlock's
+signal scope and the seccomp signal rule both stop a kill); here each runs by itself in a
+fresh Python process, which then tries what it must refuse and what it must still allow.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from parley.tools.builtin import _confine
+from tests._requires import unavailable
+
+pytestmark = pytest.mark.timeout(60)
+
+CONFINE = Path(_confine.__file__)
+PRELUDE = f"""
+import ctypes, errno, json, os, socket, threading, importlib.util
+spec = importlib.util.spec_from_file_location("confine", {str(CONFINE)!r})
+confine = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(confine)
+out = {{}}
+def attempt(name, call):
+    try:
+        call()
+        out[name] = "ok"
+    except OSError as exc:
+        out[name] = errno.errorcode.get(exc.errno, str(exc.errno))
+"""
+
+
+def confined(body: str, *, cwd: Path) -> dict[str, Any]:
+    """Run `body` after the prelude in a new Python; the `out` it filled."""
+    script = PRELUDE + textwrap.dedent(body) + "\nprint(json.dumps(out))\n"
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+        cwd=cwd,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return result
+
+
+@pytest.fixture
+def seccomp() -> None:
+    if not sys.platform.startswith("linux") or not _confine.seccomp_supported():
+        unavailable("seccomp filters need Linux on x86-64 or AArch64", "")
+
+
+@pytest.fixture
+def landlock() -> None:
+    if _confine.landlock_abi() < 1:
+        unavailable("this kernel has no Landlock (Linux 5.13+, CONFIG_SECURITY_LANDLOCK)", "")
+
+
+@pytest.mark.usefixtures("seccomp")
+def test_seccomp_refuses_processes_but_not_threads(tmp_path: Path) -> None:
+    out = confined(
+        """
+        confine.deny_syscalls(processes=True, sockets=False)
+        attempt("fork", os.fork)
+        attempt("spawn", lambda: os.posix_spawn("/bin/true", ["true"], {}))
+        libc = ctypes.CDLL(None, use_errno=True)
+        attempt("libc fork", lambda: libc.fork() >= 0 or (_ for _ in ()).throw(
+            OSError(ctypes.get_errno(), "fork")))
+        thread = threading.Thread(target=lambda: None)
+        attempt("thread", lambda: (thread.start(), thread.join()))
+        """,
+        cwd=tmp_path,
+    )
+    assert out == {"fork": "EPERM", "spawn": "EPERM", "libc fork": "EPERM", "thread": "ok"}
+
+
+@pytest.mark.usefixtures("seccomp")
+def test_seccomp_refuses_sockets_but_not_socket_pairs(tmp_path: Path) -> None:
+    out = confined(
+        """
+        confine.deny_syscalls(processes=False, sockets=True)
+        attempt("inet", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
+        attempt("unix", lambda: socket.socket(socket.AF_UNIX))
+        attempt("pair", socket.socketpair)
+        """,
+        cwd=tmp_path,
+    )
+    assert out == {"inet": "EPERM", "unix": "EPERM", "pair": "ok"}
+
+
+@pytest.mark.usefixtures("seccomp")
+def test_seccomp_lets_signals_reach_only_the_process_itself(tmp_path: Path) -> None:
+    with subprocess.Popen(["sleep", "60"]) as victim:
+        out = confined(
+            f"""
+            import signal
+            confine.deny_syscalls(processes=False, sockets=False, signals=True)
+            attempt("other", lambda: os.kill({victim.pid}, signal.SIGKILL))
+            libc = ctypes.CDLL(None, use_errno=True)
+            attempt("libc other", lambda: libc.kill({victim.pid}, 9) == 0 or (_ for _ in ()).throw(
+                OSError(ctypes.get_errno(), "kill")))
+            attempt("group", lambda: os.killpg(os.getpgid(0), 0))
+            attempt("self", lambda: os.kill(os.getpid(), 0))
+            attempt("thread", lambda: signal.pthread_kill(threading.get_ident(), 0))
+            """,
+            cwd=tmp_path,
+        )
+        assert victim.poll() is None
+        victim.kill()
+    assert out == {
+        "other": "EPERM",
+        "libc other": "EPERM",
+        "group": "EPERM",
+        "self": "ok",
+        "thread": "ok",
+    }
+
+
+@pytest.mark.usefixtures("seccomp")
+def test_seccomp_refuses_new_namespaces_io_uring_and_path_truncation(tmp_path: Path) -> None:
+    victim = tmp_path / "keep.txt"
+    victim.write_text("kept")
+    out = confined(
+        f"""
+        confine.deny_syscalls(processes=False, sockets=False, truncate=True)
+        libc = ctypes.CDLL(None, use_errno=True)
+        def raw(*args):
+            if libc.syscall(*args) < 0:
+                raise OSError(ctypes.get_errno(), "syscall")
+        table = confine._table()[1]
+        attempt("unshare", lambda: raw(table["unshare"], 0x10000000))  # CLONE_NEWUSER
+        params = ctypes.create_string_buffer(120)
+        attempt("io_uring", lambda: raw(table["io_uring_setup"], 1, params))
+        attempt("truncate", lambda: os.truncate({str(victim)!r}, 0))
+        with open("mine", "w") as mine:
+            attempt("ftruncate", lambda: os.ftruncate(mine.fileno(), 0))
+        """,
+        cwd=tmp_path,
+    )
+    assert out == {"unshare": "EPERM", "io_uring": "EPERM", "truncate": "EPERM", "ftruncate": "ok"}
+    assert victim.read_text() == "kept"
+
+
+@pytest.mark.usefixtures("landlock")
+def test_landlock_confines_reads_and_writes_whatever_the_route(tmp_path: Path) -> None:
+    work, outside = tmp_path / "work", tmp_path / "outside"
+    work.mkdir()
+    outside.mkdir()
+    (outside / "secret").write_text("s3cret")
+    readable = [sys.base_prefix, sys.prefix, "/usr/lib", "/lib", "/lib64", str(CONFINE)]
+    out = confined(
+        f"""
+        confine.restrict_files({readable!r}, [{str(work)!r}], ["/dev/null"])
+        attempt("read outside", lambda: open({str(outside / "secret")!r}).read())
+        attempt("list outside", lambda: os.listdir({str(outside)!r}))
+        fd = os.open({str(outside)!r}, os.O_PATH)
+        attempt("dir_fd write", lambda: os.open("new", os.O_CREAT | os.O_WRONLY, dir_fd=fd))
+        attempt("write inside", lambda: open({str(work / "ok")!r}, "w").write("x"))
+        attempt("link out", lambda: os.link({str(work / "ok")!r}, {str(outside / "ok")!r}))
+        attempt("rename out", lambda: os.rename({str(work / "ok")!r}, {str(outside / "ok")!r}))
+        os.symlink({str(outside / "secret")!r}, {str(work / "link")!r})
+        attempt("through symlink", lambda: open({str(work / "link")!r}).read())
+        attempt("read python", lambda: open(os.__file__).read())
+        attempt("null", lambda: open("/dev/null", "w").write("x"))
+        """,
+        cwd=work,
+    )
+    assert out == {
+        "read outside": "EACCES",
+        "list outside": "EACCES",
+        "dir_fd write": "EACCES",
+        "write inside": "ok",
+        "link out": "EACCES",
+        "rename out": "EACCES",
+        "through symlink": "EACCES",
+        "read python": "ok",
+        "null": "ok",
+    }
+    assert sorted(p.name for p in outside.iterdir()) == ["secret"]
+
+
+def test_root_becomes_nobody_with_at_most_the_right_to_read(tmp_path: Path) -> None:
+    if not _confine.is_real_root():
+        unavailable("switching to nobody needs parley to run as root", "run the tests as root")
+    out = confined(
+        """
+        confine.drop_root(65534, 65534, keep_read_search=True)
+        status = dict(line.split(":", 1) for line in open("/proc/self/status") if ":" in line)
+        out["uid"] = status["Uid"].split()
+        out["caps"] = [status[k].strip() for k in ("CapEff", "CapPrm", "CapBnd", "CapAmb")]
+        attempt("setuid back", lambda: os.setuid(0))
+        """,
+        cwd=tmp_path,
+    )
+    assert out["uid"] == ["65534"] * 4
+    only_read_search = f"{1 << 2:016x}"  # CAP_DAC_READ_SEARCH
+    assert out["caps"] == [only_read_search, only_read_search, only_read_search, "0" * 16]
+    assert out["setuid back"] == "EPERM"
+
+
+def test_root_becomes_nobody_with_no_capability_at_all(tmp_path: Path) -> None:
+    if not _confine.is_real_root():
+        unavailable("switching to nobody needs parley to run as root", "run the tests as root")
+    out = confined(
+        """
+        confine.drop_root(65534, 65534, keep_read_search=False)
+        status = dict(line.split(":", 1) for line in open("/proc/self/status") if ":" in line)
+        out["caps"] = [status[k].strip() for k in ("CapEff", "CapPrm", "CapBnd")]
+        out["groups"] = os.getgroups()
+        """,
+        cwd=tmp_path,
+    )
+    assert out == {"caps": ["0" * 16] * 3, "groups": []}
