@@ -3,16 +3,21 @@ state for it; tools for this machine only are refused to others."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from parley.agents import Agent
 from parley.messages import ToolCallBlock
 from parley.models import ChatResponse
 from parley.models.testing import ScriptedModel
 from parley.tools import RunContext, Tool, tool
+from parley.tools.builtin.sandbox import SandboxMode
+from tests.service._support import wait_for
 from tests.service.conftest import MakeService
+from tests.tools._sandbox_modes import make, require_mode
 
 
 def calling(name: str, call_id: str) -> ChatResponse:
@@ -114,3 +119,35 @@ async def test_a_tool_for_this_machine_only_is_refused_to_other_machines(
     )
     assert local.status_code == 200
     assert local.json()["content"] == "local answer"
+
+
+@pytest.mark.parametrize("mode", ["bwrap", "rlimits"])
+async def test_the_code_interpreter_outside_bubblewrap_serves_this_machine_only(
+    service: MakeService, tmp_path: Path, mode: SandboxMode, caplog: pytest.LogCaptureFixture
+) -> None:
+    require_mode(mode)
+    script = [ScriptedModel.tool_call("code_interpreter", {"code": "print(6 * 7)"}), "42"]
+    with make(mode, tmp_path / "ws") as interpreter:
+        assert interpreter.local_only is (mode != "bwrap")
+        agent = Agent("coder", ScriptedModel(script), tools=[interpreter])
+        caplog.set_level("WARNING", logger="parley.service")
+        svc = await service(agent, auth_secret="s3cret")
+        transport = httpx.ASGITransport(app=svc.app, client=("10.1.2.3", 50000))
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://parley.test", headers=bearer("s3cret")
+        ) as remote:
+            answer = await remote.post("/coder/invoke", json={"message": "6 * 7?"})
+
+        def warnings() -> list[str]:
+            return [r.getMessage() for r in caplog.records if "this machine only" in r.message]
+
+        warned = warnings() if mode == "bwrap" else await wait_for(warnings, "the warning")
+    if mode == "bwrap":
+        assert answer.status_code == 200
+        assert answer.json()["content"] == "42"
+        assert warned == []
+    else:
+        assert answer.status_code == 403
+        assert "code_interpreter" in answer.json()["detail"]
+        assert len(warned) == 1
+        assert "'coder'" in warned[0]

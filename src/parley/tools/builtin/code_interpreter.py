@@ -17,7 +17,6 @@ thread (`end_session`) stops its worker and removes its files.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 import os
@@ -44,6 +43,7 @@ from parley.tools.builtin.sandbox import (
     model_note,
 )
 from parley.tools.context import RunContext, session_key
+from parley.tools.executor import run_in_tool_thread
 from parley.tools.registry import register_tool
 from parley.tools.workspace import Workspace, default_workspace
 
@@ -175,6 +175,11 @@ class CodeInterpreter(Tool):
         return self.sandbox == "bwrap"
 
     @property
+    def local_only(self) -> bool:
+        """Outside bubblewrap the code could read the machine's files: this machine only."""
+        return not self.isolated
+
+    @property
     def sandbox_description(self) -> str:
         """What the code can reach in this interpreter's mode, for logs and people."""
         return describe_sandbox(self.sandbox)
@@ -244,8 +249,8 @@ class CodeInterpreter(Tool):
         ctx: RunContext[Any] | None = None,
         user_id: str | None = None,
     ) -> Execution:
-        """Run code in a conversation (the worker is driven from a thread)."""
-        return await asyncio.to_thread(
+        """Run code in a conversation (the worker is driven from a tool thread)."""
+        return await run_in_tool_thread(
             self.run_code,
             code,
             session=session,
@@ -291,12 +296,14 @@ class CodeInterpreter(Tool):
 
     async def acall(self, params: dict[str, Any], **kwargs: Any) -> ToolOutput:
         """Run the code without blocking the event loop."""
-        execution = await asyncio.to_thread(self._from_call, params, kwargs)
+        # The tools' own threads, not asyncio's default pool: a hung sync tool elsewhere must
+        # not keep code from running (parley.tools.executor).
+        execution = await run_in_tool_thread(self._from_call, params, kwargs)
         return execution.to_output()
 
     async def end_session(self, user_id: str | None, thread_id: str) -> None:
         """The thread was deleted: stop its worker (even mid-call) and remove its files."""
-        await asyncio.to_thread(self._end, user_id, thread_id)
+        await run_in_tool_thread(self._end, user_id, thread_id)
 
     def _end(self, user_id: str | None, thread_id: str) -> None:
         self._pool.end(session_key(user_id, thread_id))

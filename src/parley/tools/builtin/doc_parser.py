@@ -19,7 +19,6 @@ unless given `roots`.
 
 from __future__ import annotations
 
-import asyncio
 import io
 import os
 import re
@@ -37,6 +36,7 @@ from parley.tools.builtin._doc_formats import FORMATS, Section, read_document
 from parley.tools.builtin._net import FetchNotAllowedError, FetchPolicy, fetch
 from parley.tools.builtin._paths import Roots, open_beneath
 from parley.tools.context import RunContext
+from parley.tools.executor import run_in_tool_thread
 from parley.tools.registry import register_tool
 
 __all__ = [
@@ -218,7 +218,7 @@ async def _download(source: str, policy: FetchPolicy, max_rows: int) -> ParsedDo
     fetched = await fetch(source, policy, tool_name=_TOOL)
     name = PurePosixPath(unquote(urlsplit(fetched.url).path)).name or "download"
     stream = io.BytesIO(fetched.content)
-    return await asyncio.to_thread(
+    return await run_in_tool_thread(
         _parse_stream, source, name, stream, fetched.media_type, max_rows
     )
 
@@ -263,7 +263,8 @@ async def aparse_document(
         MissingDependencyError: The format's library (the `tools` extra) is not installed.
     """
     if not _is_download(source):
-        return await asyncio.to_thread(
+        # Parsing may take long (a hostile PDF): the tools' threads, not asyncio's pool.
+        return await run_in_tool_thread(
             _parse_local, source, _roots(roots), max_file_bytes, max_rows
         )
     if not allow_http:
