@@ -46,6 +46,7 @@ from parley.testing.openai_server import OpenAIServer, Reply, ToolCall
 from parley.tools import TOOL_REGISTRY as PARLEY_REGISTRY
 from parley.tools import Tool
 from parley.tools import register_tool as parley_register_tool
+from tests._requires import require_module
 
 MCP_SERVER = Path(__file__).parents[1] / "tools" / "mcp_servers" / "demo_server.py"
 
@@ -661,7 +662,7 @@ def test_max_input_tokens_trims_the_oldest_turns() -> None:
 
 @pytest.mark.timeout(90)
 def test_mcp_servers_open_on_the_first_run_and_their_tools_answer() -> None:
-    pytest.importorskip("mcp.server.mcpserver", reason="needs the mcp extra")
+    require_module("mcp.server.mcpserver", "mcp")
     servers = {
         "mcpServers": {"demo": {"command": sys.executable, "args": [str(MCP_SERVER), "stdio"]}}
     }
@@ -703,7 +704,7 @@ def test_mcp_servers_open_on_the_first_run_and_their_tools_answer() -> None:
 def test_the_local_model_calls_a_registered_qwen_tool() -> None:
     """SmolLM2-135M calls a tool whenever it may: the first call is forced, the next may not
     call tools (parley's `tool_choice` policy); the arguments are the model's own."""
-    pytest.importorskip("llama_cpp", reason="the `local` extra is not installed")
+    require_module("llama_cpp", "local")
     ASKED.clear()
     bot = FnCallAgent(
         ["qwen_agents_weather"],

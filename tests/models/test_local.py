@@ -33,8 +33,9 @@ from parley.models.local._format import DEFAULT_SYSTEM, format_messages, with_to
 from parley.models.local._gguf import BundledGGUF, find_bundled, resolve_gguf
 from parley.models.spec import model_from_spec
 from parley.models.tools import ToolSpec
+from tests._requires import require_module
 
-pytest.importorskip("llama_cpp", reason="the `local` extra is not installed")
+require_module("llama_cpp", "local")
 
 WEATHER = {
     "name": "get_weather",

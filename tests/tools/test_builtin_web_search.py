@@ -26,10 +26,11 @@ from parley.tools.builtin import (
     WebSearch,
     format_results,
 )
+from tests._requires import require_module
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("no_search_env")]
 
-pytest.importorskip("httpx")
+require_module("httpx", "tools")
 
 BRAVE = {
     "type": "search",

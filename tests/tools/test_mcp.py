@@ -22,19 +22,6 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("mcp.server.mcpserver", reason="needs the mcp extra")
-
-from mcp_types import (
-    AudioContent,
-    BlobResourceContents,
-    CallToolResult,
-    EmbeddedResource,
-    ImageContent,
-    ResourceLink,
-    TextContent,
-    TextResourceContents,
-)
-
 from parley.errors import ConfigurationError, ToolExecutionError
 from parley.messages import AudioBlock, FileBlock, ImageBlock, TextBlock, ToolCallBlock
 from parley.tools import Toolkit
@@ -48,6 +35,20 @@ from parley.tools.mcp import (
     close_mcp_servers,
     parse_mcp_config,
     to_tool_output,
+)
+from tests._requires import require_module
+
+require_module("mcp.server.mcpserver", "mcp")
+
+from mcp_types import (  # noqa: E402 - the SDK's, once it is known to be installed
+    AudioContent,
+    BlobResourceContents,
+    CallToolResult,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+    TextResourceContents,
 )
 
 pytestmark = pytest.mark.timeout(90)
