@@ -39,12 +39,11 @@ json_objects = st.dictionaries(text, json_values, max_size=4)
 
 RESERVED_KEYS = ("agentscope", "parley", "service_toolkit", "_chat_usage", "interrupted")
 """Metadata keys the converters give a meaning (their records, AgentScope-Java's usage)."""
-_markers = st.fixed_dictionaries(
-    {"form": st.sampled_from(["python", "java"])},
-    optional={"part_of": ids, "hint": st.booleans(), "patch": st.just([])},
-)
+# What AgentScope's reader marks a message with to keep it apart from the one before (the
+# marks of a message's parts and hints are not tried: only reading makes those).
+_apart = st.fixed_dictionaries({"form": st.sampled_from(["python", "java"])})
 metadata_objects = st.dictionaries(
-    text | st.sampled_from(RESERVED_KEYS), json_values | _markers, max_size=4
+    text | st.sampled_from(RESERVED_KEYS), json_values | _apart, max_size=4
 )
 """Message metadata: any JSON object, its keys often the converters' own, so that a message
 holding what looks like a converter's record is tried too."""
