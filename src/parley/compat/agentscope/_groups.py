@@ -101,7 +101,7 @@ def read_group(
     if kept is None:
         return pieces
     patched = _apply_to_msgs(pieces, kept)
-    if extras and _fills_the_marker_slot(kept):
+    if extras and patched and _fills_the_marker_slot(kept):
         # The writer saw no marker here and put the message's own `metadata['agentscope']`
         # in its place; the marker exists now because AgentScope changed the message since
         # (a block id, a local time). Both cannot have the slot: the marker takes it, with a
