@@ -3,8 +3,9 @@
 
 PYTHON ?= python3
 VENV ?= .venv
-# The extras the test suite exercises (llama-cpp-python compiles once, then pip's cache serves it).
-EXTRAS ?= openai,local,mcp,tools,service
+# Every extra: the suite exercises them all, and checks what each pulls in (tests/test_packaging.py).
+# llama-cpp-python compiles once, then pip's cache serves it.
+EXTRAS ?= all
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 

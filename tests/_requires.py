@@ -27,11 +27,14 @@ def in_ci() -> bool:
 
 
 def unavailable(what: str, hint: str = SETUP_HINT) -> NoReturn:
-    """Skip the test here, fail it under CI; the message names what is missing and the fix."""
+    """Skip the test here, fail it under CI; the message names what is missing and the fix.
+
+    Called at a module's top level, it skips (or fails) the whole module.
+    """
     message = f"{what}; {hint}" if hint else what
     if in_ci():
         pytest.fail(f"{message} (CI=true, so this fails instead of skipping)", pytrace=False)
-    pytest.skip(message)
+    pytest.skip(message, allow_module_level=True)
 
 
 def require_module(name: str, extra: str) -> ModuleType:

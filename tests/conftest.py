@@ -1,11 +1,13 @@
-"""Suite-wide settings: no test reaches the internet; the real external servers' fixtures."""
+"""Suite-wide settings: no test reaches the internet; CI's rules; the real external servers."""
 
 from __future__ import annotations
 
 import parley.models.base
 
-# PostgreSQL and Chromium fixtures (postgres_url, postgres_db_url, chromium_browser, ...).
-pytest_plugins = ["tests._external"]
+# Under CI=true no skip passes and Hypothesis replays fixed examples (tests/_ci.py); PostgreSQL
+# and Chromium fixtures (postgres_url, postgres_db_url, chromium_browser, ...); `pytester`, for
+# the tests of the suite's own rules.
+pytest_plugins = ["tests._ci", "tests._external", "pytester"]
 
 # Provider adapters refuse any host but this machine (local wire-format servers still work).
 parley.models.base.ALLOW_MODEL_REQUESTS = False

@@ -37,6 +37,17 @@ json_values = st.recursive(
 )
 json_objects = st.dictionaries(text, json_values, max_size=4)
 
+RESERVED_KEYS = ("agentscope", "parley", "service_toolkit", "_chat_usage", "interrupted")
+"""Metadata keys the converters give a meaning (their records, AgentScope-Java's usage)."""
+# What AgentScope's reader marks a message with to keep it apart from the one before (the
+# marks of a message's parts and hints are not tried: only reading makes those).
+_apart = st.fixed_dictionaries({"form": st.sampled_from(["python", "java"])})
+metadata_objects = st.dictionaries(
+    text | st.sampled_from(RESERVED_KEYS), json_values | _apart, max_size=4
+)
+"""Message metadata: any JSON object, its keys often the converters' own, so that a message
+holding what looks like a converter's record is tried too."""
+
 _FAMILY = {ImageBlock: "image", AudioBlock: "audio", VideoBlock: "video", FileBlock: "application"}
 _SUBTYPES = st.sampled_from(["png", "jpeg", "wav", "mp4", "pdf", "octet-stream", "x-custom+json"])
 
@@ -110,7 +121,7 @@ def _common() -> dict[str, st.SearchStrategy[Any]]:
         "name": st.none() | names,
         "id": ids,
         "created_at": timestamps,
-        "metadata": json_objects,
+        "metadata": metadata_objects,
         "usage": st.none() | usages,
     }
 

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from parley.agents import Agent, MessageCompleted, ToolCallEnded, ToolResult
 from parley.models.local import LocalChatModel
 from parley.tools import tool
+from tests._requires import require_module
 
-pytest.importorskip("llama_cpp", reason="the `local` extra is not installed")
+require_module("llama_cpp", "local")
 
 
 async def test_the_local_model_calls_a_real_tool_and_answers_with_its_result() -> None:

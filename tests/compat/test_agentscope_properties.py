@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -264,3 +265,48 @@ def test_foreign_parley_side_patches_raise_only_clear_errors(msg: Msg, form: str
 @pytest.mark.parametrize("doc", [AS_SYSTEM, AS_USER], ids=["system", "user"])
 def test_a_document_read_twice_in_a_list_comes_back_twice(doc: dict[str, Any]):
     assert msgs_to_agentscope(msgs_from_agentscope([doc, doc])) == [doc, doc]
+
+
+# -- examples the properties found, kept -------------------------------------------------------
+
+
+def test_agentscopes_user_message_with_a_java_role_comes_back_as_it_was():
+    """Found by `test_almost_messages_raise_only_clear_errors`.
+
+    Read as Java (the role is upper case), the message keeps its Python-form block keys in
+    parley's patch; the patch rebuilt from the written document listed the same ops in another
+    order (the document's keys were in another order), so writing took it for a change and
+    added a patch of its own to the metadata.
+    """
+    doc = copy.deepcopy(AS_USER)
+    doc["role"] = "USER"
+    read_back_if_accepted(doc)
+    assert msg_to_agentscope(msg_from_agentscope(doc), "java")["metadata"] == {}
+
+
+def test_a_diff_does_not_depend_on_the_order_of_keys():
+    src, dst = {"a": 1, "b": 2, "x": 0}, {"b": 3, "c": 4, "a": 1}
+    reordered = diff(dict(reversed(src.items())), dict(reversed(dst.items())))
+    assert reordered == diff(src, dst)
+
+
+def test_a_message_changed_by_agentscope_keeps_its_own_agentscope_metadata():
+    """Found by `test_agentscope_native_fields_survive_parley`.
+
+    The message's own `metadata['agentscope']` went to AgentScope in parley's patch; once
+    AgentScope wrote its local time, reading needed that slot for a patch of its own, and the
+    value put back there took the place of the patch: the local time was lost.
+    """
+    msg = Msg(
+        role="system",
+        content=[],
+        id="0",
+        metadata={"agentscope": None},
+        created_at=datetime(2000, 1, 1, tzinfo=UTC),
+    )
+    doc = msg_to_agentscope(msg, "python")
+    doc["created_at"] = "2000-01-01T00:00:00"  # AgentScope writes local time
+    read = msgs_from_agentscope([doc])
+    assert msgs_to_agentscope(read) == [doc]
+    assert msgs_from_agentscope(msgs_to_agentscope(read)) == read
+    assert read[0].name is None  # what parley's own patch puts back is still put back

@@ -8,9 +8,11 @@ same id; `run` yields the whole response so far, and `run_nonstream` its last li
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import json
 import logging
+import re
 import sys
 from pathlib import Path
 from typing import Any, ClassVar
@@ -46,6 +48,8 @@ from parley.testing.openai_server import OpenAIServer, Reply, ToolCall
 from parley.tools import TOOL_REGISTRY as PARLEY_REGISTRY
 from parley.tools import Tool
 from parley.tools import register_tool as parley_register_tool
+from parley.tools.builtin import parse_document
+from tests._requires import require_module
 
 MCP_SERVER = Path(__file__).parents[1] / "tools" / "mcp_servers" / "demo_server.py"
 
@@ -215,10 +219,29 @@ def test_an_unregistered_name_is_refused_as_qwen_does() -> None:
 
 
 def test_files_and_unknown_arguments_are_refused() -> None:
-    with pytest.raises(ConfigurationError, match=r"parley\.rag"):
+    with pytest.raises(ConfigurationError, match=r"does not support files= yet"):
         FnCallAgent(llm=ScriptedModel(), files=["doc.pdf"])
     with pytest.raises(ConfigurationError, match="rag_cfg"):
         FnCallAgent(llm=ScriptedModel(), rag_cfg={"top_k": 3})
+
+
+def test_what_the_files_error_offers_instead_exists_and_works(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        FnCallAgent(llm=ScriptedModel(), files=["doc.pdf"])
+    message = str(caught.value)
+    # Every dotted name it gives can be imported.
+    dotted = re.findall(r"\bparley(?:\.\w+)+", message)
+    assert dotted
+    for name in dotted:
+        module, _, attribute = name.rpartition(".")
+        assert hasattr(importlib.import_module(module), attribute), name
+    # The tool it names is one an agent takes...
+    assert "function_list=['doc_parser']" in message
+    assert "doc_parser" in FnCallAgent(["doc_parser"], llm=ScriptedModel()).function_map
+    # ...and the call it gives reads a document's text.
+    document = tmp_path / "notes.md"
+    document.write_text("# Notes\n\nThe launch is in March.\n")
+    assert "The launch is in March." in parse_document(str(document)).to_text()
 
 
 # -- run: the response so far --------------------------------------------------------------------
@@ -661,7 +684,7 @@ def test_max_input_tokens_trims_the_oldest_turns() -> None:
 
 @pytest.mark.timeout(90)
 def test_mcp_servers_open_on_the_first_run_and_their_tools_answer() -> None:
-    pytest.importorskip("mcp.server.mcpserver", reason="needs the mcp extra")
+    require_module("mcp.server.mcpserver", "mcp")
     servers = {
         "mcpServers": {"demo": {"command": sys.executable, "args": [str(MCP_SERVER), "stdio"]}}
     }
@@ -703,7 +726,7 @@ def test_mcp_servers_open_on_the_first_run_and_their_tools_answer() -> None:
 def test_the_local_model_calls_a_registered_qwen_tool() -> None:
     """SmolLM2-135M calls a tool whenever it may: the first call is forced, the next may not
     call tools (parley's `tool_choice` policy); the arguments are the model's own."""
-    pytest.importorskip("llama_cpp", reason="the `local` extra is not installed")
+    require_module("llama_cpp", "local")
     ASKED.clear()
     bot = FnCallAgent(
         ["qwen_agents_weather"],

@@ -22,6 +22,7 @@ from parley.tools import TOOL_REGISTRY, RunContext, Toolkit, Workspace
 from parley.tools.builtin import DocParser, parse_document
 from parley.tools.builtin._net import FetchNotAllowedError
 from parley.tools.builtin._paths import PathNotAllowedError
+from tests._requires import require_module
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -63,7 +64,7 @@ def write_pdf(path: Path, pages: list[list[str]]) -> Path:
 
 
 def write_docx(path: Path) -> Path:
-    docx = pytest.importorskip("docx")
+    docx = require_module("docx", "tools")
     document = docx.Document()
     document.add_heading("Quarterly report", level=1)
     document.add_paragraph("Revenue grew in every region.")
@@ -78,8 +79,8 @@ def write_docx(path: Path) -> Path:
 
 
 def write_pptx(path: Path) -> Path:
-    pptx = pytest.importorskip("pptx")
-    inches = pytest.importorskip("pptx.util").Inches
+    pptx = require_module("pptx", "tools")
+    inches = require_module("pptx.util", "tools").Inches
     deck = pptx.Presentation()
     first = deck.slides.add_slide(deck.slide_layouts[1])
     first.shapes.title.text = "Launch plan"
@@ -96,7 +97,7 @@ def write_pptx(path: Path) -> Path:
 
 
 def write_xlsx(path: Path) -> Path:
-    openpyxl = pytest.importorskip("openpyxl")
+    openpyxl = require_module("openpyxl", "tools")
     workbook = openpyxl.Workbook()
     sales = workbook.active
     sales.title = "Sales"
@@ -113,7 +114,7 @@ def write_xlsx(path: Path) -> Path:
 
 
 def test_pdf_pages_are_marked(tmp_path: Path) -> None:
-    pytest.importorskip("pypdf")
+    require_module("pypdf", "tools")
     path = write_pdf(tmp_path / "report.pdf", [["Page one text", "second line"], ["Page two"]])
     document = parse_document(str(path))
     assert document.format == "pdf"
@@ -163,7 +164,7 @@ def test_csv_with_a_sniffed_delimiter(tmp_path: Path) -> None:
 
 
 def test_html_visible_text_and_title(tmp_path: Path) -> None:
-    pytest.importorskip("bs4")
+    require_module("bs4", "tools")
     path = tmp_path / "page.html"
     path.write_text(
         "<html><head><title>Welcome</title><style>p{color:red}</style>"
@@ -273,7 +274,7 @@ def test_http_urls_are_refused_unless_allowed(served: tuple[str, Path]) -> None:
 
 
 def test_http_errors_and_size_limits(served: tuple[str, Path]) -> None:
-    pytest.importorskip("httpx")
+    require_module("httpx", "tools")
     base, folder = served
     parser = DocParser({"allow_http": True, "allow_private": True, "max_download_bytes": 100})
     with pytest.raises(ToolExecutionError, match="404"):

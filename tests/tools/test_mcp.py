@@ -22,19 +22,6 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("mcp.server.mcpserver", reason="needs the mcp extra")
-
-from mcp_types import (
-    AudioContent,
-    BlobResourceContents,
-    CallToolResult,
-    EmbeddedResource,
-    ImageContent,
-    ResourceLink,
-    TextContent,
-    TextResourceContents,
-)
-
 from parley.errors import ConfigurationError, ToolExecutionError
 from parley.messages import AudioBlock, FileBlock, ImageBlock, TextBlock, ToolCallBlock
 from parley.tools import Toolkit
@@ -49,6 +36,20 @@ from parley.tools.mcp import (
     parse_mcp_config,
     to_tool_output,
 )
+from tests._requires import require_module
+
+require_module("mcp.server.mcpserver", "mcp")
+
+from mcp_types import (  # noqa: E402 - the SDK's, once it is known to be installed
+    AudioContent,
+    BlobResourceContents,
+    CallToolResult,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+    TextResourceContents,
+)
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -56,7 +57,7 @@ SERVER = Path(__file__).parent / "mcp_servers" / "demo_server.py"
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGP4z8DwHwAFAAH/iZk9HQAAAABJRU5ErkJggg=="
 )
-TOOLS = ["add", "echo", "red_pixel", "readme", "fail", "slow", "pid"]
+TOOLS = ["add", "echo", "red_pixel", "readme", "fail", "slow", "meet", "pid"]
 
 
 def stdio(script: Path = SERVER, **extra: Any) -> dict[str, Any]:
@@ -159,9 +160,10 @@ async def test_a_call_past_its_timeout_fails_and_the_session_goes_on() -> None:
     await kit.add_mcp_servers(config(demo=stdio(timeout=0.5)))
     try:
         pid = await server_pid(kit)
-        started = time.monotonic()
-        result = await kit.run(call("demo-slow", seconds=30))
-        assert time.monotonic() - started < 5
+        # The tool would take an hour: an answer at all means the call did not wait for it
+        # (the bound only keeps a broken timeout from hanging the test).
+        async with asyncio.timeout(60):
+            result = await kit.run(call("demo-slow", seconds=3600))
         assert result.is_error
         assert "MCPTimeoutError" in str(result.output)
         assert "'slow' did not finish within 0.5 seconds" in str(result.output)
@@ -206,11 +208,12 @@ async def test_a_server_that_exits_at_start_gives_its_code_and_stderr() -> None:
 
 
 async def test_a_server_that_never_answers_times_out_the_handshake() -> None:
-    entry = {"command": sys.executable, "args": ["-c", "import time; time.sleep(60)"]}
-    started = time.monotonic()
+    # A server that never answers and never exits: only the handshake timeout ends the wait
+    # (the bound only keeps a broken one from hanging the test).
+    entry = {"command": sys.executable, "args": ["-c", "import time; time.sleep(3600)"]}
     with pytest.raises(MCPServerError, match=r"no MCP handshake within 1 seconds"):
-        await connection(**entry, connect_timeout=1).connect()
-    assert time.monotonic() - started < 10
+        async with asyncio.timeout(60):
+            await connection(**entry, connect_timeout=1).connect()
 
 
 async def test_a_server_killed_mid_session_is_restarted_on_the_next_call(
@@ -259,10 +262,15 @@ async def test_a_server_that_cannot_come_back_gives_a_clear_error_result(tmp_pat
 
 
 async def test_parallel_calls_run_concurrently(toolkit: Toolkit) -> None:
-    started = time.monotonic()
-    results = await toolkit.run_all([call("demo-slow", seconds=0.5) for _ in range(6)])
-    assert [r.output for r in results] == ["done"] * 6
-    assert time.monotonic() - started < 2.0  # one after the other would take 3 s
+    # Each call waits in the server until all six are there at once.
+    results = await toolkit.run_all([call("demo-meet", group="six", size=6) for _ in range(6)])
+    assert [r.output for r in results] == ["met"] * 6
+
+
+async def test_calls_one_after_the_other_do_not_meet(toolkit: Toolkit) -> None:
+    """The barrier above proves overlap: calls in turn are alone."""
+    first = await toolkit.run(call("demo-meet", group="two", size=2, wait=0.5))
+    assert first.output == "alone: 1 of 2 arrived"
 
 
 async def test_close_stops_the_server_and_a_later_call_reopens_it() -> None:

@@ -16,6 +16,7 @@ from parley.tools.mcp import (
     StdioServerConfig,
     parse_mcp_config,
 )
+from tests._requires import require_module
 
 
 def servers(**entries: Any) -> dict[str, Any]:
@@ -136,7 +137,7 @@ async def test_without_the_sdk_the_error_names_the_extra(monkeypatch: pytest.Mon
 
 
 async def test_an_sdk_of_another_major_version_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("mcp")
+    require_module("mcp", "mcp")
     monkeypatch.setattr("importlib.metadata.version", lambda name: "1.27.0")
     connection = MCPServerConnection(StdioServerConfig(name="a", command="x"))
     with pytest.raises(UserError, match=r"parley needs mcp 2\.x, found mcp 1\.27\.0"):

@@ -66,6 +66,25 @@ async def slow(seconds: float) -> str:
     return "done"
 
 
+_arrived: dict[str, int] = {}
+_everyone_here: dict[str, asyncio.Event] = {}
+
+
+@server.tool()
+async def meet(group: str, size: int, wait: float = 30.0) -> str:
+    """Wait until `size` calls of `group` are here at once: only calls that overlap meet."""
+    _arrived[group] = _arrived.get(group, 0) + 1
+    everyone = _everyone_here.setdefault(group, asyncio.Event())
+    if _arrived[group] >= size:
+        everyone.set()
+    try:
+        # Bounded: calls made one after the other never meet, and say so.
+        await asyncio.wait_for(everyone.wait(), wait)
+    except TimeoutError:
+        return f"alone: {_arrived[group]} of {size} arrived"
+    return "met"
+
+
 @server.tool()
 def pid() -> int:
     """The server's process id."""

@@ -82,7 +82,12 @@ type, the name `None`, `Usage.elapsed`, ...) and `metadata["agentscope"]["patch"
 (block ids and times, tool call states, `finished_at`, `structured_output`, ...). So every
 valid `Msg` comes back equal through either form, and an AgentScope message read and written
 back is the same document. A message edited since its patch was made gets what still fits:
-the ops of a block that changed or went away are skipped, not misapplied.
+the ops of a block that changed or went away are skipped, not misapplied. Patches list their
+ops in an order set by the documents' values alone (object keys sorted), so a document read,
+written and read again gives the same patch. A message whose own `metadata["agentscope"]`
+went to AgentScope inside `metadata["parley"]`, and which AgentScope changed since so that
+reading needs that key for a patch too, gets the patch there: it rebuilds the whole document,
+`metadata["parley"]` (and so the message's own value) included.
 
 Errors: malformed input raises `MessageError` (or pydantic's `ValidationError` for a field
 parley's models reject), saying what is wrong and where (`content[2].source`).

@@ -20,6 +20,9 @@ message's `metadata['agentscope']['patch']`, and writing keeps what AgentScope h
 for as a JSON Patch in the AgentScope message's `metadata['parley']`. Each side finds its
 patch by converting back what it produced, the way the other side will read it, and
 comparing: so the round trip is exact by construction, and the patch holds only the loss.
+When both want the first message's `metadata['agentscope']` (AgentScope's patch puts the
+message's own value there, and the document changed since, so reading needs a patch too), the
+patch takes it and rebuilds the whole document, AgentScope's patch included.
 """
 
 from __future__ import annotations
@@ -88,7 +91,8 @@ def read_group(
         defaults: The message whose id and time to take when `data` has none (a new id and
             the current time otherwise).
     """
-    clean, kept = _take_patch(require_dict(data, "an AgentScope message"))
+    doc = require_dict(data, "an AgentScope message")
+    clean, kept = _take_patch(doc)
     codec = CODECS[form]
     pieces = _core_read(clean, codec, names, defaults)
     extras = _patch.diff(_core_write(pieces, codec), clean)
@@ -96,7 +100,22 @@ def read_group(
         pieces[0] = _marked(pieces[0], **{**(marker(pieces[0]) or {}), "form": form}, patch=extras)
     if kept is None:
         return pieces
-    return _apply_to_msgs(pieces, kept)
+    patched = _apply_to_msgs(pieces, kept)
+    if extras and patched and _fills_the_marker_slot(kept):
+        # The writer saw no marker here and put the message's own `metadata['agentscope']`
+        # in its place; the marker exists now because AgentScope changed the message since
+        # (a block id, a local time). Both cannot have the slot: the marker takes it, with a
+        # patch that rebuilds this whole document, the writer's patch (and with it the
+        # message's own value) included, so writing gives this document back.
+        whole = _patch.diff(_core_write(patched, codec), doc)
+        patched[0] = _marked(patched[0], form=form, patch=whole)
+    return patched
+
+
+def _fills_the_marker_slot(ops: list[Any]) -> bool:
+    # `diff` writes `add` only for a key its source lacks.
+    slot = f"/0/metadata/{PARLEY_KEY}"
+    return any(op.get("op") == "add" and op.get("path") == slot for op in ops)
 
 
 def _take_patch(data: dict[str, Any]) -> tuple[dict[str, Any], Any]:

@@ -1,9 +1,10 @@
 """What a conversion would lose, kept as a JSON Patch (RFC 6902) and put back later.
 
 `diff(src, dst)` lists the `add` / `remove` / `replace` operations that turn the JSON document
-`src` into `dst`; `apply(doc, ops)` performs them. Both sides of a conversion compare the
-document they were given with the one they would rebuild from the converted message, and keep
-only the difference.
+`src` into `dst`, in an order that depends on the documents' values only (object keys sorted),
+so equal documents give equal patches; `apply(doc, ops)` performs them. Both sides of a
+conversion compare the document they were given with the one they would rebuild from the
+converted message, and keep only the difference.
 
 A patch may be applied to a message edited since it was made (a block removed, blocks
 reordered). So that the ops of one content block never land on another, the ops under each
@@ -59,12 +60,20 @@ def _diff(src: Any, dst: Any, path: str, ops: list[Op]) -> None:
     if _same(src, dst):
         return
     if isinstance(src, dict) and isinstance(dst, dict):
-        ops.extend({"op": "remove", "path": f"{path}/{_escape(k)}"} for k in src if k not in dst)
-        for key, value in dst.items():
+        # Keys in sorted order: a JSON object has none of its own, so two equal documents
+        # whose keys were inserted in another order (one rebuilt by applying a patch) give
+        # the same patch. Otherwise a message read, written and read again carries a
+        # reordered patch, which writing takes for a change and records as a loss.
+        ops.extend(
+            {"op": "remove", "path": f"{path}/{_escape(k)}"}
+            for k in sorted(src, key=str)
+            if k not in dst
+        )
+        for key in sorted(dst, key=str):
             if key in src:
-                _diff(src[key], value, f"{path}/{_escape(key)}", ops)
+                _diff(src[key], dst[key], f"{path}/{_escape(key)}", ops)
             else:
-                ops.append({"op": "add", "path": f"{path}/{_escape(key)}", "value": value})
+                ops.append({"op": "add", "path": f"{path}/{_escape(key)}", "value": dst[key]})
     elif isinstance(src, list) and isinstance(dst, list) and len(src) == len(dst):
         for i, (old, new) in enumerate(zip(src, dst, strict=True)):
             _diff(old, new, f"{path}/{i}", ops)

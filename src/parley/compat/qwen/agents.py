@@ -54,8 +54,10 @@ Deliberate differences from Qwen-Agent 0.0.34:
   its environment variable is not read).
 - `max_input_tokens` counts with parley's token counter and includes the tool descriptions;
   without it the model's own context size bounds the prompt (Qwen-Agent: 58000 tokens).
-- Files and RAG (`files`, `rag_cfg`) are not taken here: a `ConfigurationError` says so, as
-  for any other unknown argument. `run` takes no keyword arguments but `lang` (ignored).
+- Files and RAG (`files`, `rag_cfg`) are not supported yet: parley has no retrieval yet. A
+  `ConfigurationError` says so and what to do instead: give the agent the `doc_parser` tool,
+  or put the text of `parley.tools.builtin.parse_document(path).to_text()` in the message.
+  `run` takes no keyword arguments but `lang` (ignored).
 - Snapshots change only when the response does: one per streamed delta, one when a message
   completes, none repeated at the end. Qwen-Agent's streamed text may shrink when a
   `<tool_call>` starts to show; parley's grows.
@@ -106,6 +108,13 @@ MAX_LLM_CALL_PER_RUN = 20
 FunctionListEntry = str | Mapping[str, Any] | Tool | Callable[..., Any]
 """A `function_list` entry: a registered name, `{"name": ..., **cfg}`, `{"mcpServers":
 {...}}`, a tool instance, or a typed function."""
+
+_FILES_NOT_SUPPORTED = (
+    "FnCallAgent does not support files= yet: parley has no retrieval (RAG) yet. Instead, give "
+    "the agent the doc_parser tool (function_list=['doc_parser']) and name the file in your "
+    "message, or put the document's text in the message: "
+    "parley.tools.builtin.parse_document(path).to_text()"
+)
 
 QwenResponse = list[Message] | list[dict[str, Any]]
 """A response: Qwen-Agent `Message`s, or their dicts when the input was all dicts."""
@@ -226,7 +235,8 @@ class FnCallAgent:
             (the two texts apart by a blank line), as Qwen-Agent does.
         name: The agent's name, on its messages.
         description: What the agent does (for routers and group chats).
-        files: Not taken (RAG is `parley.rag`'s); giving files raises.
+        files: Not supported yet (parley has no retrieval yet); giving files raises,
+            saying what to do instead.
         max_iters: Most model calls per run.
         tool_choice: parley's tool-choice policy; overrides the config's `function_choice`.
             With neither, the model's own (`ChatModel.default_tool_choice`).
@@ -255,9 +265,7 @@ class FnCallAgent:
         **kwargs: Any,
     ) -> None:
         if files:
-            raise ConfigurationError(
-                "FnCallAgent takes no files in parley: answer from documents with parley.rag"
-            )
+            raise ConfigurationError(_FILES_NOT_SUPPORTED)
         if kwargs:
             raise ConfigurationError(f"FnCallAgent got unknown arguments: {sorted(kwargs)}")
         config = _config(llm)
