@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml Makefile scripts/install-llama.sh
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade "pip>=25.1"
 	# llama.cpp built for a CPU baseline, not this machine's (see the script for why).
-	case ",$(EXTRAS)," in *,local,*) bash scripts/install-llama.sh $(PY) ;; esac
+	case ",$(EXTRAS)," in *,local,* | *,all,*) bash scripts/install-llama.sh $(PY) ;; esac
 	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[$(EXTRAS)]" --group dev
 	touch $(STAMP)
 
