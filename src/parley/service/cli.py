@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import sys
 from typing import Any
@@ -100,6 +101,7 @@ def serve(args: argparse.Namespace) -> int:
             f"parley: no auth configured, so binding {host} instead of {settings.host}",
             file=sys.stderr,
         )
+    _show_parley_logs()
     where = "localhost" if host in ("127.0.0.1", "0.0.0.0", "::") else host
     print(
         f"parley: the web page is at http://{where}:{settings.port}/ "
@@ -116,6 +118,18 @@ def serve(args: argparse.Namespace) -> int:
         timeout_graceful_shutdown=10,
     )
     return 0
+
+
+def _show_parley_logs() -> None:
+    """Show the log lines of parley (INFO and up) on standard error, as uvicorn shows its own.
+
+    Among them, at start-up, which sandbox the code interpreter runs in.
+    """
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    parley_logger = logging.getLogger("parley")
+    parley_logger.addHandler(handler)
+    parley_logger.setLevel(logging.INFO)
 
 
 def _shown(url: str) -> str:

@@ -1,0 +1,45 @@
+"""`parley serve` as a user starts it: where the page is, and which sandbox runs their code."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from parley.tools.builtin import available_sandbox_modes
+from tests.service._live import free_port
+
+START_TIMEOUT = 60.0
+
+
+def test_serve_says_where_the_page_is_and_which_sandbox_runs_code(tmp_path: Path) -> None:
+    port = free_port()
+    log = tmp_path / "serve.log"
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env["PARLEY_WORKSPACE"] = str(tmp_path / "workspace")
+    command = [sys.executable, "-m", "parley", "serve", "--port", str(port)]
+    with log.open("w") as out:
+        server = subprocess.Popen(command, stderr=out, stdout=out, cwd=tmp_path, env=env)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while "code_interpreter: sandbox" not in log.read_text():
+            assert server.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, f"no sandbox line in time:\n{log.read_text()}"
+            time.sleep(0.1)
+        health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=10)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    text = log.read_text()
+    assert health.status_code == 200
+    assert f"the web page is at http://localhost:{port}/" in text
+    assert "no auth configured" in text
+    strongest = available_sandbox_modes()[0]
+    named = "bubblewrap" if strongest == "bwrap" else strongest
+    assert f"code_interpreter: sandbox {named}" in text
+    # The served database is where the user started it, outside anything the code can see.
+    assert (tmp_path / "parley.db").exists()
