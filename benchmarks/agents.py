@@ -10,7 +10,7 @@ measured is the loop itself:
    function directly: append the messages, call the tool, repeat. The model answers from the
    same script, a function of the request, in every arm, so its own cost is the same in each;
 2. N slow tools (N = 1, 4, 16; 0.2 s each, `asyncio.sleep` tools and `time.sleep` tools that
-   parley runs in worker threads) called in one round: the round's wall time against the
+   parley runs on its tool threads) called in one round: the round's wall time against the
    slowest tool's own time, with `parallel_tool_calls` on (about 1 expected) and off (about N);
 3. a 20-tool-round run's memory: tracemalloc's peak during the run and what the agent's memory
    retains after it, against the hand-written loop's list and a list of the same messages
@@ -48,6 +48,7 @@ from parley.models.base import ChatRequest
 from parley.models.response import ChatResponse, ChatUsage
 from parley.models.testing import ScriptedModel
 from parley.tools import FunctionTool, Toolkit, tool
+from parley.tools.executor import tool_executor
 
 NAME = "bench"
 SYSTEM = "You are a helpful assistant. Use the tools when they help."
@@ -500,10 +501,10 @@ def report_fan_out(cases: list[FanOut]) -> None:
             f"{median(c.walls) * 1e3:>10.1f}{median(c.slowest) * 1e3:>12.1f}"
             f"{ratio:>14.2f}x{expected:>10}"
         )
-    workers = min(32, (os.cpu_count() or 1) + 4)
+    default_pool = min(32, (os.cpu_count() or 1) + 4)
     print(
-        f"(sync tools go through asyncio.to_thread, i.e. the loop's default executor: "
-        f"min(32, cpu_count + 4) = {workers} threads here)\n"
+        f"(sync tools run on parley's tool threads, up to {tool_executor().max_workers} at "
+        f"once; asyncio's default pool, which they used before, has {default_pool} here)\n"
     )
 
 

@@ -23,7 +23,6 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -71,7 +70,16 @@ class RunContext(Generic[DepsT]):
 
     def for_call(self, tool_call_id: str, tool_name: str) -> RunContext[DepsT]:
         """This context for one tool call."""
-        return dataclasses.replace(self, tool_call_id=tool_call_id, tool_name=tool_name)
+        # Built directly: `dataclasses.replace` costs several times more, on every call.
+        return RunContext(
+            self.run_id,
+            self.agent,
+            self.thread_id,
+            self.user_id,
+            self.deps,
+            tool_call_id,
+            tool_name,
+        )
 
     @classmethod
     def detached(cls, thread_id: str = "default", **values: Any) -> RunContext[Any]:
