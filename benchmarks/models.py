@@ -621,6 +621,7 @@ class LocalPair:
             n_ctx=key.n_ctx,
             n_threads=key.n_threads,
             n_threads_batch=key.n_threads,
+            flash_attn=True,  # as parley's engine loads it (see parley.models.local._engine)
             verbose=False,
         )
         self.n_threads = key.n_threads
