@@ -5,15 +5,22 @@ override `_complete(request)` when its API answers whole responses more cheaply)
 does the rest once for all: message and tool normalization, `tool_choice` checks, parameter
 merging, retries, streaming with cancellation, the response cache, usage timing, structured
 output and the sync twins.
+
+A custom provider may follow AgentScope's three steps instead (seed 003): a credential whose
+`get_chat_model_class()` names the model; a model class with an inner `Parameters` class that
+implements `_call_api(request)`, returning a whole `ChatResponse` or an async iterator of
+delta `ChatResponse`s; and model cards as YAML files in a `_models/` folder beside the
+model's module, found without further setting.
 """
 
 from __future__ import annotations
 
 import functools
 import ipaddress
+import json
+import sys
 import time
-from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -23,9 +30,9 @@ from pydantic import BaseModel, ValidationError
 
 from parley._sync import iterate_sync, run_sync
 from parley.errors import UserError
-from parley.messages import Msg
-from parley.models.accumulator import Delta, StreamAccumulator
-from parley.models.cache import ResponseCache, replay
+from parley.messages import Msg, ToolCallBlock
+from parley.models.accumulator import Delta, MetaDelta, StreamAccumulator, ToolCallDelta
+from parley.models.cache import ResponseCache, block_delta, replay
 from parley.models.cards import ModelCard, load_cards
 from parley.models.credentials import Credential
 from parley.models.parameters import Parameters
@@ -44,6 +51,34 @@ if TYPE_CHECKING:
     from parley.models.formatter import Formatter
 
 __all__ = ["ALLOW_MODEL_REQUESTS", "ChatModel", "ChatRequest", "MessagesInput", "ToolsInput"]
+
+
+async def _call_api_deltas(
+    answer: Awaitable[ChatResponse | AsyncIterator[ChatResponse]],
+) -> AsyncIterator[Delta]:
+    """Deltas of what a `_call_api` answered: a whole response, or delta chunks."""
+    result = await answer
+    if isinstance(result, ChatResponse):
+        async for delta in replay(result):
+            yield delta
+        return
+    named: set[str] = set()
+    async for chunk in result:
+        for block in chunk.content:
+            if not isinstance(block, ToolCallBlock):
+                yield block_delta(0, block)
+                continue
+            # A tool call's pieces share its id (the accumulator's key); its name counts once
+            # (the accumulator joins names that come in pieces).
+            raw = block.raw_input
+            if raw is None:
+                raw = json.dumps(block.input, ensure_ascii=False) if block.input else ""
+            name = None if block.id in named else block.name
+            named.add(block.id)
+            yield ToolCallDelta(block.id, block.id, name, raw)
+        if chunk.usage is not None or chunk.finish_reason is not None:
+            yield MetaDelta(usage=chunk.usage, finish_reason=chunk.finish_reason)
+
 
 ALLOW_MODEL_REQUESTS = True
 """When False, provider adapters refuse requests to any host but this machine.
@@ -83,7 +118,7 @@ def _as_msgs(messages: MessagesInput) -> list[Msg]:
         raise UserError(f"bad message: {exc}") from None
 
 
-class ChatModel(ABC):
+class ChatModel:
     """A chat model: call it with messages, get a response or a stream of deltas.
 
     Args:
@@ -112,6 +147,19 @@ class ChatModel(ABC):
     `ToolChoicePolicy`); None lets the model choose in every call. Set it on an instance to
     change it for that model."""
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        inner = cls.__dict__.get("Parameters")
+        if isinstance(inner, type) and issubclass(inner, Parameters):
+            cls.parameters_class = inner  # the seed's inner `Parameters` class
+        if "cards_location" not in cls.__dict__ and not cls.__module__.startswith("parley."):
+            # A custom provider's cards: `_models/` beside its module (parley's own classes
+            # name their location).
+            module = sys.modules.get(cls.__module__)
+            source = getattr(module, "__file__", None)
+            if source and (folder := Path(source).parent / "_models").is_dir():
+                cls.cards_location = folder
+
     def __init__(
         self,
         credential: Credential | None = None,
@@ -125,6 +173,10 @@ class ChatModel(ABC):
         cache_dir: str | Path | None = None,
         timeout: float = 120.0,
     ) -> None:
+        cls = type(self)
+        if cls._stream is ChatModel._stream and cls._call_api is ChatModel._call_api:
+            # What an abstract method would say: the provider implements one of the two.
+            raise TypeError(f"{cls.__name__} implements neither _stream nor _call_api")
         if not model:
             raise UserError(f"{type(self).__name__} needs a model name")
         self.credential = self._check_credential(credential)
@@ -356,9 +408,24 @@ class ChatModel(ABC):
 
     # -- provider hooks -----------------------------------------------------------------------
 
-    @abstractmethod
     def _stream(self, request: ChatRequest) -> AsyncIterator[Delta]:
-        """Stream the provider's answer as deltas; raise parley errors (mapped in one place)."""
+        """Stream the provider's answer as deltas; raise parley errors (mapped in one place).
+
+        By default, the deltas of what `_call_api` answers (the seed's hook).
+        """
+        if type(self)._call_api is ChatModel._call_api:
+            raise NotImplementedError(
+                f"{type(self).__name__} implements neither _stream nor _call_api"
+            )
+        return _call_api_deltas(self._call_api(request))
+
+    async def _call_api(self, request: ChatRequest) -> ChatResponse | AsyncIterator[ChatResponse]:
+        """The seed's provider hook: the whole answer, or its delta chunks (`is_last=False`).
+
+        Implement this or `_stream`. Delta chunks carry new text and thinking; a tool call's
+        chunks share its block id and carry argument text in `raw_input` (or a whole `input`).
+        """
+        raise NotImplementedError
 
     async def _complete(self, request: ChatRequest) -> ChatResponse:
         """The whole answer; by default the stream, accumulated."""

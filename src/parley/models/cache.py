@@ -24,9 +24,10 @@ from parley.models.accumulator import (
 from parley.models.response import ChatResponse
 
 if TYPE_CHECKING:
+    from parley.messages import Block
     from parley.models.base import ChatRequest
 
-__all__ = ["ResponseCache", "replay"]
+__all__ = ["ResponseCache", "block_delta", "replay"]
 
 
 class ResponseCache:
@@ -73,18 +74,24 @@ class ResponseCache:
         self._cache.clear()
 
 
+def block_delta(key: int | str, block: Block) -> Delta:
+    """The delta that adds `block` to a stream (`key` tells a tool call's pieces apart)."""
+    if block.type == "text":
+        return TextDelta(block.text)
+    if block.type == "thinking":
+        return ThinkingDelta(block.thinking, block.signature, block.extra)
+    if block.type == "tool_call":
+        raw = block.raw_input
+        if raw is None:
+            raw = json.dumps(block.input, ensure_ascii=False) if block.input else ""
+        return ToolCallDelta(key, block.id, block.name or None, raw)
+    return BlockDelta(block)
+
+
 async def replay(response: ChatResponse) -> AsyncIterator[Delta]:
     """Deltas that rebuild `response`: a cached answer played back as a stream."""
     for index, block in enumerate(response.content):
-        if block.type == "text":
-            yield TextDelta(block.text)
-        elif block.type == "thinking":
-            yield ThinkingDelta(block.thinking, block.signature, block.extra)
-        elif block.type == "tool_call":
-            raw = block.raw_input or json.dumps(block.input, ensure_ascii=False)
-            yield ToolCallDelta(index, block.id, block.name, raw)
-        else:
-            yield BlockDelta(block)
+        yield block_delta(index, block)
     yield MetaDelta(
         usage=response.usage,
         finish_reason=response.finish_reason,

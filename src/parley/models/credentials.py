@@ -41,25 +41,64 @@ class Credential(BaseModel):
         if isinstance(kind, str) and kind:
             _REGISTRY[kind] = cls
 
+    # Seed 003's names, singular for chat and embeddings (one class each), plural for TTS. A
+    # provider overrides either a singular or its plural form; each defaults to the other.
+
+    @classmethod
+    def get_chat_model_class(cls) -> builtins.type[ChatModel] | None:
+        """The chat model class this credential drives (the first, when there are several)."""
+        if _overrides(cls, "chat_model_classes"):
+            classes = cls.chat_model_classes()
+            return classes[0] if classes else None
+        return None
+
     @classmethod
     def chat_model_classes(cls) -> list[builtins.type[ChatModel]]:
         """The chat model classes this credential can drive."""
+        if _overrides(cls, "get_chat_model_class"):
+            found = cls.get_chat_model_class()
+            return [found] if found is not None else []
         return []
+
+    @classmethod
+    def get_embedding_model_class(cls) -> builtins.type[Any] | None:
+        """The embedding model class this credential drives; None: no embedding support."""
+        if _overrides(cls, "embedding_model_classes"):
+            classes = cls.embedding_model_classes()
+            return classes[0] if classes else None
+        return None
 
     @classmethod
     def embedding_model_classes(cls) -> list[builtins.type[Any]]:
         """The embedding model classes this credential can drive."""
+        if _overrides(cls, "get_embedding_model_class"):
+            found = cls.get_embedding_model_class()
+            return [found] if found is not None else []
+        return []
+
+    @classmethod
+    def get_tts_model_classes(cls) -> list[builtins.type[Any]]:
+        """The text-to-speech model classes this credential can drive (seed 003's name)."""
+        if _overrides(cls, "tts_model_classes"):
+            return cls.tts_model_classes()
         return []
 
     @classmethod
     def tts_model_classes(cls) -> list[builtins.type[Any]]:
         """The text-to-speech model classes this credential can drive."""
+        if _overrides(cls, "get_tts_model_classes"):
+            return cls.get_tts_model_classes()
         return []
 
     @classmethod
     def list_models(cls) -> list[ModelCard]:
         """The model cards of every chat model class this credential unlocks."""
         return [card for model_cls in cls.chat_model_classes() for card in model_cls.list_models()]
+
+
+def _overrides(cls: builtins.type[Credential], name: str) -> bool:
+    """Whether `cls` (or a parent below `Credential`) defines the classmethod `name` itself."""
+    return getattr(cls, name).__func__ is not getattr(Credential, name).__func__
 
 
 class APIKeyCredential(Credential):
