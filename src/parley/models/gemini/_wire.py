@@ -108,6 +108,7 @@ class ResponseReader:
         """A finish reason (or a blocked prompt) arrived: the answer is whole."""
         self._calls = 0
         self._started = False
+        self._metadata: Any = None
 
     @property
     def complete(self) -> bool:
@@ -147,6 +148,10 @@ class ResponseReader:
                 self.finished = True
                 reason = finish_reason(raw_reason, called_tools=self._calls > 0)
         metadata = chunk.get("usageMetadata")
+        if metadata == self._metadata:
+            metadata = None  # Gemini repeats it in every event: read it when it changes
+        else:
+            self._metadata = metadata
         if metadata or reason or not self._started:
             self._started = True
             deltas.append(
