@@ -14,7 +14,12 @@ empty text part at the end of a stream). parley keeps them on thinking blocks:
   just before it (`extra={"gemini_part_signature": ...}`, most often with no thinking text),
   and is put back on the part that follows when the turn is sent again.
 
-Signed parts are never merged with others, as Google's guide asks.
+Signed parts are never merged with others, as Google's guide asks. A streamed thought run
+(several thought parts, the last one signed) comes back as one thought part with the run's
+text and signature: parley's accumulator joins a run into one thinking block.
+
+Function calls and responses carry the call's `id`: the Gemini API's own when it gave one,
+else the id parley made for the call, so that each response names its call.
 """
 
 from __future__ import annotations
