@@ -217,6 +217,24 @@ def test_a_signature_only_thought_part() -> None:
     ]
 
 
+def test_missing_signatures_can_be_filled_for_gemini_3() -> None:
+    msgs = [
+        Msg.assistant(ToolCallBlock(id="c1", name="f"), ToolCallBlock(id="c2", name="g")),
+        Msg.tool_result("c1", "x", name="f"),
+        Msg.tool_result("c2", "y", name="g"),
+        Msg.assistant(
+            ThinkingBlock(thinking="", extra={PART_SIGNATURE: "real"}),
+            ToolCallBlock(id="c3", name="f"),
+        ),
+    ]
+    assert fmt(*msgs)[0]["parts"][0] == {"functionCall": {"id": "c1", "name": "f", "args": {}}}
+    filled = GeminiChatFormatter(fill_missing_signatures=True).format(msgs)
+    first, second = filled[0]["parts"]
+    assert first["thoughtSignature"] == "skip_thought_signature_validator"
+    assert "thoughtSignature" not in second  # only the first call of a step needs one
+    assert filled[2]["parts"][0]["thoughtSignature"] == "real"  # real ones are kept
+
+
 def test_multi_agent_formatter_folds_other_agents() -> None:
     msgs = [
         Msg.system("You are Bob."),

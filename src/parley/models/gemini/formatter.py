@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from parley.errors import MessageError
 from parley.messages import (
@@ -124,7 +124,18 @@ class GeminiChatFormatter(Formatter):
     - Consecutive contents of one role are merged (Gemini wants all responses to one step's
       calls in one content), parts kept in order. Message names are not sent: Gemini's parts
       have no name (the multi-agent formatter writes them into the text).
+
+    Args:
+        fill_missing_signatures: Give the first function call of each model turn that has
+            no thought signature Google's placeholder, `skip_thought_signature_validator`:
+            Gemini 3 refuses (400) a history whose calls lack signatures, as one written by
+            another model does (Google's thought-signatures guide).
     """
+
+    SKIP_VALIDATOR: ClassVar[str] = "skip_thought_signature_validator"
+
+    def __init__(self, *, fill_missing_signatures: bool = False) -> None:
+        self.fill_missing_signatures = fill_missing_signatures
 
     def format(self, msgs: Sequence[Msg]) -> list[dict[str, Any]]:
         """The Gemini contents for `msgs` (system entries included, see `split_system`)."""
@@ -164,7 +175,12 @@ class GeminiChatFormatter(Formatter):
                 turn.add({"functionCall": call})
             else:
                 turn.add(self._part(block))
-        return turn.close()
+        parts = turn.close()
+        if self.fill_missing_signatures:
+            first = next((p for p in parts if "functionCall" in p), None)
+            if first is not None and "thoughtSignature" not in first:
+                first["thoughtSignature"] = self.SKIP_VALIDATOR
+        return parts
 
     def _response(self, result: ToolResultBlock, pending: list[dict[str, Any]]) -> dict[str, Any]:
         media = (
