@@ -31,6 +31,7 @@ IMPORT_NAMES = {
     "ag-ui-protocol": "ag_ui",
     "beautifulsoup4": "bs4",
     "docstring-parser": "docstring_parser",
+    "google-genai": "google.genai",
     "json-repair": "json_repair",
     "llama-cpp-python": "llama_cpp",
     "pydantic-settings": "pydantic_settings",

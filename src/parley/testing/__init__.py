@@ -3,6 +3,8 @@
 Shipped in the package so that tests of parley, and of code built on it, need no network.
 
 - `parley.testing.openai_server`: OpenAI's Chat Completions and Responses APIs.
+- `parley.testing.gemini_server`: the Gemini API (and Vertex AI's paths): `generateContent`
+  and `streamGenerateContent`.
 
 Scripted chat models (no HTTP at all) are in `parley.models.testing`.
 """

@@ -1,0 +1,148 @@
+"""The one place where `google-genai`'s errors (and its HTTP transport's) become parley's.
+
+Google's errors are `{"error": {"code": 429, "message": ..., "status": "RESOURCE_EXHAUSTED",
+"details": [...]}}` (google.rpc.Status, AIP-193). The wait a rate limit asks for comes in a
+`Retry-After` header or in a `google.rpc.RetryInfo` detail (`"retryDelay": "31s"`); a prompt
+over the context window is a 400 whose message says the input token count exceeds the
+maximum. The SDK raises `ClientError` (4xx) and `ServerError` (5xx), subclasses of `APIError`
+carrying the status, the parsed body and the transport's response; connection failures and
+timeouts come from its HTTP library (httpx2, or httpx) and are mapped here too.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from parley.errors import (
+    ContentFilterError,
+    ContextLengthError,
+    ModelConnectionError,
+    ModelError,
+    ModelHTTPError,
+    ModelTimeoutError,
+    ParleyError,
+    RateLimitError,
+)
+from parley.models.openai._errors import _transport_errors, retry_after
+
+__all__ = ["error_from_payload", "error_from_status", "gemini_errors", "map_error"]
+
+_CONTEXT_TEXT = re.compile(
+    r"input token count.*exceeds|exceeds the maximum number of tokens|context window"
+    r"|prompt is too long",
+    re.IGNORECASE | re.DOTALL,
+)
+_DELAY = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
+_RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
+
+
+def _detail(body: Any) -> tuple[str, str, list[Any]]:
+    """`(status, message, details)` of a Google error body, its inner dict, or text."""
+    error = body.get("error", body) if isinstance(body, Mapping) else body
+    if isinstance(error, Mapping):
+        details = error.get("details")
+        return (
+            str(error.get("status") or ""),
+            str(error.get("message") or ""),
+            details if isinstance(details, list) else [],
+        )
+    return "", str(error or ""), []
+
+
+def _retry_delay(details: list[Any]) -> float | None:
+    """The wait a `google.rpc.RetryInfo` detail asks for (`"retryDelay": "31s"`), or None."""
+    for detail in details:
+        if isinstance(detail, Mapping) and detail.get("@type") == _RETRY_INFO:
+            found = _DELAY.match(str(detail.get("retryDelay") or ""))
+            if found:
+                return float(found.group(1))
+    return None
+
+
+def error_from_status(
+    status: int,
+    body: Any,
+    headers: Mapping[str, str] | None = None,
+    *,
+    model: str | None = None,
+    provider: str = "gemini",
+) -> ModelError:
+    """The parley error for an HTTP error status and its (Google-shaped) body."""
+    code, message, details = _detail(body)
+    text = f"{provider} answered {status}" + (f" {code}" if code else "")
+    text += f": {message}" if message else ""
+    if status == 400 and _CONTEXT_TEXT.search(message):
+        return ContextLengthError(text, model=model, provider=provider)
+    cls = RateLimitError if status == 429 else ModelHTTPError
+    wait = retry_after(headers or {})
+    if wait is None:
+        wait = _retry_delay(details)
+    return cls(status, body, text, retry_after=wait, model=model, provider=provider)
+
+
+def error_from_payload(
+    error: Any, *, model: str | None = None, provider: str = "gemini"
+) -> ModelError:
+    """The parley error for an error object sent inside a 200 response or an event stream.
+
+    Its `code` is the HTTP status Google would have sent; without one it counts as a
+    server error (500), retried like one while no chunk has reached the caller.
+    """
+    code = error.get("code") if isinstance(error, Mapping) else None
+    status = code if isinstance(code, int) and 400 <= code < 600 else 500
+    return error_from_status(status, {"error": error}, model=model, provider=provider)
+
+
+def blocked_prompt(feedback: Mapping[str, Any], *, model: str | None) -> ContentFilterError:
+    """The error for a prompt Gemini refused to answer (`promptFeedback.blockReason`)."""
+    reason = feedback.get("blockReason")
+    message = feedback.get("blockReasonMessage")
+    text = f"gemini blocked the prompt ({reason})" + (f": {message}" if message else "")
+    return ContentFilterError(text, model=model, provider="gemini")
+
+
+def _headers(response: Any) -> Mapping[str, str]:
+    headers = getattr(response, "headers", None)
+    return headers if isinstance(headers, Mapping) else {}
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def map_error(exc: BaseException, *, model: str) -> ModelError | None:
+    """The parley error for an exception from the SDK or its transport; None if foreign."""
+    from google.genai import errors  # noqa: PLC0415  (loaded: it raised `exc` or sent)
+
+    if isinstance(exc, errors.APIError):
+        return error_from_status(
+            int(exc.code or 500), exc.details, _headers(exc.response), model=model
+        )
+    timeouts, transport = _transport_errors()
+    if isinstance(exc, timeouts):
+        return ModelTimeoutError(
+            f"gemini did not answer in time ({type(exc).__name__})", model=model, provider="gemini"
+        )
+    if isinstance(exc, transport):
+        return ModelConnectionError(
+            f"the connection to gemini failed: {_describe(exc)}", model=model, provider="gemini"
+        )
+    return None
+
+
+@contextmanager
+def gemini_errors(model: str) -> Iterator[None]:
+    """Raise parley's error for any SDK or transport error raised inside the block."""
+    try:
+        yield
+    except ParleyError:
+        raise
+    except Exception as exc:
+        mapped = map_error(exc, model=model)
+        if mapped is None:
+            raise
+        raise mapped from exc

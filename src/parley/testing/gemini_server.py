@@ -1,0 +1,260 @@
+"""A local server that speaks the Gemini API's wire format, scripted per test, with faults.
+
+It serves `POST /{version}/models/{model}:generateContent` and
+`:streamGenerateContent?alt=sse`, and the same under Vertex AI's paths
+(`/{version}/projects/{project}/locations/{location}/publishers/google/models/{model}:...`
+and, in express mode, `/{version}/publishers/google/models/{model}:...`), from a queue of
+scripted steps, and records every request. Drive it through `google-genai`, or through
+parley's Gemini model:
+
+    >>> from parley import Msg
+    >>> from parley.models.gemini import GeminiChatModel
+    >>> with GeminiServer([Reply(text="Hello!")]) as server:
+    ...     model = GeminiChatModel(server.credential(), "gemini-2.5-flash")
+    ...     print(model.chat_sync([Msg.user("Hi")]).text)
+    ...     model.close_sync()
+    Hello!
+
+Steps: `Reply` (an answer, with optional faults: a slow start, slow chunks, a cut stream, a
+malformed chunk, an error event), `HTTPError` (a status with a Google-shaped error body, e.g.
+`HTTPError.rate_limit(retry_after=0.1)`), `Reset` (the connection dropped without an
+answer), `Raw` (bytes as given), or a function of the request that returns one. A request with
+no step left is answered 500 and reported by `assert_consumed()`, which also fails on steps
+never used.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+from pydantic import SecretStr
+
+from parley.models.gemini.credentials import GeminiCredential
+from parley.testing._gemini_wire import FunctionCall, Reply, generate_content, stream_chunks
+from parley.testing._http import RecordedRequest, Responder, ScriptedHTTPServer
+from parley.testing.openai_server import Raw, Reset
+
+__all__ = [
+    "FunctionCall",
+    "GeminiServer",
+    "HTTPError",
+    "Raw",
+    "RecordedRequest",
+    "Reply",
+    "Reset",
+    "Step",
+]
+
+_STATUS_NAMES = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    408: "DEADLINE_EXCEEDED",
+    409: "ABORTED",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+_ROUTE = re.compile(
+    r"^/(?P<version>v[^/]+)/(?:projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/)?"
+    r"(?:publishers/(?P<publisher>[^/]+)/)?models/(?P<model>[^/:]+)"
+    r":(?P<method>generateContent|streamGenerateContent)$"
+)
+
+
+@dataclass
+class HTTPError:
+    """An error status with a Google-shaped body (`{"error": {code, message, status}}`).
+
+    Args:
+        status: The HTTP status.
+        message: The error's message.
+        details: The error's `details` (e.g. a `google.rpc.RetryInfo`).
+        headers: Extra headers (e.g. `Retry-After`).
+        body: The whole body, instead of the Google-shaped one.
+        delay: Seconds before answering.
+    """
+
+    status: int
+    message: str = "scripted error"
+    details: list[dict[str, Any]] = field(default_factory=list)
+    headers: dict[str, str] = field(default_factory=dict)
+    body: Any = None
+    delay: float = 0.0
+
+    @classmethod
+    def rate_limit(
+        cls, retry_after: float | None = None, *, retry_delay: str | None = None
+    ) -> HTTPError:
+        """A 429 asking to wait: `Retry-After` seconds, or a `RetryInfo` delay (`"31s"`)."""
+        headers = {"Retry-After": f"{retry_after:g}"} if retry_after is not None else {}
+        details = []
+        if retry_delay is not None:
+            details.append(
+                {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": retry_delay}
+            )
+        return cls(429, "Resource has been exhausted", details=details, headers=headers)
+
+    def payload(self) -> Any:
+        """The body to send."""
+        if self.body is not None:
+            return self.body
+        error: dict[str, Any] = {
+            "code": self.status,
+            "message": self.message,
+            "status": _STATUS_NAMES.get(self.status, "UNKNOWN"),
+        }
+        if self.details:
+            error["details"] = self.details
+        return {"error": error}
+
+
+Answer: TypeAlias = Reply | HTTPError | Reset | Raw
+Step: TypeAlias = Answer | Callable[[RecordedRequest], "Step"]
+"""What the server answers to one request."""
+
+
+class GeminiServer:
+    """A Gemini API server on 127.0.0.1, scripted by steps (see the module docs).
+
+    Args:
+        steps: The answers, one per request, in order.
+        startup_timeout: Seconds to wait for the server to start.
+    """
+
+    def __init__(self, steps: Iterable[Step] = (), *, startup_timeout: float = 5.0) -> None:
+        self._steps: deque[Step] = deque(steps)
+        self._lock = threading.Lock()
+        self._http = ScriptedHTTPServer(self._handle, startup_timeout=startup_timeout)
+        self.unexpected: list[RecordedRequest] = []
+        """Requests that found no step left."""
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> GeminiServer:
+        """Start serving (returns once it accepts connections)."""
+        self._http.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close every connection."""
+        self._http.stop()
+
+    def __enter__(self) -> GeminiServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        """The base URL, `http://127.0.0.1:<port>/` (the SDK adds the version and path)."""
+        return f"{self._http.base_url}/"
+
+    def credential(self, api_key: str = "test-key", **fields: Any) -> GeminiCredential:
+        """A `GeminiCredential` for this server (Vertex AI with `vertexai=True`, ...)."""
+        key = SecretStr(api_key) if api_key else None
+        return GeminiCredential(api_key=key, base_url=self.url, **fields)
+
+    # -- script -----------------------------------------------------------------------------
+
+    def add(self, *steps: Step) -> None:
+        """Append steps to the script."""
+        with self._lock:
+            self._steps.extend(steps)
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Every request received, in order."""
+        return self._http.requests
+
+    def bodies(self) -> list[Any]:
+        """The JSON bodies of the requests received."""
+        return [request.json for request in self.requests]
+
+    def assert_consumed(self) -> None:
+        """Fail if a step was never used, a request found no step, or a handler broke."""
+        problems = []
+        if self._steps:
+            problems.append(f"{len(self._steps)} scripted step(s) never used")
+        if self.unexpected:
+            problems.append(f"{len(self.unexpected)} request(s) found no step left")
+        if self._http.errors:
+            problems.append(f"the server failed: {self._http.errors[0]!r}")
+        if problems:
+            raise AssertionError("; ".join(problems))
+
+    def _next(self, request: RecordedRequest) -> Answer | None:
+        with self._lock:
+            step = self._steps.popleft() if self._steps else None
+        while step is not None and not isinstance(step, (Reply, HTTPError, Reset, Raw)):
+            step = step(request)
+        return step
+
+    # -- answering --------------------------------------------------------------------------
+
+    def _handle(self, request: RecordedRequest, out: Responder) -> None:
+        path, _, query = request.path.partition("?")
+        route = _ROUTE.match(path)
+        if request.method != "POST" or route is None:
+            out.send_json(404, HTTPError(404, f"no route {request.method} {path}").payload())
+            return
+        step = self._next(request)
+        if step is None:
+            self.unexpected.append(request)
+            out.send_json(500, HTTPError(500, "no scripted response left").payload())
+        elif isinstance(step, HTTPError):
+            out.sleep(step.delay)
+            out.send_json(step.status, step.payload(), step.headers.items())
+        elif isinstance(step, Reset):
+            out.sleep(step.delay)
+            out.drop(reset=True)
+        elif isinstance(step, Raw):
+            out.send(step.status, step.body, step.headers.items(), step.content_type)
+        else:
+            out.sleep(step.delay)
+            model = route.group("model")
+            if route.group("method") == "generateContent":
+                out.send_json(200, generate_content(step, model))
+            elif "alt=sse" not in query:
+                # Without `alt=sse` Google streams one JSON array; parley always asks for SSE.
+                out.send_json(400, HTTPError(400, "this test server streams SSE only").payload())
+            else:
+                self._stream(step, model, out)
+
+    @staticmethod
+    def _stream(reply: Reply, model: str, out: Responder) -> None:
+        events = [_sse(chunk) for chunk in stream_chunks(reply, model)]
+        if reply.malformed_at is not None and reply.malformed_at < len(events):
+            events[reply.malformed_at] = b'data: {"candidates": [{"content": \n\n'
+        if reply.error_at is not None:
+            events = [*events[: reply.error_at], _sse({"error": reply.error})]
+        cut = reply.cut_after is not None and reply.cut_after < len(events)
+        if cut:
+            events = events[: reply.cut_after]
+        out.start_stream()
+        if reply.chunk_delay:
+            for event in events:
+                out.sleep(reply.chunk_delay)
+                out.chunk(event)
+        else:
+            # No pacing asked: fewer, larger writes keep the server out of the way.
+            for start in range(0, len(events), 64):
+                out.chunk(b"".join(events[start : start + 64]))
+        if cut:
+            out.drop()
+        else:
+            out.end_stream()
+
+
+def _sse(data: Any) -> bytes:
+    # Google's SSE events end with CRLF pairs.
+    return b"data: " + json.dumps(data).encode() + b"\r\n\r\n"

@@ -1,0 +1,733 @@
+"""`GeminiChatModel` through the real `google-genai` SDK against the local wire-format server."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from parley import Msg
+from parley.errors import (
+    ConfigurationError,
+    ContentFilterError,
+    ContextLengthError,
+    MissingDependencyError,
+    ModelConnectionError,
+    ModelHTTPError,
+    ModelOutputError,
+    ModelTimeoutError,
+    RateLimitError,
+    UserError,
+)
+from parley.messages import Base64Source, ImageBlock, TextBlock, ThinkingBlock
+from parley.models import ChatStream
+from parley.models.gemini import GeminiChatModel, GeminiCredential
+from parley.models.gemini.formatter import PART_SIGNATURE
+from parley.testing.gemini_server import (
+    FunctionCall,
+    GeminiServer,
+    HTTPError,
+    Raw,
+    Reply,
+    Reset,
+)
+
+pytest_plugins = ["tests.models.gemini_fixtures"]
+
+ModelFactory = Callable[..., Any]
+"""The `make_model` fixture (see `gemini_fixtures`)."""
+
+HI = [Msg.user("Hi")]
+TOOLS: list[dict[str, Any]] = [
+    {"name": "weather", "description": "Weather.", "parameters": {"type": "object"}},
+    {"name": "time", "description": "Time.", "parameters": {"type": "object"}},
+]
+PATH = "/v1/models/gemini-2.5-flash"
+
+
+# -- answers --------------------------------------------------------------------------------
+
+
+async def test_whole_answer_with_usage(server: GeminiServer, make_model: ModelFactory) -> None:
+    server.add(
+        Reply(
+            text="Hello!",
+            input_tokens=12,
+            output_tokens=3,
+            thoughts_tokens=5,
+            cached_tokens=8,
+            model_version="gemini-2.5-flash-001",
+            response_id="resp-1",
+        )
+    )
+    response = await make_model().chat([Msg.system("Be brief."), *HI])
+    assert response.text == "Hello!"
+    assert response.is_last
+    assert response.finish_reason == "stop"
+    assert (response.id, response.model) == ("resp-1", "gemini-2.5-flash-001")
+    assert response.usage is not None
+    # Thoughts are billed as output: 3 answer tokens and 5 thought tokens.
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (12, 8)
+    assert response.usage.cached_tokens == 8
+    assert response.usage.elapsed > 0
+    request = server.requests[0]
+    assert request.path == f"{PATH}:generateContent"
+    assert request.headers["x-goog-api-key"] == "test-key"
+    assert request.json == {
+        "contents": [{"role": "user", "parts": [{"text": "Hi"}]}],
+        "systemInstruction": {"parts": [{"text": "Be brief."}]},
+    }
+    server.assert_consumed()
+
+
+async def test_stream_deltas_then_the_whole(server: GeminiServer, make_model: ModelFactory) -> None:
+    server.add(Reply(text="Hello, world", chunk_size=5, input_tokens=4, output_tokens=3))
+    chunks = [chunk async for chunk in make_model().chat_stream(HI)]
+    assert [c.text for c in chunks[:-1]] == ["Hello", ", wor", "ld"]
+    assert not any(c.is_last for c in chunks[:-1])
+    final = chunks[-1]
+    assert final.is_last
+    assert final.text == "Hello, world"
+    assert final.finish_reason == "stop"
+    assert final.usage is not None
+    assert (final.usage.input_tokens, final.usage.output_tokens) == (4, 3)
+    assert server.requests[0].path == f"{PATH}:streamGenerateContent?alt=sse"
+
+
+async def test_streams_and_calls_reuse_one_connection(
+    server: GeminiServer, make_model: ModelFactory
+) -> None:
+    server.add(Reply(text="one"), Reply(text="two"), Reply(text="three"))
+    model = make_model()
+    await model.chat_stream(HI).collect()
+    await model.chat_stream(HI).collect()
+    await model.chat(HI)
+    assert len({request.client_port for request in server.requests}) == 1
+
+
+async def test_call_dispatches_on_stream_flag(
+    server: GeminiServer, make_model: ModelFactory
+) -> None:
+    server.add(Reply(text="streamed"))
+    stream = await make_model(stream=True)(HI)
+    assert isinstance(stream, ChatStream)
+    assert (await stream.collect()).text == "streamed"
+
+
+# -- tools ----------------------------------------------------------------------------------
+
+
+async def test_parallel_function_calls_streamed(
+    server: GeminiServer, make_model: ModelFactory
+) -> None:
+    calls = [
+        FunctionCall("weather", {"city": "Paris"}, id="fc_a"),
+        FunctionCall("time", {"tz": "CET"}),
+    ]
+    server.add(Reply(text="Checking.", function_calls=calls))
+    chunks = [c async for c in make_model().chat_stream(HI, tools=TOOLS)]
+    final = chunks[-1]
+    # Gemini ends a tool-calling answer with STOP; parley says why it stopped.
+    assert final.finish_reason == "tool_calls"
+    (first, second) = final.tool_calls
+    assert (first.id, first.name, first.input) == ("fc_a", "weather", {"city": "Paris"})
+    # No id from the API: parley makes one, sent back with the result.
+    assert (second.name, second.input) == ("time", {"tz": "CET"})
+    assert second.id.startswith("call_")
+    streamed = [c.tool_calls[0].raw_input for c in chunks[:-1] if c.tool_calls]
+    assert streamed == ['{"city": "Paris"}', '{"tz": "CET"}']
+
+
+async def test_function_calls_whole(server: GeminiServer, make_model: ModelFactory) -> None:
+    server.add(Reply(function_calls=[FunctionCall("weather", {"city": "Rome"}, id="x1")]))
+    response = await make_model().chat(HI, tools=TOOLS)
+    assert response.finish_reason == "tool_calls"
+    assert [(c.id, c.name, c.input) for c in response.tool_calls] == [
+        ("x1", "weather", {"city": "Rome"})
+    ]
+
+
+@pytest.mark.parametrize(
+    ("choice", "config"),
+    [
+        ("auto", {"mode": "AUTO"}),
+        ("none", {"mode": "NONE"}),
+        ("required", {"mode": "ANY"}),
+        ("time", {"mode": "ANY", "allowedFunctionNames": ["time"]}),
+    ],
+)
+async def test_tool_choice_on_the_wire(
+    server: GeminiServer, make_model: ModelFactory, choice: str, config: dict[str, Any]
+) -> None:
+    server.add(Reply(text="ok"))
+    await make_model().chat(HI, TOOLS, choice)
+    body = server.bodies()[0]
+    assert body["toolConfig"] == {"functionCallingConfig": config}
+    assert body["tools"] == [
+        {
+            "functionDeclarations": [
+                {
+                    "name": "weather",
+                    "description": "Weather.",
+                    "parametersJsonSchema": {"type": "object"},
+                },
+                {
+                    "name": "time",
+                    "description": "Time.",
+                    "parametersJsonSchema": {"type": "object"},
+                },
+            ]
+        }
+    ]
+
+
+async def test_no_tool_fields_without_tools(server: GeminiServer, make_model: ModelFactory) -> None:
+    server.add(Reply(text="ok"))
+    await make_model(parameters={"parallel_tool_calls": True}).chat(HI, tool_choice="none")
+    assert set(server.bodies()[0]) == {"contents"}
+
+
+async def test_parameters_on_the_wire(server: GeminiServer, make_model: ModelFactory) -> None:
+    server.add(Reply(text="ok"))
+    model = make_model(parameters={"temperature": 0.5, "max_tokens": 100})
+    await model.chat(
+        HI,
+        top_k=40,
+        seed=7,
+        stop=["END"],
+        thinking_budget=1024,
+        include_thoughts=True,
+        media_resolution="low",
+        safety_settings=[{"category": "HARM_CATEGORY_HATE_SPEECH", "threshold": "BLOCK_NONE"}],
+        cached_content="cachedContents/abc",
+    )
+    body = server.bodies()[0]
+    assert body["generationConfig"] == {
+        "temperature": 0.5,
+        "maxOutputTokens": 100,
+        "topK": 40,
+        "seed": 7,
+        "stopSequences": ["END"],
+        "mediaResolution": "MEDIA_RESOLUTION_LOW",
+        "thinkingConfig": {"thinkingBudget": 1024, "includeThoughts": True},
+    }
+    assert body["safetySettings"] == [
+        {"category": "HARM_CATEGORY_HATE_SPEECH", "threshold": "BLOCK_NONE"}
+    ]
+    assert body["cachedContent"] == "cachedContents/abc"
+
+
+async def test_thinking_level_on_the_wire(server: GeminiServer, make_model: ModelFactory) -> None:
+    server.add(Reply(text="ok"))
+    await make_model("gemini-3.8-flash").chat(HI, thinking_level="low")
+    assert server.bodies()[0]["generationConfig"] == {"thinkingConfig": {"thinkingLevel": "LOW"}}
+
+
+async def test_unknown_parameter_is_a_user_error(make_model: ModelFactory) -> None:
+    with pytest.raises(UserError, match="unknown parameter 'temprature'"):
+        await make_model().chat(HI, temprature=1)
+
+
+# -- thinking and thought signatures --------------------------------------------------------
+
+
+async def test_thought_signatures_round_trip_on_their_parts(
+    server: GeminiServer, make_model: ModelFactory
+) -> None:
+    calls = [
+        FunctionCall("weather", {"city": "Oslo"}, id="c1", signature="sig-call"),
+        FunctionCall("time", {}, id="c2"),
+    ]
+    server.add(
+        Reply(thinking="Let me think.", thought_signature="sig-thought", function_calls=calls),
+        Reply(text="Sunny at noon.", text_signature="sig-text"),
+        Reply(text="Bye."),
+    )
+    model = make_model()
+    first = await model.chat_stream(HI, tools=TOOLS, include_thoughts=True).collect()
+    assert first.thinking == "Let me think."
+    history = [
+        *HI,
+        first.to_msg(),
+        Msg.tool_result("c1", "Sunny", name="weather"),
+        Msg.tool_result("c2", "12:00", name="time"),
+    ]
+    second = await model.chat(history, tools=TOOLS)
+    await model.chat([*history, second.to_msg(), Msg.user("Thanks")], tools=TOOLS)
+    sent = server.bodies()[1]["contents"]
+    # The streamed thought pieces make one thinking block, its signature on it; the call's
+    # signature is back on the call's part, and the second call (unsigned) has none.
+    assert sent[1] == {
+        "role": "model",
+        "parts": [
+            {"text": "Let me think.", "thought": True, "thoughtSignature": "sig-thought"},
+            {
+                "functionCall": {"id": "c1", "name": "weather", "args": {"city": "Oslo"}},
+                "thoughtSignature": "sig-call",
+            },
+            {"functionCall": {"id": "c2", "name": "time", "args": {}}},
+        ],
+    }
+    assert sent[2] == {
+        "role": "user",
+        "parts": [
+            {"functionResponse": {"id": "c1", "name": "weather", "response": {"output": "Sunny"}}},
+            {"functionResponse": {"id": "c2", "name": "time", "response": {"output": "12:00"}}},
+        ],
+    }
+    third = server.bodies()[2]["contents"]
+    assert third[3] == {
+        "role": "model",
+        "parts": [{"text": "Sunny at noon.", "thoughtSignature": "sig-text"}],
+    }
+
+
+async def test_thinking_streamed_with_its_signature(
+    server: GeminiServer, make_model: ModelFactory
+) -> None:
+    server.add(
+        Reply(thinking="abcdef", thought_signature="sig", text="Hi!", trailing_signature="end")
+    )
+    chunks = [c async for c in make_model().chat_stream(HI)]
+    thinking = [c.content[0] for c in chunks[:-1] if c.content[0].type == "thinking"]
+    assert [(b.thinking, b.signature) for b in thinking[:2]] == [("abcd", None), ("ef", "sig")]
+    final = chunks[-1]
+    # The trailing empty text part's signature is kept after the text it ends.
+    assert final.content == [
+        ThinkingBlock(thinking="abcdef", signature="sig"),
+        TextBlock(text="Hi!"),
+        ThinkingBlock(thinking="", extra={PART_SIGNATURE: "end"}),
+    ]
+
+
+async def test_media_the_model_made_is_a_block(
+    server: GeminiServer, make_model: ModelFactory
+) -> None:
+    png = "iVBORw0KGgo="
+    server.add(Reply(text="Here:", parts=[{"inlineData": {"mimeType": "image/png", "data": png}}]))
+    response = await make_model().chat(HI)
+    assert response.content[1] == ImageBlock(source=Base64Source(media_type="image/png", data=png))
+
+
+# -- structured output ----------------------------------------------------------------------
+
+
+class City(BaseModel):
+    name: str
+    population: int
+
+
+ROME = {"name": "Rome", "population": 1}
+
+
+async def test_structured_output_native(server: GeminiServer, make_model: ModelFactory) -> None:
+    server.add(Reply(text='{"name": "Paris", "population": 2}'))
+    result = await make_model().generate_structured_output(HI, City)
+    assert result.strategy == "native"
+    assert result.parsed == City(name="Paris", population=2)
+    config = server.bodies()[0]["generationConfig"]
+    assert config == {
+        "responseMimeType": "application/json",
+        "responseJsonSchema": City.model_json_schema(),
+    }
+    assert "tools" not in server.bodies()[0]
+
+
+async def test_structured_output_falls_back_to_a_forced_call_then_text(
+    server: GeminiServer, make_model: ModelFactory
+) -> None:
+    server.add(
+        HTTPError(400, "responseJsonSchema is not supported for this model"),
+        HTTPError(400, "function calling is not supported for this model"),
+        Reply(text='Sure: ```json\n{"name": "Oslo", "population": 1}\n```'),
+    )
+    result = await make_model().generate_structured_output(HI, City)
+    assert result.strategy == "text"
+    assert result.content == {"name": "Oslo", "population": 1}
+    _native, forced, text = server.bodies()
+    assert forced["toolConfig"] == {
+        "functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["generate_response"]}
+    }
+    assert forced["tools"][0]["functionDeclarations"][0]["parametersJsonSchema"] == (
+        City.model_json_schema()
+    )
+    assert "generationConfig" not in forced
+    # The instruction joins the user's turn (consecutive user messages make one content).
+    (turn,) = text["contents"]
+    assert turn["parts"][0] == {"text": "Hi"}
+    assert "JSON schema" in turn["parts"][1]["text"]
+    server.assert_consumed()
+
+
+async def test_structured_output_by_forced_call(
+    server: GeminiServer, make_model: ModelFactory
+) -> None:
+    server.add(
+        HTTPError(400, "not supported"),
+        Reply(function_calls=[FunctionCall("generate_response", ROME)]),
+    )
+    result = await make_model().generate_structured_output(HI, City)
+    assert (result.strategy, result.parsed) == ("forced", City(name="Rome", population=1))
+
+
+# -- retries ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "limited",
+    # The fixture's backoff waits near zero, so a wait of 0.10 s can only be the server's.
+    [HTTPError.rate_limit(retry_after=0.1), HTTPError.rate_limit(retry_delay="0.1s")],
+    ids=["retry-after", "retry-info"],
+)
+async def test_429_waits_what_the_server_asks(
+    server: GeminiServer,
+    make_model: ModelFactory,
+    limited: HTTPError,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    server.add(limited, Reply(text="ok"))
+    with caplog.at_level(logging.WARNING, logger="parley.models"):
+        response = await make_model().chat(HI)
+    assert response.text == "ok"
+    assert "retry 1 of" in caplog.text
+    assert "in 0.10s" in caplog.text
+    assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize("status", [500, 503, 408, 409])
+async def test_retryable_statuses_are_retried(
+    server: GeminiServer, make_model: ModelFactory, status: int
+) -> None:
+    server.add(HTTPError(status), Reply(text="ok"))
+    assert (await make_model().chat(HI)).text == "ok"
+    assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
+async def test_client_errors_are_not_retried(
+    server: GeminiServer, make_model: ModelFactory, status: int
+) -> None:
+    server.add(HTTPError(status, "nope"), Reply(text="unused"))
+    with pytest.raises(ModelHTTPError) as caught:
+        await make_model().chat(HI)
+    assert caught.value.status_code == status
+    assert caught.value.body == HTTPError(status, "nope").payload()
+    assert "nope" in str(caught.value)
+    assert len(server.requests) == 1
+
+
+async def test_5xx_retried_then_surfaced(server: GeminiServer, make_model: ModelFactory) -> None:
+    server.add(HTTPError(500), HTTPError(502), HTTPError(503, "overloaded"))
+    with pytest.raises(ModelHTTPError, match="503 UNAVAILABLE: overloaded") as caught:
+        await make_model(max_retries=2).chat(HI)
+    assert caught.value.status_code == 503
+    server.assert_consumed()
+
+
+async def test_connection_reset_is_retried(server: GeminiServer, make_model: ModelFactory) -> None:
+    server.add(Reset(), Reply(text="ok"))
+    assert (await make_model().chat(HI)).text == "ok"
+
+
+async def test_stream_failing_before_its_first_chunk_is_retried(
+    server: GeminiServer, make_model: ModelFactory
+) -> None:
+    server.add(HTTPError(503), Reset(), Reply(text="third time"))
+    final = await make_model().chat_stream(HI).collect()
+    assert final.text == "third time"
+    assert len(server.requests) == 3
+
+
+async def test_stream_cut_after_its_first_chunk_raises_and_is_not_retried(
+    server: GeminiServer, make_model: ModelFactory
+) -> None:
+    server.add(Reply(text="abcdefghijkl", chunk_size=2, cut_after=2), Reply(text="unused"))
+    stream = make_model().chat_stream(HI)
+    seen: list[str] = []
+
+    async def read() -> None:
+        async for chunk in stream:
+            seen.append(chunk.text)  # noqa: PERF401  (the chunks before the failure count)
+
+    with pytest.raises(ModelConnectionError, match="connection to gemini failed"):
+        await read()
+    assert seen == ["ab", "cd"]
+    assert stream.response is not None
+    assert stream.response.finish_reason == "error"
+    assert stream.response.text == "abcd"
+    assert len(server.requests) == 1
+
+
+async def test_stream_ending_without_a_finish_reason_is_incomplete(
+    server: GeminiServer, make_model: ModelFactory
+) -> None:
+    event = b'data: {"candidates": [{"content": {"role": "model", "parts": [{"text": "Hi"}]}}]}'
+    server.add(Raw(event + b"\r\n\r\n", content_type="text/event-stream"))
+    with pytest.raises(ModelConnectionError, match="ended before its last event"):
+        await make_model(max_retries=0).chat_stream(HI).collect()
+
+
+async def test_malformed_chunk_is_an_output_error(
+    server: GeminiServer, make_model: ModelFactory
+) -> None:
+    server.add(Reply(text="abcdef", chunk_size=2, malformed_at=1))
+    with pytest.raises(ModelOutputError, match="malformed JSON"):
+        await make_model().chat_stream(HI).collect()
+
+
+async def test_malformed_body_is_an_output_error(
+    server: GeminiServer, make_model: ModelFactory
+) -> None:
+    server.add(Raw(b'{"candidates": ['))
+    with pytest.raises(ModelOutputError, match="malformed JSON"):
+        await make_model().chat(HI)
+
+
+async def test_error_event_in_a_stream(server: GeminiServer, make_model: ModelFactory) -> None:
+    server.add(Reply(text="abcdef", chunk_size=2, error_at=2))
+    stream = make_model(max_retries=0).chat_stream(HI)
+    with pytest.raises(ModelHTTPError, match="500 INTERNAL: Internal error") as caught:
+        await stream.collect()
+    assert caught.value.status_code == 500
+    assert stream.response is not None
+    assert stream.response.text == "abcd"
+
+
+async def test_slow_answer_past_the_timeout(server: GeminiServer, make_model: ModelFactory) -> None:
+    server.add(Reply(text="late", delay=1.0))
+    with pytest.raises(ModelTimeoutError):
+        await make_model(timeout=0.2, max_retries=0).chat(HI)
+
+
+async def test_stream_stalling_past_the_timeout(
+    server: GeminiServer, make_model: ModelFactory
+) -> None:
+    server.add(Reply(text="abcdef", chunk_size=2, chunk_delay=0.6))
+    with pytest.raises(ModelTimeoutError):
+        await make_model(timeout=0.3, max_retries=0).chat_stream(HI).collect()
+
+
+async def test_a_long_stream_is_not_cut_by_the_timeout(
+    server: GeminiServer, make_model: ModelFactory
+) -> None:
+    # The timeout bounds each wait for data, not the whole stream (as a total deadline would).
+    server.add(Reply(text="abcdefgh", chunk_size=1, chunk_delay=0.1))
+    final = await make_model(timeout=0.5, max_retries=0).chat_stream(HI).collect()
+    assert final.text == "abcdefgh"
+
+
+# -- error mapping and finish reasons --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("step", "error"),
+    [
+        (HTTPError.rate_limit(retry_after=7), RateLimitError),
+        (
+            HTTPError(
+                400,
+                "The input token count (1200000) exceeds the maximum number of tokens allowed "
+                "(1048576).",
+            ),
+            ContextLengthError,
+        ),
+        (HTTPError(418, "teapot"), ModelHTTPError),
+    ],
+)
+async def test_status_errors_map_to_the_tree(
+    server: GeminiServer, make_model: ModelFactory, step: HTTPError, error: type[Exception]
+) -> None:
+    server.add(step)
+    with pytest.raises(error) as caught:
+        await make_model(max_retries=0).chat(HI)
+    assert type(caught.value) is error
+    if isinstance(caught.value, RateLimitError):
+        assert caught.value.retry_after == 7
+        assert caught.value.status_code == 429
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+async def test_blocked_prompt_is_a_content_filter_error(
+    server: GeminiServer, make_model: ModelFactory, stream: bool
+) -> None:
+    server.add(Reply(block_reason="PROHIBITED_CONTENT"), Reply(text="unused"))
+    model = make_model()
+    call = model.chat_stream(HI).collect() if stream else model.chat(HI)
+    with pytest.raises(ContentFilterError, match="blocked the prompt \\(PROHIBITED_CONTENT\\)"):
+        await call
+    assert len(server.requests) == 1  # never retried
+
+
+@pytest.mark.parametrize(
+    ("reason", "expected"),
+    [
+        ("STOP", "stop"),
+        ("MAX_TOKENS", "length"),
+        ("SAFETY", "content_filter"),
+        ("RECITATION", "content_filter"),
+        ("LANGUAGE", "content_filter"),
+        ("BLOCKLIST", "content_filter"),
+        ("PROHIBITED_CONTENT", "content_filter"),
+        ("SPII", "content_filter"),
+        ("IMAGE_SAFETY", "content_filter"),
+        ("MALFORMED_FUNCTION_CALL", "error"),
+        ("UNEXPECTED_TOOL_CALL", "error"),
+        ("OTHER", "error"),
+    ],
+)
+async def test_finish_reasons(
+    server: GeminiServer, make_model: ModelFactory, reason: str, expected: str
+) -> None:
+    server.add(Reply(text="partial", finish_reason=reason), Reply(text="x", finish_reason=reason))
+    model = make_model()
+    assert (await model.chat(HI)).finish_reason == expected
+    assert (await model.chat_stream(HI).collect()).finish_reason == expected
+
+
+async def test_unreachable_server_is_a_connection_error(make_model: ModelFactory) -> None:
+    with GeminiServer() as gone:
+        credential = gone.credential()
+    with pytest.raises(ModelConnectionError, match="connection to gemini failed"):
+        await make_model(credential=credential, max_retries=0).chat(HI)
+
+
+# -- cancellation ----------------------------------------------------------------------------
+
+
+async def test_cancel_ends_with_interrupted_and_closes_the_connection(
+    server: GeminiServer, make_model: ModelFactory
+) -> None:
+    server.add(Reply(text="x" * 200, chunk_size=1, chunk_delay=0.02))
+    stream = make_model().chat_stream(HI)
+    first = await anext(stream)
+    assert first.text == "x"
+    stream.cancel()
+    final = await anext(stream)
+    assert final.is_last
+    assert final.finish_reason == "interrupted"
+    assert final.text.startswith("x")
+    deadline = time.monotonic() + 5
+    while not server.requests[0].disconnected and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    assert server.requests[0].disconnected
+
+
+# -- Vertex AI -------------------------------------------------------------------------------
+
+
+async def test_vertex_ai_with_a_project(server: GeminiServer, make_model: ModelFactory) -> None:
+    server.add(Reply(text="from Vertex"), Reply(text="streamed from Vertex"))
+    credential = server.credential(
+        "", vertexai=True, project="my-proj", location="europe-west4", access_token="ya29.token"
+    )
+    model = make_model(credential=credential)
+    assert (await model.chat(HI)).text == "from Vertex"
+    assert (await model.chat_stream(HI).collect()).text == "streamed from Vertex"
+    base = "/v1beta1/projects/my-proj/locations/europe-west4/publishers/google/models"
+    assert [r.path for r in server.requests] == [
+        f"{base}/gemini-2.5-flash:generateContent",
+        f"{base}/gemini-2.5-flash:streamGenerateContent?alt=sse",
+    ]
+    assert server.requests[0].headers["authorization"] == "Bearer ya29.token"
+    assert "x-goog-api-key" not in server.requests[0].headers
+
+
+async def test_vertex_ai_express_mode(server: GeminiServer, make_model: ModelFactory) -> None:
+    server.add(Reply(text="express"))
+    credential = server.credential("vertex-key", vertexai=True)
+    assert (await make_model(credential=credential).chat(HI)).text == "express"
+    request = server.requests[0]
+    assert request.path == "/v1beta1/publishers/google/models/gemini-2.5-flash:generateContent"
+    assert request.headers["x-goog-api-key"] == "vertex-key"
+
+
+async def test_vertex_ai_without_a_project_is_a_configuration_error(
+    server: GeminiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("GOOGLE_CLOUD_PROJECT", "GOOGLE_API_KEY", "GEMINI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    credential = GeminiCredential(vertexai=True, base_url=server.url)
+    with pytest.raises(ConfigurationError, match="Vertex AI needs a project"):
+        await GeminiChatModel(credential, "gemini-2.5-pro").chat(HI)
+
+
+# -- sync twins, configuration, secrets ------------------------------------------------------
+
+
+def test_sync_twins(server: GeminiServer) -> None:
+    server.add(Reply(text="sync"), Reply(text="sync stream", chunk_size=4))
+    model = GeminiChatModel(server.credential(), "gemini-2.5-flash")
+    assert model.chat_sync(HI).text == "sync"
+    assert list(model.chat_stream_sync(HI))[-1].text == "sync stream"
+    model.close_sync()
+
+
+async def test_missing_key_is_a_configuration_error(
+    server: GeminiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    model = GeminiChatModel(GeminiCredential(base_url=server.url), "gemini-2.5-flash")
+    with pytest.raises(ConfigurationError, match="GOOGLE_API_KEY or GEMINI_API_KEY"):
+        await model.chat(HI)
+
+
+@pytest.mark.parametrize(
+    ("env", "sent"),
+    [
+        ({"GEMINI_API_KEY": "gemini-env"}, "gemini-env"),
+        ({"GOOGLE_API_KEY": "google-env"}, "google-env"),
+        # As google-genai does: GOOGLE_API_KEY first.
+        ({"GOOGLE_API_KEY": "google-env", "GEMINI_API_KEY": "gemini-env"}, "google-env"),
+    ],
+)
+async def test_key_from_the_environment(
+    server: GeminiServer,
+    make_model: ModelFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    env: dict[str, str],
+    sent: str,
+) -> None:
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    server.add(Reply(text="ok"))
+    await make_model(credential=GeminiCredential(base_url=server.url)).chat(HI)
+    assert server.requests[0].headers["x-goog-api-key"] == sent
+
+
+async def test_missing_sdk_names_the_extra(
+    server: GeminiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "google.genai", None)
+    model = GeminiChatModel(server.credential(), "gemini-2.5-flash")
+    with pytest.raises(MissingDependencyError, match=r"parley\[gemini\]"):
+        await model.chat(HI)
+
+
+async def test_remote_hosts_are_blocked_in_tests() -> None:
+    model = GeminiChatModel(GeminiCredential(api_key="k"), "gemini-2.5-flash")  # type: ignore[arg-type]
+    with pytest.raises(UserError, match=r"generativelanguage\.googleapis\.com"):
+        await model.chat(HI)
+
+
+async def test_the_key_never_shows(
+    server: GeminiServer, make_model: ModelFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    secret = "AIza-very-secret-value"
+    credential = server.credential(secret)
+    model = make_model(credential=credential)
+    server.add(HTTPError(500), Reply(text="ok"))
+    with caplog.at_level(logging.DEBUG):
+        await model.chat(HI)
+    shown = [repr(credential), str(credential), repr(model), credential.model_dump_json()]
+    shown += [record.getMessage() for record in caplog.records]
+    assert all(secret not in text for text in shown)
+    assert server.requests[0].headers["x-goog-api-key"] == secret
