@@ -3,6 +3,7 @@
 Shipped in the package so that tests of parley, and of code built on it, need no network.
 
 - `parley.testing.openai_server`: OpenAI's Chat Completions and Responses APIs.
+- `parley.testing.ollama_server`: Ollama's API (`/api/chat`, `/api/tags`, `/api/show`).
 
 Scripted chat models (no HTTP at all) are in `parley.models.testing`.
 """

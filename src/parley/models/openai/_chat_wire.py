@@ -82,7 +82,7 @@ def _content_deltas(content: list[Any], out: list[Delta]) -> None:
     parts of other types (references, images a server echoes) carry no answer text and are
     left out.
     """
-    kind, pieces = "", []
+    kind, pieces = "", list[str]()
     for part in content:
         if not isinstance(part, dict):
             continue
