@@ -96,6 +96,8 @@ class ServedModel:
         context_length: Its `model_info`'s `<architecture>.context_length`.
         architecture: Its `general.architecture`.
         parameter_size: Its size, as Ollama writes it (`8.2B`).
+        deleted: Listed by `/api/tags`, but `/api/show` answers 404 (as for a model deleted
+            between the two).
     """
 
     name: str
@@ -103,6 +105,7 @@ class ServedModel:
     context_length: int | None = None
     architecture: str = "llama"
     parameter_size: str = "8.0B"
+    deleted: bool = False
 
     def details(self) -> dict[str, Any]:
         """Its `details`."""
@@ -251,7 +254,7 @@ class OllamaServer:
     def _show(self, request: RecordedRequest, out: Responder) -> None:
         body = request.json or {}
         name = body.get("model") or body.get("name") or ""
-        found = next((m for m in self.models if m.name == name), None)
+        found = next((m for m in self.models if m.name == name and not m.deleted), None)
         if found is None:
             out.send_json(404, {"error": f"model '{name}' not found"})
         else:
