@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gzip
+import json
 import logging
 import sys
 import time
@@ -694,3 +696,18 @@ async def test_an_agent_runs_a_tool_on_the_server(
         "tool_name": "add",
         "tool_call_id": call["id"],
     }
+
+
+async def test_a_compressed_stream_is_decoded(
+    server: OllamaServer, make_model: ModelFactory
+) -> None:
+    # Ollama itself never compresses; a proxy in front of it may.
+    lines = [
+        {"model": "qwen3", "message": {"role": "assistant", "content": "Hel"}, "done": False},
+        {"model": "qwen3", "message": {"role": "assistant", "content": "lo"}, "done": False},
+        {"model": "qwen3", "message": {"role": "assistant", "content": ""}, "done": True},
+    ]
+    body = gzip.compress(b"".join(json.dumps(line).encode() + b"\n" for line in lines))
+    headers = {"Content-Encoding": "gzip"}
+    server.add(Raw(body, content_type="application/x-ndjson", headers=headers))
+    assert (await make_model().chat_stream(HI).collect()).text == "Hello"

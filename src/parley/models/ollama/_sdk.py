@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from parley.errors import MissingDependencyError
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     import httpx
     from ollama import AsyncClient
 
-__all__ = ["ClientPool", "http_client", "new_client"]
+__all__ = ["ClientPool", "Session", "http_client", "new_client"]
 
 
 def new_client(host: str, *, timeout: float, headers: Mapping[str, str]) -> AsyncClient:
@@ -54,6 +55,17 @@ def http_client(client: AsyncClient) -> httpx.AsyncClient:
     return http
 
 
+@dataclass(frozen=True, slots=True)
+class Session:
+    """An SDK client, its `httpx` client, and the chat endpoint's whole URL."""
+
+    client: AsyncClient
+    http: httpx.AsyncClient
+    chat_url: httpx.URL
+    """Given whole: `httpx` joins a relative path to its base URL on every request, which
+    cost 30 µs of a call's ~900 (measured with benchmarks/models_ollama.py)."""
+
+
 class ClientPool:
     """One `ollama.AsyncClient` per event loop, made on first use there.
 
@@ -70,22 +82,25 @@ class ClientPool:
         self._host = host
         self._timeout = timeout
         self._headers = dict(headers)
-        self._clients: dict[asyncio.AbstractEventLoop, AsyncClient] = {}
+        self._sessions: dict[asyncio.AbstractEventLoop, Session] = {}
 
-    def get(self) -> AsyncClient:
-        """The client for the running loop."""
+    def get(self) -> Session:
+        """The session for the running loop."""
         loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
+        session = self._sessions.get(loop)
+        if session is None:
             # Forget the clients of loops that are gone (each `asyncio.run` makes one).
-            for closed in [known for known in self._clients if known.is_closed()]:
-                del self._clients[closed]
+            for closed in [known for known in self._sessions if known.is_closed()]:
+                del self._sessions[closed]
             client = new_client(self._host, timeout=self._timeout, headers=self._headers)
-            self._clients[loop] = client
-        return client
+            http = http_client(client)
+            # The base URL ends in `/` (httpx adds it): the path joins below it.
+            session = Session(client, http, http.base_url.join("api/chat"))
+            self._sessions[loop] = session
+        return session
 
     async def aclose(self) -> None:
         """Close the running loop's client and its connections."""
-        client = self._clients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.close()  # type: ignore[no-untyped-call]  # untyped in the SDK
+        session = self._sessions.pop(asyncio.get_running_loop(), None)
+        if session is not None:
+            await session.client.close()  # type: ignore[no-untyped-call]  # untyped in the SDK

@@ -16,7 +16,7 @@ from parley.models.credentials import Credential
 from parley.models.formatter import Formatter
 from parley.models.ollama._cards import bundled_card, card_from_server
 from parley.models.ollama._errors import PROVIDER, error_from_status, ollama_errors
-from parley.models.ollama._sdk import ClientPool, http_client
+from parley.models.ollama._sdk import ClientPool, Session
 from parley.models.ollama._wire import ChatReader, iter_lines, parse_object
 from parley.models.ollama.credentials import OllamaCredential
 from parley.models.ollama.formatter import OllamaChatFormatter
@@ -32,8 +32,6 @@ if TYPE_CHECKING:
 
 __all__ = ["OllamaChatModel", "offered_tools"]
 
-_CHAT = "/api/chat"
-
 
 def offered_tools(request: ChatRequest) -> list[ToolSpec]:
     """The tools to send for the request's `tool_choice`.
@@ -48,6 +46,13 @@ def offered_tools(request: ChatRequest) -> list[ToolSpec]:
     if choice in (None, "auto", "required"):
         return request.tools
     return [spec for spec in request.tools if spec.name == choice]
+
+
+def _body(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The body's bytes: raw, unless the server compressed them (a proxy may)."""
+    if "content-encoding" in response.headers:
+        return response.aiter_bytes()
+    return response.aiter_raw()  # skips httpx's decoder and re-chunker on every line
 
 
 def _error_body(response: httpx.Response) -> Any:
@@ -80,6 +85,7 @@ class OllamaChatModel(ChatModel):
     thinking_off: ClassVar[dict[str, Any]] = {"think": False}
 
     _pool: ClientPool | None = None
+    _host: str | None = None
 
     # -- configuration ------------------------------------------------------------------------
 
@@ -94,10 +100,16 @@ class OllamaChatModel(ChatModel):
         return card_from_server(self.model, cards)
 
     def endpoint(self) -> str:
-        """The server's base URL."""
-        credential = self.credential
-        assert isinstance(credential, OllamaCredential)  # checked when the model was built
-        return credential.endpoint()
+        """The server's base URL (read once: `OLLAMA_HOST` when the credential names none).
+
+        Raises:
+            ConfigurationError: The host is not a host or URL.
+        """
+        if self._host is None:
+            credential = self.credential
+            assert isinstance(credential, OllamaCredential)  # checked when the model was built
+            self._host = credential.endpoint()
+        return self._host
 
     def client(self) -> AsyncClient:
         """The SDK client for the running event loop (made on first use).
@@ -105,11 +117,14 @@ class OllamaChatModel(ChatModel):
         Raises:
             MissingDependencyError: The `ollama` package is not installed.
         """
+        return self._session().client
+
+    def _session(self) -> Session:
         if self._pool is None:
             credential = self.credential
             assert isinstance(credential, OllamaCredential)
             self._pool = ClientPool(
-                credential.endpoint(), timeout=self.timeout, headers=credential.header_values()
+                self.endpoint(), timeout=self.timeout, headers=credential.header_values()
             )
         return self._pool.get()
 
@@ -191,13 +206,13 @@ class OllamaChatModel(ChatModel):
         content = to_json(self.request_body(request, stream=True))
         reader = ChatReader(model=self.model, host=host)
         with ollama_errors(self.model, host):
-            http = http_client(self.client())
-            async with http.stream("POST", _CHAT, content=content) as response:
+            session = self._session()
+            async with session.http.stream("POST", session.chat_url, content=content) as response:
                 if response.status_code >= 400:
                     raise await self._status_error(response, host)
                 # Read to the end, past the last line: a connection whose body was read
                 # whole goes back to the pool for the next call.
-                async for line in iter_lines(response.aiter_bytes()):
+                async for line in iter_lines(_body(response)):
                     if not reader.done:
                         for delta in reader.read_line(line):
                             yield delta
@@ -213,7 +228,8 @@ class OllamaChatModel(ChatModel):
         self.check_allowed(host)
         content = to_json(self.request_body(request, stream=False))
         with ollama_errors(self.model, host):
-            response = await http_client(self.client()).post(_CHAT, content=content)
+            session = self._session()
+            response = await session.http.post(session.chat_url, content=content)
         if response.status_code >= 400:
             raise await self._status_error(response, host)
         reader = ChatReader(model=self.model, host=host)
