@@ -80,9 +80,9 @@ class OllamaChatModel(ChatModel):
     credential_class: ClassVar[type[Credential] | None] = OllamaCredential
     parameters_class: ClassVar[type[Parameters]] = OllamaParameters
     cards_location: ClassVar[str | None] = "parley.models.ollama"
-    # Ollama constrains output to a JSON schema itself (`format`), and has no tool_choice.
+    # Ollama constrains output to a JSON schema itself (`format`), and has no tool_choice
+    # (so no forced tool call).
     structured_strategies: ClassVar[tuple[str, ...]] = ("native", "auto", "text")
-    thinking_off: ClassVar[dict[str, Any]] = {"think": False}
 
     _pool: ClientPool | None = None
     _host: str | None = None
