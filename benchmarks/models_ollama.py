@@ -357,7 +357,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores; {_versions()}\n")
     started = time.perf_counter()
     figures = asyncio.run(provider_figures(QUICK if args.quick else DEFAULT))
-    report(figures, ["reference: the raw `ollama` SDK (AsyncClient.chat) on the same server"])
+    # `report` is models.py's, whose footer names its own references: this file's is below.
+    report(figures, ["here the reference is the raw `ollama` SDK (AsyncClient.chat)"])
     print(f"\n({time.perf_counter() - started:.0f} s)")
     return 0
 
