@@ -13,6 +13,9 @@ import pytest
 from parley.models.ollama import OllamaChatModel
 from parley.models.retry import RetryPolicy
 from parley.testing.ollama_server import OllamaServer
+from tests._requires import require_module
+
+require_module("ollama", "ollama")  # the SDK the models and the listing run on
 
 ModelFactory = Callable[..., Any]
 

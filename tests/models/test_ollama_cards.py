@@ -11,6 +11,9 @@ from parley.models import CredentialFactory, ModelCard
 from parley.models.cards import THINKING
 from parley.models.ollama import TOOL_CALLS, OllamaChatModel, OllamaCredential
 from parley.testing.ollama_server import OllamaServer, ServedModel
+from tests._requires import require_module
+
+require_module("ollama", "ollama")  # the SDK the models and the listing run on
 
 BUNDLED = {
     "deepseek-r1",

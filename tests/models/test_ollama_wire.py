@@ -6,8 +6,6 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
-import ollama
 import pytest
 
 from parley.errors import (
@@ -24,6 +22,10 @@ from parley.models.ollama._errors import error_from_status, map_error
 from parley.models.ollama._wire import ChatReader, iter_lines
 from parley.models.response import ChatUsage
 from parley.testing.ollama_server import OllamaServer, Reply, ServedModel, ToolCall
+from tests._requires import require_module
+
+ollama = require_module("ollama", "ollama")
+import httpx  # noqa: E402  (the SDK's transport: there when the SDK is)
 
 HOST = "http://127.0.0.1:11434"
 
