@@ -490,3 +490,38 @@ async def test_the_key_never_shows(
     shown += [record.getMessage() for record in caplog.records]
     assert all(secret not in text for text in shown)
     assert server.requests[0].headers["authorization"] == f"Bearer {secret}"
+
+
+# -- content as typed parts (Mistral's reasoning models) -------------------------------------
+
+
+async def test_stream_of_content_parts_gives_thinking_then_text(
+    server: OpenAIServer, make_model: ModelFactory
+) -> None:
+    server.add(Reply(reasoning="Two and two.", text="Four.", chunk_size=4, content_parts=True))
+    chunks = [c async for c in make_model().chat_stream(HI)]
+    deltas = [
+        (b.type, b.thinking if b.type == "thinking" else b.text)
+        for c in chunks[:-1]
+        for b in c.content
+    ]
+    assert deltas == [
+        ("thinking", "Two "),
+        ("thinking", "and "),
+        ("thinking", "two."),
+        ("text", "Four"),
+        ("text", "."),
+    ]
+    final = chunks[-1]
+    assert [b.type for b in final.content] == ["thinking", "text"]
+    assert (final.thinking, final.text) == ("Two and two.", "Four.")
+    assert final.finish_reason == "stop"
+
+
+async def test_whole_answer_of_content_parts(
+    server: OpenAIServer, make_model: ModelFactory
+) -> None:
+    server.add(Reply(reasoning="Two and two.", text="Four.", content_parts=True))
+    response = await make_model().chat(HI)
+    assert [b.type for b in response.content] == ["thinking", "text"]
+    assert (response.thinking, response.text) == ("Two and two.", "Four.")

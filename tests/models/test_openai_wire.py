@@ -215,3 +215,32 @@ def test_whole_completion_with_content_parts_and_object_arguments() -> None:
     deltas = list(completion_deltas(body, model="m", provider="p"))
     assert deltas[:2] == [TextDelta("ab"), ToolCallDelta(0, "c", "f", '{"k": 1}')]
     assert deltas[2] == MetaDelta(finish_reason="tool_calls", response_id="x")
+
+
+def test_stream_delta_of_typed_parts() -> None:
+    reader = ChatStreamReader(model="m", provider="p")
+    content = [
+        {
+            "type": "thinking",
+            "thinking": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+        },
+        {"type": "thinking", "thinking": "c"},
+        {"type": "reference", "reference_ids": [1]},
+        {"type": "text", "text": "d"},
+        {"type": "text", "text": "e"},
+        "not a part",
+    ]
+    deltas = read(reader, {"choices": [{"index": 0, "delta": {"content": content}}]})
+    assert deltas[:2] == [ThinkingDelta("abc"), TextDelta("de")]
+
+
+def test_whole_completion_with_thinking_parts() -> None:
+    message = {
+        "content": [
+            {"type": "thinking", "thinking": [{"type": "text", "text": "why"}]},
+            {"type": "text", "text": "because"},
+        ]
+    }
+    body = {"choices": [{"message": message, "finish_reason": "stop"}]}
+    deltas = list(completion_deltas(body, model="m", provider="p"))
+    assert deltas[:2] == [ThinkingDelta("why"), TextDelta("because")]

@@ -68,12 +68,16 @@ class BlockDelta:
 
 @dataclass(frozen=True, slots=True)
 class MetaDelta:
-    """Facts about the response: usage, finish reason, the provider's response id, the model."""
+    """Facts about the response: usage, finish reason, the provider's response id, the model.
+
+    `metadata` holds provider facts for the final chunk's `metadata` (merged, later keys win).
+    """
 
     usage: ChatUsage | None = None
     finish_reason: FinishReason | None = None
     response_id: str | None = None
     model: str | None = None
+    metadata: dict[str, Any] | None = None
 
 
 Delta = TextDelta | ThinkingDelta | ToolCallDelta | BlockDelta | MetaDelta
@@ -134,6 +138,7 @@ class StreamAccumulator:
         self.response_id = new_id()
         self.usage: ChatUsage | None = None
         self.finish_reason: FinishReason | None = None
+        self.metadata: dict[str, Any] = {}
         self._slots: list[_Slot] = []
         self._calls: dict[int | str, _Slot] = {}
         self.chunks = 0
@@ -226,6 +231,8 @@ class StreamAccumulator:
             self.response_id = delta.response_id
         if delta.model:
             self.model = delta.model
+        if delta.metadata:
+            self.metadata.update(delta.metadata)
 
     def content(self) -> list[Block]:
         """The content so far, fragments joined."""
@@ -248,4 +255,5 @@ class StreamAccumulator:
             finish_reason=reason,
             id=self.response_id,
             model=self.model,
+            metadata=dict(self.metadata),
         )

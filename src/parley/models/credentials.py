@@ -167,12 +167,21 @@ class CredentialFactory:
             raise ConfigurationError(f"bad {kind} credential: {exc}") from None
 
 
+_BUILTIN_PROVIDERS = (
+    "parley.models.openai",
+    "parley.models.local",
+    "parley.models.gemini",
+    "parley.models.ollama",
+)
+"""The provider packages whose credentials `CredentialFactory` knows without an import."""
+
+
 def _load_builtin_providers() -> None:
     # Providers register their credentials on import; import the built-in ones (cheap: they
     # import their SDKs lazily).
     import importlib  # noqa: PLC0415
 
-    for module in ("parley.models.openai", "parley.models.local", "parley.models.gemini"):
+    for module in _BUILTIN_PROVIDERS:
         try:
             importlib.import_module(module)
         except ImportError:  # pragma: no cover - a provider package removed from the install

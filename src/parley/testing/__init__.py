@@ -5,6 +5,7 @@ Shipped in the package so that tests of parley, and of code built on it, need no
 - `parley.testing.openai_server`: OpenAI's Chat Completions and Responses APIs.
 - `parley.testing.gemini_server`: the Gemini API (and Vertex AI's paths): `generateContent`
   and `streamGenerateContent`.
+- `parley.testing.ollama_server`: Ollama's API (`/api/chat`, `/api/tags`, `/api/show`).
 
 Scripted chat models (no HTTP at all) are in `parley.models.testing`.
 """

@@ -63,6 +63,9 @@ class Reply:
         chunk_size: Characters per streamed delta.
         reasoning_field: Where Chat Completions reasoning goes (`reasoning_content`, as
             DeepSeek; `reasoning`, as OpenRouter and vLLM).
+        content_parts: Chat Completions: send `content` as a list of typed parts, the
+            reasoning as `thinking` parts among them instead of in `reasoning_field` (as
+            Mistral's reasoning models do), whole and in each stream delta.
         encrypted_reasoning: The Responses reasoning item's `encrypted_content`.
         model: The model name to report (default: the one asked for).
         response_id: The id to report.
@@ -83,6 +86,7 @@ class Reply:
     cached_tokens: int = 0
     chunk_size: int = 4
     reasoning_field: str = "reasoning_content"
+    content_parts: bool = False
     encrypted_reasoning: str | None = None
     model: str | None = None
     response_id: str | None = None
@@ -129,10 +133,22 @@ def _call_ids(reply: Reply) -> list[str]:
     return [call.id or _id("call_") for call in reply.tool_calls]
 
 
+def _thinking_part(text: str) -> dict[str, Any]:
+    # Mistral's `ThinkChunk`: the reasoning as a list of text chunks.
+    return {"type": "thinking", "thinking": [{"type": "text", "text": text}]}
+
+
+def _content_parts(reply: Reply) -> list[dict[str, Any]]:
+    parts = [_thinking_part(reply.reasoning)] if reply.reasoning else []
+    return parts + ([{"type": "text", "text": reply.text}] if reply.text else [])
+
+
 def chat_completion(reply: Reply, model: str) -> dict[str, Any]:
     """A whole `chat.completion` object."""
     message: dict[str, Any] = {"role": "assistant", "content": reply.text or None, "refusal": None}
-    if reply.reasoning:
+    if reply.content_parts:
+        message["content"] = _content_parts(reply)
+    elif reply.reasoning:
         message[reply.reasoning_field] = reply.reasoning
     if reply.tool_calls:
         message["tool_calls"] = [
@@ -155,9 +171,13 @@ def chat_completion(reply: Reply, model: str) -> dict[str, Any]:
 def _chat_deltas(reply: Reply) -> Iterator[dict[str, Any]]:
     yield {"role": "assistant", "content": ""}
     for piece in reply.pieces(reply.reasoning):
-        yield {reply.reasoning_field: piece}
+        yield (
+            {"content": [_thinking_part(piece)]}
+            if reply.content_parts
+            else {reply.reasoning_field: piece}
+        )
     for piece in reply.pieces(reply.text):
-        yield {"content": piece}
+        yield {"content": [{"type": "text", "text": piece}] if reply.content_parts else piece}
     for index, (call_id, call) in enumerate(zip(_call_ids(reply), reply.tool_calls, strict=True)):
         function = {"name": call.name, "arguments": ""}
         yield {

@@ -2,8 +2,9 @@
 
 Read from plain dicts (see `_sse`). Besides OpenAI's own fields this reads what compatible
 servers add: reasoning as `reasoning_content` (DeepSeek, DashScope, Kimi, xAI) or
-`reasoning` (OpenRouter, vLLM), and cached prompt tokens wherever each provider reports
-them.
+`reasoning` (OpenRouter, vLLM), content as a list of typed parts, reasoning among them as
+`thinking` parts (Mistral's reasoning models, in streams too), and cached prompt tokens
+wherever each provider reports them.
 """
 
 from __future__ import annotations
@@ -63,10 +64,46 @@ def _arguments(function: dict[str, Any]) -> str:
     return json.dumps(arguments, ensure_ascii=False)  # a few servers send an object
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, list):  # a few servers answer in content parts
-        return "".join(p.get("text") or "" for p in content if isinstance(p, dict))
-    return content if isinstance(content, str) else ""
+def _part_text(value: Any) -> str:
+    """The text of a part's value: a string, or a list of `text` parts (Mistral's thinking)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "".join(_part_text(p.get("text")) for p in value if isinstance(p, dict))
+    return ""
+
+
+def _content_deltas(content: list[Any], out: list[Delta]) -> None:
+    """Deltas for `content` given as typed parts: `text` parts, and `thinking` parts.
+
+    Mistral's reasoning models send `[{"type": "thinking", "thinking": [{"type": "text",
+    "text": ...}]}, {"type": "text", "text": ...}]` (its API reference, `ThinkChunk`), in
+    whole answers and in each stream delta. Neighbouring parts of one kind make one delta;
+    parts of other types (references, images a server echoes) carry no answer text and are
+    left out.
+    """
+    kind, pieces = "", list[str]()
+    for part in content:
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "thinking":
+            piece, part_kind = _part_text(part.get("thinking")), "thinking"
+        elif part.get("type") in ("text", None):
+            piece, part_kind = _part_text(part.get("text")), "text"
+        else:
+            continue
+        if piece and part_kind != kind:
+            _flush_parts(kind, pieces, out)
+            kind, pieces = part_kind, []
+        if piece:
+            pieces.append(piece)
+    _flush_parts(kind, pieces, out)
+
+
+def _flush_parts(kind: str, pieces: list[str], out: list[Delta]) -> None:
+    if pieces:
+        text = "".join(pieces)
+        out.append(ThinkingDelta(text) if kind == "thinking" else TextDelta(text))
 
 
 def completion_deltas(body: dict[str, Any], *, model: str, provider: str) -> Iterator[Delta]:
@@ -78,7 +115,12 @@ def completion_deltas(body: dict[str, Any], *, model: str, provider: str) -> Ite
     message = choice.get("message") or {}
     if reasoning := _reasoning(message):
         yield ThinkingDelta(reasoning)
-    if text := _text(message.get("content")) or message.get("refusal"):
+    content = message.get("content")
+    if isinstance(content, list):  # content parts (Mistral, a few other servers)
+        parts: list[Delta] = []
+        _content_deltas(content, parts)
+        yield from parts
+    elif text := (content if isinstance(content, str) else "") or message.get("refusal"):
         yield TextDelta(text)
     for index, call in enumerate(message.get("tool_calls") or ()):
         function = call.get("function") or {}
@@ -160,7 +202,10 @@ class ChatStreamReader:
     def _delta(self, delta: dict[str, Any], out: list[Delta]) -> None:
         if reasoning := _reasoning(delta):
             out.append(ThinkingDelta(reasoning))
-        if text := delta.get("content") or delta.get("refusal"):
+        content = delta.get("content")
+        if type(content) is list:  # typed parts (Mistral's reasoning models); text is a str
+            _content_deltas(content, out)
+        elif text := content or delta.get("refusal"):
             out.append(TextDelta(text))
         for position, call in enumerate(delta.get("tool_calls") or ()):
             out.append(self._tool_call(call.get("index", position), call))

@@ -1,0 +1,141 @@
+"""The one place where Ollama's errors (and the SDK's and its HTTP client's) become parley's.
+
+Ollama answers an error as JSON `{"error": "..."}` with a status (400 bad request, 404 a
+model that is not pulled, 429, 500, 502 a cloud model out of reach), and an error that
+happens mid-stream as one more line, `{"error": "..."}`, after a 200 (Ollama's
+`docs/api/errors.mdx`). A message about the context length (`the input length exceeds the
+context length`, `... longer than the context length ...`: `server/routes.go`,
+`llm/llama_server.go`) is a `ContextLengthError`; a 404 `model '...' not found` names
+`ollama pull`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from parley.errors import (
+    ContextLengthError,
+    ModelConnectionError,
+    ModelError,
+    ModelHTTPError,
+    ModelTimeoutError,
+    ParleyError,
+    RateLimitError,
+)
+from parley.models.openai._errors import retry_after
+
+__all__ = ["error_from_payload", "error_from_status", "map_error", "ollama_errors"]
+
+PROVIDER = "ollama"
+
+_CONTEXT_TEXT = re.compile(
+    r"context length|context window|context size|prompt is too long", re.IGNORECASE
+)
+_NOT_FOUND = re.compile(r"not found", re.IGNORECASE)
+
+
+def _message(body: Any) -> str:
+    """The error's text: `{"error": "..."}`'s, or the body as it is."""
+    if isinstance(body, Mapping):
+        error = body.get("error", body)
+        if isinstance(error, Mapping):  # proxies that answer OpenAI's shape
+            error = error.get("message", error)
+        return str(error)
+    return str(body or "")
+
+
+def error_from_status(
+    status: int,
+    body: Any,
+    headers: Mapping[str, str] | None = None,
+    *,
+    model: str,
+    host: str,
+) -> ModelError:
+    """The parley error for an HTTP error status and its body."""
+    message = _message(body)
+    text = f"ollama at {host} answered {status}" + (f": {message}" if message else "")
+    if _CONTEXT_TEXT.search(message):
+        return ContextLengthError(text, model=model, provider=PROVIDER)
+    if status == 404 and _NOT_FOUND.search(message) and "model" in message.lower():
+        text = (
+            f"ollama at {host} has no model {model!r} ({message}): "
+            f"pull it first with `ollama pull {model}`"
+        )
+    cls = RateLimitError if status == 429 else ModelHTTPError
+    wait = retry_after(headers or {})
+    return cls(status, body, text, retry_after=wait, model=model, provider=PROVIDER)
+
+
+def error_from_payload(error: Any, *, model: str, host: str) -> ModelError:
+    """The parley error for an `{"error": ...}` line in a stream (or a 200 body).
+
+    It carries no status: it counts as a server error (500), retried like one while no
+    chunk has reached the caller.
+    """
+    return error_from_status(500, {"error": error}, model=model, host=host)
+
+
+@functools.cache
+def _httpx() -> Any:
+    import httpx  # noqa: PLC0415  (loaded already: the SDK is built on it)
+
+    return httpx
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _unreachable(host: str, model: str, exc: BaseException) -> ModelConnectionError:
+    return ModelConnectionError(
+        f"cannot reach ollama at {host} ({_describe(exc)}): is it running? (`ollama serve`)",
+        model=model,
+        provider=PROVIDER,
+    )
+
+
+def map_error(exc: BaseException, *, model: str, host: str) -> ModelError | None:
+    """The parley error for an exception from the SDK or its transport; None if foreign."""
+    import ollama  # noqa: PLC0415  (loaded already: it raised `exc` or made the transport)
+
+    httpx = _httpx()
+    if isinstance(exc, ollama.ResponseError):
+        status = exc.status_code if exc.status_code >= 400 else 500
+        return error_from_status(status, {"error": exc.error}, model=model, host=host)
+    if isinstance(exc, httpx.TimeoutException):
+        return ModelTimeoutError(
+            f"ollama at {host} did not answer in time ({type(exc).__name__})",
+            model=model,
+            provider=PROVIDER,
+        )
+    if isinstance(exc, httpx.ConnectError | builtins.ConnectionError):
+        # The SDK raises a plain `ConnectionError` when it cannot connect.
+        return _unreachable(host, model, exc)
+    if isinstance(exc, httpx.TransportError):
+        return ModelConnectionError(
+            f"the connection to ollama at {host} failed: {_describe(exc)}",
+            model=model,
+            provider=PROVIDER,
+        )
+    return None
+
+
+@contextmanager
+def ollama_errors(model: str, host: str) -> Iterator[None]:
+    """Raise parley's error for any SDK or transport error raised inside the block."""
+    try:
+        yield
+    except ParleyError:
+        raise
+    except Exception as exc:
+        mapped = map_error(exc, model=model, host=host)
+        if mapped is None:
+            raise
+        raise mapped from exc
