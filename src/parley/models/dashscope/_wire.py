@@ -145,6 +145,7 @@ class StreamReader:
         self._started = False
         self._usage: dict[str, Any] | None = None
         self._names: dict[int | str, str] = {}
+        self._ids: dict[int | str, str] = {}
 
     @property
     def complete(self) -> bool:
@@ -201,9 +202,10 @@ class StreamReader:
         if text:
             out.append(TextDelta(text))
         for position, call in enumerate(message.get("tool_calls") or ()):
-            out.append(self._tool_call(call.get("index", position), call))
+            if (delta := self._tool_call(call.get("index", position), call)) is not None:
+                out.append(delta)
 
-    def _tool_call(self, key: int | str, call: dict[str, Any]) -> ToolCallDelta:
+    def _tool_call(self, key: int | str, call: dict[str, Any]) -> ToolCallDelta | None:
         function = call.get("function") or {}
         name = function.get("name") or None
         if name is not None:
@@ -217,7 +219,15 @@ class StreamReader:
             arguments, self._seen.arguments[key] = _past(
                 arguments, self._seen.arguments.get(key, 0)
             )
-        return ToolCallDelta(key, call.get("id") or None, name or None, arguments)
+        call_id = call.get("id") or None
+        if call_id is not None:
+            if self._ids.get(key) == call_id:
+                call_id = None  # repeated, as in every event of a cumulative stream
+            else:
+                self._ids[key] = call_id
+        if not (name or arguments or call_id):
+            return None
+        return ToolCallDelta(key, call_id, name or None, arguments)
 
 
 def _past(value: Any, seen: int) -> tuple[str, int]:

@@ -245,6 +245,8 @@ class DashScopeChatModel(ChatModel):
                 fields["tool_choice"] = choice
         else:
             fields.pop("parallel_tool_calls", None)
+        if fields.pop("json_object", None):
+            fields["response_format"] = {"type": "json_object"}
         if request.response_format is not None:
             schema = {"name": "response", "schema": request.response_format}
             fields["response_format"] = {"type": "json_schema", "json_schema": schema}

@@ -132,7 +132,7 @@ class DashScopeChatFormatter(Formatter):
             entry["tool_calls"] = [_tool_call(call) for call in calls]
         if self.send_thinking and msg.thinking:
             entry["reasoning_content"] = msg.thinking
-        media = [b for b in msg.content if isinstance(b, _MEDIA | FileBlock)]
+        media = [b for b in msg.content if isinstance(b, (*_MEDIA, FileBlock))]
         if media:
             # Assistant content is text: media the model made go in a user turn.
             pending.append({"text": "Media from the assistant's previous turn:"})

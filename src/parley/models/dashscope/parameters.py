@@ -16,7 +16,8 @@ class DashScopeChatParameters(Parameters):
 
     Every field that is set goes into the request's `parameters` under its own name;
     `extra_parameters` adds any other (a new API field, a model's own knob) as given.
-    `stop`, `seed` and `max_tokens` keep their names on this API.
+    `stop`, `seed` and `max_tokens` keep their names on this API. (A JSON schema for the
+    answer goes through `generate_structured_output`, which sends `response_format`.)
     """
 
     enable_thinking: bool | None = Field(
@@ -44,9 +45,10 @@ class DashScopeChatParameters(Parameters):
     vl_high_resolution_images: bool | None = Field(
         default=None, description="Qwen-VL: read images at their full resolution."
     )
-    response_format: dict[str, Any] | None = Field(
+    json_object: bool | None = Field(
         default=None,
-        description='JSON mode: `{"type": "json_object"}` (the prompt must say "JSON").',
+        description='JSON mode, sent as `response_format: {"type": "json_object"}` (the '
+        'prompt must say "JSON").',
     )
     extra_parameters: dict[str, Any] | None = Field(
         default=None, description="Other fields for the request's `parameters`, sent as given."
