@@ -30,6 +30,7 @@ from parley.messages import ThinkingBlock, ToolCallBlock
 from parley.models import ChatStream
 from parley.models.dashscope import DashScopeChatModel, DashScopeCredential
 from parley.models.retry import RetryPolicy
+from parley.testing._dashscope_wire import stream_events
 from parley.testing.dashscope_server import (
     TEXT_PATH,
     DashScopeServer,
@@ -39,7 +40,6 @@ from parley.testing.dashscope_server import (
     Reset,
     ToolCall,
 )
-from parley.testing._dashscope_wire import stream_events
 from tests._requires import require_module
 
 require_module("dashscope", "dashscope")
