@@ -147,6 +147,8 @@ class DashScopeServer:
         """When set, the upload policy is refused with this error."""
         self.stored: dict[str, bytes] = {}
         """What the storage host received: object key to the multipart body."""
+        self.upload_host: str | None = None
+        """The storage host the upload policy names (default: this server's `/oss`)."""
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -305,7 +307,7 @@ class DashScopeServer:
             "policy": "scripted-policy",
             "signature": "scripted-signature",
             "upload_dir": f"dashscope-instant/{model}/scripted",
-            "upload_host": f"{self._http.base_url}{STORAGE_PATH}",
+            "upload_host": self.upload_host or f"{self._http.base_url}{STORAGE_PATH}",
             "expire_in_seconds": 300,
             "max_file_size_mb": 100,
             "capacity_limit_mb": 999999,

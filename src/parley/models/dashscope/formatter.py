@@ -161,23 +161,17 @@ class DashScopeChatFormatter(Formatter):
     # -- content --------------------------------------------------------------------------
 
     def _text_only(self, blocks: Sequence[Any]) -> str:
-        parts = []
-        for block in blocks:
-            part = self._part(block)
-            if "text" not in part:
-                raise MessageError(
-                    f"a {block.type} block needs DashScope's multimodal endpoint: use a "
-                    "Qwen-VL or Qwen-Omni model, or DashScopeChatModel(multimodal=True)"
-                )
-            parts.append(part["text"])
-        return "\n".join(parts)
+        return "\n".join(self._part(block)["text"] for block in blocks)
 
     def _part(self, block: Any) -> dict[str, Any]:
         if isinstance(block, TextBlock):
             return {"text": block.text}
         if isinstance(block, _MEDIA):
             if not self.multimodal:
-                return {}
+                raise MessageError(
+                    f"a {block.type} block needs DashScope's multimodal endpoint: use a "
+                    "Qwen-VL or Qwen-Omni model, or DashScopeChatModel(multimodal=True)"
+                )
             return {block.type: media_value(block, inline_local=self.inline_local_files)}
         if isinstance(block, FileBlock):
             text = file_text(block)
