@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -520,6 +521,16 @@ async def test_connection_reset_is_retried(
     assert (await make_model().chat(HI)).text == "ok"
 
 
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "stream"])
+async def test_a_dropped_connection_is_a_connection_error(
+    server: DashScopeServer, make_model: ModelFactory, streamed: bool
+) -> None:
+    server.add(Reset())
+    model = make_model(max_retries=0)
+    with pytest.raises(ModelConnectionError, match="connection to dashscope failed"):
+        await (model.chat_stream(HI).collect() if streamed else model.chat(HI))
+
+
 async def test_stream_failing_before_its_first_chunk_is_retried(
     server: DashScopeServer, make_model: ModelFactory
 ) -> None:
@@ -671,7 +682,7 @@ async def test_status_errors_map_to_the_tree(
 async def test_unreachable_server_is_a_connection_error(make_model: ModelFactory) -> None:
     with DashScopeServer() as gone:
         credential = gone.credential()
-    with pytest.raises(ModelConnectionError, match="cannot reach dashscope"):
+    with pytest.raises(ModelConnectionError, match=r"cannot reach dashscope.*Cannot connect"):
         await make_model(credential=credential, max_retries=0).chat(HI)
 
 
@@ -708,6 +719,33 @@ async def test_cache_answers_a_repeated_call(
 
 
 # -- sync twins, configuration, secrets ------------------------------------------------------
+
+
+def test_connections_close_with_their_event_loop(server: DashScopeServer) -> None:
+    # A script that never closes its model: each `asyncio.run` ends its loop, which closes
+    # the connections opened on it, so nothing is reported unclosed when they are collected.
+    script = """
+import asyncio, gc, sys
+from parley import Msg
+from parley.models.dashscope import DashScopeChatModel, DashScopeCredential
+model = DashScopeChatModel(DashScopeCredential(api_key="k", base_url=sys.argv[1]), "qwen-plus")
+print(asyncio.run(model.chat([Msg.user("Hi")])).text)
+print(asyncio.run(model.chat_stream([Msg.user("Hi")]).collect()).text)
+print(model.chat_sync([Msg.user("Hi")]).text)
+del model
+gc.collect()
+"""
+    server.add(Reply(text="one"), Reply(text="two"), Reply(text="three"))
+    ran = subprocess.run(
+        [sys.executable, "-W", "always::ResourceWarning", "-c", script, server.url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == ["one", "two", "three"]
+    assert "Unclosed" not in ran.stderr
 
 
 def test_sync_twins(server: DashScopeServer) -> None:

@@ -14,7 +14,8 @@ code first (Model Studio's error-code list):
   `ServiceUnavailable` 503 (retried).
 
 Failures without an answer come from the SDK (`APIConnectionError`, `APITimeoutError`) or,
-while a stream's body is read, from httpx, under the SDK.
+while a stream's body is read, from its HTTP client (httpx's interface on aiohttp, see
+`_sdk`), whose own errors say best what happened.
 """
 
 from __future__ import annotations
@@ -100,11 +101,34 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+def _aiohttp_cause(exc: BaseException) -> BaseException | None:
+    """The aiohttp error under an httpx one, if the HTTP client runs on aiohttp.
+
+    httpx-aiohttp maps a refused connection or a dropped one to `httpx.ConnectTimeout`:
+    the cause says which it was.
+    """
+    import aiohttp  # noqa: PLC0415  (loaded already: the HTTP client runs on it)
+
+    seen = 0
+    cause = exc.__cause__
+    while cause is not None and seen < 5:
+        if isinstance(cause, aiohttp.ClientError | TimeoutError):
+            return cause
+        cause, seen = cause.__cause__, seen + 1
+    return None
+
+
 def map_error(exc: BaseException, *, model: str, provider: str) -> ModelError | None:
-    """The parley error for an exception from the SDK or httpx; None if foreign."""
-    import httpx  # noqa: PLC0415  (loaded already: the SDK is built on it)
+    """The parley error for an exception from the SDK or its HTTP client; None if foreign."""
+    import aiohttp  # noqa: PLC0415  (loaded already: the SDK's HTTP client runs on it)
+    import httpx  # noqa: PLC0415
     from dashscope.v2 import errors  # noqa: PLC0415
 
+    cause = _aiohttp_cause(exc)
+    if cause is not None and not isinstance(cause, aiohttp.ServerTimeoutError | TimeoutError):
+        unreachable = isinstance(cause, aiohttp.ClientConnectorError)
+        what = f"cannot reach {provider}" if unreachable else f"the connection to {provider} failed"
+        return ModelConnectionError(f"{what}: {_describe(cause)}", model=model, provider=provider)
     if isinstance(exc, errors.APITimeoutError | httpx.TimeoutException):
         return ModelTimeoutError(
             f"{provider} did not answer in time", model=model, provider=provider
