@@ -2,9 +2,21 @@
 
 Requests go through the SDK's 2.0 `AsyncClient` (see `_sdk`): the SDK builds the request
 (`protocol.build_chat_request`: the endpoint, `result_format: "message"`, the SSE header)
-and sends it on its transport (auth, base URL, workspace, connection pool, error statuses);
-parley reads the raw answer itself (`_wire`), as the OpenAI adapter does, which keeps the
-SDK's per-chunk pydantic models off a stream's hot path.
+and sends it on its transport (auth, base URL, workspace, error statuses), over an httpx
+client whose connections are aiohttp's; parley reads the raw answer itself (`_wire`), as the
+OpenAI adapter does, which keeps the SDK's per-chunk pydantic models off a stream's hot path.
+
+Quirks, from Model Studio's guides: thinking streams only, and QwQ, QVQ, the Omni models and
+Qwen3's open models (thinking by default) answer only streamed calls, so their whole answers
+are streamed and gathered; `tool_choice` takes `auto`, `none` or one function, not
+`required` (with one tool it is named, with several `auto` is sent and a warning logged);
+forcing a tool is refused while thinking, so structured output turns thinking off next; a
+stream repeats the whole text in every event unless `incremental_output` is set, which
+parley sets unless told otherwise.
+
+Not read (yet): audio output (Qwen-Omni's `modalities`), web search sources
+(`output.search_info`), and the thinking tokens apart (`output_tokens` counts them; parley's
+`Usage` has no field for the breakdown).
 """
 
 from __future__ import annotations
