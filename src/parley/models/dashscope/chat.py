@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import AsyncIterator, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -313,7 +314,7 @@ class DashScopeChatModel(ChatModel):
 
     # -- calling --------------------------------------------------------------------------
 
-    def errors(self) -> Any:
+    def errors(self) -> AbstractContextManager[None]:
         """Map SDK and transport errors raised inside the block to parley's."""
         return dashscope_errors(self.model, self.provider)
 
