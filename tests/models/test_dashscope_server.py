@@ -208,6 +208,21 @@ def test_a_cumulative_stream_hands_on_only_what_is_new() -> None:
     ]
 
 
+@pytest.mark.parametrize("incremental", [True, False])
+def test_a_reasoning_signature_is_kept_once(incremental: bool) -> None:
+    reader = StreamReader(model="m", provider="dashscope", incremental=incremental)
+    thinking = ["Hm", "Hmm"] if not incremental else ["Hm", "m"]
+    deltas = [
+        d
+        for piece in thinking
+        for d in reader.feed(
+            "result", event({"reasoning_content": piece, "reasoning_signature": "sig-1"})
+        )
+        if isinstance(d, ThinkingDelta)
+    ]
+    assert deltas == [ThinkingDelta("Hm", signature="sig-1"), ThinkingDelta("m")]
+
+
 def test_multimodal_content_parts_are_read_as_text() -> None:
     reader = StreamReader(model="m", provider="dashscope")
     deltas = reader.feed("result", event({"content": [{"text": "A "}, {"text": "cat"}]}, "stop"))

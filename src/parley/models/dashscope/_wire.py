@@ -146,6 +146,7 @@ class StreamReader:
         self._usage: dict[str, Any] | None = None
         self._names: dict[int | str, str] = {}
         self._ids: dict[int | str, str] = {}
+        self._signature = ""
 
     @property
     def complete(self) -> bool:
@@ -197,8 +198,11 @@ class StreamReader:
             text, seen.text = _past(_text(text), seen.text)
         elif not isinstance(text, str):
             text = _text(text)
-        if reasoning or message.get("reasoning_signature"):
-            out.append(ThinkingDelta(reasoning or "", signature=message.get("reasoning_signature")))
+        signature = None
+        if value := message.get("reasoning_signature"):
+            signature, self._signature = _extension(value, self._signature)
+        if reasoning or signature:
+            out.append(ThinkingDelta(reasoning or "", signature=signature or None))
         if text:
             out.append(TextDelta(text))
         for position, call in enumerate(message.get("tool_calls") or ()):
@@ -209,11 +213,7 @@ class StreamReader:
         function = call.get("function") or {}
         name = function.get("name") or None
         if name is not None:
-            # A name is sent once, or repeated whole in later pieces (and in every event of
-            # a cumulative stream): only what extends the name seen is new.
-            seen_name = self._names.get(key, "")
-            name = name[len(seen_name) :] if name.startswith(seen_name) else name
-            self._names[key] = seen_name + name
+            name, self._names[key] = _extension(name, self._names.get(key, ""))
         arguments = _arguments(function)
         if self._seen is not None:
             arguments, self._seen.arguments[key] = _past(
@@ -228,6 +228,15 @@ class StreamReader:
         if not (name or arguments or call_id):
             return None
         return ToolCallDelta(key, call_id, name or None, arguments)
+
+
+def _extension(value: str, seen: str) -> tuple[str, str]:
+    """`(new part, all seen)` of a name or signature sent once, in pieces, or repeated whole.
+
+    Names are repeated in later pieces, and everything in every event of a cumulative stream.
+    """
+    new = value[len(seen) :] if value.startswith(seen) else value
+    return new, seen + new
 
 
 def _past(value: Any, seen: int) -> tuple[str, int]:
