@@ -9,8 +9,10 @@ its own, as `models.py` runs its OpenAI one), parley and the SDK take turns, rou
    stream's length.
 
 The reference is the SDK's 2.0 client (`dashscope.AsyncClient(...).chat.completions.create`,
-native protocol), which parley builds on; the same figures are given against the SDK's 1.x
-call (`dashscope.AioGeneration.call(..., base_address=...)`, aiohttp underneath). Each
+native protocol, as it comes: on httpx), which parley builds on; the same figures are given
+against the SDK's 1.x call (`dashscope.AioGeneration.call(..., base_address=...)`, aiohttp
+underneath), and against the 2.0 client given the HTTP client parley gives it (httpx's
+interface on aiohttp's connections), which isolates what parley's own reading saves. Each
 contender's answers are checked before anything is timed. The helpers (rounds, figures,
 ratios, the table) are `models.py`'s.
 
@@ -158,6 +160,7 @@ class ClientContender:
         self._url = url
         self._client_class = dashscope.AsyncClient
         self._clients: dict[int | None, Any] = {}
+        self._http: list[Any] = []
         self.messages = _dict_messages()
 
     def client(self, chunks: int | None = None) -> Any:
@@ -189,6 +192,29 @@ class ClientContender:
     async def aclose(self) -> None:
         for client in self._clients.values():
             await client.aclose()
+
+
+class AiohttpClientContender(ClientContender):
+    """The 2.0 client on the HTTP client parley gives it (httpx's interface, aiohttp's
+    connections): the SDK's own per-chunk work, on parley's transport."""
+
+    def client(self, chunks: int | None = None) -> Any:
+        client = self._clients.get(chunks)
+        if client is None:
+            from httpx_aiohttp import HttpxAiohttpClient  # noqa: PLC0415
+
+            http = HttpxAiohttpClient(headers={"Authorization": "Bearer x"})
+            self._http.append(http)
+            client = self._client_class(
+                api_key="x", base_url=self._url(chunks), max_retries=0, http_client=http
+            )
+            self._clients[chunks] = client
+        return client
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        for http in self._http:
+            await http.aclose()
 
 
 class AioGenerationContender:
@@ -283,10 +309,14 @@ async def _pair_figures(
 
 
 async def provider_figures(settings: Settings) -> list[Figure]:
-    """parley against the SDK's 2.0 client, then against its 1.x `AioGeneration.call`."""
+    """parley against the SDK's 2.0 client, its 1.x `AioGeneration.call`, and the 2.0 client
+    on parley's HTTP client."""
     with DashScopeBenchServer() as server:
         figures = await _pair_figures(server, settings, ClientContender, "")
         figures += await _pair_figures(server, settings, AioGenerationContender, " [vs 1.x]")
+        figures += await _pair_figures(
+            server, settings, AiohttpClientContender, " [vs 2.0 on aiohttp]"
+        )
     return figures
 
 
@@ -304,8 +334,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     report(
         figures,
         [
-            "reference: dashscope.AsyncClient (2.0, native protocol); rows marked [vs 1.x]: "
-            "dashscope.AioGeneration.call"
+            "reference: dashscope.AsyncClient (2.0, native protocol, on httpx); [vs 1.x]: "
+            "dashscope.AioGeneration.call; [vs 2.0 on aiohttp]: the 2.0 client on "
+            "httpx_aiohttp.HttpxAiohttpClient, parley's transport"
         ],
     )
     print(f"\n({time.perf_counter() - started:.0f} s)")
