@@ -6,6 +6,8 @@ Shipped in the package so that tests of parley, and of code built on it, need no
 - `parley.testing.gemini_server`: the Gemini API (and Vertex AI's paths): `generateContent`
   and `streamGenerateContent`.
 - `parley.testing.ollama_server`: Ollama's API (`/api/chat`, `/api/tags`, `/api/show`).
+- `parley.testing.dashscope_server`: DashScope's native API (text and multimodal generation,
+  and the SDK's uploads of local files).
 
 Scripted chat models (no HTTP at all) are in `parley.models.testing`.
 """

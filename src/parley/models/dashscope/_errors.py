@@ -1,0 +1,171 @@
+"""The one place where DashScope's errors become parley's.
+
+DashScope reports a failure as `{"code", "message", "request_id"}`: with an HTTP error
+status, or inside a stream as an `event:error` whose status the code implies. Both go by the
+code first (Model Studio's error-code list):
+
+- `DataInspectionFailed` (input or output moderation) is a `ContentFilterError`;
+- an input longer than the model takes (`InvalidParameter`, "Range of input length should
+  be [1, N]") is a `ContextLengthError`;
+- `Throttling`, `Throttling.RateQuota`, `Throttling.AllocationQuota`... are a 429
+  (`RateLimitError`), retried like one;
+- the rest by status: `InvalidParameter` 400, `InvalidApiKey` 401, `AccessDenied` and
+  `Arrearage` 403 (never retried), `ModelNotFound` 404, `InternalError` 500 and
+  `ServiceUnavailable` 503 (retried).
+
+Failures without an answer come from the SDK (`APIConnectionError`, `APITimeoutError`) or,
+while a stream's body is read, from its HTTP client (httpx's interface on aiohttp, see
+`_sdk`), whose own errors say best what happened.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from parley.errors import (
+    ContentFilterError,
+    ContextLengthError,
+    ModelConnectionError,
+    ModelError,
+    ModelHTTPError,
+    ModelTimeoutError,
+    ParleyError,
+    RateLimitError,
+)
+from parley.models.openai._errors import retry_after
+
+__all__ = ["dashscope_errors", "error_from_code", "map_error"]
+
+_FILTER_CODES = frozenset({"DataInspectionFailed", "data_inspection_failed"})
+_CONTEXT_TEXT = re.compile(
+    r"range of input length|input length .*exceed|exceeds? the maximum (input|context)"
+    r"|maximum context length|context length exceeded|prompt is too long",
+    re.IGNORECASE,
+)
+# The status an error inside a stream stands for (a stream's HTTP status is 200).
+_CODE_STATUS = {
+    "InvalidParameter": 400,
+    "InvalidApiKey": 401,
+    "AccessDenied": 403,
+    "Arrearage": 403,
+    "ModelNotFound": 404,
+    "Model.NotExist": 404,
+    "RequestTimeOut": 408,
+    "InternalError": 500,
+    "ServiceUnavailable": 503,
+}
+
+
+def _status_for(code: str) -> int:
+    if code.startswith("Throttling"):
+        return 429
+    family = code.split(".", 1)[0]
+    return _CODE_STATUS.get(code) or _CODE_STATUS.get(family) or 500
+
+
+def error_from_code(
+    status: int | None,
+    code: str | None,
+    message: str | None,
+    body: Any = None,
+    headers: Mapping[str, str] | None = None,
+    *,
+    model: str | None = None,
+    provider: str | None = None,
+) -> ModelError:
+    """The parley error for a DashScope error: its status (None in a stream), code, message."""
+    code, message = code or "", message or ""
+    if not status or status < 400:
+        status = _status_for(code)
+    if code.startswith("Throttling"):
+        status = 429
+    request_id = body.get("request_id") if isinstance(body, Mapping) else None
+    detail = ": ".join(part for part in (code, message) if part)
+    text = f"{provider or 'dashscope'} answered {status}" + (f": {detail}" if detail else "")
+    if request_id:
+        text += f" (request {request_id})"
+    if code in _FILTER_CODES:
+        return ContentFilterError(text, model=model, provider=provider)
+    if status == 400 and _CONTEXT_TEXT.search(message):
+        return ContextLengthError(text, model=model, provider=provider)
+    cls = RateLimitError if status == 429 else ModelHTTPError
+    wait = retry_after(headers or {})
+    return cls(status, body, text, retry_after=wait, model=model, provider=provider)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _aiohttp_cause(exc: BaseException) -> BaseException | None:
+    """The aiohttp error under an httpx one, if the HTTP client runs on aiohttp.
+
+    httpx-aiohttp maps a refused connection or a dropped one to `httpx.ConnectTimeout`:
+    the cause says which it was.
+    """
+    import aiohttp  # noqa: PLC0415  (loaded already: the HTTP client runs on it)
+
+    seen = 0
+    cause = exc.__cause__
+    while cause is not None and seen < 5:
+        if isinstance(cause, aiohttp.ClientError | TimeoutError):
+            return cause
+        cause, seen = cause.__cause__, seen + 1
+    return None
+
+
+def map_error(exc: BaseException, *, model: str, provider: str) -> ModelError | None:
+    """The parley error for an exception from the SDK or its HTTP client; None if foreign."""
+    import aiohttp  # noqa: PLC0415  (loaded already: the SDK's HTTP client runs on it)
+    import httpx  # noqa: PLC0415
+    from dashscope.v2 import errors  # noqa: PLC0415
+
+    cause = _aiohttp_cause(exc)
+    if cause is not None and not isinstance(cause, aiohttp.ServerTimeoutError | TimeoutError):
+        unreachable = isinstance(cause, aiohttp.ClientConnectorError)
+        what = f"cannot reach {provider}" if unreachable else f"the connection to {provider} failed"
+        return ModelConnectionError(f"{what}: {_describe(cause)}", model=model, provider=provider)
+    if isinstance(exc, errors.APITimeoutError | httpx.TimeoutException):
+        return ModelTimeoutError(
+            f"{provider} did not answer in time", model=model, provider=provider
+        )
+    if isinstance(exc, errors.APIConnectionError):
+        cause = exc.__cause__ or exc
+        return ModelConnectionError(
+            f"cannot reach {provider}: {_describe(cause)}", model=model, provider=provider
+        )
+    if isinstance(exc, httpx.TransportError):
+        return ModelConnectionError(
+            f"the connection to {provider} failed: {_describe(exc)}",
+            model=model,
+            provider=provider,
+        )
+    if isinstance(exc, errors.DashScopeError) and (exc.status_code or exc.code):
+        return error_from_code(
+            exc.status_code,
+            exc.code,
+            exc.message,
+            exc.body,
+            exc.headers,
+            model=model,
+            provider=provider,
+        )
+    return None
+
+
+@contextmanager
+def dashscope_errors(model: str, provider: str) -> Iterator[None]:
+    """Raise parley's error for any SDK or transport error raised inside the block."""
+    try:
+        yield
+    except ParleyError:
+        raise
+    except Exception as exc:
+        mapped = map_error(exc, model=model, provider=provider)
+        if mapped is None:
+            raise
+        raise mapped from exc
