@@ -133,7 +133,7 @@ def _load_builtin_providers() -> None:
     # import their SDKs lazily).
     import importlib  # noqa: PLC0415
 
-    for module in ("parley.models.openai", "parley.models.local"):
+    for module in ("parley.models.openai", "parley.models.local", "parley.models.anthropic"):
         try:
             importlib.import_module(module)
         except ImportError:  # pragma: no cover - a provider package removed from the install

@@ -1,0 +1,396 @@
+"""`AnthropicChatModel`: Claude through Anthropic's Messages API (`POST /v1/messages`)."""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from parley._sync import run_sync
+from parley.errors import (
+    ConfigurationError,
+    MissingDependencyError,
+    ModelConnectionError,
+    UserError,
+)
+from parley.models.accumulator import Delta, StreamAccumulator
+from parley.models.anthropic._errors import anthropic_errors
+from parley.models.anthropic._sdk import ClientPool
+from parley.models.anthropic._wire import MessageStreamReader, message_deltas
+from parley.models.anthropic.credentials import AnthropicCredential
+from parley.models.anthropic.formatter import AnthropicChatFormatter, split_system
+from parley.models.anthropic.parameters import AnthropicParameters
+from parley.models.base import ChatModel, ChatRequest
+from parley.models.cards import ModelCard
+from parley.models.credentials import APIKeyCredential, Credential
+from parley.models.formatter import Formatter
+from parley.models.openai._common import read_json
+from parley.models.openai._sse import iter_events
+from parley.models.parameters import Parameters
+from parley.models.response import ChatResponse
+
+if TYPE_CHECKING:
+    from anthropic import AsyncAnthropic
+
+__all__ = ["AnthropicChatModel"]
+
+Payload = dict[str, Any]
+
+# A snapshot's date suffix (`claude-haiku-4-5-20251001`): its card is the alias's.
+_SNAPSHOT = re.compile(r"-\d{8}$")
+
+def _marked(block: Payload, cache: Payload) -> Payload:
+    # A copy: blocks kept raw in messages are the stored ones, never to be changed.
+    return {**block, "cache_control": cache}
+
+
+class AnthropicChatModel(ChatModel):
+    """A Claude model behind Anthropic's Messages API, through the official `anthropic` SDK.
+
+    - The system prompt goes in the top-level `system`; consecutive messages of one role are
+      merged; tool results go back as `tool_result` blocks (`AnthropicChatFormatter`).
+    - Streams carry text, thinking (its signature kept and sent back on later turns),
+      redacted thinking and server-tool blocks (kept whole, sent back unchanged), and tool
+      calls whose argument JSON streams in pieces (see `_wire`).
+    - `max_tokens`, which the API requires, defaults to the model card's output size.
+    - Parameters checked against the model's card before any request: a value the card
+      leaves out (extended thinking on models that refuse it, `effort` where there is none)
+      is a `UserError` rather than the API's 400.
+    - Structured output: a forced tool call; Claude refuses forced tool choice while it
+      thinks, so then thinking off, then the API's own JSON-schema output
+      (`output_config.format`), then the tool left to the model, then JSON in the text.
+    - Errors: 429, 5xx and 529 (`overloaded_error`, also as an `error` event mid-stream) are
+      retried, honouring `retry-after`; a prompt too long is a `ContextLengthError`.
+
+    Example:
+        >>> model = AnthropicChatModel(AnthropicCredential(api_key="sk-ant-..."), "claude-sonnet-5-5")
+        >>> response = await model([Msg.system("Be brief."), Msg.user("Hi!")])  # doctest: +SKIP
+    """
+
+    provider: ClassVar[str] = "anthropic"
+    credential_class: ClassVar[type[Credential] | None] = AnthropicCredential
+    parameters_class: ClassVar[type[Parameters]] = AnthropicParameters
+    cards_location: ClassVar[str | None] = "parley.models.anthropic"
+    structured_strategies: ClassVar[tuple[str, ...]] = (
+        "forced",
+        "thinking_off",
+        "native",
+        "auto",
+        "text",
+    )
+    thinking_off: ClassVar[dict[str, Any]] = {"thinking": "disabled", "thinking_budget": None}
+    default_model: ClassVar[str] = "claude-sonnet-5-5"
+    """The model `list_models()` lists first (so `model_from_spec("anthropic")` picks it)."""
+    fallback_max_tokens: ClassVar[int] = 8192
+    """`max_tokens` for a model without a card (the API requires one)."""
+
+    _pool: ClientPool | None = None
+
+    # -- cards ----------------------------------------------------------------------------
+
+    @classmethod
+    def list_models(cls, custom_yaml_dir: str | Path | None = None) -> list[ModelCard]:
+        """The model cards, the recommended model (`default_model`) first."""
+        cards = super().list_models(custom_yaml_dir)
+        return sorted(cards, key=lambda card: card.name != cls.default_model)
+
+    @functools.cached_property
+    def _model_card(self) -> ModelCard | None:
+        # Looked up once: every request checks its parameters against it.
+        return self.card()
+
+    def card(self) -> ModelCard | None:
+        """This model's card; a dated snapshot (`...-20251001`) has its alias's."""
+        found = super().card()
+        if found is None and _SNAPSHOT.search(self.model):
+            alias = _SNAPSHOT.sub("", self.model)
+            found = next((c for c in self.list_models() if c.name == alias), None)
+        return found
+
+    def check_parameters(self, parameters: AnthropicParameters) -> None:
+        """Refuse values the model's card rules out (before the API would answer 400).
+
+        Raises:
+            UserError: A parameter the model does not take, or a value outside its range.
+        """
+        card = self._model_card
+        if card is None:
+            return
+        properties: dict[str, Any] = card.parameter_schema.get("properties", {})
+        for name, value in parameters.to_kwargs().items():
+            spec = properties.get(name)
+            if spec is None:
+                raise UserError(f"{self.model} takes no `{name}` (see its model card)")
+            allowed = spec.get("enum")
+            if allowed is not None and value not in allowed:
+                raise UserError(f"{self.model} takes `{name}` in {allowed}, not {value!r}")
+            maximum = spec.get("maximum")
+            if maximum is not None and isinstance(value, int) and value > maximum:
+                raise UserError(f"{self.model} takes `{name}` up to {maximum}, not {value}")
+
+    def _thinks(self, parameters: AnthropicParameters) -> bool:
+        """Whether the request will have the model think (set, or its card's default)."""
+        mode = parameters.thinking
+        if mode is None and parameters.thinking_budget is not None:
+            return True
+        if mode is None and self._model_card is not None:
+            spec = self._model_card.parameter_schema.get("properties", {}).get("thinking", {})
+            mode = spec.get("default")
+        return mode in ("adaptive", "enabled")
+
+    # -- client ---------------------------------------------------------------------------
+
+    def endpoint(self) -> str | None:
+        """The base URL requests go to."""
+        credential = self.credential
+        return credential.endpoint() if isinstance(credential, APIKeyCredential) else None
+
+    def client(self) -> AsyncAnthropic:
+        """The SDK client for the running event loop (made on first use).
+
+        Raises:
+            ConfigurationError: No API key.
+            MissingDependencyError: The `anthropic` package is not installed.
+        """
+        if self._pool is None:
+            self._pool = ClientPool(
+                api_key=self._api_key(), base_url=self.endpoint(), timeout=self.timeout
+            )
+        return self._pool.get()
+
+    def _api_key(self) -> str:
+        credential = self.credential
+        key = credential.key() if isinstance(credential, APIKeyCredential) else None
+        if not key:
+            raise ConfigurationError(
+                f"{type(self).__name__} has no API key: pass one in the credential or set "
+                f"{AnthropicCredential.env_key}"
+            )
+        return key
+
+    async def aclose(self) -> None:
+        """Close this model's connections on the running event loop."""
+        if self._pool is not None:
+            await self._pool.aclose()
+
+    def close_sync(self) -> None:
+        """Close the connections the sync twins (`chat_sync`, ...) opened."""
+        if self._pool is not None:
+            run_sync(self._pool.aclose())
+
+    def errors(self) -> AbstractContextManager[None]:
+        """Map SDK and transport errors raised inside the block to parley's."""
+        return anthropic_errors(self.model, self.provider)
+
+    # -- the request ----------------------------------------------------------------------
+
+    def default_formatter(self) -> Formatter:
+        """The formatter used when none was given."""
+        return AnthropicChatFormatter()
+
+    def max_tokens(self, parameters: AnthropicParameters) -> int:
+        """`max_tokens` to send: the parameter, else the card's output size."""
+        if parameters.max_tokens is not None:
+            return parameters.max_tokens
+        card = self._model_card
+        return card.output_size if card and card.output_size else self.fallback_max_tokens
+
+    def request_body(self, request: ChatRequest, *, stream: bool) -> Payload:
+        """The JSON body of the request.
+
+        Raises:
+            UserError: Parameters the model does not take, or that do not fit together.
+        """
+        parameters = request.parameters
+        assert isinstance(parameters, AnthropicParameters)
+        self.check_parameters(parameters)
+        formatter = self.formatter or self.default_formatter()
+        system, messages = split_system(formatter.format(request.messages))
+        body: Payload = {
+            "model": self.model,
+            "max_tokens": self.max_tokens(parameters),
+            "messages": messages,
+        }
+        if system:
+            body["system"] = system
+        if stream:
+            body["stream"] = True
+        body.update(self._tool_fields(request, parameters))
+        body.update(self._parameter_fields(request, parameters, body["max_tokens"]))
+        if parameters.cache_system or parameters.cache_messages:
+            self._mark_cache(body, parameters)
+        return body
+
+    def _tool_fields(self, request: ChatRequest, parameters: AnthropicParameters) -> Payload:
+        tools: list[Payload] = [
+            {"name": s.name, "description": s.description, "input_schema": s.parameters}
+            | ({"strict": s.strict} if s.strict is not None else {})
+            for s in request.tools
+        ]
+        tools += parameters.server_tools or []
+        if not tools:
+            return {}
+        if parameters.cache_tools:
+            tools[-1] = _marked(tools[-1], self._cache_control(parameters))
+        fields: Payload = {"tools": tools}
+        choice = self._tool_choice(request, parameters)
+        if choice is not None:
+            fields["tool_choice"] = choice
+        return fields
+
+    def _tool_choice(self, request: ChatRequest, parameters: AnthropicParameters) -> Payload | None:
+        choice = request.tool_choice
+        serial = parameters.parallel_tool_calls is False
+        if choice is None:
+            return {"type": "auto", "disable_parallel_tool_use": True} if serial else None
+        if choice == "none":
+            return {"type": "none"}
+        if choice == "auto":
+            wire: Payload = {"type": "auto"}
+        else:
+            if self._thinks(parameters):
+                # Anthropic's tool-use docs: with thinking, only `auto` and `none` are taken.
+                raise UserError(
+                    f"Claude refuses a forced tool choice ({choice!r}) while it thinks: use "
+                    "tool_choice='auto', or turn thinking off (thinking='disabled')"
+                )
+            wire = {"type": "any"} if choice == "required" else {"type": "tool", "name": choice}
+        if serial:
+            wire["disable_parallel_tool_use"] = True
+        return wire
+
+    def _parameter_fields(
+        self, request: ChatRequest, parameters: AnthropicParameters, max_tokens: int
+    ) -> Payload:
+        fields: Payload = {}
+        thinking = self._thinking(parameters, max_tokens)
+        if thinking is not None:
+            fields["thinking"] = thinking
+        output: Payload = {}
+        if parameters.effort is not None:
+            output["effort"] = parameters.effort
+        if request.response_format is not None:
+            output["format"] = {"type": "json_schema", "schema": _api_schema(request)}
+        if output:
+            fields["output_config"] = output
+        if parameters.stop:
+            fields["stop_sequences"] = parameters.stop
+        if parameters.user_id is not None:
+            fields["metadata"] = {"user_id": parameters.user_id}
+        if parameters.service_tier is not None:
+            fields["service_tier"] = parameters.service_tier
+        return fields
+
+    def _thinking(self, parameters: AnthropicParameters, max_tokens: int) -> Payload | None:
+        mode = parameters.thinking
+        budget = parameters.thinking_budget
+        if budget is not None:
+            if budget >= max_tokens:
+                raise UserError(
+                    f"thinking_budget ({budget}) must be below max_tokens ({max_tokens})"
+                )
+            mode = "enabled"
+        if mode is None:
+            return None
+        thinking: Payload = {"type": mode}
+        if budget is not None:
+            thinking["budget_tokens"] = budget
+        if parameters.thinking_display is not None and mode in ("enabled", "adaptive"):
+            thinking["display"] = parameters.thinking_display
+        return thinking
+
+    def _cache_control(self, parameters: AnthropicParameters) -> Payload:
+        cache: Payload = {"type": "ephemeral"}
+        if parameters.cache_ttl is not None:
+            cache["ttl"] = parameters.cache_ttl
+        return cache
+
+    def _mark_cache(self, body: Payload, parameters: AnthropicParameters) -> None:
+        cache = self._cache_control(parameters)
+        system = body.get("system")
+        if parameters.cache_system and system:
+            body["system"] = [*system[:-1], _marked(system[-1], cache)]
+        messages: list[Payload] = body["messages"]
+        if parameters.cache_messages and messages:
+            last = messages[-1]
+            content = list(last["content"])
+            for position in range(len(content) - 1, -1, -1):
+                # Thinking blocks take no breakpoint of their own (prompt-caching guide).
+                if content[position].get("type") not in ("thinking", "redacted_thinking"):
+                    content[position] = _marked(content[position], cache)
+                    break
+            messages[-1] = {**last, "content": content}
+
+    # -- calling --------------------------------------------------------------------------
+
+    def _open(self, body: Payload) -> AbstractAsyncContextManager[Any]:
+        # The body is parley's own wire-format dict: the SDK sends it as given (`extra_body`,
+        # which takes precedence over the SDK's arguments) and answers with the raw response,
+        # unparsed: parley reads the events itself (`_sse`, `_wire`), as the SDK's typed
+        # events cost most of a stream's time.
+        messages = self.client().messages.with_streaming_response
+        model = body.pop("model")
+        max_tokens = body.pop("max_tokens")
+        stream = bool(body.pop("stream", False))
+        return messages.create(
+            model=model, max_tokens=max_tokens, messages=[], stream=stream, extra_body=body
+        )
+
+    def _incomplete(self) -> ModelConnectionError:
+        return ModelConnectionError(
+            f"the {self.provider} stream ended before the message was complete",
+            model=self.model,
+            provider=self.provider,
+        )
+
+    async def _stream(self, request: ChatRequest) -> AsyncIterator[Delta]:
+        self.check_allowed(self.endpoint())
+        body = self.request_body(request, stream=True)
+        reader = MessageStreamReader(model=self.model, provider=self.provider)
+        with self.errors():
+            async with self._open(body) as response:
+                # Read to the end, past the last event: a connection whose body was read
+                # whole goes back to the pool for the next call.
+                async for name, data in iter_events(response.iter_bytes()):
+                    if not reader.stopped:
+                        for delta in reader.feed(name, data):
+                            yield delta
+        if not reader.complete:
+            raise self._incomplete()
+
+    async def _complete(self, request: ChatRequest) -> ChatResponse:
+        self.check_allowed(self.endpoint())
+        body = self.request_body(request, stream=False)
+        with self.errors():
+            async with self._open(body) as response:
+                data = await response.read()
+        parsed = read_json(data, model=self.model, provider=self.provider)
+        deltas = message_deltas(parsed, model=self.model, provider=self.provider)
+        return _accumulate(self.model, deltas)
+
+
+def _accumulate(model: str, deltas: Iterable[Delta]) -> ChatResponse:
+    accumulator = StreamAccumulator(model)
+    for delta in deltas:
+        accumulator.add(delta)
+    return accumulator.final()
+
+
+def _api_schema(request: ChatRequest) -> Mapping[str, Any]:
+    """The response format's schema as the API takes it (the SDK's `transform_schema`).
+
+    Raises:
+        UserError: The schema has a form the API's structured outputs cannot take.
+    """
+    try:
+        from anthropic import transform_schema  # noqa: PLC0415  (`import anthropic`: ~1 s)
+    except ImportError as exc:
+        raise MissingDependencyError("anthropic", "anthropic") from exc
+    assert request.response_format is not None
+    try:
+        return transform_schema(request.response_format)
+    except (ValueError, TypeError) as exc:
+        raise UserError(f"Claude's structured outputs cannot take this schema: {exc}") from None
