@@ -204,7 +204,10 @@ async def test_stop_reasons_map_to_finish_reasons(
 async def test_parallel_tool_calls_streamed(
     server: AnthropicServer, make_model: ModelFactory
 ) -> None:
-    calls = [ToolUse("weather", {"city": "Paris"}, "toolu_a"), ToolUse("time", {"tz": "CET"}, "toolu_b")]
+    calls = [
+        ToolUse("weather", {"city": "Paris"}, "toolu_a"),
+        ToolUse("time", {"tz": "CET"}, "toolu_b"),
+    ]
     server.add(Reply(text="Let me look.", tool_calls=calls, chunk_size=3))
     chunks = [c async for c in make_model().chat_stream(HI, tools=TOOLS)]
     final = chunks[-1]
@@ -316,7 +319,10 @@ async def test_thinking_round_trip_keeps_the_signature(
                 {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "Oslo"}},
             ],
         },
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "-3 C"}]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "-3 C"}],
+        },
     ]
 
 
@@ -470,8 +476,15 @@ async def test_prompt_caching_breakpoints(
     server: AnthropicServer, make_model: ModelFactory
 ) -> None:
     server.add(Reply(text="ok"))
-    parameters = {"cache_system": True, "cache_tools": True, "cache_messages": True, "cache_ttl": "1h"}
-    thinking = ThinkingBlock(thinking="", extra={"anthropic_block": {"type": "redacted_thinking", "data": "x"}})
+    parameters = {
+        "cache_system": True,
+        "cache_tools": True,
+        "cache_messages": True,
+        "cache_ttl": "1h",
+    }
+    thinking = ThinkingBlock(
+        thinking="", extra={"anthropic_block": {"type": "redacted_thinking", "data": "x"}}
+    )
     history = [
         Msg.system("Long instructions.", "More instructions."),
         Msg.user("Hi"),

@@ -44,7 +44,10 @@ def _pieces(text: str, size: int) -> list[str]:
 
 def _block_events(index: int, start: dict[str, Any], deltas: list[dict[str, Any]]) -> list[Event]:
     events: list[Event] = [
-        ("content_block_start", {"type": "content_block_start", "index": index, "content_block": start})
+        (
+            "content_block_start",
+            {"type": "content_block_start", "index": index, "content_block": start},
+        )
     ]
     events += [
         ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
@@ -137,7 +140,9 @@ class ToolUse:
     def events(self, index: int, size: int) -> list[Event]:
         """The block's stream events: the input JSON in pieces."""
         start = {"type": self.kind, "id": self.id, "name": self.name, "input": {}}
-        deltas = [{"type": "input_json_delta", "partial_json": p} for p in _pieces(self.raw(), size)]
+        deltas = [
+            {"type": "input_json_delta", "partial_json": p} for p in _pieces(self.raw(), size)
+        ]
         return _block_events(index, start, deltas)
 
     def tokens(self, size: int) -> int:

@@ -118,7 +118,9 @@ class HTTPError:
 
     def payload(self) -> Any:
         """The body to send."""
-        return self.body if self.body is not None else error_body(self.status, self.message, self.kind)
+        return (
+            self.body if self.body is not None else error_body(self.status, self.message, self.kind)
+        )
 
 
 Answer: TypeAlias = Reply | HTTPError | Reset | Raw
@@ -138,16 +140,18 @@ def _refusal(request: RecordedRequest) -> tuple[int, str] | None:
     try:
         body = request.json
     except ValueError:
-        return 400, "the request body is not valid JSON"
+        body = None
     if not isinstance(body, dict):
         return 400, "the request body must be a JSON object"
+    return _body_refusal(body)
+
+
+def _body_refusal(body: dict[str, Any]) -> tuple[int, str] | None:
     for name, kind in (("model", str), ("max_tokens", int), ("messages", list)):
         if not isinstance(body.get(name), kind):
             return 400, f"{name}: Field required"
     removed = [name for name in _REMOVED if name in body]
-    if removed:
-        return 400, f"{removed[0]}: Extra inputs are not permitted"
-    return None
+    return (400, f"{removed[0]}: Extra inputs are not permitted") if removed else None
 
 
 class AnthropicServer:

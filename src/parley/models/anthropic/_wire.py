@@ -167,6 +167,7 @@ class _Held:
 
 
 Handler = Callable[[dict[str, Any]], list[Delta]]
+DeltaHandler = Callable[[int, dict[str, Any]], list[Delta]]
 
 
 class MessageStreamReader:
@@ -197,6 +198,11 @@ class MessageStreamReader:
             "message_delta": self._message_delta,
             "message_stop": self._message_stop,
             "error": self._error,
+        }
+        self._delta_handlers: dict[str, DeltaHandler] = {
+            "thinking_delta": self._thinking_delta,
+            "signature_delta": self._signature_delta,
+            "input_json_delta": self._input_delta,
         }
 
     def feed(self, name: str, data: bytes) -> list[Delta]:
@@ -270,31 +276,38 @@ class MessageStreamReader:
     def _block_delta(self, event: dict[str, Any]) -> list[Delta]:
         delta = event.get("delta") or {}
         kind = delta.get("type")
-        if kind == "text_delta":
+        if kind == "text_delta":  # most events: checked first
             text = delta.get("text")
             return [TextDelta(text)] if text else []
-        index = int(event.get("index") or 0)
+        handler = self._delta_handlers.get(str(kind))
+        if handler is None:
+            return []  # citations, and delta types added later
+        return handler(int(event.get("index") or 0), delta)
+
+    def _thinking_delta(self, index: int, delta: dict[str, Any]) -> list[Delta]:
+        thinking = delta.get("thinking") or ""
         held = self._held.get(index)
-        if kind == "thinking_delta":
-            thinking = delta.get("thinking") or ""
-            if held is not None:
-                held.parts.append(thinking)
-                return []
-            return [ThinkingDelta(thinking)] if thinking else []
-        if kind == "signature_delta":
-            signature = delta.get("signature") or ""
-            if held is not None:
-                held.signature += signature
-                return []
-            return [ThinkingDelta(signature=signature)] if signature else []
-        if kind == "input_json_delta":
-            partial = delta.get("partial_json") or ""
-            if held is not None:
-                held.parts.append(partial)
-                return []
-            self._tool_inputs.pop(index, None)  # the pieces make the input
-            return [ToolCallDelta(index, arguments=partial)] if partial else []
-        return []  # citations, and delta types added later
+        if held is not None:
+            held.parts.append(thinking)
+            return []
+        return [ThinkingDelta(thinking)] if thinking else []
+
+    def _signature_delta(self, index: int, delta: dict[str, Any]) -> list[Delta]:
+        signature = delta.get("signature") or ""
+        held = self._held.get(index)
+        if held is not None:
+            held.signature += signature
+            return []
+        return [ThinkingDelta(signature=signature)] if signature else []
+
+    def _input_delta(self, index: int, delta: dict[str, Any]) -> list[Delta]:
+        partial = delta.get("partial_json") or ""
+        held = self._held.get(index)
+        if held is not None:
+            held.parts.append(partial)
+            return []
+        self._tool_inputs.pop(index, None)  # the pieces make the input
+        return [ToolCallDelta(index, arguments=partial)] if partial else []
 
     def _block_stop(self, event: dict[str, Any]) -> list[Delta]:
         index = int(event.get("index") or 0)

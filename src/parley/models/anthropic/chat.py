@@ -42,6 +42,7 @@ Payload = dict[str, Any]
 # A snapshot's date suffix (`claude-haiku-4-5-20251001`): its card is the alias's.
 _SNAPSHOT = re.compile(r"-\d{8}$")
 
+
 def _marked(block: Payload, cache: Payload) -> Payload:
     # A copy: blocks kept raw in messages are the stored ones, never to be changed.
     return {**block, "cache_control": cache}
@@ -66,7 +67,8 @@ class AnthropicChatModel(ChatModel):
       retried, honouring `retry-after`; a prompt too long is a `ContextLengthError`.
 
     Example:
-        >>> model = AnthropicChatModel(AnthropicCredential(api_key="sk-ant-..."), "claude-sonnet-5-5")
+        >>> credential = AnthropicCredential(api_key="sk-ant-...")
+        >>> model = AnthropicChatModel(credential, "claude-sonnet-5-5")
         >>> response = await model([Msg.system("Be brief."), Msg.user("Hi!")])  # doctest: +SKIP
     """
 

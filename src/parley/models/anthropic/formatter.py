@@ -166,7 +166,9 @@ class AnthropicChatFormatter(Formatter):
 
     def _system(self, msg: Msg, leading: bool) -> tuple[str, list[Payload]]:
         if any(not isinstance(b, TextBlock) for b in msg.content):
-            raise MessageError("Claude takes only text in system messages; put media in a user turn")
+            raise MessageError(
+                "Claude takes only text in system messages; put media in a user turn"
+            )
         if leading or self.mid_conversation_system:
             return "system", [p for b in msg.get_blocks("text") if (p := _text(b))]
         text = msg.text
