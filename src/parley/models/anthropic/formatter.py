@@ -119,7 +119,7 @@ class AnthropicChatFormatter(Formatter):
       empty text, unsigned thinking) are dropped, as the API refuses empty content.
     - User turns: text, images (`image` blocks: URL, base64 or a local file read and
       inlined) and files (`document` blocks: PDFs by URL, base64 or file; text files
-      inline). Thinking blocks (of other agents, after folding) are dropped.
+      inline).
     - Tool results (`tool` messages) go in the next user turn as `tool_result` blocks, ahead
       of its text, as the API requires; a tool's text and media become the result's content.
     - Assistant turns: text, `tool_use` blocks, thinking blocks with their signature (the API
@@ -180,8 +180,6 @@ class AnthropicChatFormatter(Formatter):
             if isinstance(block, TextBlock):
                 if part := _text(block):
                     parts.append(part)
-            elif isinstance(block, ThinkingBlock):
-                continue
             else:
                 parts.append(_media_block(block))
         return parts
