@@ -97,7 +97,8 @@ async def test_whole_answer_with_usage(server: AnthropicServer, make_model: Mode
     ]
     headers = server.requests[0].headers
     assert headers["authorization"] == "Bearer sk-ant-test"
-    assert headers["anthropic-version"]
+    # The API version whose rules the parameters follow (no sampling parameters).
+    assert headers["anthropic-version"] == "2026-10-21"
     server.assert_consumed()
 
 
