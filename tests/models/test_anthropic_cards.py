@@ -101,4 +101,3 @@ def test_secret_never_in_repr_str_or_dump() -> None:
     for text in (repr(credential), str(credential), credential.model_dump_json()):
         assert "sk-ant-hidden" not in text
     assert credential.key() == "sk-ant-hidden"  # type: ignore[attr-defined]
-
