@@ -92,7 +92,6 @@ async def test_whole_answer_with_usage(server: AnthropicServer, make_model: Mode
                     "content": [{"type": "text", "text": "Hi"}, {"type": "text", "text": "there"}],
                 }
             ],
-            "stream": False,
         }
     ]
     headers = server.requests[0].headers

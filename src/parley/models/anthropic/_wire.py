@@ -212,6 +212,8 @@ class MessageStreamReader:
             ModelOutputError: The data is not a JSON object.
             ModelError: The provider reported an error in the stream.
         """
+        if name == "content_block_delta":  # most events
+            return self._block_delta(read_json(data, model=self.model, provider=self.provider))
         if name == "ping":
             return []
         event = read_json(data, model=self.model, provider=self.provider)
