@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from parley.errors import ContextLengthError, ModelHTTPError, ModelOutputError, RateLimitError
 from parley.messages import ThinkingBlock
 from parley.models import StreamAccumulator
+from parley.models.anthropic._sse import EventSplitter
 from parley.models.anthropic._wire import MessageStreamReader, message_deltas
+from parley.models.openai._sse import iter_events as general_events
 
 
 def feed(events: list[tuple[str, dict[str, Any]]]) -> tuple[MessageStreamReader, Any]:
@@ -147,3 +154,53 @@ def test_malformed_event_names_the_provider() -> None:
     reader = MessageStreamReader(model="m", provider="anthropic")
     with pytest.raises(ModelOutputError, match="anthropic sent malformed JSON"):
         reader.feed("content_block_delta", b'{"type": "content_block_delta", "delta": ')
+
+
+# -- splitting the stream into events -----------------------------------------------------------
+
+STREAMS = [
+    # The API's own framing.
+    b'event: message_start\ndata: {"a": 1}\n\nevent: ping\ndata: {"type": "ping"}\n\n',
+    # CRLF line ends, a comment (keep-alive), an id, several data lines, no space after colons.
+    b": keep-alive\r\nevent: x\r\nid: 7\r\ndata: one\r\ndata:two\r\n\r\ndata: three\r\n\r\n",
+    # The last event without its blank line: kept, its lines being whole.
+    b"event: a\ndata: 1\n\nevent: message_stop\ndata: {}\n",
+    # Cut in the middle of a line: that line is dropped.
+    b'event: a\ndata: 1\n\nevent: b\ndata: {"cut',
+    # A data field in an event that is not first.
+    b"data: plain\n\nevent: late\nretry: 5\ndata: x\n\n",
+]
+
+
+def split_all(stream: bytes, cuts: list[int]) -> list[tuple[str, bytes]]:
+    splitter = EventSplitter()
+    events: list[tuple[str, bytes]] = []
+    for start, stop in itertools.pairwise([0, *sorted(cuts), len(stream)]):
+        events += splitter.feed(stream[start:stop])
+    return events + splitter.close()
+
+
+def general_split(stream: bytes, cuts: list[int]) -> list[tuple[str, bytes]]:
+    async def chunks() -> AsyncIterator[bytes]:
+        for start, stop in itertools.pairwise([0, *sorted(cuts), len(stream)]):
+            yield stream[start:stop]
+
+    async def collect() -> list[tuple[str, bytes]]:
+        return [event async for event in general_events(chunks())]
+
+    return asyncio.run(collect())
+
+
+@pytest.mark.parametrize("stream", STREAMS)
+@given(data=st.data())
+def test_the_splitter_matches_the_general_sse_reader(stream: bytes, data: st.DataObject) -> None:
+    cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=6))
+    assert split_all(stream, cuts) == general_split(stream, cuts)
+
+
+def test_the_splitter_reads_the_apis_framing() -> None:
+    assert split_all(STREAMS[0], []) == [
+        ("message_start", b'{"a": 1}'),
+        ("ping", b'{"type": "ping"}'),
+    ]
+    assert split_all(STREAMS[1], [3, 20]) == [("x", b"one\ntwo"), ("", b"three")]

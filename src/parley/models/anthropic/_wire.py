@@ -45,6 +45,7 @@ from parley.models.accumulator import (
 from parley.models.anthropic._errors import error_from_event
 from parley.models.anthropic.formatter import RAW_BLOCK
 from parley.models.openai._common import read_json
+from parley.models.openai._sse import loads
 from parley.models.response import ChatUsage, FinishReason
 
 __all__ = ["MessageStreamReader", "UsageTally", "finish_reason", "message_deltas", "raw_block"]
@@ -212,7 +213,14 @@ class MessageStreamReader:
             ModelOutputError: The data is not a JSON object.
             ModelError: The provider reported an error in the stream.
         """
-        if name == "content_block_delta":  # most events
+        if name == "content_block_delta":  # most events, text ones first
+            try:
+                delta = loads(data)["delta"]
+                if delta["type"] == "text_delta":
+                    text = delta["text"]
+                    return [TextDelta(text)] if text else []
+            except (ValueError, KeyError, TypeError):
+                pass  # the general path below says what is wrong, if anything
             return self._block_delta(read_json(data, model=self.model, provider=self.provider))
         if name == "ping":
             return []

@@ -368,7 +368,7 @@ class AnthropicChatModel(ChatModel):
             try:
                 # Split into events in this loop (see `_sse`). Read to the end, past the last
                 # event: a connection whose body was read whole goes back to the pool.
-                async for chunk in response.aiter_bytes():
+                async for chunk in _body(response):
                     for name, data in events.feed(chunk):
                         if not reader.stopped:
                             for delta in reader.feed(name, data):
@@ -390,6 +390,12 @@ class AnthropicChatModel(ChatModel):
         parsed = read_json(response.content, model=self.model, provider=self.provider)
         deltas = message_deltas(parsed, model=self.model, provider=self.provider)
         return _accumulate(self.model, deltas)
+
+
+def _body(response: httpx2.Response) -> AsyncIterator[bytes]:
+    """The response's bytes: raw when they are not encoded (one layer less per chunk)."""
+    encoding = response.headers.get("content-encoding", "identity").lower()
+    return response.aiter_raw() if encoding == "identity" else response.aiter_bytes()
 
 
 def _accumulate(model: str, deltas: Iterable[Delta]) -> ChatResponse:
