@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from anthropic.types import Model as SDKModel
 
 from parley.errors import ConfigurationError
 from parley.models import CredentialFactory, ModelCard
@@ -12,7 +11,7 @@ from parley.models.cards import THINKING
 from parley.models.spec import model_from_spec
 from tests._requires import require_module
 
-require_module("anthropic", "anthropic")
+sdk_types = require_module("anthropic.types", "anthropic")
 
 CURRENT = {"claude-fable-5-2", "claude-opus-5-5", "claude-sonnet-5-5", "claude-haiku-5-5"}
 RETIRED = {"claude-mythos-preview"}
@@ -24,7 +23,7 @@ def cards() -> dict[str, ModelCard]:
 
 
 def test_every_model_the_sdk_names_has_a_card() -> None:
-    literal = set(SDKModel.__args__[0].__args__)  # type: ignore[attr-defined]
+    literal = set(sdk_types.Model.__args__[0].__args__)
     aliases = {name for name in literal if not name[-8:].isdigit()} - RETIRED
     assert set(cards()) == aliases
     assert aliases >= CURRENT

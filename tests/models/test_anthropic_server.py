@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-import anthropic
 import pytest
 
 from parley.testing.anthropic_server import (
@@ -18,8 +17,11 @@ from parley.testing.anthropic_server import (
     Thinking,
     ToolUse,
 )
+from tests._requires import require_module
 
 pytest_plugins = ["tests.models.anthropic_fixtures"]
+
+anthropic = require_module("anthropic", "anthropic")
 
 MESSAGES: list[Any] = [{"role": "user", "content": "Hi"}]
 SEARCH_RESULT = {
