@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -12,14 +12,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import pydantic_core
 
 from parley._sync import run_sync
-from parley.errors import (
-    ConfigurationError,
-    MissingDependencyError,
-    ModelConnectionError,
-    UserError,
-)
+from parley.errors import ConfigurationError, ModelConnectionError, UserError
 from parley.models.accumulator import Delta, StreamAccumulator
 from parley.models.anthropic._errors import anthropic_errors
+from parley.models.anthropic._request import mark_cache, parameter_fields, tool_fields
 from parley.models.anthropic._sdk import ClientPool
 from parley.models.anthropic._sse import EventSplitter
 from parley.models.anthropic._wire import MessageStreamReader, message_deltas
@@ -48,11 +44,6 @@ _MESSAGES_PATH = "/v1/messages"
 _SNAPSHOT = re.compile(r"-\d{8}$")
 
 
-def _marked(block: Payload, cache: Payload) -> Payload:
-    # A copy: blocks kept raw in messages are the stored ones, never to be changed.
-    return {**block, "cache_control": cache}
-
-
 class AnthropicChatModel(ChatModel):
     """A Claude model behind Anthropic's Messages API, through the official `anthropic` SDK.
 
@@ -70,6 +61,10 @@ class AnthropicChatModel(ChatModel):
       (`output_config.format`), then the tool left to the model, then JSON in the text.
     - Errors: 429, 5xx and 529 (`overloaded_error`, also as an `error` event mid-stream) are
       retried, honouring `retry-after`; a prompt too long is a `ContextLengthError`.
+    - Stop reasons: `end_turn`, `stop_sequence` and `pause_turn` are `stop` (a paused turn
+      continues when the answer is sent back as it is), `max_tokens` and
+      `model_context_window_exceeded` are `length`, `tool_use` is `tool_calls`, `refusal`
+      is `content_filter`.
 
     Example:
         >>> credential = AnthropicCredential(api_key="sk-ant-...")
@@ -225,111 +220,11 @@ class AnthropicChatModel(ChatModel):
             body["system"] = system
         if stream:
             body["stream"] = True
-        body.update(self._tool_fields(request, parameters))
-        body.update(self._parameter_fields(request, parameters, body["max_tokens"]))
+        body.update(tool_fields(request, parameters, thinks=self._thinks(parameters)))
+        body.update(parameter_fields(request, parameters, body["max_tokens"]))
         if parameters.cache_system or parameters.cache_messages:
-            self._mark_cache(body, parameters)
+            mark_cache(body, parameters)
         return body
-
-    def _tool_fields(self, request: ChatRequest, parameters: AnthropicParameters) -> Payload:
-        tools: list[Payload] = [
-            {"name": s.name, "description": s.description, "input_schema": s.parameters}
-            | ({"strict": s.strict} if s.strict is not None else {})
-            for s in request.tools
-        ]
-        tools += parameters.server_tools or []
-        if not tools:
-            return {}
-        if parameters.cache_tools:
-            tools[-1] = _marked(tools[-1], self._cache_control(parameters))
-        fields: Payload = {"tools": tools}
-        choice = self._tool_choice(request, parameters)
-        if choice is not None:
-            fields["tool_choice"] = choice
-        return fields
-
-    def _tool_choice(self, request: ChatRequest, parameters: AnthropicParameters) -> Payload | None:
-        choice = request.tool_choice
-        serial = parameters.parallel_tool_calls is False
-        if choice is None:
-            return {"type": "auto", "disable_parallel_tool_use": True} if serial else None
-        if choice == "none":
-            return {"type": "none"}
-        if choice == "auto":
-            wire: Payload = {"type": "auto"}
-        else:
-            if self._thinks(parameters):
-                # Anthropic's tool-use docs: with thinking, only `auto` and `none` are taken.
-                raise UserError(
-                    f"Claude refuses a forced tool choice ({choice!r}) while it thinks: use "
-                    "tool_choice='auto', or turn thinking off (thinking='disabled')"
-                )
-            wire = {"type": "any"} if choice == "required" else {"type": "tool", "name": choice}
-        if serial:
-            wire["disable_parallel_tool_use"] = True
-        return wire
-
-    def _parameter_fields(
-        self, request: ChatRequest, parameters: AnthropicParameters, max_tokens: int
-    ) -> Payload:
-        fields: Payload = {}
-        thinking = self._thinking(parameters, max_tokens)
-        if thinking is not None:
-            fields["thinking"] = thinking
-        output: Payload = {}
-        if parameters.effort is not None:
-            output["effort"] = parameters.effort
-        if request.response_format is not None:
-            output["format"] = {"type": "json_schema", "schema": _api_schema(request)}
-        if output:
-            fields["output_config"] = output
-        if parameters.stop:
-            fields["stop_sequences"] = parameters.stop
-        if parameters.user_id is not None:
-            fields["metadata"] = {"user_id": parameters.user_id}
-        if parameters.service_tier is not None:
-            fields["service_tier"] = parameters.service_tier
-        return fields
-
-    def _thinking(self, parameters: AnthropicParameters, max_tokens: int) -> Payload | None:
-        mode = parameters.thinking
-        budget = parameters.thinking_budget
-        if budget is not None:
-            if budget >= max_tokens:
-                raise UserError(
-                    f"thinking_budget ({budget}) must be below max_tokens ({max_tokens})"
-                )
-            mode = "enabled"
-        if mode is None:
-            return None
-        thinking: Payload = {"type": mode}
-        if budget is not None:
-            thinking["budget_tokens"] = budget
-        if parameters.thinking_display is not None and mode in ("enabled", "adaptive"):
-            thinking["display"] = parameters.thinking_display
-        return thinking
-
-    def _cache_control(self, parameters: AnthropicParameters) -> Payload:
-        cache: Payload = {"type": "ephemeral"}
-        if parameters.cache_ttl is not None:
-            cache["ttl"] = parameters.cache_ttl
-        return cache
-
-    def _mark_cache(self, body: Payload, parameters: AnthropicParameters) -> None:
-        cache = self._cache_control(parameters)
-        system = body.get("system")
-        if parameters.cache_system and system:
-            body["system"] = [*system[:-1], _marked(system[-1], cache)]
-        messages: list[Payload] = body["messages"]
-        if parameters.cache_messages and messages:
-            last = messages[-1]
-            content = list(last["content"])
-            for position in range(len(content) - 1, -1, -1):
-                # Thinking blocks take no breakpoint of their own (prompt-caching guide).
-                if content[position].get("type") not in ("thinking", "redacted_thinking"):
-                    content[position] = _marked(content[position], cache)
-                    break
-            messages[-1] = {**last, "content": content}
 
     # -- calling --------------------------------------------------------------------------
 
@@ -403,20 +298,3 @@ def _accumulate(model: str, deltas: Iterable[Delta]) -> ChatResponse:
     for delta in deltas:
         accumulator.add(delta)
     return accumulator.final()
-
-
-def _api_schema(request: ChatRequest) -> Mapping[str, Any]:
-    """The response format's schema as the API takes it (the SDK's `transform_schema`).
-
-    Raises:
-        UserError: The schema has a form the API's structured outputs cannot take.
-    """
-    try:
-        from anthropic import transform_schema  # noqa: PLC0415  (`import anthropic`: ~1 s)
-    except ImportError as exc:
-        raise MissingDependencyError("anthropic", "anthropic") from exc
-    assert request.response_format is not None
-    try:
-        return transform_schema(request.response_format)
-    except (ValueError, TypeError) as exc:
-        raise UserError(f"Claude's structured outputs cannot take this schema: {exc}") from None
