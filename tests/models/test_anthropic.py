@@ -740,6 +740,36 @@ async def test_cancel_ends_with_interrupted_and_closes_the_connection(
     assert server.requests[0].disconnected
 
 
+async def test_leaving_async_with_after_a_break_closes_the_connection(
+    server: AnthropicServer, make_model: ModelFactory
+) -> None:
+    server.add(Reply(text="x" * 400, chunk_size=1, chunk_delay=0.01))
+    before = asyncio.all_tasks()
+    async with make_model().chat_stream(HI) as stream:
+        async for chunk in stream:
+            assert chunk.text == "x"
+            break
+    # Leaving the block waited for the pump: nothing of the stream is left running.
+    assert not asyncio.all_tasks() - before - {asyncio.current_task()}
+    assert stream.response is not None
+    assert stream.response.finish_reason == "interrupted"
+    deadline = time.monotonic() + 5
+    while not server.requests[0].disconnected and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    assert server.requests[0].disconnected
+
+
+async def test_a_connection_read_to_the_end_is_kept_for_the_next_call(
+    server: AnthropicServer, make_model: ModelFactory
+) -> None:
+    server.add(*(Reply(text=f"answer {i}", chunk_size=2) for i in range(3)))
+    model = make_model()
+    texts = [(await model.chat_stream(HI).collect()).text for _ in range(3)]
+    assert texts == ["answer 0", "answer 1", "answer 2"]
+    assert len({request.client_port for request in server.requests}) == 1
+    assert not any(request.disconnected for request in server.requests)
+
+
 async def test_cache_answers_a_repeated_call(
     server: AnthropicServer, make_model: ModelFactory, tmp_path: Path
 ) -> None:
