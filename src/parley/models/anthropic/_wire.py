@@ -1,6 +1,6 @@
 """Messages API answers, whole or streamed, as parley deltas.
 
-Read from plain dicts (see `parley.models.openai._sse`). The stream's events, from the
+Read from plain dicts parsed by `jiter` (events split by `_sse`). The stream's events, from the
 Messages API's streaming guide and the SDK's event types: `message_start` (the message's id,
 model and first usage), per content block `content_block_start`, `content_block_delta`
 (`text_delta`, `thinking_delta`, `signature_delta`, `input_json_delta`, `citations_delta`)
