@@ -170,6 +170,7 @@ class CredentialFactory:
 _BUILTIN_PROVIDERS = (
     "parley.models.openai",
     "parley.models.local",
+    "parley.models.anthropic",
     "parley.models.dashscope",
     "parley.models.gemini",
     "parley.models.ollama",

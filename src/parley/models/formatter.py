@@ -40,8 +40,9 @@ def fold_other_agents(msgs: Sequence[Msg], self_name: str | None = None) -> list
     """Fold consecutive turns of users and other agents into one user message with names.
 
     Each run of such turns becomes one user message whose text is the conversation wrapped in
-    `<history>` tags, one `name: text` line per turn, media kept after the text. The model's
-    own replies (`name == self_name`), system messages and tool-call sequences stay as they are.
+    `<history>` tags, one `name: text` line per turn, media kept after the text (other
+    agents' thinking left out). The model's own replies (`name == self_name`), system
+    messages and tool-call sequences stay as they are.
     """
     folded: list[Msg] = []
     run: list[Msg] = []
@@ -50,7 +51,8 @@ def fold_other_agents(msgs: Sequence[Msg], self_name: str | None = None) -> list
         if not run:
             return
         lines = [f"{_speaker(m)}: {m.text}" for m in run]
-        media = [b for m in run for b in m.content if b.type != "text"]
+        # Other agents' thinking stays theirs: a user turn cannot hold it (role rules).
+        media = [b for m in run for b in m.content if b.type not in ("text", "thinking")]
         text = "<history>\n" + "\n".join(lines) + "\n</history>"
         folded.append(Msg(role="user", content=[TextBlock(text=text), *media]))
         run.clear()

@@ -8,6 +8,7 @@ Shipped in the package so that tests of parley, and of code built on it, need no
 - `parley.testing.ollama_server`: Ollama's API (`/api/chat`, `/api/tags`, `/api/show`).
 - `parley.testing.dashscope_server`: DashScope's native API (text and multimodal generation,
   and the SDK's uploads of local files).
+- `parley.testing.anthropic_server`: Anthropic's Messages API.
 
 Scripted chat models (no HTTP at all) are in `parley.models.testing`.
 """

@@ -1,0 +1,229 @@
+"""Formatters for Anthropic's Messages API.
+
+`AnthropicChatFormatter` maps each message to the Messages API's roles;
+`AnthropicMultiAgentFormatter` first folds other agents' turns into one user message that
+names them. Both return the messages with the leading system messages first, as
+`{"role": "system", ...}` entries: `AnthropicChatModel` moves those to the request's
+top-level `system` (see `split_system`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import json_repair
+
+from parley.errors import MessageError
+from parley.messages import (
+    AudioBlock,
+    FileBlock,
+    ImageBlock,
+    Msg,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    VideoBlock,
+)
+from parley.models.anthropic import _media
+from parley.models.formatter import Formatter, fold_other_agents
+
+__all__ = [
+    "RAW_BLOCK",
+    "AnthropicChatFormatter",
+    "AnthropicMultiAgentFormatter",
+    "split_system",
+    "tool_input",
+]
+
+RAW_BLOCK = "anthropic_block"
+"""The `ThinkingBlock.extra` key holding a content block parley has no class for, as the API
+sent it (redacted thinking, server tool use and results, container uploads): the formatter
+sends it back unchanged, as Anthropic asks for these blocks."""
+
+Payload = dict[str, Any]
+
+
+def tool_input(call: ToolCallBlock) -> dict[str, Any]:
+    """A tool call's input as an object: parsed, or repaired from the raw argument text."""
+    if call.input or not call.raw_input:
+        return call.input
+    repaired = json_repair.loads(call.raw_input)
+    return repaired if isinstance(repaired, dict) else {}
+
+
+def split_system(messages: list[Payload]) -> tuple[list[Payload], list[Payload]]:
+    """`(system blocks, messages)`: the leading `system` entries' blocks, and the rest."""
+    system: list[Payload] = []
+    start = 0
+    for entry in messages:
+        if entry.get("role") != "system":
+            break
+        content = entry.get("content")
+        if isinstance(content, str):
+            system.append({"type": "text", "text": content})
+        else:
+            system.extend(content or ())
+        start += 1
+    return system, messages[start:]
+
+
+def _text(block: TextBlock) -> Payload | None:
+    # The API refuses empty text blocks.
+    return {"type": "text", "text": block.text} if block.text else None
+
+
+def _thinking(block: ThinkingBlock) -> Payload | None:
+    raw = (block.extra or {}).get(RAW_BLOCK)
+    if isinstance(raw, dict):
+        return raw
+    if block.signature:
+        return {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
+    # Unsigned reasoning (another provider's) is refused by Claude: dropped.
+    return None
+
+
+def _media_block(block: Any) -> Payload:
+    if isinstance(block, ImageBlock):
+        return _media.image_block(block)
+    if isinstance(block, FileBlock):
+        return _media.document_block(block)
+    if isinstance(block, AudioBlock | VideoBlock):
+        raise MessageError(f"Claude takes no {block.type} input; transcribe or describe it first")
+    raise MessageError(f"a {block.type} block cannot be sent as message content")
+
+
+def _tool_result(result: ToolResultBlock) -> Payload:
+    entry: Payload = {"type": "tool_result", "tool_use_id": result.tool_call_id}
+    if isinstance(result.output, str):
+        if result.output:
+            entry["content"] = result.output
+    else:
+        parts = [
+            part
+            for block in result.output
+            if (part := _text(block) if isinstance(block, TextBlock) else _media_block(block))
+        ]
+        if parts:
+            entry["content"] = parts
+    if result.is_error:
+        entry["is_error"] = True
+    return entry
+
+
+class AnthropicChatFormatter(Formatter):
+    """Messages to Messages API `messages` (leading system messages first, see the module).
+
+    - Consecutive messages of one role are merged into one turn; messages left empty (an
+      empty text, unsigned thinking) are dropped, as the API refuses empty content.
+    - User turns: text, images (`image` blocks: URL, base64 or a local file read and
+      inlined) and files (`document` blocks: PDFs by URL, base64 or file; text files
+      inline).
+    - Tool results (`tool` messages) go in the next user turn as `tool_result` blocks, ahead
+      of its text, as the API requires; a tool's text and media become the result's content.
+    - Assistant turns: text, `tool_use` blocks, thinking blocks with their signature (the API
+      checks it; unsigned thinking is dropped), and the blocks kept raw in
+      `ThinkingBlock.extra["anthropic_block"]` (redacted thinking, server tool blocks) as
+      they came. Media in an assistant turn are refused (API version 2026-10-21 answers 400
+      to a document there).
+    - A system message after the first other message is sent in place as a `system` turn
+      when `mid_conversation_system` is set (Claude Opus 4.8 and later take these: Anthropic's
+      "mid-conversation system messages" guide); otherwise it goes in a user turn, wrapped in
+      `<system>` tags. Message names are not sent (the API has none; the multi-agent
+      formatter puts them in the text).
+
+    Args:
+        mid_conversation_system: Send later system messages as `system` turns.
+    """
+
+    def __init__(self, *, mid_conversation_system: bool = False) -> None:
+        self.mid_conversation_system = mid_conversation_system
+
+    def format(self, msgs: Sequence[Msg]) -> list[Payload]:
+        """The Messages API messages for `msgs`, leading system messages first."""
+        turns: list[tuple[str, list[Payload]]] = []
+        leading = True
+        for msg in msgs:
+            role, blocks = self._turn(msg, leading)
+            leading = leading and role == "system"
+            if not blocks:
+                continue
+            if turns and turns[-1][0] == role:
+                turns[-1][1].extend(blocks)
+            else:
+                turns.append((role, blocks))
+        return [{"role": role, "content": blocks} for role, blocks in turns]
+
+    def _turn(self, msg: Msg, leading: bool) -> tuple[str, list[Payload]]:
+        if msg.role == "system":
+            return self._system(msg, leading)
+        if msg.role == "assistant":
+            return "assistant", self._assistant(msg)
+        if msg.role == "tool":
+            return "user", [_tool_result(result) for result in msg.tool_results]
+        return "user", self._user(msg)
+
+    def _system(self, msg: Msg, leading: bool) -> tuple[str, list[Payload]]:
+        if any(not isinstance(b, TextBlock) for b in msg.content):
+            raise MessageError(
+                "Claude takes only text in system messages; put media in a user turn"
+            )
+        if leading or self.mid_conversation_system:
+            return "system", [p for b in msg.get_blocks("text") if (p := _text(b))]
+        text = msg.text
+        return "user", [{"type": "text", "text": f"<system>\n{text}\n</system>"}] if text else []
+
+    def _user(self, msg: Msg) -> list[Payload]:
+        parts: list[Payload] = []
+        for block in msg.content:
+            if isinstance(block, TextBlock):
+                if part := _text(block):
+                    parts.append(part)
+            else:
+                parts.append(_media_block(block))
+        return parts
+
+    def _assistant(self, msg: Msg) -> list[Payload]:
+        parts: list[Payload] = []
+        for block in msg.content:
+            if isinstance(block, TextBlock):
+                part = _text(block)
+            elif isinstance(block, ThinkingBlock):
+                part = _thinking(block)
+            elif isinstance(block, ToolCallBlock):
+                part = {
+                    "type": "tool_use",
+                    "id": block.id,
+                    "name": block.name,
+                    "input": tool_input(block),
+                }
+            else:
+                raise MessageError(
+                    f"Claude takes no {block.type} block in an assistant turn; "
+                    "put media in a user turn"
+                )
+            if part is not None:
+                parts.append(part)
+        return parts
+
+
+class AnthropicMultiAgentFormatter(Formatter):
+    """For several agents in one conversation: other agents' turns folded, then formatted.
+
+    Consecutive turns of users and of other agents become one user message wrapped in
+    `<history>` tags, one `name: text` line each (`fold_other_agents`); this model's own turns
+    (`name == self_name`), system messages and tool-call sequences keep their native form.
+
+    Args:
+        self_name: The name this model's agent speaks under.
+        formatter: Formats the folded messages; an `AnthropicChatFormatter` by default.
+    """
+
+    def __init__(self, self_name: str | None = None, formatter: Formatter | None = None) -> None:
+        self.self_name = self_name
+        self.formatter = formatter or AnthropicChatFormatter()
+
+    def format(self, msgs: Sequence[Msg]) -> list[Payload]:
+        """The provider's messages for `msgs`, other agents' turns folded."""
+        return self.formatter.format(fold_other_agents(msgs, self.self_name))

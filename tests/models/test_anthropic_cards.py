@@ -1,0 +1,102 @@
+"""Anthropic's model cards, its credential and the registry."""
+
+from __future__ import annotations
+
+import pytest
+
+from parley.errors import ConfigurationError
+from parley.models import CredentialFactory, ModelCard
+from parley.models.anthropic import AnthropicChatModel, AnthropicCredential
+from parley.models.cards import THINKING
+from parley.models.spec import model_from_spec
+from tests._requires import require_module
+
+sdk_types = require_module("anthropic.types", "anthropic")
+
+CURRENT = {"claude-fable-5-2", "claude-opus-5-5", "claude-sonnet-5-5", "claude-haiku-5-5"}
+RETIRED = {"claude-mythos-preview"}
+"""In the SDK's `Model` literal, but past its end of life (June 30th, 2026)."""
+
+
+def cards() -> dict[str, ModelCard]:
+    return {card.name: card for card in AnthropicChatModel.list_models()}
+
+
+def test_every_model_the_sdk_names_has_a_card() -> None:
+    literal = set(sdk_types.Model.__args__[0].__args__)
+    aliases = {name for name in literal if not name[-8:].isdigit()} - RETIRED
+    assert set(cards()) == aliases
+    assert aliases >= CURRENT
+
+
+def test_every_card_is_complete() -> None:
+    for card in cards().values():
+        assert card.label.startswith("Claude ")
+        assert card.context_size in (200_000, 1_000_000)
+        assert card.output_size in (64_000, 128_000)
+        assert card.accepts("image/png")
+        assert card.accepts("application/pdf")
+        assert not card.accepts("audio/wav")
+        assert card.produces(THINKING)
+        properties = card.parameter_schema["properties"]
+        assert properties["max_tokens"]["maximum"] == card.output_size
+        # API version 2026-10-21 removed these: no form shows them.
+        assert not {"temperature", "top_p", "seed"} & set(properties)
+
+
+def test_thinking_modes_follow_anthropics_table() -> None:
+    found = cards()
+    properties = {name: card.parameter_schema["properties"] for name, card in found.items()}
+    # Always on: only adaptive.
+    assert properties["claude-fable-5-2"]["thinking"]["enum"] == ["adaptive"]
+    assert properties["claude-opus-5-5"]["thinking"]["default"] == "adaptive"
+    # Claude 4.7 and later refuse extended thinking (a budget).
+    for name in ("claude-opus-4-8", "claude-opus-4-7", "claude-sonnet-5-5", "claude-fable-5"):
+        assert "thinking_budget" not in properties[name]
+    # Claude 4.5 models think only with a budget; Haiku 4.5 has no effort.
+    assert properties["claude-haiku-4-5"]["thinking"]["enum"] == ["enabled", "disabled"]
+    assert "thinking_budget" in properties["claude-haiku-4-5"]
+    assert "effort" not in properties["claude-haiku-4-5"]
+    assert found["claude-sonnet-4-5"].status == "deprecated"
+
+
+def test_the_recommended_model_is_listed_first() -> None:
+    assert AnthropicChatModel.list_models()[0].name == AnthropicChatModel.default_model
+    assert AnthropicCredential.list_models()[0].name == "claude-sonnet-5-5"
+
+
+def test_context_size_comes_from_the_card_also_for_snapshots() -> None:
+    credential = AnthropicCredential(api_key="k")  # type: ignore[arg-type]
+    assert AnthropicChatModel(credential, "claude-haiku-4-5-20251001").context_size == 200_000
+    assert AnthropicChatModel(credential, "claude-opus-4-8").context_size == 1_000_000
+    assert AnthropicChatModel(credential, "claude-opus-4-8", context_size=5).context_size == 5
+    assert AnthropicChatModel(credential, "claude-unknown").context_size is None
+
+
+def test_credential_names_its_model_class() -> None:
+    assert AnthropicCredential.chat_model_classes() == [AnthropicChatModel]
+    assert AnthropicCredential.default_base_url == "https://api.anthropic.com"
+
+
+def test_credential_factory_and_spec(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-env")
+    credential = CredentialFactory.from_dict({"type": "anthropic"})
+    assert type(credential) is AnthropicCredential
+    assert credential.key() == "sk-ant-env"  # type: ignore[attr-defined]
+    assert "anthropic" in CredentialFactory.known_types()
+    model = model_from_spec("anthropic:claude-opus-4-8")
+    assert type(model) is AnthropicChatModel
+    assert model.model == "claude-opus-4-8"
+    assert model_from_spec("anthropic").model == "claude-sonnet-5-5"
+
+
+def test_bad_credential_fields_are_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match="bad anthropic credential"):
+        CredentialFactory.from_dict({"type": "anthropic", "api_kee": "sk"})
+
+
+def test_secret_never_in_repr_str_or_dump() -> None:
+    credential = CredentialFactory.from_dict({"type": "anthropic", "api_key": "sk-ant-hidden"})
+    for text in (repr(credential), str(credential), credential.model_dump_json()):
+        assert "sk-ant-hidden" not in text
+    assert credential.key() == "sk-ant-hidden"  # type: ignore[attr-defined]
