@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from parley.errors import ContextLengthError, ModelHTTPError, ModelOutputError, RateLimitError
 from parley.messages import ThinkingBlock
 from parley.models import StreamAccumulator
+from parley.models._wire import iter_events as general_events
 from parley.models.anthropic._sse import EventSplitter
 from parley.models.anthropic._wire import MessageStreamReader, message_deltas
-from parley.models.openai._sse import iter_events as general_events
 
 
 def feed(events: list[tuple[str, dict[str, Any]]]) -> tuple[MessageStreamReader, Any]:

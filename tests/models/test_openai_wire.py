@@ -19,15 +19,14 @@ from parley.errors import (
     ModelTimeoutError,
     RateLimitError,
 )
+from parley.models._wire import iter_events, retry_after
 from parley.models.accumulator import MetaDelta, TextDelta, ThinkingDelta, ToolCallDelta
 from parley.models.openai._chat_wire import ChatStreamReader, chat_usage, completion_deltas
 from parley.models.openai._errors import (
     error_from_payload,
     error_from_status,
     map_error,
-    retry_after,
 )
-from parley.models.openai._sse import iter_events
 
 try:  # the transport of the installed SDK: httpx2 in openai 3, httpx before
     import httpx2 as http

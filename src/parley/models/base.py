@@ -15,6 +15,7 @@ model's module, found without further setting.
 
 from __future__ import annotations
 
+import copy
 import functools
 import ipaddress
 import json
@@ -23,7 +24,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Self
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ValidationError
@@ -35,6 +36,7 @@ from parley.models.accumulator import Delta, MetaDelta, StreamAccumulator, ToolC
 from parley.models.cache import ResponseCache, block_delta, replay
 from parley.models.cards import ModelCard, load_cards
 from parley.models.credentials import Credential
+from parley.models.formatter import Formatter, MultiAgentFormatter
 from parley.models.parameters import Parameters
 from parley.models.response import ChatResponse, StructuredResponse
 from parley.models.retry import RetryPolicy, call_with_retries
@@ -46,9 +48,6 @@ from parley.models.tools import (
     check_tool_choice,
     to_tool_specs,
 )
-
-if TYPE_CHECKING:
-    from parley.models.formatter import Formatter
 
 __all__ = ["ALLOW_MODEL_REQUESTS", "ChatModel", "ChatRequest", "MessagesInput", "ToolsInput"]
 
@@ -142,6 +141,8 @@ class ChatModel:
     """How `generate_structured_output` asks, in order (see `parley.models.structured`)."""
     thinking_off: ClassVar[dict[str, Any]] = {}
     """Parameter overrides that switch reasoning off, for the `thinking_off` strategy."""
+    multi_agent_formatter_class: ClassVar[type[MultiAgentFormatter] | None] = None
+    """The provider's multi-agent formatter (other agents' turns folded), if it has one."""
     default_tool_choice: ToolChoicePolicy = None
     """The tool-choice policy an agent uses with this model when it is given none (see
     `ToolChoicePolicy`); None lets the model choose in every call. Set it on an instance to
@@ -235,6 +236,31 @@ class ChatModel:
         cards = _cards(location, self.parameters_class)
         found = next((c for c in cards if c.name == self.model), None)
         return found.model_copy(deep=True) if found else None
+
+    def multi_agent_formatter(self, self_name: str) -> Formatter | None:
+        """This model's formatter, folding other agents' turns for `self_name`; None: none.
+
+        Used when the model's agent talks with other agents (`parley.agents.multi`).
+        """
+        formatter = self.formatter
+        if isinstance(formatter, MultiAgentFormatter):
+            return type(formatter)(self_name, formatter.formatter)
+        cls = self.multi_agent_formatter_class
+        return cls(self_name, formatter) if cls is not None else None
+
+    def with_formatter(self, formatter: Formatter) -> Self:
+        """A copy of this model that formats with `formatter`, sharing its connections.
+
+        Closing the original (`aclose`, `close_sync`) closes the copy's connections too.
+        """
+        copied = copy.copy(self)
+        copied.formatter = formatter
+        client = getattr(self, "client", None)
+        if callable(client):
+            # Through the original's client: providers make theirs on first use, and a copy
+            # made before that would otherwise open (and never close) connections of its own.
+            vars(copied)["client"] = client
+        return copied
 
     @staticmethod
     def check_allowed(base_url: str | None) -> None:

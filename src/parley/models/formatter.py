@@ -8,13 +8,15 @@ latter.
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
-from parley.messages import Msg, TextBlock
+from parley.errors import UserError
+from parley.messages import Msg, TextBlock, ToolCallBlock
 
-__all__ = ["Formatter", "fold_other_agents"]
+__all__ = ["Formatter", "MultiAgentFormatter", "fold_other_agents", "tool_arguments"]
 
 
 class Formatter(ABC):
@@ -65,3 +67,38 @@ def fold_other_agents(msgs: Sequence[Msg], self_name: str | None = None) -> list
         folded.append(msg)
     flush()
     return folded
+
+
+def tool_arguments(call: ToolCallBlock) -> str:
+    """A tool call's argument string: as the model wrote it, else the input as JSON."""
+    return call.raw_input or json.dumps(call.input, ensure_ascii=False)
+
+
+class MultiAgentFormatter(Formatter):
+    """For several agents in one conversation: other agents' turns folded, then formatted.
+
+    Consecutive turns of users and of other agents become one user message wrapped in
+    `<history>` tags, one `name: text` line each (`fold_other_agents`); this model's own turns
+    (`name == self_name`), system messages and tool-call sequences keep their native form.
+    Each provider's multi-agent formatter is this with its chat formatter as the default.
+
+    Args:
+        self_name: The name this model's agent speaks under.
+        formatter: Formats the folded messages; the provider's chat formatter by default.
+    """
+
+    def __init__(self, self_name: str | None = None, formatter: Formatter | None = None) -> None:
+        self.self_name = self_name
+        self.formatter = formatter or self.chat_formatter()
+
+    def chat_formatter(self) -> Formatter:
+        """The provider's chat formatter, used when none is given.
+
+        Raises:
+            UserError: This is the generic class: give it the formatter to wrap.
+        """
+        raise UserError(f"{type(self).__name__} needs the chat formatter to wrap: formatter=...")
+
+    def format(self, msgs: Sequence[Msg]) -> list[dict[str, Any]]:
+        """The provider's messages for `msgs`, other agents' turns folded."""
+        return self.formatter.format(fold_other_agents(msgs, self.self_name))

@@ -6,17 +6,17 @@ own turns, so a `MsgHub` switches each participant's model to multi-agent format
 own turns stay assistant turns; runs of user turns and other agents' turns are folded into
 one user message that names each speaker, see `parley.models.formatter.fold_other_agents`):
 
-- OpenAI family (`OpenAIChatModel`, `OpenAIResponseModel` and the compatible presets): the
-  model layer's `OpenAIMultiAgentFormatter(self_name=agent.name)`, around the formatter the
-  model had (so Responses and DeepSeek's `reasoning_content` keep their own);
-- a model whose formatter is already an `OpenAIMultiAgentFormatter`: the same with this
-  agent's name;
+- a provider with a multi-agent formatter (OpenAI's two APIs and their presets, Anthropic,
+  Gemini, Ollama, DashScope): its `MultiAgentFormatter(self_name=agent.name)` around the
+  formatter the model had (so Responses and DeepSeek's `reasoning_content` keep their own),
+  from `ChatModel.multi_agent_formatter`; a formatter that already folds gets this agent's
+  name;
 - any other model (the local model, `ScriptedModel`, `PromptedToolsModel`...): wrapped in a
   `FoldingModel`, which folds the same way before the model formats the messages itself.
 
-The agent gets its own copy of the model, since one model object is often shared by several
-agents, each with its own name. An OpenAI-family copy sends through the original's client:
-closing the model you made closes the copies' connections too.
+The agent gets its own copy of the model (`ChatModel.with_formatter`), since one model object
+is often shared by several agents, each with its own name. A copy sends through the
+original's client: closing the model you made closes the copies' connections too.
 """
 
 from __future__ import annotations
@@ -30,9 +30,7 @@ from pydantic import BaseModel
 
 from parley.messages import Msg
 from parley.models.base import ChatModel, ChatRequest, MessagesInput
-from parley.models.formatter import fold_other_agents
-from parley.models.openai import OpenAIChatModel, OpenAIResponseModel
-from parley.models.openai.formatter import OpenAIMultiAgentFormatter
+from parley.models.formatter import MultiAgentFormatter, fold_other_agents
 
 if TYPE_CHECKING:
     from parley.agents.agent import Agent
@@ -123,27 +121,17 @@ def _speaks_as(model: ChatModel, name: str) -> bool:
     if isinstance(model, FoldingModel):
         return model.self_name == name
     formatter = model.formatter
-    return isinstance(formatter, OpenAIMultiAgentFormatter) and formatter.self_name == name
+    return isinstance(formatter, MultiAgentFormatter) and formatter.self_name == name
 
 
 def multi_agent_model(model: ChatModel, name: str) -> ChatModel:
     """A copy of `model` that folds other agents' turns for the agent `name`."""
     if isinstance(model, FoldingModel):
         return FoldingModel(model.inner, name)
-    formatter = model.formatter
-    if isinstance(formatter, OpenAIMultiAgentFormatter):
-        formatter = formatter.formatter
-    elif isinstance(model, (OpenAIChatModel, OpenAIResponseModel)):
-        formatter = formatter or model.default_formatter()
-    else:
+    formatter = model.multi_agent_formatter(name)
+    if formatter is None:  # a provider without a multi-agent formatter: fold around it
         return FoldingModel(model, name)
-    copied = copy.copy(model)
-    copied.formatter = OpenAIMultiAgentFormatter(self_name=name, formatter=formatter)
-    if isinstance(model, (OpenAIChatModel, OpenAIResponseModel)):
-        # Through the original's client: the copies share its connections, and closing the
-        # original (`aclose`, `close_sync`) closes them.
-        vars(copied)["client"] = model.client
-    return copied
+    return model.with_formatter(formatter)
 
 
 def use_multi_agent_formatting(agent: Agent) -> None:

@@ -33,7 +33,7 @@ from parley.errors import (
     ParleyError,
     RateLimitError,
 )
-from parley.models.openai._errors import retry_after
+from parley.models._wire import retry_after
 
 __all__ = ["STATUS_BY_TYPE", "anthropic_errors", "error_from_event", "error_from_status"]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from parley.errors import MessageError
 from parley.messages import FileBlock, ImageBlock
-from parley.models.openai._media import base64_data, remote_url
+from parley.models._media import base64_data, remote_url
 
 __all__ = ["IMAGE_TYPES", "document_block", "image_block"]
 

@@ -34,6 +34,7 @@ from typing import Any
 import json_repair
 
 from parley.messages import ThinkingBlock
+from parley.models._wire import loads, read_json
 from parley.models.accumulator import (
     BlockDelta,
     Delta,
@@ -44,8 +45,6 @@ from parley.models.accumulator import (
 )
 from parley.models.anthropic._errors import error_from_event
 from parley.models.anthropic.formatter import RAW_BLOCK
-from parley.models.openai._common import read_json
-from parley.models.openai._sse import loads
 from parley.models.response import ChatUsage, FinishReason
 
 __all__ = ["MessageStreamReader", "UsageTally", "finish_reason", "message_deltas", "raw_block"]

@@ -13,6 +13,7 @@ import pydantic_core
 
 from parley._sync import run_sync
 from parley.errors import ConfigurationError, ModelConnectionError, UserError
+from parley.models._wire import read_json
 from parley.models.accumulator import Delta, StreamAccumulator
 from parley.models.anthropic._errors import anthropic_errors
 from parley.models.anthropic._request import mark_cache, parameter_fields, tool_fields
@@ -20,13 +21,16 @@ from parley.models.anthropic._sdk import ClientPool
 from parley.models.anthropic._sse import EventSplitter
 from parley.models.anthropic._wire import MessageStreamReader, message_deltas
 from parley.models.anthropic.credentials import AnthropicCredential
-from parley.models.anthropic.formatter import AnthropicChatFormatter, split_system
+from parley.models.anthropic.formatter import (
+    AnthropicChatFormatter,
+    AnthropicMultiAgentFormatter,
+    split_system,
+)
 from parley.models.anthropic.parameters import AnthropicParameters
 from parley.models.base import ChatModel, ChatRequest
 from parley.models.cards import ModelCard
 from parley.models.credentials import APIKeyCredential, Credential
 from parley.models.formatter import Formatter
-from parley.models.openai._common import read_json
 from parley.models.parameters import Parameters
 from parley.models.response import ChatResponse
 
@@ -71,6 +75,8 @@ class AnthropicChatModel(ChatModel):
         >>> model = AnthropicChatModel(credential, "claude-sonnet-5-5")
         >>> response = await model([Msg.system("Be brief."), Msg.user("Hi!")])  # doctest: +SKIP
     """
+
+    multi_agent_formatter_class = AnthropicMultiAgentFormatter
 
     provider: ClassVar[str] = "anthropic"
     credential_class: ClassVar[type[Credential] | None] = AnthropicCredential

@@ -27,7 +27,7 @@ from parley.messages import (
     VideoBlock,
 )
 from parley.models.anthropic import _media
-from parley.models.formatter import Formatter, fold_other_agents
+from parley.models.formatter import Formatter, MultiAgentFormatter
 
 __all__ = [
     "RAW_BLOCK",
@@ -208,22 +208,13 @@ class AnthropicChatFormatter(Formatter):
         return parts
 
 
-class AnthropicMultiAgentFormatter(Formatter):
+class AnthropicMultiAgentFormatter(MultiAgentFormatter):
     """For several agents in one conversation: other agents' turns folded, then formatted.
 
-    Consecutive turns of users and of other agents become one user message wrapped in
-    `<history>` tags, one `name: text` line each (`fold_other_agents`); this model's own turns
-    (`name == self_name`), system messages and tool-call sequences keep their native form.
-
-    Args:
-        self_name: The name this model's agent speaks under.
-        formatter: Formats the folded messages; an `AnthropicChatFormatter` by default.
+    See `parley.models.formatter.MultiAgentFormatter`; the default inner formatter is
+    an `AnthropicChatFormatter`.
     """
 
-    def __init__(self, self_name: str | None = None, formatter: Formatter | None = None) -> None:
-        self.self_name = self_name
-        self.formatter = formatter or AnthropicChatFormatter()
-
-    def format(self, msgs: Sequence[Msg]) -> list[Payload]:
-        """The provider's messages for `msgs`, other agents' turns folded."""
-        return self.formatter.format(fold_other_agents(msgs, self.self_name))
+    def chat_formatter(self) -> Formatter:
+        """An `AnthropicChatFormatter`, used when none is given."""
+        return AnthropicChatFormatter()

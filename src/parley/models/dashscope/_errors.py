@@ -35,7 +35,7 @@ from parley.errors import (
     ParleyError,
     RateLimitError,
 )
-from parley.models.openai._errors import retry_after
+from parley.models._wire import retry_after
 
 __all__ = ["dashscope_errors", "error_from_code", "map_error"]
 

@@ -15,7 +15,7 @@ from urllib.request import url2pathname
 
 from parley.messages import Base64Source, FileBlock, URLSource
 from parley.messages.blocks import MediaBlock
-from parley.models.openai import _media
+from parley.models import _media
 
 __all__ = ["FILE_SCHEME", "TEXT_FILE_TYPES", "file_text", "media_value"]
 

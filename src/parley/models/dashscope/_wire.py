@@ -20,9 +20,9 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from parley.models._wire import read_json
 from parley.models.accumulator import Delta, MetaDelta, TextDelta, ThinkingDelta, ToolCallDelta
 from parley.models.dashscope._errors import error_from_code
-from parley.models.openai._common import read_json
 from parley.models.response import ChatUsage, FinishReason
 
 __all__ = ["StreamReader", "completion_deltas", "finish_reason", "native_usage"]

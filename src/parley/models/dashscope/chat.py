@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from parley._sync import run_sync
 from parley.errors import ConfigurationError, ModelConnectionError
+from parley.models._wire import iter_events, read_json
 from parley.models.accumulator import Delta, StreamAccumulator
 from parley.models.base import ChatModel, ChatRequest
 from parley.models.credentials import Credential
@@ -45,8 +46,6 @@ from parley.models.dashscope.formatter import (
 )
 from parley.models.dashscope.parameters import DashScopeChatParameters
 from parley.models.formatter import Formatter
-from parley.models.openai._common import read_json
-from parley.models.openai._sse import iter_events
 from parley.models.parameters import Parameters
 from parley.models.response import ChatResponse
 
@@ -126,6 +125,8 @@ class DashScopeChatModel(ChatModel):
         cache_dir: Turns on the on-disk response cache in this folder.
         timeout: Seconds to wait for the provider to answer.
     """
+
+    multi_agent_formatter_class = DashScopeMultiAgentFormatter
 
     provider: ClassVar[str] = "dashscope"
     credential_class: ClassVar[type[Credential] | None] = DashScopeCredential

@@ -32,8 +32,11 @@ from parley.messages import (
     VideoBlock,
 )
 from parley.models.dashscope._media import file_text, media_value
-from parley.models.formatter import Formatter, fold_other_agents
-from parley.models.openai.formatter import tool_arguments
+from parley.models.formatter import (
+    Formatter,
+    MultiAgentFormatter,
+    tool_arguments,
+)
 
 __all__ = ["DashScopeChatFormatter", "DashScopeMultiAgentFormatter", "has_media"]
 
@@ -185,35 +188,26 @@ class DashScopeChatFormatter(Formatter):
         raise MessageError(f"a {block.type} block cannot be sent as message content")
 
 
-class DashScopeMultiAgentFormatter(Formatter):
+class DashScopeMultiAgentFormatter(MultiAgentFormatter):
     """For several agents in one conversation: other agents' turns folded, then formatted.
 
-    Consecutive turns of users and of other agents become one user message wrapped in
-    `<history>` tags, one `name: text` line each (`fold_other_agents`); this model's own turns
-    (`name == self_name`), system messages and tool-call sequences keep their native form.
-
-    Args:
-        self_name: The name this model's agent speaks under.
-        formatter: Formats the folded messages; a `DashScopeChatFormatter` by default.
+    See `parley.models.formatter.MultiAgentFormatter`; the default inner formatter is a
+    `DashScopeChatFormatter`, set for the endpoint each call uses (`for_endpoint`).
     """
 
-    def __init__(
-        self, self_name: str | None = None, formatter: DashScopeChatFormatter | None = None
-    ) -> None:
-        self.self_name = self_name
-        self.formatter = formatter or DashScopeChatFormatter()
+    def chat_formatter(self) -> Formatter:
+        """A `DashScopeChatFormatter`, used when none is given."""
+        return DashScopeChatFormatter()
 
     def for_endpoint(
         self, *, multimodal: bool, inline_local_files: bool
     ) -> DashScopeMultiAgentFormatter:
         """This formatter, its inner one set for the endpoint a call uses."""
+        if not isinstance(self.formatter, DashScopeChatFormatter):
+            return self  # a formatter of the caller's own: used as it is
         inner = self.formatter.for_endpoint(
             multimodal=multimodal, inline_local_files=inline_local_files
         )
         return (
             self if inner is self.formatter else DashScopeMultiAgentFormatter(self.self_name, inner)
         )
-
-    def format(self, msgs: Sequence[Msg]) -> list[dict[str, Any]]:
-        """The native messages for `msgs`, other agents' turns folded."""
-        return self.formatter.format(fold_other_agents(msgs, self.self_name))

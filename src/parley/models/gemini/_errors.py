@@ -26,7 +26,7 @@ from parley.errors import (
     ParleyError,
     RateLimitError,
 )
-from parley.models.openai._errors import _transport_errors, retry_after
+from parley.models._wire import retry_after, transport_errors
 
 __all__ = ["error_from_payload", "error_from_status", "gemini_errors", "map_error"]
 
@@ -122,7 +122,7 @@ def map_error(exc: BaseException, *, model: str) -> ModelError | None:
         return error_from_status(
             int(exc.code or 500), exc.details, _headers(exc.response), model=model
         )
-    timeouts, transport = _transport_errors()
+    timeouts, transport = transport_errors()
     if isinstance(exc, timeouts):
         return ModelTimeoutError(
             f"gemini did not answer in time ({type(exc).__name__})", model=model, provider="gemini"

@@ -23,7 +23,7 @@ from parley.messages import (
     VideoBlock,
 )
 from parley.messages.blocks import MediaBlock
-from parley.models.openai._media import base64_data, remote_url
+from parley.models._media import base64_data, remote_url
 
 __all__ = ["block_from_part", "media_part"]
 

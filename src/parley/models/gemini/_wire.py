@@ -19,6 +19,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from parley.models._wire import read_json
 from parley.models.accumulator import (
     BlockDelta,
     Delta,
@@ -30,7 +31,6 @@ from parley.models.accumulator import (
 from parley.models.gemini._errors import blocked_prompt, error_from_payload
 from parley.models.gemini._media import block_from_part
 from parley.models.gemini.formatter import PART_SIGNATURE
-from parley.models.openai._common import read_json
 from parley.models.response import ChatUsage, FinishReason
 
 __all__ = ["FINISH_REASONS", "ResponseReader", "finish_reason", "usage"]

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from parley._sync import run_sync
 from parley.errors import ModelConnectionError
+from parley.models._wire import iter_events, read_json
 from parley.models.accumulator import Delta, StreamAccumulator
 from parley.models.base import ChatModel, ChatRequest
 from parley.models.credentials import Credential
@@ -15,10 +16,12 @@ from parley.models.gemini._errors import gemini_errors
 from parley.models.gemini._sdk import ClientPool, Endpoint
 from parley.models.gemini._wire import ResponseReader
 from parley.models.gemini.credentials import GeminiCredential
-from parley.models.gemini.formatter import GeminiChatFormatter, split_system
+from parley.models.gemini.formatter import (
+    GeminiChatFormatter,
+    GeminiMultiAgentFormatter,
+    split_system,
+)
 from parley.models.gemini.parameters import GeminiParameters
-from parley.models.openai._common import read_json
-from parley.models.openai._sse import iter_events
 from parley.models.parameters import Parameters
 from parley.models.response import ChatResponse
 
@@ -79,6 +82,8 @@ class GeminiChatModel(ChatModel):
         >>> model = GeminiChatModel(GeminiCredential(api_key="AIza..."), "gemini-2.5-flash")
         >>> response = await model([Msg.user("Hi!")])  # doctest: +SKIP
     """
+
+    multi_agent_formatter_class = GeminiMultiAgentFormatter
 
     provider: ClassVar[str] = "gemini"
     credential_class: ClassVar[type[Credential] | None] = GeminiCredential

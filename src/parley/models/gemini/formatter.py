@@ -40,7 +40,7 @@ from parley.messages import (
     ToolResultBlock,
     VideoBlock,
 )
-from parley.models.formatter import Formatter, fold_other_agents
+from parley.models.formatter import Formatter, MultiAgentFormatter
 from parley.models.gemini._media import media_part
 
 __all__ = [
@@ -213,22 +213,13 @@ def _append(out: list[dict[str, Any]], role: str, parts: list[dict[str, Any]]) -
         out.append({"role": role, "parts": parts})
 
 
-class GeminiMultiAgentFormatter(Formatter):
+class GeminiMultiAgentFormatter(MultiAgentFormatter):
     """For several agents in one conversation: other agents' turns folded, then formatted.
 
-    Consecutive turns of users and of other agents become one user message wrapped in
-    `<history>` tags, one `name: text` line each (`fold_other_agents`); this model's own turns
-    (`name == self_name`), system messages and tool-call sequences keep their native form.
-
-    Args:
-        self_name: The name this model's agent speaks under.
-        formatter: Formats the folded messages; a `GeminiChatFormatter` by default.
+    See `parley.models.formatter.MultiAgentFormatter`; the default inner formatter is
+    a `GeminiChatFormatter`.
     """
 
-    def __init__(self, self_name: str | None = None, formatter: Formatter | None = None) -> None:
-        self.self_name = self_name
-        self.formatter = formatter or GeminiChatFormatter()
-
-    def format(self, msgs: Sequence[Msg]) -> list[dict[str, Any]]:
-        """The Gemini contents for `msgs`, other agents' turns folded."""
-        return self.formatter.format(fold_other_agents(msgs, self.self_name))
+    def chat_formatter(self) -> Formatter:
+        """A `GeminiChatFormatter`, used when none is given."""
+        return GeminiChatFormatter()

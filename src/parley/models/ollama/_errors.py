@@ -27,7 +27,7 @@ from parley.errors import (
     ParleyError,
     RateLimitError,
 )
-from parley.models.openai._errors import retry_after
+from parley.models._wire import retry_after
 
 __all__ = ["error_from_payload", "error_from_status", "map_error", "ollama_errors"]
 

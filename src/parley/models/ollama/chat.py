@@ -19,7 +19,7 @@ from parley.models.ollama._errors import PROVIDER, error_from_status, ollama_err
 from parley.models.ollama._sdk import ClientPool, Session
 from parley.models.ollama._wire import ChatReader, iter_lines, parse_object
 from parley.models.ollama.credentials import OllamaCredential
-from parley.models.ollama.formatter import OllamaChatFormatter
+from parley.models.ollama.formatter import OllamaChatFormatter, OllamaMultiAgentFormatter
 from parley.models.ollama.parameters import OllamaParameters
 from parley.models.parameters import Parameters
 from parley.models.response import ChatResponse
@@ -75,6 +75,8 @@ class OllamaChatModel(ChatModel):
         >>> model = OllamaChatModel(OllamaCredential(), "qwen3")
         >>> response = await model([Msg.user("Hi!")])  # doctest: +SKIP
     """
+
+    multi_agent_formatter_class = OllamaMultiAgentFormatter
 
     provider: ClassVar[str] = PROVIDER
     credential_class: ClassVar[type[Credential] | None] = OllamaCredential

@@ -19,8 +19,8 @@ from parley.messages import (
     ToolResultBlock,
 )
 from parley.messages.blocks import Block, MediaBlock
-from parley.models.formatter import Formatter, fold_other_agents
-from parley.models.openai import _media
+from parley.models import _media
+from parley.models.formatter import Formatter, MultiAgentFormatter
 
 __all__ = ["OllamaChatFormatter", "OllamaMultiAgentFormatter", "media_data"]
 
@@ -137,22 +137,13 @@ def _tool_media(images: list[str]) -> dict[str, Any]:
     return {"role": "user", "content": "Media returned by the tools above:", "images": images}
 
 
-class OllamaMultiAgentFormatter(Formatter):
+class OllamaMultiAgentFormatter(MultiAgentFormatter):
     """For several agents in one conversation: other agents' turns folded, then formatted.
 
-    Consecutive turns of users and of other agents become one user message wrapped in
-    `<history>` tags, one `name: text` line each (`fold_other_agents`); this model's own turns
-    (`name == self_name`), system messages and tool-call sequences keep their native form.
-
-    Args:
-        self_name: The name this model's agent speaks under.
-        formatter: Formats the folded messages; an `OllamaChatFormatter` by default.
+    See `parley.models.formatter.MultiAgentFormatter`; the default inner formatter is
+    an `OllamaChatFormatter`.
     """
 
-    def __init__(self, self_name: str | None = None, formatter: Formatter | None = None) -> None:
-        self.self_name = self_name
-        self.formatter = formatter or OllamaChatFormatter()
-
-    def format(self, msgs: Sequence[Msg]) -> list[dict[str, Any]]:
-        """The `/api/chat` messages for `msgs`, other agents' turns folded."""
-        return self.formatter.format(fold_other_agents(msgs, self.self_name))
+    def chat_formatter(self) -> Formatter:
+        """An `OllamaChatFormatter`, used when none is given."""
+        return OllamaChatFormatter()

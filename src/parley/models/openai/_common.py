@@ -7,43 +7,22 @@ from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from parley._sync import run_sync
-from parley.errors import ConfigurationError, ModelConnectionError, ModelOutputError
+from parley.errors import ConfigurationError, ModelConnectionError
+from parley.models._wire import iter_events, read_json
 from parley.models.accumulator import Delta, StreamAccumulator
 from parley.models.base import ChatModel
 from parley.models.credentials import APIKeyCredential, Credential
+from parley.models.formatter import Formatter
 from parley.models.openai._errors import openai_errors
 from parley.models.openai._sdk import ClientPool
-from parley.models.openai._sse import iter_events, loads
 from parley.models.openai.credentials import OpenAICredential
+from parley.models.openai.formatter import OpenAIMultiAgentFormatter
 from parley.models.response import ChatResponse
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
-__all__ = ["OpenAIModelBase", "StreamReader", "read_json", "thinking_switch"]
-
-
-def read_json(data: bytes, *, model: str, provider: str) -> dict[str, Any]:
-    """Parse one JSON object the provider sent.
-
-    Raises:
-        ModelOutputError: It is not a JSON object.
-    """
-    try:
-        parsed = loads(data)
-    except ValueError as exc:
-        raise ModelOutputError(
-            f"{provider} sent malformed JSON ({exc}): {data[:200]!r}",
-            model=model,
-            provider=provider,
-        ) from None
-    if not isinstance(parsed, dict):
-        raise ModelOutputError(
-            f"{provider} sent JSON that is not an object: {data[:200]!r}",
-            model=model,
-            provider=provider,
-        )
-    return parsed
+__all__ = ["OpenAIModelBase", "StreamReader", "thinking_switch"]
 
 
 def thinking_switch(fields: dict[str, Any]) -> dict[str, Any]:
@@ -76,8 +55,8 @@ class OpenAIModelBase(ChatModel):
     """The base of parley's models on the openai SDK (not for direct use).
 
     Calls go through the SDK's `with_streaming_response`: the SDK supplies the client, auth,
-    base URL and error statuses, parley reads the body itself (see `_sse`). The SDK's own
-    retries are off, as parley's base retries.
+    base URL and error statuses, parley reads the body itself (see `parley.models._wire`).
+    The SDK's own retries are off, as parley's base retries.
     """
 
     provider: ClassVar[str] = "openai"
@@ -87,7 +66,19 @@ class OpenAIModelBase(ChatModel):
     """Whether a call without an API key is a configuration error (local servers take none)."""
     extra_headers: ClassVar[dict[str, str]] = {}
 
+    multi_agent_formatter_class = OpenAIMultiAgentFormatter
+
     _pool: ClientPool | None = None
+
+    def default_formatter(self) -> Formatter:
+        """The formatter used when none was given (each API's own)."""
+        raise NotImplementedError
+
+    def multi_agent_formatter(self, self_name: str) -> Formatter | None:
+        """The model's formatter (Chat Completions' or Responses') folding other agents' turns."""
+        if self.formatter is None:
+            return OpenAIMultiAgentFormatter(self_name, self.default_formatter())
+        return super().multi_agent_formatter(self_name)
 
     def endpoint(self) -> str | None:
         """The base URL requests go to."""

@@ -9,13 +9,10 @@ library (httpx, or httpx2 in newer SDKs) rather than the SDK, and are mapped her
 from __future__ import annotations
 
 import functools
-import importlib
 import json
 import re
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 from parley.errors import (
@@ -28,8 +25,9 @@ from parley.errors import (
     ParleyError,
     RateLimitError,
 )
+from parley.models._wire import retry_after, transport_errors
 
-__all__ = ["error_from_payload", "error_from_status", "map_error", "openai_errors", "retry_after"]
+__all__ = ["error_from_payload", "error_from_status", "map_error", "openai_errors"]
 
 # OpenAI's code, then the wording of servers that give none (vLLM, DeepSeek, llama.cpp).
 _CONTEXT_CODES = frozenset({"context_length_exceeded", "exceed_context_size_error"})
@@ -41,31 +39,6 @@ _CONTEXT_TEXT = re.compile(
 # OpenAI/Azure `content_filter`, OpenAI images `content_policy_violation`, DashScope
 # `data_inspection_failed`.
 _FILTER_CODES = frozenset({"content_filter", "content_policy_violation", "data_inspection_failed"})
-
-
-def retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds the server asked to wait, from `retry-after-ms` or `Retry-After`, or None.
-
-    OpenAI sends `retry-after-ms` beside the standard `Retry-After` (seconds or an HTTP
-    date); the SDK reads them in that order, and so does this.
-    """
-    millis = headers.get("retry-after-ms")
-    if millis:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-    except (TypeError, ValueError):
-        return None
 
 
 def _detail(body: Any) -> tuple[str, str, str]:
@@ -120,20 +93,6 @@ def error_from_payload(
 
 
 @functools.cache
-def _transport_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
-    """`(timeouts, transport errors)` of the HTTP libraries the SDK may be built on."""
-    timeouts: list[type[BaseException]] = []
-    transport: list[type[BaseException]] = []
-    for name in ("httpx2", "httpx"):
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        timeouts.append(module.TimeoutException)
-        transport.append(module.TransportError)
-    return tuple(timeouts), tuple(transport)
-
-
 def _status_body(exc: Any) -> Any:
     """The whole error body (the SDK keeps only its `error` member), parsed when JSON."""
     try:
@@ -173,7 +132,7 @@ def map_error(exc: BaseException, *, model: str, provider: str) -> ModelError | 
             model=model,
             provider=provider,
         )
-    timeouts, transport = _transport_errors()
+    timeouts, transport = transport_errors()
     if isinstance(exc, timeouts):
         return ModelTimeoutError(
             f"{provider} stopped sending in time ({type(exc).__name__})",

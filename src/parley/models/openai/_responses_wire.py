@@ -10,8 +10,8 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from parley.models._wire import read_json
 from parley.models.accumulator import Delta, MetaDelta, TextDelta, ThinkingDelta, ToolCallDelta
-from parley.models.openai._common import read_json
 from parley.models.openai._errors import error_from_payload
 from parley.models.response import ChatUsage, FinishReason
 

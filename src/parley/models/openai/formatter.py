@@ -7,7 +7,6 @@ formatter is in `parley.models.openai.responses_formatter`.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -23,10 +22,14 @@ from parley.messages import (
     ToolResultBlock,
     VideoBlock,
 )
-from parley.models.formatter import Formatter, fold_other_agents
-from parley.models.openai import _media
+from parley.models import _media
+from parley.models.formatter import (
+    Formatter,
+    MultiAgentFormatter,
+    tool_arguments,
+)
 
-__all__ = ["OpenAIChatFormatter", "OpenAIMultiAgentFormatter", "tool_arguments"]
+__all__ = ["OpenAIChatFormatter", "OpenAIMultiAgentFormatter"]
 
 # OpenAI refuses a `name` outside this pattern (API reference, chat messages' `name`).
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
@@ -34,11 +37,6 @@ _NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 ImageDetail = Literal["auto", "low", "high"]
 
 _MEDIA = (ImageBlock, AudioBlock, VideoBlock, FileBlock)
-
-
-def tool_arguments(call: ToolCallBlock) -> str:
-    """A tool call's argument string: as the model wrote it, else the input as JSON."""
-    return call.raw_input or json.dumps(call.input, ensure_ascii=False)
 
 
 def _safe_name(name: str) -> str:
@@ -177,23 +175,13 @@ class OpenAIChatFormatter(Formatter):
         raise MessageError(f"a {block.type} block cannot be sent as message content")
 
 
-class OpenAIMultiAgentFormatter(Formatter):
+class OpenAIMultiAgentFormatter(MultiAgentFormatter):
     """For several agents in one conversation: other agents' turns folded, then formatted.
 
-    Consecutive turns of users and of other agents become one user message wrapped in
-    `<history>` tags, one `name: text` line each (`fold_other_agents`); this model's own turns
-    (`name == self_name`), system messages and tool-call sequences keep their native form.
-
-    Args:
-        self_name: The name this model's agent speaks under.
-        formatter: Formats the folded messages; an `OpenAIChatFormatter` by default (pass an
-            `OpenAIResponsesFormatter` for the Responses API).
+    See `parley.models.formatter.MultiAgentFormatter`; the default inner formatter is
+    an `OpenAIChatFormatter` (pass an `OpenAIResponsesFormatter` for the Responses API).
     """
 
-    def __init__(self, self_name: str | None = None, formatter: Formatter | None = None) -> None:
-        self.self_name = self_name
-        self.formatter = formatter or OpenAIChatFormatter()
-
-    def format(self, msgs: Sequence[Msg]) -> list[dict[str, Any]]:
-        """The provider's messages for `msgs`, other agents' turns folded."""
-        return self.formatter.format(fold_other_agents(msgs, self.self_name))
+    def chat_formatter(self) -> Formatter:
+        """An `OpenAIChatFormatter`, used when none is given."""
+        return OpenAIChatFormatter()

@@ -20,9 +20,9 @@ from parley.messages import (
     ToolCallBlock,
     ToolResultBlock,
 )
-from parley.models.formatter import Formatter
-from parley.models.openai import _media
-from parley.models.openai.formatter import ImageDetail, tool_arguments
+from parley.models import _media
+from parley.models.formatter import Formatter, tool_arguments
+from parley.models.openai.formatter import ImageDetail
 
 __all__ = ["OpenAIResponsesFormatter", "reasoning_item"]
 

@@ -1,4 +1,4 @@
-"""Media sources as OpenAI wants them: URLs kept, local files read and inlined as base64."""
+"""Media sources for wire formats: URLs kept, local files read and inlined as base64."""
 
 from __future__ import annotations
 
@@ -42,15 +42,15 @@ def base64_data(block: MediaBlock) -> tuple[str, str]:
     """`(base64 data, media type)` of a block whose source is base64 data or a local file.
 
     Raises:
-        MessageError: The source is a remote URL (OpenAI takes these media inline only), or
-            the file cannot be read.
+        MessageError: The source is a remote URL (the caller's API takes these media inline
+            only), or the file cannot be read.
     """
     source = block.source
     if isinstance(source, Base64Source):
         return source.data, source.media_type
     if isinstance(source, URLSource) and remote_url(block):
         raise MessageError(
-            f"OpenAI takes {block.type} content inline, not by URL ({source.url[:80]}): "
+            f"this API takes {block.type} content inline, not by URL ({source.url[:80]}): "
             "download it, or pass base64 data or a file:// path"
         )
     data, media_type = _read_file(source)
