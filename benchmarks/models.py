@@ -1,4 +1,4 @@
-"""Chat models: parley beside the raw `openai` SDK and raw llama-cpp-python, interleaved.
+"""Chat models: parley beside each provider's raw SDK and raw llama-cpp-python, interleaved.
 
 Against a local OpenAI-compatible server (`_openai_bench_server.py`, in a process of its own),
 parley's `OpenAIChatModel` and the SDK's `AsyncOpenAI` take turns, round by round, so that
@@ -14,12 +14,17 @@ drift in the machine's speed hits both:
    a fresh process each time, best of N;
 5. the embedded local model: tokens per second streamed through parley's `LocalChatModel`
    against llama-cpp-python's `Llama.create_chat_completion(stream=True)` called directly on
-   the same GGUF file with the same settings.
+   the same GGUF file with the same settings;
+6. the other providers (Anthropic, Gemini, Ollama, DashScope's native API), each against its
+   own raw SDK on a local server speaking its wire format (`models_<provider>.py`, runnable on
+   its own too): a non-streaming call, a tool-call response, 2,000- and 20,000-chunk streams
+   and their linearity.
 
 Each contender's answers are checked before anything is timed. The table gives every figure,
 parley's against the reference's, and whether the goal of the issue is met.
 
-Run: `python benchmarks/models.py [--quick] [--skip-local] [--tracemalloc] [--profile]`.
+Run: `python benchmarks/models.py [--quick] [--skip-local] [--providers a,b] [--tracemalloc]
+[--profile]`.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import argparse
 import asyncio
 import cProfile
 import gc
+import importlib
 import json
 import os
 import pstats
@@ -720,7 +726,29 @@ def _value(value: float | None, scale: float) -> str:
     return f"{shown:,.0f}" if shown >= 1000 else f"{shown:,.3g}"
 
 
-def report(figures: list[Figure], notes: list[str]) -> None:
+DEFAULT_REFERENCE = "the raw `openai` SDK (AsyncOpenAI), or llama-cpp-python called directly"
+
+# The other providers' benchmarks, each in its own module beside this one: what each compares
+# with (its row labels start with the provider's name here).
+PROVIDERS = {
+    "anthropic": "the raw `anthropic` SDK (AsyncAnthropic.messages)",
+    "gemini": "the raw `google-genai` SDK (client.aio.models)",
+    "ollama": "the raw `ollama` SDK (AsyncClient.chat)",
+    "dashscope": "the `dashscope` SDK: AsyncClient (2.0), and [vs ...] rows as labelled",
+}
+
+
+def provider_rows(name: str, settings: Settings) -> list[Figure]:
+    """A provider's figures from `benchmarks/models_<name>.py`, labelled with its name."""
+    module = importlib.import_module(f"models_{name}")
+    figures: list[Figure] = asyncio.run(module.provider_figures(settings))
+    for figure in figures:
+        if not figure.label.startswith(f"{name}:"):
+            figure.label = f"{name}: {figure.label}"
+    return figures
+
+
+def report(figures: list[Figure], notes: list[str], reference: str = DEFAULT_REFERENCE) -> None:
     header = (
         f"{'figure':<52}{'unit':>9}{'parley':>10}{'reference':>11}{'parley/ref':>12}"
         f"  {'goal':<18}{'met':>4}"
@@ -735,7 +763,7 @@ def report(figures: list[Figure], notes: list[str]) -> None:
             f"{_value(f.reference, f.scale):>11}{ratio:>12}  {f.goal:<18}{met:>4}"
         )
     print()
-    print("reference: the raw `openai` SDK (AsyncOpenAI), or llama-cpp-python called directly")
+    print(f"reference: {reference}")
     print("times: median of rounds (import: best of runs); ratios are parley's over the reference")
     for note in notes:
         print(f"note: {note}")
@@ -769,6 +797,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds, a shorter run")
     parser.add_argument("--skip-local", action="store_true", help="leave out the local model")
+    parser.add_argument(
+        "--providers",
+        default=",".join(PROVIDERS),
+        help="the other providers to measure, comma-separated (empty: OpenAI's only)",
+    )
     parser.add_argument("--profile", action="store_true", help="profile both wire contenders")
     parser.add_argument(
         "--tracemalloc",
@@ -819,6 +852,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.profile:
             profile(server, settings)
     figures += import_figures(settings)
+    references = [f"openai: {DEFAULT_REFERENCE}"]
+    for name in filter(None, args.providers.split(",")):
+        if name not in PROVIDERS:
+            raise SystemExit(f"unknown provider {name!r}; known: {', '.join(PROVIDERS)}")
+        figures += provider_rows(name, settings)
+        references.append(f"{name}: {PROVIDERS[name]}")
     if not args.skip_local:
         local, local_notes = try_local_figures(settings)
         figures += local
@@ -827,7 +866,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "peak RSS growth: VmHWM after the streams minus VmRSS before them, the mark reset "
         "first, each round in a fresh process per contender"
     )
-    report(figures, notes)
+    report(figures, notes, reference="; ".join(references))
     print(f"\n({time.perf_counter() - started:.0f} s)")
     return 0
 

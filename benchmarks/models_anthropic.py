@@ -34,6 +34,7 @@ from typing import Any
 from models import (
     CONVERSATION,
     DEFAULT,
+    PROVIDERS,
     QUICK,
     SYSTEM,
     TOOL,
@@ -417,7 +418,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores; {_versions()}\n")
     started = time.perf_counter()
     figures = asyncio.run(provider_figures(QUICK if args.quick else DEFAULT))
-    report(figures, ["the reference in this table is the raw `anthropic` SDK (AsyncAnthropic)"])
+    report(figures, [], reference=PROVIDERS["anthropic"])
     print(f"\n({time.perf_counter() - started:.0f} s)")
     return 0
 

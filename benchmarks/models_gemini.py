@@ -35,6 +35,7 @@ from _openai_bench_server import _http
 from models import (
     CONVERSATION,
     DEFAULT,
+    PROVIDERS,
     QUICK,
     SYSTEM,
     TOOL,
@@ -345,7 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores; {_versions()}\n")
     started = time.perf_counter()
     figures = asyncio.run(provider_figures(QUICK if args.quick else DEFAULT))
-    report(figures, ["reference: the raw google-genai SDK (client.aio.models)"])
+    report(figures, [], reference=PROVIDERS["gemini"])
     print(f"\n({time.perf_counter() - started:.0f} s)")
     return 0
 

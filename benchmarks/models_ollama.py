@@ -31,6 +31,7 @@ from typing import Any
 from models import (
     CONVERSATION,
     DEFAULT,
+    PROVIDERS,
     QUICK,
     SYSTEM,
     TOOL,
@@ -358,7 +359,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     figures = asyncio.run(provider_figures(QUICK if args.quick else DEFAULT))
     # `report` is models.py's, whose footer names its own references: this file's is below.
-    report(figures, ["here the reference is the raw `ollama` SDK (AsyncClient.chat)"])
+    report(figures, [], reference=PROVIDERS["ollama"])
     print(f"\n({time.perf_counter() - started:.0f} s)")
     return 0
 
