@@ -473,3 +473,28 @@ def test_other_agents_turns_fold_into_one_named_user_message() -> None:
     assert folded[1].text == "<history>\nhost: Start the debate.\nalice: View A\n</history>"
     assert folded[3].content[1] == image
     assert folded[2].text == "My view"
+
+
+@pytest.mark.parametrize(
+    ("kind", "variable", "fields"),
+    [
+        ("openai", "OPENAI_BASE_URL", {}),
+        ("anthropic", "ANTHROPIC_BASE_URL", {}),
+        ("gemini", "GOOGLE_GEMINI_BASE_URL", {}),
+        ("gemini", "GOOGLE_VERTEX_BASE_URL", {"vertexai": True, "project": "p"}),
+        ("dashscope", "DASHSCOPE_HTTP_BASE_URL", {}),
+        ("openai_compatible", "OPENAI_COMPATIBLE_BASE_URL", {}),
+    ],
+)
+def test_credentials_take_the_endpoint_the_sdk_s_own_variable_names(
+    kind: str, variable: str, fields: dict[str, object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from parley.models.credentials import CredentialFactory  # noqa: PLC0415
+
+    monkeypatch.setenv(variable, "http://127.0.0.1:9/proxy")
+    credential: Any = CredentialFactory.from_dict({"type": kind, **fields})
+    assert credential.endpoint() == "http://127.0.0.1:9/proxy"
+    given: Any = CredentialFactory.from_dict({"type": kind, "base_url": "http://x.test", **fields})
+    assert given.endpoint() == "http://x.test"  # the credential's own wins
+    monkeypatch.delenv(variable)
+    assert credential.endpoint() != "http://127.0.0.1:9/proxy"

@@ -105,10 +105,12 @@ class APIKeyCredential(Credential):
     """A credential made of an API key and an endpoint.
 
     `api_key` falls back on the environment variable named by `env_key`; `base_url` on the
-    provider's public endpoint.
+    one named by `env_base_url` (the provider SDK's own, so a proxy or a local server set for
+    the SDK serves parley too), then on the provider's public endpoint.
     """
 
     env_key: ClassVar[str | None] = None
+    env_base_url: ClassVar[str | None] = None
     default_base_url: ClassVar[str | None] = None
 
     api_key: SecretStr | None = None
@@ -121,8 +123,11 @@ class APIKeyCredential(Credential):
         return os.environ.get(self.env_key) if self.env_key else None
 
     def endpoint(self) -> str | None:
-        """The base URL to call."""
-        return self.base_url or self.default_base_url
+        """The base URL to call: the credential's, the environment's, or the provider's."""
+        if self.base_url:
+            return self.base_url
+        configured = os.environ.get(self.env_base_url) if self.env_base_url else None
+        return configured or self.default_base_url
 
 
 class CredentialFactory:

@@ -24,6 +24,7 @@ class AnthropicCredential(APIKeyCredential):
     """
 
     env_key: ClassVar[str | None] = "ANTHROPIC_API_KEY"
+    env_base_url: ClassVar[str | None] = "ANTHROPIC_BASE_URL"  # the anthropic SDK's own
     default_base_url: ClassVar[str | None] = "https://api.anthropic.com"
 
     type: Literal["anthropic"] = "anthropic"

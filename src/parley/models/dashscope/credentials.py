@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import builtins
-import os
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 from parley.models.credentials import APIKeyCredential
@@ -40,15 +39,11 @@ class DashScopeCredential(APIKeyCredential):
     """
 
     env_key: ClassVar[str | None] = "DASHSCOPE_API_KEY"
-    env_base_url: ClassVar[str] = "DASHSCOPE_HTTP_BASE_URL"
+    env_base_url: ClassVar[str | None] = "DASHSCOPE_HTTP_BASE_URL"
     default_base_url: ClassVar[str | None] = BEIJING_URL
 
     type: Literal["dashscope"] = "dashscope"
     workspace: str | None = None
-
-    def endpoint(self) -> str | None:
-        """The base URL: the credential's, else the SDK's environment variable, else Beijing."""
-        return self.base_url or os.environ.get(self.env_base_url) or self.default_base_url
 
     @classmethod
     def chat_model_classes(cls) -> list[builtins.type[ChatModel]]:

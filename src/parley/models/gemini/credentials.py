@@ -79,9 +79,16 @@ class GeminiCredential(APIKeyCredential):
         return self.location or os.environ.get("GOOGLE_CLOUD_LOCATION") or "global"
 
     def endpoint(self) -> str | None:
-        """The base URL: the credential's, else Google's for the chosen backend."""
+        """The base URL: the credential's, the SDK's variable, else Google's for the backend.
+
+        The variables are google-genai's own: `GOOGLE_GEMINI_BASE_URL`, and on Vertex AI
+        `GOOGLE_VERTEX_BASE_URL`.
+        """
         if self.base_url:
             return self.base_url
+        variable = "GOOGLE_VERTEX_BASE_URL" if self.vertexai else "GOOGLE_GEMINI_BASE_URL"
+        if configured := os.environ.get(variable):
+            return configured
         if not self.vertexai:
             return "https://generativelanguage.googleapis.com/"
         location = self.vertex_location()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import builtins
-import os
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 from parley.models.credentials import APIKeyCredential
@@ -24,6 +23,7 @@ class OpenAICredential(APIKeyCredential):
     """
 
     env_key: ClassVar[str | None] = "OPENAI_API_KEY"
+    env_base_url: ClassVar[str | None] = "OPENAI_BASE_URL"  # the openai SDK's own
     default_base_url: ClassVar[str | None] = "https://api.openai.com/v1"
 
     type: Literal["openai"] = "openai"
@@ -53,13 +53,9 @@ class OpenAICompatibleCredential(APIKeyCredential):
     """
 
     env_key: ClassVar[str | None] = "OPENAI_COMPATIBLE_API_KEY"
-    env_base_url: ClassVar[str] = "OPENAI_COMPATIBLE_BASE_URL"
+    env_base_url: ClassVar[str | None] = "OPENAI_COMPATIBLE_BASE_URL"
 
     type: Literal["openai_compatible"] = "openai_compatible"
-
-    def endpoint(self) -> str | None:
-        """The base URL: the credential's, else the environment's."""
-        return self.base_url or os.environ.get(self.env_base_url) or None
 
     @classmethod
     def chat_model_classes(cls) -> list[builtins.type[ChatModel]]:

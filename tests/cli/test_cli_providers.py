@@ -1,0 +1,166 @@
+"""`parley chat --model <provider>:<model>` for every hosted provider, and `parley models`.
+
+Each run is a real `parley` process configured the way a user configures the provider's own
+SDK: the key and the base URL in the provider's usual environment variables, here pointing at
+a local server that speaks the provider's wire format.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests._requires import require_module
+
+TIMEOUT = 120
+
+
+@dataclass(frozen=True)
+class Provider:
+    spec: str
+    sdk: str
+    extra: str
+    server: Callable[[list[Any]], AbstractContextManager[Any]]
+    reply: Callable[[str], Any]
+    env: Callable[[str], dict[str, str]]
+    loads: bool = False
+    """`parley chat` loads the model first (Ollama: into the server's memory, one request)."""
+
+
+def _openai() -> Provider:
+    from parley.testing.openai_server import OpenAIServer, Reply  # noqa: PLC0415
+
+    return Provider(
+        "openai:gpt-4o-mini",
+        "openai",
+        "openai",
+        OpenAIServer,
+        lambda text: Reply(text=text),
+        lambda url: {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": url},
+    )
+
+
+def _anthropic() -> Provider:
+    from parley.testing._anthropic_wire import Reply  # noqa: PLC0415
+    from parley.testing.anthropic_server import AnthropicServer  # noqa: PLC0415
+
+    return Provider(
+        "anthropic:claude-sonnet-4-5",
+        "anthropic",
+        "anthropic",
+        AnthropicServer,
+        lambda text: Reply(text=text),
+        lambda url: {"ANTHROPIC_API_KEY": "sk-ant-test", "ANTHROPIC_BASE_URL": url},
+    )
+
+
+def _gemini() -> Provider:
+    from parley.testing._gemini_wire import Reply  # noqa: PLC0415
+    from parley.testing.gemini_server import GeminiServer  # noqa: PLC0415
+
+    return Provider(
+        "gemini:gemini-2.5-flash",
+        "google.genai",
+        "gemini",
+        GeminiServer,
+        lambda text: Reply(text=text),
+        lambda url: {"GEMINI_API_KEY": "test-key", "GOOGLE_GEMINI_BASE_URL": url},
+    )
+
+
+def _ollama() -> Provider:
+    from parley.testing._ollama_wire import Reply  # noqa: PLC0415
+    from parley.testing.ollama_server import OllamaServer  # noqa: PLC0415
+
+    return Provider(
+        "ollama:qwen3",
+        "ollama",
+        "ollama",
+        OllamaServer,
+        lambda text: Reply(text=text),
+        lambda url: {"OLLAMA_HOST": url},
+        loads=True,
+    )
+
+
+def _dashscope() -> Provider:
+    from parley.testing._dashscope_wire import Reply  # noqa: PLC0415
+    from parley.testing.dashscope_server import DashScopeServer  # noqa: PLC0415
+
+    return Provider(
+        "dashscope:qwen-plus",
+        "dashscope",
+        "dashscope",
+        DashScopeServer,
+        lambda text: Reply(text=text),
+        lambda url: {"DASHSCOPE_API_KEY": "sk-test", "DASHSCOPE_HTTP_BASE_URL": url},
+    )
+
+
+PROVIDERS = {
+    "openai": _openai,
+    "anthropic": _anthropic,
+    "gemini": _gemini,
+    "ollama": _ollama,
+    "dashscope": _dashscope,
+}
+
+
+def _clean_env(tmp_path: Path) -> dict[str, str]:
+    keys = ("_API_KEY", "_BASE_URL", "OLLAMA_HOST", "GOOGLE_CLOUD")
+    env = {k: v for k, v in os.environ.items() if not any(part in k for part in keys)}
+    env["HOME"] = str(tmp_path)  # no SDK profile or config from the developer's home
+    return env
+
+
+@pytest.mark.parametrize("name", sorted(PROVIDERS))
+def test_chat_with_a_hosted_provider_configured_as_its_sdk_is(name: str, tmp_path: Path) -> None:
+    provider = PROVIDERS[name]()
+    require_module(provider.sdk, provider.extra)
+    answer = f"Hello from {name}."
+    replies = [provider.reply(answer)]
+    if provider.loads:
+        replies.insert(0, provider.reply(""))
+    with provider.server(replies) as server:
+        env = {**_clean_env(tmp_path), **provider.env(server.url)}
+        done = subprocess.run(
+            [sys.executable, "-m", "parley", "chat", "--model", provider.spec, "Say hello."],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            env=env,
+            cwd=tmp_path,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == answer
+        asked = server.requests[-1]
+    assert "Say hello." in repr(asked.json)
+
+
+def test_models_lists_every_provider_s_cards(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "parley", "models"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env=_clean_env(tmp_path),
+        cwd=tmp_path,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    providers = {line.split()[0] for line in done.stdout.splitlines()[1:] if line.strip()}
+    expected = {"openai", "anthropic", "gemini", "ollama", "dashscope", "deepseek", "local"}
+    assert expected <= providers, done.stdout
+    rows = done.stdout.splitlines()
+    assert any(r.startswith("anthropic") and "claude" in r for r in rows)
+    assert any(r.startswith("gemini") and "gemini-2.5-pro" in r for r in rows)
+    assert any(r.startswith("dashscope ") and "qwen-vl-max" in r for r in rows)
