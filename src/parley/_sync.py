@@ -28,9 +28,21 @@ def _background_loop() -> asyncio.AbstractEventLoop:
             loop = asyncio.new_event_loop()
             thread = threading.Thread(target=loop.run_forever, name="parley-sync", daemon=True)
             thread.start()
-            atexit.register(loop.call_soon_threadsafe, loop.stop)
+            atexit.register(_stop, loop, thread)
             _loop = loop
         return _loop
+
+
+def _stop(loop: asyncio.AbstractEventLoop, thread: threading.Thread) -> None:
+    """Stop the loop at exit, and close it once its thread let go of it.
+
+    A loop left open is reported as "unclosed event loop" if it is collected before the
+    interpreter ends.
+    """
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(timeout=2)
+    if not thread.is_alive():
+        loop.close()
 
 
 def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
