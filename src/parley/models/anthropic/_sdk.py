@@ -4,7 +4,7 @@ Each client sends through the SDK's `DefaultAioHttpClient`: httpx2's interface o
 connections (the SDK's own copy of httpx-aiohttp, with its `aiohttp` extra; see
 `parley.models._aiohttp`). On httpx2's own transport, reading a stream's body cost about as
 much as parley's work on it: a 2,000-event stream took 0.50x the SDK's time, 0.24x on
-aiohttp, and a call 0.85x against 0.62x (benchmarks/models_anthropic.py).
+aiohttp, and a call 0.85x against 0.75x (benchmarks/models_anthropic.py).
 """
 
 from __future__ import annotations
