@@ -31,3 +31,31 @@ print(run_sync(note_loop()))
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.splitlines() == ["ran", "closed: True"]
     assert "unclosed event loop" not in ran.stderr
+
+
+def test_tasks_left_on_the_sync_loop_finish_before_it_closes() -> None:
+    # What a client collected at the end starts: the closing of its connections, as a task.
+    script = """
+import asyncio
+from parley._sync import run_sync
+
+async def closing():
+    await asyncio.sleep(0.05)
+    print("closed", flush=True)
+
+async def leave_a_task():
+    asyncio.get_running_loop().create_task(closing())
+    return "left"
+
+print(run_sync(leave_a_task()))
+"""
+    ran = subprocess.run(
+        [sys.executable, "-W", "always::ResourceWarning", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.splitlines() == ["left", "closed"]
+    assert "destroyed but it is pending" not in ran.stderr
