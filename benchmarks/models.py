@@ -731,9 +731,9 @@ DEFAULT_REFERENCE = "the raw `openai` SDK (AsyncOpenAI), or llama-cpp-python cal
 # The other providers' benchmarks, each in its own module beside this one: what each compares
 # with (its row labels start with the provider's name here).
 PROVIDERS = {
-    "anthropic": "the raw `anthropic` SDK (AsyncAnthropic.messages)",
+    "anthropic": "the raw `anthropic` SDK (AsyncAnthropic.messages, on httpx2's own transport)",
     "gemini": "the raw `google-genai` SDK (client.aio.models)",
-    "ollama": "the raw `ollama` SDK (AsyncClient.chat)",
+    "ollama": "the raw `ollama` SDK (AsyncClient.chat, on httpx's own transport)",
     "dashscope": "the `dashscope` SDK: AsyncClient (2.0), and [vs ...] rows as labelled",
 }
 

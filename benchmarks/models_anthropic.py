@@ -397,7 +397,7 @@ def _versions() -> str:
     from importlib import metadata  # noqa: PLC0415
 
     return ", ".join(
-        f"{n} {metadata.version(n)}" for n in ("parley", "anthropic", "httpx2", "jiter")
+        f"{n} {metadata.version(n)}" for n in ("parley", "anthropic", "httpx2", "aiohttp", "jiter")
     )
 
 

@@ -333,7 +333,7 @@ def _versions() -> str:
     from importlib import metadata  # noqa: PLC0415
 
     found = []
-    for name in ("parley", "ollama", "httpx", "pydantic_core"):
+    for name in ("parley", "ollama", "httpx", "aiohttp", "pydantic_core"):
         try:
             found.append(f"{name} {metadata.version(name)}")
         except metadata.PackageNotFoundError:

@@ -24,6 +24,7 @@ MODEL = "claude-sonnet-5-5"
 def server() -> Iterator[AnthropicServer]:
     """A started, empty `AnthropicServer`; stopped after the test."""
     require_module("anthropic", "anthropic")
+    require_module("aiohttp", "anthropic")  # the SDK's aiohttp client, which parley uses
     with AnthropicServer() as running:
         yield running
 

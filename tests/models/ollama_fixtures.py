@@ -16,6 +16,7 @@ from parley.testing.ollama_server import OllamaServer
 from tests._requires import require_module
 
 require_module("ollama", "ollama")  # the SDK the models and the listing run on
+require_module("httpx_aiohttp", "ollama")  # the HTTP client parley builds the SDK with
 
 ModelFactory = Callable[..., Any]
 

@@ -40,6 +40,7 @@ from parley.testing.anthropic_server import (
     Thinking,
     ToolUse,
 )
+from tests.models.loop_exit import ENDINGS, run_without_closing
 
 pytest_plugins = ["tests.models.anthropic_fixtures"]
 
@@ -596,6 +597,14 @@ async def test_overloaded_retries_give_up_after_max_retries(
     server.assert_consumed()
 
 
+async def test_a_connection_dropped_before_the_answer_is_no_unreachable_server(
+    server: AnthropicServer, make_model: ModelFactory
+) -> None:
+    server.add(Reset())
+    with pytest.raises(ModelConnectionError, match="the connection to anthropic failed"):
+        await make_model(max_retries=0).chat(HI)
+
+
 async def test_connection_reset_is_retried(
     server: AnthropicServer, make_model: ModelFactory
 ) -> None:
@@ -782,6 +791,41 @@ async def test_cache_answers_a_repeated_call(
 
 
 # -- sync twins, configuration, secrets ------------------------------------------------------
+
+
+@pytest.mark.parametrize("ending", ENDINGS)
+def test_connections_close_with_their_event_loop(server: AnthropicServer, ending: str) -> None:
+    # Each `asyncio.run` ends its loop, which closes the connections opened on it; the sync
+    # twins' loop runs to the exit, which closes them there if the model is still alive.
+    setup = """
+from parley.models.anthropic import AnthropicChatModel, AnthropicCredential
+credential = AnthropicCredential(api_key="k", base_url=sys.argv[1])
+model = AnthropicChatModel(credential, "claude-sonnet-5-5")
+"""
+    server.add(Reply(text="one"), Reply(text="two"), Reply(text="three"))
+    assert run_without_closing(setup, server.url, ending) == ["one", "two", "three"]
+
+
+async def test_requests_go_through_the_sdk_s_aiohttp_client(
+    server: AnthropicServer, make_model: ModelFactory
+) -> None:
+    from anthropic import DefaultAioHttpClient  # noqa: PLC0415  (required by the fixtures)
+
+    model = make_model()
+    assert isinstance(model.client()._client, DefaultAioHttpClient)
+    server.add(Reply(text="on aiohttp", chunk_size=3), Reply(text="whole"))
+    assert (await model.chat_stream(HI).collect()).text == "on aiohttp"
+    assert (await model.chat(HI)).text == "whole"
+    assert len({request.client_port for request in server.requests}) == 1
+
+
+async def test_missing_aiohttp_names_the_extra(
+    server: AnthropicServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "aiohttp", None)
+    model = AnthropicChatModel(server.credential(), "claude-sonnet-5-5")
+    with pytest.raises(MissingDependencyError, match=r"aiohttp.*parley\[anthropic\]"):
+        await model.chat(HI)
 
 
 def test_sync_twins(server: AnthropicServer) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -42,6 +41,7 @@ from parley.testing.dashscope_server import (
     ToolCall,
 )
 from tests._requires import require_module
+from tests.models.loop_exit import ENDINGS, run_without_closing
 
 require_module("dashscope", "dashscope")
 
@@ -721,31 +721,17 @@ async def test_cache_answers_a_repeated_call(
 # -- sync twins, configuration, secrets ------------------------------------------------------
 
 
-def test_connections_close_with_their_event_loop(server: DashScopeServer) -> None:
-    # A script that never closes its model: each `asyncio.run` ends its loop, which closes
-    # the connections opened on it, so nothing is reported unclosed when they are collected.
-    script = """
-import asyncio, gc, sys
-from parley import Msg
+@pytest.mark.parametrize("ending", ENDINGS)
+def test_connections_close_with_their_event_loop(server: DashScopeServer, ending: str) -> None:
+    # Each `asyncio.run` ends its loop, which closes the connections opened on it; the sync
+    # twins' loop runs to the exit, which closes them there if the model is still alive.
+    setup = """
 from parley.models.dashscope import DashScopeChatModel, DashScopeCredential
-model = DashScopeChatModel(DashScopeCredential(api_key="k", base_url=sys.argv[1]), "qwen-plus")
-print(asyncio.run(model.chat([Msg.user("Hi")])).text)
-print(asyncio.run(model.chat_stream([Msg.user("Hi")]).collect()).text)
-print(model.chat_sync([Msg.user("Hi")]).text)
-del model
-gc.collect()
+credential = DashScopeCredential(api_key="k", base_url=sys.argv[1])
+model = DashScopeChatModel(credential, "qwen-plus")
 """
     server.add(Reply(text="one"), Reply(text="two"), Reply(text="three"))
-    ran = subprocess.run(
-        [sys.executable, "-W", "always::ResourceWarning", "-c", script, server.url],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert ran.returncode == 0, ran.stderr
-    assert ran.stdout.split() == ["one", "two", "three"]
-    assert "Unclosed" not in ran.stderr
+    assert run_without_closing(setup, server.url, ending) == ["one", "two", "three"]
 
 
 def test_sync_twins(server: DashScopeServer) -> None:

@@ -32,6 +32,7 @@ from parley.models import ChatStream
 from parley.models.ollama import OllamaChatModel, OllamaCredential
 from parley.models.spec import model_from_spec
 from parley.testing.ollama_server import HTTPError, OllamaServer, Raw, Reply, Reset, ToolCall
+from tests.models.loop_exit import ENDINGS, run_without_closing
 from tests.sample_tools import add
 
 pytest_plugins = ["tests.models.ollama_fixtures"]
@@ -607,6 +608,45 @@ def test_sync_twins(server: OllamaServer) -> None:
     assert list(model.chat_stream_sync(HI))[-1].text == "sync stream"
     assert model.load_sync().metadata["done_reason"] == "load"
     model.close_sync()
+
+
+@pytest.mark.parametrize("ending", ENDINGS)
+def test_connections_close_with_their_event_loop(server: OllamaServer, ending: str) -> None:
+    # Each `asyncio.run` ends its loop, which closes the connections opened on it; the sync
+    # twins' loop runs to the exit, which closes them there if the model is still alive.
+    setup = """
+from parley.models.ollama import OllamaChatModel, OllamaCredential
+model = OllamaChatModel(OllamaCredential(host=sys.argv[1]), "qwen3")
+"""
+    server.add(Reply(text="one"), Reply(text="two"), Reply(text="three"))
+    assert run_without_closing(setup, server.url, ending) == ["one", "two", "three"]
+
+
+async def test_requests_go_through_the_sdk_client_on_aiohttp(
+    server: OllamaServer, make_model: ModelFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from httpx_aiohttp import HttpxAiohttpClient  # noqa: PLC0415  (required by the fixtures)
+
+    monkeypatch.setenv("OLLAMA_API_KEY", "ollama-key")
+    model = make_model()
+    sent = model.client()._client  # the SDK's HTTP client: its base URL, headers, pool
+    assert isinstance(sent, HttpxAiohttpClient)
+    server.add(Reply(text="on aiohttp", chunk_size=3), Reply(text="whole"))
+    assert (await model.chat_stream(HI).collect()).text == "on aiohttp"
+    assert (await model.chat(HI)).text == "whole"
+    # What the SDK sets on its client is sent as before: its identity, its key rule.
+    for request in server.requests:
+        assert request.headers["user-agent"].startswith("ollama-python/")
+        assert request.headers["authorization"] == "Bearer ollama-key"
+
+
+async def test_missing_http_client_names_the_extra(
+    server: OllamaServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "httpx_aiohttp", None)
+    model = OllamaChatModel(server.credential(), "qwen3")
+    with pytest.raises(MissingDependencyError, match=r"httpx_aiohttp.*parley\[ollama\]"):
+        await model.chat(HI)
 
 
 async def test_host_from_ollama_host(

@@ -27,6 +27,8 @@ from tests._requires import require_module
 ollama = require_module("ollama", "ollama")
 import httpx  # noqa: E402  (the SDK's transport: there when the SDK is)
 
+aiohttp = require_module("aiohttp", "ollama")
+
 HOST = "http://127.0.0.1:11434"
 
 
@@ -166,6 +168,24 @@ def test_sdk_and_transport_errors() -> None:
     assert isinstance(cut, ModelConnectionError)
     assert "incomplete chunked read" in str(cut)
     assert mapped(ValueError("not ours")) is None
+
+
+def test_aiohttp_failures_under_httpx_errors() -> None:
+    # httpx-aiohttp raises `httpx.ConnectTimeout` for a refused or dropped connection: the
+    # aiohttp error under it says which, and that it was no timeout.
+    def mapped(cause: BaseException, raised: type[Exception]) -> Any:
+        exc = raised(str(cause))
+        exc.__cause__ = cause
+        return map_error(exc, model="m", host=HOST)
+
+    # (A refused connection, aiohttp's `ClientConnectorError`, is test_ollama's unreachable
+    # server.)
+    dropped = mapped(aiohttp.ServerDisconnectedError(), httpx.ConnectTimeout)
+    assert isinstance(dropped, ModelConnectionError)
+    assert "connection to ollama at" in str(dropped)
+    cut = mapped(aiohttp.ClientPayloadError("not complete"), httpx.ReadError)
+    assert isinstance(cut, ModelConnectionError)
+    assert isinstance(mapped(aiohttp.SocketTimeoutError(), httpx.ReadTimeout), ModelTimeoutError)
 
 
 # -- parameters -----------------------------------------------------------------------------

@@ -4,7 +4,9 @@
   `AnthropicParameters` (thinking, effort, prompt caching, server tools), and the
   formatters `AnthropicChatFormatter` and `AnthropicMultiAgentFormatter`.
 
-The SDK is imported on first use (`pip install 'parley[anthropic]'`), not with this package.
+The SDK is imported on first use (`pip install 'parley[anthropic]'`), not with this package;
+it sends through its `DefaultAioHttpClient` (httpx2's interface on aiohttp, the SDK's
+`aiohttp` extra), whose stream reads cost a fraction of httpx2's own (see `_sdk`).
 Quirks (each with its source in the module that handles it): the system prompt is a
 top-level field; `max_tokens` is required (defaulted from the model card); API version
 2026-10-21, which SDK 2.x sends, removed `temperature`, `top_p` and `top_k`; thinking blocks

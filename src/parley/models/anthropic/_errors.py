@@ -12,7 +12,9 @@ reached the caller).
 A prompt over the context window is a 400 saying `prompt is too long`; an output the
 content filter blocked, a 400 saying `content filtering policy`. Both fail the same way
 every time and get their own, non-retried, classes. Connection failures and timeouts while
-a stream is read come from the SDK's HTTP library (httpx2) rather than the SDK.
+a stream is read come from the SDK's HTTP client (httpx2's interface on aiohttp, see `_sdk`)
+rather than the SDK; a connection refused or dropped is told apart from a timeout by
+aiohttp's error under the SDK's or httpx2's (`parley.models._aiohttp`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from parley.errors import (
     ParleyError,
     RateLimitError,
 )
+from parley.models._aiohttp import connection_failure
 from parley.models._wire import retry_after
 
 __all__ = ["STATUS_BY_TYPE", "anthropic_errors", "error_from_event", "error_from_status"]
@@ -123,6 +126,11 @@ def map_error(exc: BaseException, *, model: str, provider: str) -> ModelError | 
     import anthropic  # noqa: PLC0415  (loaded already: it raised `exc` or made the transport)
     import httpx2  # noqa: PLC0415  (the SDK's HTTP library)
 
+    failure = connection_failure(exc)
+    if failure is not None:
+        what = "cannot reach {}" if failure.unreachable else "the connection to {} failed"
+        text = f"{what.format(provider)}: {failure.describe()}"
+        return ModelConnectionError(text, model=model, provider=provider)
     if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
         return ModelTimeoutError(
             f"{provider} did not answer in time ({type(exc).__name__})",

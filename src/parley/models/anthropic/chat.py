@@ -13,11 +13,12 @@ import pydantic_core
 
 from parley._sync import run_sync
 from parley.errors import ConfigurationError, ModelConnectionError, UserError
+from parley.models._aiohttp import LoopClients
 from parley.models._wire import read_json
 from parley.models.accumulator import Delta, StreamAccumulator
 from parley.models.anthropic._errors import anthropic_errors
 from parley.models.anthropic._request import mark_cache, parameter_fields, tool_fields
-from parley.models.anthropic._sdk import ClientPool
+from parley.models.anthropic._sdk import client_pool
 from parley.models.anthropic._sse import EventSplitter
 from parley.models.anthropic._wire import MessageStreamReader, message_deltas
 from parley.models.anthropic.credentials import AnthropicCredential
@@ -95,7 +96,7 @@ class AnthropicChatModel(ChatModel):
     fallback_max_tokens: ClassVar[int] = 8192
     """`max_tokens` for a model without a card (the API requires one)."""
 
-    _pool: ClientPool | None = None
+    _pool: LoopClients[AsyncAnthropic] | None = None
 
     # -- cards ----------------------------------------------------------------------------
 
@@ -164,7 +165,7 @@ class AnthropicChatModel(ChatModel):
             MissingDependencyError: The `anthropic` package is not installed.
         """
         if self._pool is None:
-            self._pool = ClientPool(
+            self._pool = client_pool(
                 api_key=self._api_key(), base_url=self.endpoint(), timeout=self.timeout
             )
         return self._pool.get()

@@ -14,7 +14,8 @@
 The same models speak OpenAI's wire format in DashScope's compatible mode:
 `parley.models.openai.DashScopeCompatibleChatModel` (type `dashscope_compatible`).
 
-The SDK is imported on first use (`pip install 'parley[dashscope]'`), not with this package.
+The SDK is imported on first use (`pip install 'parley[dashscope]'`), not with this package;
+it sends through httpx-aiohttp's client (httpx's interface on aiohttp; see `_sdk`).
 Sources: Model Studio's API reference (Qwen, DashScope), its deep-thinking, function-calling,
 structured-output, vision and Qwen-Omni guides, its error-code list, and the SDK's source.
 """

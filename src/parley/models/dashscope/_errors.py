@@ -15,7 +15,7 @@ code first (Model Studio's error-code list):
 
 Failures without an answer come from the SDK (`APIConnectionError`, `APITimeoutError`) or,
 while a stream's body is read, from its HTTP client (httpx's interface on aiohttp, see
-`_sdk`), whose own errors say best what happened.
+`_sdk`), whose aiohttp errors say best what happened (`parley.models._aiohttp`).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from parley.errors import (
     ParleyError,
     RateLimitError,
 )
+from parley.models._aiohttp import connection_failure
 from parley.models._wire import retry_after
 
 __all__ = ["dashscope_errors", "error_from_code", "map_error"]
@@ -101,34 +102,16 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _aiohttp_cause(exc: BaseException) -> BaseException | None:
-    """The aiohttp error under an httpx one, if the HTTP client runs on aiohttp.
-
-    httpx-aiohttp maps a refused connection or a dropped one to `httpx.ConnectTimeout`:
-    the cause says which it was.
-    """
-    import aiohttp  # noqa: PLC0415  (loaded already: the HTTP client runs on it)
-
-    seen = 0
-    cause = exc.__cause__
-    while cause is not None and seen < 5:
-        if isinstance(cause, aiohttp.ClientError | TimeoutError):
-            return cause
-        cause, seen = cause.__cause__, seen + 1
-    return None
-
-
 def map_error(exc: BaseException, *, model: str, provider: str) -> ModelError | None:
     """The parley error for an exception from the SDK or its HTTP client; None if foreign."""
-    import aiohttp  # noqa: PLC0415  (loaded already: the SDK's HTTP client runs on it)
     import httpx  # noqa: PLC0415
     from dashscope.v2 import errors  # noqa: PLC0415
 
-    cause = _aiohttp_cause(exc)
-    if cause is not None and not isinstance(cause, aiohttp.ServerTimeoutError | TimeoutError):
-        unreachable = isinstance(cause, aiohttp.ClientConnectorError)
-        what = f"cannot reach {provider}" if unreachable else f"the connection to {provider} failed"
-        return ModelConnectionError(f"{what}: {_describe(cause)}", model=model, provider=provider)
+    failure = connection_failure(exc)
+    if failure is not None:
+        what = "cannot reach {}" if failure.unreachable else "the connection to {} failed"
+        text = f"{what.format(provider)}: {failure.describe()}"
+        return ModelConnectionError(text, model=model, provider=provider)
     if isinstance(exc, errors.APITimeoutError | httpx.TimeoutException):
         return ModelTimeoutError(
             f"{provider} did not answer in time", model=model, provider=provider

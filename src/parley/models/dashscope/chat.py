@@ -30,12 +30,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from parley._sync import run_sync
 from parley.errors import ConfigurationError, ModelConnectionError
+from parley.models._aiohttp import LoopClients
 from parley.models._wire import iter_events, read_json
 from parley.models.accumulator import Delta, StreamAccumulator
 from parley.models.base import ChatModel, ChatRequest
 from parley.models.credentials import Credential
 from parley.models.dashscope._errors import dashscope_errors
-from parley.models.dashscope._sdk import ClientPool
+from parley.models.dashscope._sdk import client_pool
 from parley.models.dashscope._upload import OSS_RESOLVE_HEADER, Uploader
 from parley.models.dashscope._wire import StreamReader, completion_deltas
 from parley.models.dashscope.credentials import DashScopeCredential
@@ -171,7 +172,7 @@ class DashScopeChatModel(ChatModel):
         )
         self.multimodal = multimodal
         self.upload_files = upload_files
-        self._pool: ClientPool | None = None
+        self._pool: LoopClients[AsyncClient] | None = None
 
     # -- the client -----------------------------------------------------------------------
 
@@ -194,7 +195,7 @@ class DashScopeChatModel(ChatModel):
             MissingDependencyError: The `dashscope` package is not installed.
         """
         if self._pool is None:
-            self._pool = ClientPool(
+            self._pool = client_pool(
                 api_key=self._api_key(),
                 base_url=self.endpoint(),
                 workspace=self.dashscope_credential.workspace,

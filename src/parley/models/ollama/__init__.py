@@ -16,7 +16,9 @@ Errors: Ollama's `{"error": "..."}` answers, and the same as a line in a stream,
 to parley's errors; a model that is not pulled (404) says to run `ollama pull`. Sources:
 Ollama's `docs/api.md`, `docs/api/*.mdx` and `api/types.go`.
 
-The SDK is imported on first use (`pip install 'parley[ollama]'`), not with this package.
+The SDK is imported on first use (`pip install 'parley[ollama]'`), not with this package;
+its HTTP client is httpx-aiohttp's (httpx's interface on aiohttp, which reads a stream's
+lines at a fraction of httpx's own cost; see `_sdk`).
 """
 
 from parley.models.ollama._cards import TOOL_CALLS

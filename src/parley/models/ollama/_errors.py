@@ -7,6 +7,10 @@ happens mid-stream as one more line, `{"error": "..."}`, after a 200 (Ollama's
 context length`, `... longer than the context length ...`: `server/routes.go`,
 `llm/llama_server.go`) is a `ContextLengthError`; a 404 `model '...' not found` names
 `ollama pull`.
+
+Failures without an answer come from the HTTP client, httpx's interface on aiohttp (see
+`_sdk`): a connection refused or dropped is told apart by aiohttp's error under httpx's
+(`parley.models._aiohttp`), a timeout by httpx's.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from parley.errors import (
     ParleyError,
     RateLimitError,
 )
+from parley.models._aiohttp import connection_failure
 from parley.models._wire import retry_after
 
 __all__ = ["error_from_payload", "error_from_status", "map_error", "ollama_errors"]
@@ -101,11 +106,22 @@ def _unreachable(host: str, model: str, exc: BaseException) -> ModelConnectionEr
     )
 
 
+def _lost(host: str, model: str, exc: BaseException) -> ModelConnectionError:
+    return ModelConnectionError(
+        f"the connection to ollama at {host} failed: {_describe(exc)}",
+        model=model,
+        provider=PROVIDER,
+    )
+
+
 def map_error(exc: BaseException, *, model: str, host: str) -> ModelError | None:
     """The parley error for an exception from the SDK or its transport; None if foreign."""
     import ollama  # noqa: PLC0415  (loaded already: it raised `exc` or made the transport)
 
     httpx = _httpx()
+    failure = connection_failure(exc)
+    if failure is not None:
+        return (_unreachable if failure.unreachable else _lost)(host, model, failure.cause)
     if isinstance(exc, ollama.ResponseError):
         status = exc.status_code if exc.status_code >= 400 else 500
         return error_from_status(status, {"error": exc.error}, model=model, host=host)
@@ -119,11 +135,7 @@ def map_error(exc: BaseException, *, model: str, host: str) -> ModelError | None
         # The SDK raises a plain `ConnectionError` when it cannot connect.
         return _unreachable(host, model, exc)
     if isinstance(exc, httpx.TransportError):
-        return ModelConnectionError(
-            f"the connection to ollama at {host} failed: {_describe(exc)}",
-            model=model,
-            provider=PROVIDER,
-        )
+        return _lost(host, model, exc)
     return None
 
 

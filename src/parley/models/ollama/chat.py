@@ -9,6 +9,7 @@ from pydantic_core import to_json
 
 from parley._sync import run_sync
 from parley.errors import ModelConnectionError, ModelError
+from parley.models._aiohttp import LoopClients
 from parley.models.accumulator import Delta, StreamAccumulator
 from parley.models.base import ChatModel, ChatRequest
 from parley.models.cards import ModelCard
@@ -16,7 +17,7 @@ from parley.models.credentials import Credential
 from parley.models.formatter import Formatter
 from parley.models.ollama._cards import bundled_card, card_from_server
 from parley.models.ollama._errors import PROVIDER, error_from_status, ollama_errors
-from parley.models.ollama._sdk import ClientPool, Session
+from parley.models.ollama._sdk import Session, client_pool
 from parley.models.ollama._wire import ChatReader, iter_lines, parse_object
 from parley.models.ollama.credentials import OllamaCredential
 from parley.models.ollama.formatter import OllamaChatFormatter, OllamaMultiAgentFormatter
@@ -86,7 +87,7 @@ class OllamaChatModel(ChatModel):
     # (so no forced tool call).
     structured_strategies: ClassVar[tuple[str, ...]] = ("native", "auto", "text")
 
-    _pool: ClientPool | None = None
+    _pool: LoopClients[Session] | None = None
     _host: str | None = None
 
     # -- configuration ------------------------------------------------------------------------
@@ -125,7 +126,7 @@ class OllamaChatModel(ChatModel):
         if self._pool is None:
             credential = self.credential
             assert isinstance(credential, OllamaCredential)
-            self._pool = ClientPool(
+            self._pool = client_pool(
                 self.endpoint(), timeout=self.timeout, headers=credential.header_values()
             )
         return self._pool.get()
