@@ -26,9 +26,7 @@ request that returns one. A request with no step left is answered 500 and report
 from __future__ import annotations
 
 import json
-import threading
-from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
@@ -45,7 +43,8 @@ from parley.testing._anthropic_wire import (
     message_events,
     message_object,
 )
-from parley.testing._http import RecordedRequest, Responder, ScriptedHTTPServer
+from parley.testing._http import RecordedRequest, Responder
+from parley.testing._scripted import ScriptedServer
 from parley.testing.openai_server import Raw, Reset
 
 __all__ = [
@@ -154,7 +153,7 @@ def _body_refusal(body: dict[str, Any]) -> tuple[int, str] | None:
     return (400, f"{removed[0]}: Extra inputs are not permitted") if removed else None
 
 
-class AnthropicServer:
+class AnthropicServer(ScriptedServer):
     """An Anthropic Messages API server on 127.0.0.1, scripted by steps (see the module docs).
 
     Args:
@@ -162,29 +161,9 @@ class AnthropicServer:
         startup_timeout: Seconds to wait for the server to start.
     """
 
-    def __init__(self, steps: Iterable[Step] = (), *, startup_timeout: float = 5.0) -> None:
-        self._steps: deque[Step] = deque(steps)
-        self._lock = threading.Lock()
-        self._http = ScriptedHTTPServer(self._handle, startup_timeout=startup_timeout)
-        self.unexpected: list[RecordedRequest] = []
-        """Requests that found no step left."""
+    answer_types = (Reply, HTTPError, Reset, Raw)
 
-    # -- lifecycle --------------------------------------------------------------------------
-
-    def start(self) -> AnthropicServer:
-        """Start serving (returns once it accepts connections)."""
-        self._http.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and close every connection."""
-        self._http.stop()
-
-    def __enter__(self) -> AnthropicServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
+    # -- where it is ------------------------------------------------------------------------
 
     @property
     def url(self) -> str:
@@ -194,41 +173,6 @@ class AnthropicServer:
     def credential(self, api_key: str = "sk-ant-test") -> AnthropicCredential:
         """An `AnthropicCredential` for this server."""
         return AnthropicCredential(api_key=SecretStr(api_key), base_url=self.url)
-
-    # -- script -----------------------------------------------------------------------------
-
-    def add(self, *steps: Step) -> None:
-        """Append steps to the script."""
-        with self._lock:
-            self._steps.extend(steps)
-
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        """Every request received, in order."""
-        return self._http.requests
-
-    def bodies(self) -> list[Any]:
-        """The JSON bodies of the requests received."""
-        return [request.json for request in self.requests]
-
-    def assert_consumed(self) -> None:
-        """Fail if a step was never used, a request found no step, or a handler broke."""
-        problems = []
-        if self._steps:
-            problems.append(f"{len(self._steps)} scripted step(s) never used")
-        if self.unexpected:
-            problems.append(f"{len(self.unexpected)} request(s) found no step left")
-        if self._http.errors:
-            problems.append(f"the server failed: {self._http.errors[0]!r}")
-        if problems:
-            raise AssertionError("; ".join(problems))
-
-    def _next(self, request: RecordedRequest) -> Answer | None:
-        with self._lock:
-            step = self._steps.popleft() if self._steps else None
-        while step is not None and not isinstance(step, (Reply, HTTPError, Reset, Raw)):
-            step = step(request)
-        return step
 
     # -- answering --------------------------------------------------------------------------
 

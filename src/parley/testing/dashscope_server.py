@@ -27,8 +27,6 @@ steps never used.
 from __future__ import annotations
 
 import json
-import threading
-from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -45,7 +43,8 @@ from parley.testing._dashscope_wire import (
     stream_events,
     whole_answer,
 )
-from parley.testing._http import RecordedRequest, Responder, ScriptedHTTPServer
+from parley.testing._http import RecordedRequest, Responder
+from parley.testing._scripted import ScriptedServer
 
 __all__ = [
     "DashScopeServer",
@@ -129,7 +128,7 @@ Step: TypeAlias = Answer | Callable[[RecordedRequest], "Step"]
 _SSE = "text/event-stream;charset=UTF-8"
 
 
-class DashScopeServer:
+class DashScopeServer(ScriptedServer):
     """A DashScope native-API server on 127.0.0.1, scripted by steps (see the module docs).
 
     Args:
@@ -137,12 +136,10 @@ class DashScopeServer:
         startup_timeout: Seconds to wait for the server to start.
     """
 
+    answer_types = (Reply, HTTPError, Reset, Raw)
+
     def __init__(self, steps: Iterable[Step] = (), *, startup_timeout: float = 5.0) -> None:
-        self._steps: deque[Step] = deque(steps)
-        self._lock = threading.Lock()
-        self._http = ScriptedHTTPServer(self._handle, startup_timeout=startup_timeout)
-        self.unexpected: list[RecordedRequest] = []
-        """Generation requests that found no step left."""
+        super().__init__(steps, startup_timeout=startup_timeout)
         self.policy_error: HTTPError | None = None
         """When set, the upload policy is refused with this error."""
         self.stored: dict[str, bytes] = {}
@@ -150,22 +147,7 @@ class DashScopeServer:
         self.upload_host: str | None = None
         """The storage host the upload policy names (default: this server's `/oss`)."""
 
-    # -- lifecycle --------------------------------------------------------------------------
-
-    def start(self) -> DashScopeServer:
-        """Start serving (returns once it accepts connections)."""
-        self._http.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and close every connection."""
-        self._http.stop()
-
-    def __enter__(self) -> DashScopeServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
+    # -- where it is ------------------------------------------------------------------------
 
     @property
     def url(self) -> str:
@@ -182,16 +164,6 @@ class DashScopeServer:
 
     # -- script -----------------------------------------------------------------------------
 
-    def add(self, *steps: Step) -> None:
-        """Append steps to the script."""
-        with self._lock:
-            self._steps.extend(steps)
-
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        """Every request received, in order."""
-        return self._http.requests
-
     def generation_requests(self) -> list[RecordedRequest]:
         """The requests to the two generation endpoints, in order."""
         return [r for r in self.requests if r.path.startswith((TEXT_PATH, MULTIMODAL_PATH))]
@@ -199,25 +171,6 @@ class DashScopeServer:
     def bodies(self) -> list[Any]:
         """The JSON bodies of the generation requests."""
         return [request.json for request in self.generation_requests()]
-
-    def assert_consumed(self) -> None:
-        """Fail if a step was never used, a request found no step, or a handler broke."""
-        problems = []
-        if self._steps:
-            problems.append(f"{len(self._steps)} scripted step(s) never used")
-        if self.unexpected:
-            problems.append(f"{len(self.unexpected)} request(s) found no step left")
-        if self._http.errors:
-            problems.append(f"the server failed: {self._http.errors[0]!r}")
-        if problems:
-            raise AssertionError("; ".join(problems))
-
-    def _next(self, request: RecordedRequest) -> Answer | None:
-        with self._lock:
-            step = self._steps.popleft() if self._steps else None
-        while step is not None and not isinstance(step, Reply | HTTPError | Reset | Raw):
-            step = step(request)
-        return step
 
     # -- answering --------------------------------------------------------------------------
 

@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
@@ -37,7 +35,8 @@ from pydantic import SecretStr
 
 from parley.models.gemini.credentials import GeminiCredential
 from parley.testing._gemini_wire import FunctionCall, Reply, generate_content, stream_chunks
-from parley.testing._http import RecordedRequest, Responder, ScriptedHTTPServer
+from parley.testing._http import RecordedRequest, Responder
+from parley.testing._scripted import ScriptedServer
 from parley.testing.openai_server import Raw, Reset
 
 __all__ = [
@@ -122,7 +121,7 @@ Step: TypeAlias = Answer | Callable[[RecordedRequest], "Step"]
 """What the server answers to one request."""
 
 
-class GeminiServer:
+class GeminiServer(ScriptedServer):
     """A Gemini API server on 127.0.0.1, scripted by steps (see the module docs).
 
     Args:
@@ -130,29 +129,9 @@ class GeminiServer:
         startup_timeout: Seconds to wait for the server to start.
     """
 
-    def __init__(self, steps: Iterable[Step] = (), *, startup_timeout: float = 5.0) -> None:
-        self._steps: deque[Step] = deque(steps)
-        self._lock = threading.Lock()
-        self._http = ScriptedHTTPServer(self._handle, startup_timeout=startup_timeout)
-        self.unexpected: list[RecordedRequest] = []
-        """Requests that found no step left."""
+    answer_types = (Reply, HTTPError, Reset, Raw)
 
-    # -- lifecycle --------------------------------------------------------------------------
-
-    def start(self) -> GeminiServer:
-        """Start serving (returns once it accepts connections)."""
-        self._http.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and close every connection."""
-        self._http.stop()
-
-    def __enter__(self) -> GeminiServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
+    # -- where it is ------------------------------------------------------------------------
 
     @property
     def url(self) -> str:
@@ -163,41 +142,6 @@ class GeminiServer:
         """A `GeminiCredential` for this server (Vertex AI with `vertexai=True`, ...)."""
         key = SecretStr(api_key) if api_key else None
         return GeminiCredential(api_key=key, base_url=self.url, **fields)
-
-    # -- script -----------------------------------------------------------------------------
-
-    def add(self, *steps: Step) -> None:
-        """Append steps to the script."""
-        with self._lock:
-            self._steps.extend(steps)
-
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        """Every request received, in order."""
-        return self._http.requests
-
-    def bodies(self) -> list[Any]:
-        """The JSON bodies of the requests received."""
-        return [request.json for request in self.requests]
-
-    def assert_consumed(self) -> None:
-        """Fail if a step was never used, a request found no step, or a handler broke."""
-        problems = []
-        if self._steps:
-            problems.append(f"{len(self._steps)} scripted step(s) never used")
-        if self.unexpected:
-            problems.append(f"{len(self.unexpected)} request(s) found no step left")
-        if self._http.errors:
-            problems.append(f"the server failed: {self._http.errors[0]!r}")
-        if problems:
-            raise AssertionError("; ".join(problems))
-
-    def _next(self, request: RecordedRequest) -> Answer | None:
-        with self._lock:
-            step = self._steps.popleft() if self._steps else None
-        while step is not None and not isinstance(step, (Reply, HTTPError, Reset, Raw)):
-            step = step(request)
-        return step
 
     # -- answering --------------------------------------------------------------------------
 

@@ -25,8 +25,6 @@ used.
 from __future__ import annotations
 
 import json
-import threading
-from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -34,8 +32,9 @@ from typing import Any, TypeAlias
 from pydantic import SecretStr
 
 from parley.models.ollama.credentials import OllamaCredential
-from parley.testing._http import RecordedRequest, Responder, ScriptedHTTPServer
+from parley.testing._http import RecordedRequest, Responder
 from parley.testing._ollama_wire import Reply, ToolCall, chat_lines, chat_object
+from parley.testing._scripted import ScriptedServer
 from parley.testing.openai_server import Raw, Reset
 
 __all__ = [
@@ -150,7 +149,7 @@ Step: TypeAlias = Answer | Callable[[RecordedRequest], "Step"]
 """What the server answers to one chat request."""
 
 
-class OllamaServer:
+class OllamaServer(ScriptedServer):
     """An Ollama-compatible server on 127.0.0.1, scripted by steps (see the module docs).
 
     Args:
@@ -159,6 +158,8 @@ class OllamaServer:
         startup_timeout: Seconds to wait for the server to start.
     """
 
+    answer_types = (Reply, HTTPError, Reset, Raw)
+
     def __init__(
         self,
         steps: Iterable[Step] = (),
@@ -166,30 +167,11 @@ class OllamaServer:
         models: Iterable[ServedModel] = (),
         startup_timeout: float = 5.0,
     ) -> None:
-        self._steps: deque[Step] = deque(steps)
-        self._lock = threading.Lock()
-        self._http = ScriptedHTTPServer(self._handle, startup_timeout=startup_timeout)
+        super().__init__(steps, startup_timeout=startup_timeout)
         self.models = list(models)
         """The models the server has (change it freely between requests)."""
-        self.unexpected: list[RecordedRequest] = []
-        """Chat requests that found no step left."""
 
-    # -- lifecycle --------------------------------------------------------------------------
-
-    def start(self) -> OllamaServer:
-        """Start serving (returns once it accepts connections)."""
-        self._http.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and close every connection."""
-        self._http.stop()
-
-    def __enter__(self) -> OllamaServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
+    # -- where it is ------------------------------------------------------------------------
 
     @property
     def url(self) -> str:
@@ -203,38 +185,9 @@ class OllamaServer:
 
     # -- script -----------------------------------------------------------------------------
 
-    def add(self, *steps: Step) -> None:
-        """Append steps to the script."""
-        with self._lock:
-            self._steps.extend(steps)
-
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        """Every request received, in order."""
-        return self._http.requests
-
     def bodies(self) -> list[Any]:
         """The JSON bodies of the chat requests received."""
         return [r.json for r in self.requests if r.path.split("?", 1)[0] == "/api/chat"]
-
-    def assert_consumed(self) -> None:
-        """Fail if a step was never used, a request found no step, or a handler broke."""
-        problems = []
-        if self._steps:
-            problems.append(f"{len(self._steps)} scripted step(s) never used")
-        if self.unexpected:
-            problems.append(f"{len(self.unexpected)} request(s) found no step left")
-        if self._http.errors:
-            problems.append(f"the server failed: {self._http.errors[0]!r}")
-        if problems:
-            raise AssertionError("; ".join(problems))
-
-    def _next(self, request: RecordedRequest) -> Answer | None:
-        with self._lock:
-            step = self._steps.popleft() if self._steps else None
-        while step is not None and not isinstance(step, (Reply, HTTPError, Reset, Raw)):
-            step = step(request)
-        return step
 
     # -- answering --------------------------------------------------------------------------
 

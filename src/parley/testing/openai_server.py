@@ -23,16 +23,14 @@ fails on steps never used.
 from __future__ import annotations
 
 import json
-import threading
-from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from pydantic import SecretStr
 
 from parley.models.openai.credentials import OpenAICompatibleCredential, OpenAICredential
-from parley.testing._http import RecordedRequest, Responder, ScriptedHTTPServer
+from parley.testing._http import RecordedRequest, Responder
 from parley.testing._openai_wire import (
     Reply,
     ToolCall,
@@ -41,6 +39,7 @@ from parley.testing._openai_wire import (
     response_events,
     response_object,
 )
+from parley.testing._scripted import ScriptedServer
 
 __all__ = [
     "HTTPError",
@@ -118,7 +117,7 @@ Step: TypeAlias = Answer | Callable[[RecordedRequest], "Step"]
 _PATHS = ("/v1/chat/completions", "/v1/responses")
 
 
-class OpenAIServer:
+class OpenAIServer(ScriptedServer):
     """An OpenAI-compatible server on 127.0.0.1, scripted by steps (see the module docs).
 
     Args:
@@ -126,29 +125,9 @@ class OpenAIServer:
         startup_timeout: Seconds to wait for the server to start.
     """
 
-    def __init__(self, steps: Iterable[Step] = (), *, startup_timeout: float = 5.0) -> None:
-        self._steps: deque[Step] = deque(steps)
-        self._lock = threading.Lock()
-        self._http = ScriptedHTTPServer(self._handle, startup_timeout=startup_timeout)
-        self.unexpected: list[RecordedRequest] = []
-        """Requests that found no step left."""
+    answer_types = (Reply, HTTPError, Reset, Raw)
 
-    # -- lifecycle --------------------------------------------------------------------------
-
-    def start(self) -> OpenAIServer:
-        """Start serving (returns once it accepts connections)."""
-        self._http.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and close every connection."""
-        self._http.stop()
-
-    def __enter__(self) -> OpenAIServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
+    # -- where it is ------------------------------------------------------------------------
 
     @property
     def url(self) -> str:
@@ -163,41 +142,6 @@ class OpenAIServer:
         """An `OpenAICompatibleCredential` for this server."""
         key = SecretStr(api_key) if api_key is not None else None
         return OpenAICompatibleCredential(api_key=key, base_url=self.url)
-
-    # -- script -----------------------------------------------------------------------------
-
-    def add(self, *steps: Step) -> None:
-        """Append steps to the script."""
-        with self._lock:
-            self._steps.extend(steps)
-
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        """Every request received, in order."""
-        return self._http.requests
-
-    def bodies(self) -> list[Any]:
-        """The JSON bodies of the requests received."""
-        return [request.json for request in self.requests]
-
-    def assert_consumed(self) -> None:
-        """Fail if a step was never used, a request found no step, or a handler broke."""
-        problems = []
-        if self._steps:
-            problems.append(f"{len(self._steps)} scripted step(s) never used")
-        if self.unexpected:
-            problems.append(f"{len(self.unexpected)} request(s) found no step left")
-        if self._http.errors:
-            problems.append(f"the server failed: {self._http.errors[0]!r}")
-        if problems:
-            raise AssertionError("; ".join(problems))
-
-    def _next(self, request: RecordedRequest) -> Answer | None:
-        with self._lock:
-            step = self._steps.popleft() if self._steps else None
-        while step is not None and not isinstance(step, (Reply, HTTPError, Reset, Raw)):
-            step = step(request)
-        return step
 
     # -- answering --------------------------------------------------------------------------
 
