@@ -361,27 +361,43 @@ async def wire_figures(server: BenchServer, settings: Settings) -> list[Figure]:
         for contender in pair:
             await check_wire(contender, settings.short)
             await contender.stream(settings.long)  # warm the long scenario's connection
-        return await _wire_rounds(pair, settings)
+        return await wire_rounds(pair, settings)
     finally:
         for contender in pair:
             await contender.aclose()
 
 
-async def _wire_rounds(pair: list[WireContender], settings: Settings) -> list[Figure]:
+async def wire_rounds(
+    pair: Sequence[Any],
+    settings: Settings,
+    *,
+    prefix: str = "",
+    suffix: str = "",
+    tool_call: str = "tool-call response (non-streaming)",
+) -> list[Figure]:
+    """The wire figures of two contenders, interleaved: calls, tool calls, streams, linearity.
+
+    Every provider's benchmark measures these the same way; `prefix` and `suffix` go around
+    each row's label (a provider's name, a variant of the reference).
+    """
     s = settings
+
+    def label(text: str) -> str:
+        return f"{prefix}{text}{suffix}"
+
     calls = await interleaved(pair, lambda c: c.call, s.call_rounds, s.calls_per_round)
     tools = await interleaved(pair, lambda c: c.tool_call, s.call_rounds, s.calls_per_round)
     short = await interleaved(pair, lambda c: lambda: c.stream(s.short), s.stream_rounds)
     long = await interleaved(pair, lambda c: lambda: c.stream(s.long), s.long_stream_rounds)
     call_figures = [
-        time_figure("non-streaming call", "µs/call", 1e6, calls),
-        time_figure("tool-call response (non-streaming)", "µs/call", 1e6, tools),
+        time_figure(label("non-streaming call"), "µs/call", 1e6, calls),
+        time_figure(label(tool_call), "µs/call", 1e6, tools),
     ]
     for figure in call_figures:
         figure.goal, figure.met = "ratio <= 1.0", (figure.ratio or 0) <= 1.0
     stream_figures = [
-        time_figure(f"{s.short:,}-chunk stream", "ms", 1e3, short),
-        time_figure(f"{s.long:,}-chunk stream", "ms", 1e3, long),
+        time_figure(label(f"{s.short:,}-chunk stream"), "ms", 1e3, short),
+        time_figure(label(f"{s.long:,}-chunk stream"), "ms", 1e3, long),
     ]
     for figure in stream_figures:
         figure.goal, figure.met = "ratio <= 0.5", (figure.ratio or 0) <= 0.5

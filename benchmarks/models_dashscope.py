@@ -50,10 +50,8 @@ from models import (  # noqa: E402  (the shared helpers, beside this file)
     Settings,
     WireContender,
     expected_text,
-    interleaved,
-    linearity_figures,
     report,
-    time_figure,
+    wire_rounds,
 )
 
 SERVER_SCRIPT = HERE / "_dashscope_bench_server.py"
@@ -273,27 +271,6 @@ async def check(contender: WireContender, short: int) -> None:
         raise SystemExit(f"{contender.name} answered wrongly: {'; '.join(problems)}")
 
 
-async def _rounds(pair: list[WireContender], settings: Settings, suffix: str) -> list[Figure]:
-    s = settings
-    calls = await interleaved(pair, lambda c: c.call, s.call_rounds, s.calls_per_round)
-    tools = await interleaved(pair, lambda c: c.tool_call, s.call_rounds, s.calls_per_round)
-    short = await interleaved(pair, lambda c: lambda: c.stream(s.short), s.stream_rounds)
-    long = await interleaved(pair, lambda c: lambda: c.stream(s.long), s.long_stream_rounds)
-    call_figures = [
-        time_figure(f"non-streaming call{suffix}", "µs/call", 1e6, calls),
-        time_figure(f"tool-call response{suffix}", "µs/call", 1e6, tools),
-    ]
-    for figure in call_figures:
-        figure.goal, figure.met = "ratio <= 1.0", (figure.ratio or 0) <= 1.0
-    stream_figures = [
-        time_figure(f"{s.short:,}-chunk stream{suffix}", "ms", 1e3, short),
-        time_figure(f"{s.long:,}-chunk stream{suffix}", "ms", 1e3, long),
-    ]
-    for figure in stream_figures:
-        figure.goal, figure.met = "ratio <= 0.5", (figure.ratio or 0) <= 0.5
-    return [*call_figures, *stream_figures, *linearity_figures(*stream_figures, s.short, s.long)]
-
-
 async def _pair_figures(
     server: DashScopeBenchServer, settings: Settings, reference: type[Any], suffix: str
 ) -> list[Figure]:
@@ -302,7 +279,7 @@ async def _pair_figures(
         for contender in pair:
             await check(contender, settings.short)
             await contender.stream(settings.long)  # warm the long scenario's connection
-        return await _rounds(pair, settings, suffix)
+        return await wire_rounds(pair, settings, suffix=suffix, tool_call="tool-call response")
     finally:
         for contender in pair:
             await contender.aclose()

@@ -44,10 +44,8 @@ from models import (
     Figure,
     Settings,
     expected_text,
-    interleaved,
-    linearity_figures,
     report,
-    time_figure,
+    wire_rounds,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -290,31 +288,15 @@ async def provider_figures(settings: Settings) -> list[Figure]:
             for contender in pair:
                 await check(contender, settings.short)
                 await contender.stream(settings.long)  # warm the long scenario's connection
-            return await _rounds(pair, settings)
+            return await wire_rounds(
+                pair,
+                settings,
+                prefix="gemini: ",
+                tool_call="function-call response (non-streaming)",
+            )
         finally:
             for contender in pair:
                 await contender.aclose()
-
-
-async def _rounds(pair: list[Any], settings: Settings) -> list[Figure]:
-    s = settings
-    calls = await interleaved(pair, lambda c: c.call, s.call_rounds, s.calls_per_round)
-    tools = await interleaved(pair, lambda c: c.tool_call, s.call_rounds, s.calls_per_round)
-    short = await interleaved(pair, lambda c: lambda: c.stream(s.short), s.stream_rounds)
-    long = await interleaved(pair, lambda c: lambda: c.stream(s.long), s.long_stream_rounds)
-    call_figures = [
-        time_figure("gemini: non-streaming call", "µs/call", 1e6, calls),
-        time_figure("gemini: function-call response (non-streaming)", "µs/call", 1e6, tools),
-    ]
-    for figure in call_figures:
-        figure.goal, figure.met = "ratio <= 1.0", (figure.ratio or 0) <= 1.0
-    stream_figures = [
-        time_figure(f"gemini: {s.short:,}-chunk stream", "ms", 1e3, short),
-        time_figure(f"gemini: {s.long:,}-chunk stream", "ms", 1e3, long),
-    ]
-    for figure in stream_figures:
-        figure.goal, figure.met = "ratio <= 0.5", (figure.ratio or 0) <= 0.5
-    return [*call_figures, *stream_figures, *linearity_figures(*stream_figures, s.short, s.long)]
 
 
 def _versions() -> str:
