@@ -19,10 +19,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from parley.errors import ConfigurationError
 
-__all__ = ["ModelCard", "load_cards", "merge_parameter_schema"]
+__all__ = ["EMBEDDING", "EmbeddingModelCard", "ModelCard", "load_cards", "merge_parameter_schema"]
 
 THINKING = "application/x-thinking"
 """The output type of a model that reasons before it answers."""
+
+EMBEDDING = "application/x-embedding"
+"""The output type of a model that turns its input into a dense vector."""
 
 
 class ModelCard(BaseModel):
@@ -47,6 +50,29 @@ class ModelCard(BaseModel):
     def produces(self, media_type: str) -> bool:
         """Whether the model can output this MIME type (e.g. `application/x-thinking`)."""
         return _matches(media_type, self.output_types)
+
+
+class EmbeddingModelCard(ModelCard):
+    """A model card for an embedding model: it outputs vectors and has no output limit.
+
+    Its `parameter_schema` comes from the embedding `Parameters` (`dimensions`), with the
+    card's overrides pinning the sizes the model supports (`{"dimensions": {"enum": [...],
+    "default": ...}}`).
+    """
+
+    type: Literal["embedding_model"] = "embedding_model"
+    output_types: list[str] = Field(default_factory=lambda: [EMBEDDING])
+    output_size: None = Field(default=None, exclude=True)
+
+    def dimension_choices(self) -> list[int]:
+        """The output sizes the model supports, as its card pins them (empty: any)."""
+        field = self.parameter_schema.get("properties", {}).get("dimensions", {})
+        return [int(d) for d in field.get("enum", [])]
+
+    def default_dimensions(self) -> int | None:
+        """The output size the model gives when asked for none, as its card says."""
+        default = self.parameter_schema.get("properties", {}).get("dimensions", {}).get("default")
+        return int(default) if isinstance(default, int) else None
 
 
 def _matches(media_type: str, patterns: Iterable[str]) -> bool:
@@ -78,24 +104,32 @@ def merge_parameter_schema(
     return schema
 
 
-def _read_card(source: Traversable, base_schema: dict[str, Any]) -> ModelCard:
+def _read_card(
+    source: Traversable, base_schema: dict[str, Any], card_class: type[ModelCard]
+) -> ModelCard:
     import yaml  # noqa: PLC0415  (cards are read on first use, not at import)
 
     try:
         data = yaml.safe_load(source.read_text(encoding="utf-8"))
-        card = ModelCard.model_validate(data)
+        card = card_class.model_validate(data)
     except (yaml.YAMLError, ValidationError) as exc:
         raise ConfigurationError(f"bad model card {source.name}: {exc}") from None
     card.parameter_schema = merge_parameter_schema(base_schema, card.parameter_overrides)
     return card
 
 
-def load_cards(location: str | Path | Traversable, base_schema: dict[str, Any]) -> list[ModelCard]:
+def load_cards(
+    location: str | Path | Traversable,
+    base_schema: dict[str, Any],
+    card_class: type[ModelCard] = ModelCard,
+) -> list[ModelCard]:
     """Load every `*.yaml` card in a folder, sorted by name.
 
     Args:
         location: A folder path, or a package name whose `_models/` folder holds the cards.
         base_schema: The provider's `Parameters.model_json_schema()`.
+        card_class: What the cards are: `ModelCard`, or `EmbeddingModelCard` for an
+            embedding provider's (`parley.embeddings.<provider>/_models/`).
     """
     if isinstance(location, str) and "/" not in location and not Path(location).exists():
         folder: Traversable = resources.files(location) / "_models"
@@ -108,4 +142,4 @@ def load_cards(location: str | Path | Traversable, base_schema: dict[str, Any]) 
     files = sorted(
         (f for f in folder.iterdir() if f.name.endswith((".yaml", ".yml"))), key=lambda f: f.name
     )
-    return sorted((_read_card(f, base_schema) for f in files), key=lambda c: c.name)
+    return sorted((_read_card(f, base_schema, card_class) for f in files), key=lambda c: c.name)

@@ -8,26 +8,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from parley.errors import UserError
 
-__all__ = ["Parameters"]
+__all__ = ["Parameters", "ParametersBase"]
 
 
-class Parameters(BaseModel):
-    """Parameters every chat API takes; providers subclass it to add their own.
+class ParametersBase(BaseModel):
+    """Checked request parameters: chat (`Parameters`) and embedding ones build on it.
 
     A field left `None` is not sent, so the provider's default applies. Unknown names are
     refused, so a typo never silently does nothing.
     """
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-    temperature: float | None = Field(default=None, ge=0, le=2, description="Sampling temperature.")
-    top_p: float | None = Field(default=None, gt=0, le=1, description="Nucleus sampling mass.")
-    max_tokens: int | None = Field(default=None, ge=1, description="Most tokens to generate.")
-    stop: list[str] | None = Field(default=None, description="Sequences that end the output.")
-    seed: int | None = Field(default=None, description="Seed for repeatable sampling.")
-    parallel_tool_calls: bool | None = Field(
-        default=None, description="Whether the model may call several tools at once."
-    )
 
     def merged(self, **overrides: Any) -> Self:
         """A copy with `overrides` applied and validated.
@@ -51,3 +42,16 @@ class Parameters(BaseModel):
     def to_kwargs(self) -> dict[str, Any]:
         """The parameters that are set, as keyword arguments for a request."""
         return self.model_dump(exclude_none=True)
+
+
+class Parameters(ParametersBase):
+    """Parameters every chat API takes; providers subclass it to add their own."""
+
+    temperature: float | None = Field(default=None, ge=0, le=2, description="Sampling temperature.")
+    top_p: float | None = Field(default=None, gt=0, le=1, description="Nucleus sampling mass.")
+    max_tokens: int | None = Field(default=None, ge=1, description="Most tokens to generate.")
+    stop: list[str] | None = Field(default=None, description="Sequences that end the output.")
+    seed: int | None = Field(default=None, description="Seed for repeatable sampling.")
+    parallel_tool_calls: bool | None = Field(
+        default=None, description="Whether the model may call several tools at once."
+    )

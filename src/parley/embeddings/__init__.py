@@ -1,0 +1,36 @@
+"""Embedding models: texts (and, for multimodal models, media) to dense vectors.
+
+    response = await model(["a first text", "a second text"])
+    response.embeddings        # one vector per input, in input order
+
+Every provider's model builds on `EmbeddingModel` (batching, bounded concurrency, per-batch
+retry, caches); see `parley.embeddings.base`. Caches are in `parley.embeddings.cache`.
+"""
+
+from parley.embeddings.base import (
+    BatchLimits,
+    DataBlock,
+    Embedding,
+    EmbeddingBatch,
+    EmbeddingInput,
+    EmbeddingModel,
+    EmbeddingParameters,
+    EmbeddingResponse,
+    EmbeddingUsage,
+)
+from parley.embeddings.cache import EmbeddingCache
+from parley.models.cards import EmbeddingModelCard
+
+__all__ = [
+    "BatchLimits",
+    "DataBlock",
+    "Embedding",
+    "EmbeddingBatch",
+    "EmbeddingCache",
+    "EmbeddingInput",
+    "EmbeddingModel",
+    "EmbeddingModelCard",
+    "EmbeddingParameters",
+    "EmbeddingResponse",
+    "EmbeddingUsage",
+]

@@ -1,0 +1,240 @@
+"""The embedding base: batching, bounded concurrency, per-batch retry, order, caches.
+
+The model under test is a custom provider written as seed 003 says one is (`_call_api` for one
+batch); its vectors encode which input they came from, so order and merging are checkable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from parley.embeddings import (
+    BatchLimits,
+    DataBlock,
+    Embedding,
+    EmbeddingBatch,
+    EmbeddingCache,
+    EmbeddingModel,
+    EmbeddingParameters,
+)
+from parley.errors import ModelHTTPError, ModelOutputError, UserError
+from parley.messages import ImageBlock, TextBlock, VideoBlock
+
+
+def _vector(text: str) -> Embedding:
+    return [float(len(text)), float(sum(map(ord, text)) % 1000)]
+
+
+class Recorder(EmbeddingModel[str]):
+    """Embeds each text as (length, checksum); records batches and the most in flight."""
+
+    provider = "recorder"
+    batch_size = 3
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(model="recorder-1", **kwargs)
+        self.batches_sent: list[list[str]] = []
+        self.in_flight = 0
+        self.most_in_flight = 0
+        self.failures: dict[str, list[BaseException]] = {}
+
+    async def _call_api(self, batch: list[str], parameters: EmbeddingParameters) -> EmbeddingBatch:
+        self.batches_sent.append(list(batch))
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(0.01)  # lets other batches start: overlap is observable
+            planned = self.failures.get(batch[0])
+            if planned:
+                raise planned.pop(0)
+            return EmbeddingBatch([_vector(t) for t in batch], tokens=len(batch))
+        finally:
+            self.in_flight -= 1
+
+
+class MemoryCache(EmbeddingCache):
+    """A whole-request cache in a dict (a custom backend, as the seed invites)."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, list[Embedding]] = {}
+
+    async def store(
+        self,
+        embeddings: Sequence[Embedding],
+        identifier: Mapping[str, Any],
+        overwrite: bool = False,
+    ) -> None:
+        key = self.key(identifier)
+        if overwrite or key not in self.entries:
+            self.entries[key] = list(embeddings)
+
+    async def retrieve(self, identifier: Mapping[str, Any]) -> list[Embedding] | None:
+        return self.entries.get(self.key(identifier))
+
+    async def remove(self, identifier: Mapping[str, Any]) -> None:
+        self.entries.pop(self.key(identifier), None)
+
+    async def clear(self) -> None:
+        self.entries.clear()
+
+
+class ItemCache(MemoryCache):
+    per_item = True
+
+
+TEXTS = [f"text number {i}" + "!" * i for i in range(10)]
+
+
+async def test_batches_of_the_models_size_merged_in_input_order() -> None:
+    model = Recorder()
+    response = await model(TEXTS)
+    assert response.embeddings == [_vector(t) for t in TEXTS]
+    assert sorted(len(b) for b in model.batches_sent) == [1, 3, 3, 3]
+    assert sorted(t for b in model.batches_sent for t in b) == sorted(TEXTS)
+    assert response.source == "api"
+    assert response.usage is not None
+    assert response.usage.tokens == 10
+    assert response.usage.time > 0
+    assert response.type == "embedding"
+
+
+async def test_batches_run_concurrently_within_the_bound() -> None:
+    model = Recorder(max_concurrency=2)
+    await model(TEXTS)
+    assert model.most_in_flight == 2
+    unbounded = Recorder(max_concurrency=8)
+    await unbounded(TEXTS)
+    assert unbounded.most_in_flight == 4  # every batch at once
+
+
+async def test_a_failing_batch_is_retried_alone() -> None:
+    model = Recorder(retry_delay=0.001)
+    model.failures[TEXTS[3]] = [ModelHTTPError(429, "slow down", retry_after=0.0)]
+    response = await model(TEXTS)
+    assert response.embeddings == [_vector(t) for t in TEXTS]
+    sent = [b[0] for b in model.batches_sent]
+    assert sent.count(TEXTS[3]) == 2  # the failed batch, twice
+    assert all(sent.count(first) == 1 for first in (TEXTS[0], TEXTS[6], TEXTS[9]))
+
+
+async def test_a_batch_that_keeps_failing_fails_the_call() -> None:
+    model = Recorder(max_retries=1, retry_delay=0.001)
+    model.failures[TEXTS[0]] = [ModelHTTPError(503, "down"), ModelHTTPError(503, "down")]
+    with pytest.raises(ModelHTTPError) as caught:
+        await model(TEXTS)
+    assert caught.value.status_code == 503
+
+
+async def test_a_bad_request_is_not_retried_and_stops_the_other_batches() -> None:
+    model = Recorder(retry_delay=0.001, max_concurrency=1)
+    model.failures[TEXTS[0]] = [ModelHTTPError(400, "bad")]
+    with pytest.raises(ModelHTTPError):
+        await model(TEXTS)
+    assert model.batches_sent == [TEXTS[:3]]
+
+
+async def test_a_provider_returning_the_wrong_count_is_an_error() -> None:
+    class Short(Recorder):
+        async def _call_api(
+            self, batch: list[str], parameters: EmbeddingParameters
+        ) -> EmbeddingBatch:
+            return EmbeddingBatch([[1.0]] * (len(batch) - 1))
+
+    with pytest.raises(ModelOutputError, match="2 vectors for 3 inputs"):
+        await Short(max_retries=0)(TEXTS[:3])
+
+
+async def test_bad_inputs_are_refused_with_what_is_wrong() -> None:
+    model = Recorder()
+    with pytest.raises(UserError, match="not a single one"):
+        await model("one text")  # type: ignore[arg-type]
+    with pytest.raises(UserError, match="text only; input 1 is a image block"):
+        await model(["a", ImageBlock.from_url("https://example.com/a.png")])  # type: ignore[list-item]
+    with pytest.raises(UserError, match="input 0 is a int"):
+        await model([3])  # type: ignore[list-item]
+    with pytest.raises(UserError, match="unknown parameter 'dimension'"):
+        await model(["a"], dimension=3)
+    assert (await model([])).embeddings == []
+    assert model.batches_sent == []
+
+
+async def test_a_whole_request_cache_answers_a_repeated_request() -> None:
+    cache = MemoryCache()
+    model = Recorder(embedding_cache=cache)
+    first = await model(TEXTS)
+    sent = len(model.batches_sent)
+    second = await model(TEXTS)
+    assert second.source == "cache"
+    assert second.embeddings == first.embeddings
+    assert len(model.batches_sent) == sent
+    await model(TEXTS, dimensions=2)  # other parameters: another request
+    assert len(model.batches_sent) == 2 * sent
+
+
+async def test_a_per_item_cache_sends_only_the_misses_once_each() -> None:
+    cache = ItemCache()
+    model = Recorder(embedding_cache=cache)
+    await model(TEXTS[:4])
+    model.batches_sent.clear()
+    mixed = [TEXTS[1], "new", TEXTS[3], "new", "newer"]
+    response = await model(mixed)
+    assert response.embeddings == [_vector(t) for t in mixed]
+    assert response.source == "api"
+    assert sorted(t for b in model.batches_sent for t in b) == ["new", "newer"]
+    again = await model(mixed)
+    assert again.source == "cache"
+    assert again.embeddings == response.embeddings
+
+
+class Vision(Recorder):
+    accepts_media = True
+    batch_limits = BatchLimits(elements=4, images=2, videos=1)
+
+    async def _call_api(
+        self,
+        batch: list[DataBlock | str],
+        parameters: EmbeddingParameters,  # type: ignore[override]
+    ) -> EmbeddingBatch:
+        self.batches_sent.append([b if isinstance(b, str) else b.type for b in batch])  # type: ignore[misc]
+        return EmbeddingBatch([[float(i)] for i in range(len(batch))])
+
+
+async def test_multimodal_inputs_are_packed_within_the_per_request_limits() -> None:
+    image = ImageBlock.from_url("https://example.com/a.png")
+    video = VideoBlock.from_url("https://example.com/a.mp4")
+    inputs: list[Any] = [image, "t", image, image, video, video, TextBlock(text="x"), "y", "z"]
+    model = Vision()
+    response = await model(inputs)
+    assert len(response.embeddings) == len(inputs)
+    assert model.batches_sent == [
+        ["image", "t", "image"],
+        ["image", "video"],
+        ["video", "text", "y", "z"],
+    ]
+
+
+def test_dimensions_outside_the_cards_choices_are_refused(tmp_path: Any) -> None:
+    (tmp_path / "recorder-1.yaml").write_text(
+        "name: recorder-1\nparameter_overrides:\n  dimensions: {enum: [64, 128], default: 128}\n"
+    )
+
+    class Carded(Recorder):
+        cards_location = tmp_path
+
+    model = Carded()
+    assert model.dimensions == 128
+    card = model.card()
+    assert card is not None
+    assert card.output_types == ["application/x-embedding"]
+    assert card.type == "embedding_model"
+    with pytest.raises(UserError, match="64, 128 dimensions, not 100"):
+        Carded(parameters={"dimensions": 100})
+    assert Carded(parameters={"dimensions": 64}).dimensions == 64
+
+
+def test_the_sync_twin() -> None:
+    assert Recorder().call_sync(["ab"]).embeddings == [_vector("ab")]
