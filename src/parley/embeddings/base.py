@@ -162,10 +162,12 @@ class EmbeddingModel(Generic[InputT]):
     """A package whose `_models/` folder holds the cards, or a folder."""
     batch_size: ClassVar[int] = 2048
     """The most inputs one request may carry."""
-    batch_limits: ClassVar[BatchLimits | None] = None
+    # The next two may differ between the models one class serves (DashScope's text and
+    # multimodal models): a class sets its default, an instance may set its own.
+    batch_limits: BatchLimits | None = None
     """Per-request limits by content, for multimodal models (packs batches instead of
     `batch_size`)."""
-    accepts_media: ClassVar[bool] = False
+    accepts_media: bool = False
     """Whether inputs may be blocks (multimodal) rather than only strings."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

@@ -16,7 +16,7 @@ from parley.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from parley.models.base import ChatModel
-    from parley.models.cards import ModelCard
+    from parley.models.cards import EmbeddingModelCard, ModelCard
 
 __all__ = ["APIKeyCredential", "Credential", "CredentialFactory"]
 
@@ -27,7 +27,8 @@ class Credential(BaseModel):
     """The base of every provider's credential.
 
     Subclasses set a literal `type` (its registry key) and say which model classes they
-    unlock; `list_models()` gathers those classes' model cards.
+    unlock; `list_models()` gathers those classes' model cards (`list_embedding_models()`, the
+    embedding models').
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -94,6 +95,11 @@ class Credential(BaseModel):
     def list_models(cls) -> list[ModelCard]:
         """The model cards of every chat model class this credential unlocks."""
         return [card for model_cls in cls.chat_model_classes() for card in model_cls.list_models()]
+
+    @classmethod
+    def list_embedding_models(cls) -> list[EmbeddingModelCard]:
+        """The model cards of every embedding model class this credential unlocks."""
+        return [c for model_cls in cls.embedding_model_classes() for c in model_cls.list_models()]
 
 
 def _overrides(cls: builtins.type[Credential], name: str) -> bool:

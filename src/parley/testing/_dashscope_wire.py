@@ -10,7 +10,11 @@ parsers (`dashscope.common.utils._handle_stream`, `dashscope.v2.types.completion
   `:HTTP_STATUS/200`, `data:{...}` (the same object, `finish_reason` the string `"null"`
   until the last, usage counted so far in each); with `incremental_output` each event
   carries the new text only, else the whole message so far;
-- an error: `{"code", "message", "request_id"}`, as a JSON body or an `event:error`.
+- an error: `{"code", "message", "request_id"}`, as a JSON body or an `event:error`;
+- an embedding answer (`Embeddings`): `{"output": {"embeddings": [...]}, "usage",
+  "request_id"}`, each vector `{"text_index", "embedding"}` from text embedding and
+  `{"index", "embedding", "type"}` from multimodal embedding; usage `{"total_tokens"}`, or
+  `{"input_tokens", "image_tokens", "total_tokens"}` as qwen3-vl-embedding counts.
 """
 
 from __future__ import annotations
@@ -20,9 +24,19 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from parley.testing._embedding_wire import MEDIA_TOKENS, Embeddings, text_tokens
 from parley.testing._openai_wire import ToolCall
 
-__all__ = ["Reply", "ToolCall", "error_event", "event", "stream_events", "whole_answer"]
+__all__ = [
+    "Embeddings",
+    "Reply",
+    "ToolCall",
+    "embedding_answer",
+    "error_event",
+    "event",
+    "stream_events",
+    "whole_answer",
+]
 
 _ids = itertools.count(1)
 
@@ -233,3 +247,56 @@ def error_event(number: int, status: int, code: str, message: str, rid: str | No
     """An `event:error` with DashScope's error object."""
     body = {"code": code, "message": message, "request_id": rid or request_id()}
     return event(number, "error", status, json.dumps(body))
+
+
+def _embedding_keys(body: Any, *, multimodal: bool) -> list[tuple[str, str]]:
+    """`(kind, key)` of each input of an embedding request, or ValueError for a bad body."""
+    data = (body or {}).get("input") if isinstance(body, dict) else None
+    items = (data or {}).get("contents" if multimodal else "texts")
+    if not isinstance(items, list) or not items:
+        raise ValueError(f"input.{'contents' if multimodal else 'texts'} must be a non-empty list")
+    if not multimodal:
+        if not all(isinstance(text, str) for text in items):
+            raise ValueError("input.texts must hold strings")
+        return [("text", text) for text in items]
+    keys = []
+    for item in items:
+        if not isinstance(item, dict) or len(item) != 1:
+            raise ValueError(f"each content must have one key (text, image or video): {item!r}")
+        [(kind, value)] = item.items()
+        if kind not in ("text", "image", "video") or not isinstance(value, str):
+            raise ValueError(f"unknown content {item!r}")
+        keys.append((kind, value))
+    return keys
+
+
+def embedding_answer(step: Embeddings, body: Any, *, multimodal: bool) -> dict[str, Any]:
+    """The answer of text embedding or multimodal embedding to a request `body`.
+
+    Raises:
+        ValueError: The body is not such a request (the server answers 400).
+    """
+    keys = _embedding_keys(body, multimodal=multimodal)
+    dimension = ((body or {}).get("parameters") or {}).get("dimension")
+    vectors = step.vectors([key for _, key in keys], dimension)
+    index_name = "index" if multimodal else "text_index"
+    found = []
+    for index, vector in enumerate(vectors):
+        item: dict[str, Any] = {index_name: index, "embedding": vector}
+        if multimodal:
+            item["type"] = keys[index][0]
+        found.append(item)
+    if step.reverse:
+        found.reverse()
+    text = sum(text_tokens(key) for kind, key in keys if kind == "text")
+    media = MEDIA_TOKENS * sum(kind != "text" for kind, _ in keys)
+    if step.usage is not None:
+        usage = step.usage
+    elif multimodal:  # as qwen3-vl-embedding counts: media apart from text
+        usage = {"input_tokens": text, "image_tokens": media, "total_tokens": text + media}
+    else:
+        usage = {"total_tokens": text}
+    answer: dict[str, Any] = {"output": {"embeddings": found}, "request_id": request_id()}
+    if usage:
+        answer["usage"] = usage
+    return answer

@@ -3,10 +3,14 @@
 It serves `POST /api/v1/services/aigc/text-generation/generation` and
 `POST /api/v1/services/aigc/multimodal-generation/generation`, whole (JSON) or streamed
 (server-sent events) as each request's `X-DashScope-SSE` header asks, incrementally or
-repeating the whole text as its `incremental_output` asks, from a queue of scripted steps;
-and, for the SDK's uploads of local files, `GET /api/v1/uploads?action=getPolicy` and a
-storage host (`POST /oss`) that keeps what it is sent. Every request is recorded. Drive it
-through the official SDK, or through parley's `DashScopeChatModel`:
+repeating the whole text as its `incremental_output` asks; the two embedding endpoints,
+`POST /api/v1/services/embeddings/text-embedding/text-embedding` and
+`.../multimodal-embedding/multimodal-embedding` (an `Embeddings` step: a vector per input,
+from `vector_for`, of the size the request's `parameters.dimension` asks); all from a queue
+of scripted steps; and, for the SDK's uploads of local files, `GET
+/api/v1/uploads?action=getPolicy` and a storage host (`POST /oss`) that keeps what it is
+sent. Every request is recorded. Drive it through the official SDK, or through parley's
+`DashScopeChatModel` and `DashScopeEmbeddingModel`:
 
     >>> from parley import Msg
     >>> from parley.models.dashscope import DashScopeChatModel
@@ -17,7 +21,8 @@ through the official SDK, or through parley's `DashScopeChatModel`:
     Hello!
 
 Steps: `Reply` (an answer, with optional faults: a slow start, slow chunks, a cut stream, a
-malformed chunk, an error event), `HTTPError` (a status with DashScope's error body, e.g.
+malformed chunk, an error event), `Embeddings` (an embedding answer, with optional faults:
+vectors missing, listed out of order), `HTTPError` (a status with DashScope's error body, e.g.
 `HTTPError.rate_limit(retry_after=0.1)`), `Reset` (the connection dropped without an
 answer), `Raw` (bytes as given), or a function of the request that returns one. A request
 with no step left is answered 500 and reported by `assert_consumed()`, which also fails on
@@ -36,18 +41,22 @@ from pydantic import SecretStr
 
 from parley.models.dashscope.credentials import DashScopeCredential
 from parley.testing._dashscope_wire import (
+    Embeddings,
     Reply,
     ToolCall,
+    embedding_answer,
     error_event,
     request_id,
     stream_events,
     whole_answer,
 )
+from parley.testing._embedding_wire import vector_for
 from parley.testing._http import RecordedRequest, Responder
 from parley.testing._scripted import ScriptedServer
 
 __all__ = [
     "DashScopeServer",
+    "Embeddings",
     "HTTPError",
     "Raw",
     "RecordedRequest",
@@ -55,10 +64,13 @@ __all__ = [
     "Reset",
     "Step",
     "ToolCall",
+    "vector_for",
 ]
 
 TEXT_PATH = "/api/v1/services/aigc/text-generation/generation"
 MULTIMODAL_PATH = "/api/v1/services/aigc/multimodal-generation/generation"
+TEXT_EMBEDDING_PATH = "/api/v1/services/embeddings/text-embedding/text-embedding"
+MULTIMODAL_EMBEDDING_PATH = "/api/v1/services/embeddings/multimodal-embedding/multimodal-embedding"
 UPLOADS_PATH = "/api/v1/uploads"
 STORAGE_PATH = "/oss"
 
@@ -121,7 +133,7 @@ class Raw:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-Answer: TypeAlias = Reply | HTTPError | Reset | Raw
+Answer: TypeAlias = Reply | Embeddings | HTTPError | Reset | Raw
 Step: TypeAlias = Answer | Callable[[RecordedRequest], "Step"]
 """What the server answers to one request."""
 
@@ -136,7 +148,7 @@ class DashScopeServer(ScriptedServer):
         startup_timeout: Seconds to wait for the server to start.
     """
 
-    answer_types = (Reply, HTTPError, Reset, Raw)
+    answer_types = (Reply, Embeddings, HTTPError, Reset, Raw)
 
     def __init__(self, steps: Iterable[Step] = (), *, startup_timeout: float = 5.0) -> None:
         super().__init__(steps, startup_timeout=startup_timeout)
@@ -172,6 +184,11 @@ class DashScopeServer(ScriptedServer):
         """The JSON bodies of the generation requests."""
         return [request.json for request in self.generation_requests()]
 
+    def embedding_requests(self) -> list[RecordedRequest]:
+        """The requests to the two embedding endpoints, in order."""
+        paths = (TEXT_EMBEDDING_PATH, MULTIMODAL_EMBEDDING_PATH)
+        return [r for r in self.requests if r.path.split("?", 1)[0] in paths]
+
     # -- answering --------------------------------------------------------------------------
 
     def _handle(self, request: RecordedRequest, out: Responder) -> None:
@@ -182,6 +199,8 @@ class DashScopeServer(ScriptedServer):
             self._store(request, out)
         elif request.method == "POST" and path in (TEXT_PATH, MULTIMODAL_PATH):
             self._generate(request, out, multimodal=path == MULTIMODAL_PATH)
+        elif request.method == "POST" and path in (TEXT_EMBEDDING_PATH, MULTIMODAL_EMBEDDING_PATH):
+            self._embed(request, out, multimodal=path == MULTIMODAL_EMBEDDING_PATH)
         else:
             body = {"code": "NotFound", "message": f"no route {request.method} {path}"}
             out.send_json(404, body)
@@ -200,6 +219,8 @@ class DashScopeServer(ScriptedServer):
             out.drop(reset=True)
         elif isinstance(step, Raw):
             out.send(step.status, step.body, step.headers.items(), step.content_type)
+        elif isinstance(step, Embeddings):
+            self._misplaced(request)
         else:
             out.sleep(step.delay)
             if streamed:
@@ -209,6 +230,37 @@ class DashScopeServer(ScriptedServer):
                 self._stream(events, step, out)
             else:
                 out.send_json(200, whole_answer(step, multimodal=multimodal))
+
+    def _embed(self, request: RecordedRequest, out: Responder, *, multimodal: bool) -> None:
+        step = self._next(request)
+        if step is None:
+            self.unexpected.append(request)
+            out.send_json(500, {"code": "Test", "message": "no scripted response left"})
+        elif isinstance(step, HTTPError):
+            out.sleep(step.delay)
+            out.send_json(step.status, step.payload(), step.headers.items())
+        elif isinstance(step, Reset):
+            out.sleep(step.delay)
+            out.drop(reset=True)
+        elif isinstance(step, Raw):
+            out.send(step.status, step.body, step.headers.items(), step.content_type)
+        elif isinstance(step, Reply):
+            self._misplaced(request)
+        else:
+            out.sleep(step.delay)
+            try:
+                answer = embedding_answer(step, request.json, multimodal=multimodal)
+            except ValueError as exc:
+                body = {"code": "InvalidParameter", "message": str(exc), "request_id": request_id()}
+                out.send_json(400, body)
+                return
+            out.send_json(200, answer)
+
+    @staticmethod
+    def _misplaced(request: RecordedRequest) -> None:
+        # A generation answer scripted for an embedding request, or the other way round:
+        # a mistake in the test, reported by `assert_consumed()` as the server's failure.
+        raise AssertionError(f"the scripted step does not answer {request.path}")
 
     @staticmethod
     def _error(step: HTTPError, out: Responder, *, streamed: bool) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import builtins
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from parley.models.credentials import APIKeyCredential
 
@@ -51,3 +51,10 @@ class DashScopeCredential(APIKeyCredential):
         from parley.models.dashscope.chat import DashScopeChatModel  # noqa: PLC0415
 
         return [DashScopeChatModel]
+
+    @classmethod
+    def embedding_model_classes(cls) -> list[builtins.type[Any]]:
+        """The native embedding model (text and multimodal embedding)."""
+        from parley.embeddings.dashscope import DashScopeEmbeddingModel  # noqa: PLC0415
+
+        return [DashScopeEmbeddingModel]

@@ -1,0 +1,457 @@
+"""`DashScopeEmbeddingModel` through the real `dashscope` SDK against the local native-API server.
+
+The server's vectors depend only on what they embed (`vector_for`), so every test can tell
+which input each vector came from.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from parley.embeddings.dashscope import DashScopeEmbeddingModel
+from parley.errors import (
+    ConfigurationError,
+    ModelConnectionError,
+    ModelHTTPError,
+    ModelOutputError,
+    RateLimitError,
+    UserError,
+)
+from parley.messages import AudioBlock, ImageBlock, TextBlock, VideoBlock
+from parley.models.credentials import CredentialFactory
+from parley.models.dashscope import DashScopeCredential
+from parley.testing.dashscope_server import (
+    MULTIMODAL_EMBEDDING_PATH,
+    STORAGE_PATH,
+    TEXT_EMBEDDING_PATH,
+    UPLOADS_PATH,
+    DashScopeServer,
+    Embeddings,
+    HTTPError,
+    Raw,
+    RecordedRequest,
+    Reset,
+    Step,
+    vector_for,
+)
+from tests._requires import require_module
+from tests.embeddings.test_base import MemoryCache
+
+require_module("dashscope", "dashscope")
+
+TEXTS = [f"text number {i}" for i in range(25)]
+PNG_BYTES = b"\x89PNG fake image"
+PNG = base64.b64encode(PNG_BYTES).decode()
+IMAGE_URL = "https://example.com/cat.png"
+VIDEO_URL = "https://example.com/dog.mp4"
+
+ModelFactory = Callable[..., DashScopeEmbeddingModel]
+
+
+@pytest.fixture
+def server() -> Any:
+    with DashScopeServer() as running:
+        yield running
+
+
+@pytest.fixture
+async def make_model(server: DashScopeServer) -> AsyncIterator[ModelFactory]:
+    """Models bound to `server` with near-zero backoff; their clients closed afterwards."""
+    made: list[DashScopeEmbeddingModel] = []
+
+    def make(model: str = "text-embedding-v4", **kwargs: Any) -> DashScopeEmbeddingModel:
+        kwargs.setdefault("retry_delay", 0.001)
+        credential = kwargs.pop("credential", None) or server.credential()
+        instance = DashScopeEmbeddingModel(credential, model, **kwargs)
+        made.append(instance)
+        return instance
+
+    yield make
+    for instance in made:
+        await instance.aclose()
+
+
+def texts_of(request: RecordedRequest) -> list[str]:
+    texts: list[str] = request.json["input"]["texts"]
+    return texts
+
+
+def fail_once(first_text: str, error: Step) -> Callable[[RecordedRequest], Step]:
+    """A step for every request: `error` the first time the batch starting with `first_text`
+    comes, embeddings otherwise (batches arrive in any order)."""
+    failed = threading.Event()
+
+    def step(request: RecordedRequest) -> Step:
+        if texts_of(request)[0] == first_text and not failed.is_set():
+            failed.set()
+            return error
+        return Embeddings()
+
+    return step
+
+
+# -- text embedding -----------------------------------------------------------------------------
+
+
+async def test_vectors_in_input_order_across_batches_of_ten(
+    server: DashScopeServer, make_model: ModelFactory
+) -> None:
+    server.add(Embeddings(reverse=True), Embeddings(), Embeddings(reverse=True))
+    model = make_model(parameters={"dimensions": 64, "text_type": "query"})
+    response = await model(TEXTS)
+    assert response.embeddings == [vector_for(text, 64) for text in TEXTS]
+    assert response.source == "api"
+    assert response.usage is not None
+    assert response.usage.tokens == 3 * len(TEXTS)  # the server counts words
+    requests = server.embedding_requests()
+    assert [r.path for r in requests] == [TEXT_EMBEDDING_PATH] * 3
+    assert sorted(len(texts_of(r)) for r in requests) == [5, 10, 10]
+    assert sorted(t for r in requests for t in texts_of(r)) == sorted(TEXTS)
+    first = next(r for r in requests if texts_of(r)[0] == TEXTS[0])
+    assert first.json == {
+        "model": "text-embedding-v4",
+        "input": {"texts": TEXTS[:10]},
+        "parameters": {"dimension": 64, "text_type": "query"},
+    }
+    assert first.headers["authorization"] == "Bearer sk-test"
+    server.assert_consumed()
+
+
+async def test_parameters_per_call_and_the_models_default_size(
+    server: DashScopeServer, make_model: ModelFactory
+) -> None:
+    server.add(Embeddings(size=1024), Embeddings())
+    model = make_model(parameters={"instruct": "Find the answer."})
+    assert model.dimensions == 1024  # the card's default
+    await model(["a"])
+    response = await model(["a"], dimensions=256, output_type="dense")
+    assert response.embeddings == [vector_for("a", 256)]
+    plain, sized = server.embedding_requests()
+    assert plain.json["parameters"] == {"instruct": "Find the answer."}
+    assert sized.json["parameters"] == {
+        "instruct": "Find the answer.",
+        "dimension": 256,
+        "output_type": "dense",
+    }
+
+
+async def test_sizes_the_model_does_not_give_are_refused_before_any_request(
+    server: DashScopeServer, make_model: ModelFactory
+) -> None:
+    with pytest.raises(UserError, match="not 300"):
+        make_model(parameters={"dimensions": 300})
+    model = make_model("text-embedding-v3")
+    with pytest.raises(UserError, match="1024, 768, 512, 256, 128, 64 dimensions, not 2048"):
+        await model(["a"], dimensions=2048)
+    with pytest.raises(UserError, match="text_type"):
+        await model(["a"], text_type="question")
+    assert server.requests == []
+
+
+async def test_a_rate_limited_batch_is_retried_alone_after_retry_after(
+    server: DashScopeServer, make_model: ModelFactory
+) -> None:
+    step = fail_once(TEXTS[10], HTTPError.rate_limit(retry_after=0.01))
+    server.add(*[step] * 4)
+    response = await make_model()(TEXTS)
+    assert response.embeddings == [vector_for(text, 8) for text in TEXTS]
+    firsts = [texts_of(r)[0] for r in server.embedding_requests()]
+    assert sorted(firsts) == sorted([TEXTS[0], TEXTS[10], TEXTS[10], TEXTS[20]])
+    server.assert_consumed()
+
+
+async def test_a_rate_limit_says_how_long_to_wait(
+    server: DashScopeServer, make_model: ModelFactory
+) -> None:
+    server.add(HTTPError.rate_limit(retry_after=7))
+    with pytest.raises(RateLimitError, match=r"Throttling\.RateQuota") as caught:
+        await make_model(max_retries=0)(["a"])
+    assert caught.value.status_code == 429
+    assert caught.value.retry_after == 7
+    assert "request" in str(caught.value)  # DashScope's request id, for support
+
+
+async def test_a_server_error_is_retried_then_surfaced(
+    server: DashScopeServer, make_model: ModelFactory
+) -> None:
+    server.add(HTTPError(503, "ServiceUnavailable", "busy"), HTTPError(500, "InternalError"))
+    with pytest.raises(ModelHTTPError, match="InternalError") as caught:
+        await make_model(max_retries=1)(["a"])
+    assert caught.value.status_code == 500
+    assert len(server.embedding_requests()) == 2
+    server.assert_consumed()
+
+
+async def test_a_bad_request_is_not_retried(
+    server: DashScopeServer, make_model: ModelFactory
+) -> None:
+    server.add(HTTPError(400, "InvalidParameter", "dimension is invalid"))
+    with pytest.raises(ModelHTTPError) as caught:
+        await make_model()(["a" * 10])
+    assert caught.value.status_code == 400
+    assert len(server.embedding_requests()) == 1
+
+
+async def test_an_error_in_a_200_answer_is_mapped(
+    server: DashScopeServer, make_model: ModelFactory
+) -> None:
+    body = {"code": "InvalidApiKey", "message": "Invalid API-key provided.", "request_id": "r1"}
+    server.add(Raw(json.dumps(body).encode()))
+    with pytest.raises(ModelHTTPError, match="Invalid API-key") as caught:
+        await make_model()(["a"])
+    assert caught.value.status_code == 401
+
+
+async def test_a_reset_connection_is_retried_then_surfaced(
+    server: DashScopeServer, make_model: ModelFactory
+) -> None:
+    server.add(Reset(), Embeddings())
+    assert (await make_model()(["a"])).embeddings == [vector_for("a", 8)]
+    server.add(Reset())
+    with pytest.raises(ModelConnectionError, match="dashscope"):
+        await make_model(max_retries=0)(["a"])
+    server.assert_consumed()
+
+
+async def test_malformed_and_incomplete_answers_are_output_errors(
+    server: DashScopeServer, make_model: ModelFactory
+) -> None:
+    server.add(
+        Raw(b'{"output": {"embeddings": [{"text_'),
+        Raw(b'{"output": {}, "request_id": "r"}'),
+        Embeddings(missing=1),
+    )
+    model = make_model()
+    with pytest.raises(ModelOutputError, match="malformed JSON"):
+        await model(["a", "b"])
+    with pytest.raises(ModelOutputError, match=r"without output\.embeddings"):
+        await model(["a", "b"])
+    with pytest.raises(ModelOutputError, match="no vector for input 1 of 2"):
+        await model(["a", "b"])
+    assert len(server.embedding_requests()) == 3  # never retried: it would come back the same
+
+
+async def test_a_text_model_refuses_media(
+    server: DashScopeServer, make_model: ModelFactory
+) -> None:
+    with pytest.raises(UserError, match="text only; input 1 is a image block"):
+        await make_model()(["a", ImageBlock.from_url(IMAGE_URL)])
+    assert server.requests == []
+
+
+# -- multimodal embedding -----------------------------------------------------------------------
+
+
+async def test_texts_images_and_videos_in_one_request(
+    server: DashScopeServer, make_model: ModelFactory, tmp_path: Path
+) -> None:
+    local = tmp_path / "cat.png"
+    local.write_bytes(PNG_BYTES)
+    server.add(Embeddings(reverse=True))
+    inputs: list[Any] = [
+        "a caption",
+        TextBlock(text="a block of text"),
+        ImageBlock.from_url(IMAGE_URL),
+        ImageBlock.from_bytes(PNG_BYTES, "image/png"),
+        ImageBlock.from_path(local),
+        VideoBlock.from_url(VIDEO_URL),
+    ]
+    model = make_model("qwen3-vl-embedding", parameters={"dimensions": 256})
+    response = await model(inputs)
+    data_url = f"data:image/png;base64,{PNG}"
+    keys = ["a caption", "a block of text", IMAGE_URL, data_url, data_url, VIDEO_URL]
+    assert response.embeddings == [vector_for(key, 256) for key in keys]
+    assert response.usage is not None
+    assert response.usage.tokens == 2 + 4 + 4 * 100  # text apart from media, as qwen3-vl counts
+    [request] = server.embedding_requests()
+    assert request.path == MULTIMODAL_EMBEDDING_PATH
+    assert request.json == {
+        "model": "qwen3-vl-embedding",
+        "input": {
+            "contents": [
+                {"text": "a caption"},
+                {"text": "a block of text"},
+                {"image": IMAGE_URL},
+                {"image": data_url},
+                {"image": data_url},
+                {"video": VIDEO_URL},
+            ]
+        },
+        "parameters": {"dimension": 256},
+    }
+    assert "x-dashscope-ossresourceresolve" not in request.headers
+
+
+@pytest.mark.parametrize(
+    ("model_name", "expected"),
+    [
+        # 20 elements, 5 images and 1 video a request.
+        ("qwen3-vl-embedding", [["text"] + ["image"] * 5, ["image", "video"], ["video", "text"]]),
+        # 1 image and 1 video a request.
+        (
+            "multimodal-embedding-v1",
+            [["text", "image"], *[["image"]] * 4, ["image", "video"], ["video", "text"]],
+        ),
+        # 64 images and 8 videos: everything in one request.
+        (
+            "tongyi-embedding-vision-plus",
+            [["text"] + ["image"] * 6 + ["video", "video", "text"]],
+        ),
+    ],
+)
+async def test_requests_are_packed_within_each_models_limits(
+    server: DashScopeServer, make_model: ModelFactory, model_name: str, expected: list[list[str]]
+) -> None:
+    image, video = ImageBlock.from_url(IMAGE_URL), VideoBlock.from_url(VIDEO_URL)
+    inputs: list[Any] = ["first", *[image] * 6, video, video, "last"]
+    server.add(*[Embeddings()] * len(expected))
+    response = await make_model(model_name, max_concurrency=1)(inputs)
+    assert len(response.embeddings) == len(inputs)
+    sent = [[next(iter(c)) for c in r.json["input"]["contents"]] for r in server.requests]
+    assert sent == expected
+    server.assert_consumed()
+
+
+async def test_media_a_multimodal_model_does_not_take_are_refused_before_any_request(
+    server: DashScopeServer, make_model: ModelFactory
+) -> None:
+    audio = AudioBlock.from_bytes(b"RIFF", "audio/wav")
+    model = make_model("qwen3-vl-embedding")
+    with pytest.raises(UserError, match="text, images and videos; input 2 is a audio block"):
+        await model(["a", ImageBlock.from_url(IMAGE_URL), audio])
+    with pytest.raises(UserError, match="takes no text_type"):
+        await model(["a"], text_type="query")
+    assert server.requests == []
+
+
+async def test_usage_counted_as_the_tongyi_models_count_it(
+    server: DashScopeServer, make_model: ModelFactory
+) -> None:
+    usage = {
+        "input_tokens": 903,
+        "input_tokens_details": {"image_tokens": 896, "text_tokens": 7},
+        "output_tokens": 2,
+        "total_tokens": 905,
+    }
+    server.add(Embeddings(usage=usage), Embeddings(usage={}))
+    model = make_model("tongyi-embedding-vision-plus")
+    response = await model(["a", ImageBlock.from_url(IMAGE_URL)])
+    assert response.usage is not None
+    assert response.usage.tokens == 903  # media already in input_tokens
+    unknown = await model(["a"])
+    assert unknown.usage is not None
+    assert unknown.usage.tokens is None
+
+
+async def test_local_media_uploaded_to_storage_with_upload_files(
+    server: DashScopeServer, make_model: ModelFactory, tmp_path: Path
+) -> None:
+    video = tmp_path / "dog.mp4"
+    video.write_bytes(b"fake video")
+    server.add(Embeddings())
+    model = make_model("qwen3-vl-embedding", upload_files=True)
+    response = await model(["a dog", VideoBlock.from_path(video)])
+    paths = [r.path.split("?", 1)[0] for r in server.requests]
+    assert paths == [UPLOADS_PATH, STORAGE_PATH, MULTIMODAL_EMBEDDING_PATH]
+    location = "oss://dashscope-instant/qwen3-vl-embedding/scripted/dog.mp4"
+    request = server.requests[-1]
+    assert request.json["input"]["contents"] == [{"text": "a dog"}, {"video": location}]
+    assert request.headers["x-dashscope-ossresourceresolve"] == "enable"
+    assert b"fake video" in server.stored[location.removeprefix("oss://")]
+    assert response.embeddings == [vector_for("a dog", 8), vector_for(location, 8)]
+
+
+# -- credential, cards, caches, sync --------------------------------------------------------------
+
+
+async def test_the_credential_from_the_environment(
+    server: DashScopeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-from-env")
+    monkeypatch.setenv("DASHSCOPE_HTTP_BASE_URL", server.url)
+    server.add(Embeddings())
+    model = DashScopeEmbeddingModel(model="text-embedding-v4")
+    try:
+        assert (await model(["a"])).embeddings == [vector_for("a", 8)]
+    finally:
+        await model.aclose()
+    assert server.requests[0].headers["authorization"] == "Bearer sk-from-env"
+
+
+async def test_a_credential_from_stored_settings_with_a_workspace(server: DashScopeServer) -> None:
+    credential = CredentialFactory.from_dict(
+        {"type": "dashscope", "api_key": "sk-stored", "base_url": server.url, "workspace": "ws-1"}
+    )
+    server.add(Embeddings())
+    model = DashScopeEmbeddingModel(credential, "text-embedding-v4")
+    try:
+        await model(["a"])
+    finally:
+        await model.aclose()
+    headers = server.requests[0].headers
+    assert headers["authorization"] == "Bearer sk-stored"
+    assert headers["x-dashscope-workspace"] == "ws-1"
+
+
+async def test_no_key_is_a_configuration_error(
+    server: DashScopeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("DASHSCOPE_API_KEY", raising=False)
+    model = DashScopeEmbeddingModel(DashScopeCredential(base_url=server.url), "text-embedding-v4")
+    with pytest.raises(ConfigurationError, match="DASHSCOPE_API_KEY"):
+        await model(["a"])
+    assert server.requests == []
+
+
+def test_the_credential_lists_the_embedding_models_and_their_sizes() -> None:
+    assert DashScopeCredential.get_embedding_model_class() is DashScopeEmbeddingModel
+    cards = {card.name: card for card in DashScopeCredential.list_embedding_models()}
+    assert sorted(cards) == [
+        "multimodal-embedding-v1",
+        "qwen3-vl-embedding",
+        "text-embedding-v3",
+        "text-embedding-v4",
+        "tongyi-embedding-vision-plus",
+    ]
+    v4 = cards["text-embedding-v4"]
+    assert v4.dimension_choices() == [2048, 1536, 1024, 768, 512, 256, 128, 64]
+    assert v4.default_dimensions() == 1024
+    assert v4.output_types == ["application/x-embedding"]
+    assert cards["text-embedding-v3"].dimension_choices() == [1024, 768, 512, 256, 128, 64]
+    vl = cards["qwen3-vl-embedding"]
+    assert vl.default_dimensions() == 2560
+    assert vl.accepts("image/png")
+    assert vl.accepts("video/mp4")
+    assert "text_type" not in vl.parameter_schema["properties"]
+    assert cards["multimodal-embedding-v1"].dimension_choices() == [1024]
+    # The chat listing stays chat models only.
+    assert not set(cards) & {card.name for card in DashScopeCredential.list_models()}
+
+
+async def test_a_whole_request_cache_answers_a_repeated_call(
+    server: DashScopeServer, make_model: ModelFactory
+) -> None:
+    server.add(*[Embeddings()] * 3)
+    model = make_model(embedding_cache=MemoryCache())
+    first = await model(TEXTS)
+    second = await model(TEXTS)
+    assert second.source == "cache"
+    assert second.embeddings == first.embeddings
+    assert len(server.embedding_requests()) == 3
+    server.assert_consumed()
+
+
+def test_the_sync_twin(server: DashScopeServer) -> None:
+    server.add(Embeddings())
+    model = DashScopeEmbeddingModel(server.credential(), "text-embedding-v4")
+    try:
+        assert model.call_sync(["a"]).embeddings == [vector_for("a", 8)]
+    finally:
+        model.close_sync()
