@@ -4,7 +4,9 @@
     response.embeddings        # one vector per input, in input order
 
 Every provider's model builds on `EmbeddingModel` (batching, bounded concurrency, per-batch
-retry, caches); see `parley.embeddings.base`. Caches are in `parley.embeddings.cache`.
+retry, caches); see `parley.embeddings.base`. Caches are in `parley.embeddings.cache`. The
+providers are packages of their own, imported when used: `parley.embeddings.dashscope`,
+`parley.embeddings.gemini`.
 """
 
 from parley.embeddings.base import (

@@ -242,12 +242,20 @@ class EmbeddingModel(Generic[InputT]):
     def _check_dimensions(
         self, parameters: EmbeddingParameters, card: EmbeddingModelCard | None
     ) -> None:
-        choices = card.dimension_choices() if card else []
         wanted = parameters.dimensions
-        if wanted is not None and choices and wanted not in choices:
+        if wanted is None or card is None:
+            return
+        choices = card.dimension_choices()
+        if choices and wanted not in choices:
             raise UserError(
                 f"{self.model} gives vectors of {', '.join(map(str, choices))} dimensions, "
                 f"not {wanted}"
+            )
+        low, high = card.dimension_range()
+        if (low is not None and wanted < low) or (high is not None and wanted > high):
+            raise UserError(
+                f"{self.model} gives vectors of {low or 1} to {high or 'any number of'} "
+                f"dimensions, not {wanted}"
             )
 
     @classmethod

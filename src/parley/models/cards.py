@@ -57,7 +57,7 @@ class EmbeddingModelCard(ModelCard):
 
     Its `parameter_schema` comes from the embedding `Parameters` (`dimensions`), with the
     card's overrides pinning the sizes the model supports (`{"dimensions": {"enum": [...],
-    "default": ...}}`).
+    "default": ...}}`, or a range: `{"minimum": ..., "maximum": ...}`).
     """
 
     type: Literal["embedding_model"] = "embedding_model"
@@ -68,6 +68,15 @@ class EmbeddingModelCard(ModelCard):
         """The output sizes the model supports, as its card pins them (empty: any)."""
         field = self.parameter_schema.get("properties", {}).get("dimensions", {})
         return [int(d) for d in field.get("enum", [])]
+
+    def dimension_range(self) -> tuple[int | None, int | None]:
+        """The smallest and largest output sizes the card allows (None: no bound)."""
+        field = self.parameter_schema.get("properties", {}).get("dimensions", {})
+        low, high = field.get("minimum"), field.get("maximum")
+        return (
+            int(low) if isinstance(low, int) else None,
+            int(high) if isinstance(high, int) else None,
+        )
 
     def default_dimensions(self) -> int | None:
         """The output size the model gives when asked for none, as its card says."""

@@ -3,6 +3,12 @@
 Shapes follow the Gemini API reference (`GenerateContentResponse`, `Candidate`, `Part`,
 `UsageMetadata`, `PromptFeedback`) and `google-genai`'s types: camelCase JSON, a stream of
 `data:` events each holding a whole `GenerateContentResponse`, the last with `finishReason`.
+
+Embedding answers (`Embeddings`), as `google-genai`'s `models.embed_content` reads them:
+`batchEmbedContents` (`{"embeddings": [{"values"}], "usageMetadata"}`), Vertex AI's
+`embedContent` (`{"embedding": {"values"}, ...}`) and Vertex AI's `predict` for its text
+models (`{"predictions": [{"embeddings": {"values", "statistics"}}], "metadata"}`). A vector's
+key (see `vector_for`) is its content's parts' texts, inline data or file URIs, joined by `|`.
 """
 
 from __future__ import annotations
@@ -12,7 +18,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["FunctionCall", "Reply", "generate_content", "stream_chunks"]
+from parley.testing._embedding_wire import MEDIA_TOKENS, Embeddings, text_tokens
+
+__all__ = [
+    "Embeddings",
+    "FunctionCall",
+    "Reply",
+    "batch_embed_contents",
+    "embed_content",
+    "generate_content",
+    "part_key",
+    "predict_embeddings",
+    "stream_chunks",
+]
 
 _ids = itertools.count(1)
 
@@ -184,3 +202,114 @@ def stream_chunks(reply: Reply, model: str) -> list[dict[str, Any]]:
         _response(reply, model, group, final=i == len(groups) - 1, response_id=response_id)
         for i, group in enumerate(groups)
     ]
+
+
+# -- embeddings -------------------------------------------------------------------------------
+
+
+def part_key(part: Any) -> tuple[str, str]:
+    """`(kind, key)` of an embedded part: its text, inline data or file URI.
+
+    Raises:
+        ValueError: Not a part the embedding calls take.
+    """
+    if isinstance(part, dict):
+        if isinstance(part.get("text"), str):
+            return "text", part["text"]
+        inline = part.get("inlineData")
+        if isinstance(inline, dict) and inline.get("mimeType") and "data" in inline:
+            return "media", str(inline["data"])
+        file_data = part.get("fileData")
+        if isinstance(file_data, dict) and file_data.get("fileUri"):
+            return "media", str(file_data["fileUri"])
+    raise ValueError(f"not a text, inlineData or fileData part: {part!r}")
+
+
+def _content_keys(content: Any) -> list[tuple[str, str]]:
+    parts = content.get("parts") if isinstance(content, dict) else None
+    if not isinstance(parts, list) or not parts:
+        raise ValueError(f"a content needs parts: {content!r}")
+    return [part_key(part) for part in parts]
+
+
+def _embedding_usage(step: Embeddings, keys: list[list[tuple[str, str]]]) -> dict[str, Any]:
+    if step.usage is not None:
+        return step.usage
+    tokens = sum(
+        text_tokens(key) if kind == "text" else MEDIA_TOKENS for item in keys for kind, key in item
+    )
+    return {"promptTokenCount": tokens, "totalTokenCount": tokens}
+
+
+def batch_embed_contents(
+    step: Embeddings, body: Any, model: str, *, vertexai: bool
+) -> dict[str, Any]:
+    """A `batchEmbedContents` answer: one embedding per request, in order.
+
+    Raises:
+        ValueError: The body is not such a request (the server answers 400), or, on the
+            Gemini API, a request names another model than the URL.
+    """
+    requests = body.get("requests") if isinstance(body, dict) else None
+    if not isinstance(requests, list) or not requests:
+        raise ValueError("requests must be a non-empty list")
+    keys, sizes = [], []
+    for request in requests:
+        if not isinstance(request, dict):
+            raise ValueError(f"a request must be an object: {request!r}")
+        if not vertexai and request.get("model") != f"models/{model}":
+            raise ValueError(f"each request must name models/{model}, not {request.get('model')}")
+        config = request.get("embedContentConfig", {}) if vertexai else request
+        keys.append(_content_keys(request.get("content")))
+        sizes.append(config.get("outputDimensionality"))
+    if len(set(sizes)) > 1:
+        raise ValueError("the scripted server embeds one size per batch")
+    vectors = step.vectors(["|".join(k for _, k in item) for item in keys], sizes[0])
+    answer: dict[str, Any] = {"embeddings": [{"values": vector} for vector in vectors]}
+    if usage := _embedding_usage(step, keys):
+        answer["usageMetadata"] = usage
+    return answer
+
+
+def embed_content(step: Embeddings, body: Any) -> dict[str, Any]:
+    """An `embedContent` answer (Vertex AI's call for one content): one embedding.
+
+    Raises:
+        ValueError: The body is not such a request (the server answers 400).
+    """
+    if not isinstance(body, dict):
+        raise ValueError("the body must be an object")
+    keys = _content_keys(body.get("content"))
+    size = (body.get("embedContentConfig") or {}).get("outputDimensionality")
+    vectors = step.vectors(["|".join(k for _, k in keys)], size)
+    answer: dict[str, Any] = {"embedding": {"values": vectors[0]} if vectors else {}}
+    if usage := _embedding_usage(step, [keys]):
+        answer["usageMetadata"] = usage
+    return answer
+
+
+def predict_embeddings(step: Embeddings, body: Any) -> dict[str, Any]:
+    """A Vertex AI `predict` answer for a text embedding model: one prediction per instance.
+
+    Raises:
+        ValueError: The body is not such a request (the server answers 400).
+    """
+    instances = body.get("instances") if isinstance(body, dict) else None
+    if not isinstance(instances, list) or not instances:
+        raise ValueError("instances must be a non-empty list")
+    texts = [i.get("content") if isinstance(i, dict) else None for i in instances]
+    if not all(isinstance(text, str) for text in texts):
+        raise ValueError("each instance needs a content string")
+    size = (body.get("parameters") or {}).get("outputDimensionality")
+    vectors = step.vectors([str(text) for text in texts], size)
+    predictions = [
+        {
+            "embeddings": {
+                "values": vector,
+                "statistics": {"token_count": text_tokens(str(text)), "truncated": False},
+            }
+        }
+        for text, vector in zip(texts, vectors, strict=False)
+    ]
+    characters = sum(len(str(text)) for text in texts)
+    return {"predictions": predictions, "metadata": {"billableCharacterCount": characters}}

@@ -1,11 +1,14 @@
 """A local server that speaks the Gemini API's wire format, scripted per test, with faults.
 
 It serves `POST /{version}/models/{model}:generateContent` and
-`:streamGenerateContent?alt=sse`, and the same under Vertex AI's paths
+`:streamGenerateContent?alt=sse`; the embedding calls `:batchEmbedContents` and, as Vertex
+AI has them, `:embedContent` and `:predict` (an `Embeddings` step: a vector per content,
+from `vector_for`, of the size the request's `outputDimensionality` asks); all of them under
+Vertex AI's paths too
 (`/{version}/projects/{project}/locations/{location}/publishers/google/models/{model}:...`
 and, in express mode, `/{version}/publishers/google/models/{model}:...`), from a queue of
 scripted steps, and records every request. Drive it through `google-genai`, or through
-parley's Gemini model:
+parley's Gemini models:
 
     >>> from parley import Msg
     >>> from parley.models.gemini import GeminiChatModel
@@ -16,7 +19,8 @@ parley's Gemini model:
     Hello!
 
 Steps: `Reply` (an answer, with optional faults: a slow start, slow chunks, a cut stream, a
-malformed chunk, an error event), `HTTPError` (a status with a Google-shaped error body, e.g.
+malformed chunk, an error event), `Embeddings` (an embedding answer, optionally missing
+vectors), `HTTPError` (a status with a Google-shaped error body, e.g.
 `HTTPError.rate_limit(retry_after=0.1)`), `Reset` (the connection dropped without an
 answer), `Raw` (bytes as given), or a function of the request that returns one. A request with
 no step left is answered 500 and reported by `assert_consumed()`, which also fails on steps
@@ -34,12 +38,23 @@ from typing import Any, TypeAlias
 from pydantic import SecretStr
 
 from parley.models.gemini.credentials import GeminiCredential
-from parley.testing._gemini_wire import FunctionCall, Reply, generate_content, stream_chunks
+from parley.testing._embedding_wire import vector_for
+from parley.testing._gemini_wire import (
+    Embeddings,
+    FunctionCall,
+    Reply,
+    batch_embed_contents,
+    embed_content,
+    generate_content,
+    predict_embeddings,
+    stream_chunks,
+)
 from parley.testing._http import RecordedRequest, Responder
 from parley.testing._scripted import ScriptedServer
 from parley.testing.openai_server import Raw, Reset
 
 __all__ = [
+    "Embeddings",
     "FunctionCall",
     "GeminiServer",
     "HTTPError",
@@ -48,6 +63,7 @@ __all__ = [
     "Reply",
     "Reset",
     "Step",
+    "vector_for",
 ]
 
 _STATUS_NAMES = {
@@ -65,7 +81,7 @@ _STATUS_NAMES = {
 _ROUTE = re.compile(
     r"^/(?P<version>v[^/]+)/(?:projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/)?"
     r"(?:publishers/(?P<publisher>[^/]+)/)?models/(?P<model>[^/:]+)"
-    r":(?P<method>generateContent|streamGenerateContent)$"
+    r":(?P<method>generateContent|streamGenerateContent|batchEmbedContents|embedContent|predict)$"
 )
 
 
@@ -116,7 +132,7 @@ class HTTPError:
         return {"error": error}
 
 
-Answer: TypeAlias = Reply | HTTPError | Reset | Raw
+Answer: TypeAlias = Reply | Embeddings | HTTPError | Reset | Raw
 Step: TypeAlias = Answer | Callable[[RecordedRequest], "Step"]
 """What the server answers to one request."""
 
@@ -129,7 +145,8 @@ class GeminiServer(ScriptedServer):
         startup_timeout: Seconds to wait for the server to start.
     """
 
-    answer_types = (Reply, HTTPError, Reset, Raw)
+    answer_types = (Reply, Embeddings, HTTPError, Reset, Raw)
+    _EMBEDDING_CALLS = ("batchEmbedContents", "embedContent", "predict")
 
     # -- where it is ------------------------------------------------------------------------
 
@@ -163,6 +180,13 @@ class GeminiServer(ScriptedServer):
             out.drop(reset=True)
         elif isinstance(step, Raw):
             out.send(step.status, step.body, step.headers.items(), step.content_type)
+        elif (route.group("method") in self._EMBEDDING_CALLS) != isinstance(step, Embeddings):
+            # An answer scripted for another call: the test's mistake, which
+            # `assert_consumed()` reports as the server's failure.
+            raise AssertionError(f"the scripted step does not answer {path}")
+        elif isinstance(step, Embeddings):
+            out.sleep(step.delay)
+            self._embed(request, route, out, step)
         else:
             out.sleep(step.delay)
             model = route.group("model")
@@ -173,6 +197,29 @@ class GeminiServer(ScriptedServer):
                 out.send_json(400, HTTPError(400, "this test server streams SSE only").payload())
             else:
                 self._stream(step, model, out)
+
+    @staticmethod
+    def _embed(
+        request: RecordedRequest, route: re.Match[str], out: Responder, step: Embeddings
+    ) -> None:
+        method, body = route.group("method"), request.json
+        vertexai = route.group("publisher") is not None
+        try:
+            if method == "batchEmbedContents":
+                answer = batch_embed_contents(step, body, route.group("model"), vertexai=vertexai)
+            elif method == "embedContent":
+                answer = embed_content(step, body)
+            else:
+                answer = predict_embeddings(step, body)
+        except ValueError as exc:
+            out.send_json(400, HTTPError(400, str(exc)).payload())
+            return
+        out.send_json(200, answer)
+
+    def embedding_requests(self) -> list[RecordedRequest]:
+        """The requests to the embedding calls, in order."""
+        calls = tuple(f":{name}" for name in self._EMBEDDING_CALLS)
+        return [r for r in self.requests if r.path.split("?", 1)[0].endswith(calls)]
 
     @staticmethod
     def _stream(reply: Reply, model: str, out: Responder) -> None:

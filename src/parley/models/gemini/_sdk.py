@@ -2,11 +2,12 @@
 
 The SDK is kept for what it does well: the endpoint of each backend (the Gemini API, or
 Vertex AI with its `projects/.../locations/...` paths and versions), the key header or
-Google's OAuth token, its headers, and its error classes. Its `generate_content` is not used:
-it validates the request into pydantic models and turns every answer (every stream chunk)
-back into them, most of a call's cost. parley builds the wire-format body itself and reads
-the raw response, through the SDK's own request layer (`BaseApiClient._build_request` and
-`_async_request_once`: private names, hence the SDK's major version is pinned).
+Google's OAuth token, its headers, and its error classes. Its `generate_content` and
+`embed_content` are not used: they validate the request into pydantic models and turn every
+answer (every stream chunk) back into them, most of a call's cost. parley builds the
+wire-format body itself and reads the raw response, through the SDK's own request layer
+(`post`: `BaseApiClient._build_request` and `_async_request_once`, private names, hence the
+SDK's major version is pinned), for chat and embedding models alike.
 
 The SDK's own retries are not used (parley's base retries), and the async transport is an
 `httpx2.AsyncClient` given to the SDK: its timeouts apply to each read (a long stream is not
@@ -28,7 +29,7 @@ from parley.models.gemini.credentials import GeminiCredential
 if TYPE_CHECKING:
     from google.genai._api_client import BaseApiClient
 
-__all__ = ["ClientPool", "Endpoint", "import_sdk"]
+__all__ = ["ClientPool", "Endpoint", "import_sdk", "post"]
 
 
 def import_sdk() -> Any:
@@ -65,7 +66,7 @@ class Endpoint:
         if not credential.vertexai:
             if not key:
                 raise ConfigurationError(
-                    "GeminiChatModel has no API key: pass one in the credential or set "
+                    "no Gemini API key: pass one in the credential or set "
                     "GOOGLE_API_KEY or GEMINI_API_KEY"
                 )
             return {"vertexai": False, "api_key": key}
@@ -125,6 +126,21 @@ def _new_client(endpoint: Endpoint) -> _Client:
     except ValueError as exc:
         raise ConfigurationError(f"cannot set up the Gemini client: {exc}") from None
     return _Client(client._api_client, http, sync_http)
+
+
+async def post(api: BaseApiClient, path: str, body: dict[str, Any]) -> Any:
+    """POST `body` to `path` (under the backend's base URL and version) through the SDK.
+
+    Returns:
+        The raw (httpx2) response, its body not read yet: the caller reads it, or streams it.
+
+    Raises:
+        google.genai.errors.APIError: An error status.
+    """
+    request = api._build_request("post", path, {}, None)
+    request.data = body  # given after: `_build_request` would walk and rewrite it
+    response = await api._async_request_once(request, True)  # streamed: bytes, not text
+    return response.response_stream
 
 
 class ClientPool:

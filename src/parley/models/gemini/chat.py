@@ -13,7 +13,7 @@ from parley.models.base import ChatModel, ChatRequest
 from parley.models.credentials import Credential
 from parley.models.formatter import Formatter
 from parley.models.gemini._errors import gemini_errors
-from parley.models.gemini._sdk import ClientPool, Endpoint
+from parley.models.gemini._sdk import ClientPool, Endpoint, post
 from parley.models.gemini._wire import ResponseReader
 from parley.models.gemini.credentials import GeminiCredential
 from parley.models.gemini.formatter import (
@@ -160,10 +160,7 @@ class GeminiChatModel(ChatModel):
     async def _send(self, body: dict[str, Any], *, stream: bool) -> Any:
         """Send `body`; the raw (httpx2) response, its body not read yet."""
         api = self.client()
-        request = api._build_request("post", self._path(api, stream=stream), {}, None)
-        request.data = body  # given after: `_build_request` would walk and rewrite it
-        response = await api._async_request_once(request, True)  # raises on an error status
-        return response.response_stream
+        return await post(api, self._path(api, stream=stream), body)
 
     # -- calling --------------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import builtins
 import os
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import SecretStr, model_validator
 
@@ -102,3 +102,10 @@ class GeminiCredential(APIKeyCredential):
         from parley.models.gemini.chat import GeminiChatModel  # noqa: PLC0415
 
         return [GeminiChatModel]
+
+    @classmethod
+    def embedding_model_classes(cls) -> list[builtins.type[Any]]:
+        """The Gemini embedding model (text, and media on multimodal models)."""
+        from parley.embeddings.gemini import GeminiEmbeddingModel  # noqa: PLC0415
+
+        return [GeminiEmbeddingModel]

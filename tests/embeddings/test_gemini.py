@@ -1,0 +1,397 @@
+"""`GeminiEmbeddingModel` through the real `google-genai` SDK against the local Gemini server.
+
+The server's vectors depend only on what they embed (`vector_for`), so every test can tell
+which input each vector came from.
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from parley.embeddings.gemini import GeminiEmbeddingModel
+from parley.errors import (
+    ConfigurationError,
+    ModelConnectionError,
+    ModelHTTPError,
+    ModelOutputError,
+    RateLimitError,
+    UserError,
+)
+from parley.messages import AudioBlock, FileBlock, ImageBlock, TextBlock, VideoBlock
+from parley.models.credentials import CredentialFactory
+from parley.models.gemini import GeminiCredential
+from parley.testing.gemini_server import (
+    Embeddings,
+    GeminiServer,
+    HTTPError,
+    Raw,
+    RecordedRequest,
+    Reset,
+    Step,
+    vector_for,
+)
+from tests._requires import require_module
+from tests.embeddings.test_base import MemoryCache
+
+require_module("google.genai", "gemini")
+
+TEXTS = [f"text number {i}" for i in range(250)]
+PNG_BYTES = b"\x89PNG fake image"
+PNG = base64.b64encode(PNG_BYTES).decode()
+IMAGE_URL = "https://example.com/cat.png"
+
+ModelFactory = Callable[..., GeminiEmbeddingModel]
+
+
+@pytest.fixture
+def server() -> Any:
+    with GeminiServer() as running:
+        yield running
+
+
+@pytest.fixture
+async def make_model(server: GeminiServer) -> AsyncIterator[ModelFactory]:
+    """Models bound to `server` with near-zero backoff; their clients closed afterwards."""
+    made: list[GeminiEmbeddingModel] = []
+
+    def make(model: str = "gemini-embedding-001", **kwargs: Any) -> GeminiEmbeddingModel:
+        kwargs.setdefault("retry_delay", 0.001)
+        credential = kwargs.pop("credential", None) or server.credential()
+        instance = GeminiEmbeddingModel(credential, model, **kwargs)
+        made.append(instance)
+        return instance
+
+    yield make
+    for instance in made:
+        await instance.aclose()
+
+
+def first_text(request: RecordedRequest) -> str:
+    text: str = request.json["requests"][0]["content"]["parts"][0]["text"]
+    return text
+
+
+def fail_once(first: str, error: Step) -> Callable[[RecordedRequest], Step]:
+    """A step for every request: `error` the first time the batch starting with `first`
+    comes, embeddings otherwise (batches arrive in any order)."""
+    failed = threading.Event()
+
+    def step(request: RecordedRequest) -> Step:
+        if first_text(request) == first and not failed.is_set():
+            failed.set()
+            return error
+        return Embeddings()
+
+    return step
+
+
+# -- the Gemini API -----------------------------------------------------------------------------
+
+
+async def test_vectors_in_input_order_across_batches_of_a_hundred(
+    server: GeminiServer, make_model: ModelFactory
+) -> None:
+    server.add(*[Embeddings()] * 3)
+    parameters = {"dimensions": 768, "task_type": "RETRIEVAL_DOCUMENT", "title": "Manual"}
+    response = await make_model(parameters=parameters)(TEXTS)
+    assert response.embeddings == [vector_for(text, 768) for text in TEXTS]
+    assert response.source == "api"
+    assert response.usage is not None
+    assert response.usage.tokens == 3 * len(TEXTS)  # the server counts words
+    requests = server.embedding_requests()
+    assert all(r.path.endswith("/models/gemini-embedding-001:batchEmbedContents") for r in requests)
+    assert sorted(len(r.json["requests"]) for r in requests) == [50, 100, 100]
+    first = next(r for r in requests if first_text(r) == TEXTS[0])
+    assert first.json["requests"][1] == {
+        "content": {"parts": [{"text": TEXTS[1]}]},
+        "taskType": "RETRIEVAL_DOCUMENT",
+        "title": "Manual",
+        "outputDimensionality": 768,
+        "model": "models/gemini-embedding-001",
+    }
+    assert first.headers["x-goog-api-key"] == "test-key"
+    server.assert_consumed()
+
+
+async def test_sizes_outside_the_models_range_are_refused_before_any_request(
+    server: GeminiServer, make_model: ModelFactory
+) -> None:
+    server.add(Embeddings())
+    model = make_model()
+    assert model.dimensions == 3072
+    with pytest.raises(UserError, match="128 to 3072 dimensions, not 64"):
+        await model(["a"], dimensions=64)
+    with pytest.raises(UserError, match="not 4096"):
+        make_model(parameters={"dimensions": 4096})
+    assert server.requests == []
+    response = await model(["a"], dimensions=200)  # any size in the range
+    assert response.embeddings == [vector_for("a", 200)]
+
+
+async def test_a_rate_limited_batch_is_retried_alone(
+    server: GeminiServer, make_model: ModelFactory
+) -> None:
+    step = fail_once(TEXTS[100], HTTPError.rate_limit(retry_after=0.01))
+    server.add(*[step] * 4)
+    response = await make_model()(TEXTS)
+    assert response.embeddings == [vector_for(text, 8) for text in TEXTS]
+    firsts = sorted(first_text(r) for r in server.embedding_requests())
+    assert firsts == sorted([TEXTS[0], TEXTS[100], TEXTS[100], TEXTS[200]])
+    server.assert_consumed()
+
+
+async def test_a_rate_limit_says_how_long_to_wait(
+    server: GeminiServer, make_model: ModelFactory
+) -> None:
+    server.add(HTTPError.rate_limit(retry_after=7), HTTPError.rate_limit(retry_delay="31s"))
+    model = make_model(max_retries=0)
+    for wait in (7, 31):
+        with pytest.raises(RateLimitError, match="RESOURCE_EXHAUSTED") as caught:
+            await model(["a"])
+        assert caught.value.retry_after == wait
+
+
+async def test_a_server_error_is_retried_then_surfaced(
+    server: GeminiServer, make_model: ModelFactory
+) -> None:
+    server.add(HTTPError(503, "overloaded"), HTTPError(500, "broken"))
+    with pytest.raises(ModelHTTPError, match="broken") as caught:
+        await make_model(max_retries=1)(["a"])
+    assert caught.value.status_code == 500
+    assert len(server.embedding_requests()) == 2
+    server.assert_consumed()
+
+
+async def test_a_bad_request_is_not_retried(server: GeminiServer, make_model: ModelFactory) -> None:
+    server.add(HTTPError(400, "Request contains an invalid argument."))
+    with pytest.raises(ModelHTTPError, match="invalid argument") as caught:
+        await make_model()(["a"])
+    assert caught.value.status_code == 400
+    assert len(server.embedding_requests()) == 1
+
+
+async def test_a_reset_connection_is_retried_then_surfaced(
+    server: GeminiServer, make_model: ModelFactory
+) -> None:
+    server.add(Reset(), Embeddings())
+    assert (await make_model()(["a"])).embeddings == [vector_for("a", 8)]
+    server.add(Reset())
+    with pytest.raises(ModelConnectionError, match="gemini"):
+        await make_model(max_retries=0)(["a"])
+    server.assert_consumed()
+
+
+async def test_malformed_and_incomplete_answers_are_output_errors(
+    server: GeminiServer, make_model: ModelFactory
+) -> None:
+    server.add(
+        Raw(b'{"embeddings": [{"val'),
+        Raw(b'{"embeddings": [{}]}'),
+        Raw(b'{"embeddings": [{"values": [1.0]}, {"value": []}]}'),
+        Embeddings(missing=1),
+    )
+    model = make_model()
+    with pytest.raises(ModelOutputError, match="malformed JSON"):
+        await model(["a", "b"])
+    with pytest.raises(ModelOutputError, match="sent 1 embeddings for 2 inputs"):
+        await model(["a", "b"])
+    with pytest.raises(ModelOutputError, match="no values for input 1"):
+        await model(["a", "b"])
+    with pytest.raises(ModelOutputError, match="sent 1 embeddings for 2 inputs"):
+        await model(["a", "b"])
+    assert len(server.embedding_requests()) == 4  # never retried: it would come back the same
+
+
+async def test_a_text_model_refuses_media_and_the_api_refuses_auto_truncate(
+    server: GeminiServer, make_model: ModelFactory
+) -> None:
+    model = make_model()
+    with pytest.raises(UserError, match="text only; input 1 is a image block"):
+        await model(["a", ImageBlock.from_url(IMAGE_URL)])
+    with pytest.raises(UserError, match="auto_truncate is for Vertex AI"):
+        await model(["a"], auto_truncate=True)
+    assert server.requests == []
+
+
+# -- multimodal -----------------------------------------------------------------------------------
+
+
+async def test_each_text_and_media_input_is_its_own_content(
+    server: GeminiServer, make_model: ModelFactory, tmp_path: Path
+) -> None:
+    local = tmp_path / "cat.png"
+    local.write_bytes(PNG_BYTES)
+    pdf = base64.b64encode(b"%PDF-1.4 fake").decode()
+    server.add(Embeddings())
+    inputs: list[Any] = [
+        "a caption",
+        TextBlock(text="a block of text"),
+        ImageBlock.from_url(IMAGE_URL),
+        ImageBlock.from_bytes(PNG_BYTES, "image/png"),
+        ImageBlock.from_path(local),
+        AudioBlock.from_url("https://example.com/bark.mp3"),
+        VideoBlock.from_url("https://www.youtube.com/watch?v=abc"),
+        FileBlock.from_bytes(b"%PDF-1.4 fake", "application/pdf"),
+    ]
+    response = await make_model("gemini-embedding-2", parameters={"dimensions": 256})(inputs)
+    keys = [
+        "a caption",
+        "a block of text",
+        IMAGE_URL,
+        PNG,
+        PNG,
+        "https://example.com/bark.mp3",
+        "https://www.youtube.com/watch?v=abc",
+        pdf,
+    ]
+    assert response.embeddings == [vector_for(key, 256) for key in keys]
+    assert response.usage is not None
+    assert response.usage.tokens == 2 + 4 + 6 * 100
+    [request] = server.embedding_requests()
+    parts = [r["content"]["parts"] for r in request.json["requests"]]
+    assert parts == [
+        [{"text": "a caption"}],
+        [{"text": "a block of text"}],
+        [{"fileData": {"fileUri": IMAGE_URL, "mimeType": "image/png"}}],
+        [{"inlineData": {"mimeType": "image/png", "data": PNG}}],
+        [{"inlineData": {"mimeType": "image/png", "data": PNG}}],
+        [{"fileData": {"fileUri": "https://example.com/bark.mp3", "mimeType": "audio/mpeg"}}],
+        [{"fileData": {"fileUri": "https://www.youtube.com/watch?v=abc"}}],
+        [{"inlineData": {"mimeType": "application/pdf", "data": pdf}}],
+    ]
+    assert all(r["outputDimensionality"] == 256 for r in request.json["requests"])
+
+
+# -- Vertex AI ------------------------------------------------------------------------------------
+
+
+async def test_vertex_ai_gemini_models_through_batch_embed_contents(
+    server: GeminiServer, make_model: ModelFactory
+) -> None:
+    credential = server.credential(
+        "", vertexai=True, project="my-proj", location="europe-west4", access_token="ya29.token"
+    )
+    server.add(Embeddings())
+    parameters = {"dimensions": 768, "task_type": "RETRIEVAL_QUERY", "auto_truncate": True}
+    model = make_model(credential=credential, parameters=parameters)
+    response = await model(["a", "b"])
+    assert response.embeddings == [vector_for("a", 768), vector_for("b", 768)]
+    [request] = server.requests
+    base = "/v1beta1/projects/my-proj/locations/europe-west4/publishers/google/models"
+    assert request.path == f"{base}/gemini-embedding-001:batchEmbedContents"
+    config = {"outputDimensionality": 768, "taskType": "RETRIEVAL_QUERY", "autoTruncate": True}
+    assert request.json == {
+        "requests": [
+            {"content": {"parts": [{"text": "a"}]}, "embedContentConfig": config},
+            {"content": {"parts": [{"text": "b"}]}, "embedContentConfig": config},
+        ]
+    }
+    assert request.headers["authorization"] == "Bearer ya29.token"
+
+
+async def test_vertex_ai_text_models_through_predict(
+    server: GeminiServer, make_model: ModelFactory
+) -> None:
+    credential = server.credential("vertex-key", vertexai=True)
+    server.add(Embeddings())
+    parameters = {"dimensions": 256, "task_type": "RETRIEVAL_DOCUMENT", "title": "Manual"}
+    model = make_model("text-embedding-005", credential=credential, parameters=parameters)
+    response = await model(["one", "two words"])
+    assert response.embeddings == [vector_for("one", 256), vector_for("two words", 256)]
+    assert response.usage is not None
+    assert response.usage.tokens == 3  # each prediction's statistics.token_count
+    [request] = server.requests
+    assert request.path == "/v1beta1/publishers/google/models/text-embedding-005:predict"
+    assert request.json == {
+        "instances": [
+            {"content": "one", "task_type": "RETRIEVAL_DOCUMENT", "title": "Manual"},
+            {"content": "two words", "task_type": "RETRIEVAL_DOCUMENT", "title": "Manual"},
+        ],
+        "parameters": {"outputDimensionality": 256},
+    }
+    assert request.headers["x-goog-api-key"] == "vertex-key"
+
+
+# -- credential, cards, caches, sync --------------------------------------------------------------
+
+
+async def test_the_credential_from_the_environment(
+    server: GeminiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    monkeypatch.setenv("GEMINI_API_KEY", "from-env")
+    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", server.url)
+    server.add(Embeddings())
+    model = GeminiEmbeddingModel(model="gemini-embedding-001")
+    try:
+        assert (await model(["a"])).embeddings == [vector_for("a", 8)]
+    finally:
+        await model.aclose()
+    assert server.requests[0].headers["x-goog-api-key"] == "from-env"
+
+
+async def test_a_credential_from_stored_settings(server: GeminiServer) -> None:
+    credential = CredentialFactory.from_dict(
+        {"type": "gemini", "api_key": "stored-key", "base_url": server.url}
+    )
+    server.add(Embeddings())
+    model = GeminiEmbeddingModel(credential, "gemini-embedding-001")
+    try:
+        await model(["a"])
+    finally:
+        await model.aclose()
+    assert server.requests[0].headers["x-goog-api-key"] == "stored-key"
+
+
+async def test_no_key_is_a_configuration_error(
+    server: GeminiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    model = GeminiEmbeddingModel(GeminiCredential(base_url=server.url), "gemini-embedding-001")
+    with pytest.raises(ConfigurationError, match="GOOGLE_API_KEY or GEMINI_API_KEY"):
+        await model(["a"])
+    assert server.requests == []
+
+
+def test_the_credential_lists_the_embedding_models_and_their_sizes() -> None:
+    assert GeminiCredential.get_embedding_model_class() is GeminiEmbeddingModel
+    cards = {card.name: card for card in GeminiCredential.list_embedding_models()}
+    assert sorted(cards) == ["gemini-embedding-001", "gemini-embedding-2"]
+    for card in cards.values():
+        assert card.default_dimensions() == 3072
+        assert card.dimension_range() == (128, 3072)
+        assert card.output_types == ["application/x-embedding"]
+    assert cards["gemini-embedding-001"].input_types == ["text/plain"]
+    two = cards["gemini-embedding-2"]
+    for media_type in ("image/png", "audio/mpeg", "video/mp4", "application/pdf"):
+        assert two.accepts(media_type)
+    assert not set(cards) & {card.name for card in GeminiCredential.list_models()}
+
+
+async def test_a_whole_request_cache_answers_a_repeated_call(
+    server: GeminiServer, make_model: ModelFactory
+) -> None:
+    server.add(*[Embeddings()] * 3)
+    model = make_model(embedding_cache=MemoryCache())
+    first = await model(TEXTS)
+    second = await model(TEXTS)
+    assert second.source == "cache"
+    assert second.embeddings == first.embeddings
+    assert len(server.embedding_requests()) == 3
+    server.assert_consumed()
+
+
+def test_the_sync_twin(server: GeminiServer) -> None:
+    server.add(Embeddings())
+    model = GeminiEmbeddingModel(server.credential(), "gemini-embedding-001")
+    try:
+        assert model.call_sync(["a"]).embeddings == [vector_for("a", 8)]
+    finally:
+        model.close_sync()
