@@ -319,6 +319,17 @@ async def test_requests_are_packed_within_each_models_limits(
     server.assert_consumed()
 
 
+async def test_a_model_of_one_size_is_sent_no_dimension(
+    server: DashScopeServer, make_model: ModelFactory
+) -> None:
+    server.add(Embeddings())
+    model = make_model("multimodal-embedding-v1", parameters={"dimensions": 1024})
+    assert (await model(["a"])).embeddings == [vector_for("a", 8)]
+    assert server.requests[0].json["parameters"] == {}
+    with pytest.raises(UserError, match="1024 dimensions, not 512"):
+        await model(["a"], dimensions=512)
+
+
 async def test_media_a_multimodal_model_does_not_take_are_refused_before_any_request(
     server: DashScopeServer, make_model: ModelFactory
 ) -> None:

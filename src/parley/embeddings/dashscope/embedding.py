@@ -15,7 +15,8 @@ reads each answer itself (`_wire`), one request per batch.
   the SDK does, and sent as its `oss://` location; the docs take videos by URL only, which
   an upload gives).
 
-`dimensions` is sent as `parameters.dimension`; each model's card pins the sizes it gives.
+`dimensions` is sent as `parameters.dimension`; each model's card pins the sizes it gives (a
+model that gives one size takes no `dimension`: none is sent).
 """
 
 from __future__ import annotations
@@ -174,6 +175,11 @@ class DashScopeEmbeddingModel(EmbeddingModel[str | DataBlock]):
             self.accepts_media = True
             self.batch_limits = _limits(model)
         self.upload_files = upload_files
+        card = self.card()
+        choices = card.dimension_choices() if card else []
+        # A model that gives one size takes no `dimension` (multimodal-embedding-v1,
+        # tongyi-embedding-vision-plus): asking for that size is not sent.
+        self._only_size = choices[0] if len(choices) == 1 else None
         self._pool: LoopClients[AsyncClient] | None = None
 
     # -- the client -----------------------------------------------------------------------
@@ -240,7 +246,7 @@ class DashScopeEmbeddingModel(EmbeddingModel[str | DataBlock]):
             UserError: `text_type` for a multimodal model, which does not take it.
         """
         fields = parameters.to_kwargs()
-        if (size := fields.pop("dimensions", None)) is not None:
+        if (size := fields.pop("dimensions", None)) is not None and size != self._only_size:
             fields["dimension"] = size
         if self.multimodal and "text_type" in fields:
             raise UserError(f"{self.model} takes no text_type (the text models do)")
