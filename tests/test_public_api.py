@@ -25,6 +25,8 @@ MODULES = [
     "parley.tools",
     "parley.tools.builtin",
     "parley.tools.mcp",
+    "parley.embeddings.dashscope",
+    "parley.embeddings.gemini",
     "parley.client",
 ]
 

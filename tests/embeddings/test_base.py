@@ -236,24 +236,32 @@ def test_dimensions_outside_the_cards_choices_are_refused(tmp_path: Any) -> None
     assert Carded(parameters={"dimensions": 64}).dimensions == 64
 
 
-def test_dimensions_outside_the_cards_range_are_refused(tmp_path: Any) -> None:
-    (tmp_path / "recorder-1.yaml").write_text(
-        "name: recorder-1\nparameter_overrides:\n"
-        "  dimensions: {minimum: 128, maximum: 3072, default: 3072}\n"
-    )
-
-    class Ranged(Recorder):
-        cards_location = tmp_path
-
-    assert Ranged().dimensions == 3072
-    card = Ranged().card()
-    assert card is not None
-    assert card.dimension_range() == (128, 3072)
-    for wanted in (127, 3073):
-        with pytest.raises(UserError, match=f"128 to 3072 dimensions, not {wanted}"):
-            Ranged(parameters={"dimensions": wanted})
-    assert Ranged(parameters={"dimensions": 200}).dimensions == 200
-
-
 def test_the_sync_twin() -> None:
     assert Recorder().call_sync(["ab"]).embeddings == [_vector("ab")]
+
+
+def test_dimensions_outside_the_cards_bounds_are_refused(tmp_path: Any) -> None:
+    (tmp_path / "recorder-1.yaml").write_text(
+        "name: recorder-1\nparameter_overrides:\n  dimensions: {minimum: 32, maximum: 1024}\n"
+    )
+
+    class Bounded(Recorder):
+        cards_location = tmp_path
+
+    card = Bounded().card()
+    assert card is not None
+    assert card.dimension_range() == (32, 1024)
+    assert card.dimension_choices() == []
+    assert Bounded(parameters={"dimensions": 32}).dimensions == 32
+    with pytest.raises(UserError, match="32 to 1024 dimensions, not 2000"):
+        Bounded(parameters={"dimensions": 2000})
+    (tmp_path / "low").mkdir()
+    (tmp_path / "low" / "recorder-1.yaml").write_text(
+        "name: recorder-1\nparameter_overrides:\n  dimensions: {minimum: 32}\n"
+    )
+
+    class AtLeast(Recorder):
+        cards_location = tmp_path / "low"
+
+    with pytest.raises(UserError, match="at least 32 dimensions, not 16"):
+        AtLeast(parameters={"dimensions": 16})

@@ -253,10 +253,8 @@ class EmbeddingModel(Generic[InputT]):
             )
         low, high = card.dimension_range()
         if (low is not None and wanted < low) or (high is not None and wanted > high):
-            raise UserError(
-                f"{self.model} gives vectors of {low or 1} to {high or 'any number of'} "
-                f"dimensions, not {wanted}"
-            )
+            bounds = f"{low or 1} to {high}" if high is not None else f"at least {low}"
+            raise UserError(f"{self.model} gives vectors of {bounds} dimensions, not {wanted}")
 
     @classmethod
     def list_models(cls, custom_yaml_dir: str | Path | None = None) -> list[EmbeddingModelCard]:

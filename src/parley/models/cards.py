@@ -57,7 +57,7 @@ class EmbeddingModelCard(ModelCard):
 
     Its `parameter_schema` comes from the embedding `Parameters` (`dimensions`), with the
     card's overrides pinning the sizes the model supports (`{"dimensions": {"enum": [...],
-    "default": ...}}`, or a range: `{"minimum": ..., "maximum": ...}`).
+    "default": ...}}`).
     """
 
     type: Literal["embedding_model"] = "embedding_model"
@@ -70,7 +70,12 @@ class EmbeddingModelCard(ModelCard):
         return [int(d) for d in field.get("enum", [])]
 
     def dimension_range(self) -> tuple[int | None, int | None]:
-        """The smallest and largest output sizes the card allows (None: no bound)."""
+        """The least and most output sizes, as its card bounds them (None: unbounded).
+
+        For a model that gives any size up to its own (`text-embedding-3-small`: 1 to
+        1536), which the card says with `{"minimum": ..., "maximum": ...}` rather than an
+        `enum` of every size.
+        """
         field = self.parameter_schema.get("properties", {}).get("dimensions", {})
         low, high = field.get("minimum"), field.get("maximum")
         return (
