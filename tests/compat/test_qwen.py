@@ -443,6 +443,11 @@ MEDIA_FORMS = [
         id="audio dict, a format that names no media type",
     ),
     pytest.param(
+        {"audio": {"data": "https://x.test/a", "format": "wav²\n"}},
+        AudioBlock(source=URLSource(url="https://x.test/a")),
+        id="audio dict, a format with what no media type holds",
+    ),
+    pytest.param(
         {"video": [f"data:image/png;base64,{PNG}", "oss://b/f2.jpg", "https://x.test/f3.jpg"]},
         VideoBlock.from_frames(
             [

@@ -1,8 +1,13 @@
-"""Qwen-Agent's message API, and exact conversions between its messages and `Msg`.
+"""Qwen-Agent's message API and agents, and exact conversions between its messages and `Msg`.
 
 `Message`, `ContentItem`, `FunctionCall` and the constants behave as in Qwen-Agent 0.0.34
-(`qwen_agent.llm.schema`; see `schema` for the few deliberate differences). `to_msgs` and
-`from_msgs` convert lists both ways, and `as_dicts_like` answers dicts with dicts::
+(`qwen_agent.llm.schema`; see `schema` for the few deliberate differences). `Agent` is
+Qwen-Agent's agent base class (`qwen_agent.agent.Agent`): a custom agent's `_run`, calling
+`_call_llm` and `_call_tool`, runs unchanged on parley's models and tools (see `agent` for
+its interface and deliberate differences); `BasicAgent` calls the model alone, and
+`FnCallAgent` (`agents`) runs parley's agent loop. `BaseTool`, `register_tool` and
+`TOOL_REGISTRY` are parley's tools, in Qwen-Agent's shape. `to_msgs` and `from_msgs` convert
+lists both ways, and `as_dicts_like` answers dicts with dicts::
 
     msgs = to_msgs(messages)                # Messages or dicts, mixed
     back = from_msgs(msgs, as_dicts=as_dicts_like(messages))
@@ -63,12 +68,8 @@ with no `data` or `url` string, a video list mixing frames and dicts, a frame th
 image) raise `MessageError`, naming the message.
 """
 
-from parley.compat.qwen.agents import (
-    MAX_LLM_CALL_PER_RUN,
-    FnCallAgent,
-    FunctionListEntry,
-    QwenResponse,
-)
+from parley.compat.qwen.agent import Agent, BasicAgent, FunctionListEntry, QwenResponse
+from parley.compat.qwen.agents import MAX_LLM_CALL_PER_RUN, FnCallAgent
 from parley.compat.qwen.convert import as_dicts_like, from_msgs, to_msgs
 from parley.compat.qwen.schema import (
     ASSISTANT,
@@ -113,8 +114,10 @@ __all__ = [
     "TOOL_REGISTRY",
     "USER",
     "VIDEO",
+    "Agent",
     "BaseModelCompatibleDict",
     "BaseTool",
+    "BasicAgent",
     "ContentItem",
     "ContentType",
     "FnCallAgent",

@@ -39,7 +39,8 @@ __all__ = [
 ]
 
 ContentBlock = TextBlock | ImageBlock | AudioBlock | VideoBlock | FileBlock
-_FORMAT = re.compile(r"^[\w.+-]+$").match  # a format that names a media subtype: wav, mp4
+# A format that names a media subtype (`wav`, `mp4`): what a media type's subtype may hold.
+_FORMAT = re.compile(r"[\w.+-]+", re.ASCII).fullmatch
 _BLOCKS: dict[str, type[ImageBlock | AudioBlock | VideoBlock | FileBlock]] = {
     "image": ImageBlock,
     "audio": AudioBlock,
