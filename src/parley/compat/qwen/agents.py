@@ -80,15 +80,8 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from parley._sync import iterate_sync
-from parley.agents import (
-    Agent as LoopAgent,
-)
-from parley.agents import (
-    AgentEvent,
-    AgentRun,
-    InMemoryMemory,
-    ToolChoicePolicy,
-)
+from parley.agents import Agent as LoopAgent
+from parley.agents import AgentEvent, AgentRun, InMemoryMemory, ToolChoicePolicy
 from parley.compat.qwen._llm import InputBudget
 from parley.compat.qwen._response import QwenMessages, QwenResponse, Response
 from parley.compat.qwen.agent import Agent, FunctionListEntry, refuse_arguments
@@ -145,7 +138,7 @@ class FnCallAgent(Agent):
         tool_choice: ToolChoicePolicy = None,
         **kwargs: Any,
     ) -> None:
-        refuse_arguments("FnCallAgent", {"files": files, **kwargs})
+        refuse_arguments(type(self).__name__, {"files": files, **kwargs})
         super().__init__(function_list, llm, system_message, name, description)
         config = self.llm_config
         choice = tool_choice if tool_choice is not None else config.function_choice
