@@ -56,14 +56,22 @@ def _media_type(family: str) -> st.SearchStrategy[str]:
     return _SUBTYPES.map(lambda sub: f"{family}/{sub}")
 
 
-def url_sources(family: str) -> st.SearchStrategy[URLSource]:
-    """URL sources: web URLs and `file://` paths, with or without a media type."""
+STORAGE_SCHEMES = ("oss", "s3", "gs")
+"""The providers' storage schemes a URL source takes as opaque locations."""
+
+
+def url_sources(family: str, *, storage: bool = False) -> st.SearchStrategy[URLSource]:
+    """URL sources: web URLs and `file://` paths (and storage locations, if asked for), with
+    or without a media type."""
     paths = st.text(alphabet="abcdefghij0123456789/._-", min_size=1, max_size=20)
     urls = st.one_of(
         st.builds(lambda p: f"https://example.com/{p}", paths),
         st.builds(lambda p: f"http://host.test:8080/{p}?q=1", paths),
         st.builds(lambda p: f"file:///tmp/{p}", paths),
     )
+    if storage:
+        schemes = st.sampled_from(STORAGE_SCHEMES)
+        urls |= st.builds(lambda scheme, p: f"{scheme}://bucket/{p}", schemes, paths)
     return st.builds(URLSource, url=urls, media_type=st.none() | _media_type(family))
 
 
@@ -73,15 +81,23 @@ def base64_sources(family: str) -> st.SearchStrategy[Base64Source]:
     return st.builds(Base64Source, media_type=_media_type(family), data=data)
 
 
-def media_blocks() -> st.SearchStrategy[Any]:
-    """Image, audio, video and file blocks with URL or base64 sources."""
+def media_blocks(*, storage: bool = False, frames: bool = False) -> st.SearchStrategy[Any]:
+    """Image, audio, video and file blocks with URL or base64 sources.
+
+    `storage` adds storage locations (`oss://`...) to the URLs, `frames` videos given by
+    their frames: forms that not every converter takes yet, so they are asked for.
+    """
     choices = []
     for cls, family in _FAMILY.items():
-        sources = url_sources(family) | base64_sources(family)
+        sources = url_sources(family, storage=storage) | base64_sources(family)
         if cls is FileBlock:
             choices.append(st.builds(cls, source=sources, filename=st.none() | names))
         else:
             choices.append(st.builds(cls, source=sources))
+    if frames:
+        images = url_sources("image", storage=storage) | base64_sources("image")
+        frame_lists = st.lists(images, min_size=1, max_size=3)
+        choices.append(frame_lists.map(lambda f: VideoBlock(source=f[0], frames=f)))
     return st.one_of(choices)
 
 
@@ -96,13 +112,19 @@ tool_call_blocks = st.builds(
     ToolCallBlock, id=ids, name=names, input=json_objects, raw_input=st.none() | text
 )
 output_blocks = text_blocks | media_blocks()
-tool_result_blocks = st.builds(
-    ToolResultBlock,
-    tool_call_id=ids,
-    name=names,
-    output=text | st.lists(output_blocks, max_size=3),
-    is_error=st.booleans(),
-)
+
+
+def tool_result_blocks(media: st.SearchStrategy[Any] | None = None) -> st.SearchStrategy[Any]:
+    """Tool results whose output is text, or text and `media` blocks (`media_blocks()`)."""
+    outputs = text_blocks | (media if media is not None else media_blocks())
+    return st.builds(
+        ToolResultBlock,
+        tool_call_id=ids,
+        name=names,
+        output=text | st.lists(outputs, max_size=3),
+        is_error=st.booleans(),
+    )
+
 
 usages = st.builds(
     Usage,
@@ -133,16 +155,22 @@ def _unique_call_ids(blocks: list[Any]) -> bool:
 
 def msgs(
     roles: tuple[str, ...] = ("system", "user", "assistant", "tool"),
+    *,
+    media: st.SearchStrategy[Any] | None = None,
 ) -> st.SearchStrategy[Msg]:
-    """Valid messages of the given roles, with every kind of block their role allows."""
-    user_blocks = st.lists(text_blocks | media_blocks(), max_size=4)
+    """Valid messages of the given roles, with every kind of block their role allows.
+
+    `media` draws the media blocks (`media_blocks()` by default).
+    """
+    media = media if media is not None else media_blocks()
+    user_blocks = st.lists(text_blocks | media, max_size=4)
     by_role = {
         "system": st.lists(text_blocks, max_size=2),
         "user": user_blocks,
         "assistant": st.lists(
-            text_blocks | media_blocks() | thinking_blocks | tool_call_blocks, max_size=5
+            text_blocks | media | thinking_blocks | tool_call_blocks, max_size=5
         ).filter(_unique_call_ids),
-        "tool": st.lists(tool_result_blocks, min_size=1, max_size=3),
+        "tool": st.lists(tool_result_blocks(media), min_size=1, max_size=3),
     }
     return st.one_of(
         [st.builds(Msg, role=st.just(role), content=by_role[role], **_common()) for role in roles]

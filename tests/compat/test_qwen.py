@@ -406,10 +406,117 @@ def test_paths_audio_dicts_and_frame_lists_come_back_unchanged() -> None:
     assert dog == ImageBlock(source=URLSource(url=(cwd / "pics/dog.jpg").as_uri()))
     home = Path(os.path.expanduser("~"))
     assert report == FileBlock(source=URLSource(url=(home / "docs/report.pdf").as_uri()))
-    assert audio == AudioBlock(source=URLSource(url=(cwd / "speech.wav").as_uri()))
-    assert video == VideoBlock(source=URLSource(url=(cwd / "frame1.jpg").as_uri()))
+    wav = URLSource(url=(cwd / "speech.wav").as_uri(), media_type="audio/wav")
+    assert audio == AudioBlock(source=wav)
+    frames = [URLSource(url=(cwd / f"frame{i}.jpg").as_uri()) for i in (1, 2)]
+    assert video == VideoBlock.from_frames(frames)
     assert text == TextBlock(text="a")
     qwen_round_trip(messages)
+
+
+# The media forms of Qwen-Agent's schema: the block holds the media (every frame, the type a
+# `format` names), the Qwen record the exact value.
+MEDIA_FORMS = [
+    pytest.param(
+        {"audio": {"data": "https://x.test/a.mp3", "format": "mp3", "duration": 3.5}},
+        AudioBlock(source=URLSource(url="https://x.test/a.mp3", media_type="audio/mp3")),
+        id="audio dict, data and format",
+    ),
+    pytest.param(
+        {"audio": {"url": "oss://bucket/a.wav", "duration": 2, "format": "wav"}},
+        AudioBlock(source=URLSource(url="oss://bucket/a.wav", media_type="audio/wav")),
+        id="audio dict, url (seed 001's form)",
+    ),
+    pytest.param(
+        {"audio": {"data": PNG, "format": "wav"}},
+        AudioBlock(source=Base64Source(media_type="audio/wav", data=PNG)),
+        id="audio dict, bare base64 (OpenAI's input_audio)",
+    ),
+    pytest.param(
+        {"audio": {"data": f"data:audio/flac;base64,{PNG}", "format": "wav"}},
+        AudioBlock(source=Base64Source(media_type="audio/flac", data=PNG)),
+        id="audio dict, data URL",
+    ),
+    pytest.param(
+        {"audio": {"data": "https://x.test/a", "format": "not a subtype"}},
+        AudioBlock(source=URLSource(url="https://x.test/a")),
+        id="audio dict, a format that names no media type",
+    ),
+    pytest.param(
+        {"audio": {"data": "https://x.test/a", "format": "wav²\n"}},
+        AudioBlock(source=URLSource(url="https://x.test/a")),
+        id="audio dict, a format with what no media type holds",
+    ),
+    pytest.param(
+        {"video": [f"data:image/png;base64,{PNG}", "oss://b/f2.jpg", "https://x.test/f3.jpg"]},
+        VideoBlock.from_frames(
+            [
+                Base64Source(media_type="image/png", data=PNG),
+                URLSource(url="oss://b/f2.jpg"),
+                URLSource(url="https://x.test/f3.jpg"),
+            ]
+        ),
+        id="video frames",
+    ),
+    pytest.param(
+        {
+            "video": [
+                {"url": "https://x.test/v720.mp4", "quality": "720p", "format": "mp4"},
+                {"url": "https://x.test/v1080.mp4", "quality": "1080p", "format": "mp4"},
+            ]
+        },
+        VideoBlock(source=URLSource(url="https://x.test/v720.mp4", media_type="video/mp4")),
+        id="video sources (seed 001's form): the first",
+    ),
+    pytest.param(
+        {"image": "oss://dashscope-instant/abc/2025/cat.png"},
+        ImageBlock(source=URLSource(url="oss://dashscope-instant/abc/2025/cat.png")),
+        id="image at oss://",
+    ),
+    pytest.param(
+        {"audio": "oss://bucket/a.wav"},
+        AudioBlock(source=URLSource(url="oss://bucket/a.wav")),
+        id="audio at oss://",
+    ),
+    pytest.param(
+        {"video": "oss://bucket/v.mp4"},
+        VideoBlock(source=URLSource(url="oss://bucket/v.mp4")),
+        id="video at oss://",
+    ),
+    pytest.param(
+        {"file": "oss://bucket/doc.pdf"},
+        FileBlock(source=URLSource(url="oss://bucket/doc.pdf")),
+        id="file at oss://",
+    ),
+]
+
+
+@pytest.mark.parametrize(("item", "block"), MEDIA_FORMS)
+def test_qwens_media_forms_read_into_blocks_and_come_back_exactly(
+    item: dict[str, Any], block: Any
+) -> None:
+    messages = [
+        Message("user", [ContentItem(**item)]),
+        Message("function", [ContentItem(**item)], name="f", extra={"function_id": "c"}),
+    ]
+    user, tool = to_msgs(messages)
+    assert user.content == [block]
+    assert tool.tool_results[0].output == [block]
+    qwen_round_trip(messages)
+    # The Msgs read survive Qwen and back too.
+    msg_round_trip([user, tool])
+
+
+def test_frames_and_storage_locations_are_written_as_qwen_agent_takes_them() -> None:
+    video = VideoBlock.from_frames(["oss://b/f1.jpg", f"data:image/png;base64,{PNG}"])
+    image = ImageBlock.from_url("oss://b/cat.png")
+    [written] = msg_round_trip([Msg.user(video, image)])
+    assert written.content == [
+        ContentItem(video=["oss://b/f1.jpg", f"data:image/png;base64,{PNG}"]),
+        ContentItem(image="oss://b/cat.png"),
+    ]
+    assert written.extra is not None
+    assert set(written.extra) == {"parley"}
 
 
 def test_data_urls_become_base64_sources() -> None:
@@ -517,7 +624,7 @@ def test_a_tool_call_input_that_is_not_json_raises_message_error() -> None:
             "not valid base64",
         ),
         ([Message("user", [ContentItem(image="data:image/png,abc")])], "data: URL"),
-        ([Message("user", [ContentItem(image="oss://bucket/cat.png")])], "oss://"),
+        ([Message("user", [ContentItem(image="ftp://bucket/cat.png")])], "ftp://"),
         ([Message("function", "x", name="f")], "no earlier function_call"),
         ([Message("function", "x")], "no earlier function_call"),
         ([Message("function", "x", extra={"function_id": "z"})], "has no name"),
@@ -538,12 +645,17 @@ def test_a_tool_call_input_that_is_not_json_raises_message_error() -> None:
             ],
             "must be a string",
         ),
-        ([Message("user", [ContentItem(audio={"format": "wav"})])], "'data' string"),
-        ([Message("user", [ContentItem(video=[1, 2])])], "frame list must hold strings"),
+        ([Message("user", [ContentItem(audio={"format": "wav"})])], "'data' or 'url' string"),
+        ([Message("user", [ContentItem(audio={"data": 3})])], "'data' or 'url' string"),
+        ([Message("user", [ContentItem(video=[1, 2])])], "its frames .* or its sources"),
+        ([Message("user", [ContentItem(video=["a.jpg", {"url": "b"}])])], "or its sources"),
+        ([Message("user", [ContentItem(video=["a.jpg", ""])])], "non-empty strings"),
+        ([Message("user", [ContentItem(video=[{"quality": "hd"}])])], "'data' or 'url'"),
         (
-            [Message("user", [ContentItem(video=[f"data:image/png;base64,{PNG}"])])],
-            "first frame is a URL or a path",
+            [Message("user", [ContentItem(video=[f"data:video/mp4;base64,{PNG}"])])],
+            "frames are images",
         ),
+        ([Message("user", [ContentItem(video=["ftp://x/f.jpg"])])], "video frame 'ftp:"),
         ([Message("user", [ContentItem(image=f"data:audio/wav;base64,{PNG}")])], "image/"),
     ],
 )

@@ -23,7 +23,7 @@ from parley.compat.qwen import (
 from parley.compat.qwen._groups import Tracker, generated_call_id
 from parley.errors import MessageError, ParleyError
 from parley.messages import Msg, ToolCallBlock, ToolResultBlock
-from tests.strategies import json_objects, json_values, msgs, names, text
+from tests.strategies import json_objects, json_values, media_blocks, msgs, names, text
 
 SETTINGS = settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 
@@ -37,8 +37,12 @@ def assert_msgs_survive(given_msgs: list[Msg]) -> None:
     assert to_msgs(json.loads(json.dumps(as_json))) == given_msgs
 
 
+# Every media form parley holds: storage locations, videos given by their frames.
+all_media = media_blocks(storage=True, frames=True)
+
+
 @SETTINGS
-@given(st.lists(msgs(), max_size=6))
+@given(st.lists(msgs(media=all_media), max_size=6))
 def test_any_msg_list_survives_qwen_and_back(given_msgs: list[Msg]) -> None:
     assert_msgs_survive(given_msgs)
 
@@ -48,7 +52,7 @@ def conversations(draw: st.DrawFn) -> list[Msg]:
     """Messages where tool results answer calls made earlier, some with generated-style ids."""
     made: list[str] = []
     out = []
-    for msg in draw(st.lists(msgs(("user", "assistant", "tool")), max_size=7)):
+    for msg in draw(st.lists(msgs(("user", "assistant", "tool"), media=all_media), max_size=7)):
         blocks = [_rewire(draw, block, msg, made) for block in msg.content]
         out.append(msg.model_copy(update={"content": blocks}))
     return out
@@ -122,7 +126,16 @@ _paths = st.sampled_from(
     ["cat.png", "./pics/a b.jpg", "../up.wav", "/tmp/x.mp4", "~/docs/r.pdf", "dir/frame_1.jpg"]
 )
 _urls = st.sampled_from(
-    ["https://example.com/a.png", "http://h.test:8080/x?y=1", "file:///tmp/z.mp4", "HTTPS://X.io/b"]
+    [
+        "https://example.com/a.png",
+        "http://h.test:8080/x?y=1",
+        "file:///tmp/z.mp4",
+        "HTTPS://X.io/b",
+        # DashScope's uploads, and other providers' storage.
+        "oss://dashscope-instant/abc/2025-01-01/x.png",
+        "s3://bucket/k.wav",
+        "gs://bucket/o.mp4",
+    ]
 )
 
 
@@ -134,12 +147,28 @@ def media_strings(family: str) -> st.SearchStrategy[str]:
     return _urls | _paths | data
 
 
-def media_items() -> st.SearchStrategy[ContentItem]:
-    audio = media_strings("audio") | st.fixed_dictionaries(
-        {"data": media_strings("audio")}, optional={"format": st.sampled_from(["wav", "mp3"])}
+_formats = (
+    st.sampled_from(["wav", "mp3", "mp4", "x-custom+json", "not a subtype"]) | text | json_values
+)
+_extras = {"format": _formats, "duration": json_values, "quality": json_values}
+
+
+def media_dicts(family: str) -> st.SearchStrategy[dict[str, Any]]:
+    """Media as dicts: under `data` or `url`, with a format (a media subtype or not) and more."""
+    located = st.sampled_from(["data", "url"]).flatmap(
+        lambda key: st.fixed_dictionaries({key: media_strings(family)}, optional=_extras)
     )
-    frames = st.lists(_urls | _paths, min_size=1, max_size=3)
-    video = media_strings("video") | frames | frames.map(lambda f: [*f, "data:image/png;base64,"])
+    # OpenAI's input_audio: bare base64 data named by its format.
+    others = {key: value for key, value in _extras.items() if key != "format"}
+    bare = st.fixed_dictionaries({"data": _b64.filter(bool), "format": _formats}, optional=others)
+    return located | bare
+
+
+def media_items() -> st.SearchStrategy[ContentItem]:
+    audio = media_strings("audio") | media_dicts("audio")
+    frames = st.lists(_urls | _paths | media_strings("image"), min_size=1, max_size=3)
+    sources = st.lists(media_dicts("video"), min_size=1, max_size=2)
+    video = media_strings("video") | frames | sources
     return st.one_of(
         st.builds(ContentItem, image=media_strings("image")),
         st.builds(ContentItem, file=media_strings("application") | media_strings("image")),

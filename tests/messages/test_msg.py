@@ -32,7 +32,7 @@ from parley.messages import (
     msgs_to_json,
     source_from_str,
 )
-from tests.strategies import json_values, msgs
+from tests.strategies import json_values, media_blocks, msgs
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n").decode()
 
@@ -127,13 +127,17 @@ def test_unknown_role_and_block_type_name_the_choices() -> None:
 # -- sources and media -------------------------------------------------------------------------
 
 
-def test_sources_accept_web_and_file_urls_and_refuse_others() -> None:
+def test_sources_accept_web_and_file_urls_and_storage_locations_and_refuse_others() -> None:
     assert URLSource(url="https://a.test/x.png").url == "https://a.test/x.png"
     assert URLSource(url="file:///tmp/x.wav").url == "file:///tmp/x.wav"
-    with pytest.raises(ValidationError, match="url"):
-        URLSource(url="ftp://a.test/x")
-    with pytest.raises(ValidationError, match="url"):
-        URLSource(url="cat.jpg")
+    # Providers' storage locations, opaque to parley (DashScope's uploads, buckets).
+    for url in ("oss://dashscope-instant/k/cat.png", "s3://b/x.wav", "gs://b/a.mp3", "OSS://b/c"):
+        assert URLSource(url=url).url == url
+        assert source_from_str(url) == URLSource(url=url)
+        assert ImageBlock.from_url(url).source == URLSource(url=url)
+    for bad in ("ftp://a.test/x", "cat.jpg", "oss://", "oss:/b/c", "s3x://b/c"):
+        with pytest.raises(ValidationError, match="url"):
+            URLSource(url=bad)
 
 
 def test_base64_sources_check_their_data_and_media_type() -> None:
@@ -176,6 +180,42 @@ def test_media_blocks_take_a_string_source_and_check_the_family(tmp_path: Path) 
     assert isinstance(inline.source, Base64Source)
     assert inline.source.to_bytes() == b"%PDF-1.4"
     assert ImageBlock.from_url(f"data:image/png;base64,{PNG}").source.type == "base64"
+
+
+def test_a_video_may_be_given_by_its_frames(tmp_path: Path) -> None:
+    first = tmp_path / "f1.jpg"
+    frames = [str(first), "https://a.test/f2.jpg", f"data:image/png;base64,{PNG}"]
+    video = VideoBlock.from_frames(frames)
+    assert video.frames == [
+        URLSource(url=first.as_uri()),
+        URLSource(url="https://a.test/f2.jpg"),
+        Base64Source(media_type="image/png", data=PNG),
+    ]
+    # The first frame is the source too, for code that reads only the source.
+    assert video.source == URLSource(url=first.as_uri())
+    assert VideoBlock.model_validate_json(video.model_dump_json()) == video
+    assert VideoBlock.model_validate({"frames": frames}) == video
+    assert VideoBlock.model_validate({"source": frames[0], "frames": frames}) == video
+    # A video by one source has no frames, and dumps none.
+    assert "frames" not in VideoBlock.from_url("https://a.test/v.mp4").model_dump()
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        ({"frames": []}, "at least one frame"),
+        ({"frames": [f"data:video/mp4;base64,{PNG}"]}, "frames are images: frame 0"),
+        (
+            {"frames": ["https://a/1.jpg", URLSource(url="https://a/2", media_type="audio/wav")]},
+            "frame 1 is 'audio/wav'",
+        ),
+        ({"source": "https://a.test/v.mp4", "frames": ["https://a.test/1.jpg"]}, "first frame"),
+        ({"frames": ["just words"]}, "not a URL"),
+    ],
+)
+def test_bad_frames_are_refused_saying_why(fields: dict[str, Any], match: str) -> None:
+    with pytest.raises(ValidationError, match=match):
+        VideoBlock.model_validate(fields)
 
 
 # -- dict-style access and dumps ---------------------------------------------------------------
@@ -251,7 +291,7 @@ def test_message_lists_round_trip_through_json() -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(msgs())
+@given(msgs() | msgs(media=media_blocks(storage=True, frames=True)))
 def test_every_valid_msg_survives_json(msg: Msg) -> None:
     back = Msg.model_validate_json(msg.model_dump_json())
     assert back == msg

@@ -64,10 +64,13 @@ def test_a_call_without_arguments() -> None:
 def test_file_data_the_model_sent() -> None:
     part = {"fileData": {"fileUri": "https://example.com/a.mp3", "mimeType": "audio/mpeg"}}
     gs = {"fileData": {"fileUri": "gs://bucket/a.mp3", "mimeType": "audio/mpeg"}}
-    response = read(candidate(part, gs, reason="STOP"))
-    # A `gs://` URI is not a URL parley's sources take: left out rather than failing the call.
+    ftp = {"fileData": {"fileUri": "ftp://host/a.mp3", "mimeType": "audio/mpeg"}}
+    response = read(candidate(part, gs, ftp, reason="STOP"))
+    # A Vertex AI `gs://` object is a storage location parley keeps as it is; a URI of a
+    # scheme parley's sources do not take is left out rather than failing the call.
     assert response.content == [
-        AudioBlock(source=URLSource(url="https://example.com/a.mp3", media_type="audio/mpeg"))
+        AudioBlock(source=URLSource(url="https://example.com/a.mp3", media_type="audio/mpeg")),
+        AudioBlock(source=URLSource(url="gs://bucket/a.mp3", media_type="audio/mpeg")),
     ]
 
 

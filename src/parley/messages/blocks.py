@@ -2,7 +2,8 @@
 
 Every block has a literal `type` tag; `Block` is their union discriminated on it, so JSON
 parses back into the same concrete classes. Media blocks carry a `source` that is a URL
-(`http(s)://` or `file://`) or base64 data with a media type.
+(`http(s)://`, `file://`, or a provider's storage location: `oss://`, `s3://`, `gs://`) or
+base64 data with a media type; a video may also be a list of frames.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import binascii
 import functools
 import mimetypes
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Self
 
@@ -55,12 +57,18 @@ _STRICT = ConfigDict(extra="forbid")
 
 # A MIME type: `type/subtype`, parameters allowed (`audio/wav; rate=16000`).
 _MEDIA_TYPE = r"^[A-Za-z0-9][\w.+-]*/[\w.+-]+(\s*;.*)?$"
-_URL = r"^(?i:https?://\S|file://)"
+# Storage schemes are opaque locations a provider reads itself (DashScope's `oss://` uploads,
+# Vertex AI's `gs://` objects); parley never fetches them.
+_URL = r"^(?i:https?://\S|file://|(?:oss|s3|gs)://\S)"
 _URL_MATCH = re.compile(_URL).match
 
 
 class URLSource(DictLikeModel):
-    """Media found at a URL: `http://`, `https://` or a local `file://` path."""
+    """Media found at a URL: `http(s)://`, a local `file://` path, or a storage location.
+
+    A storage location (`oss://`, `s3://`, `gs://`) is passed to the provider as it is: the
+    provider that issued it reads it (DashScope's uploads, a Vertex AI bucket); parley does not.
+    """
 
     model_config = _STRICT
     type: Literal["url"] = "url"
@@ -121,7 +129,7 @@ def source_from_str(value: str) -> URLSource | Base64Source:
         return URLSource(url=Path(value).expanduser().resolve().as_uri())
     raise MessageError(
         f"{value[:80]!r} is not a URL, a data: URL or a local path; "
-        "pass 'https://...', 'file:///...' or a Base64Source"
+        "pass 'https://...', 'file:///...', 'oss://...' or a Base64Source"
     )
 
 
@@ -182,13 +190,16 @@ class _MediaBase(DictLikeModel):
 
     @model_validator(mode="after")
     def _check_family(self) -> Self:
+        self._check_media_types()
+        return self
+
+    def _check_media_types(self) -> None:
         family = self._family
         media_type = self.source.media_type
         if family and media_type and not media_type.startswith(family):
             raise MessageError(
                 f"{type(self).__name__} needs a {family}* media type, got {media_type!r}"
             )
-        return self
 
     @classmethod
     def from_url(cls, url: str, media_type: str | None = None) -> Self:
@@ -236,10 +247,45 @@ class AudioBlock(_MediaBase):
 
 
 class VideoBlock(_MediaBase):
-    """A video."""
+    """A video: one source, or the images it was sampled into (`frames`, in order).
+
+    Frames are how Qwen-VL models and DashScope take a video. A video given by its frames has
+    its first frame as `source` too, so that code reading only `source` finds where the video
+    starts; `VideoBlock.from_frames([...])` (or `VideoBlock(frames=[...])`) fills it in.
+    """
 
     _family: ClassVar[str | None] = "video/"
     type: Literal["video"] = "video"
+    frames: list[Annotated[Source, _OrString()]] | None = None
+
+    @classmethod
+    def from_frames(cls, frames: Sequence[URLSource | Base64Source | str]) -> Self:
+        """Build a video from its frames: sources, or URLs, `data:` URLs and local paths."""
+        return cls.model_validate({"frames": list(frames)})
+
+    @model_validator(mode="before")
+    @classmethod
+    def _source_from_frames(cls, data: Any) -> Any:
+        frames = data.get("frames") if isinstance(data, dict) else None
+        if not isinstance(frames, list):
+            return data
+        if not frames:
+            raise MessageError("a video's frames must hold at least one frame")
+        return data if "source" in data else {**data, "source": frames[0]}
+
+    def _check_media_types(self) -> None:
+        frames = self.frames
+        if frames is None:
+            super()._check_media_types()
+            return
+        # The frames of a video are images.
+        for index, frame in enumerate(frames):
+            if frame.media_type and not frame.media_type.startswith("image/"):
+                raise MessageError(
+                    f"a video's frames are images: frame {index} is {frame.media_type!r}"
+                )
+        if not frames or self.source != frames[0]:
+            raise MessageError("a video given by its frames has its first frame as source")
 
 
 class FileBlock(_MediaBase):

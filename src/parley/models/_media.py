@@ -19,7 +19,10 @@ _AUDIO_FORMATS = {"x-wav": "wav", "wave": "wav", "vnd.wave": "wav", "mpeg": "mp3
 
 
 def remote_url(block: MediaBlock) -> str | None:
-    """The block's `http(s)://` URL, or None when its content is local (data or a file)."""
+    """The block's remote URL, or None when its content is local (data or a file).
+
+    A remote URL is `http(s)://`, or a storage location (`oss://`...) passed on as it is.
+    """
     source = block.source
     if isinstance(source, URLSource) and not source.url.lower().startswith("file://"):
         return source.url
@@ -64,7 +67,7 @@ def data_url(block: MediaBlock) -> str:
 
 
 def url_or_data(block: MediaBlock) -> str:
-    """An `http(s)://` URL as it is; base64 data and local files as a `data:` URL."""
+    """A remote URL as it is; base64 data and local files as a `data:` URL."""
     return remote_url(block) or data_url(block)
 
 

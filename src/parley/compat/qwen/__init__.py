@@ -1,8 +1,13 @@
-"""Qwen-Agent's message API, and exact conversions between its messages and `Msg`.
+"""Qwen-Agent's message API and agents, and exact conversions between its messages and `Msg`.
 
 `Message`, `ContentItem`, `FunctionCall` and the constants behave as in Qwen-Agent 0.0.34
-(`qwen_agent.llm.schema`; see `schema` for the few deliberate differences). `to_msgs` and
-`from_msgs` convert lists both ways, and `as_dicts_like` answers dicts with dicts::
+(`qwen_agent.llm.schema`; see `schema` for the few deliberate differences). `Agent` is
+Qwen-Agent's agent base class (`qwen_agent.agent.Agent`): a custom agent's `_run`, calling
+`_call_llm` and `_call_tool`, runs unchanged on parley's models and tools (see `agent` for
+its interface and deliberate differences); `BasicAgent` calls the model alone, and
+`FnCallAgent` (`agents`) runs parley's agent loop. `BaseTool`, `register_tool` and
+`TOOL_REGISTRY` are parley's tools, in Qwen-Agent's shape. `to_msgs` and `from_msgs` convert
+lists both ways, and `as_dicts_like` answers dicts with dicts::
 
     msgs = to_msgs(messages)                # Messages or dicts, mixed
     back = from_msgs(msgs, as_dicts=as_dicts_like(messages))
@@ -18,7 +23,9 @@ Mapping, `Msg` → Qwen (one `Msg` may become several Qwen messages):
 - tool: one `function` message per tool result: `name` = the tool's name, `content` = the
   output (a string, or a list of items), `extra={"function_id": tool_call_id}`.
 - content: no blocks → `""`; one non-empty text block → its text; otherwise a list of
-  `ContentItem`s. Media blocks become their URL, or a `data:<media type>;base64,...` URL.
+  `ContentItem`s. Media blocks become their URL (storage locations such as `oss://`
+  included), or a `data:<media type>;base64,...` URL; a video given by its frames becomes the
+  list of its frames, each a URL or a `data:` URL.
 - tool call input → `arguments`: the kept `raw_input`, else `json.dumps(input,
   ensure_ascii=False)` (Qwen-Agent's own form).
 - `metadata` → every message's `extra`, next to `function_id`.
@@ -34,9 +41,18 @@ message carrying `extra["parley"]` always starts a new `Msg`. A function call wi
 `function_id` gets a generated id (`call_qwen_<position>`), not written back; a function
 message pairs with the pending call of its `function_id`, else (as Qwen-Agent's default id
 `"1"` intends) with a pending call that had none, preferring its name; without a
-`function_id`, with the first pending call of its name. Media strings that are local paths or
-bare file names become `file://` URLs (resolved against the working directory); an audio dict
-points at its `data`, a video frame list at its first frame. How the Qwen messages differed
+`function_id`, with the first pending call of its name.
+
+Media, in every form Qwen-Agent's schema takes: a string is a URL (`http(s)://`, `file://`,
+or a storage location: DashScope's `oss://` uploads, `s3://`, `gs://`, kept as they are), a
+`data:` URL, or a local path or bare file name (a `file://` URL, resolved against the working
+directory). An audio dict holds the media under `data` (Qwen-Agent's key) or `url` (the
+Qwen-Agent notes' form); its `format` (`wav`, `mp3`) gives the media type `audio/<format>`,
+and with a `format`, bare base64 in `data` is inline data (OpenAI's `input_audio` form). A
+video list of strings is the video's frames (`VideoBlock.frames`, images); a list of dicts is
+the video's sources (`{"url": ..., "quality": ..., "format": ...}` in the notes), of which the
+block holds the first. Other keys (`duration`, `quality`) and the exact value are kept in the
+record below, so the item comes back unchanged. How the Qwen messages differed
 from parley's canonical form (`[]` for `""`, such strings, dicts and lists, several parts in
 one message, other `extra` values, a missing `function_id`) is kept in the `Msg`'s
 `metadata["parley"]`, so that both round trips are exact: `Msg` → Qwen → `Msg` gives equal
@@ -47,15 +63,13 @@ the Unix epoch as its (unknown) time.
 Errors: an item that is not a Qwen message raises pydantic's `ValidationError`; messages a
 `Msg` cannot hold (a function call outside an assistant message, media in reasoning, a data
 URL that is not base64, a function message with neither a `function_id` nor a call waiting
-for it, a URL scheme other than http(s) and file) raise `MessageError`, naming the message.
+for it, a URL scheme other than http(s), file and the storage ones, an audio or video dict
+with no `data` or `url` string, a video list mixing frames and dicts, a frame that is no
+image) raise `MessageError`, naming the message.
 """
 
-from parley.compat.qwen.agents import (
-    MAX_LLM_CALL_PER_RUN,
-    FnCallAgent,
-    FunctionListEntry,
-    QwenResponse,
-)
+from parley.compat.qwen.agent import Agent, BasicAgent, FunctionListEntry, QwenResponse
+from parley.compat.qwen.agents import MAX_LLM_CALL_PER_RUN, FnCallAgent
 from parley.compat.qwen.convert import as_dicts_like, from_msgs, to_msgs
 from parley.compat.qwen.schema import (
     ASSISTANT,
@@ -100,8 +114,10 @@ __all__ = [
     "TOOL_REGISTRY",
     "USER",
     "VIDEO",
+    "Agent",
     "BaseModelCompatibleDict",
     "BaseTool",
+    "BasicAgent",
     "ContentItem",
     "ContentType",
     "FnCallAgent",

@@ -60,8 +60,9 @@ from parley.agents.prompted import PromptedToolsModel
 from parley.errors import ConfigurationError, UserError
 from parley.models.base import ChatModel
 from parley.models.credentials import Credential, CredentialFactory
+from parley.models.spec import model_from_spec
 
-__all__ = ["LLMConfig", "read_llm_config"]
+__all__ = ["LLMConfig", "config_for", "pop_agent_settings", "read_llm_config"]
 
 logger = logging.getLogger("parley.compat.qwen")
 
@@ -128,6 +129,25 @@ class _Target:
     default_model: str | None
 
 
+def config_for(llm: ChatModel | Mapping[str, Any] | None) -> LLMConfig:
+    """What an agent's `llm` argument comes to.
+
+    A model as it is, a config read, or (None) the embedded local model.
+
+    Raises:
+        ConfigurationError: `llm` is none of those, or a config parley cannot honour.
+    """
+    if llm is None:
+        return LLMConfig(model_from_spec())  # the embedded local model
+    if isinstance(llm, ChatModel):
+        return LLMConfig(llm)
+    if isinstance(llm, Mapping):
+        return read_llm_config(llm)
+    raise ConfigurationError(
+        f"llm must be a parley ChatModel or a Qwen-Agent llm config dict, got {llm!r}"
+    )
+
+
 def read_llm_config(cfg: Mapping[str, Any]) -> LLMConfig:
     """Build the parley model and agent settings a Qwen-Agent `llm` dict describes.
 
@@ -148,7 +168,7 @@ def read_llm_config(cfg: Mapping[str, Any]) -> LLMConfig:
     credential = _credential(target)
     model_cls = _model_class(credential, model_type)
     name = str(cfg.get("model") or "").strip() or target.default_model or _first_card(model_cls)
-    agent_settings = _pop_agent_settings(generate)
+    agent_settings = pop_agent_settings(generate)
     prompted = _prompted_tools(cfg, generate)
     options = _model_options(cfg, generate)
     parameters = _parameters(model_cls, generate)
@@ -260,23 +280,32 @@ def _first_card(model_cls: type[ChatModel]) -> str:
 # -- generate_cfg ---------------------------------------------------------------------------
 
 
-def _pop_agent_settings(generate: dict[str, Any]) -> dict[str, Any]:
+def pop_agent_settings(generate: dict[str, Any], where: str = "llm generate_cfg") -> dict[str, Any]:
+    """Take the keys that are the agent's business out of a `generate_cfg` (`where` it is).
+
+    Returns `LLMConfig`'s `parallel_tool_calls`, `function_choice` and `max_input_tokens`
+    found; drops the keys parley ignores (with a warning for those that tune Qwen-Agent's
+    own prompts).
+
+    Raises:
+        ConfigurationError: One of them has a bad value.
+    """
     settings: dict[str, Any] = {}
     if "parallel_function_calls" in generate:
         settings["parallel_tool_calls"] = bool(generate.pop("parallel_function_calls"))
     if "function_choice" in generate:
         choice = generate.pop("function_choice")
         if not isinstance(choice, str) or not choice:
-            raise ConfigurationError(f"llm generate_cfg: bad function_choice {choice!r}")
+            raise ConfigurationError(f"{where}: bad function_choice {choice!r}")
         settings["function_choice"] = choice
     if "max_input_tokens" in generate:
         tokens = generate.pop("max_input_tokens")
         if not isinstance(tokens, int) or isinstance(tokens, bool):
-            raise ConfigurationError(f"llm generate_cfg: bad max_input_tokens {tokens!r}")
+            raise ConfigurationError(f"{where}: bad max_input_tokens {tokens!r}")
         settings["max_input_tokens"] = tokens
     for key, why in _WARNED.items():
         if generate.pop(key, None):
-            logger.warning("llm generate_cfg: ignoring %s (%s)", key, why)
+            logger.warning("%s: ignoring %s (%s)", where, key, why)
     generate.pop("incremental_output", None)
     return settings
 

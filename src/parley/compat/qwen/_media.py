@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import json
 import os
+import re
 from typing import Any
 from urllib.parse import quote
 
@@ -17,6 +20,7 @@ from parley.messages import (
     Base64Source,
     FileBlock,
     ImageBlock,
+    Source,
     TextBlock,
     ThinkingBlock,
     ToolCallBlock,
@@ -35,6 +39,8 @@ __all__ = [
 ]
 
 ContentBlock = TextBlock | ImageBlock | AudioBlock | VideoBlock | FileBlock
+# A format that names a media subtype (`wav`, `mp4`): what a media type's subtype may hold.
+_FORMAT = re.compile(r"[\w.+-]+", re.ASCII).fullmatch
 _BLOCKS: dict[str, type[ImageBlock | AudioBlock | VideoBlock | FileBlock]] = {
     "image": ImageBlock,
     "audio": AudioBlock,
@@ -44,25 +50,37 @@ _BLOCKS: dict[str, type[ImageBlock | AudioBlock | VideoBlock | FileBlock]] = {
 
 
 def item_from_block(block: ContentBlock) -> ContentItem:
-    """The `ContentItem` for a text or media block; media become a URL or a `data:` URL."""
+    """The `ContentItem` for a text or media block.
+
+    Media become a URL or a `data:` URL; a video given by its frames, the list of its frames.
+    """
     if isinstance(block, TextBlock):
         return ContentItem(text=block.text)
-    source = block.source
-    value = source.url if isinstance(source, URLSource) else source.to_data_url()
-    return ContentItem.model_validate({block.type: value})
+    if isinstance(block, VideoBlock) and block.frames is not None:
+        return ContentItem(video=[_value(frame) for frame in block.frames])
+    return ContentItem.model_validate({block.type: _value(block.source)})
+
+
+def _value(source: Source) -> str:
+    return source.url if isinstance(source, URLSource) else source.to_data_url()
 
 
 def block_from_item(item: ContentItem) -> ContentBlock:
     """The block for a `ContentItem`.
 
     Raises:
-        MessageError: A media value parley cannot point at (see `_source`).
+        MessageError: A media value parley cannot point at (see `_source_from_str`).
+        ValidationError: A video frame that is no image.
     """
     kind, value = item.get_type_and_value()
     if kind == "text":
         assert isinstance(value, str)  # the schema types text as str
         return TextBlock(text=value)
-    return _BLOCKS[kind](source=_source(kind, value))
+    if isinstance(value, dict):
+        return _BLOCKS[kind](source=_source_from_dict(kind, value))
+    if isinstance(value, list):
+        return _video_from_list(value)
+    return _BLOCKS[kind](source=_source_from_str(kind, value))
 
 
 def thinking_from_item(item: ContentItem) -> ThinkingBlock:
@@ -75,37 +93,63 @@ def thinking_from_item(item: ContentItem) -> ThinkingBlock:
     return ThinkingBlock(thinking=item.text)
 
 
-def _source(kind: str, value: str | dict[Any, Any] | list[Any]) -> URLSource | Base64Source:
-    # Qwen-Agent's audio dicts ({"data": ..., "format": ...}) and video frame lists have no
-    # parley equivalent: the block points at the data, or at the first frame, and the whole
-    # value travels beside the message so that it comes back unchanged.
-    if isinstance(value, dict):
-        data = value.get("data")
-        if not isinstance(data, str) or not data:
-            raise MessageError(f"an {kind} dict needs a 'data' string (got keys {list(value)})")
-        return _source_from_str(kind, data)
-    if isinstance(value, list):
-        first = value[0]
-        if not isinstance(first, str) or not first:
-            raise MessageError(f"a {kind} frame list must hold strings, got {first!r:.80}")
-        if first.startswith("data:"):
-            # The block would claim an image's data is a video.
-            raise MessageError(
-                f"a {kind} frame list can be converted when its first frame is a URL or a "
-                "path; parley's VideoBlock cannot point at an inline image"
-            )
-        return _source_from_str(kind, first)
-    return _source_from_str(kind, value)
+# Media given as dicts and lists keep their whole value beside the message (the Qwen record),
+# so that it comes back unchanged; the block holds what a model needs: where the media is, and
+# its type when the dict says it.
 
 
-def _source_from_str(kind: str, value: str) -> URLSource | Base64Source:
+def _source_from_dict(kind: str, value: dict[Any, Any]) -> Source:
+    """The source of an audio dict, or of one entry of a video's list of sources.
+
+    The media is at `data` (Qwen-Agent's key, and OpenAI's `input_audio`) or `url` (the form
+    of the Qwen-Agent notes, seed 001); a `format` such as `wav` gives the media type, and
+    with it `data` may be bare base64 (OpenAI's `input_audio` form, Qwen-Omni's output).
+    """
+    key = "data" if "data" in value else "url"
+    location = value.get(key)
+    if not isinstance(location, str) or not location:
+        raise MessageError(
+            f"an {kind} dict needs its media as a 'data' or 'url' string (got keys {list(value)})"
+        )
+    fmt = value.get("format")
+    media_type = f"{kind}/{fmt}" if isinstance(fmt, str) and _FORMAT(fmt) else None
+    is_url = location.startswith("data:") or "://" in location
+    if media_type is not None and key == "data" and not is_url and _is_base64(location):
+        return Base64Source(media_type=media_type, data=location)
+    source = _source_from_str(kind, location)
+    if media_type is not None and isinstance(source, URLSource):
+        source = URLSource(url=source.url, media_type=media_type)
+    return source
+
+
+def _is_base64(value: str) -> bool:
+    try:
+        base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return True
+
+
+def _video_from_list(value: list[Any]) -> VideoBlock:
+    """A video given as a list: its frames (strings), or its sources (dicts; the first is used)."""
+    if all(isinstance(entry, str) and entry for entry in value):
+        return VideoBlock.from_frames([_source_from_str("video frame", frame) for frame in value])
+    if all(isinstance(entry, dict) for entry in value):
+        return VideoBlock(source=_source_from_dict("video", value[0]))
+    raise MessageError(
+        "a video list holds its frames (non-empty strings) or its sources (dicts), "
+        f"got {value!r:.80}"
+    )
+
+
+def _source_from_str(kind: str, value: str) -> Source:
     try:
         if value.startswith("data:") or "://" in value:
             return source_from_str(value)
     except ValidationError as exc:
         raise MessageError(
-            f"{kind} {value[:80]!r} is not an http(s):// or file:// URL, a base64 data: URL "
-            f"or a local path: {exc.errors()[0]['msg']}"
+            f"{kind} {value[:80]!r} is not an http(s)://, file:// or storage (oss://, s3://, "
+            f"gs://) URL, a base64 data: URL or a local path: {exc.errors()[0]['msg']}"
         ) from None
     # Qwen-Agent reads a plain string as a local path, relative to the working directory.
     return URLSource(url=_file_url(value))

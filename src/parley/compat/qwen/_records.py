@@ -6,7 +6,7 @@
   signature). Only what the plain mapping loses is written.
 - The *Qwen record*, in the `Msg`'s `metadata["parley"]`: how the Qwen messages were written
   where parley's canonical form differs (a `[]` for `""`, a local path for a `file://` URL, an
-  audio dict, several parts in one message, other `extra` values).
+  audio dict, a video's list of sources, several parts in one message, other `extra` values).
 
 A Qwen message carries no id or time: the `Msg` gets an id derived from its position and
 content, and the Unix epoch (meaning unknown) as its time; neither is written back.

@@ -15,18 +15,26 @@ Written as for Qwen-Agent::
     for response in bot.run([{"role": "user", "content": "Weather in Paris?"}]):
         print(response)          # the whole response so far, as Qwen-Agent yields it
 
-Underneath is a `parley.agents.Agent` (`bot.agent`): the same loop, tools, events and context
-budget as everywhere in parley. `run` and `run_nonstream` speak Qwen-Agent's messages;
-`stream` yields parley's delta events (`parley.agents.events`); `arun` and
-`arun_nonstream` are the async twins of the first two, `stream_sync` the sync twin of the
-last.
+`FnCallAgent` is a `parley.compat.qwen.Agent` (Qwen-Agent's base class, in `agent`): `run`
+prepares the messages as every Qwen agent's does (the system message first, `lang`) and
+yields what `_run` yields, and `_call_llm`, `_call_tool`, `_init_tool`, `_detect_tool` and
+`function_map` are the base class's. Its `_run` is parley's own agent loop: a
+`parley.agents.Agent` (`bot.agent`), with the same loop, tools, events and context budget as
+everywhere in parley, its events shown as Qwen responses. A subclass may override `_run` to
+change the messages and hand them on to `super()._run(...)`, as Qwen-Agent's `Assistant` puts
+retrieved knowledge first. `stream` yields parley's delta events (`parley.agents.events`);
+`arun` and `arun_nonstream` are the async twins of `run` and `run_nonstream` (on the
+caller's loop, unless a subclass has its own `_run`), `stream_sync` the sync twin of
+`stream`.
 
 `function_list` takes what Qwen-Agent's does: registered names, `{"name": ..., **cfg}`,
 tool instances (parley's `Tool` is Qwen-Agent's `BaseTool`) and `{"mcpServers": {...}}`
 (opened on the first run, since the constructor cannot wait; `close()` closes them), and
 also typed functions, as parley's `Toolkit` does. `llm` is a parley `ChatModel`, a Qwen-Agent
 llm config dict (see `parley.compat.qwen._llm_config` for the mapping), or None for the
-embedded local model.
+embedded local model. The loop reads its settings (`function_choice`,
+`parallel_function_calls`, `max_input_tokens`, the model's parameters) from the llm config
+and the constructor's arguments; `extra_generate_cfg` is for `_call_llm`.
 
 The response is Qwen-Agent's: for each model turn a reasoning message, a content message and
 one message per function call (`extra["function_id"]`), then one `function` message per
@@ -57,7 +65,8 @@ Deliberate differences from Qwen-Agent 0.0.34:
 - Files and RAG (`files`, `rag_cfg`) are not supported yet: parley has no retrieval yet. A
   `ConfigurationError` says so and what to do instead: give the agent the `doc_parser` tool,
   or put the text of `parley.tools.builtin.parse_document(path).to_text()` in the message.
-  `run` takes no keyword arguments but `lang` (ignored).
+- `run` takes no keyword arguments but `lang` (ignored); Qwen-Agent passes others (`seed`)
+  to the model or the tools, which parley's loop does not.
 - Snapshots change only when the response does: one per streamed delta, one when a message
   completes, none repeated at the end. Qwen-Agent's streamed text may shrink when a
   `<tool_call>` starts to show; parley's grows.
@@ -67,163 +76,28 @@ Deliberate differences from Qwen-Agent 0.0.34:
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from parley._sync import iterate_sync, run_sync
-from parley.agents import (
-    Agent,
-    AgentEvent,
-    AgentRun,
-    ContextBudget,
-    InMemoryMemory,
-    MessageCompleted,
-    PromptedToolsModel,
-    TextDelta,
-    ThinkingDelta,
-    ToolCallArgumentsDelta,
-    ToolCallStarted,
-    ToolChoicePolicy,
-)
-from parley.compat.qwen._groups import FID
-from parley.compat.qwen._llm_config import LLMConfig, read_llm_config
-from parley.compat.qwen.convert import as_dicts_like, from_msgs, to_msgs
-from parley.compat.qwen.schema import ASSISTANT, DEFAULT_SYSTEM_MESSAGE, FunctionCall, Message
+from parley._sync import iterate_sync
+from parley.agents import Agent as LoopAgent
+from parley.agents import AgentEvent, AgentRun, InMemoryMemory, ToolChoicePolicy
+from parley.compat.qwen._llm import InputBudget
+from parley.compat.qwen._response import QwenMessages, QwenResponse, Response
+from parley.compat.qwen.agent import Agent, FunctionListEntry, refuse_arguments
+from parley.compat.qwen.convert import to_msgs
+from parley.compat.qwen.schema import DEFAULT_SYSTEM_MESSAGE, Message
 from parley.errors import ConfigurationError, MessageError, UserError
-from parley.messages import Block, Msg, TextBlock
 from parley.models.base import ChatModel
-from parley.models.spec import model_from_spec
-from parley.tools import Tool, Toolkit
+from parley.tools import Toolkit
 
 __all__ = ["MAX_LLM_CALL_PER_RUN", "FnCallAgent", "FunctionListEntry", "QwenResponse"]
-
-logger = logging.getLogger("parley.compat.qwen")
 
 MAX_LLM_CALL_PER_RUN = 20
 """Model calls per run, by default (Qwen-Agent's `settings.MAX_LLM_CALL_PER_RUN`)."""
 
-FunctionListEntry = str | Mapping[str, Any] | Tool | Callable[..., Any]
-"""A `function_list` entry: a registered name, `{"name": ..., **cfg}`, `{"mcpServers":
-{...}}`, a tool instance, or a typed function."""
 
-_FILES_NOT_SUPPORTED = (
-    "FnCallAgent does not support files= yet: parley has no retrieval (RAG) yet. Instead, give "
-    "the agent the doc_parser tool (function_list=['doc_parser']) and name the file in your "
-    "message, or put the document's text in the message: "
-    "parley.tools.builtin.parse_document(path).to_text()"
-)
-
-QwenResponse = list[Message] | list[dict[str, Any]]
-"""A response: Qwen-Agent `Message`s, or their dicts when the input was all dicts."""
-
-QwenMessages = Sequence[Message | Mapping[str, Any]]
-
-
-class _InputBudget(ContextBudget):
-    """Qwen-Agent's `max_input_tokens`: a bound on the prompt, whatever the model's window."""
-
-    def __init__(self, model: ChatModel, max_input_tokens: int) -> None:
-        super().__init__(model)
-        self.max_input_tokens = max_input_tokens
-
-    @property
-    def limit(self) -> int | None:
-        """The tokens a prompt may take (tools included); None (no trimming) if 0 or less."""
-        return self.max_input_tokens if self.max_input_tokens > 0 else None
-
-
-class _Response:
-    """A run's response as Qwen-Agent shows it: the completed messages, then the live turn."""
-
-    def __init__(self, name: str | None) -> None:
-        self._name = name
-        self._done: list[Msg] = []
-        self._converted: list[Message] = []
-        self._thinking = ""
-        self._text = ""
-        self._calls: dict[str, list[str]] = {}  # call id -> [name, arguments so far]
-
-    def feed(self, event: AgentEvent) -> bool:
-        """Take in one event; whether the response changed."""
-        if isinstance(event, TextDelta):
-            self._text += event.text
-        elif isinstance(event, ThinkingDelta):
-            self._thinking += event.text
-        elif isinstance(event, ToolCallStarted):
-            self._calls[event.call_id] = [event.name, ""]
-        elif isinstance(event, ToolCallArgumentsDelta):
-            self._calls.setdefault(event.call_id, ["", ""])[1] += event.delta
-        elif isinstance(event, MessageCompleted):
-            self._complete(event.msg)
-        else:
-            return False
-        return True
-
-    def _complete(self, msg: Msg) -> None:
-        if self._name is None and msg.name == "":
-            msg = msg.model_copy(update={"name": None})  # the unnamed agent's messages
-        self._done.append(msg)
-        # The whole list each time: how a message is written depends on the one before it.
-        self._converted = from_msgs(self._done)
-        self._thinking = self._text = ""
-        self._calls = {}
-
-    def messages(self) -> list[Message]:
-        """The response so far: a new list (completed messages are shared between lists)."""
-        return [*self._converted, *self._live()]
-
-    def _live(self) -> list[Message]:
-        # The shape Qwen-Agent's oai.py streams: reasoning, text, then one message per call.
-        name = self._name
-        live = []
-        if self._thinking:
-            live.append(Message(ASSISTANT, "", reasoning_content=self._thinking, name=name))
-        if self._text:
-            live.append(Message(ASSISTANT, self._text, name=name))
-        for call_id, (function, arguments) in self._calls.items():
-            call = FunctionCall(function, arguments)
-            live.append(Message(ASSISTANT, "", name=name, function_call=call, extra={FID: call_id}))
-        return live
-
-
-def _output(messages: list[Message], as_dicts: bool) -> QwenResponse:
-    return [m.model_dump() for m in messages] if as_dicts else messages
-
-
-def _config(llm: ChatModel | Mapping[str, Any] | None) -> LLMConfig:
-    if llm is None:
-        return LLMConfig(model_from_spec())  # the embedded local model
-    if isinstance(llm, ChatModel):
-        return LLMConfig(llm)
-    if isinstance(llm, Mapping):
-        return read_llm_config(llm)
-    raise ConfigurationError(
-        f"llm must be a parley ChatModel or a Qwen-Agent llm config dict, got {llm!r}"
-    )
-
-
-def _toolkit(entries: Sequence[FunctionListEntry]) -> tuple[Toolkit, list[Mapping[str, Any]]]:
-    """The toolkit of a `function_list`, and its `mcpServers` entries (opened later)."""
-    toolkit = Toolkit()
-    servers: list[Mapping[str, Any]] = []
-    for entry in entries:
-        if isinstance(entry, Mapping) and "mcpServers" in entry:
-            servers.append(entry)
-            continue
-        before = set(toolkit.names)
-        added = toolkit.add(entry, replace=True)
-        if added.name in before:
-            # Qwen-Agent's rule: the later entry wins.
-            logger.warning(
-                "Repeatedly adding tool %s, will use the newest tool in function list", added.name
-            )
-    return toolkit, servers
-
-
-class FnCallAgent:
+class FnCallAgent(Agent):
     """Qwen-Agent's function-calling agent, on parley's agent loop (see the module docs).
 
     Args:
@@ -264,26 +138,19 @@ class FnCallAgent:
         tool_choice: ToolChoicePolicy = None,
         **kwargs: Any,
     ) -> None:
-        if files:
-            raise ConfigurationError(_FILES_NOT_SUPPORTED)
-        if kwargs:
-            raise ConfigurationError(f"FnCallAgent got unknown arguments: {sorted(kwargs)}")
-        config = _config(llm)
-        toolkit, self._mcp_pending = _toolkit(function_list or [])
+        refuse_arguments(type(self).__name__, {"files": files, **kwargs})
+        super().__init__(function_list, llm, system_message, name, description)
+        config = self.llm_config
         choice = tool_choice if tool_choice is not None else config.function_choice
         if isinstance(choice, str) and self._mcp_pending:
             # It may name an MCP tool, known only once the servers are open: the model
             # checks it on the first call instead.
             choice = _first_call_only(choice)
-        self.llm: ChatModel = config.model
-        self.system_message = system_message
-        self.name = name
-        self.description = description
         try:
-            self.agent = Agent(
+            self.agent = LoopAgent(
                 name or "",
                 self.llm,
-                tools=toolkit,
+                tools=self._toolkit(),
                 max_iters=max_iters,
                 parallel_tool_calls=config.parallel_tool_calls is not False,
                 description=description or "",
@@ -292,62 +159,48 @@ class FnCallAgent:
         except UserError as exc:  # a function_choice naming no tool, a bad max_iters
             raise ConfigurationError(f"FnCallAgent: {exc}") from None
         if config.max_input_tokens is not None:
-            self.agent.budget = _InputBudget(self.llm, config.max_input_tokens)
-        self._has_mcp = bool(self._mcp_pending)
-        self._owns_model = not isinstance(llm, ChatModel)
-        self._mcp_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
-            weakref.WeakKeyDictionary()
-        )
+            self.agent.budget = InputBudget(self.llm, config.max_input_tokens)
 
     def __repr__(self) -> str:
-        return (
-            f"FnCallAgent(name={self.name!r}, llm={self.llm!r}, tools={self.agent.toolkit.names})"
-        )
-
-    @property
-    def function_map(self) -> dict[str, Tool]:
-        """The tools by name (MCP servers' tools once the first run opened them)."""
-        return {tool.name: tool for tool in self.agent.toolkit}
+        return f"FnCallAgent(name={self.name!r}, llm={self.llm!r}, tools={list(self.function_map)})"
 
     # -- Qwen-Agent's interface ------------------------------------------------------------------
 
-    def run(self, messages: QwenMessages, *, lang: str | None = None) -> Iterator[QwenResponse]:
-        """Run on a conversation, yielding the whole response so far after each change.
+    def _run(
+        self, messages: list[Message], lang: str = "en", **kwargs: Any
+    ) -> Iterator[QwenMessages]:
+        """The function-calling loop: parley's agent loop, its events shown as Qwen responses.
 
         Args:
-            messages: The conversation (Qwen-Agent `Message`s or dicts), last message last.
-            lang: Accepted for Qwen-Agent's signature and ignored.
+            messages: The conversation, the system message first.
+            lang: Accepted for Qwen-Agent's signature and ignored (parley has one set of
+                prompts).
+            **kwargs: Not taken (parley's loop hands tools nothing from the caller).
 
         Raises:
+            UserError: Keyword arguments were given.
             MessageError: No messages, or messages a `Msg` cannot hold.
             ModelError: The model failed (after its retries).
             MCPServerError: An MCP server of `function_list` could not be opened.
         """
-        return iterate_sync(self.arun(messages, lang=lang))
+        _refuse_run_arguments(kwargs)
+        return iterate_sync(self._responses(messages))
 
-    def run_nonstream(self, messages: QwenMessages, *, lang: str | None = None) -> QwenResponse:
-        """Run on a conversation and return the whole response (`run`'s last list)."""
-        return run_sync(self.arun_nonstream(messages, lang=lang))
+    async def arun(self, messages: QwenMessages, **kwargs: Any) -> AsyncIterator[QwenResponse]:
+        """`run`, from async code, on the caller's loop.
 
-    async def arun(
-        self, messages: QwenMessages, *, lang: str | None = None
-    ) -> AsyncIterator[QwenResponse]:
-        """`run`, from async code."""
-        del lang  # Qwen-Agent picks prompts by language; parley has one set
-        as_dicts = as_dicts_like(messages)
-        response = _Response(self.name)
-        async for _ in self._updates(messages, response):
-            yield _output(response.messages(), as_dicts)
-
-    async def arun_nonstream(
-        self, messages: QwenMessages, *, lang: str | None = None
-    ) -> QwenResponse:
-        """`run_nonstream`, from async code."""
-        del lang
-        response = _Response(self.name)
-        async for _ in self._updates(messages, response):
-            pass
-        return _output(response.messages(), as_dicts_like(messages))
+        A subclass with a `_run` of its own (synchronous code) runs on a worker thread
+        instead, as `Agent.arun` does.
+        """
+        if type(self)._run is not FnCallAgent._run:
+            async for response in super().arun(messages, **kwargs):
+                yield response
+            return
+        prepared = self._prepare(messages, kwargs)
+        prepared.kwargs.pop("lang")
+        _refuse_run_arguments(prepared.kwargs)
+        async for response in self._responses(prepared.messages):
+            yield self._answer(response, prepared.as_dicts)
 
     # -- parley's interface ----------------------------------------------------------------------
 
@@ -357,7 +210,7 @@ class FnCallAgent:
         A model failure comes as `RunError` then `RunEnded(status="error")`, as from
         `Agent.stream`.
         """
-        run = await self._start(messages)
+        run = await self._start(self._prepare(messages, {}).messages)
         async with run:
             async for event in run:
                 yield event
@@ -366,74 +219,41 @@ class FnCallAgent:
         """`stream`, from synchronous code."""
         return iterate_sync(self.stream(messages))
 
-    async def close(self) -> None:
-        """Close, on the running loop, what the agent opened; a later run reopens it.
-
-        That is the MCP servers' sessions (stdio servers stop) and, when the agent built its
-        model from an llm config, the model's connections (a model passed in is the caller's).
-        `close_sync` closes what `run` and the other sync twins opened.
-        """
-        if self._has_mcp:
-            from parley.tools.mcp import close_mcp_servers  # noqa: PLC0415  (the mcp extra)
-
-            await close_mcp_servers(self.agent.toolkit)
-        if self._owns_model:
-            model = self.llm.inner if isinstance(self.llm, PromptedToolsModel) else self.llm
-            # Models holding connections (the OpenAI family) offer `aclose`.
-            aclose = getattr(model, "aclose", None)
-            if callable(aclose):
-                await aclose()
-
-    def close_sync(self) -> None:
-        """`close`, from synchronous code."""
-        run_sync(self.close())
-
     # -- running -----------------------------------------------------------------------------------
 
-    async def _updates(self, messages: QwenMessages, response: _Response) -> AsyncIterator[None]:
-        """Run, feeding `response`; yield after each change; raise the run's error at the end."""
+    async def _responses(self, messages: list[Message]) -> AsyncIterator[list[Message]]:
+        """The response so far after each change; the run's error raised at the end."""
+        response = Response(self.name)
         run = await self._start(messages)
         async with run:
             async for event in run:
                 if response.feed(event):
-                    yield None
+                    yield response.messages()
         if run.error is not None:
             raise run.error
 
-    async def _start(self, messages: QwenMessages) -> AgentRun:
+    async def _start(self, messages: list[Message]) -> AgentRun:
         history = to_msgs(messages)
         if not history:
             raise MessageError("messages can not be empty")
         await self._open_mcp_servers()
+        self.agent.toolkit = self._toolkit()  # function_map may have changed meanwhile
         # Each run is on its own memory: a Qwen-Agent run is given the whole conversation.
-        return self.agent.stream(memory=InMemoryMemory(self._with_system(history)))
+        return self.agent.stream(memory=InMemoryMemory(history))
 
-    def _with_system(self, history: list[Msg]) -> list[Msg]:
-        """The conversation with the agent's system message, as Qwen-Agent's `Agent.run` adds it."""
-        if not self.system_message:
-            return history
-        first = history[0]
-        if first.role != "system":
-            return [Msg.system(self.system_message), *history]
-        content = first.content
-        merged: list[Block]
-        if len(content) == 1 and isinstance(content[0], TextBlock):
-            merged = [TextBlock(text=f"{self.system_message}\n\n{content[0].text}")]
-        else:
-            merged = [TextBlock(text=f"{self.system_message}\n\n"), *content]
-        return [first.model_copy(update={"content": merged}), *history[1:]]
+    def _toolkit(self) -> Toolkit:
+        toolkit = Toolkit()
+        for tool in self.function_map.values():
+            toolkit.add(tool, replace=True)
+        return toolkit
 
-    async def _open_mcp_servers(self) -> None:
-        if not self._mcp_pending:
-            return
-        loop = asyncio.get_running_loop()
-        lock = self._mcp_locks.get(loop)
-        if lock is None:
-            lock = self._mcp_locks[loop] = asyncio.Lock()
-        async with lock:  # two first runs at once open the servers once
-            while self._mcp_pending:
-                await self.agent.toolkit.add_mcp_servers(self._mcp_pending[0])
-                del self._mcp_pending[0]
+
+def _refuse_run_arguments(kwargs: Mapping[str, Any]) -> None:
+    if kwargs:
+        raise UserError(
+            f"FnCallAgent.run takes no keyword arguments but lang, got {sorted(kwargs)}: "
+            "parley's loop hands tools nothing from the caller"
+        )
 
 
 def _first_call_only(choice: str) -> Callable[[int], str | None]:

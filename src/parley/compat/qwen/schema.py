@@ -217,9 +217,9 @@ class ContentItem(BaseModelCompatibleDict):
     """One piece of content: exactly one of `text`, `image`, `file`, `audio` or `video`.
 
     As in Qwen-Agent, `text` counts as provided whenever it is not `None` (so `text=""` is
-    valid), the other fields only when non-empty. Media are strings (a URL, a `data:` URL or a
-    local path); audio may also be a dict (`{"data": ..., "format": "wav"}`) and video a list
-    of frames.
+    valid), the other fields only when non-empty. Media are strings (a URL, `oss://` and other
+    storage locations included, a `data:` URL or a local path); audio may also be a dict
+    (`{"data": ..., "format": "wav"}`), and video a list of frames or of source dicts.
     """
 
     model_config = ConfigDict(extra="forbid")

@@ -70,7 +70,7 @@ def block_from_part(part: Mapping[str, Any]) -> MediaBlock | None:
         media_type = file_data.get("mimeType") or ""
         try:
             source = URLSource(url=file_data["fileUri"], media_type=media_type or None)
-        except ValidationError:  # a `gs://` URI, which parley's URL sources do not take
+        except ValidationError:  # a URI of a scheme parley's URL sources do not take
             return None
     else:
         return None
