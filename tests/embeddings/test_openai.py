@@ -164,6 +164,15 @@ async def test_base64_vectors_are_exact_float32(
     assert response.usage.tokens is None  # the answer had no usage
 
 
+async def test_base64_is_decoded_without_numpy_too(
+    server: OpenAIServer, make_model: ModelFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "numpy", None)  # not installed
+    server.add(Embeddings(reverse=True))
+    response = await make_model()(["a", "b", "c"], dimensions=5)
+    assert response.embeddings == [vector_for(t, 5) for t in ("a", "b", "c")]
+
+
 async def test_dimensions_per_call_and_the_cards_bounds(
     server: OpenAIServer, make_model: ModelFactory
 ) -> None:
