@@ -62,7 +62,6 @@ bench: install
 	bash benchmarks/setup.sh $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python benchmarks/messages.py
 	$(PY) benchmarks/models.py $(BENCH_MODELS_ARGS)
-	$(PY) benchmarks/embeddings.py $(BENCH_EMBEDDINGS_ARGS)
 	$(PY) benchmarks/agents.py $(BENCH_AGENTS_ARGS)
 	$(PY) benchmarks/service.py $(BENCH_SERVICE_ARGS)
 

@@ -510,7 +510,7 @@ def _response(
 ) -> EmbeddingResponse:
     # Not validated again: the vectors are the provider's numbers (or the cache's), and
     # checking each of a large call's millions took as long as the provider's SDK takes for
-    # the whole call (benchmarks/embeddings.py).
+    # the whole call (benchmarks/embeddings_openai.py).
     return EmbeddingResponse.model_construct(
         embeddings=vectors,
         usage=EmbeddingUsage(tokens=tokens, time=time.perf_counter() - started),
