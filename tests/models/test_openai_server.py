@@ -118,7 +118,9 @@ async def test_unexpected_and_unused_steps_fail_loudly(
 
 async def test_unknown_routes_are_404(server: OpenAIServer, client: openai.AsyncOpenAI) -> None:
     with pytest.raises(openai.NotFoundError):
-        await client.embeddings.create(model="m", input="x")
+        await client.models.list()
+    with pytest.raises(openai.NotFoundError):
+        await client.moderations.create(input="x")
 
 
 def test_stops_cleanly_and_frees_the_port() -> None:

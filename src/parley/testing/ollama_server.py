@@ -1,8 +1,9 @@
 """A local server that speaks Ollama's API, scripted per test, with faults on demand.
 
-`POST /api/chat` answers whole (JSON) or streamed (NDJSON) as each request asks, from a
-queue of scripted steps, and every request is recorded. `GET /api/tags` and
-`POST /api/show` describe the models the server is given (`ServedModel`). Drive it through
+`POST /api/chat` answers whole (JSON) or streamed (NDJSON) as each request asks, and
+`POST /api/embed` with vectors, from a queue of scripted steps, and every request is
+recorded. `GET /api/tags` and `POST /api/show` describe the models the server is given
+(`ServedModel`). Drive it through
 the official `ollama` SDK, or through parley's Ollama model:
 
     >>> from parley import Msg
@@ -20,6 +21,10 @@ malformed line, an `{"error": ...}` line), `HTTPError` (a status with Ollama's
 (bytes as given), or a function of the request that returns one. A request with no step
 left is answered 500 and reported by `assert_consumed()`, which also fails on steps never
 used.
+
+`/api/embed` takes `Embeddings` steps (a vector per input, `vector_for(text, size)`, of the
+size the request's `dimensions` asks, else 8; with optional faults: vectors missing, listed
+out of order) and the same faults, its `prompt_eval_count` counting the words.
 """
 
 from __future__ import annotations
@@ -32,12 +37,14 @@ from typing import Any, TypeAlias
 from pydantic import SecretStr
 
 from parley.models.ollama.credentials import OllamaCredential
+from parley.testing._embedding_wire import Embeddings, text_tokens, vector_for
 from parley.testing._http import RecordedRequest, Responder
 from parley.testing._ollama_wire import Reply, ToolCall, chat_lines, chat_object
 from parley.testing._scripted import ScriptedServer
 from parley.testing.openai_server import Raw, Reset
 
 __all__ = [
+    "Embeddings",
     "HTTPError",
     "OllamaServer",
     "Raw",
@@ -47,6 +54,7 @@ __all__ = [
     "ServedModel",
     "Step",
     "ToolCall",
+    "vector_for",
 ]
 
 
@@ -93,6 +101,8 @@ class ServedModel:
         capabilities: What `/api/show` says it can do (`completion`, `tools`, `thinking`,
             `vision`, `audio`, `embedding`).
         context_length: Its `model_info`'s `<architecture>.context_length`.
+        embedding_length: Its `model_info`'s `<architecture>.embedding_length` (the size of
+            an embedding model's vectors).
         architecture: Its `general.architecture`.
         parameter_size: Its size, as Ollama writes it (`8.2B`).
         deleted: Listed by `/api/tags`, but `/api/show` answers 404 (as for a model deleted
@@ -102,6 +112,7 @@ class ServedModel:
     name: str
     capabilities: list[str] = field(default_factory=lambda: ["completion"])
     context_length: int | None = None
+    embedding_length: int | None = None
     architecture: str = "llama"
     parameter_size: str = "8.0B"
     deleted: bool = False
@@ -133,6 +144,8 @@ class ServedModel:
         info: dict[str, Any] = {"general.architecture": self.architecture}
         if self.context_length is not None:
             info[f"{self.architecture}.context_length"] = self.context_length
+        if self.embedding_length is not None:
+            info[f"{self.architecture}.embedding_length"] = self.embedding_length
         return {
             "modelfile": f"FROM {self.name}",
             "parameters": "",
@@ -144,21 +157,21 @@ class ServedModel:
         }
 
 
-Answer: TypeAlias = Reply | HTTPError | Reset | Raw
+Answer: TypeAlias = Reply | Embeddings | HTTPError | Reset | Raw
 Step: TypeAlias = Answer | Callable[[RecordedRequest], "Step"]
-"""What the server answers to one chat request."""
+"""What the server answers to one chat or embedding request."""
 
 
 class OllamaServer(ScriptedServer):
     """An Ollama-compatible server on 127.0.0.1, scripted by steps (see the module docs).
 
     Args:
-        steps: The answers to `/api/chat`, one per request, in order.
+        steps: The answers to `/api/chat` and `/api/embed`, one per request, in order.
         models: The models `/api/tags` and `/api/show` describe.
         startup_timeout: Seconds to wait for the server to start.
     """
 
-    answer_types = (Reply, HTTPError, Reset, Raw)
+    answer_types = (Reply, Embeddings, HTTPError, Reset, Raw)
 
     def __init__(
         self,
@@ -185,16 +198,16 @@ class OllamaServer(ScriptedServer):
 
     # -- script -----------------------------------------------------------------------------
 
-    def bodies(self) -> list[Any]:
-        """The JSON bodies of the chat requests received."""
-        return [r.json for r in self.requests if r.path.split("?", 1)[0] == "/api/chat"]
+    def bodies(self, path: str = "/api/chat") -> list[Any]:
+        """The JSON bodies of the requests received on `path` (the chat requests')."""
+        return [r.json for r in self.requests if r.path.split("?", 1)[0] == path]
 
     # -- answering --------------------------------------------------------------------------
 
     def _handle(self, request: RecordedRequest, out: Responder) -> None:
         route = (request.method, request.path.split("?", 1)[0])
-        if route == ("POST", "/api/chat"):
-            self._chat(request, out)
+        if route in (("POST", "/api/chat"), ("POST", "/api/embed")):
+            self._answer(request, out)
         elif route == ("GET", "/api/tags"):
             out.send_json(200, {"models": [model.tag() for model in self.models]})
         elif route == ("POST", "/api/show"):
@@ -213,7 +226,8 @@ class OllamaServer(ScriptedServer):
         else:
             out.send_json(200, found.show())
 
-    def _chat(self, request: RecordedRequest, out: Responder) -> None:
+    def _answer(self, request: RecordedRequest, out: Responder) -> None:
+        embed = request.path.split("?", 1)[0] == "/api/embed"
         step = self._next(request)
         if step is None:
             self.unexpected.append(request)
@@ -226,6 +240,11 @@ class OllamaServer(ScriptedServer):
             out.drop(reset=True)
         elif isinstance(step, Raw):
             out.send(step.status, step.body, step.headers.items(), step.content_type)
+        elif embed != isinstance(step, Embeddings):
+            raise TypeError(f"a {type(step).__name__} step cannot answer {request.path}")
+        elif isinstance(step, Embeddings):
+            out.sleep(step.delay)
+            out.send_json(200, embed_object(step, request.json or {}))
         else:
             self._reply(request, step, out)
 
@@ -258,6 +277,27 @@ class OllamaServer(ScriptedServer):
             out.drop()
         else:
             out.end_stream()
+
+
+def embed_object(step: Embeddings, body: dict[str, Any]) -> dict[str, Any]:
+    """The `/api/embed` answer to a request body (Ollama's `api.EmbedResponse`).
+
+    Ollama's vectors have no index, so `reverse` sends them in the wrong order unmarked.
+    """
+    value = body.get("input")
+    texts = [value] if isinstance(value, str) else [str(t) for t in value or []]
+    vectors = step.vectors(texts, body.get("dimensions"))
+    answer: dict[str, Any] = {
+        "model": str(body.get("model") or ""),
+        "embeddings": vectors[::-1] if step.reverse else vectors,
+        "total_duration": 14_143_917,
+        "load_duration": 1_019_500,
+    }
+    if step.usage is None:
+        answer["prompt_eval_count"] = sum(map(text_tokens, texts))
+    else:
+        answer.update(step.usage)
+    return answer
 
 
 def _error_line(message: str) -> bytes:

@@ -1,8 +1,9 @@
 """A local server that speaks OpenAI's wire format, scripted per test, with faults on demand.
 
 It serves `POST /v1/chat/completions` and `POST /v1/responses`, whole (JSON) or streamed
-(server-sent events) as each request asks, from a queue of scripted steps, and records
-every request. Drive it through the official SDK, or through parley's OpenAI models:
+(server-sent events) as each request asks, and `POST /v1/embeddings`, from a queue of
+scripted steps, and records every request. Drive it through the official SDK, or through
+parley's OpenAI models:
 
     >>> from parley import Msg
     >>> from parley.models.openai import OpenAIChatModel
@@ -18,11 +19,26 @@ headers, e.g. `HTTPError.rate_limit(retry_after=0.1)`), `Reset` (the connection 
 without an answer), `Raw` (bytes as given), or a function of the request that returns one.
 A request with no step left is answered 500 and reported by `assert_consumed()`, which also
 fails on steps never used.
+
+`/v1/embeddings` takes `Embeddings` steps (a vector per input, `vector_for(text, size)`, of
+the size the request's `dimensions` asks, else 8; with optional faults: vectors missing,
+listed out of order) and the same faults, and answers as floats or base64 as the request's
+`encoding_format` asks, its `usage` counting the words. The vectors show which input they
+came from, so a test checks the order:
+
+    >>> from parley.embeddings.openai import OpenAIEmbeddingModel
+    >>> with OpenAIServer([Embeddings()]) as server:
+    ...     model = OpenAIEmbeddingModel(server.credential(), "text-embedding-3-small")
+    ...     vectors = model.call_sync(["a", "b"], dimensions=4).embeddings
+    ...     print(vectors == [vector_for("a", 4), vector_for("b", 4)])
+    True
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -30,6 +46,7 @@ from typing import Any, TypeAlias
 from pydantic import SecretStr
 
 from parley.models.openai.credentials import OpenAICompatibleCredential, OpenAICredential
+from parley.testing._embedding_wire import Embeddings, text_tokens, vector_for
 from parley.testing._http import RecordedRequest, Responder
 from parley.testing._openai_wire import (
     Reply,
@@ -42,6 +59,7 @@ from parley.testing._openai_wire import (
 from parley.testing._scripted import ScriptedServer
 
 __all__ = [
+    "Embeddings",
     "HTTPError",
     "OpenAIServer",
     "Raw",
@@ -50,6 +68,7 @@ __all__ = [
     "Reset",
     "Step",
     "ToolCall",
+    "vector_for",
 ]
 
 
@@ -110,11 +129,12 @@ class Raw:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-Answer: TypeAlias = Reply | HTTPError | Reset | Raw
+Answer: TypeAlias = Reply | Embeddings | HTTPError | Reset | Raw
 Step: TypeAlias = Answer | Callable[[RecordedRequest], "Step"]
 """What the server answers to one request."""
 
 _PATHS = ("/v1/chat/completions", "/v1/responses")
+_EMBEDDINGS = "/v1/embeddings"
 
 
 class OpenAIServer(ScriptedServer):
@@ -125,7 +145,7 @@ class OpenAIServer(ScriptedServer):
         startup_timeout: Seconds to wait for the server to start.
     """
 
-    answer_types = (Reply, HTTPError, Reset, Raw)
+    answer_types = (Reply, Embeddings, HTTPError, Reset, Raw)
 
     # -- where it is ------------------------------------------------------------------------
 
@@ -147,7 +167,7 @@ class OpenAIServer(ScriptedServer):
 
     def _handle(self, request: RecordedRequest, out: Responder) -> None:
         path = request.path.split("?", 1)[0]
-        if request.method != "POST" or path not in _PATHS:
+        if request.method != "POST" or path not in (*_PATHS, _EMBEDDINGS):
             out.send_json(404, {"error": {"message": f"no route {request.method} {path}"}})
             return
         step = self._next(request)
@@ -162,6 +182,11 @@ class OpenAIServer(ScriptedServer):
             out.drop(reset=True)
         elif isinstance(step, Raw):
             out.send(step.status, step.body, step.headers.items(), step.content_type)
+        elif (path == _EMBEDDINGS) != isinstance(step, Embeddings):
+            raise TypeError(f"a {type(step).__name__} step cannot answer {path}")
+        elif isinstance(step, Embeddings):
+            out.sleep(step.delay)
+            out.send_json(200, embedding_list(step, request.json or {}))
         else:
             self._reply(path, request, step, out)
 
@@ -207,6 +232,40 @@ class OpenAIServer(ScriptedServer):
             out.drop()
         else:
             out.end_stream()
+
+
+def _texts(value: Any) -> list[str]:
+    """The request's `input` as texts (token arrays as their JSON)."""
+    items = value if isinstance(value, list) and not _is_tokens(value) else [value]
+    return [item if isinstance(item, str) else json.dumps(item) for item in items]
+
+
+def _is_tokens(value: list[Any]) -> bool:
+    return bool(value) and all(isinstance(item, int) for item in value)
+
+
+def _base64(vector: list[float]) -> str:
+    return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
+
+
+def embedding_list(step: Embeddings, body: dict[str, Any]) -> dict[str, Any]:
+    """The `list` of embeddings answering a `/v1/embeddings` request body."""
+    texts = _texts(body.get("input"))
+    vectors = step.vectors(texts, body.get("dimensions"))
+    encode = _base64 if body.get("encoding_format") == "base64" else None
+    data = [
+        {"object": "embedding", "index": index, "embedding": encode(v) if encode else v}
+        for index, v in enumerate(vectors)
+    ]
+    if step.reverse:
+        data.reverse()
+    answer: dict[str, Any] = {"object": "list", "data": data, "model": str(body.get("model") or "")}
+    if step.usage is None:
+        tokens = sum(map(text_tokens, texts))
+        answer["usage"] = {"prompt_tokens": tokens, "total_tokens": tokens}
+    elif step.usage:
+        answer["usage"] = step.usage
+    return answer
 
 
 def _sse(name: str, data: str) -> bytes:

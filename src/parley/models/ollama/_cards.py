@@ -21,7 +21,16 @@ from parley.models.ollama.parameters import OllamaParameters
 if TYPE_CHECKING:
     from parley.models.ollama.credentials import OllamaCredential
 
-__all__ = ["TOOL_CALLS", "bundled_card", "card_from_server", "family", "server_cards"]
+__all__ = [
+    "TOOL_CALLS",
+    "bundled_card",
+    "card_from_server",
+    "family",
+    "label_for",
+    "model_size",
+    "server_cards",
+    "server_models",
+]
 
 TOOL_CALLS = "application/x-tool-call"
 """The output type of a model that calls tools natively (Ollama's `tools` capability)."""
@@ -44,17 +53,22 @@ def bundled_card(name: str, cards: Sequence[ModelCard]) -> ModelCard | None:
     return found.model_copy(deep=True) if found else None
 
 
-def _label(name: str, base: ModelCard | None) -> str:
+def label_for(name: str, base: ModelCard | None) -> str:
+    """A server model's label: its bundled card's, with the tag (`Qwen3 8b`), else its name."""
     if base is None:
         return name
     tag = name.rsplit("/", 1)[-1].partition(":")[2]
     return f"{base.label} {tag}" if tag and tag != "latest" else base.label
 
 
-def _context_size(model_info: Any) -> int | None:
+def model_size(model_info: Any, key: str) -> int | None:
+    """`/api/show`'s `model_info[<architecture>.<key>]` when a positive int, else None.
+
+    The keys: `context_length`, and an embedding model's `embedding_length`.
+    """
     if not isinstance(model_info, dict):
         return None
-    size = model_info.get(f"{model_info.get('general.architecture')}.context_length")
+    size = model_info.get(f"{model_info.get('general.architecture')}.{key}")
     return size if isinstance(size, int) and size > 0 else None
 
 
@@ -74,7 +88,7 @@ def card_from_server(
     """
     base = bundled_card(name, cards)
     card = base or ModelCard(name=name)
-    card.name, card.label = name, _label(name, base)
+    card.name, card.label = name, label_for(name, base)
     overrides = dict(card.parameter_overrides)
     if capabilities:
         if "completion" not in capabilities:
@@ -90,23 +104,28 @@ def card_from_server(
                 del overrides["think"]
         else:
             overrides["think"] = None
-    card.context_size = _context_size(model_info) or card.context_size
+    card.context_size = model_size(model_info, "context_length") or card.context_size
     card.parameter_overrides = overrides
     card.parameter_schema = merge_parameter_schema(OllamaParameters.model_json_schema(), overrides)
     return card
 
 
-async def server_cards(
-    credential: OllamaCredential, *, capabilities: bool, timeout: float
-) -> list[ModelCard]:
-    """The cards of the models the credential's server has (see `list_server_models`)."""
-    from parley.models.ollama.chat import OllamaChatModel  # noqa: PLC0415
+async def server_models(
+    credential: OllamaCredential, *, show: bool, timeout: float
+) -> list[tuple[str, Any]]:
+    """The models the credential's server has (`/api/tags`), with their `/api/show` answers.
 
+    Each name comes with its `/api/show` answer when `show` (one request per model), else
+    with None.
+
+    Raises:
+        ModelConnectionError: The server cannot be reached.
+        ModelError: The server answered with an error.
+    """
     host = credential.endpoint()
     ChatModel.check_allowed(host)
-    bundled = OllamaChatModel.list_models()
     client = new_client(host, timeout=timeout, headers=credential.header_values())
-    found: list[ModelCard] = []
+    found: list[tuple[str, Any]] = []
     try:
         with ollama_errors("", host):
             listing = await client.list()
@@ -115,17 +134,30 @@ async def server_cards(
             if not name:
                 continue
             shown = None
-            if capabilities:
+            if show:
                 with ollama_errors(name, host):
                     shown = await client.show(name)
-            card = card_from_server(
-                name,
-                bundled,
-                shown.capabilities if shown is not None else None,
-                shown.modelinfo if shown is not None else None,
-            )
-            if card is not None:
-                found.append(card)
+            found.append((name, shown))
     finally:
         await client.close()  # type: ignore[no-untyped-call]  # untyped in the SDK
+    return found
+
+
+async def server_cards(
+    credential: OllamaCredential, *, capabilities: bool, timeout: float
+) -> list[ModelCard]:
+    """The cards of the models the credential's server has (see `list_server_models`)."""
+    from parley.models.ollama.chat import OllamaChatModel  # noqa: PLC0415
+
+    bundled = OllamaChatModel.list_models()
+    found: list[ModelCard] = []
+    for name, shown in await server_models(credential, show=capabilities, timeout=timeout):
+        card = card_from_server(
+            name,
+            bundled,
+            shown.capabilities if shown is not None else None,
+            shown.modelinfo if shown is not None else None,
+        )
+        if card is not None:
+            found.append(card)
     return sorted(found, key=lambda card: card.name)

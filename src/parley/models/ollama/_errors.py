@@ -20,7 +20,7 @@ import functools
 import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from parley.errors import (
     ContextLengthError,
@@ -34,7 +34,16 @@ from parley.errors import (
 from parley.models._aiohttp import connection_failure
 from parley.models._wire import retry_after
 
-__all__ = ["error_from_payload", "error_from_status", "map_error", "ollama_errors"]
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = [
+    "error_from_payload",
+    "error_from_response",
+    "error_from_status",
+    "map_error",
+    "ollama_errors",
+]
 
 PROVIDER = "ollama"
 
@@ -75,6 +84,15 @@ def error_from_status(
     cls = RateLimitError if status == 429 else ModelHTTPError
     wait = retry_after(headers or {})
     return cls(status, body, text, retry_after=wait, model=model, provider=PROVIDER)
+
+
+def error_from_response(response: httpx.Response, *, model: str, host: str) -> ModelError:
+    """The parley error for an error status whose body has been read."""
+    try:
+        body: Any = response.json()
+    except ValueError:
+        body = response.text
+    return error_from_status(response.status_code, body, response.headers, model=model, host=host)
 
 
 def error_from_payload(error: Any, *, model: str, host: str) -> ModelError:

@@ -16,7 +16,7 @@ from parley.models.cards import ModelCard
 from parley.models.credentials import Credential
 from parley.models.formatter import Formatter
 from parley.models.ollama._cards import bundled_card, card_from_server
-from parley.models.ollama._errors import PROVIDER, error_from_status, ollama_errors
+from parley.models.ollama._errors import PROVIDER, error_from_response, ollama_errors
 from parley.models.ollama._sdk import Session, client_pool
 from parley.models.ollama._wire import ChatReader, iter_lines, parse_object
 from parley.models.ollama.credentials import OllamaCredential
@@ -54,13 +54,6 @@ def _body(response: httpx.Response) -> AsyncIterator[bytes]:
     if "content-encoding" in response.headers:
         return response.aiter_bytes()
     return response.aiter_raw()  # skips httpx's decoder and re-chunker on every line
-
-
-def _error_body(response: httpx.Response) -> Any:
-    try:
-        return response.json()
-    except ValueError:
-        return response.text
 
 
 class OllamaChatModel(ChatModel):
@@ -195,13 +188,7 @@ class OllamaChatModel(ChatModel):
 
     async def _status_error(self, response: httpx.Response, host: str) -> ModelError:
         await response.aread()
-        return error_from_status(
-            response.status_code,
-            _error_body(response),
-            response.headers,
-            model=self.model,
-            host=host,
-        )
+        return error_from_response(response, model=self.model, host=host)
 
     async def _stream(self, request: ChatRequest) -> AsyncIterator[Delta]:
         host = self.endpoint()

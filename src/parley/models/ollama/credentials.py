@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import builtins
 import os
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr
@@ -15,7 +15,7 @@ from parley.models.credentials import Credential
 
 if TYPE_CHECKING:
     from parley.models.base import ChatModel
-    from parley.models.cards import ModelCard
+    from parley.models.cards import EmbeddingModelCard, ModelCard
 
 __all__ = ["DEFAULT_HOST", "OllamaCredential", "normalize_host"]
 
@@ -62,9 +62,10 @@ class OllamaCredential(Credential):
     `ollama` SDK also sends `OLLAMA_API_KEY`, when set, as a bearer token unless `headers`
     hold an `Authorization` header (for Ollama's hosted models).
 
-    `OllamaCredential.list_models()` gives the bundled cards of common models; what a given
-    server has pulled is listed by the instance method `list_server_models()` (and its twin
-    `list_server_models_sync()`), which asks that server.
+    `OllamaCredential.list_models()` gives the bundled cards of common models, and
+    `list_embedding_models()` those of common embedding models; what a given server has
+    pulled is listed by the instance methods `list_server_models()` and
+    `list_server_embedding_models()` (and their `_sync` twins), which ask that server.
 
     Example:
         >>> OllamaCredential(host="http://127.0.0.1:11434").endpoint()
@@ -96,6 +97,13 @@ class OllamaCredential(Credential):
 
         return [OllamaChatModel]
 
+    @classmethod
+    def embedding_model_classes(cls) -> list[builtins.type[Any]]:
+        """The Ollama embedding model."""
+        from parley.embeddings.ollama import OllamaEmbeddingModel  # noqa: PLC0415
+
+        return [OllamaEmbeddingModel]
+
     async def list_server_models(
         self, *, capabilities: bool = False, timeout: float = 30.0
     ) -> list[ModelCard]:
@@ -120,3 +128,28 @@ class OllamaCredential(Credential):
     ) -> list[ModelCard]:
         """`list_server_models`, from synchronous code."""
         return run_sync(self.list_server_models(capabilities=capabilities, timeout=timeout))
+
+    async def list_server_embedding_models(
+        self, *, timeout: float = 30.0
+    ) -> list[EmbeddingModelCard]:
+        """The cards of the embedding models this server has, sorted by name.
+
+        Asks `/api/tags`, then `/api/show` for each model (one request per model): only its
+        `capabilities` tell an embedding model apart. Each card is merged with the bundled
+        card of its name or family when there is one (`nomic-embed-text:v1.5` takes
+        `nomic-embed-text`'s); its context size is the model's own, and for a model without
+        a bundled card the most `dimensions` is its vectors' size (`embedding_length`).
+
+        Raises:
+            ModelConnectionError: The server cannot be reached.
+            ModelError: The server answered with an error.
+        """
+        from parley.embeddings.ollama._cards import server_embedding_cards  # noqa: PLC0415
+
+        return await server_embedding_cards(self, timeout=timeout)
+
+    def list_server_embedding_models_sync(
+        self, *, timeout: float = 30.0
+    ) -> list[EmbeddingModelCard]:
+        """`list_server_embedding_models`, from synchronous code."""
+        return run_sync(self.list_server_embedding_models(timeout=timeout))

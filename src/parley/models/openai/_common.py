@@ -7,14 +7,14 @@ from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from parley._sync import run_sync
-from parley.errors import ConfigurationError, ModelConnectionError
+from parley.errors import ModelConnectionError
 from parley.models._wire import iter_events, read_json
 from parley.models.accumulator import Delta, StreamAccumulator
 from parley.models.base import ChatModel
 from parley.models.credentials import APIKeyCredential, Credential
 from parley.models.formatter import Formatter
 from parley.models.openai._errors import openai_errors
-from parley.models.openai._sdk import ClientPool
+from parley.models.openai._sdk import ClientPool, api_key
 from parley.models.openai.credentials import OpenAICredential
 from parley.models.openai.formatter import OpenAIMultiAgentFormatter
 from parley.models.response import ChatResponse
@@ -102,18 +102,7 @@ class OpenAIModelBase(ChatModel):
         return self._pool.get()
 
     def _api_key(self) -> str:
-        credential = self.credential
-        key = credential.key() if isinstance(credential, APIKeyCredential) else None
-        if key:
-            return key
-        env = getattr(type(credential), "env_key", None)
-        if self.key_required:
-            hint = f" or set {env}" if env else ""
-            raise ConfigurationError(
-                f"{type(self).__name__} has no API key: pass one in the credential{hint}"
-            )
-        # The SDK insists on a key; servers that check none ignore it (vLLM's docs use this).
-        return "EMPTY"
+        return api_key(self.credential, required=self.key_required, owner=type(self).__name__)
 
     async def aclose(self) -> None:
         """Close this model's connections on the running event loop."""

@@ -6,12 +6,38 @@ import asyncio
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from parley.errors import MissingDependencyError
+from parley.errors import ConfigurationError, MissingDependencyError
+from parley.models.credentials import APIKeyCredential
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
-__all__ = ["ClientPool", "new_client"]
+    from parley.models.credentials import Credential
+
+__all__ = ["ClientPool", "api_key", "new_client"]
+
+
+def api_key(credential: Credential | None, *, required: bool, owner: str) -> str:
+    """The key to send: the credential's (or its environment variable's).
+
+    Args:
+        credential: The model's credential.
+        required: Whether a call without a key is a configuration error (local servers
+            take none).
+        owner: Who asks (a model class's name), for the error.
+
+    Raises:
+        ConfigurationError: No key where one is required.
+    """
+    key = credential.key() if isinstance(credential, APIKeyCredential) else None
+    if key:
+        return key
+    env = getattr(type(credential), "env_key", None)
+    if required:
+        hint = f" or set {env}" if env else ""
+        raise ConfigurationError(f"{owner} has no API key: pass one in the credential{hint}")
+    # The SDK insists on a key; servers that check none ignore it (vLLM's docs use this).
+    return "EMPTY"
 
 
 def new_client(

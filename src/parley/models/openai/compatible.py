@@ -11,7 +11,6 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from parley.errors import ConfigurationError
 from parley.models.credentials import Credential
 from parley.models.openai.chat import OpenAIChatModel
 from parley.models.openai.credentials import OpenAICompatibleCredential
@@ -53,11 +52,8 @@ class OpenAICompatibleChatModel(OpenAIChatModel):
 
     def _check_credential(self, credential: Credential | None) -> Credential | None:
         checked = super()._check_credential(credential)
-        if not (isinstance(checked, OpenAICompatibleCredential) and checked.endpoint()):
-            raise ConfigurationError(
-                f"{type(self).__name__} needs the server's URL: pass "
-                "OpenAICompatibleCredential(base_url=...) or set OPENAI_COMPATIBLE_BASE_URL"
-            )
+        assert isinstance(checked, OpenAICompatibleCredential)  # the base built or checked it
+        checked.require_endpoint(type(self).__name__)
         return checked
 
     def wire_parameters(self, parameters: Parameters, *, tools: bool) -> dict[str, Any]:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import builtins
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from parley.errors import ConfigurationError
 from parley.models.credentials import APIKeyCredential
 
 if TYPE_CHECKING:
@@ -43,6 +44,13 @@ class OpenAICredential(APIKeyCredential):
 
         return OpenAIChatModel.list_models()
 
+    @classmethod
+    def embedding_model_classes(cls) -> list[builtins.type[Any]]:
+        """The embeddings API."""
+        from parley.embeddings.openai import OpenAIEmbeddingModel  # noqa: PLC0415
+
+        return [OpenAIEmbeddingModel]
+
 
 class OpenAICompatibleCredential(APIKeyCredential):
     """A server that speaks OpenAI's Chat Completions: vLLM, llama.cpp's server, OpenRouter...
@@ -57,9 +65,30 @@ class OpenAICompatibleCredential(APIKeyCredential):
 
     type: Literal["openai_compatible"] = "openai_compatible"
 
+    def require_endpoint(self, owner: str) -> str:
+        """The server's URL, which a model of `owner` (a class's name) cannot do without.
+
+        Raises:
+            ConfigurationError: No URL, here or in `OPENAI_COMPATIBLE_BASE_URL`.
+        """
+        found = self.endpoint()
+        if not found:
+            raise ConfigurationError(
+                f"{owner} needs the server's URL: pass "
+                "OpenAICompatibleCredential(base_url=...) or set OPENAI_COMPATIBLE_BASE_URL"
+            )
+        return found
+
     @classmethod
     def chat_model_classes(cls) -> list[builtins.type[ChatModel]]:
         """The generic OpenAI-compatible chat model."""
         from parley.models.openai.compatible import OpenAICompatibleChatModel  # noqa: PLC0415
 
         return [OpenAICompatibleChatModel]
+
+    @classmethod
+    def embedding_model_classes(cls) -> list[builtins.type[Any]]:
+        """The generic OpenAI-compatible embedding model."""
+        from parley.embeddings.openai import OpenAICompatibleEmbeddingModel  # noqa: PLC0415
+
+        return [OpenAICompatibleEmbeddingModel]
