@@ -24,17 +24,81 @@ OUT = Path(__file__).parent / "pydocs"
 MAX_CHARS = 1500
 """A passage's text is cut at the last sentence end before this many characters."""
 
-PAGES = (
-    "argparse asyncio-eventloop asyncio-queue asyncio-stream asyncio-subprocess asyncio-sync "
-    "asyncio-task base64 bisect calendar collections concurrent.futures contextlib copy csv "
-    "dataclasses datetime difflib enum fnmatch functools glob gzip hashlib heapq hmac io "
-    "itertools json logging math operator os os.path pathlib pickle queue random re secrets "
-    "shlex shutil signal socket sqlite3 statistics string struct subprocess sys tarfile "
-    "tempfile textwrap threading time unicodedata urllib.parse uuid weakref zipfile zlib"
-).split()
+PAGES = [
+    "argparse",
+    "asyncio-eventloop",
+    "asyncio-queue",
+    "asyncio-stream",
+    "asyncio-subprocess",
+    "asyncio-sync",
+    "asyncio-task",
+    "base64",
+    "bisect",
+    "calendar",
+    "collections",
+    "concurrent.futures",
+    "contextlib",
+    "copy",
+    "csv",
+    "dataclasses",
+    "datetime",
+    "difflib",
+    "enum",
+    "fnmatch",
+    "functools",
+    "glob",
+    "gzip",
+    "hashlib",
+    "heapq",
+    "hmac",
+    "io",
+    "itertools",
+    "json",
+    "logging",
+    "math",
+    "operator",
+    "os",
+    "os.path",
+    "pathlib",
+    "pickle",
+    "queue",
+    "random",
+    "re",
+    "secrets",
+    "shlex",
+    "shutil",
+    "signal",
+    "socket",
+    "sqlite3",
+    "statistics",
+    "string",
+    "struct",
+    "subprocess",
+    "sys",
+    "tarfile",
+    "tempfile",
+    "textwrap",
+    "threading",
+    "time",
+    "unicodedata",
+    "urllib.parse",
+    "uuid",
+    "weakref",
+    "zipfile",
+    "zlib",
+]
 
-KINDS = ("function", "class", "method", "classmethod", "staticmethod", "exception",
-         "attribute", "data", "property")
+KINDS = (
+    "function",
+    "class",
+    "method",
+    "classmethod",
+    "staticmethod",
+    "exception",
+    "attribute",
+    "data",
+    "property",
+)
 
 
 def passages(page: str) -> list[dict[str, str]]:
@@ -61,8 +125,10 @@ def _text(term: Tag, body: Tag) -> str:
     for child in body.children:
         if isinstance(child, Tag) and child.name == "dl" and "py" in child.get("class", []):
             continue  # a class's members are passages of their own
-        if isinstance(child, Tag) and child.name in ("div", "pre") and "highlight" in str(
-            child.get("class", [])
+        if (
+            isinstance(child, Tag)
+            and child.name in ("div", "pre")
+            and "highlight" in str(child.get("class", []))
         ):
             continue  # code examples: prose is what queries describe
         text = child.get_text(" ") if isinstance(child, Tag) else str(child)
