@@ -165,6 +165,12 @@ class LocalEmbeddingModel(EmbeddingModel[str]):
 
     # -- calling ------------------------------------------------------------------------------
 
+    def cache_identifier(
+        self, inputs: Sequence[EmbeddingInput], parameters: EmbeddingParameters
+    ) -> dict[str, Any]:
+        """The base's identifier plus the context size, which changes a long text's vector."""
+        return {**super().cache_identifier(inputs, parameters), "context_size": self.max_tokens}
+
     def batches(self, items: Sequence[EmbeddingInput]) -> list[list[int]]:
         """Batches of `batch_size` texts of similar length, longest first."""
         order = sorted(range(len(items)), key=lambda i: -len(str(items[i])))
