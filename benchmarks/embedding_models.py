@@ -220,10 +220,66 @@ def candidates(texts: int) -> None:
         )
 
 
+# -- part 2: parley against the runtime it drives --------------------------------------------------
+
+
+def parley_against_runtime(texts: int, rounds: int) -> None:
+    import asyncio  # noqa: PLC0415  (part 2 only)
+    import gc  # noqa: PLC0415
+
+    from parley.embeddings.local import LocalEmbeddingModel  # noqa: PLC0415
+
+    model = LocalEmbeddingModel()
+    sample = list(_retrieval_set.load().corpus.values())[:texts]
+    batches = [[sample[i] for i in batch] for batch in model.batches(sample)]
+    direct = _minilm(model.n_threads)
+    print(
+        f"\nParley against onnxruntime called directly: {texts} passages, batches of {BATCH}, "
+        f"{model.n_threads} thread(s), {rounds} interleaved rounds"
+    )
+
+    def run_direct(groups: list[list[str]]) -> float:
+        began = time.perf_counter()
+        for group in groups:
+            direct(group, False).tolist()  # lists, as parley hands them back
+        return time.perf_counter() - began
+
+    async def run_parley() -> float:
+        began = time.perf_counter()
+        await model(sample)
+        return time.perf_counter() - began
+
+    in_order = [sample[s : s + BATCH] for s in range(0, len(sample), BATCH)]
+    asyncio.run(model(sample[:BATCH]))  # load and warm up both
+    run_direct(batches[:1])
+    same, naive = [], []
+    times: dict[str, list[float]] = {"parley": [], "direct": [], "direct, input order": []}
+    for n in range(rounds):
+        arms = [
+            ("parley", lambda: asyncio.run(run_parley())),
+            ("direct", lambda: run_direct(batches)),
+        ]
+        arms.append(("direct, input order", lambda: run_direct(in_order)))
+        if n % 2:
+            arms.reverse()
+        took = {}
+        for name, arm in arms:
+            gc.collect()
+            took[name] = arm()
+            times[name].append(took[name])
+        same.append(took["direct"] / took["parley"])
+        naive.append(took["direct, input order"] / took["parley"])
+    for name, values in times.items():
+        print(f"  {name:<22} {texts / statistics.median(values):7.1f} texts/s (median)")
+    print(f"  parley / direct, same batches:       {statistics.median(same):.3f} (goal >= 0.95)")
+    print(f"  parley / direct, batches in order:   {statistics.median(naive):.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--part", choices=["candidates", "parley", "all"], default="all")
     parser.add_argument("--texts", type=int, default=256, help="passages timed per figure")
+    parser.add_argument("--rounds", type=int, default=4, help="interleaved rounds of part 2")
     parser.add_argument("--worker", choices=sorted(LOADERS), help=argparse.SUPPRESS)
     parser.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--quality", action="store_true", help=argparse.SUPPRESS)
@@ -233,6 +289,8 @@ def main() -> None:
         return
     if args.part in ("candidates", "all"):
         candidates(args.texts)
+    if args.part in ("parley", "all"):
+        parley_against_runtime(args.texts, args.rounds)
 
 
 if __name__ == "__main__":
