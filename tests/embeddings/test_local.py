@@ -116,6 +116,13 @@ def test_every_instance_shares_one_session_per_thread_count(model: LocalEmbeddin
     assert other._encoder is not None
     assert model._encoder is not None
     assert other._encoder._session is model._encoder._session
+    threads = model.n_threads + 1
+    wider = LocalEmbeddingModel(n_threads=threads)
+    asyncio.run(wider.load())
+    assert wider._encoder is not None
+    assert wider._encoder._session is not model._encoder._session
+    options = wider._encoder._session.session.get_session_options()
+    assert options.intra_op_num_threads == threads
 
 
 def test_the_event_loop_runs_while_a_batch_embeds(model: LocalEmbeddingModel) -> None:
