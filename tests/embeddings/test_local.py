@@ -155,6 +155,7 @@ def test_the_local_credential_offers_the_model_and_its_card() -> None:
     assert credential.get_embedding_model_class() is LocalEmbeddingModel
     assert credential.embedding_model_classes() == [LocalEmbeddingModel]
     (card,) = LocalEmbeddingModel.list_models()
+    assert [c.name for c in credential.list_embedding_models()] == [card.name]
     assert isinstance(card, EmbeddingModelCard)
     assert card.name == DEFAULT_EMBEDDING_MODEL
     assert card.produces("application/x-embedding")
