@@ -17,6 +17,10 @@ correctly), so callers can fix the first and retry or report the second::
     │   ├── ModelTimeoutError          no answer in time
     │   ├── ModelConnectionError       the connection failed or dropped
     │   └── ModelOutputError           the model answered, but not in a form that can be used
+    ├── RetrievalError                 a document or a retrieval index failed (`parley.rag`)
+    │   ├── DocumentError              a document could not be read or indexed (its source)
+    │   └── IndexMismatchError         the index holds vectors of another embedding model
+    │                                  or dimension (also a UserError)
     ├── ToolError                      a tool could not be found, called or finished
     │   ├── ToolNotFoundError
     │   ├── ToolArgumentsError         arguments that cannot be parsed or do not fit the schema
@@ -44,6 +48,8 @@ __all__ = [
     "ConflictError",
     "ContentFilterError",
     "ContextLengthError",
+    "DocumentError",
+    "IndexMismatchError",
     "InvalidRequestError",
     "MessageError",
     "MissingDependencyError",
@@ -55,6 +61,7 @@ __all__ = [
     "NotFoundError",
     "ParleyError",
     "RateLimitError",
+    "RetrievalError",
     "RunFailedError",
     "ServiceConnectionError",
     "ServiceError",
@@ -171,6 +178,31 @@ class ModelConnectionError(ModelError):
 
 class ModelOutputError(ModelError):
     """The model answered, but in a form parley cannot use (bad JSON, unknown tool, ...)."""
+
+
+class RetrievalError(ParleyError):
+    """A document could not be indexed, or a retrieval index could not be used."""
+
+
+class DocumentError(RetrievalError):
+    """A document could not be read, parsed or indexed; nothing else in the index changed.
+
+    Args:
+        message: What went wrong, naming the document.
+        source: The path or URL the document was given as.
+    """
+
+    def __init__(self, message: str, *, source: str) -> None:
+        self.source = source
+        super().__init__(message)
+
+
+class IndexMismatchError(RetrievalError, UserError):
+    """The index was built with another embedding model or vector size than the one given.
+
+    Vectors of two models are not comparable: an index keeps one model's. Open it with that
+    model, or build a new index.
+    """
 
 
 class ToolError(ParleyError):
