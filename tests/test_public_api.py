@@ -30,6 +30,7 @@ MODULES = [
     "parley.tools.mcp",
     "parley.embeddings.dashscope",
     "parley.embeddings.gemini",
+    "parley.rag",
     "parley.client",
 ]
 

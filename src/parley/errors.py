@@ -19,8 +19,7 @@ correctly), so callers can fix the first and retry or report the second::
     │   └── ModelOutputError           the model answered, but not in a form that can be used
     ├── RetrievalError                 a document or a retrieval index failed (`parley.rag`)
     │   ├── DocumentError              a document could not be read or indexed (its source)
-    │   └── IndexMismatchError         the index holds vectors of another embedding model
-    │                                  or dimension (also a UserError)
+    │   └── IndexMismatchError         another embedding model's vectors (also a UserError)
     ├── ToolError                      a tool could not be found, called or finished
     │   ├── ToolNotFoundError
     │   ├── ToolArgumentsError         arguments that cannot be parsed or do not fit the schema

@@ -19,8 +19,12 @@ Counting tokens, in order of preference:
    it could hang a reply on an offline machine. Run
    `python -c "import tiktoken; tiktoken.get_encoding('o200k_base')"` once with network
    access (or point `TIKTOKEN_CACHE_DIR` at a cache) to turn exact counts on;
-3. an estimate: a token per 4 characters (`estimate_tokens`), the usual rule of thumb for
-   English text with BPE tokenizers.
+3. an estimate (`estimate_tokens`): a token per 4 characters, the usual rule of thumb for
+   English text with BPE tokenizers, and a token per Chinese, Japanese or Korean character
+   (those tokenizers give about one each, often more).
+
+`text_token_counter()` counts a plain text the same way (2 or 3), for code that sizes text
+rather than messages (retrieval's chunks).
 
 Every message also costs `MESSAGE_OVERHEAD` tokens (role and separators) and each media
 block a flat `MEDIA_TOKENS`, a rough figure: providers price media by size.
@@ -33,6 +37,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -51,9 +56,12 @@ __all__ = [
     "TIKTOKEN_ENCODING",
     "ContextBudget",
     "CountsTokens",
+    "TextCounter",
     "TokenCounter",
+    "estimate_text_tokens",
     "estimate_tokens",
     "message_text",
+    "text_token_counter",
     "tiktoken_counter",
     "token_counter_for",
 ]
@@ -74,6 +82,12 @@ TIKTOKEN_ENCODING = "o200k_base"
 
 TokenCounter = Callable[[Sequence[Msg]], int]
 """Counts the prompt tokens that messages take."""
+
+TextCounter = Callable[[str], int]
+"""Counts the tokens of a text."""
+
+# CJK Unified Ideographs (+ extension A, compatibility), kana, Hangul syllables.
+_WIDE = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
 
 @runtime_checkable
@@ -119,8 +133,14 @@ def _counter(encode: Callable[[str], int]) -> TokenCounter:
     return count
 
 
-estimate_tokens: TokenCounter = _counter(lambda text: (len(text) + 3) // 4)
-"""The estimate: a token per 4 characters, plus the per-message and media costs."""
+def estimate_text_tokens(text: str) -> int:
+    """A text's tokens, estimated: one per CJK character, one per 4 other characters."""
+    wide = len(_WIDE.findall(text))
+    return wide + (len(text) - wide + 3) // 4
+
+
+estimate_tokens: TokenCounter = _counter(estimate_text_tokens)
+"""The estimate (`estimate_text_tokens`), plus the per-message and media costs."""
 
 
 def _tiktoken_cache_file(name: str) -> Path:
@@ -132,9 +152,7 @@ def _tiktoken_cache_file(name: str) -> Path:
     return base / hashlib.sha1(url.encode(), usedforsecurity=False).hexdigest()
 
 
-@functools.cache
-def tiktoken_counter(name: str = TIKTOKEN_ENCODING) -> TokenCounter | None:
-    """A counter on a tiktoken encoding already on this machine, else None (no download)."""
+def _tiktoken_encoder(name: str) -> TextCounter | None:
     try:
         import tiktoken  # noqa: PLC0415  (loads a native extension: only when counting)
     except ImportError:
@@ -147,7 +165,20 @@ def tiktoken_counter(name: str = TIKTOKEN_ENCODING) -> TokenCounter | None:
     except Exception as exc:  # a damaged cache, with no network to fetch it again
         logger.warning("tiktoken cannot load %s (%s): estimating tokens", name, exc)
         return None
-    return _counter(lambda text: len(encoding.encode(text, disallowed_special=())))
+    return lambda text: len(encoding.encode(text, disallowed_special=()))
+
+
+@functools.cache
+def tiktoken_counter(name: str = TIKTOKEN_ENCODING) -> TokenCounter | None:
+    """A counter on a tiktoken encoding already on this machine, else None (no download)."""
+    encoder = _tiktoken_encoder(name)
+    return _counter(encoder) if encoder is not None else None
+
+
+@functools.cache
+def text_token_counter(name: str = TIKTOKEN_ENCODING) -> TextCounter:
+    """Counts a text's tokens: the tiktoken encoding if on this machine, else the estimate."""
+    return _tiktoken_encoder(name) or estimate_text_tokens
 
 
 def token_counter_for(model: ChatModel | None) -> TokenCounter:

@@ -14,7 +14,8 @@ allowed folder, and files are opened without following links swapped in after th
 `allow_private`) says so, every redirect checked, at most `max_download_bytes` read.
 
 `parse_document` is for programs rather than models: it reads any path its caller gives
-unless given `roots`.
+unless given `roots`; `parse_bytes` parses a document its caller already read (retrieval
+hashes the bytes it indexes).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ __all__ = [
     "ParsedDocument",
     "aparse_document",
     "detect_format",
+    "parse_bytes",
     "parse_document",
 ]
 
@@ -181,6 +183,18 @@ def _parse_stream(
             f"cannot read {name} as {kind}: {type(exc).__name__}: {exc}", tool_name=_TOOL
         ) from exc
     return ParsedDocument(source, name, kind, sections)
+
+
+def parse_bytes(
+    source: str, name: str, data: bytes, *, media_type: str | None = None, max_rows: int = 1000
+) -> ParsedDocument:
+    """Parse a document already in memory; its format from `name`, else `media_type`.
+
+    Raises:
+        ToolExecutionError: The format is unknown or the document cannot be read as its format.
+        MissingDependencyError: The format's library (the `tools` extra) is not installed.
+    """
+    return _parse_stream(source, name, io.BytesIO(data), media_type, max_rows)
 
 
 def _parse_local(source: str, roots: Roots, max_bytes: int, max_rows: int) -> ParsedDocument:

@@ -1,0 +1,486 @@
+"""`DocumentIndex`: documents in, chunks out; the one entry point of `parley.rag`.
+
+    index = await DocumentIndex.open("docs.index", embedding_model=model)
+    await index.add(["report.pdf", "https://example.com/notes.html"])
+    await index.sync("handbook/")            # new, changed and removed files
+    hits = await index.search("refund policy", top_k=5)
+
+`add` reads each source (capped at `max_file_bytes`; URLs through the fetcher that refuses
+private addresses), hashes its bytes, and skips it when the index holds the same bytes made
+the same way (`DocumentRecord.pipeline`: chunk settings and embedding model). Otherwise it is
+parsed (`doc_parser`), cut into chunks (`Chunker`), embedded, and put in the store in one
+transaction, replacing its previous version. One bad source never stops the others: every
+source is tried, and the failures are raised together at the end (or reported, with
+`errors="report"`). `sync(folder)` does the same for every supported file under a folder and
+drops the documents of files no longer there.
+
+`search` ranks by BM25 (`keyword`), cosine similarity (`vector`), both fused by reciprocal
+rank (`hybrid`, the default when the index has an embedding model), or returns each
+document's first chunks (`front_page`, for "summarize this" questions). A keyword or hybrid
+query that names nothing to search for ("summarize the document") gets the front page too,
+as Qwen-Agent's keyword search does.
+
+Every method has a sync twin (`add_sync`, `sync_sync`, `search_sync`, ...).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal
+
+from parley._sync import run_sync
+from parley.agents.budget import text_token_counter
+from parley.embeddings.base import EmbeddingModel
+from parley.errors import DocumentError, ModelError, UserError
+from parley.rag._numpy import np, npt
+from parley.rag.chunking import Chunker
+from parley.rag.fusion import reciprocal_rank_fusion
+from parley.rag.ingest import Loaded, Reader, is_url, normalize_source
+from parley.rag.sqlite_store import SQLiteIndexStore
+from parley.rag.store import IndexStore
+from parley.rag.text import keyword_query
+from parley.rag.types import Chunk, DocumentRecord, SearchHit, SearchMode, document_id
+from parley.tools.builtin._net import FetchPolicy
+from parley.tools.builtin.doc_parser import detect_format
+
+__all__ = ["DocumentIndex", "IngestReport"]
+
+logger = logging.getLogger("parley.rag")
+
+_MAX_BYTES = 50 * 1024 * 1024
+_FUSION_DEPTH = 50  # each search's ranking fused in hybrid mode: at least this deep
+
+Source = str | os.PathLike[str]
+
+
+@dataclass
+class IngestReport:
+    """What `add` or `sync` did, source by source (normalised sources).
+
+    Attributes:
+        added: Indexed for the first time.
+        updated: Indexed again: their bytes (or the way chunks are made) changed.
+        unchanged: Already indexed as they are; nothing was rewritten.
+        removed: Dropped (`sync`: their files are gone).
+        failed: The sources that could not be indexed, with why; the index holds what it
+            held of them before.
+    """
+
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    failed: dict[str, DocumentError] = field(default_factory=dict)
+
+    def raise_for_failures(self) -> None:
+        """Raise the failure (or one `DocumentError` naming every failure), if any."""
+        if not self.failed:
+            return
+        if len(self.failed) == 1:
+            raise next(iter(self.failed.values()))
+        done = len(self.added) + len(self.updated) + len(self.unchanged)
+        lines = "\n".join(f"- {error}" for error in self.failed.values())
+        raise DocumentError(
+            f"{len(self.failed)} documents could not be indexed ({done} others were):\n{lines}",
+            source=next(iter(self.failed)),
+        )
+
+
+class DocumentIndex:
+    """A persistent, incrementally updated index of documents (see the module docstring).
+
+    Open one with `DocumentIndex.open` (or `open_sync`); close it with `close` or `async with`.
+
+    Args:
+        store: Where the index lives.
+        embedding_model: Embeds chunks and queries; None for keyword search only.
+        chunk_size: The most tokens per chunk (Qwen-Agent's default, 500).
+        chunk_overlap: The most tokens a chunk repeats of the one before.
+        max_file_bytes: The largest file or download read.
+        fetch_policy: What URL downloads may reach (default: public addresses only).
+        roots: Folders that paths must lie in (None: any path).
+        front_page_chunks: How many first chunks of each document the front page gives.
+        max_rows: The most rows read of each table.
+    """
+
+    def __init__(
+        self,
+        store: IndexStore,
+        embedding_model: EmbeddingModel[Any] | None = None,
+        *,
+        chunk_size: int = 500,
+        chunk_overlap: int = 50,
+        max_file_bytes: int = _MAX_BYTES,
+        fetch_policy: FetchPolicy | None = None,
+        roots: Sequence[Source] | None = None,
+        front_page_chunks: int = 2,
+        max_rows: int = 1000,
+    ) -> None:
+        self.store = store
+        self.embedding_model = embedding_model
+        self.chunker = Chunker(chunk_size, chunk_overlap, text_token_counter())
+        self.reader = Reader(max_file_bytes, fetch_policy, roots)
+        self.front_page_chunks = front_page_chunks
+        self.max_rows = max_rows
+        self._write_lock = asyncio.Lock()
+
+    @classmethod
+    async def open(
+        cls,
+        path: Source | None = None,
+        *,
+        store: IndexStore | None = None,
+        embedding_model: EmbeddingModel[Any] | None = None,
+        chunk_size: int = 500,
+        chunk_overlap: int = 50,
+        max_file_bytes: int = _MAX_BYTES,
+        fetch_policy: FetchPolicy | None = None,
+        roots: Sequence[Source] | None = None,
+        front_page_chunks: int = 2,
+        max_rows: int = 1000,
+    ) -> DocumentIndex:
+        """Open the index in the SQLite file at `path` (made if missing), or in `store`.
+
+        Raises:
+            IndexMismatchError: The index holds vectors of another embedding model.
+            RetrievalError: The file is not an index.
+            UserError: Neither or both of `path` and `store`, or bad chunk settings.
+        """
+        if (path is None) == (store is None):
+            raise UserError("give DocumentIndex.open either a path or a store")
+        opened = store if store is not None else await SQLiteIndexStore.open(Path(path or ""))
+        try:
+            index = cls(
+                opened,
+                embedding_model,
+                chunk_size=chunk_size,
+                chunk_overlap=chunk_overlap,
+                max_file_bytes=max_file_bytes,
+                fetch_policy=fetch_policy,
+                roots=roots,
+                front_page_chunks=front_page_chunks,
+                max_rows=max_rows,
+            )
+            await index._check_model()
+        except BaseException:
+            if store is None:
+                await opened.close()
+            raise
+        return index
+
+    @classmethod
+    def open_sync(cls, path: Source | None = None, **options: object) -> DocumentIndex:
+        """The sync twin of `open` (same arguments)."""
+        return run_sync(cls.open(path, **options))  # type: ignore[arg-type]
+
+    async def __aenter__(self) -> DocumentIndex:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the store (the embedding model is the caller's)."""
+        await self.store.close()
+
+    def close_sync(self) -> None:
+        """The sync twin of `close`."""
+        run_sync(self.close())
+
+    # -- identity -----------------------------------------------------------------------------
+
+    @property
+    def model_id(self) -> str | None:
+        """The embedding model as the index records it (`provider/model`), or None."""
+        model = self.embedding_model
+        return None if model is None else f"{model.provider}/{model.model}"
+
+    @property
+    def pipeline(self) -> str:
+        """How this index makes chunks and vectors; documents made otherwise are redone."""
+        chunker = self.chunker
+        return (
+            f"chunk_size={chunker.chunk_size};chunk_overlap={chunker.chunk_overlap};"
+            f"embedding={self.model_id or '-'}"
+        )
+
+    async def _check_model(self) -> None:
+        """Refuse at once a model other than the one whose vectors the index holds."""
+        model_id = self.model_id
+        info = await self.store.info()
+        if model_id is None or info.embedding_model is None:
+            return
+        dimensions = self.embedding_model.dimensions if self.embedding_model else None
+        await self.store.bind_embedding(model_id, dimensions or info.dimensions or 0)
+
+    # -- adding -------------------------------------------------------------------------------
+
+    async def add(
+        self, sources: Source | Sequence[Source], *, errors: Literal["raise", "report"] = "raise"
+    ) -> IngestReport:
+        """Index files and URLs: new ones added, changed ones replaced, the same ones skipped.
+
+        Args:
+            sources: Paths, `file://` URLs or `http(s)://` URLs.
+            errors: `raise`: after trying every source, raise the failures (one
+                `DocumentError` naming all); `report`: return them in the report.
+
+        Raises:
+            DocumentError: A source could not be indexed (with `errors="raise"`).
+        """
+        listed = [sources] if isinstance(sources, str | os.PathLike) else list(sources)
+        report = IngestReport()
+        async with self._write_lock:
+            held = {d.doc_id: d for d in await self.store.documents()}
+            for source in listed:
+                await self._add_one(source, held, report)
+        if errors == "raise":
+            report.raise_for_failures()
+        return report
+
+    def add_sync(
+        self, sources: Source | Sequence[Source], *, errors: Literal["raise", "report"] = "raise"
+    ) -> IngestReport:
+        """The sync twin of `add`."""
+        return run_sync(self.add(sources, errors=errors))
+
+    async def _add_one(
+        self, source: Source, held: dict[str, DocumentRecord], report: IngestReport
+    ) -> None:
+        shown = os.fspath(source)
+        try:
+            name = normalize_source(source)
+            shown = name
+            loaded = await self._load(name)
+            previous = held.get(document_id(name))
+            if self._unchanged(previous, loaded):
+                report.unchanged.append(name)
+                return
+            record = await self._index(loaded)
+        except DocumentError as exc:
+            report.failed[shown] = exc
+            return
+        held[record.doc_id] = record
+        (report.updated if previous else report.added).append(name)
+
+    async def _load(self, source: str) -> Loaded:
+        if is_url(source):
+            return await self.reader.download(source)
+        return await asyncio.to_thread(self.reader.read_file, source)
+
+    def _unchanged(self, previous: DocumentRecord | None, loaded: Loaded) -> bool:
+        return (
+            previous is not None
+            and previous.content_hash == loaded.content_hash
+            and previous.pipeline == self.pipeline
+        )
+
+    async def _index(self, loaded: Loaded) -> DocumentRecord:
+        """Parse, chunk, embed and store one document; DocumentError on any failure."""
+        doc_id = document_id(loaded.source)
+        document, chunks = await asyncio.to_thread(self._parse, loaded, doc_id)
+        vectors = await self._embed_chunks(loaded.source, chunks)
+        record = DocumentRecord(
+            doc_id=doc_id,
+            source=loaded.source,
+            content_hash=loaded.content_hash,
+            pipeline=self.pipeline,
+            format=document,
+            title=chunks[0].title if chunks else None,
+            size=len(loaded.data),
+            chunk_count=len(chunks),
+            indexed_at=time.time(),
+        )
+        if not chunks:
+            logger.warning("%s has no text to index (a scanned PDF?)", loaded.source)
+        await self.store.put_document(record, chunks, vectors)
+        return record
+
+    def _parse(self, loaded: Loaded, doc_id: str) -> tuple[str, list[Chunk]]:
+        try:
+            parsed = loaded.parse(self.max_rows)
+        except DocumentError:
+            raise
+        except UserError as exc:  # a parser library missing: this document fails, not all
+            raise DocumentError(
+                f"cannot index {loaded.source}: {exc}", source=loaded.source
+            ) from exc
+        return parsed.format, self.chunker.chunks(parsed, doc_id, loaded.source)
+
+    async def _embed_chunks(
+        self, source: str, chunks: list[Chunk]
+    ) -> npt.NDArray[np.float32] | None:
+        model, model_id = self.embedding_model, self.model_id
+        if model is None or model_id is None:
+            return None
+        if not chunks:
+            return np.empty((0, 0), dtype=np.float32)
+        try:
+            vectors = (await model([c.text for c in chunks])).array()
+        except ModelError as exc:
+            raise DocumentError(
+                f"cannot index {source}: embedding its chunks failed: {exc}", source=source
+            ) from exc
+        await self.store.bind_embedding(model_id, int(vectors.shape[1]))
+        return vectors
+
+    # -- folders and removal ------------------------------------------------------------------
+
+    async def sync(
+        self, folder: Source, *, errors: Literal["raise", "report"] = "raise"
+    ) -> IngestReport:
+        """Make the index hold exactly the supported files under `folder`, as they are now.
+
+        New files are added, changed ones indexed again, unchanged ones left alone, and the
+        documents of files gone from the folder dropped. Hidden files and folders (`.git`)
+        and symbolic links are skipped; files of unsupported formats are not indexed.
+
+        Raises:
+            DocumentError: `folder` is not a folder, or a file could not be indexed (with
+                `errors="raise"`, after the others were).
+        """
+        root = normalize_source(folder)
+        if not Path(root).is_dir():
+            raise DocumentError(f"cannot sync {folder}: it is not a folder", source=root)
+        present = await asyncio.to_thread(_supported_files, Path(root))
+        held = await self.store.documents()
+        inside = [d for d in held if d.source.startswith(root.rstrip(os.sep) + os.sep)]
+        gone = [d for d in inside if d.source not in set(present)]
+        report = await self.add(present, errors="report")
+        if gone:
+            async with self._write_lock:
+                await self.store.remove_documents([d.doc_id for d in gone])
+            report.removed.extend(d.source for d in gone)
+        if errors == "raise":
+            report.raise_for_failures()
+        return report
+
+    def sync_sync(
+        self, folder: Source, *, errors: Literal["raise", "report"] = "raise"
+    ) -> IngestReport:
+        """The sync twin of `sync`."""
+        return run_sync(self.sync(folder, errors=errors))
+
+    async def remove(self, sources: Source | Sequence[Source]) -> int:
+        """Drop documents by their paths or URLs; how many the index held."""
+        listed = [sources] if isinstance(sources, str | os.PathLike) else list(sources)
+        ids = [document_id(normalize_source(s)) for s in listed]
+        async with self._write_lock:
+            return await self.store.remove_documents(ids)
+
+    def remove_sync(self, sources: Source | Sequence[Source]) -> int:
+        """The sync twin of `remove`."""
+        return run_sync(self.remove(sources))
+
+    async def documents(self) -> list[DocumentRecord]:
+        """The documents held, in source order."""
+        return await self.store.documents()
+
+    def documents_sync(self) -> list[DocumentRecord]:
+        """The sync twin of `documents`."""
+        return run_sync(self.documents())
+
+    # -- searching ----------------------------------------------------------------------------
+
+    async def search(
+        self,
+        query: str,
+        *,
+        mode: SearchMode | None = None,
+        top_k: int = 5,
+        score_threshold: float | None = None,
+        sources: Sequence[Source] | None = None,
+    ) -> list[SearchHit]:
+        """The chunks that best answer `query`, best first.
+
+        Args:
+            query: The question or keywords.
+            mode: `keyword`, `vector`, `hybrid` or `front_page`; default `hybrid` when the
+                index has an embedding model, else `keyword`.
+            top_k: The most hits returned.
+            score_threshold: Drop hits scoring below it (on the mode's scale: see
+                `SearchHit.score`).
+            sources: Search only these documents (paths or URLs).
+
+        Raises:
+            UserError: A vector or hybrid search on an index without an embedding model, or
+                an unknown mode.
+        """
+        chosen = mode or ("hybrid" if self.embedding_model else "keyword")
+        doc_ids = None if sources is None else [document_id(normalize_source(s)) for s in sources]
+        hits = await self._search(query, chosen, top_k, doc_ids)
+        if score_threshold is not None:
+            hits = [hit for hit in hits if hit.score >= score_threshold]
+        return hits[:top_k]
+
+    def search_sync(
+        self,
+        query: str,
+        *,
+        mode: SearchMode | None = None,
+        top_k: int = 5,
+        score_threshold: float | None = None,
+        sources: Sequence[Source] | None = None,
+    ) -> list[SearchHit]:
+        """The sync twin of `search`."""
+        return run_sync(
+            self.search(
+                query, mode=mode, top_k=top_k, score_threshold=score_threshold, sources=sources
+            )
+        )
+
+    async def _search(
+        self, query: str, mode: str, top_k: int, doc_ids: list[str] | None
+    ) -> list[SearchHit]:
+        if mode == "front_page" or (mode in ("keyword", "hybrid") and not keyword_query(query)):
+            return await self._front_page(doc_ids)
+        if mode == "keyword":
+            return await self.store.keyword_search(query, top_k, doc_ids)
+        if mode == "vector":
+            return await self.store.vector_search(await self._embed_query(query), top_k, doc_ids)
+        if mode == "hybrid":
+            depth = max(top_k, _FUSION_DEPTH)
+            vector = await self._embed_query(query)
+            keyword = await self.store.keyword_search(query, depth, doc_ids)
+            similar = await self.store.vector_search(vector, depth, doc_ids)
+            return reciprocal_rank_fusion([keyword, similar])
+        raise UserError(f"unknown search mode {mode!r}: use keyword, vector, hybrid or front_page")
+
+    async def _front_page(self, doc_ids: list[str] | None) -> list[SearchHit]:
+        chunks = await self.store.front_chunks(self.front_page_chunks, doc_ids)
+        return [SearchHit(chunk, 1.0, "front_page") for chunk in chunks]
+
+    async def _embed_query(self, query: str) -> npt.NDArray[np.float32]:
+        if self.embedding_model is None:
+            raise UserError(
+                "this index has no embedding model: search with mode='keyword', or open it "
+                "with the embedding_model its vectors were made with"
+            )
+        vectors = (await self.embedding_model([query])).array()
+        query_vector: npt.NDArray[np.float32] = vectors[0]
+        return query_vector
+
+
+def _supported_files(root: Path) -> list[str]:
+    """The files under `root` that the parser reads, as resolved paths (no hidden, no links)."""
+    found: list[str] = []
+    for folder, folders, files in os.walk(root):
+        folders[:] = sorted(f for f in folders if not f.startswith("."))
+        for name in sorted(files):
+            path = Path(folder, name)
+            if name.startswith(".") or path.is_symlink() or detect_format(name) is None:
+                continue
+            found.append(str(path))
+    return found

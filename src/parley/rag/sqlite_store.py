@@ -1,0 +1,514 @@
+"""`SQLiteIndexStore`: the embedded index, one local SQLite file.
+
+The file holds the documents, their chunks, each chunk's vector (normalised float32, a blob,
+in a table of its own so that reading chunks never reads vectors) and an FTS5 table for BM25.
+FTS5 is contentless (`content=''`): it keeps only the inverted index, not a second copy of
+the text; deleting a chunk's terms hands FTS5 the text it was indexed with,
+`keyword_text(chunk.text)`, recomputed, so the analyser's version is recorded
+(`meta.keyword_analyzer`) and the FTS table is rebuilt from the chunks when it changes.
+
+Vector search runs in memory (`_vectors.VectorMatrix`) rather than in SQLite: this Python's
+`sqlite3` may not load extensions (pyenv and some distributions build it without), so
+`sqlite-vec` cannot be relied on, and numpy over an in-memory matrix with a sign-bit first
+pass measured faster at 100,000 chunks (`benchmarks/rag.py`). The matrix is loaded when first
+needed and brought up to date after any commit, by this process or another (`PRAGMA
+data_version`), reading only the chunks added since (ids only grow: `AUTOINCREMENT`).
+
+Concurrency: WAL mode, so readers in any number of processes go on while one writer writes;
+writers queue on SQLite's lock (`busy_timeout`). Each write is one transaction (`BEGIN
+IMMEDIATE`), so a crash or an error midway leaves the file as it was before it. Reads run in a
+transaction too, so a search sees one version of the index.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from parley.errors import IndexMismatchError, RetrievalError
+from parley.rag._numpy import np, npt
+from parley.rag._vectors import VectorMatrix, normalized
+from parley.rag.text import keyword_query, keyword_text
+from parley.rag.types import Chunk, DocumentRecord, IndexInfo, SearchHit
+
+__all__ = ["KEYWORD_ANALYZER", "SCHEMA_VERSION", "SQLiteIndexStore"]
+
+SCHEMA_VERSION = 1
+"""The layout of the file; a file of a later one is refused."""
+
+KEYWORD_ANALYZER = "words+cjk-pairs/1"
+"""The version of `parley.rag.text`'s analysis the FTS table was built with."""
+
+T = TypeVar("T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS documents (
+    doc_id TEXT PRIMARY KEY,
+    source TEXT NOT NULL UNIQUE,
+    content_hash TEXT NOT NULL,
+    pipeline TEXT NOT NULL,
+    format TEXT NOT NULL,
+    title TEXT,
+    size INTEGER NOT NULL,
+    chunk_count INTEGER NOT NULL,
+    indexed_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS chunks (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    doc_id TEXT NOT NULL REFERENCES documents (doc_id),
+    idx INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    tokens INTEGER NOT NULL,
+    page INTEGER,
+    slide INTEGER,
+    sheet TEXT,
+    heading TEXT,
+    UNIQUE (doc_id, idx)
+);
+CREATE TABLE IF NOT EXISTS vectors (
+    chunk_id INTEGER PRIMARY KEY REFERENCES chunks (id),
+    vector BLOB NOT NULL
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
+    body, content = '', tokenize = 'porter unicode61 remove_diacritics 2'
+);
+"""
+
+_CHUNK_COLUMNS = (
+    "c.id, c.doc_id, c.idx, c.text, c.tokens, d.source, d.title, c.page, c.slide, c.sheet, "
+    "c.heading"
+)
+_BUSY_MS = 30_000
+
+
+def _chunk(row: Sequence[Any]) -> Chunk:
+    return Chunk(
+        doc_id=row[1],
+        index=row[2],
+        text=row[3],
+        tokens=row[4],
+        source=row[5],
+        title=row[6],
+        page=row[7],
+        slide=row[8],
+        sheet=row[9],
+        heading=row[10],
+    )
+
+
+def _in(values: Sequence[str]) -> str:
+    return ", ".join("?" * len(values))
+
+
+class SQLiteIndexStore:
+    """The embedded `IndexStore`: one SQLite file (see the module docstring).
+
+    Open it with `await SQLiteIndexStore.open(path)`.
+
+    Args:
+        path: The index's file (made, with its folder, if missing).
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._write_lock = threading.Lock()
+        self._read_lock = threading.Lock()
+        self._writer = self._connect()
+        self._reader = self._connect()
+        self._matrix: VectorMatrix | None = None
+        self._seen_version: int | None = None
+
+    @classmethod
+    async def open(cls, path: str | Path) -> SQLiteIndexStore:
+        """Open (or make) the index at `path`.
+
+        Raises:
+            RetrievalError: The file is not an index (or a damaged one), or a later
+                parley's.
+        """
+        return await asyncio.to_thread(cls._open_sync, Path(path))
+
+    @classmethod
+    def _open_sync(cls, path: Path) -> SQLiteIndexStore:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            store = cls(path)
+        except sqlite3.DatabaseError as exc:
+            raise RetrievalError(f"{path} is not a usable index: {exc}") from exc
+        try:
+            store._prepare()
+        except BaseException:
+            store._close_sync()
+            raise
+        return store
+
+    def _connect(self) -> sqlite3.Connection:
+        connection = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        connection.execute(f"PRAGMA busy_timeout = {_BUSY_MS}")
+        connection.execute("PRAGMA synchronous = NORMAL")  # WAL: a crash loses no commit
+        return connection
+
+    def _prepare(self) -> None:
+        try:
+            self._writer.execute("PRAGMA journal_mode = WAL")
+            with self._write() as db:
+                for statement in _SCHEMA.split(";\n"):  # executescript() would COMMIT
+                    if statement.strip():
+                        db.execute(statement)
+                self._check_schema(db)
+        except sqlite3.DatabaseError as exc:
+            raise RetrievalError(f"{self.path} is not a usable index: {exc}") from exc
+
+    def _check_schema(self, db: sqlite3.Connection) -> None:
+        meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+        version = int(meta.get("schema_version", SCHEMA_VERSION))
+        if version > SCHEMA_VERSION:
+            raise RetrievalError(
+                f"{self.path} was made by a later parley (index layout {version}; this one "
+                f"reads {SCHEMA_VERSION}): upgrade parley to use it"
+            )
+        db.execute(
+            "INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+        )
+        if meta.get("keyword_analyzer", KEYWORD_ANALYZER) != KEYWORD_ANALYZER:
+            self._rebuild_keywords(db)
+        db.execute(
+            "INSERT OR REPLACE INTO meta VALUES ('keyword_analyzer', ?)", (KEYWORD_ANALYZER,)
+        )
+
+    def _rebuild_keywords(self, db: sqlite3.Connection) -> None:
+        """The FTS table again from the chunks, after the keyword analysis changed."""
+        db.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('delete-all')")
+        rows = db.execute("SELECT id, text FROM chunks").fetchall()
+        db.executemany(
+            "INSERT INTO chunks_fts (rowid, body) VALUES (?, ?)",
+            ((i, keyword_text(t)) for i, t in rows),
+        )
+
+    # -- transactions -------------------------------------------------------------------------
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: committed whole, or rolled back on any error."""
+        with self._write_lock:
+            db = self._writer
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """One read transaction: every query in it sees the same version of the index."""
+        with self._read_lock:
+            db = self._reader
+            db.execute("BEGIN")
+            try:
+                yield db
+            finally:
+                db.execute("COMMIT")
+
+    async def _run(self, function: Callable[..., T], *args: Any) -> T:
+        return await asyncio.to_thread(function, *args)
+
+    # -- the protocol -------------------------------------------------------------------------
+
+    async def info(self) -> IndexInfo:
+        """The index's embedding model, vector size and layout version."""
+        return await self._run(self._info)
+
+    def _info(self) -> IndexInfo:
+        with self._read() as db:
+            return _info(db)
+
+    async def bind_embedding(self, model: str, dimensions: int) -> None:
+        """Record the embedding model and vector size, or check them.
+
+        Raises:
+            IndexMismatchError: The index holds another model's vectors, or another size.
+        """
+        await self._run(self._bind, model, dimensions)
+
+    def _bind(self, model: str, dimensions: int) -> None:
+        with self._write() as db:
+            held = _info(db)
+            if held.embedding_model is None:
+                db.executemany(
+                    "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                    [("embedding_model", model), ("dimensions", str(dimensions))],
+                )
+                return
+            if (held.embedding_model, held.dimensions) != (model, dimensions):
+                raise IndexMismatchError(
+                    f"the index {self.path} holds vectors of {held.embedding_model} "
+                    f"({held.dimensions} dimensions), not of {model} ({dimensions}): open it "
+                    "with that model, or index into another file"
+                )
+
+    async def documents(self) -> list[DocumentRecord]:
+        """Every document held, in source order."""
+        return await self._run(self._documents)
+
+    def _documents(self) -> list[DocumentRecord]:
+        with self._read() as db:
+            rows = db.execute(
+                "SELECT doc_id, source, content_hash, pipeline, format, title, size, "
+                "chunk_count, indexed_at FROM documents ORDER BY source"
+            ).fetchall()
+        return [DocumentRecord(*row) for row in rows]
+
+    async def put_document(
+        self,
+        document: DocumentRecord,
+        chunks: Sequence[Chunk],
+        vectors: npt.NDArray[np.float32] | None,
+    ) -> None:
+        """Add a document, or replace the one with its id, in one transaction.
+
+        Raises:
+            IndexMismatchError: Vectors of another size, or vectors missing (or given)
+                where the index has (or has no) embedding model.
+        """
+        await self._run(self._put, document, list(chunks), vectors)
+
+    def _put(
+        self,
+        document: DocumentRecord,
+        chunks: list[Chunk],
+        vectors: npt.NDArray[np.float32] | None,
+    ) -> None:
+        if vectors is not None and len(vectors) != len(chunks):
+            raise ValueError(f"{len(chunks)} chunks but {len(vectors)} vectors")
+        with self._write() as db:
+            blobs = self._blobs(db, document, vectors, len(chunks))
+            self._delete(db, [document.doc_id])
+            db.execute(
+                "INSERT INTO documents VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    document.doc_id,
+                    document.source,
+                    document.content_hash,
+                    document.pipeline,
+                    document.format,
+                    document.title,
+                    document.size,
+                    len(chunks),
+                    document.indexed_at or time.time(),
+                ),
+            )
+            db.executemany(
+                "INSERT INTO chunks (doc_id, idx, text, tokens, page, slide, sheet, heading) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    (c.doc_id, c.index, c.text, c.tokens, c.page, c.slide, c.sheet, c.heading)
+                    for c in chunks
+                ),
+            )
+            rows = db.execute(
+                "SELECT id, text FROM chunks WHERE doc_id = ? ORDER BY idx", (document.doc_id,)
+            ).fetchall()
+            db.executemany(
+                "INSERT INTO chunks_fts (rowid, body) VALUES (?, ?)",
+                ((i, keyword_text(t)) for i, t in rows),
+            )
+            if blobs is not None:
+                db.executemany(
+                    "INSERT INTO vectors VALUES (?, ?)",
+                    ((row[0], blob) for row, blob in zip(rows, blobs, strict=True)),
+                )
+
+    def _blobs(
+        self,
+        db: sqlite3.Connection,
+        document: DocumentRecord,
+        vectors: npt.NDArray[np.float32] | None,
+        count: int,
+    ) -> list[bytes] | None:
+        held = _info(db)
+        if vectors is None:
+            if held.embedding_model is not None:
+                raise IndexMismatchError(
+                    f"the index {self.path} embeds with {held.embedding_model}: "
+                    f"{document.source} needs its vectors (open the index with that model)"
+                )
+            return None
+        if held.dimensions is None:
+            raise IndexMismatchError(
+                f"the index {self.path} has no embedding model: bind_embedding() first"
+            )
+        if not count:
+            return []
+        return [row.tobytes() for row in normalized(vectors, held.dimensions)]
+
+    def _delete(self, db: sqlite3.Connection, doc_ids: Sequence[str]) -> int:
+        marks = _in(doc_ids)
+        old = db.execute(f"SELECT id, text FROM chunks WHERE doc_id IN ({marks})", doc_ids)
+        db.executemany(
+            "INSERT INTO chunks_fts (chunks_fts, rowid, body) VALUES ('delete', ?, ?)",
+            ((i, keyword_text(t)) for i, t in old.fetchall()),
+        )
+        db.execute(
+            f"DELETE FROM vectors WHERE chunk_id IN "
+            f"(SELECT id FROM chunks WHERE doc_id IN ({marks}))",
+            doc_ids,
+        )
+        db.execute(f"DELETE FROM chunks WHERE doc_id IN ({marks})", doc_ids)
+        gone = db.execute(f"DELETE FROM documents WHERE doc_id IN ({marks})", doc_ids)
+        return gone.rowcount
+
+    async def remove_documents(self, doc_ids: Sequence[str]) -> int:
+        """Drop these documents with their chunks and vectors; how many were held."""
+        if not doc_ids:
+            return 0
+        return await self._run(self._remove, list(doc_ids))
+
+    def _remove(self, doc_ids: list[str]) -> int:
+        with self._write() as db:
+            return self._delete(db, doc_ids)
+
+    async def chunks(self, doc_id: str) -> list[Chunk]:
+        """A document's chunks in order."""
+        return await self._run(self._chunks, doc_id)
+
+    def _chunks(self, doc_id: str) -> list[Chunk]:
+        with self._read() as db:
+            rows = db.execute(
+                f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d USING (doc_id) "
+                "WHERE c.doc_id = ? ORDER BY c.idx",
+                (doc_id,),
+            ).fetchall()
+        return [_chunk(row) for row in rows]
+
+    async def keyword_search(
+        self, query: str, top_k: int, doc_ids: Sequence[str] | None = None
+    ) -> list[SearchHit]:
+        """The `top_k` best chunks by BM25 (FTS5's, negated so that higher is better)."""
+        terms = keyword_query(query)
+        if not terms or top_k <= 0 or (doc_ids is not None and not doc_ids):
+            return []
+        return await self._run(self._keyword, terms, top_k, doc_ids)
+
+    def _keyword(
+        self, terms: list[str], top_k: int, doc_ids: Sequence[str] | None
+    ) -> list[SearchHit]:
+        match = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+        where, parameters = "", [match]
+        if doc_ids is not None:
+            where = f"AND c.doc_id IN ({_in(doc_ids)})"
+            parameters += list(doc_ids)
+        with self._read() as db:
+            rows = db.execute(
+                f"SELECT {_CHUNK_COLUMNS}, bm25(chunks_fts) AS rank FROM chunks_fts "
+                "JOIN chunks c ON c.id = chunks_fts.rowid JOIN documents d USING (doc_id) "
+                f"WHERE chunks_fts MATCH ? {where} ORDER BY rank LIMIT ?",
+                [*parameters, top_k],
+            ).fetchall()
+        return [SearchHit(_chunk(row), -float(row[-1]), "keyword") for row in rows]
+
+    async def vector_search(
+        self,
+        vector: npt.NDArray[np.float32],
+        top_k: int,
+        doc_ids: Sequence[str] | None = None,
+    ) -> list[SearchHit]:
+        """The `top_k` chunks most similar to `vector` (cosine).
+
+        Raises:
+            IndexMismatchError: The vector's size is not the index's, or the index has no
+                embedding model.
+        """
+        if top_k <= 0 or (doc_ids is not None and not doc_ids):
+            return []
+        return await self._run(self._vector, vector, top_k, doc_ids)
+
+    def _vector(
+        self, vector: npt.NDArray[np.float32], top_k: int, doc_ids: Sequence[str] | None
+    ) -> list[SearchHit]:
+        with self._read() as db:
+            matrix = self._fresh_matrix(db)
+            found = matrix.search(vector, top_k, doc_ids)
+            if not found:
+                return []
+            ids = [i for i, _ in found]
+            rows = db.execute(
+                f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d USING (doc_id) "
+                f"WHERE c.id IN ({', '.join('?' * len(ids))})",
+                ids,
+            ).fetchall()
+        by_id = {row[0]: _chunk(row) for row in rows}
+        return [SearchHit(by_id[i], score, "vector") for i, score in found]
+
+    def _fresh_matrix(self, db: sqlite3.Connection) -> VectorMatrix:
+        """The in-memory matrix, brought up to date with the file (inside a read)."""
+        info = _info(db)
+        if info.dimensions is None:
+            raise IndexMismatchError(f"the index {self.path} has no vectors (no embedding model)")
+        version = int(db.execute("PRAGMA data_version").fetchone()[0])
+        matrix = self._matrix
+        if matrix is None or matrix.dimensions != info.dimensions:
+            matrix = self._matrix = VectorMatrix(info.dimensions)
+        elif version == self._seen_version:
+            return matrix
+        # The chunks' ids come from the (doc_id, idx) index, which holds them: no blob is read.
+        kept = np.fromiter((row[0] for row in db.execute("SELECT id FROM chunks")), np.int64)
+        newest = int(matrix.ids.max()) if len(matrix) else 0
+        added = db.execute(
+            "SELECT v.chunk_id, c.doc_id, v.vector FROM vectors v JOIN chunks c "
+            "ON c.id = v.chunk_id WHERE v.chunk_id > ? ORDER BY v.chunk_id",
+            (newest,),
+        ).fetchall()
+        vectors = np.frombuffer(b"".join(r[2] for r in added), dtype=np.float32)
+        matrix.apply(kept, [r[0] for r in added], [r[1] for r in added], vectors)
+        self._seen_version = version
+        return matrix
+
+    async def front_chunks(
+        self, per_document: int, doc_ids: Sequence[str] | None = None
+    ) -> list[Chunk]:
+        """The first `per_document` chunks of each document, documents in source order."""
+        if per_document <= 0 or (doc_ids is not None and not doc_ids):
+            return []
+        return await self._run(self._front, per_document, doc_ids)
+
+    def _front(self, per_document: int, doc_ids: Sequence[str] | None) -> list[Chunk]:
+        where, parameters = "", list[object]([per_document])
+        if doc_ids is not None:
+            where = f"AND c.doc_id IN ({_in(doc_ids)})"
+            parameters += list(doc_ids)
+        with self._read() as db:
+            rows = db.execute(
+                f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d USING (doc_id) "
+                f"WHERE c.idx < ? {where} ORDER BY d.source, c.idx",
+                parameters,
+            ).fetchall()
+        return [_chunk(row) for row in rows]
+
+    async def close(self) -> None:
+        """Close the file's connections and drop the in-memory vectors."""
+        await self._run(self._close_sync)
+
+    def _close_sync(self) -> None:
+        with self._write_lock, self._read_lock:
+            self._writer.close()
+            self._reader.close()
+            self._matrix = None
+
+
+def _info(db: sqlite3.Connection) -> IndexInfo:
+    meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+    dimensions = meta.get("dimensions")
+    return IndexInfo(
+        embedding_model=meta.get("embedding_model"),
+        dimensions=int(dimensions) if dimensions else None,
+        schema_version=int(meta.get("schema_version", SCHEMA_VERSION)),
+    )
