@@ -5,11 +5,12 @@ chunks of at most `chunk_size` tokens. A paragraph longer than that is cut at it
 and a sentence longer than that at its words (at its characters for text without spaces); a
 long table is cut at its rows, each piece under the table's first row. A new chunk starts
 with the end of the previous one, at most `chunk_overlap` tokens of it, in whole sentences,
-so that a passage cut between two chunks is whole in one of them.
+so that a passage cut between two chunks is whole in one of them. A heading starts a new
+chunk (without overlap) once the current one is half full.
 
-Chunks keep where they came from: the PDF page they start on (a PDF's pages flow into each
-other, as its paragraphs do), the slide or the sheet they are on (a chunk never spans two
-slides or sheets), and the nearest heading above them (Markdown and Word `#` headings, a
+Chunks keep where they came from: the PDF page, the slide or the sheet they are on (a chunk
+never spans two, so that a citation names the right page, at the cost of a short chunk at
+the end of a page), and the nearest heading above them (Markdown and Word `#` headings, a
 slide's title). A slide's title and a sheet's name are also written at the top of its first
 chunk, so that keyword and vector search see them.
 """
@@ -112,17 +113,14 @@ class Chunker:
     # -- units ---------------------------------------------------------------------------------
 
     def _runs(self, document: ParsedDocument) -> Iterator[list[_Unit]]:
-        """The units of each stretch that chunks may span: all pages, or one slide or sheet."""
+        """The units of each section (page, slide, sheet, or the whole document), in order."""
         heading: str | None = None
-        run: list[_Unit] = []
         for section in document.sections:
+            run: list[_Unit] = []
             if section.kind in ("slide", "sheet"):
-                if run:
-                    yield run
                 heading = section.title
-                run = []
-            if section.kind in ("slide", "sheet") and section.title:
-                run.append(self._unit(f"# {section.title}", section, heading))
+                if section.title:
+                    run.append(self._unit(f"# {section.title}", section, heading))
             for item in section.items:
                 match = _HEADING.match(item.text) if item.kind == "text" else None
                 if match:
@@ -131,11 +129,8 @@ class Chunker:
                     run.extend(self._table(item.text, section, heading))
                 else:
                     run.extend(self._paragraph(item.text, section, heading))
-            if section.kind in ("slide", "sheet"):
+            if run:
                 yield run
-                run = []
-        if run:
-            yield run
 
     def _unit(self, text: str, section: Section, heading: str | None, joiner: str = _JOIN) -> _Unit:
         return _Unit(text, self.count(text), section, heading, joiner)
@@ -215,7 +210,11 @@ class Chunker:
         fresh = False  # whether `current` holds more than the carried-over tail
         for unit in units:
             cost = unit.tokens + (1 if current else 0)
-            if fresh and used + cost > self.chunk_size:
+            if fresh and _HEADING.match(unit.text) and used >= self.chunk_size // 2:
+                # A new section starts a new chunk, unless the chunk is still short.
+                yield _text(current), current[0]
+                current, used, cost = [], 0, unit.tokens
+            elif fresh and used + cost > self.chunk_size:
                 yield _text(current), current[0]
                 current = self._tail(current, unit.tokens)
                 used = sum(u.tokens + 1 for u in current)
