@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.resources
+import itertools
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -30,15 +31,18 @@ def exact_counter() -> Callable[[str], int]:
         r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++"""
         r"""[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
     )
-    encoding = tiktoken.Encoding("cl100k_test", pat_str=pattern, mergeable_ranks=ranks,
-                                 special_tokens={})
+    encoding = tiktoken.Encoding(
+        "cl100k_test", pat_str=pattern, mergeable_ranks=ranks, special_tokens={}
+    )
     return lambda text: len(encoding.encode(text, disallowed_special=()))
 
 
 def essay(paragraphs: int, sentences: int = 6) -> str:
     """Numbered sentences, so a test can tell any piece from any other."""
     return "\n\n".join(
-        " ".join(f"Sentence {p}.{s} talks about topic {p * 100 + s} at length." for s in range(sentences))
+        " ".join(
+            f"Sentence {p}.{s} talks about topic {p * 100 + s} at length." for s in range(sentences)
+        )
         for p in range(paragraphs)
     )
 
@@ -63,9 +67,10 @@ def test_chunks_fit_overlap_and_cover_every_sentence(counter: str) -> None:
     for sentence in sentences:
         assert any(sentence in c.text for c in chunks), sentence
     # Each chunk starts with the end of the one before (whole sentences, within the overlap).
-    for before, after in zip(chunks, chunks[1:], strict=False):
+    for before, after in itertools.pairwise(chunks):
         first = re.match(r"Sentence \d+\.\d+ [^.]+\.", after.text)
-        assert first is not None and first.group() in before.text
+        assert first is not None
+        assert first.group() in before.text
         shared = after.text[: after.text.index(first.group()) + len(first.group())]
         assert count(shared) <= 20
 
@@ -88,21 +93,26 @@ def test_a_sentence_longer_than_a_chunk_is_cut_at_words_and_cjk_at_characters() 
 
 def test_pdf_chunks_know_their_page(tmp_path: Path) -> None:
     require_module("pypdf", "tools")
-    pages = [[f"Page {p} line {i} about the subject of page {p}." for i in range(4)] for p in (1, 2, 3)]
+    pages = [
+        [f"Page {p} line {i} about the subject of page {p}." for i in range(4)] for p in (1, 2, 3)
+    ]
     document = parse_document(str(write_pdf(tmp_path / "r.pdf", pages)))
     chunks = Chunker(30, 0, estimate_text_tokens).chunks(document, "d", "r.pdf")
     assert {c.page for c in chunks} == {1, 2, 3}
     for chunk in chunks:
         first_line = re.search(r"Page (\d) line", chunk.text)
-        assert first_line is not None and int(first_line.group(1)) == chunk.page
+        assert first_line is not None
+        assert int(first_line.group(1)) == chunk.page
 
 
 def test_slides_are_never_mixed_and_their_titles_lead(tmp_path: Path) -> None:
     document = parse_document(str(write_pptx(tmp_path / "deck.pptx")))
     chunks = Chunker(500, 50, estimate_text_tokens).chunks(document, "d", "deck.pptx")
     assert [(c.slide, c.heading) for c in chunks] == [(1, "Launch plan"), (2, "Budget")]
-    assert chunks[0].text.startswith("# Launch plan") and "Ship in March" in chunks[0].text
-    assert "Budget" not in chunks[0].text and "Ship" not in chunks[1].text
+    assert chunks[0].text.startswith("# Launch plan")
+    assert "Ship in March" in chunks[0].text
+    assert "Budget" not in chunks[0].text
+    assert "Ship" not in chunks[1].text
     assert "| Ads | 300 |" in chunks[1].text
 
 
@@ -120,7 +130,8 @@ def test_sheets_keep_their_names_and_long_tables_repeat_their_first_row(tmp_path
     big = Chunker(100, 0, estimate_text_tokens).chunks(
         parse_document(str(tmp_path / "book.xlsx")), "d", "book.xlsx"
     )
-    assert len(big) > 3 and {c.sheet for c in big} == {"Orders"}
+    assert len(big) > 3
+    assert {c.sheet for c in big} == {"Orders"}
     assert all("| Order | Customer | Total |" in c.text for c in big)
     rows = [r for c in big for r in re.findall(r"\| (\d+) \| customer", c.text)]
     assert sorted(map(int, rows)) == list(range(200))

@@ -27,7 +27,10 @@ def folder(tmp_path: Path) -> Path:
     require_module("pypdf", "tools")
     write_pdf(
         docs / "manual.pdf",
-        [["Installing the pump", "Bolt it to the floor."], ["Servicing", "Replace the impeller yearly."]],
+        [
+            ["Installing the pump", "Bolt it to the floor."],
+            ["Servicing", "Replace the impeller yearly."],
+        ],
     )
     write_docx(docs / "report.docx")
     write_pptx(docs / "deck.pptx")
@@ -59,7 +62,8 @@ async def test_every_format_is_indexed_with_where_its_text_is(
     index: DocumentIndex, folder: Path
 ) -> None:
     report = await index.sync(folder)
-    assert len(report.added) == 8 and not report.failed
+    assert len(report.added) == 8
+    assert not report.failed
 
     pdf = await first(index, "impeller")
     assert (Path(pdf.source).name, pdf.page, pdf.mode) == ("manual.pdf", 2, "keyword")
@@ -261,7 +265,7 @@ async def test_bad_sources_fail_by_name_and_the_good_ones_are_indexed(
 async def test_a_single_failure_is_raised_as_itself_and_report_mode_returns_it(
     index: DocumentIndex, folder: Path
 ) -> None:
-    with pytest.raises(DocumentError, match="missing.txt: no such file") as raised:
+    with pytest.raises(DocumentError, match=r"missing\.txt: no such file") as raised:
         await index.add(folder / "missing.txt")
     assert raised.value.source == str(folder / "missing.txt")
     report = await index.add([folder / "missing.txt", folder / "notes.txt"], errors="report")
@@ -272,7 +276,7 @@ async def test_a_single_failure_is_raised_as_itself_and_report_mode_returns_it(
 async def test_a_corrupt_new_version_keeps_the_old_one(index: DocumentIndex, folder: Path) -> None:
     await index.add(folder / "manual.pdf")
     (folder / "manual.pdf").write_bytes(b"%PDF-1.4\ngarbage")
-    with pytest.raises(DocumentError, match="manual.pdf"):
+    with pytest.raises(DocumentError, match=r"manual\.pdf"):
         await index.add(folder / "manual.pdf")
     assert Path((await first(index, "impeller")).source).name == "manual.pdf"
 
@@ -280,7 +284,9 @@ async def test_a_corrupt_new_version_keeps_the_old_one(index: DocumentIndex, fol
 async def test_urls_are_indexed_when_the_policy_allows_their_host(
     tmp_path: Path, site: Site
 ) -> None:
-    site.routes["/faq"] = Body(b"<html><title>FAQ</title><p>Parcels ship daily.</p></html>", "text/html")
+    site.routes["/faq"] = Body(
+        b"<html><title>FAQ</title><p>Parcels ship daily.</p></html>", "text/html"
+    )
     policy = FetchPolicy(allowed_hosts=("127.0.0.1",), max_bytes=10_000)
     async with await DocumentIndex.open(tmp_path / "i.db", fetch_policy=policy) as index:
         url = f"{site.base}/faq"
@@ -295,7 +301,7 @@ async def test_roots_confine_the_paths_an_index_reads(tmp_path: Path, folder: Pa
     outside.write_text("password")
     async with await DocumentIndex.open(tmp_path / "i.db", roots=[folder]) as index:
         await index.add(folder / "notes.txt")
-        with pytest.raises(DocumentError, match="secret.txt"):
+        with pytest.raises(DocumentError, match=r"secret\.txt"):
             await index.add(outside)
         assert await index.search("password") == []
 

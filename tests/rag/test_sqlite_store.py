@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from parley.errors import IndexMismatchError, RetrievalError
-from parley.rag import Chunk, DocumentRecord, IndexStore, SQLiteIndexStore, document_id
-from parley.rag import _vectors
+from parley.rag import Chunk, DocumentRecord, IndexStore, SQLiteIndexStore, _vectors, document_id
 
 
 def record(source: str, content_hash: str = "h1", chunks: int = 0) -> DocumentRecord:
@@ -70,10 +69,14 @@ async def test_keyword_search_ranks_by_bm25_and_keeps_where_chunks_came_from(
 async def test_keyword_search_stems_and_reads_cjk(store: SQLiteIndexStore) -> None:
     await store.put_document(
         record("zh"),
-        chunks_for("zh", ["自然语言处理是人工智能的一个分支", "天气预报说明天下雨", "running shoes"]),
+        chunks_for(
+            "zh", ["自然语言处理是人工智能的一个分支", "天气预报说明天下雨", "running shoes"]
+        ),
         None,
     )
-    assert [h.text for h in await store.keyword_search("语言", 5)] == ["自然语言处理是人工智能的一个分支"]
+    assert [h.text for h in await store.keyword_search("语言", 5)] == [
+        "自然语言处理是人工智能的一个分支"
+    ]
     assert [h.text for h in await store.keyword_search("明天会下雨吗", 5)] == ["天气预报说明天下雨"]
     assert [h.text for h in await store.keyword_search("shoe runs", 5)] == ["running shoes"]
 
@@ -177,7 +180,9 @@ async def test_a_second_store_on_the_file_sees_every_commit(tmp_path: Path) -> N
             "east"
         ]
         await writer.put_document(record("b"), chunks_for("b", ["north"]), np.array([[0.0, 1.0]]))
-        await writer.put_document(record("a", "h2"), chunks_for("a", ["west"]), np.array([[-1, 0.0]]))
+        await writer.put_document(
+            record("a", "h2"), chunks_for("a", ["west"]), np.array([[-1, 0.0]])
+        )
         hits = await reader.vector_search(np.array([1, 0], np.float32), 5)
         assert [h.text for h in hits] == ["north", "west"]  # the reader's matrix caught up
         assert [h.text for h in await reader.keyword_search("west", 5)] == ["west"]
@@ -189,7 +194,7 @@ async def test_a_second_store_on_the_file_sees_every_commit(tmp_path: Path) -> N
 async def test_a_file_that_is_not_an_index_is_refused_with_its_name(tmp_path: Path) -> None:
     junk = tmp_path / "notes.txt"
     junk.write_bytes(b"this is not a database at all " * 200)
-    with pytest.raises(RetrievalError, match="notes.txt is not a usable index"):
+    with pytest.raises(RetrievalError, match=r"notes\.txt is not a usable index"):
         await SQLiteIndexStore.open(junk)
 
 
