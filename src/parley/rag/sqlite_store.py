@@ -157,7 +157,10 @@ class SQLiteIndexStore:
 
     def _prepare(self) -> None:
         try:
-            self._writer.execute("PRAGMA journal_mode = WAL")
+            if self._ready():
+                return  # opening an index that is there takes no write lock
+            if self._writer.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                self._writer.execute("PRAGMA journal_mode = WAL")
             with self._write() as db:
                 for statement in _SCHEMA.split(";\n"):  # executescript() would COMMIT
                     if statement.strip():
@@ -165,6 +168,16 @@ class SQLiteIndexStore:
                 self._check_schema(db)
         except sqlite3.DatabaseError as exc:
             raise RetrievalError(f"{self.path} is not a usable index: {exc}") from exc
+
+    def _ready(self) -> bool:
+        """Whether the file already holds this layout and keyword analysis (a read only)."""
+        with self._read() as db:
+            if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone():
+                return False
+            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+        return meta.get("schema_version") == str(SCHEMA_VERSION) and (
+            meta.get("keyword_analyzer") == KEYWORD_ANALYZER
+        )
 
     def _check_schema(self, db: sqlite3.Connection) -> None:
         meta = dict(db.execute("SELECT key, value FROM meta").fetchall())

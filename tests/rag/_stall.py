@@ -1,0 +1,40 @@
+"""A writer process for the durability tests: `python -m tests.rag._stall INDEX SOURCE...`.
+
+It indexes the sources with a `DocumentIndex`, but stops inside the write transaction of any
+chunk whose text holds `STALL`: it prints `stalled` and waits for a line on stdin (the test
+then reads the index, and lets it go on or kills it). It prints `done` when it finishes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from parley.rag import DocumentIndex, sqlite_store
+
+STALL = "STALLHERE"
+
+
+def main() -> None:
+    path, *sources = sys.argv[1:]
+    analyse = sqlite_store.keyword_text
+
+    def stalling(text: str) -> str:
+        # Called for the new chunks' terms, inside the document's transaction.
+        if STALL in text:
+            print("stalled", flush=True)
+            sys.stdin.readline()
+        return analyse(text)
+
+    sqlite_store.keyword_text = stalling  # type: ignore[assignment]
+
+    async def run() -> None:
+        async with await DocumentIndex.open(path) as index:
+            await index.add(sources)
+        print("done", flush=True)
+
+    asyncio.run(run())
+
+
+if __name__ == "__main__":
+    main()
