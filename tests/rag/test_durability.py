@@ -74,7 +74,7 @@ def indexed(tmp_path: Path, docs: Path) -> Path:
 def texts(path: Path, query: str) -> list[str]:
     index = DocumentIndex.open_sync(path)
     try:
-        return [hit.text for hit in index.search_sync(query, top_k=10)]
+        return [hit.text for hit in index.search_sync(query, top_k=10, mode="keyword")]
     finally:
         index.close_sync()
 
@@ -115,14 +115,16 @@ def test_readers_see_the_old_document_until_the_new_one_commits(
     try:
         assert writer.stdout is not None
         assert writer.stdout.readline() == "stalled\n"
-        assert [h.text for h in reader.search_sync("alpha")] == ["The original alpha text."]
+        assert [h.text for h in reader.search_sync("alpha", mode="keyword")] == [
+            "The original alpha text."
+        ]
         writer.communicate("go on\n", timeout=60)
         assert writer.returncode == 0
         # The same reader (its vectors and statements cached) sees the new version whole.
-        assert [h.text for h in reader.search_sync("alpha")] == [
+        assert [h.text for h in reader.search_sync("alpha", mode="keyword")] == [
             f"The replacement alpha text {STALL}."
         ]
-        assert reader.search_sync("original") == []
+        assert reader.search_sync("original", mode="keyword") == []
     finally:
         finish(writer)
         reader.close_sync()
@@ -145,7 +147,9 @@ def test_an_error_inside_a_documents_write_rolls_it_back(
     try:
         with pytest.raises(RuntimeError, match="disk on fire"):
             index.add_sync(docs / "a.txt")
-        assert [h.text for h in index.search_sync("alpha")] == ["The original alpha text."]
+        assert [h.text for h in index.search_sync("alpha", mode="keyword")] == [
+            "The original alpha text."
+        ]
     finally:
         index.close_sync()
     assert rows(indexed) == before
@@ -171,6 +175,10 @@ async def test_an_error_between_documents_keeps_those_done_and_leaves_the_rest(
             await index.add([docs / "c.txt", docs / "a.txt"])
     monkeypatch.undo()
     async with await DocumentIndex.open(indexed) as index:
-        assert [h.text for h in await index.search("charlie")] == ["Charlie is new."]
-        assert [h.text for h in await index.search("alpha")] == ["The original alpha text."]
+        assert [h.text for h in await index.search("charlie", mode="keyword")] == [
+            "Charlie is new."
+        ]
+        assert [h.text for h in await index.search("alpha", mode="keyword")] == [
+            "The original alpha text."
+        ]
     rows(indexed)  # and the file is sound

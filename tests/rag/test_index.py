@@ -53,7 +53,7 @@ async def index(tmp_path: Path) -> AsyncIterator[DocumentIndex]:
 
 
 async def first(index: DocumentIndex, query: str) -> Any:
-    hits = await index.search(query, top_k=1)
+    hits = await index.search(query, top_k=1, mode="keyword")
     assert hits, f"nothing found for {query!r}"
     return hits[0]
 
@@ -75,7 +75,7 @@ async def test_every_format_is_indexed_with_where_its_text_is(
     assert (Path(word.source).name, word.chunk.title) == ("report.docx", "Quarterly report")
     html = await first(index, "office closes")
     assert html.chunk.title == "Holiday notice"
-    assert await index.search("scriptword") == []  # a script is not the page's text
+    assert await index.search("scriptword", mode="keyword") == []  # a script is not the page's text
     assert Path((await first(index, "gadget")).source).name == "prices.csv"
     assert Path((await first(index, "refund window")).source).name == "guide.md"
     assert Path((await first(index, "milk")).source).name == "notes.txt"
@@ -126,8 +126,8 @@ async def test_sync_updates_changed_files_drops_removed_ones_and_leaves_the_rest
             str(p) for p in folder.iterdir() if p.name not in ("guide.md", "new.md")
         )
         assert (await first(index, "refund window")).text.endswith("sixty days.")
-        assert await index.search("thirty") == []
-        assert await index.search("impeller") == []
+        assert await index.search("thirty", mode="keyword") == []
+        assert await index.search("impeller", mode="keyword") == []
         assert Path((await first(index, "kayaks")).source).name == "new.md"
         # Unchanged documents were not rewritten: the same rows, the same ids, the same times.
         assert {s: _rows(path, s) for s in (notes, report)} == before
@@ -152,7 +152,7 @@ async def test_add_skips_the_same_bytes_and_redoes_documents_chunked_otherwise(
 async def test_remove_drops_documents_by_path(index: DocumentIndex, folder: Path) -> None:
     await index.sync(folder)
     assert await index.remove([folder / "notes.txt", folder / "absent.txt"]) == 1
-    assert await index.search("milk") == []
+    assert await index.search("milk", mode="keyword") == []
     assert len(await index.documents()) == 7
 
 
@@ -175,20 +175,30 @@ async def test_top_k_score_threshold_and_sources_narrow_the_hits(
     for n in range(6):
         (folder / f"pump{n}.txt").write_text("pump " * (n + 1) + "filler words here")
     await index.sync(folder)
-    hits = await index.search("pump", top_k=3)
+    hits = await index.search("pump", top_k=3, mode="keyword")
     assert [Path(h.source).name for h in hits] == ["pump5.txt", "pump4.txt", "pump3.txt"]
     cut = hits[1].score
-    assert [h.score >= cut for h in await index.search("pump", top_k=10, score_threshold=cut)]
-    assert len(await index.search("pump", top_k=10, score_threshold=cut)) == 2
-    narrowed = await index.search("pump", top_k=10, sources=[folder / "pump0.txt"])
+    assert [
+        h.score >= cut
+        for h in await index.search("pump", top_k=10, score_threshold=cut, mode="keyword")
+    ]
+    assert len(await index.search("pump", top_k=10, score_threshold=cut, mode="keyword")) == 2
+    narrowed = await index.search("pump", top_k=10, sources=[folder / "pump0.txt"], mode="keyword")
     assert [Path(h.source).name for h in narrowed] == ["pump0.txt"]
 
 
-async def test_vector_search_needs_an_embedding_model(index: DocumentIndex) -> None:
-    with pytest.raises(UserError, match="no embedding model"):
-        await index.search("anything", mode="vector")
-    with pytest.raises(UserError, match="unknown search mode"):
-        await index.search("anything", mode="fuzzy")  # type: ignore[arg-type]
+async def test_an_index_without_a_model_searches_keywords_only(
+    tmp_path: Path, folder: Path
+) -> None:
+    async with await DocumentIndex.open(tmp_path / "kw.db", embedding_model=None) as index:
+        await index.add(folder / "guide.md")
+        assert (await index.search("refund"))[0].mode == "keyword"  # the default mode
+        with pytest.raises(UserError, match="no embedding model"):
+            await index.search("anything", mode="vector")
+        with pytest.raises(UserError, match="no embedding model"):
+            await index.search("anything", mode="hybrid")
+        with pytest.raises(UserError, match="unknown search mode"):
+            await index.search("anything", mode="fuzzy")  # type: ignore[arg-type]
 
 
 def test_the_sync_twins_work_from_plain_code(tmp_path: Path, folder: Path) -> None:
@@ -196,7 +206,10 @@ def test_the_sync_twins_work_from_plain_code(tmp_path: Path, folder: Path) -> No
     try:
         assert len(index.sync_sync(folder).added) == 8
         assert index.add_sync(folder / "notes.txt").unchanged == [str(folder / "notes.txt")]
-        assert Path(index.search_sync("impeller", top_k=1)[0].source).name == "manual.pdf"
+        assert (
+            Path(index.search_sync("impeller", top_k=1, mode="keyword")[0].source).name
+            == "manual.pdf"
+        )
         assert index.remove_sync(folder / "notes.txt") == 1
         assert len(index.documents_sync()) == 7
     finally:
@@ -303,7 +316,7 @@ async def test_roots_confine_the_paths_an_index_reads(tmp_path: Path, folder: Pa
         await index.add(folder / "notes.txt")
         with pytest.raises(DocumentError, match=r"secret\.txt"):
             await index.add(outside)
-        assert await index.search("password") == []
+        assert await index.search("password", mode="keyword") == []
 
 
 async def test_an_index_store_can_be_given(tmp_path: Path, folder: Path) -> None:

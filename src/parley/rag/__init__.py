@@ -20,7 +20,7 @@ Needs the `rag` extra (`pip install 'parley[rag]'`: numpy and the document parse
 
 from parley.rag.chunking import Chunker
 from parley.rag.fusion import RRF_K, reciprocal_rank_fusion
-from parley.rag.index import DocumentIndex, IngestReport
+from parley.rag.index import DEFAULT, DocumentIndex, IngestReport
 from parley.rag.sqlite_store import SQLiteIndexStore
 from parley.rag.store import IndexStore
 from parley.rag.text import keyword_query, keyword_text
@@ -34,6 +34,7 @@ from parley.rag.types import (
 )
 
 __all__ = [
+    "DEFAULT",
     "RRF_K",
     "Chunk",
     "Chunker",

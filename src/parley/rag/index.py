@@ -26,6 +26,7 @@ Every method has a sync twin (`add_sync`, `sync_sync`, `search_sync`, ...).
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import os
 import time
@@ -50,7 +51,7 @@ from parley.rag.types import Chunk, DocumentRecord, SearchHit, SearchMode, docum
 from parley.tools.builtin._net import FetchPolicy
 from parley.tools.builtin.doc_parser import detect_format
 
-__all__ = ["DocumentIndex", "IngestReport"]
+__all__ = ["DEFAULT", "DocumentIndex", "IngestReport"]
 
 logger = logging.getLogger("parley.rag")
 
@@ -58,6 +59,20 @@ _MAX_BYTES = 50 * 1024 * 1024
 _FUSION_DEPTH = 50  # each search's ranking fused in hybrid mode: at least this deep
 
 Source = str | os.PathLike[str]
+
+
+class _Default(enum.Enum):
+    MODEL = "the embedded local model"
+
+
+DEFAULT = _Default.MODEL
+"""`embedding_model`'s default: `LocalEmbeddingModel()` (all-MiniLM-L6-v2, on this machine)."""
+
+
+def _default_model() -> EmbeddingModel[Any]:
+    from parley.embeddings.local import LocalEmbeddingModel  # noqa: PLC0415  (onnxruntime)
+
+    return LocalEmbeddingModel()
 
 
 @dataclass
@@ -100,7 +115,8 @@ class DocumentIndex:
 
     Args:
         store: Where the index lives.
-        embedding_model: Embeds chunks and queries; None for keyword search only.
+        embedding_model: Embeds chunks and queries; None for keyword search only (`open`
+            gives the embedded local model by default).
         chunk_size: The most tokens per chunk (Qwen-Agent's default, 500).
         chunk_overlap: The most tokens a chunk repeats of the one before.
         max_file_bytes: The largest file or download read.
@@ -137,7 +153,7 @@ class DocumentIndex:
         path: Source | None = None,
         *,
         store: IndexStore | None = None,
-        embedding_model: EmbeddingModel[Any] | None = None,
+        embedding_model: EmbeddingModel[Any] | _Default | None = DEFAULT,
         chunk_size: int = 500,
         chunk_overlap: int = 50,
         max_file_bytes: int = _MAX_BYTES,
@@ -148,6 +164,10 @@ class DocumentIndex:
     ) -> DocumentIndex:
         """Open the index in the SQLite file at `path` (made if missing), or in `store`.
 
+        `embedding_model` embeds chunks and queries: by default the embedded local model
+        (`parley.embeddings.local`, extra `embeddings`); None for keyword search only. An
+        index keeps the vectors of one model: open it again with that model.
+
         Raises:
             IndexMismatchError: The index holds vectors of another embedding model.
             RetrievalError: The file is not an index.
@@ -155,11 +175,12 @@ class DocumentIndex:
         """
         if (path is None) == (store is None):
             raise UserError("give DocumentIndex.open either a path or a store")
+        model = _default_model() if embedding_model is DEFAULT else embedding_model
         opened = store if store is not None else await SQLiteIndexStore.open(Path(path or ""))
         try:
             index = cls(
                 opened,
-                embedding_model,
+                model,
                 chunk_size=chunk_size,
                 chunk_overlap=chunk_overlap,
                 max_file_bytes=max_file_bytes,

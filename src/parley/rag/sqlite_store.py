@@ -253,20 +253,26 @@ class SQLiteIndexStore:
         await self._run(self._bind, model, dimensions)
 
     def _bind(self, model: str, dimensions: int) -> None:
+        if self._check_binding(self._info(), model, dimensions):
+            return  # bound already: checking takes no write lock
         with self._write() as db:
-            held = _info(db)
-            if held.embedding_model is None:
+            if not self._check_binding(_info(db), model, dimensions):
                 db.executemany(
                     "INSERT OR REPLACE INTO meta VALUES (?, ?)",
                     [("embedding_model", model), ("dimensions", str(dimensions))],
                 )
-                return
-            if (held.embedding_model, held.dimensions) != (model, dimensions):
-                raise IndexMismatchError(
-                    f"the index {self.path} holds vectors of {held.embedding_model} "
-                    f"({held.dimensions} dimensions), not of {model} ({dimensions}): open it "
-                    "with that model, or index into another file"
-                )
+
+    def _check_binding(self, held: IndexInfo, model: str, dimensions: int) -> bool:
+        """Whether the index is bound to this model (False: to none); refuses another."""
+        if held.embedding_model is None:
+            return False
+        if (held.embedding_model, held.dimensions) != (model, dimensions):
+            raise IndexMismatchError(
+                f"the index {self.path} holds vectors of {held.embedding_model} "
+                f"({held.dimensions} dimensions), not of {model} ({dimensions}): open it "
+                "with that model, or index into another file"
+            )
+        return True
 
     async def documents(self) -> list[DocumentRecord]:
         """Every document held, in source order."""
