@@ -104,7 +104,10 @@ class VectorMatrix:
             return []
         if count > EXACT_LIMIT:
             rows = self._shortlist(query, candidates(top_k), rows)
-        scores = self.matrix @ query if rows is None else self.matrix[rows] @ query
+        # einsum, not `@`: BLAS spreads a matrix-vector product over threads, which costs
+        # more than it saves for one query, and much more on a busy machine.
+        chosen_rows = self.matrix if rows is None else self.matrix[rows]
+        scores = np.einsum("ij,j->i", chosen_rows, query)
         best = _top(scores, top_k)
         chosen = best if rows is None else rows[best]
         return [(int(self.ids[r]), float(s)) for r, s in zip(chosen, scores[best], strict=True)]

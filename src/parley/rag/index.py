@@ -473,10 +473,16 @@ class DocumentIndex:
             return await self.store.vector_search(await self._embed_query(query), top_k, doc_ids)
         if mode == "hybrid":
             depth = max(top_k, _FUSION_DEPTH)
-            vector = await self._embed_query(query)
-            keyword = await self.store.keyword_search(query, depth, doc_ids)
-            similar = await self.store.vector_search(vector, depth, doc_ids)
-            return reciprocal_rank_fusion([keyword, similar])
+
+            async def similar() -> list[SearchHit]:
+                vector = await self._embed_query(query)
+                return await self.store.vector_search(vector, depth, doc_ids)
+
+            # The keyword half runs while the query is embedded and searched.
+            keyword, close = await asyncio.gather(
+                self.store.keyword_search(query, depth, doc_ids), similar()
+            )
+            return reciprocal_rank_fusion([keyword, close])
         raise UserError(f"unknown search mode {mode!r}: use keyword, vector, hybrid or front_page")
 
     async def _front_page(self, doc_ids: list[str] | None) -> list[SearchHit]:

@@ -122,6 +122,10 @@ class SQLiteIndexStore:
         self._read_lock = threading.Lock()
         self._writer = self._connect()
         self._reader = self._connect()
+        # Vector searches read on a connection of their own, so that a hybrid search's two
+        # halves run at once (SQLite and numpy both let go of the GIL).
+        self._vector_lock = threading.Lock()
+        self._vector_reader = self._connect()
         self._matrix: VectorMatrix | None = None
         self._seen_version: int | None = None
 
@@ -221,10 +225,12 @@ class SQLiteIndexStore:
             db.execute("COMMIT")
 
     @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
+    def _read(
+        self, connection: sqlite3.Connection | None = None, lock: threading.Lock | None = None
+    ) -> Iterator[sqlite3.Connection]:
         """One read transaction: every query in it sees the same version of the index."""
-        with self._read_lock:
-            db = self._reader
+        with lock or self._read_lock:
+            db = connection or self._reader
             db.execute("BEGIN")
             try:
                 yield db
@@ -421,18 +427,35 @@ class SQLiteIndexStore:
         self, terms: list[str], top_k: int, doc_ids: Sequence[str] | None
     ) -> list[SearchHit]:
         match = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
-        where, parameters = "", [match]
-        if doc_ids is not None:
-            where = f"AND c.doc_id IN ({_in(doc_ids)})"
-            parameters += list(doc_ids)
         with self._read() as db:
-            rows = db.execute(
-                f"SELECT {_CHUNK_COLUMNS}, bm25(chunks_fts) AS rank FROM chunks_fts "
-                "JOIN chunks c ON c.id = chunks_fts.rowid JOIN documents d USING (doc_id) "
-                f"WHERE chunks_fts MATCH ? {where} ORDER BY rank LIMIT ?",
-                [*parameters, top_k],
-            ).fetchall()
-        return [SearchHit(_chunk(row), -float(row[-1]), "keyword") for row in rows]
+            if doc_ids is None:
+                # The FTS table alone ranks; only the winners' rows are read (a join here
+                # would read a chunk row for every match before sorting: twice the time).
+                ranked = db.execute(
+                    "SELECT rowid, bm25(chunks_fts) AS score FROM chunks_fts "
+                    "WHERE chunks_fts MATCH ? ORDER BY score LIMIT ?",
+                    (match, top_k),
+                ).fetchall()
+            else:
+                ranked = db.execute(
+                    "SELECT f.rowid, bm25(chunks_fts) AS score FROM chunks_fts f "
+                    "JOIN chunks c ON c.id = f.rowid WHERE chunks_fts MATCH ? "
+                    f"AND c.doc_id IN ({_in(doc_ids)}) ORDER BY score LIMIT ?",
+                    [match, *doc_ids, top_k],
+                ).fetchall()
+            chunks = self._rows(db, [row[0] for row in ranked])
+        return [SearchHit(chunks[i], -float(score), "keyword") for i, score in ranked]
+
+    def _rows(self, db: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Chunk]:
+        """The chunks with these ids, by id."""
+        if not ids:
+            return {}
+        rows = db.execute(
+            f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d USING (doc_id) "
+            f"WHERE c.id IN ({', '.join('?' * len(ids))})",
+            list(ids),
+        ).fetchall()
+        return {row[0]: _chunk(row) for row in rows}
 
     async def vector_search(
         self,
@@ -453,19 +476,11 @@ class SQLiteIndexStore:
     def _vector(
         self, vector: npt.NDArray[np.float32], top_k: int, doc_ids: Sequence[str] | None
     ) -> list[SearchHit]:
-        with self._read() as db:
+        with self._read(self._vector_reader, self._vector_lock) as db:
             matrix = self._fresh_matrix(db)
             found = matrix.search(vector, top_k, doc_ids)
-            if not found:
-                return []
-            ids = [i for i, _ in found]
-            rows = db.execute(
-                f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d USING (doc_id) "
-                f"WHERE c.id IN ({', '.join('?' * len(ids))})",
-                ids,
-            ).fetchall()
-        by_id = {row[0]: _chunk(row) for row in rows}
-        return [SearchHit(by_id[i], score, "vector") for i, score in found]
+            chunks = self._rows(db, [i for i, _ in found])
+        return [SearchHit(chunks[i], score, "vector") for i, score in found]
 
     def _fresh_matrix(self, db: sqlite3.Connection) -> VectorMatrix:
         """The in-memory matrix, brought up to date with the file (inside a read)."""
@@ -517,9 +532,10 @@ class SQLiteIndexStore:
         await self._run(self._close_sync)
 
     def _close_sync(self) -> None:
-        with self._write_lock, self._read_lock:
+        with self._write_lock, self._read_lock, self._vector_lock:
             self._writer.close()
             self._reader.close()
+            self._vector_reader.close()
             self._matrix = None
 
 
