@@ -35,19 +35,18 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _retrieval_set import load, ndcg_at, recall_at  # noqa: E402
-
-from parley.embeddings.local import LocalEmbeddingModel  # noqa: E402
-from parley.rag import (  # noqa: E402
+from _retrieval_set import load, ndcg_at, recall_at
+from parley.embeddings.local import LocalEmbeddingModel
+from parley.rag import (
     Chunk,
     DocumentIndex,
     DocumentRecord,
     SQLiteIndexStore,
+    _vectors,
     document_id,
     keyword_query,
     reciprocal_rank_fusion,
 )
-from parley.rag import _vectors  # noqa: E402
 
 
 async def embed(model: LocalEmbeddingModel, texts: list[str]) -> np.ndarray:
