@@ -9,10 +9,12 @@ the text; deleting a chunk's terms hands FTS5 the text it was indexed with,
 
 Vector search runs in memory (`_vectors.VectorMatrix`) rather than in SQLite: this Python's
 `sqlite3` may not load extensions (pyenv and some distributions build it without), so
-`sqlite-vec` cannot be relied on, and numpy over an in-memory matrix with a sign-bit first
-pass measured faster at 100,000 chunks (`benchmarks/rag.py`). The matrix is loaded when first
-needed and brought up to date after any commit, by this process or another (`PRAGMA
-data_version`), reading only the chunks added since (ids only grow: `AUTOINCREMENT`).
+`sqlite-vec` cannot be relied on; and where it loads it measured 25 times slower at 100,000
+chunks than numpy over an in-memory matrix with a sign-bit first pass (docs/architecture.md,
+Retrieval). The matrix is loaded when first needed and brought up to date after any commit,
+by this process or another (`PRAGMA data_version`), reading only the chunks added since (ids
+only grow: `AUTOINCREMENT`). Vector searches read on a connection of their own, so that a
+hybrid search's keyword half runs beside them.
 
 Concurrency: WAL mode, so readers in any number of processes go on while one writer writes;
 writers queue on SQLite's lock (`busy_timeout`). Each write is one transaction (`BEGIN
