@@ -18,7 +18,9 @@ from parley.agents import Agent, ContextBudget, estimate_tokens
 from parley.agents.budget import (
     MESSAGE_OVERHEAD,
     _tiktoken_cache_file,
+    estimate_text_tokens,
     message_text,
+    text_token_counter,
     tiktoken_counter,
     token_counter_for,
 )
@@ -63,6 +65,35 @@ def conversation() -> list[Msg]:
 def test_estimate_is_a_token_per_four_characters_plus_overhead() -> None:
     assert estimate_tokens([Msg.user("x" * 40)]) == 10 + MESSAGE_OVERHEAD
     assert estimate_tokens([]) == 0
+
+
+def test_the_estimate_counts_a_token_per_cjk_character() -> None:
+    # BPE tokenizers give a CJK character about a token (often more), not a quarter of one.
+    assert estimate_text_tokens("自然语言处理") == 6
+    assert estimate_text_tokens("NLP 是自然语言处理") == 7 + 1  # 7 CJK characters, "NLP " / 4
+    assert estimate_tokens([Msg.user("自然语言")]) == 4 + MESSAGE_OVERHEAD
+
+
+def test_the_text_counter_is_the_estimate_without_a_cached_encoding(
+    offline_cache: Path,
+) -> None:
+    text_token_counter.cache_clear()
+    try:
+        assert text_token_counter() is estimate_text_tokens
+    finally:
+        text_token_counter.cache_clear()
+
+
+def test_the_text_counter_counts_exactly_with_a_cached_encoding(offline_cache: Path) -> None:
+    shutil.copyfile(_bundled_encoding("cl100k_base"), _tiktoken_cache_file("cl100k_base"))
+    text_token_counter.cache_clear()
+    try:
+        count = text_token_counter("cl100k_base")
+        text = "Tokenizers split naïve café text unevenly: 12345 tokens?"
+        assert count(text) == len(tiktoken.get_encoding("cl100k_base").encode(text))
+        assert count(text) != estimate_text_tokens(text)
+    finally:
+        text_token_counter.cache_clear()
 
 
 def test_everything_stays_when_it_fits_or_no_context_size_is_known() -> None:

@@ -22,6 +22,7 @@ from parley.tools import TOOL_REGISTRY, RunContext, Toolkit, Workspace
 from parley.tools.builtin import DocParser, parse_document
 from parley.tools.builtin._net import FetchNotAllowedError
 from parley.tools.builtin._paths import PathNotAllowedError
+from parley.tools.builtin.doc_parser import parse_bytes
 from tests._requires import require_module
 
 pytestmark = pytest.mark.timeout(60)
@@ -318,3 +319,15 @@ async def test_it_runs_as_a_tool_and_failures_come_back_as_errors(tmp_path: Path
     )
     assert missing.is_error
     assert "no such file" in str(missing.output)
+
+
+def test_bytes_already_read_parse_as_the_file_would(tmp_path: Path) -> None:
+    require_module("pypdf", "tools")
+    path = write_pdf(tmp_path / "report.pdf", [["Page one text"], ["Page two"]])
+    from_bytes = parse_bytes(str(path), "report.pdf", path.read_bytes())
+    assert from_bytes.to_text() == parse_document(str(path)).to_text()
+    # Without a telling name, the media type decides.
+    html = parse_bytes("u", "download", b"<title>T</title><p>Hi</p>", media_type="text/html")
+    assert (html.format, html.sections[0].title) == ("html", "T")
+    with pytest.raises(ToolExecutionError, match=r"cannot read broken\.pdf as pdf"):
+        parse_bytes("x", "broken.pdf", b"%PDF-1.4 nothing else")
