@@ -13,11 +13,17 @@ from pathlib import Path
 import pytest
 
 from parley.rag import DocumentIndex, SQLiteIndexStore, document_id, sqlite_store
+from tests._requires import require_module
 from tests.rag._stall import STALL
 
 pytestmark = pytest.mark.timeout(120)
 
 ROOT = Path(__file__).parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _local_model() -> None:
+    require_module("onnxruntime", "embeddings")  # the default embedding model's runtime
 
 
 @pytest.fixture

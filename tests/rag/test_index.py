@@ -45,6 +45,11 @@ def folder(tmp_path: Path) -> Path:
     return docs
 
 
+@pytest.fixture(autouse=True)
+def _local_model() -> None:
+    require_module("onnxruntime", "embeddings")  # the default embedding model's runtime
+
+
 @pytest.fixture
 async def index(tmp_path: Path) -> AsyncIterator[DocumentIndex]:
     opened = await DocumentIndex.open(tmp_path / "index.db")
