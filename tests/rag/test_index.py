@@ -154,6 +154,16 @@ async def test_add_skips_the_same_bytes_and_redoes_documents_chunked_otherwise(
         assert [d.pipeline for d in await index.documents()] == [index.pipeline]
 
 
+async def test_a_document_without_text_is_held_and_not_redone(
+    index: DocumentIndex, tmp_path: Path
+) -> None:
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n")
+    assert (await index.add(empty)).added == [str(empty)]  # the first document, no vectors
+    assert [d.chunk_count for d in await index.documents()] == [0]
+    assert (await index.add(empty)).unchanged == [str(empty)]
+
+
 async def test_remove_drops_documents_by_path(index: DocumentIndex, folder: Path) -> None:
     await index.sync(folder)
     assert await index.remove([folder / "notes.txt", folder / "absent.txt"]) == 1

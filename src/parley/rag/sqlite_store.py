@@ -362,6 +362,8 @@ class SQLiteIndexStore:
         count: int,
     ) -> list[bytes] | None:
         held = _info(db)
+        if not count:
+            return []  # a document without text: nothing to embed, whatever the model
         if vectors is None:
             if held.embedding_model is not None:
                 raise IndexMismatchError(
@@ -373,8 +375,6 @@ class SQLiteIndexStore:
             raise IndexMismatchError(
                 f"the index {self.path} has no embedding model: bind_embedding() first"
             )
-        if not count:
-            return []
         return [row.tobytes() for row in normalized(vectors, held.dimensions)]
 
     def _delete(self, db: sqlite3.Connection, doc_ids: Sequence[str]) -> int:

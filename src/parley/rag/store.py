@@ -66,7 +66,8 @@ class IndexStore(Protocol):
             document: The record (its `chunk_count` is `len(chunks)`).
             chunks: Its chunks, `index` 0, 1, ... in order.
             vectors: One row per chunk (any length: the store normalises them), or None for
-                an index without an embedding model.
+                an index without an embedding model. A document without chunks (no text)
+                needs none either way.
 
         Raises:
             IndexMismatchError: The vectors' size is not the index's, or vectors are missing
