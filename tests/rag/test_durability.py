@@ -51,9 +51,11 @@ def writer_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
 
 
-def start_writer(index: Path, sources: list[Path], env: dict[str, str]) -> subprocess.Popen[str]:
+def start_writer(
+    index: Path, sources: list[Path], env: dict[str, str], *flags: str
+) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.rag._stall", str(index), *map(str, sources)],
+        [sys.executable, "-m", "tests.rag._stall", *flags, str(index), *map(str, sources)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -134,6 +136,28 @@ def test_readers_see_the_old_document_until_the_new_one_commits(
     finally:
         finish(writer)
         reader.close_sync()
+
+
+def test_a_second_writer_waits_for_the_first_and_then_writes(
+    indexed: Path, docs: Path, writer_env: dict[str, str]
+) -> None:
+    (docs / "a.txt").write_text(f"The replacement alpha text {STALL}.")
+    (docs / "e.txt").write_text("Echo from the second writer.")
+    first = start_writer(indexed, [docs / "a.txt"], writer_env)
+    second = start_writer(indexed, [docs / "e.txt"], writer_env, "--announce")
+    try:
+        assert first.stdout is not None
+        assert second.stdout is not None
+        assert first.stdout.readline() == "stalled\n"  # holds the write lock
+        assert second.stdout.readline() == "writing\n"  # asks for it while it is held
+        first.communicate("go on\n", timeout=60)
+        out, _ = second.communicate(timeout=60)
+        assert (first.returncode, second.returncode, out) == (0, 0, "done\n")
+    finally:
+        finish(first)
+        finish(second)
+    assert texts(indexed, "alpha") == [f"The replacement alpha text {STALL}."]
+    assert texts(indexed, "echo") == ["Echo from the second writer."]
 
 
 def test_an_error_inside_a_documents_write_rolls_it_back(
