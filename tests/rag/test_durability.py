@@ -144,18 +144,21 @@ def test_a_second_writer_waits_for_the_first_and_then_writes(
     (docs / "a.txt").write_text(f"The replacement alpha text {STALL}.")
     (docs / "e.txt").write_text("Echo from the second writer.")
     first = start_writer(indexed, [docs / "a.txt"], writer_env)
-    second = start_writer(indexed, [docs / "e.txt"], writer_env, "--announce")
+    second: subprocess.Popen[str] | None = None
     try:
         assert first.stdout is not None
+        assert first.stdout.readline() == "stalled\n"  # it holds the write lock now
+        second = start_writer(indexed, [docs / "e.txt"], writer_env, "--announce")
         assert second.stdout is not None
-        assert first.stdout.readline() == "stalled\n"  # holds the write lock
-        assert second.stdout.readline() == "writing\n"  # asks for it while it is held
+        assert second.stdout.readline() == "writing\n"  # it asks for the lock while held
         first.communicate("go on\n", timeout=60)
-        out, _ = second.communicate(timeout=60)
-        assert (first.returncode, second.returncode, out) == (0, 0, "done\n")
+        assert second.wait(timeout=60) == 0
+        assert second.stdout.read() == "done\n"  # it waited, then wrote
+        assert first.returncode == 0
     finally:
         finish(first)
-        finish(second)
+        if second is not None:
+            finish(second)
     assert texts(indexed, "alpha") == [f"The replacement alpha text {STALL}."]
     assert texts(indexed, "echo") == ["Echo from the second writer."]
 
