@@ -184,7 +184,7 @@ async def test_planned_calls_and_prompt_messages_are_agent_hooks() -> None:
 async def test_from_files_refuses_nothing_and_reports_a_bad_file(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="at least one"):
         await Assistant.from_files([])
-    with pytest.raises(DocumentError, match="missing.md"):
+    with pytest.raises(DocumentError, match=r"missing\.md"):
         await Assistant.from_files(
             [tmp_path / "missing.md"], index_path=tmp_path / "i.sqlite", embedding_model=None
         )
