@@ -190,9 +190,7 @@ async def test_from_files_refuses_nothing_and_reports_a_bad_file(tmp_path: Path)
         )
 
 
-async def test_the_embedded_assistant_answers_from_the_document(
-    tmp_path: Path, docs: Path
-) -> None:
+async def test_the_embedded_assistant_answers_from_the_document(tmp_path: Path, docs: Path) -> None:
     require_module("llama_cpp", "local")
     require_module("onnxruntime", "embeddings")
     assistant = await Assistant.from_files([docs], index_path=tmp_path / "i.sqlite")
