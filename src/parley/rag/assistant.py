@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from parley.agents import Agent
 from parley.embeddings.base import EmbeddingModel
@@ -26,7 +26,7 @@ from parley.errors import UserError
 from parley.messages import Msg, ToolCallBlock, new_call_id
 from parley.models.base import ChatModel
 from parley.models.tools import ToolChoicePolicy, one_tool_round
-from parley.rag.index import DocumentIndex, IngestReport
+from parley.rag.index import DocumentIndex, IngestReport, Progress
 from parley.rag.tool import RetrievalTool
 from parley.rag.types import SearchMode
 from parley.tools import ToolInput
@@ -204,16 +204,29 @@ def _retrieval_round(msg: Msg, answer: Msg | None, tool_name: str) -> bool:
     )
 
 
-async def add_sources(index: DocumentIndex, sources: Sequence[str | os.PathLike[str]]) -> None:
-    """Index files and URLs, and sync folders, collecting failures until all were tried."""
+async def add_sources(
+    index: DocumentIndex,
+    sources: Sequence[str | os.PathLike[str]],
+    *,
+    progress: Progress | None = None,
+    errors: Literal["raise", "report"] = "raise",
+) -> IngestReport:
+    """Index files and URLs, and sync folders, trying every one before raising failures."""
     folders = [s for s in sources if "://" not in str(s) and Path(s).is_dir()]
     others = [s for s in sources if s not in folders]
     report = IngestReport()
-    for folder in folders:
-        report.failed.update((await index.sync(folder, errors="report")).failed)
+    parts = [await index.sync(f, errors="report", progress=progress) for f in folders]
     if others:
-        report.failed.update((await index.add(others, errors="report")).failed)
-    report.raise_for_failures()
+        parts.append(await index.add(others, errors="report", progress=progress))
+    for part in parts:
+        report.added += part.added
+        report.updated += part.updated
+        report.unchanged += part.unchanged
+        report.removed += part.removed
+        report.failed.update(part.failed)
+    if errors == "raise":
+        report.raise_for_failures()
+    return report
 
 
 def default_index_path(files: Sequence[str | os.PathLike[str]]) -> Path:

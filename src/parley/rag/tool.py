@@ -16,6 +16,7 @@ a passage that would pass it is cut at a word.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -25,7 +26,7 @@ from parley.rag.index import DocumentIndex
 from parley.rag.types import SearchHit, SearchMode
 from parley.tools.base import Tool
 
-__all__ = ["RETRIEVAL_TOOL_NAME", "RetrievalTool", "cite", "format_hits"]
+__all__ = ["RETRIEVAL_TOOL_NAME", "RetrievalTool", "citations", "cite", "format_hits"]
 
 RETRIEVAL_TOOL_NAME = "retrieval"
 """The tool's name, as Qwen-Agent names its own."""
@@ -70,6 +71,22 @@ def format_hits(hits: Sequence[SearchHit], max_tokens: int) -> str:
         parts.append(f"{header}\n{text}")
         used += count(header) + tokens + 2
     return "\n\n".join(parts)
+
+
+_HEADER = re.compile(r"^\[(\d+)\] (.+)$")
+
+
+def citations(text: str) -> list[str]:
+    """The `[n] source` lines of a retrieval result (what `format_hits` wrote), in order.
+
+    The web page reads them the same way (`citations` in `static/app.js`).
+    """
+    found: list[str] = []
+    for passage in re.split(r"\n\n(?=\[\d+\] )", text):
+        match = _HEADER.match(passage.split("\n", 1)[0])
+        if match:
+            found.append(f"[{match[1]}] {match[2]}")
+    return found
 
 
 class RetrievalTool(Tool):
