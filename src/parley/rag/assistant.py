@@ -141,6 +141,24 @@ class Assistant(Agent):
             raise
         return cls(index, model, **options)
 
+    @classmethod
+    def from_files_sync(
+        cls,
+        files: Sequence[str | os.PathLike[str]],
+        model: ChatModel | None = None,
+        **options: Any,
+    ) -> Assistant:
+        """The sync twin of `from_files` (same arguments)."""
+        from parley._sync import run_sync  # noqa: PLC0415
+
+        return run_sync(cls.from_files(files, model, **options))
+
+    def close_sync(self) -> None:
+        """The sync twin of `aclose`."""
+        from parley._sync import run_sync  # noqa: PLC0415
+
+        run_sync(self.aclose())
+
     async def planned_calls(self, input_msgs: Sequence[Msg]) -> list[ToolCallBlock]:
         """A retrieval for the newest question, when there is one and `retrieve_first`."""
         if not self.retrieve_first:
