@@ -1,4 +1,8 @@
-"""The `parley` command: chat with a model or a running service, list model cards."""
+"""The `parley` command: chat with a model or a running service, list model cards.
+
+Also: index documents and ask them questions (`parley.rag.cli`), serve agents and manage
+their keys (`parley.service.cli`).
+"""
 
 from __future__ import annotations
 
@@ -306,6 +310,9 @@ def _parser() -> argparse.ArgumentParser:
     models_cmd.add_argument("provider", nargs="?", help="only this provider")
     models_cmd.set_defaults(run=models)
     _add_service_commands(commands)
+    from parley.rag.cli import add_commands  # noqa: PLC0415  (imports nothing heavy)
+
+    add_commands(commands)
     return parser
 
 

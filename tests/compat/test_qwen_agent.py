@@ -379,7 +379,7 @@ def test_arun_and_arun_nonstream_are_the_async_twins() -> None:
 def test_bad_input_raises() -> None:
     with pytest.raises(ConfigurationError, match=r"Echo got unknown arguments: \['colour'\]"):
         Echo(llm=ScriptedModel(), colour="red")
-    with pytest.raises(ConfigurationError, match="Echo does not support files= yet"):
+    with pytest.raises(ConfigurationError, match="Echo takes no files="):
         Echo(llm=ScriptedModel(), files=["a.pdf"])
     with pytest.raises(ConfigurationError, match="rag_cfg"):
         Echo(llm=ScriptedModel(), rag_cfg={"k": 1})

@@ -8,11 +8,9 @@ same id; `run` yields the whole response so far, and `run_nonstream` its last li
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import json
 import logging
-import re
 import sys
 from pathlib import Path
 from typing import Any, ClassVar
@@ -35,7 +33,7 @@ from parley.compat.qwen import (
     Message,
     register_tool,
 )
-from parley.errors import ConfigurationError, MessageError, ModelHTTPError
+from parley.errors import ConfigurationError, DocumentError, MessageError, ModelHTTPError
 from parley.messages import TextBlock, ThinkingBlock, ToolCallBlock
 from parley.models.openai import (
     DashScopeCompatibleChatModel,
@@ -48,7 +46,6 @@ from parley.testing.openai_server import OpenAIServer, Reply, ToolCall
 from parley.tools import TOOL_REGISTRY as PARLEY_REGISTRY
 from parley.tools import Tool
 from parley.tools import register_tool as parley_register_tool
-from parley.tools.builtin import parse_document
 from tests._requires import require_module
 
 MCP_SERVER = Path(__file__).parents[1] / "tools" / "mcp_servers" / "demo_server.py"
@@ -218,33 +215,17 @@ def test_an_unregistered_name_is_refused_as_qwen_does() -> None:
         FnCallAgent([{"name": "no_such_tool"}], llm=ScriptedModel())
 
 
-def test_files_and_unknown_arguments_are_refused() -> None:
-    with pytest.raises(ConfigurationError, match=r"does not support files= yet"):
-        FnCallAgent(llm=ScriptedModel(), files=["doc.pdf"])
-    with pytest.raises(ConfigurationError, match="rag_cfg"):
-        FnCallAgent(llm=ScriptedModel(), rag_cfg={"top_k": 3})
-
-
-def test_what_the_files_error_offers_instead_exists_and_works(tmp_path: Path) -> None:
-    with pytest.raises(ConfigurationError) as caught:
-        FnCallAgent(llm=ScriptedModel(), files=["doc.pdf"])
-    message = str(caught.value)
-    # Every dotted name it gives can be imported.
-    dotted = re.findall(r"\bparley(?:\.\w+)+", message)
-    assert dotted
-    for name in dotted:
-        module, _, attribute = name.rpartition(".")
-        assert hasattr(importlib.import_module(module), attribute), name
-    # The tool it names is one an agent takes...
-    assert "function_list=['doc_parser']" in message
-    assert "doc_parser" in FnCallAgent(["doc_parser"], llm=ScriptedModel()).function_map
-    # ...and the call it gives reads a document's text.
-    document = tmp_path / "notes.md"
-    document.write_text("# Notes\n\nThe launch is in March.\n")
-    assert "The launch is in March." in parse_document(str(document)).to_text()
-
-
-# -- run: the response so far --------------------------------------------------------------------
+def test_a_missing_file_and_bad_rag_cfg_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(DocumentError, match=r"doc\.pdf"):
+        FnCallAgent(
+            llm=ScriptedModel(),
+            files=[str(tmp_path / "doc.pdf")],
+            rag_cfg={"index_path": str(tmp_path / "i.sqlite")},
+        )
+    with pytest.raises(ConfigurationError, match="rag_cfg has unknown keys"):
+        FnCallAgent(llm=ScriptedModel(), rag_cfg={"topk": 3})
+    with pytest.raises(ConfigurationError, match="unknown arguments"):
+        FnCallAgent(llm=ScriptedModel(), colour="red")
 
 
 def test_run_yields_the_whole_response_so_far_growing_to_run_nonstreams_list() -> None:

@@ -583,3 +583,55 @@ def test_a_401_asks_for_the_key_and_the_key_then_works(serve: Serve, page: Page)
     expect(panel).to_be_hidden()
     expect(page.get_by_test_id("thread-item")).to_have_count(1)
     assert [t["title"] for t in live.api.get("/threads").json()["threads"]] == ["Let me in"]
+
+
+def test_an_answer_from_documents_lists_its_sources(
+    serve: Serve, page: Page, tmp_path: Path
+) -> None:
+    from parley.rag import DocumentIndex  # noqa: PLC0415
+    from parley.rag.assistant import Assistant  # noqa: PLC0415
+    from tests.tools.test_builtin_doc_parser import write_pdf  # noqa: PLC0415
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "handbook.md").write_text("# Kettles\n\nOur kettle must be descaled monthly.\n")
+    write_pdf(docs / "manual.pdf", [["Safety first."], ["Descale the kettle with citric acid."]])
+    # A file name written to break the page: it must show as text.
+    (docs / "<img src=x onerror=alert(1)>.md").write_text("Descale kettle notes.\n")
+
+    async def build() -> DocumentIndex:
+        index = await DocumentIndex.open(tmp_path / "docs.sqlite", embedding_model=None)
+        await index.sync(docs)
+        return index
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        index = pool.submit(asyncio.run, build()).result(timeout=60)
+    model = ScriptedModel(["Descale it monthly [1], with citric acid [2]."], stream=True)
+    live = serve(Assistant(index, model, name="documents"))
+    open_page(page, live)
+    ask(page, "How do I descale the kettle?")
+    wait_idle(page)
+
+    sources = page.get_by_test_id("sources")
+    expect(sources).to_be_visible()
+    items = sources.get_by_test_id("source")
+    expect(items).to_have_count(3)
+    # Numbered as the passages were, each with its file and page or heading.
+    texts = sorted(t.split(" ", 1)[1] for t in items.all_inner_texts())
+    assert texts == [
+        "<img src=x onerror=alert(1)>.md",
+        "handbook.md: Kettles",
+        "manual.pdf, page 2",
+    ]
+    assert sorted(t.split(" ", 1)[0] for t in items.all_inner_texts()) == ["[1]", "[2]", "[3]"]
+    expect(sources.locator("img")).to_have_count(0)
+    expect(page.get_by_test_id("tool-name")).to_have_text("retrieval")
+    expect(page.get_by_test_id("assistant-text").last).to_have_text(
+        "Descale it monthly [1], with citric acid [2]."
+    )
+
+    # Reopened from the stored thread, the sources are there again.
+    page.reload()
+    expect(page.locator("#app")).to_have_attribute("data-ready", "true")
+    page.get_by_test_id("thread-open").first.click()
+    expect(page.get_by_test_id("source")).to_have_count(3)

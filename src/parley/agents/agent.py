@@ -31,7 +31,7 @@ from parley.agents.events import AgentEvent, RunEnded
 from parley.agents.memory import InMemoryMemory, Memory
 from parley.agents.run import AgentRun, StructuredSchema
 from parley.errors import ModelOutputError, UserError
-from parley.messages import Msg
+from parley.messages import Msg, ToolCallBlock
 from parley.models.base import ChatModel
 from parley.models.tools import ToolChoicePolicy, check_tool_choice, one_tool_round
 from parley.tools import ToolInput, Toolkit
@@ -322,6 +322,24 @@ class Agent:
             interrupt, approved, structured=structured, memory=memory, deps=deps, user_id=user_id
         )
         return _final(run, await run.result())
+
+    async def planned_calls(self, input_msgs: Sequence[Msg]) -> list[ToolCallBlock]:
+        """Tool calls to make before the model's first turn of a run on new input.
+
+        None by default. An agent that always needs a tool's answer first (an assistant over
+        documents retrieving for the question) returns the calls here: they run as a turn of
+        the agent's own, in memory and in the events like the model's, without a model call.
+        """
+        return []
+
+    def prompt_messages(self, history: list[Msg]) -> list[Msg]:
+        """The conversation as the model is shown it, from the memory's messages.
+
+        The memory's own by default. An agent may reshape what its model reads without
+        changing what is kept (an assistant folding retrieved passages into the question for
+        a small model); the system prompt and the context budget apply afterwards.
+        """
+        return history
 
     def choose_tool(self, index: int) -> str | None:
         """The `tool_choice` of a run's model call number `index` (from 0)."""

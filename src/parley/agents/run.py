@@ -251,6 +251,10 @@ class AgentRun:
             async with contextlib.aclosing(self._run_tools(pending.calls, verdicts)) as tools:
                 async for event in tools:
                     yield event
+        elif self._input and (planned := await self.agent.planned_calls(self._input)):
+            async with contextlib.aclosing(self._planned_round(planned)) as round_:
+                async for event in round_:
+                    yield event
         while self.status is None:
             if self._cancelled:
                 self.status = "interrupted"
@@ -316,10 +320,26 @@ class AgentRun:
             )
         self.agent.forget_pending(msg.id)
 
+    async def _planned_round(self, calls: list[ToolCallBlock]) -> AsyncGenerator[AgentEvent, None]:
+        """Run the agent's planned calls (`Agent.planned_calls`) as a turn of its own.
+
+        No model call: the calls and their results go into memory and the events like a
+        model's tool round.
+        """
+        msg = Msg(role="assistant", content=list[Block](calls), name=self.agent.name)
+        await self.memory.add(msg)
+        for call in calls:
+            yield ToolCallStarted(call_id=call.id, name=call.name)
+            yield ToolCallEnded(call=call)
+        yield MessageCompleted(msg=msg)
+        async with contextlib.aclosing(self._run_tools(calls, {})) as tools:
+            async for event in tools:
+                yield event
+
     # -- the model ---------------------------------------------------------------------------------
 
     async def _prompt(self, tools: list[ToolSpec]) -> list[Msg]:
-        history = await self.memory.get()
+        history = self.agent.prompt_messages(await self.memory.get())
         system = [Msg.system(self.agent.system_prompt)] if self.agent.system_prompt else []
         return self.agent.budget.fit([*system, *history], tools)
 

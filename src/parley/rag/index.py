@@ -30,7 +30,7 @@ import enum
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -51,7 +51,7 @@ from parley.rag.types import Chunk, DocumentRecord, SearchHit, SearchMode, docum
 from parley.tools.builtin._net import FetchPolicy
 from parley.tools.builtin.doc_parser import detect_format
 
-__all__ = ["DEFAULT", "DocumentIndex", "IngestReport"]
+__all__ = ["DEFAULT", "DocumentIndex", "IngestReport", "Progress"]
 
 logger = logging.getLogger("parley.rag")
 
@@ -59,6 +59,9 @@ _MAX_BYTES = 50 * 1024 * 1024
 _FUSION_DEPTH = 50  # each search's ranking fused in hybrid mode: at least this deep
 
 Source = str | os.PathLike[str]
+
+Progress = Callable[[int, int, str], None]
+"""Told of each source indexed: (sources done, sources in all, the source)."""
 
 
 class _Default(enum.Enum):
@@ -249,7 +252,11 @@ class DocumentIndex:
     # -- adding -------------------------------------------------------------------------------
 
     async def add(
-        self, sources: Source | Sequence[Source], *, errors: Literal["raise", "report"] = "raise"
+        self,
+        sources: Source | Sequence[Source],
+        *,
+        errors: Literal["raise", "report"] = "raise",
+        progress: Progress | None = None,
     ) -> IngestReport:
         """Index files and URLs: new ones added, changed ones replaced, the same ones skipped.
 
@@ -257,6 +264,8 @@ class DocumentIndex:
             sources: Paths, `file://` URLs or `http(s)://` URLs.
             errors: `raise`: after trying every source, raise the failures (one
                 `DocumentError` naming all); `report`: return them in the report.
+            progress: Called after each source with (sources done, sources in all, the
+                source): for a progress bar.
 
         Raises:
             DocumentError: A source could not be indexed (with `errors="raise"`).
@@ -265,8 +274,10 @@ class DocumentIndex:
         report = IngestReport()
         async with self._write_lock:
             held = {d.doc_id: d for d in await self.store.documents()}
-            for source in listed:
+            for done, source in enumerate(listed, start=1):
                 await self._add_one(source, held, report)
+                if progress is not None:
+                    progress(done, len(listed), os.fspath(source))
         if errors == "raise":
             report.raise_for_failures()
         return report
@@ -360,13 +371,18 @@ class DocumentIndex:
     # -- folders and removal ------------------------------------------------------------------
 
     async def sync(
-        self, folder: Source, *, errors: Literal["raise", "report"] = "raise"
+        self,
+        folder: Source,
+        *,
+        errors: Literal["raise", "report"] = "raise",
+        progress: Progress | None = None,
     ) -> IngestReport:
         """Make the index hold exactly the supported files under `folder`, as they are now.
 
         New files are added, changed ones indexed again, unchanged ones left alone, and the
         documents of files gone from the folder dropped. Hidden files and folders (`.git`)
         and symbolic links are skipped; files of unsupported formats are not indexed.
+        `progress` is called after each file, as by `add`.
 
         Raises:
             DocumentError: `folder` is not a folder, or a file could not be indexed (with
@@ -379,7 +395,7 @@ class DocumentIndex:
         held = await self.store.documents()
         inside = [d for d in held if d.source.startswith(root.rstrip(os.sep) + os.sep)]
         gone = [d for d in inside if d.source not in set(present)]
-        report = await self.add(present, errors="report")
+        report = await self.add(present, errors="report", progress=progress)
         if gone:
             async with self._write_lock:
                 await self.store.remove_documents([d.doc_id for d in gone])

@@ -32,6 +32,7 @@ from parley.errors import ConfigurationError, ParleyError, ServiceError, UserErr
 from parley.models.spec import model_from_spec
 from parley.service import openai_compat, routes_agui, routes_threads, routes_toolkit
 from parley.service.auth import local_only_tools
+from parley.service.documents import DOCUMENTS_KEY, DocumentsService
 from parley.service.registry import AgentRegistry, builtin_agent
 from parley.service.runs import RunManager
 from parley.service.settings import ServiceSettings
@@ -48,13 +49,26 @@ NO_AUTH_WARNING = (
 )
 
 
-def build_registry(settings: ServiceSettings) -> AgentRegistry:
-    """The agents the settings name; the built-in agent when they name none."""
+def build_registry(
+    settings: ServiceSettings, documents: DocumentsService | None = None
+) -> AgentRegistry:
+    """The agents the settings name; the built-in agent when they name none.
+
+    With `documents` (the settings' `docs`), its assistant is served too, as the default
+    agent unless the settings name another.
+    """
     registry = AgentRegistry()
     for target in settings.agents:
         registry.load(target)
     if settings.agents_file is not None:
         registry.load_file(settings.agents_file)
+    if documents is not None:
+        registry.register(
+            documents.agent,
+            key=DOCUMENTS_KEY,
+            description="Answers from the documents it was given, citing file and page.",
+            default=True,
+        )
     if not len(registry):
         registry.register(
             lambda: builtin_agent(model_from_spec(settings.model)),
@@ -67,10 +81,12 @@ def build_registry(settings: ServiceSettings) -> AgentRegistry:
 
 
 def _registry(
-    agents: AgentRegistry | Iterable[Agent] | None, settings: ServiceSettings
+    agents: AgentRegistry | Iterable[Agent] | None,
+    settings: ServiceSettings,
+    documents: DocumentsService | None,
 ) -> AgentRegistry:
     if agents is None:
-        return build_registry(settings)
+        return build_registry(settings, documents)
     registry = agents if isinstance(agents, AgentRegistry) else AgentRegistry(agents)
     if not len(registry):
         raise ConfigurationError("no agent to serve: pass agents, or None for the settings'")
@@ -90,7 +106,10 @@ def create_app(
         agents: The agents to serve; the settings' agents (or the built-in one) when None.
     """
     settings = settings or ServiceSettings()
-    registry = _registry(agents, settings)
+    documents = (
+        DocumentsService(settings, model_from_spec) if settings.docs and agents is None else None
+    )
+    registry = _registry(agents, settings, documents)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -100,11 +119,15 @@ def create_app(
         locks = thread_locks(settings.database_url)
         runs = RunManager(store, locks, busy_timeout=settings.busy_timeout)
         app.state.parley = ServiceState(settings, registry, store, locks, runs)
+        if documents is not None:
+            await documents.start()
         warm = asyncio.create_task(_warm_up(registry))
         try:
             yield
         finally:
             warm.cancel()
+            if documents is not None:
+                await documents.close()
             await runs.close()
             await locks.close()
             await store.close()

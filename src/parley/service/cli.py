@@ -27,6 +27,8 @@ _SERVE_OPTIONS = {
     "agents_file": "PARLEY_AGENTS_FILE",
     "default_agent": "PARLEY_DEFAULT_AGENT",
     "log_level": "PARLEY_LOG_LEVEL",
+    "docs_index": "PARLEY_DOCS_INDEX",
+    "docs_embedding": "PARLEY_DOCS_EMBEDDING",
 }
 
 
@@ -52,6 +54,21 @@ def add_commands(commands: Any) -> None:
         help="an agent to serve (repeatable): an Agent, a factory, a list or a registry",
     )
     serve_parser.add_argument("--agents-file", help="a TOML or YAML file listing agents")
+    serve_parser.add_argument(
+        "--docs",
+        action="append",
+        metavar="PATH",
+        help="serve an assistant (`documents`, the default agent) answering from these files, "
+        "folders or URLs with citations; indexed at start-up, kept current (repeatable)",
+    )
+    serve_parser.add_argument(
+        "--docs-index", help="the documents' index: an SQLite file or a PostgreSQL URL"
+    )
+    serve_parser.add_argument(
+        "--docs-embedding",
+        metavar="SPEC",
+        help="the documents' embedding model, provider[:model] (default local) or 'none'",
+    )
     serve_parser.add_argument("--default-agent", help="the agent /invoke and /stream use")
     serve_parser.add_argument(
         "--log-level", choices=["critical", "error", "warning", "info", "debug"]
@@ -76,10 +93,14 @@ def _export(args: argparse.Namespace) -> None:
         value = getattr(args, option, None)
         if value is not None:
             os.environ[variable] = str(value)
-    if args.agents:
-        import json  # noqa: PLC0415
+    import json  # noqa: PLC0415
 
+    if args.agents:
         os.environ["PARLEY_AGENTS"] = json.dumps(args.agents)
+    if args.docs:
+        # Resolved here: uvicorn's workers may start elsewhere than the working directory.
+        docs = [d if "://" in d else os.path.abspath(d) for d in args.docs]
+        os.environ["PARLEY_DOCS"] = json.dumps(docs)
 
 
 def serve(args: argparse.Namespace) -> int:

@@ -72,6 +72,21 @@ class ServiceSettings(BaseSettings):
     model: str = Field(
         "local", description="The built-in agent's model, as `provider:model` (`local`: offline)."
     )
+    docs: list[str] = Field(
+        default_factory=list,
+        description="Files, folders or URLs the `documents` agent answers from, citing them "
+        "(the default agent then); indexed at start-up and kept current as files change.",
+    )
+    docs_index: str | None = Field(
+        None,
+        description="Where the documents' index lives: an SQLite file or a PostgreSQL URL "
+        "(default: one file per set of documents in ~/.cache/parley/indexes/).",
+    )
+    docs_embedding: str = Field(
+        "local",
+        description="The documents' embedding model as `provider:model` (`local`: offline), "
+        "or `none` for keyword search only.",
+    )
     model_aliases: dict[str, str | None] = Field(
         default_factory=_default_aliases,
         description="Model names clients may send (`UserInput.model`), each mapped to a "

@@ -5,7 +5,8 @@
 Qwen-Agent's agent base class (`qwen_agent.agent.Agent`): a custom agent's `_run`, calling
 `_call_llm` and `_call_tool`, runs unchanged on parley's models and tools (see `agent` for
 its interface and deliberate differences); `BasicAgent` calls the model alone, and
-`FnCallAgent` (`agents`) runs parley's agent loop. `BaseTool`, `register_tool` and
+`FnCallAgent` (`agents`) runs parley's agent loop, and `Assistant` (`assistant`) answers
+from `files` with knowledge retrieved for each question. `BaseTool`, `register_tool` and
 `TOOL_REGISTRY` are parley's tools, in Qwen-Agent's shape. `to_msgs` and `from_msgs` convert
 lists both ways, and `as_dicts_like` answers dicts with dicts::
 
@@ -70,6 +71,7 @@ image) raise `MessageError`, naming the message.
 
 from parley.compat.qwen.agent import Agent, BasicAgent, FunctionListEntry, QwenResponse
 from parley.compat.qwen.agents import MAX_LLM_CALL_PER_RUN, FnCallAgent
+from parley.compat.qwen.assistant import Assistant
 from parley.compat.qwen.convert import as_dicts_like, from_msgs, to_msgs
 from parley.compat.qwen.schema import (
     ASSISTANT,
@@ -115,6 +117,7 @@ __all__ = [
     "USER",
     "VIDEO",
     "Agent",
+    "Assistant",
     "BaseModelCompatibleDict",
     "BaseTool",
     "BasicAgent",

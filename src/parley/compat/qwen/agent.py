@@ -61,8 +61,8 @@ Deliberate differences from Qwen-Agent 0.0.34:
 
 - `llm` is a parley `ChatModel`, a Qwen-Agent llm config dict (`parley.compat.qwen.
   _llm_config`), or None for the embedded local model.
-- Unknown constructor arguments raise `ConfigurationError` (Qwen-Agent ignores them); `files`
-  and `rag_cfg` are not supported yet (parley has no retrieval yet).
+- Unknown constructor arguments raise `ConfigurationError` (Qwen-Agent ignores them), and so
+  do `files` and `rag_cfg`, which only `FnCallAgent` and `Assistant` use.
 - `_call_tool` gives parley's texts for an unknown tool, bad arguments and a failing tool
   (Qwen-Agent gives its own, or a traceback, and re-raises its tool-service errors), and a
   result that is neither text nor media as compact JSON (Qwen-Agent indents it).
@@ -125,10 +125,8 @@ _RETRIEVAL_ARGUMENTS = ("files", "rag_cfg")
 _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 _CHINESE = re.compile(r"[\u4e00-\u9fff]")
 _RETRIEVAL = (
-    "{owner} does not support {argument}= yet: parley has no retrieval (RAG) yet. Instead, "
-    "give the agent the doc_parser tool (function_list=['doc_parser']) and name the file in "
-    "your message, or put the document's text in the message: "
-    "parley.tools.builtin.parse_document(path).to_text()"
+    "{owner} takes no {argument}=: the agents that answer from files are FnCallAgent (a "
+    "retrieval tool over them) and Assistant (retrieves for every question)"
 )
 
 
@@ -136,7 +134,8 @@ def refuse_arguments(owner: str, arguments: Mapping[str, Any]) -> None:
     """Refuse constructor arguments parley does not take, saying why.
 
     Raises:
-        ConfigurationError: `files` or `rag_cfg` (no retrieval yet), or unknown arguments.
+        ConfigurationError: `files` or `rag_cfg` (for FnCallAgent and Assistant), or unknown
+            arguments.
     """
     for argument in _RETRIEVAL_ARGUMENTS:
         if arguments.get(argument):

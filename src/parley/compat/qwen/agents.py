@@ -62,9 +62,10 @@ Deliberate differences from Qwen-Agent 0.0.34:
   its environment variable is not read).
 - `max_input_tokens` counts with parley's token counter and includes the tool descriptions;
   without it the model's own context size bounds the prompt (Qwen-Agent: 58000 tokens).
-- Files and RAG (`files`, `rag_cfg`) are not supported yet: parley has no retrieval yet. A
-  `ConfigurationError` says so and what to do instead: give the agent the `doc_parser` tool,
-  or put the text of `parley.tools.builtin.parse_document(path).to_text()` in the message.
+- `files` are indexed once, in a persistent index (`parley.rag`; `rag_cfg` says how, see
+  `parley.compat.qwen._rag`), and the model gets a `retrieval` tool over them (Qwen-Agent
+  keeps them in its memory agent and parses them again per run). `Assistant` retrieves
+  for every question itself, as Qwen-Agent's does.
 - `run` takes no keyword arguments but `lang` (ignored); Qwen-Agent passes others (`seed`)
   to the model or the tools, which parley's loop does not.
 - Snapshots change only when the response does: one per streamed delta, one when a message
@@ -83,12 +84,15 @@ from parley._sync import iterate_sync
 from parley.agents import Agent as LoopAgent
 from parley.agents import AgentEvent, AgentRun, InMemoryMemory, ToolChoicePolicy
 from parley.compat.qwen._llm import InputBudget
+from parley.compat.qwen._rag import RagSettings, open_index
 from parley.compat.qwen._response import QwenMessages, QwenResponse, Response
 from parley.compat.qwen.agent import Agent, FunctionListEntry, refuse_arguments
 from parley.compat.qwen.convert import to_msgs
 from parley.compat.qwen.schema import DEFAULT_SYSTEM_MESSAGE, Message
 from parley.errors import ConfigurationError, MessageError, UserError
 from parley.models.base import ChatModel
+from parley.rag.index import DocumentIndex
+from parley.rag.tool import RETRIEVAL_TOOL_NAME, RetrievalTool
 from parley.tools import Toolkit
 
 __all__ = ["MAX_LLM_CALL_PER_RUN", "FnCallAgent", "FunctionListEntry", "QwenResponse"]
@@ -109,8 +113,10 @@ class FnCallAgent(Agent):
             (the two texts apart by a blank line), as Qwen-Agent does.
         name: The agent's name, on its messages.
         description: What the agent does (for routers and group chats).
-        files: Not supported yet (parley has no retrieval yet); giving files raises,
-            saying what to do instead.
+        files: Documents (paths, folders, URLs) indexed now (unchanged ones skipped on a
+            later start) and searched by a `retrieval` tool the model gets.
+        rag_cfg: How (see `parley.compat.qwen._rag`): retrieval type, chunk size, top_k,
+            embedding model, index path...
         max_iters: Most model calls per run.
         tool_choice: parley's tool-choice policy; overrides the config's `function_choice`.
             With neither, the model's own (`ChatModel.default_tool_choice`).
@@ -134,12 +140,20 @@ class FnCallAgent(Agent):
         description: str | None = None,
         files: Sequence[str] | None = None,
         *,
+        rag_cfg: Mapping[str, Any] | None = None,
         max_iters: int = MAX_LLM_CALL_PER_RUN,
         tool_choice: ToolChoicePolicy = None,
         **kwargs: Any,
     ) -> None:
-        refuse_arguments(type(self).__name__, {"files": files, **kwargs})
+        refuse_arguments(type(self).__name__, kwargs)
         super().__init__(function_list, llm, system_message, name, description)
+        self.rag_settings = RagSettings.read(rag_cfg)
+        self.files = [str(f) for f in files or ()]
+        self.index: DocumentIndex | None = (
+            open_index(self.files, self.rag_settings) if self.files else None
+        )
+        if self.index is not None and self.retrieval_as_tool:
+            self.function_map.setdefault(RETRIEVAL_TOOL_NAME, self._retrieval_tool(self.index))
         config = self.llm_config
         choice = tool_choice if tool_choice is not None else config.function_choice
         if isinstance(choice, str) and self._mcp_pending:
@@ -161,8 +175,29 @@ class FnCallAgent(Agent):
         if config.max_input_tokens is not None:
             self.agent.budget = InputBudget(self.llm, config.max_input_tokens)
 
+    retrieval_as_tool: bool = True
+    """With `files`, whether the model gets a `retrieval` tool over them (the Assistant
+    retrieves for every question itself instead)."""
+
     def __repr__(self) -> str:
         return f"FnCallAgent(name={self.name!r}, llm={self.llm!r}, tools={list(self.function_map)})"
+
+    def _retrieval_tool(self, index: DocumentIndex) -> RetrievalTool:
+        settings = self.rag_settings
+        return RetrievalTool(
+            index,
+            top_k=settings.top_k,
+            mode=settings.mode,
+            score_threshold=settings.score_threshold,
+            max_ref_token=settings.max_ref_token,
+        )
+
+    async def close(self) -> None:
+        """Close what the agent opened (see `Agent.close`) and the files' index."""
+        await super().close()
+        if self.index is not None:
+            await self.index.close()
+            self.index = None
 
     # -- Qwen-Agent's interface ------------------------------------------------------------------
 

@@ -86,6 +86,19 @@ function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+/**
+ * The sources a `retrieval` result names: its passages are "[n] source, page p" lines, each
+ * followed by the passage's text, one blank line apart.
+ */
+function citations(text) {
+  const lines = [];
+  for (const passage of (text || "").split(/\n\n(?=\[\d+\] )/)) {
+    const match = /^\[(\d+)\] (.+)$/m.exec(passage.split("\n", 1)[0]);
+    if (match) lines.push(`[${match[1]}] ${match[2]}`);
+  }
+  return lines;
+}
+
 function pretty(value) {
   if (value === undefined || value === null) return "";
   if (typeof value === "string") {
@@ -407,12 +420,20 @@ function inlineError(message, testid = "error") {
 class Turn {
   constructor(agentName) {
     this.body = el("div", { class: "turn-body" });
+    this.sourceList = el("ol", { class: "sources-list" });
+    this.sources = el(
+      "aside",
+      { class: "sources", hidden: true, dataset: { testid: "sources" }, "aria-label": "Sources" },
+      el("div", { class: "sources-label", text: "Sources" }),
+      this.sourceList,
+    );
     this.footer = el("div", { class: "turn-footer" });
     this.node = el(
       "article",
       { class: "msg msg-assistant", dataset: { testid: "assistant-message" }, "aria-label": "Assistant" },
       el("div", { class: "msg-role", "aria-hidden": "true", text: agentName || "Assistant" }),
       this.body,
+      this.sources,
       this.footer,
     );
     this.text = null; // {node, source}: the text segment deltas go to
@@ -504,6 +525,18 @@ class Turn {
     if (!result) return;
     const card = this.card(result.tool_call_id, result.name);
     card.setResult(result.output, Boolean(result.is_error));
+    if (result.name === "retrieval" && !result.is_error) this.addSources(citations(outputText(result.output)));
+  }
+
+  /** The documents a retrieval found, once each, under the answer (text only, never HTML). */
+  addSources(lines) {
+    const shown = new Set([...this.sourceList.children].map((item) => item.textContent));
+    for (const line of lines) {
+      if (shown.has(line)) continue;
+      shown.add(line);
+      this.sourceList.append(el("li", { dataset: { testid: "source" }, text: line }));
+    }
+    this.sources.hidden = this.sourceList.children.length === 0;
   }
 
   /** A whole message: fills in what the deltas did not bring (or a non-streaming model). */

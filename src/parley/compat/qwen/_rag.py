@@ -1,0 +1,180 @@
+"""Qwen-Agent's `files` and `rag_cfg`, on a parley `DocumentIndex`.
+
+`rag_cfg` takes seed 001's keys and Qwen-Agent's own:
+
+- `retrieval_type`: `keyword`, `vector`, `hybrid` or `front_page`; default: from
+  `rag_searchers`, Qwen-Agent's searcher list (`keyword_search`, `vector_search`,
+  `hybrid_search`, `front_page_search`; default `["keyword_search", "front_page_search"]`,
+  Qwen-Agent's, which is keyword search).
+- `chunk_size` (or Qwen-Agent's `parser_page_size`): tokens per chunk (500).
+- `chunk_overlap`: tokens a chunk repeats of the one before (50).
+- `top_k`: passages per retrieval (10; then `max_ref_token` decides).
+- `score_threshold`: drop passages scoring below it (none).
+- `max_ref_token`: the most tokens of passages in the prompt (4000).
+- `embedding_model`: `provider:model`, `local`, a bare DashScope or OpenAI model name, or an
+  `EmbeddingModel`; default `local` when the search needs vectors.
+- `index_path`: the index's SQLite file (a folder gets `index.sqlite`), or a PostgreSQL URL;
+  default: a file per set of files in `~/.cache/parley/indexes/`.
+
+The front page (the first chunks of each document) answers a query without key words in
+every mode, as Qwen-Agent's `front_page_search` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from parley._sync import run_sync
+from parley.embeddings.base import EmbeddingModel
+from parley.errors import ConfigurationError
+from parley.rag.assistant import add_sources, default_index_path
+from parley.rag.index import DocumentIndex
+from parley.rag.types import SearchMode
+
+__all__ = ["RagSettings", "open_index"]
+
+_KEYS = {
+    "retrieval_type",
+    "rag_searchers",
+    "chunk_size",
+    "parser_page_size",
+    "chunk_overlap",
+    "top_k",
+    "score_threshold",
+    "max_ref_token",
+    "embedding_model",
+    "index_path",
+}
+_MODES: tuple[SearchMode, ...] = ("keyword", "vector", "hybrid", "front_page")
+_SEARCHERS = {"keyword_search", "vector_search", "hybrid_search", "front_page_search"}
+
+
+@dataclass
+class RagSettings:
+    """A `rag_cfg`, checked (see the module docstring for the keys)."""
+
+    mode: SearchMode = "keyword"
+    chunk_size: int = 500
+    chunk_overlap: int = 50
+    top_k: int = 10
+    score_threshold: float | None = None
+    max_ref_token: int = 4000
+    embedding_model: EmbeddingModel[Any] | str | None = None
+    index_path: str | None = None
+
+    @classmethod
+    def read(cls, rag_cfg: Mapping[str, Any] | None) -> RagSettings:
+        """Check a `rag_cfg` dict.
+
+        Raises:
+            ConfigurationError: An unknown key or a bad value.
+        """
+        cfg = dict(rag_cfg or {})
+        unknown = sorted(set(cfg) - _KEYS)
+        if unknown:
+            raise ConfigurationError(
+                f"rag_cfg has unknown keys {unknown}; known: {', '.join(sorted(_KEYS))}"
+            )
+        mode = _mode(cfg)
+        embedding = cfg.get("embedding_model")
+        if embedding is None and mode in ("vector", "hybrid"):
+            embedding = "local"
+        try:
+            return cls(
+                mode=mode,
+                chunk_size=int(cfg.get("chunk_size", cfg.get("parser_page_size", 500))),
+                chunk_overlap=int(cfg.get("chunk_overlap", 50)),
+                top_k=int(cfg.get("top_k", 10)),
+                score_threshold=_optional_float(cfg.get("score_threshold")),
+                max_ref_token=int(cfg.get("max_ref_token", 4000)),
+                embedding_model=embedding,
+                index_path=str(cfg["index_path"]) if cfg.get("index_path") else None,
+            )
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(f"bad rag_cfg value: {exc}") from None
+
+
+def _mode(cfg: Mapping[str, Any]) -> SearchMode:
+    given = cfg.get("retrieval_type")
+    if given is not None:
+        if given not in _MODES:
+            raise ConfigurationError(
+                f"rag_cfg retrieval_type {given!r} is not one of {', '.join(_MODES)}"
+            )
+        mode: SearchMode = given
+        return mode
+    searchers = cfg.get("rag_searchers") or ["keyword_search", "front_page_search"]
+    unknown = sorted(set(searchers) - _SEARCHERS)
+    if unknown:
+        raise ConfigurationError(
+            f"rag_cfg rag_searchers {unknown} unknown; known: {', '.join(sorted(_SEARCHERS))}"
+        )
+    chosen = set(searchers) - {"front_page_search"}
+    if "hybrid_search" in chosen or {"keyword_search", "vector_search"} <= chosen:
+        return "hybrid"
+    if "vector_search" in chosen:
+        return "vector"
+    return "keyword" if chosen else "front_page"
+
+
+def _optional_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _embedder(spec: EmbeddingModel[Any] | str | None) -> EmbeddingModel[Any] | None:
+    if spec is None or isinstance(spec, EmbeddingModel):
+        return spec
+    from parley.embeddings.spec import embedding_model_from_spec  # noqa: PLC0415
+
+    if ":" in spec or spec == "local":
+        return embedding_model_from_spec(spec)
+    if spec.startswith("text-embedding-v"):  # DashScope's names, Qwen-Agent's own default
+        return embedding_model_from_spec(f"dashscope:{spec}")
+    if spec.startswith(("text-embedding-3", "text-embedding-ada")):
+        return embedding_model_from_spec(f"openai:{spec}")
+    raise ConfigurationError(
+        f"rag_cfg embedding_model {spec!r}: name its provider, as 'provider:model' "
+        "(e.g. 'ollama:nomic-embed-text'), or use 'local'"
+    )
+
+
+def _index_location(settings: RagSettings, files: Sequence[str]) -> str | Path:
+    path = settings.index_path
+    if path is None:
+        return default_index_path(files)
+    if "://" in path:
+        return path  # a PostgreSQL URL
+    location = Path(path).expanduser()
+    if location.is_dir() or not location.suffix:
+        location.mkdir(parents=True, exist_ok=True)
+        return location / "index.sqlite"
+    return location
+
+
+def open_index(files: Sequence[str], settings: RagSettings) -> DocumentIndex:
+    """An index holding `files` (added now, unchanged ones skipped), from sync code.
+
+    Raises:
+        DocumentError: A file could not be read (after the others were indexed).
+        ConfigurationError: A bad embedding model.
+    """
+    embedder = _embedder(settings.embedding_model)
+
+    async def build() -> DocumentIndex:
+        index = await DocumentIndex.open(
+            _index_location(settings, files),
+            embedding_model=embedder,
+            chunk_size=settings.chunk_size,
+            chunk_overlap=settings.chunk_overlap,
+        )
+        try:
+            await add_sources(index, files)
+        except BaseException:
+            await index.close()
+            raise
+        return index
+
+    return run_sync(build())

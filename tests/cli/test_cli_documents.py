@@ -1,0 +1,85 @@
+"""`parley index` and `parley ask`: real processes, the embedded defaults, offline."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests._requires import require_module
+
+HANDBOOK = """# Refund policy
+
+Customers may return any item within 30 days of delivery. Refunds are paid to the original
+payment method within 14 days after the returned item arrives at our warehouse in Lyon.
+"""
+
+
+def parley(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update(
+        {
+            "HF_HUB_OFFLINE": "1",
+            "HTTPS_PROXY": "http://127.0.0.1:9",
+            "NO_PROXY": "",
+            "XDG_CACHE_HOME": str(cwd / "cache"),
+        }
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "parley", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=cwd,
+        check=False,
+    )
+
+
+@pytest.fixture
+def docs(tmp_path: Path) -> Path:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "handbook.md").write_text(HANDBOOK)
+    return folder
+
+
+def test_index_builds_then_updates_only_what_changed(tmp_path: Path, docs: Path) -> None:
+    first = parley(tmp_path, "index", str(docs), "--embedding", "none")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.startswith("1 added: ")
+    location = Path(first.stdout.strip().split(": ", 1)[1])
+    assert location.parent == tmp_path / "cache" / "parley" / "indexes"
+    assert location.is_file()
+    assert "indexed 1/1 handbook.md" in first.stderr  # progress, one line per document
+
+    (docs / "faq.md").write_text("# FAQ\n\nAsk us anything.\n")
+    second = parley(tmp_path, "index", str(docs), "--embedding", "none")
+    assert second.stdout.startswith("1 added, 1 unchanged: ")
+
+    (docs / "faq.md").unlink()
+    (docs / "broken.pdf").write_bytes(b"%PDF-1.4 not really")
+    third = parley(tmp_path, "index", str(docs), "--embedding", "none")
+    assert third.returncode == 1
+    assert third.stdout.startswith("1 unchanged, 1 removed, 1 failed: ")
+    assert "broken.pdf" in third.stderr
+
+
+def test_index_refuses_a_missing_path_clearly(tmp_path: Path) -> None:
+    done = parley(tmp_path, "index", str(tmp_path / "nowhere.md"), "--index", "i.sqlite")
+    assert done.returncode == 1
+    assert "nowhere.md" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_ask_answers_from_the_documents_with_sources(tmp_path: Path, docs: Path) -> None:
+    require_module("llama_cpp", "local")
+    require_module("onnxruntime", "embeddings")
+    done = parley(tmp_path, "ask", "--docs", str(docs), "In which city is the warehouse?")
+    assert done.returncode == 0, done.stderr
+    answer, _, sources = done.stdout.partition("\nSources:\n")
+    assert "Lyon" in answer
+    assert sources.strip() == "[1] handbook.md: Refund policy"

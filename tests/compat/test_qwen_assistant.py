@@ -1,0 +1,190 @@
+"""Qwen-Agent's Assistant and FnCallAgent(files=...): answers from documents."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from parley.compat.qwen import Assistant, BasicAgent, ContentItem, FnCallAgent, Message
+from parley.compat.qwen._rag import RagSettings, _embedder, _index_location
+from parley.embeddings.dashscope import DashScopeEmbeddingModel
+from parley.embeddings.openai import OpenAIEmbeddingModel
+from parley.errors import ConfigurationError
+from parley.testing.openai_server import OpenAIServer, Reply, ToolCall
+from tests._requires import require_module
+
+HANDBOOK = """# Refund policy
+
+Customers may return any item within 30 days of delivery. Refunds are paid to the original
+payment method within 14 days after the returned item arrives at our warehouse in Lyon.
+
+# Shipping
+
+Orders ship from Lyon. Standard shipping takes 3 to 5 working days within France.
+"""
+
+
+@pytest.fixture
+def handbook(tmp_path: Path) -> Path:
+    path = tmp_path / "handbook.md"
+    path.write_text(HANDBOOK)
+    return path
+
+
+def llm(server: OpenAIServer) -> dict[str, Any]:
+    return {"model": "qwen3-8b", "model_server": server.url, "api_key": "EMPTY"}
+
+
+def test_an_assistant_with_files_answers_offline_on_the_embedded_defaults(
+    tmp_path: Path, handbook: Path
+) -> None:
+    require_module("llama_cpp", "local")
+    require_module("onnxruntime", "embeddings")
+    bot = Assistant(
+        files=[str(handbook)],
+        rag_cfg={"retrieval_type": "hybrid", "index_path": str(tmp_path / "index")},
+    )
+    try:
+        response = bot.run_nonstream(
+            [{"role": "user", "content": "In which city is the warehouse?"}]
+        )
+    finally:
+        bot.close_sync()
+    assert isinstance(response[-1], dict)
+    assert "Lyon" in response[-1]["content"]  # only the document says so
+    assert (tmp_path / "index" / "index.sqlite").is_file()
+
+
+def test_the_knowledge_goes_in_the_system_message_as_qwen_agent_puts_it(
+    tmp_path: Path, handbook: Path
+) -> None:
+    with OpenAIServer([Reply(text="Within 14 days."), Reply(text="14 天。")]) as server:
+        bot = Assistant(
+            llm=llm(server),
+            system_message="You are a shop assistant.",
+            files=[str(handbook)],
+            rag_cfg={"index_path": str(tmp_path / "i.sqlite"), "top_k": 2},
+        )
+        try:
+            answer = bot.run_nonstream([Message("user", "When are refunds paid?")])
+            bot.run_nonstream([Message("user", "退款 refunds 什么时候?")])
+        finally:
+            bot.close_sync()
+        english, chinese = server.bodies()
+    assert answer[-1].content == "Within 14 days."
+    system = english["messages"][0]
+    assert system["role"] == "system"
+    assert system["content"].startswith("You are a shop assistant.\n\n# Knowledge Base\n\n")
+    assert "## The content from [handbook.md]:\n\n```\n" in system["content"]
+    assert "within 14 days" in system["content"]
+    assert "tools" not in english  # the Assistant retrieves itself: no retrieval tool
+    assert "# 知识库" in chinese["messages"][0]["content"]
+    assert "## 来自 [handbook.md] 的内容" in chinese["messages"][0]["content"]
+
+
+def test_knowledge_given_to_run_is_used_instead_of_retrieving(handbook: Path) -> None:
+    with OpenAIServer([Reply(text="ok")]) as server:
+        bot = Assistant(llm=llm(server))
+        try:
+            bot.run_nonstream([Message("user", "Hi")], knowledge="The sky is green.")
+        finally:
+            bot.close_sync()
+        [body] = server.bodies()
+    assert body["messages"][0]["content"].endswith("# Knowledge Base\n\nThe sky is green.")
+
+
+def test_a_file_attached_to_the_message_is_indexed_and_searched(
+    tmp_path: Path, handbook: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with OpenAIServer([Reply(text="Lyon.")]) as server:
+        bot = Assistant(llm=llm(server))
+        try:
+            bot.run_nonstream(
+                [
+                    Message(
+                        "user",
+                        [
+                            ContentItem(text="Where do orders ship from?"),
+                            ContentItem(file=str(handbook)),
+                        ],
+                    )
+                ]
+            )
+        finally:
+            bot.close_sync()
+        [body] = server.bodies()
+    assert "Orders ship from Lyon" in body["messages"][0]["content"]
+
+
+def test_fn_call_agent_with_files_gets_a_retrieval_tool(tmp_path: Path, handbook: Path) -> None:
+    steps = [
+        Reply(tool_calls=[ToolCall("retrieval", {"query": "shipping time"}, id="c1")]),
+        Reply(text="3 to 5 working days."),
+    ]
+    with OpenAIServer(steps) as server:
+        bot = FnCallAgent(
+            llm=llm(server),
+            files=[str(handbook)],
+            rag_cfg={"index_path": str(tmp_path / "i.sqlite")},
+        )
+        try:
+            response = bot.run_nonstream([{"role": "user", "content": "How long is shipping?"}])
+        finally:
+            bot.close_sync()
+        first, second = server.bodies()
+    assert [t["function"]["name"] for t in first["tools"]] == ["retrieval"]
+    result = second["messages"][-1]
+    assert result["role"] == "tool"
+    assert result["content"].startswith("[1] handbook.md")
+    assert "3 to 5 working days" in result["content"]
+    assert response[-1]["content"] == "3 to 5 working days."
+
+
+def test_files_on_an_agent_that_does_not_read_them_are_refused() -> None:
+    with pytest.raises(ConfigurationError, match=r"FnCallAgent .* and Assistant"):
+        BasicAgent(files=["a.md"])
+
+
+def test_rag_cfg_maps_qwen_agents_keys() -> None:
+    assert RagSettings.read(None).mode == "keyword"  # Qwen-Agent's default searchers
+    assert RagSettings.read(None).embedding_model is None
+    hybrid = RagSettings.read({"rag_searchers": ["keyword_search", "vector_search"]})
+    assert (hybrid.mode, hybrid.embedding_model) == ("hybrid", "local")
+    assert RagSettings.read({"rag_searchers": ["vector_search"]}).mode == "vector"
+    assert RagSettings.read({"rag_searchers": ["front_page_search"]}).mode == "front_page"
+    settings = RagSettings.read(
+        {
+            "retrieval_type": "hybrid",
+            "parser_page_size": 300,
+            "chunk_overlap": 20,
+            "top_k": 3,
+            "score_threshold": 0.01,
+            "max_ref_token": 1000,
+        }
+    )
+    assert (settings.chunk_size, settings.chunk_overlap, settings.top_k) == (300, 20, 3)
+    assert (settings.score_threshold, settings.max_ref_token) == (0.01, 1000)
+    with pytest.raises(ConfigurationError, match=r"unknown keys \['chunk_sise'\]"):
+        RagSettings.read({"chunk_sise": 3})
+    with pytest.raises(ConfigurationError, match="retrieval_type 'semantic'"):
+        RagSettings.read({"retrieval_type": "semantic"})
+    with pytest.raises(ConfigurationError, match="bad rag_cfg value"):
+        RagSettings.read({"top_k": "many"})
+
+
+def test_rag_cfg_embedding_model_names_and_index_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    assert isinstance(_embedder("text-embedding-v4"), DashScopeEmbeddingModel)  # the seed's form
+    assert isinstance(_embedder("openai:text-embedding-3-small"), OpenAIEmbeddingModel)
+    with pytest.raises(ConfigurationError, match="'provider:model'"):
+        _embedder("mystery-embedder")
+    folder = _index_location(RagSettings(index_path=str(tmp_path / "rag_index")), [])
+    assert folder == tmp_path / "rag_index" / "index.sqlite"
+    file = _index_location(RagSettings(index_path=str(tmp_path / "x.db")), [])
+    assert file == tmp_path / "x.db"

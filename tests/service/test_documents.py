@@ -1,0 +1,107 @@
+"""`parley serve --docs`: the `documents` assistant, its index built and kept current."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+from parley.errors import ConfigurationError
+from parley.rag import DocumentIndex
+from parley.service import ServiceSettings, create_app
+from parley.service.cli import _export
+from parley.service.documents import DocumentsService
+from tests._requires import require_module
+from tests.service._live import running
+
+HANDBOOK = """# Refund policy
+
+Customers may return any item within 30 days of delivery. Refunds are paid to the original
+payment method within 14 days after the returned item arrives at our warehouse in Lyon.
+"""
+
+
+def indexed(location: Path) -> list[str]:
+    """The documents the index file holds now (read by a reader of our own)."""
+
+    async def read() -> list[str]:
+        index = await DocumentIndex.open(location, embedding_model=None)
+        try:
+            return sorted(Path(d.source).name for d in await index.documents())
+        finally:
+            await index.close()
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, read()).result(timeout=30)
+
+
+def wait_until(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def test_the_documents_agent_answers_and_its_index_follows_the_folder(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    require_module("llama_cpp", "local")
+    require_module("watchfiles", "rag")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "handbook.md").write_text(HANDBOOK)
+    location = tmp_path / "docs.sqlite"
+    settings = ServiceSettings(
+        database_url=f"sqlite+aiosqlite:///{tmp_path / 'service.db'}",
+        docs=[str(docs)],
+        docs_index=str(location),
+        docs_embedding="none",
+    )
+    caplog.set_level(logging.INFO, logger="parley.service")
+    with running(create_app(settings)) as url, httpx.Client(base_url=url, timeout=120) as api:
+        info = api.get("/info").json()
+        assert info["default_agent"] == "documents"
+        assert [a["key"] for a in info["agents"]] == ["documents"]
+        wait_until(lambda: indexed(location) == ["handbook.md"], "the first update")
+
+        answer = api.post("/invoke", json={"message": "In which city is the warehouse?"})
+        assert answer.status_code == 200, answer.text
+        assert "Lyon" in answer.json()["content"]
+
+        # A file added is indexed, a file removed dropped; no restart.
+        (docs / "faq.md").write_text("# FAQ\n\nRefunds are handled by Maria in Porto.\n")
+        wait_until(lambda: indexed(location) == ["faq.md", "handbook.md"], "the new file")
+        (docs / "handbook.md").unlink()
+        wait_until(lambda: indexed(location) == ["faq.md"], "the removal")
+    logged = caplog.text
+    assert "indexed 1/1" in logged  # the start-up update shows its progress
+    assert "1 added" in logged
+    assert "1 removed" in logged
+
+
+def test_docs_need_a_source_and_paths_are_made_absolute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(ConfigurationError, match="no documents"):
+        DocumentsService(ServiceSettings(), lambda spec: None)  # type: ignore[arg-type,return-value]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PARLEY_DOCS", raising=False)
+    import argparse  # noqa: PLC0415
+
+    args = argparse.Namespace(agents=None, docs=["handbook", "https://example.com/faq"])
+    _export(args)
+    import json  # noqa: PLC0415
+    import os  # noqa: PLC0415
+
+    assert json.loads(os.environ["PARLEY_DOCS"]) == [
+        str(tmp_path / "handbook"),
+        "https://example.com/faq",
+    ]
+    monkeypatch.delenv("PARLEY_DOCS")
