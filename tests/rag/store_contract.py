@@ -158,6 +158,16 @@ class StoreContract:
             await store.vector_search(np.ones(2, np.float32), 3)
         assert await store.documents() == []
 
+    async def test_a_document_without_text_needs_no_vectors(self, store: IndexStore) -> None:
+        empty = np.empty((0, 0), dtype=np.float32)  # what DocumentIndex embeds for no chunks
+        await store.put_document(record("first"), [], empty)  # before any model is bound
+        await store.bind_embedding("test/model", 2)
+        await store.put_document(record("blank"), [], None)
+        await store.put_document(record("x"), chunks_for("x", ["x"]), np.ones((1, 2)))
+        held = {d.source: d.chunk_count for d in await store.documents()}
+        assert held == {"blank": 0, "first": 0, "x": 1}
+        assert await store.chunks(document_id("blank")) == []
+
     async def test_searches_can_be_limited_to_some_documents(self, store: IndexStore) -> None:
         await store.bind_embedding("test/model", 2)
         for name in ("a", "b", "c"):

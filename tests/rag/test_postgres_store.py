@@ -439,7 +439,7 @@ async def test_document_index_opens_a_postgresql_url(
     notes.write_text("# Pumps\n\nReplace the impeller yearly.\n")
     with fresh_database(pgvector_url) as database:
         url = scheme + database.split("://", 1)[1]
-        index = await DocumentIndex.open(url)
+        index = await DocumentIndex.open(url, embedding_model=None)
         try:
             assert isinstance(index.store, PostgresIndexStore)
             assert (await index.add(notes)).added == [str(notes)]
@@ -447,7 +447,7 @@ async def test_document_index_opens_a_postgresql_url(
             assert (hit.source, hit.mode) == (str(notes), "keyword")
         finally:
             await index.close()
-        again = await DocumentIndex.open(url)  # the same index, reopened by URL
+        again = await DocumentIndex.open(url, embedding_model=None)  # the same index, by URL
         try:
             assert [d.source for d in await again.documents()] == [str(notes)]
         finally:

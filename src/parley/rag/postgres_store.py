@@ -525,6 +525,8 @@ class PostgresIndexStore:
         vectors: npt.NDArray[np.float32] | None,
         count: int,
     ) -> npt.NDArray[np.float32] | None:
+        if not count:
+            return None  # a document without text: nothing to embed, whatever the model
         if vectors is None:
             if info.embedding_model is not None:
                 raise IndexMismatchError(
@@ -536,8 +538,6 @@ class PostgresIndexStore:
             raise IndexMismatchError(
                 f"the index {self.location} has no embedding model: bind_embedding() first"
             )
-        if not count:
-            return np.empty((0, info.dimensions), dtype=np.float32)
         return normalized(vectors, info.dimensions)
 
     async def _replace(
@@ -585,7 +585,7 @@ class PostgresIndexStore:
             [" ".join(t) for t in terms],
             [len(t) for t in terms],
         )
-        if vectors is not None and len(ids):
+        if vectors is not None:
             by_index = {row["idx"]: row["id"] for row in ids}
             await db.copy_records_to_table(
                 f"{names.prefix}vectors",
