@@ -251,7 +251,10 @@ def _prompts() -> Iterator[str]:
 
 
 def models(args: argparse.Namespace) -> int:
-    """`parley models`: the model cards of every provider (or of one)."""
+    """`parley models`: the model cards of every provider (or of one).
+
+    With `--embeddings`, the embedding models' cards, with the vector sizes they give.
+    """
     from parley.models.credentials import CredentialFactory  # noqa: PLC0415
 
     rows = []
@@ -259,15 +262,35 @@ def models(args: argparse.Namespace) -> int:
         if args.provider and kind != args.provider:
             continue
         credential_cls = CredentialFactory.credential_class(kind)
+        if args.embeddings:
+            rows += [
+                (kind, c.name, c.label, c.status, str(c.context_size or ""), _sizes(c))
+                for c in credential_cls.list_embedding_models()
+            ]
+            continue
         rows += [
             (kind, c.name, c.label, c.status, str(c.context_size or ""), ", ".join(c.input_types))
             for c in credential_cls.list_models()
         ]
-    header = ("provider", "model", "label", "status", "context", "input")
+    last = "dimensions" if args.embeddings else "input"
+    header = ("provider", "model", "label", "status", "context", last)
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
     return 0
+
+
+def _sizes(card: Any) -> str:
+    """The vector sizes an embedding card allows: its list, its range, or its default."""
+    choices = card.dimension_choices()
+    if choices:
+        return ", ".join(map(str, choices))
+    field = card.parameter_schema.get("properties", {}).get("dimensions", {})
+    low, high = field.get("minimum"), field.get("maximum")
+    if low is not None and high is not None:
+        return f"{low}-{high}"
+    default = card.default_dimensions()
+    return str(default) if default else ""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -308,6 +331,9 @@ def _parser() -> argparse.ArgumentParser:
     chat_cmd.set_defaults(run=chat)
     models_cmd = commands.add_parser("models", help="list model cards")
     models_cmd.add_argument("provider", nargs="?", help="only this provider")
+    models_cmd.add_argument(
+        "--embeddings", action="store_true", help="the embedding models instead of chat models"
+    )
     models_cmd.set_defaults(run=models)
     _add_service_commands(commands)
     from parley.rag.cli import add_commands  # noqa: PLC0415  (imports nothing heavy)

@@ -58,6 +58,20 @@ def test_models_lists_cards(capsys: pytest.CaptureFixture[str]) -> None:
     assert lines[0].split() == ["provider", "model", "label", "status", "context", "input"]
 
 
+def test_models_lists_embedding_cards_with_their_sizes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert cli.main(["models", "--embeddings"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["provider", "model", "label", "status", "context", "dimensions"]
+    rows = {tuple(line.split()[:2]): line for line in lines[1:]}
+    assert rows[("local", "all-minilm-l6-v2")].rstrip().endswith("384")
+    assert rows[("openai", "text-embedding-3-small")].rstrip().endswith("1-1536")
+    assert rows[("dashscope", "text-embedding-v4")].rstrip().endswith("64")  # its list's end
+    assert ("gemini", "gemini-embedding-001") in rows
+    assert any(key[0] == "ollama" for key in rows)
+
+
 class _CoderModel(ScriptedModel):
     """Asks the code interpreter for 6 * 7, then reports what it printed."""
 
