@@ -11,7 +11,7 @@ from parley.compat.qwen import Assistant, BasicAgent, ContentItem, FnCallAgent, 
 from parley.compat.qwen._rag import RagSettings, _embedder, _index_location
 from parley.embeddings.dashscope import DashScopeEmbeddingModel
 from parley.embeddings.openai import OpenAIEmbeddingModel
-from parley.errors import ConfigurationError
+from parley.errors import ConfigurationError, DocumentError
 from parley.testing.openai_server import OpenAIServer, Reply, ToolCall
 from tests._requires import require_module
 
@@ -99,6 +99,7 @@ def test_a_file_attached_to_the_message_is_indexed_and_searched(
     tmp_path: Path, handbook: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)  # attached files may come from the working directory
     with OpenAIServer([Reply(text="Lyon.")]) as server:
         bot = Assistant(llm=llm(server))
         try:
@@ -117,6 +118,25 @@ def test_a_file_attached_to_the_message_is_indexed_and_searched(
             bot.close_sync()
         [body] = server.bodies()
     assert "Orders ship from Lyon" in body["messages"][0]["content"]
+
+
+def test_an_attached_file_outside_the_allowed_folders_is_refused(
+    tmp_path: Path, handbook: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    elsewhere = tmp_path / "work"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # the default root: the working directory
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with OpenAIServer([]) as server:
+        bot = Assistant(llm=llm(server))
+        try:
+            for hostile in (str(handbook), "/etc/passwd", "file:///etc/passwd", "../handbook.md"):
+                question = [ContentItem(text="Summarise"), ContentItem(file=hostile)]
+                with pytest.raises(DocumentError, match="outside the folders"):
+                    bot.run_nonstream([Message("user", question)])
+        finally:
+            bot.close_sync()
+        assert server.bodies() == []  # nothing reached the model
 
 
 def test_fn_call_agent_with_files_gets_a_retrieval_tool(tmp_path: Path, handbook: Path) -> None:

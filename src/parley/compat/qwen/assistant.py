@@ -86,6 +86,12 @@ class Assistant(FnCallAgent):
 
     retrieval_as_tool = False
 
+    file_roots: Sequence[str | Path] | None = None
+    """Folders a file attached to a message may be in (None: the working directory). A
+    message is the user's input, and may come from someone who must not make the agent read
+    `/etc/passwd` into its prompt: a path elsewhere is refused. URLs are fetched only from
+    public addresses (`parley.rag`'s reader)."""
+
     def _run(
         self, messages: list[Message], lang: str = "en", knowledge: str = "", **kwargs: Any
     ) -> Iterator[QwenMessages]:
@@ -99,6 +105,7 @@ class Assistant(FnCallAgent):
         if not query or (self.index is None and not attached):
             return ""
         if attached:
+            self._check_attached(attached)
             self._add_attached(attached)
         index = self.index
         assert index is not None
@@ -114,6 +121,22 @@ class Assistant(FnCallAgent):
             )
         )
         return format_knowledge(hits, lang, settings.max_ref_token)
+
+    def _check_attached(self, files: list[str]) -> None:
+        from parley.errors import DocumentError  # noqa: PLC0415
+        from parley.rag.ingest import is_url, normalize_source  # noqa: PLC0415
+
+        roots = [Path(r).resolve() for r in (self.file_roots or [Path.cwd()])]
+        for file in files:
+            if is_url(file) and not file.lower().startswith("file:"):
+                continue
+            path = Path(normalize_source(file))
+            if not any(path.is_relative_to(root) for root in roots):
+                raise DocumentError(
+                    f"the attached file {file} is outside the folders files may come from "
+                    f"({', '.join(map(str, roots))}); set Assistant.file_roots to allow it",
+                    source=file,
+                )
 
     def _add_attached(self, files: list[str]) -> None:
         from parley.compat.qwen._rag import open_index  # noqa: PLC0415
