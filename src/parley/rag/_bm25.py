@@ -89,10 +89,12 @@ class _Segment:
         cls, terms: IntArray, rows: npt.NDArray[np.int32], counts: Counts, size: int
     ) -> _Segment:
         """From (term, row, count) triples ascending by row within each term; `size` terms."""
-        order = np.argsort(terms, kind="stable")  # keeps rows ascending within a term
+        if np.any(terms[1:] < terms[:-1]):  # a full read comes in term order: no sort
+            order = np.argsort(terms, kind="stable")  # keeps rows ascending within a term
+            rows, counts = rows[order], counts[order]
         offsets = np.zeros(size + 1, np.int64)
         np.cumsum(np.bincount(terms, minlength=size), out=offsets[1:])
-        return cls(offsets, rows[order], counts[order])
+        return cls(offsets, rows, counts)
 
     def __len__(self) -> int:
         return len(self.rows)
