@@ -113,7 +113,7 @@ class MemoryUse:
 
     Attributes:
         keyword: The BM25 postings (`_bm25.KeywordIndex`): every (term, chunk) pair the
-            chunks hold, about 6 bytes each, and the terms; 0 until a keyword search.
+            chunks hold, about 5 bytes each, and the terms; 0 until a keyword search.
         vector: The vectors (`_vectors.VectorMatrix`), 4 bytes a dimension per chunk and
             their sign bits; 0 until a vector search.
     """
