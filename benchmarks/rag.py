@@ -1,26 +1,31 @@
-"""Retrieval: quality on the labelled Python-docs set, and latency at 100,000 chunks.
+"""Retrieval: quality on the labelled Python-docs set, and latency at 10,000 and 100,000 chunks.
 
-    python benchmarks/rag.py [-n 100000] [--queries 200] [--skip-scale]
+    python benchmarks/rag.py [-n 10000 100000] [--queries 142] [--skip-scale]
 
 Part 1, quality (`benchmarks/data/pydocs`: 2,373 passages, 142 questions): each passage is a
 chunk of the embedded store, embedded by the local model; recall@5 and nDCG@10 for keyword
 search with parley's analysis (words, Porter stems, CJK pairs; FTS5 `unicode61`), with FTS5's
 `trigram` tokenizer instead, vector search and hybrid search (RRF, k=60).
 
-Part 2, scale: `-n` chunks (default 100,000), each two passages of the set joined (so the
-text is real and no two chunks are equal), its vector the normalised mean of the two
-passages' vectors (real embeddings, real distribution). The chunks go into one SQLite file in
-documents of 1,000 chunks. Then, per query (the set's questions, their vectors computed once):
-keyword, vector and hybrid search through the store, the query's vector given; and hybrid
-through `DocumentIndex.search`, which embeds the query too. p50 and p95 in milliseconds. The
-vector pass above `EXACT_LIMIT` rows is the sign-bit shortlist; its recall@10 against the
-exact search is printed, and the exact search's own latency beside it.
+Part 2, scale, for each `-n` (default 10,000 and 100,000 chunks): chunks of two passages of
+the set joined (so the text is real and no two chunks are equal), each chunk's vector the
+normalised mean of the two passages' vectors (real embeddings, real distribution). The chunks
+go into one SQLite file in documents of 1,000 chunks. Then, per query (the set's questions,
+their vectors computed once): keyword search (BM25 over the postings held in memory; FTS5's
+own `bm25()` beside it, as the store ranked before), vector and hybrid search through the
+store, the query's vector given; and hybrid through `DocumentIndex.search`, which embeds the
+query too. p50 and p95 in milliseconds. The vector pass above `EXACT_LIMIT` rows is the
+sign-bit shortlist; its recall@10 against the exact search is printed, and the exact search's
+own latency beside it. Also: the first keyword search (it reads every posting), the memory
+the store holds, and the first keyword search after a document of 1,000 chunks was added or
+removed (only those are read).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import sqlite3
 import statistics
@@ -47,6 +52,7 @@ from parley.rag import (
     keyword_query,
     reciprocal_rank_fusion,
 )
+from parley.rag._fts5 import fts5_ranked
 
 
 async def embed(model: LocalEmbeddingModel, texts: list[str]) -> np.ndarray:
@@ -166,7 +172,7 @@ async def timed(label: str, calls: list[Callable[[], Awaitable[Any]]]) -> list[f
 
 
 async def scale(n: int, count: int, material: dict[str, np.ndarray], folder: Path) -> None:
-    store = await build(folder / "scale.db", n, material)
+    store = await build(folder / f"scale{n}.db", n, material)
     questions = list(material["questions"])[:count]
     vectors = list(material["queries"])[:count]
     pairs = list(zip(questions, vectors, strict=True))
@@ -178,13 +184,33 @@ async def scale(n: int, count: int, material: dict[str, np.ndarray], folder: Pat
         return reciprocal_rank_fusion([keyword, similar])[:5]
 
     print(f"{count} queries over {n} chunks (top 5; fusion depth 50)")
-    await timed("keyword (FTS5 BM25)", [lambda q=q: store.keyword_search(q, 5) for q, _ in pairs])
+    await once("first keyword search (reads every posting)", store.keyword_search(questions[0], 5))
+    keyword = await timed(
+        "keyword (BM25 postings in memory)",
+        [lambda q=q: store.keyword_search(q, 5) for q in questions],
+    )
+    fts5 = sqlite3.connect(store.path, check_same_thread=False)
+    before = await timed(
+        "keyword (FTS5's bm25(), as before)",
+        [
+            lambda q=q: asyncio.to_thread(fts5_ranked, fts5, keyword_query(q), 5, None)
+            for q in questions
+        ],
+    )
+    fts5.close()
+    print(f"  FTS5 / in memory, p50: {statistics.median(before) / statistics.median(keyword):.1f}x")
     await timed(
         "vector (sign bits, then exact)", [lambda v=v: store.vector_search(v, 5) for _, v in pairs]
     )
     await timed(
         "hybrid (store, query vector given)", [lambda q=q, v=v: hybrid(q, v) for q, v in pairs]
     )
+    memory = store.memory()
+    print(
+        f"memory beside the file: keyword {memory.keyword / 1e6:.0f} MB, "
+        f"vector {memory.vector / 1e6:.0f} MB"
+    )
+    await changes(store, material, questions[0])
 
     shortlisted = [[h.chunk_id for h in await store.vector_search(v, 10)] for v in vectors]
     limit = _vectors.EXACT_LIMIT
@@ -202,7 +228,7 @@ async def scale(n: int, count: int, material: dict[str, np.ndarray], folder: Pat
     print(f"sign-bit shortlist recall@10 against the exact search: {overlap:.3f}")
     await store.close()
 
-    index = await DocumentIndex.open(folder / "scale.db")
+    index = await DocumentIndex.open(folder / f"scale{n}.db")
     try:
         await timed(
             "hybrid (DocumentIndex.search, embeds the query)",
@@ -212,9 +238,33 @@ async def scale(n: int, count: int, material: dict[str, np.ndarray], folder: Pat
         await index.close()
 
 
+async def once(label: str, call: Awaitable[Any]) -> None:
+    started = time.perf_counter()
+    await call
+    print(f"{label:<44} {(time.perf_counter() - started) * 1000:9.0f} ms")
+
+
+async def changes(store: SQLiteIndexStore, material: dict[str, np.ndarray], query: str) -> None:
+    """The first keyword search after a document of 1,000 chunks is added, then removed."""
+    texts, passages = material["texts"], material["passages"]
+    rng = random.Random(1)
+    pairs = [(rng.randrange(len(texts)), rng.randrange(len(texts))) for _ in range(1000)]
+    chunks = [
+        Chunk(document_id("added"), i, f"{texts[a]}\n\n{texts[b]}", 0, "added")
+        for i, (a, b) in enumerate(pairs)
+    ]
+    vectors = np.stack([passages[a] + passages[b] for a, b in pairs])
+    await store.put_document(record("added", len(chunks)), chunks, vectors)
+    await once("keyword, after 1,000 chunks were added", store.keyword_search(query, 5))
+    await store.remove_documents([document_id("added")])
+    await once("keyword, after they were removed", store.keyword_search(query, 5))
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("-n", type=int, default=100_000, help="chunks in the scale index")
+    parser.add_argument(
+        "-n", type=int, nargs="+", default=[10_000, 100_000], help="chunks in the scale indexes"
+    )
     parser.add_argument("--queries", type=int, default=142, help="queries timed")
     parser.add_argument("--skip-scale", action="store_true")
     args = parser.parse_args()
@@ -222,7 +272,10 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         material = await quality(model, Path(folder))
         if not args.skip_scale:
-            await scale(args.n, args.queries, material, Path(folder))
+            for n in args.n:
+                print(f"\nload average before: {os.getloadavg()[0]:.1f}")
+                await scale(n, args.queries, material, Path(folder))
+                print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

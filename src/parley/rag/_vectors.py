@@ -16,11 +16,12 @@ the floats and a popcount is cheap, so the pass takes a few milliseconds at 100,
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from parley.errors import IndexMismatchError
 from parley.rag._numpy import np, npt
 
-__all__ = ["EXACT_LIMIT", "VectorMatrix", "candidates", "normalized"]
+__all__ = ["EXACT_LIMIT", "VectorMatrix", "best_positions", "candidates", "normalized"]
 
 EXACT_LIMIT = 20_000
 """Searches over more rows than this go through the sign-bit pass first."""
@@ -69,6 +70,12 @@ class VectorMatrix:
     def __len__(self) -> int:
         return int(self.ids.shape[0])
 
+    @property
+    def nbytes(self) -> int:
+        """The memory its arrays hold, in bytes (the sign bits once a search made them)."""
+        extra = [a.nbytes for a in (self._bits, self._mean) if a is not None]
+        return self.ids.nbytes + self.docs.nbytes + self.matrix.nbytes + sum(extra)
+
     def _code(self, doc_id: str) -> int:
         return self._doc_codes.setdefault(doc_id, len(self._doc_codes))
 
@@ -108,7 +115,7 @@ class VectorMatrix:
         # more than it saves for one query, and much more on a busy machine.
         chosen_rows = self.matrix if rows is None else self.matrix[rows]
         scores = np.einsum("ij,j->i", chosen_rows, query)
-        best = _top(scores, top_k)
+        best = best_positions(scores, top_k)
         chosen = best if rows is None else rows[best]
         return [(int(self.ids[r]), float(s)) for r, s in zip(chosen, scores[best], strict=True)]
 
@@ -149,10 +156,18 @@ def _pack_signs(rows: npt.NDArray[np.float32]) -> npt.NDArray[np.uint64]:
     return np.ascontiguousarray(packed.T)
 
 
-def _top(scores: npt.NDArray[np.float32], top_k: int) -> npt.NDArray[np.intp]:
-    """The positions of the `top_k` highest scores, highest first (ties: lower position)."""
+def best_positions(scores: npt.NDArray[np.floating[Any]], top_k: int) -> npt.NDArray[np.intp]:
+    """The positions of the `top_k` highest scores, highest first.
+
+    Ties go to the lower position, at the cut too: of several scores equal to the `top_k`-th,
+    the first ones are kept (`argpartition` alone would keep any of them).
+    """
     if top_k < len(scores):
-        part = np.argpartition(-scores, top_k - 1)[:top_k]
+        cut = len(scores) - top_k
+        kth = np.partition(scores, cut)[cut]  # the top_k-th highest
+        above = np.flatnonzero(scores > kth)
+        tied = np.flatnonzero(scores == kth)[: top_k - len(above)]
+        part = np.concatenate([above, tied])
     else:
         part = np.arange(len(scores))
     order = np.lexsort((part, -scores[part]))

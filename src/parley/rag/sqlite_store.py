@@ -1,20 +1,30 @@
 """`SQLiteIndexStore`: the embedded index, one local SQLite file.
 
 The file holds the documents, their chunks, each chunk's vector (normalised float32, a blob,
-in a table of its own so that reading chunks never reads vectors) and an FTS5 table for BM25.
-FTS5 is contentless (`content=''`): it keeps only the inverted index, not a second copy of
-the text; deleting a chunk's terms hands FTS5 the text it was indexed with,
+in a table of its own so that reading chunks never reads vectors) and an FTS5 table for the
+keywords. FTS5 is contentless (`content=''`): it keeps only the inverted index, not a second
+copy of the text; deleting a chunk's terms hands FTS5 the text it was indexed with,
 `keyword_text(chunk.text)`, recomputed, so the analyser's version is recorded
 (`meta.keyword_analyzer`) and the FTS table is rebuilt from the chunks when it changes.
 
-Vector search runs in memory (`_vectors.VectorMatrix`) rather than in SQLite: this Python's
-`sqlite3` may not load extensions (pyenv and some distributions build it without), so
-`sqlite-vec` cannot be relied on; and where it loads it measured 25 times slower at 100,000
-chunks than numpy over an in-memory matrix with a sign-bit first pass (docs/architecture.md,
-Retrieval). The matrix is loaded when first needed and brought up to date after any commit,
-by this process or another (`PRAGMA data_version`), reading only the chunks added since (ids
-only grow: `AUTOINCREMENT`). Vector searches read on a connection of their own, so that a
-hybrid search's keyword half runs beside them.
+Both searches run in memory, over structures read from the file when first needed and
+brought up to date after any commit, by this process or another (`PRAGMA data_version`),
+reading only the chunks added since (ids only grow: `AUTOINCREMENT`) and dropping those
+removed:
+
+- Keyword search is BM25 with FTS5's formula and scores (`_bm25.KeywordIndex`), over the FTS
+  table's postings read through `fts5vocab`: FTS5's `bm25()` scores every chunk matching any
+  query term (a quarter of 100,000 for a typical question: 19 ms), where numpy over the
+  postings takes under 2 ms. Chunks added later are analysed by FTS5's own tokenizer, on a
+  private in-memory table (`_fts5.Analyzer`); FTS5 itself still ranks a query word that its
+  tokenizer splits in two (a phrase needs positions, which only it holds).
+- Vector search (`_vectors.VectorMatrix`) rather than `sqlite-vec`: this Python's `sqlite3`
+  may not load extensions (pyenv and some distributions build it without), and where it
+  loads it measured 25 times slower at 100,000 chunks than numpy over an in-memory matrix
+  with a sign-bit first pass (docs/architecture.md, Retrieval). Vector searches read on a
+  connection of their own, so that a hybrid search's keyword half runs beside them.
+
+`memory()` says how much each holds.
 
 Concurrency: WAL mode, so readers in any number of processes go on while one writer writes;
 writers queue on SQLite's lock (`busy_timeout`). Each write is one transaction (`BEGIN
@@ -30,16 +40,19 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from parley.errors import IndexMismatchError, RetrievalError
+from parley.rag._bm25 import KeywordIndex
+from parley.rag._fts5 import TOKENIZE, Analyzer, fts5_ranked, read_postings
 from parley.rag._numpy import np, npt
 from parley.rag._vectors import VectorMatrix, normalized
 from parley.rag.text import keyword_query, keyword_text
 from parley.rag.types import Chunk, DocumentRecord, IndexInfo, SearchHit
 
-__all__ = ["KEYWORD_ANALYZER", "SCHEMA_VERSION", "SQLiteIndexStore"]
+__all__ = ["KEYWORD_ANALYZER", "SCHEMA_VERSION", "MemoryUse", "SQLiteIndexStore"]
 
 SCHEMA_VERSION = 1
 """The layout of the file; a file of a later one is refused."""
@@ -49,7 +62,7 @@ KEYWORD_ANALYZER = "words+cjk-pairs/1"
 
 T = TypeVar("T")
 
-_SCHEMA = """
+_SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS documents (
     doc_id TEXT PRIMARY KEY,
@@ -79,7 +92,7 @@ CREATE TABLE IF NOT EXISTS vectors (
     vector BLOB NOT NULL
 );
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
-    body, content = '', tokenize = 'porter unicode61 remove_diacritics 2'
+    body, content = '', tokenize = '{TOKENIZE}'
 );
 """
 
@@ -88,6 +101,30 @@ _CHUNK_COLUMNS = (
     "c.heading"
 )
 _BUSY_MS = 30_000
+# More chunks added than a fifth of those held: reading every posting again costs less than
+# analysing the added chunks' text (FTS5 tokenizes a chunk in about five times the time its
+# postings take to read: 160 and 31 microseconds for the benchmark's chunks).
+_REREAD_SHARE = 5
+
+
+@dataclass(frozen=True)
+class MemoryUse:
+    """What a `SQLiteIndexStore` holds in memory beside its file, in bytes.
+
+    Attributes:
+        keyword: The BM25 postings (`_bm25.KeywordIndex`): every (term, chunk) pair the
+            chunks hold, about 5 bytes each, and the terms; 0 until a keyword search.
+        vector: The vectors (`_vectors.VectorMatrix`), 4 bytes a dimension per chunk and
+            their sign bits; 0 until a vector search.
+    """
+
+    keyword: int
+    vector: int
+
+    @property
+    def total(self) -> int:
+        """Both together."""
+        return self.keyword + self.vector
 
 
 def _chunk(row: Sequence[Any]) -> Chunk:
@@ -130,6 +167,10 @@ class SQLiteIndexStore:
         self._vector_reader = self._connect()
         self._matrix: VectorMatrix | None = None
         self._seen_version: int | None = None
+        # BM25 runs over postings held in memory (`_bm25`), read from the FTS table.
+        self._analyzer = Analyzer()
+        self._keywords: KeywordIndex | None = None
+        self._keywords_version: int | None = None
 
     @classmethod
     async def open(cls, path: str | Path) -> SQLiteIndexStore:
@@ -426,27 +467,63 @@ class SQLiteIndexStore:
         return await self._run(self._keyword, terms, top_k, doc_ids)
 
     def _keyword(
-        self, terms: list[str], top_k: int, doc_ids: Sequence[str] | None
+        self, words: list[str], top_k: int, doc_ids: Sequence[str] | None
     ) -> list[SearchHit]:
-        match = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
         with self._read() as db:
-            if doc_ids is None:
-                # The FTS table alone ranks; only the winners' rows are read (a join here
-                # would read a chunk row for every match before sorting: twice the time).
-                ranked = db.execute(
-                    "SELECT rowid, bm25(chunks_fts) AS score FROM chunks_fts "
-                    "WHERE chunks_fts MATCH ? ORDER BY score LIMIT ?",
-                    (match, top_k),
-                ).fetchall()
+            phrases = self._analyzer.terms(words)
+            if all(len(terms) == 1 for terms in phrases):
+                index = self._fresh_keywords(db)
+                ranked = index.search([terms[0] for terms in phrases], top_k, doc_ids)
             else:
-                ranked = db.execute(
-                    "SELECT f.rowid, bm25(chunks_fts) AS score FROM chunks_fts f "
-                    "JOIN chunks c ON c.id = f.rowid WHERE chunks_fts MATCH ? "
-                    f"AND c.doc_id IN ({_in(doc_ids)}) ORDER BY score LIMIT ?",
-                    [match, *doc_ids, top_k],
-                ).fetchall()
-            chunks = self._rows(db, [row[0] for row in ranked])
-        return [SearchHit(chunks[i], -float(score), "keyword") for i, score in ranked]
+                ranked = fts5_ranked(db, words, top_k, doc_ids)
+            chunks = self._rows(db, [i for i, _ in ranked])
+        return [SearchHit(chunks[i], score, "keyword") for i, score in ranked]
+
+    def _fresh_keywords(self, db: sqlite3.Connection) -> KeywordIndex:
+        """The in-memory postings, brought up to date with the file (inside a read).
+
+        The first search reads every posting from the FTS table; after a commit, by this
+        process or another, only the chunks added are read (and analysed by FTS5's tokenizer
+        in memory), and the chunks removed are dropped. Where more were added than a full
+        read would cost (`_REREAD_SHARE`), everything is read again.
+        """
+        version = _data_version(db)
+        index = self._keywords
+        if index is not None and version == self._keywords_version:
+            return index
+        self._keywords = None  # until brought up to date: an error midway reads all again
+        added = held = 0
+        if index is not None:
+            query = "SELECT count(*) FROM chunks WHERE id > ?"
+            added = db.execute(query, (index.newest,)).fetchone()[0]
+            held = db.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        if index is None or added * _REREAD_SHARE > held:
+            index = self._read_keywords(db)
+        else:
+            self._add_keywords(db, index)
+        self._keywords, self._keywords_version = index, version
+        return index
+
+    def _read_keywords(self, db: sqlite3.Connection) -> KeywordIndex:
+        """Every chunk's postings, from the FTS table."""
+        db.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_terms "
+            "USING fts5vocab(main, chunks_fts, instance)"
+        )
+        rows = db.execute("SELECT id, doc_id FROM chunks ORDER BY id").fetchall()
+        ids = np.fromiter((row[0] for row in rows), np.int64, len(rows))
+        index = KeywordIndex()
+        index.apply(ids, ids.tolist(), [row[1] for row in rows], read_postings(db, "chunks_terms"))
+        return index
+
+    def _add_keywords(self, db: sqlite3.Connection, index: KeywordIndex) -> None:
+        """The chunks added since `index` was brought up to date, and those removed."""
+        kept = np.fromiter((row[0] for row in db.execute("SELECT id FROM chunks")), np.int64)
+        added = db.execute(
+            "SELECT id, doc_id, text FROM chunks WHERE id > ? ORDER BY id", (index.newest,)
+        ).fetchall()
+        postings = self._analyzer.postings((i, keyword_text(text)) for i, _, text in added)
+        index.apply(kept, [row[0] for row in added], [row[1] for row in added], postings)
 
     def _rows(self, db: sqlite3.Connection, ids: Sequence[int]) -> dict[int, Chunk]:
         """The chunks with these ids, by id."""
@@ -489,7 +566,7 @@ class SQLiteIndexStore:
         info = _info(db)
         if info.dimensions is None:
             raise IndexMismatchError(f"the index {self.path} has no vectors (no embedding model)")
-        version = int(db.execute("PRAGMA data_version").fetchone()[0])
+        version = _data_version(db)
         matrix = self._matrix
         if matrix is None or matrix.dimensions != info.dimensions:
             matrix = self._matrix = VectorMatrix(info.dimensions)
@@ -538,7 +615,23 @@ class SQLiteIndexStore:
             self._writer.close()
             self._reader.close()
             self._vector_reader.close()
+            self._analyzer.close()
             self._matrix = None
+            self._keywords = None
+
+    def memory(self) -> MemoryUse:
+        """The memory the store holds beside the file, in bytes (see `MemoryUse`)."""
+        keywords, matrix = self._keywords, self._matrix
+        return MemoryUse(
+            keyword=keywords.nbytes if keywords is not None else 0,
+            vector=matrix.nbytes if matrix is not None else 0,
+        )
+
+
+def _data_version(db: sqlite3.Connection) -> int:
+    """The file's version as this read transaction sees it: it changes with every commit."""
+    db.execute("SELECT 1 FROM meta").fetchone()  # a read first: it fixes the snapshot
+    return int(db.execute("PRAGMA data_version").fetchone()[0])
 
 
 def _info(db: sqlite3.Connection) -> IndexInfo:

@@ -1,8 +1,8 @@
 """`IndexStore`: what a retrieval index's storage does, whatever engine holds it.
 
-The embedded store is `SQLiteIndexStore` (one local file: FTS5 for BM25, float32 vectors
-searched in memory). `PostgresIndexStore` (full-text search and pgvector, shared by many
-processes) implements the same protocol. `DocumentIndex` (the facade) does the parsing,
+The embedded store is `SQLiteIndexStore` (one local file: FTS5's postings and float32
+vectors, both searched in memory). `PostgresIndexStore` (full-text search and pgvector, shared
+by many processes) implements the same protocol. `DocumentIndex` (the facade) does the parsing,
 chunking, hashing and embedding above it; a store only keeps and searches.
 
 Rules every store keeps:
