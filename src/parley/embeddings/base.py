@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from parley._sync import run_sync
 from parley.errors import ModelOutputError, UserError
 from parley.messages import AudioBlock, FileBlock, ImageBlock, TextBlock, VideoBlock, new_id
+from parley.models._provider import adopt_provider_class, check_credential, check_parameters
 from parley.models.cards import EmbeddingModelCard, load_cards
 from parley.models.credentials import Credential
 from parley.models.parameters import ParametersBase
@@ -173,14 +173,7 @@ class EmbeddingModel(Generic[InputT]):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        inner = cls.__dict__.get("Parameters")
-        if isinstance(inner, type) and issubclass(inner, EmbeddingParameters):
-            cls.parameters_class = inner  # the seed's inner `Parameters` class
-        if "cards_location" not in cls.__dict__ and not cls.__module__.startswith("parley."):
-            module = sys.modules.get(cls.__module__)
-            source = getattr(module, "__file__", None)
-            if source and (folder := Path(source).parent / "_models").is_dir():
-                cls.cards_location = folder
+        adopt_provider_class(cls, EmbeddingParameters)
 
     def __init__(
         self,
@@ -206,9 +199,17 @@ class EmbeddingModel(Generic[InputT]):
         self.retry = RetryPolicy(max_retries=max_retries, initial_delay=retry_delay)
         self.max_concurrency = max_concurrency
         self.timeout = timeout
+        self._for_model()
         card = self.card()
         self.context_size = context_size or (card.context_size if card else None)
         self._check_dimensions(self.parameters, card)
+
+    def _for_model(self) -> None:
+        """Set what depends on the model's name (a hook; nothing by default).
+
+        One class may serve text-only and multimodal models, each with its own
+        `accepts_media` and `batch_limits`.
+        """
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r})"
@@ -216,29 +217,12 @@ class EmbeddingModel(Generic[InputT]):
     # -- configuration ------------------------------------------------------------------------
 
     def _check_credential(self, credential: Credential | None) -> Credential | None:
-        expected = self.credential_class
-        if credential is None:
-            return expected.model_validate({}) if expected is not None else None
-        if expected is not None and not isinstance(credential, expected):
-            raise UserError(
-                f"{type(self).__name__} needs a {expected.__name__}, "
-                f"got a {type(credential).__name__}"
-            )
-        return credential
+        return check_credential(type(self), self.credential_class, credential)
 
     def _check_parameters(
         self, parameters: EmbeddingParameters | Mapping[str, Any] | None
     ) -> EmbeddingParameters:
-        cls = self.parameters_class
-        if parameters is None:
-            return cls()
-        if isinstance(parameters, Mapping):
-            return cls().merged(**parameters)
-        if not isinstance(parameters, cls):
-            raise UserError(
-                f"{type(self).__name__} takes {cls.__qualname__}, got {type(parameters).__name__}"
-            )
-        return parameters
+        return check_parameters(type(self), self.parameters_class, parameters)
 
     def _check_dimensions(
         self, parameters: EmbeddingParameters, card: EmbeddingModelCard | None

@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from parley.embeddings.base import EmbeddingModel
-from parley.errors import ConfigurationError
-from parley.models.credentials import CredentialFactory
+from parley.models.spec import build_from_spec
 
 __all__ = ["DEFAULT_EMBEDDING_SPEC", "embedding_model_from_spec"]
 
@@ -25,16 +24,5 @@ def embedding_model_from_spec(
     Raises:
         ConfigurationError: The provider is unknown or offers no embedding model.
     """
-    provider, _, name = spec.partition(":")
-    credential = CredentialFactory.from_dict({"type": provider})
-    classes = credential.embedding_model_classes()
-    if not classes:
-        raise ConfigurationError(f"provider {provider!r} offers no embedding model")
-    model_cls = classes[0]
-    if not name:
-        cards = model_cls.list_models()
-        if not cards:
-            raise ConfigurationError(f"name a model for {provider!r}: '{provider}:<model>'")
-        name = cards[0].name
-    model: EmbeddingModel[Any] = model_cls(credential, name, **options)
+    model: EmbeddingModel[Any] = build_from_spec(spec, "embedding", options)
     return model

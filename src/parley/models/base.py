@@ -19,7 +19,6 @@ import copy
 import functools
 import ipaddress
 import json
-import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from pydantic import BaseModel, ValidationError
 from parley._sync import iterate_sync, run_sync
 from parley.errors import UserError
 from parley.messages import Msg, ToolCallBlock
+from parley.models._provider import adopt_provider_class, check_credential, check_parameters
 from parley.models.accumulator import Delta, MetaDelta, StreamAccumulator, ToolCallDelta
 from parley.models.cache import ResponseCache, block_delta, replay
 from parley.models.cards import ModelCard, load_cards
@@ -150,16 +150,7 @@ class ChatModel:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        inner = cls.__dict__.get("Parameters")
-        if isinstance(inner, type) and issubclass(inner, Parameters):
-            cls.parameters_class = inner  # the seed's inner `Parameters` class
-        if "cards_location" not in cls.__dict__ and not cls.__module__.startswith("parley."):
-            # A custom provider's cards: `_models/` beside its module (parley's own classes
-            # name their location).
-            module = sys.modules.get(cls.__module__)
-            source = getattr(module, "__file__", None)
-            if source and (folder := Path(source).parent / "_models").is_dir():
-                cls.cards_location = folder
+        adopt_provider_class(cls, Parameters)
 
     def __init__(
         self,
@@ -197,27 +188,10 @@ class ChatModel:
     # -- configuration ------------------------------------------------------------------------
 
     def _check_credential(self, credential: Credential | None) -> Credential | None:
-        expected = self.credential_class
-        if credential is None:
-            return expected.model_validate({}) if expected is not None else None
-        if expected is not None and not isinstance(credential, expected):
-            raise UserError(
-                f"{type(self).__name__} needs a {expected.__name__}, "
-                f"got a {type(credential).__name__}"
-            )
-        return credential
+        return check_credential(type(self), self.credential_class, credential)
 
     def _check_parameters(self, parameters: Parameters | Mapping[str, Any] | None) -> Parameters:
-        cls = self.parameters_class
-        if parameters is None:
-            return cls()
-        if isinstance(parameters, Mapping):
-            return cls().merged(**parameters)
-        if not isinstance(parameters, cls):
-            raise UserError(
-                f"{type(self).__name__} takes {cls.__qualname__}, got {type(parameters).__name__}"
-            )
-        return parameters
+        return check_parameters(type(self), self.parameters_class, parameters)
 
     @classmethod
     def list_models(cls, custom_yaml_dir: str | Path | None = None) -> list[ModelCard]:

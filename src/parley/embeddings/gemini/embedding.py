@@ -14,7 +14,7 @@ and images, audio, video and PDFs besides text, one per input.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -41,7 +41,6 @@ from parley.models.gemini.credentials import GeminiCredential
 if TYPE_CHECKING:
     from google.genai._api_client import BaseApiClient
 
-    from parley.embeddings.cache import EmbeddingCache
 
 __all__ = ["GeminiEmbeddingModel", "GeminiEmbeddingParameters", "TaskType"]
 
@@ -103,31 +102,9 @@ class GeminiEmbeddingModel(EmbeddingModel[str | DataBlock]):
 
     _pool: ClientPool | None = None
 
-    def __init__(
-        self,
-        credential: Credential | None = None,
-        model: str = "",
-        parameters: EmbeddingParameters | Mapping[str, Any] | None = None,
-        embedding_cache: EmbeddingCache | None = None,
-        context_size: int | None = None,
-        max_retries: int = 3,
-        retry_delay: float = 0.5,
-        *,
-        max_concurrency: int = 4,
-        timeout: float = 60.0,
-    ) -> None:
-        super().__init__(
-            credential,
-            model,
-            parameters,
-            embedding_cache,
-            context_size,
-            max_retries,
-            retry_delay,
-            max_concurrency=max_concurrency,
-            timeout=timeout,
-        )
-        self.accepts_media = is_multimodal_model(model)
+    def _for_model(self) -> None:
+        """`gemini-embedding-2` takes media; the text models only text."""
+        self.accepts_media = is_multimodal_model(self.model)
 
     # -- the client -----------------------------------------------------------------------
 
