@@ -7,10 +7,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 from pydantic import Field
 from pydantic_core import to_json
 
-from parley._sync import run_sync
 from parley.embeddings.base import EmbeddingBatch, EmbeddingModel, EmbeddingParameters
 from parley.errors import ModelOutputError
-from parley.models._aiohttp import LoopClients
 from parley.models.base import ChatModel
 from parley.models.cards import EmbeddingModelCard
 from parley.models.credentials import Credential
@@ -21,12 +19,12 @@ from parley.models.ollama._errors import (
     error_from_response,
     ollama_errors,
 )
-from parley.models.ollama._sdk import Session, client_pool
+from parley.models.ollama._sdk import OllamaClients
 from parley.models.ollama._wire import parse_object
 from parley.models.ollama.credentials import OllamaCredential
 
 if TYPE_CHECKING:
-    from ollama import AsyncClient
+    pass
 
 __all__ = ["OllamaEmbeddingModel", "OllamaEmbeddingParameters", "read_embeddings"]
 
@@ -73,7 +71,7 @@ def read_embeddings(body: dict[str, Any], *, model: str, host: str) -> Embedding
     return EmbeddingBatch(vectors, tokens if isinstance(tokens, int) else None)
 
 
-class OllamaEmbeddingModel(EmbeddingModel[str]):
+class OllamaEmbeddingModel(OllamaClients, EmbeddingModel[str]):
     """A model behind an Ollama server's `/api/embed`, on the official `ollama` SDK.
 
     Up to 512 texts a request; vectors come unit length. The card of
@@ -92,54 +90,12 @@ class OllamaEmbeddingModel(EmbeddingModel[str]):
     cards_location: ClassVar[str | None] = "parley.embeddings.ollama"
     batch_size: ClassVar[int] = 512
 
-    _pool: LoopClients[Session] | None = None
-    _host: str | None = None
-
     def card(self) -> EmbeddingModelCard | None:
         """This model's card: its own, else its family's (`all-minilm:l6-v2` takes theirs)."""
         found = bundled_card(self.model, type(self).list_models())
         return cast("EmbeddingModelCard | None", found)
 
     # -- the client ---------------------------------------------------------------------------
-
-    def endpoint(self) -> str:
-        """The server's base URL (read once: `OLLAMA_HOST` when the credential names none).
-
-        Raises:
-            ConfigurationError: The host is not a host or URL.
-        """
-        if self._host is None:
-            credential = self.credential
-            assert isinstance(credential, OllamaCredential)  # checked when the model was built
-            self._host = credential.endpoint()
-        return self._host
-
-    def client(self) -> AsyncClient:
-        """The SDK client for the running event loop (made on first use).
-
-        Raises:
-            MissingDependencyError: The `ollama` package is not installed.
-        """
-        return self._session().client
-
-    def _session(self) -> Session:
-        if self._pool is None:
-            credential = self.credential
-            assert isinstance(credential, OllamaCredential)
-            self._pool = client_pool(
-                self.endpoint(), timeout=self.timeout, headers=credential.header_values()
-            )
-        return self._pool.get()
-
-    async def aclose(self) -> None:
-        """Close this model's connections on the running event loop."""
-        if self._pool is not None:
-            await self._pool.aclose()
-
-    def close_sync(self) -> None:
-        """Close the connections the sync twin (`call_sync`) opened."""
-        if self._pool is not None:
-            run_sync(self._pool.aclose())
 
     # -- the wire -----------------------------------------------------------------------------
 

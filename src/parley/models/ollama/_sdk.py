@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     import httpx
     from ollama import AsyncClient
 
-__all__ = ["Session", "client_pool", "http_client", "new_client"]
+__all__ = ["OllamaClients", "Session", "client_pool", "http_client", "new_client"]
 
 _UNKNOWN_SDK = (
     "this version of the ollama SDK has no `{}`, which parley relies on; install one "
@@ -104,3 +104,53 @@ def client_pool(host: str, *, timeout: float, headers: Mapping[str, str]) -> Loo
         return session, http.aclose  # the SDK's `close()` is just that, untyped
 
     return LoopClients(make)
+
+
+class OllamaClients:
+    """The connections of an Ollama model, chat or embedding.
+
+    The host, read once, and one SDK session per event loop; mixed into `OllamaChatModel`
+    and `OllamaEmbeddingModel`.
+    """
+
+    credential: Any
+    timeout: float
+    _pool: LoopClients[Session] | None = None
+    _host: str | None = None
+
+    def endpoint(self) -> str:
+        """The server's base URL (read once: `OLLAMA_HOST` when the credential names none).
+
+        Raises:
+            ConfigurationError: The host is not a host or URL.
+        """
+        if self._host is None:
+            self._host = self.credential.endpoint()  # an OllamaCredential, checked at build
+        return self._host
+
+    def client(self) -> AsyncClient:
+        """The SDK client for the running event loop (made on first use).
+
+        Raises:
+            MissingDependencyError: The `ollama` package is not installed.
+        """
+        return self._session().client
+
+    def _session(self) -> Session:
+        if self._pool is None:
+            self._pool = client_pool(
+                self.endpoint(), timeout=self.timeout, headers=self.credential.header_values()
+            )
+        return self._pool.get()
+
+    async def aclose(self) -> None:
+        """Close this model's connections on the running event loop."""
+        if self._pool is not None:
+            await self._pool.aclose()
+
+    def close_sync(self) -> None:
+        """Close the connections the sync twins opened."""
+        if self._pool is not None:
+            from parley._sync import run_sync  # noqa: PLC0415
+
+            run_sync(self._pool.aclose())

@@ -9,7 +9,6 @@ from pydantic_core import to_json
 
 from parley._sync import run_sync
 from parley.errors import ModelConnectionError, ModelError
-from parley.models._aiohttp import LoopClients
 from parley.models.accumulator import Delta, StreamAccumulator
 from parley.models.base import ChatModel, ChatRequest
 from parley.models.cards import ModelCard
@@ -17,7 +16,7 @@ from parley.models.credentials import Credential
 from parley.models.formatter import Formatter
 from parley.models.ollama._cards import bundled_card, card_from_server
 from parley.models.ollama._errors import PROVIDER, error_from_response, ollama_errors
-from parley.models.ollama._sdk import Session, client_pool
+from parley.models.ollama._sdk import OllamaClients
 from parley.models.ollama._wire import ChatReader, iter_lines, parse_object
 from parley.models.ollama.credentials import OllamaCredential
 from parley.models.ollama.formatter import OllamaChatFormatter, OllamaMultiAgentFormatter
@@ -29,7 +28,6 @@ from parley.models.tools import ToolSpec
 
 if TYPE_CHECKING:
     import httpx
-    from ollama import AsyncClient
 
 __all__ = ["OllamaChatModel", "offered_tools"]
 
@@ -56,7 +54,7 @@ def _body(response: httpx.Response) -> AsyncIterator[bytes]:
     return response.aiter_raw()  # skips httpx's decoder and re-chunker on every line
 
 
-class OllamaChatModel(ChatModel):
+class OllamaChatModel(OllamaClients, ChatModel):
     """A model behind an Ollama server's `/api/chat`, on the official `ollama` SDK.
 
     Streams are Ollama's NDJSON lines; tools, thinking (`think`: true/false or a level, the
@@ -80,9 +78,6 @@ class OllamaChatModel(ChatModel):
     # (so no forced tool call).
     structured_strategies: ClassVar[tuple[str, ...]] = ("native", "auto", "text")
 
-    _pool: LoopClients[Session] | None = None
-    _host: str | None = None
-
     # -- configuration ------------------------------------------------------------------------
 
     def card(self) -> ModelCard | None:
@@ -94,45 +89,6 @@ class OllamaChatModel(ChatModel):
         if bundled_card(self.model, cards) is None:
             return None
         return card_from_server(self.model, cards)
-
-    def endpoint(self) -> str:
-        """The server's base URL (read once: `OLLAMA_HOST` when the credential names none).
-
-        Raises:
-            ConfigurationError: The host is not a host or URL.
-        """
-        if self._host is None:
-            credential = self.credential
-            assert isinstance(credential, OllamaCredential)  # checked when the model was built
-            self._host = credential.endpoint()
-        return self._host
-
-    def client(self) -> AsyncClient:
-        """The SDK client for the running event loop (made on first use).
-
-        Raises:
-            MissingDependencyError: The `ollama` package is not installed.
-        """
-        return self._session().client
-
-    def _session(self) -> Session:
-        if self._pool is None:
-            credential = self.credential
-            assert isinstance(credential, OllamaCredential)
-            self._pool = client_pool(
-                self.endpoint(), timeout=self.timeout, headers=credential.header_values()
-            )
-        return self._pool.get()
-
-    async def aclose(self) -> None:
-        """Close this model's connections on the running event loop."""
-        if self._pool is not None:
-            await self._pool.aclose()
-
-    def close_sync(self) -> None:
-        """Close the connections the sync twins (`chat_sync`, ...) opened."""
-        if self._pool is not None:
-            run_sync(self._pool.aclose())
 
     def default_formatter(self) -> Formatter:
         """The formatter used when none was given."""
