@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field
 
-from parley._sync import run_sync
 from parley.embeddings.base import (
     BatchLimits,
     DataBlock,
@@ -44,20 +43,17 @@ from parley.embeddings.dashscope._wire import (
     read_answer,
     uses_oss,
 )
-from parley.errors import ConfigurationError, UserError
+from parley.errors import UserError
 from parley.models._wire import read_json
 from parley.models.base import ChatModel
 from parley.models.credentials import Credential
 from parley.models.dashscope._errors import dashscope_errors
-from parley.models.dashscope._sdk import client_pool
+from parley.models.dashscope._sdk import DashScopeClients
 from parley.models.dashscope._upload import OSS_RESOLVE_HEADER, Uploader
 from parley.models.dashscope.credentials import DashScopeCredential
 
 if TYPE_CHECKING:
-    from dashscope import AsyncClient
-
     from parley.embeddings.cache import EmbeddingCache
-    from parley.models._aiohttp import LoopClients
 
 __all__ = [
     "MULTIMODAL_LIMITS",
@@ -112,7 +108,7 @@ class DashScopeEmbeddingParameters(EmbeddingParameters):
     )
 
 
-class DashScopeEmbeddingModel(EmbeddingModel[str | DataBlock]):
+class DashScopeEmbeddingModel(DashScopeClients, EmbeddingModel[str | DataBlock]):
     """A DashScope embedding model: text (`text-embedding-v4`) or multimodal (`qwen3-vl-embedding`).
 
     The endpoint follows the model's name: multimodal models (`*-vl-embedding`,
@@ -180,55 +176,8 @@ class DashScopeEmbeddingModel(EmbeddingModel[str | DataBlock]):
         # A model that gives one size takes no `dimension` (multimodal-embedding-v1,
         # tongyi-embedding-vision-plus): asking for that size is not sent.
         self._only_size = choices[0] if len(choices) == 1 else None
-        self._pool: LoopClients[AsyncClient] | None = None
 
     # -- the client -----------------------------------------------------------------------
-
-    @property
-    def dashscope_credential(self) -> DashScopeCredential:
-        """The credential, typed."""
-        credential = self.credential
-        assert isinstance(credential, DashScopeCredential)
-        return credential
-
-    def endpoint(self) -> str:
-        """The native API's base URL requests go to."""
-        return self.dashscope_credential.endpoint() or ""
-
-    def client(self) -> AsyncClient:
-        """The SDK client for the running event loop (made on first use).
-
-        Raises:
-            ConfigurationError: No API key.
-            MissingDependencyError: The `dashscope` package is not installed.
-        """
-        if self._pool is None:
-            self._pool = client_pool(
-                api_key=self._api_key(),
-                base_url=self.endpoint(),
-                workspace=self.dashscope_credential.workspace,
-                timeout=self.timeout,
-            )
-        return self._pool.get()
-
-    def _api_key(self) -> str:
-        key = self.dashscope_credential.key()
-        if not key:
-            raise ConfigurationError(
-                f"{type(self).__name__} has no API key: pass one in the credential or set "
-                "DASHSCOPE_API_KEY"
-            )
-        return key
-
-    async def aclose(self) -> None:
-        """Close this model's connections on the running event loop."""
-        if self._pool is not None:
-            await self._pool.aclose()
-
-    def close_sync(self) -> None:
-        """Close the connections the sync twin (`call_sync`) opened."""
-        if self._pool is not None:
-            run_sync(self._pool.aclose())
 
     # -- the request ----------------------------------------------------------------------
 

@@ -12,14 +12,16 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
-from parley.errors import MissingDependencyError
+from parley.errors import ConfigurationError, MissingDependencyError
 from parley.models._aiohttp import Closer, LoopClients, httpx_client_class
 
 if TYPE_CHECKING:
     import httpx
     from dashscope import AsyncClient
 
-__all__ = ["client_pool", "http_client", "import_sdk", "new_client"]
+    from parley.models.dashscope.credentials import DashScopeCredential
+
+__all__ = ["DashScopeClients", "client_pool", "http_client", "import_sdk", "new_client"]
 
 
 def import_sdk() -> Any:
@@ -109,3 +111,65 @@ def client_pool(
         return client, functools.partial(_close, client, http)
 
     return LoopClients(make)
+
+
+class DashScopeClients:
+    """The connections of a DashScope model, chat or embedding.
+
+    The typed credential, the endpoint, the API key (a clear error without one) and one SDK
+    client per event loop; mixed into `DashScopeChatModel` and `DashScopeEmbeddingModel`.
+    """
+
+    credential: Any
+    timeout: float
+    _pool: LoopClients[AsyncClient] | None = None
+
+    @property
+    def dashscope_credential(self) -> DashScopeCredential:
+        """The credential, typed."""
+        from parley.models.dashscope.credentials import DashScopeCredential  # noqa: PLC0415
+
+        credential = self.credential
+        assert isinstance(credential, DashScopeCredential)  # checked when the model was built
+        return credential
+
+    def endpoint(self) -> str:
+        """The native API's base URL requests go to."""
+        return self.dashscope_credential.endpoint() or ""
+
+    def client(self) -> AsyncClient:
+        """The SDK client for the running event loop (made on first use).
+
+        Raises:
+            ConfigurationError: No API key.
+            MissingDependencyError: The `dashscope` package is not installed.
+        """
+        if self._pool is None:
+            self._pool = client_pool(
+                api_key=self._api_key(),
+                base_url=self.endpoint(),
+                workspace=self.dashscope_credential.workspace,
+                timeout=self.timeout,
+            )
+        return self._pool.get()
+
+    def _api_key(self) -> str:
+        key = self.dashscope_credential.key()
+        if not key:
+            raise ConfigurationError(
+                f"{type(self).__name__} has no API key: pass one in the credential or set "
+                "DASHSCOPE_API_KEY"
+            )
+        return key
+
+    async def aclose(self) -> None:
+        """Close this model's connections on the running event loop."""
+        if self._pool is not None:
+            await self._pool.aclose()
+
+    def close_sync(self) -> None:
+        """Close the connections the sync twins opened."""
+        if self._pool is not None:
+            from parley._sync import run_sync  # noqa: PLC0415
+
+            run_sync(self._pool.aclose())

@@ -28,15 +28,13 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from parley._sync import run_sync
-from parley.errors import ConfigurationError, ModelConnectionError
-from parley.models._aiohttp import LoopClients
+from parley.errors import ModelConnectionError
 from parley.models._wire import iter_events, read_json
 from parley.models.accumulator import Delta, StreamAccumulator
 from parley.models.base import ChatModel, ChatRequest
 from parley.models.credentials import Credential
 from parley.models.dashscope._errors import dashscope_errors
-from parley.models.dashscope._sdk import client_pool
+from parley.models.dashscope._sdk import DashScopeClients
 from parley.models.dashscope._upload import OSS_RESOLVE_HEADER, Uploader
 from parley.models.dashscope._wire import StreamReader, completion_deltas
 from parley.models.dashscope.credentials import DashScopeCredential
@@ -53,7 +51,6 @@ from parley.models.response import ChatResponse
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from dashscope import AsyncClient
 
 __all__ = ["DashScopeChatModel", "is_multimodal_model", "is_stream_only"]
 
@@ -96,7 +93,7 @@ class _Call:
     incremental: bool = True
 
 
-class DashScopeChatModel(ChatModel):
+class DashScopeChatModel(DashScopeClients, ChatModel):
     """A Qwen model on DashScope's native API (text generation and multimodal generation).
 
     Text models (`qwen-plus`, `qwen-max`, `qwen3-max`, `qwq-plus`...) go to text generation;
@@ -172,55 +169,8 @@ class DashScopeChatModel(ChatModel):
         )
         self.multimodal = multimodal
         self.upload_files = upload_files
-        self._pool: LoopClients[AsyncClient] | None = None
 
     # -- the client -----------------------------------------------------------------------
-
-    @property
-    def dashscope_credential(self) -> DashScopeCredential:
-        """The credential, typed."""
-        credential = self.credential
-        assert isinstance(credential, DashScopeCredential)
-        return credential
-
-    def endpoint(self) -> str:
-        """The native API's base URL requests go to."""
-        return self.dashscope_credential.endpoint() or ""
-
-    def client(self) -> AsyncClient:
-        """The SDK client for the running event loop (made on first use).
-
-        Raises:
-            ConfigurationError: No API key.
-            MissingDependencyError: The `dashscope` package is not installed.
-        """
-        if self._pool is None:
-            self._pool = client_pool(
-                api_key=self._api_key(),
-                base_url=self.endpoint(),
-                workspace=self.dashscope_credential.workspace,
-                timeout=self.timeout,
-            )
-        return self._pool.get()
-
-    def _api_key(self) -> str:
-        key = self.dashscope_credential.key()
-        if not key:
-            raise ConfigurationError(
-                f"{type(self).__name__} has no API key: pass one in the credential or set "
-                "DASHSCOPE_API_KEY"
-            )
-        return key
-
-    async def aclose(self) -> None:
-        """Close this model's connections on the running event loop."""
-        if self._pool is not None:
-            await self._pool.aclose()
-
-    def close_sync(self) -> None:
-        """Close the connections the sync twins (`chat_sync`, ...) opened."""
-        if self._pool is not None:
-            run_sync(self._pool.aclose())
 
     # -- the request ----------------------------------------------------------------------
 
