@@ -223,7 +223,8 @@ def candidates(texts: int) -> None:
 # -- part 2: parley against the runtime it drives --------------------------------------------------
 
 
-def parley_against_runtime(texts: int, rounds: int) -> None:
+def parley_against_runtime(texts: int, rounds: int) -> dict[str, float]:
+    """Print the part's figures and return them: each arm's texts/s and the two ratios."""
     import asyncio  # noqa: PLC0415  (part 2 only)
     import gc  # noqa: PLC0415
 
@@ -269,10 +270,14 @@ def parley_against_runtime(texts: int, rounds: int) -> None:
             times[name].append(took[name])
         same.append(took["direct"] / took["parley"])
         naive.append(took["direct, input order"] / took["parley"])
-    for name, values in times.items():
-        print(f"  {name:<22} {texts / statistics.median(values):7.1f} texts/s (median)")
-    print(f"  parley / direct, same batches:       {statistics.median(same):.3f} (goal >= 0.95)")
-    print(f"  parley / direct, batches in order:   {statistics.median(naive):.3f}")
+    figures = {name: texts / statistics.median(values) for name, values in times.items()}
+    for name, rate in figures.items():
+        print(f"  {name:<22} {rate:7.1f} texts/s (median)")
+    figures["same batches"] = statistics.median(same)
+    figures["input order"] = statistics.median(naive)
+    print(f"  parley / direct, same batches:       {figures['same batches']:.3f} (goal >= 0.95)")
+    print(f"  parley / direct, batches in order:   {figures['input order']:.3f}")
+    return figures
 
 
 def main() -> None:

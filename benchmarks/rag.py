@@ -1,282 +1,744 @@
-"""Retrieval: quality on the labelled Python-docs set, and latency at 10,000 and 100,000 chunks.
+"""Retrieval: parley's document index beside Qwen-Agent's keyword search, in one run.
 
-    python benchmarks/rag.py [-n 10000 100000] [--queries 142] [--skip-scale]
+1. The local embedding model's throughput: parley's `LocalEmbeddingModel` against onnxruntime
+   called directly on the same batches (`embedding_models.parley_against_runtime`).
+2. Building an index of 10,000 chunks: `DocumentIndex.add` of text files (keyword only), the
+   store's write path with and without precomputed vectors, and the embedding timed apart.
+3. Search latency, p50 and p99, of keyword, vector and hybrid search through
+   `DocumentIndex.search` on the SQLite store at 10,000 and 100,000 chunks; the query's
+   embedding timed apart (the searches get it from an in-memory cache).
+4. Qwen-Agent 0.0.34's keyword search (BM25 built at every question) on the same chunks and
+   questions, and the ratio of its latency to parley's keyword search.
+5. Quality on the labelled set (`benchmarks/data/pydocs`: 2,373 passages, 142 questions):
+   recall@5 and nDCG@10 of parley's three searches and of Qwen-Agent's keyword search.
+6. PostgreSQL: the same build and latency on a PostgreSQL store, through
+   `benchmarks/_rag_postgres.py` when it is there (`--postgres-url`).
 
-Part 1, quality (`benchmarks/data/pydocs`: 2,373 passages, 142 questions): each passage is a
-chunk of the embedded store, embedded by the local model; recall@5 and nDCG@10 for keyword
-search with parley's analysis (words, Porter stems, CJK pairs; FTS5 `unicode61`), with FTS5's
-`trigram` tokenizer instead, vector search and hybrid search (RRF, k=60).
+The 100,000-chunk set is the labelled passages followed by passages recombined from them (the
+first part of one, the end of another), with vectors mixed from theirs: the labelled set's
+vectors are computed once and cached (`--cache-dir`), so no run embeds 100,000 texts.
 
-Part 2, scale, for each `-n` (default 10,000 and 100,000 chunks): chunks of two passages of
-the set joined (so the text is real and no two chunks are equal), each chunk's vector the
-normalised mean of the two passages' vectors (real embeddings, real distribution). The chunks
-go into one SQLite file in documents of 1,000 chunks. Then, per query (the set's questions,
-their vectors computed once): keyword search (BM25 over the postings held in memory; FTS5's
-own `bm25()` beside it, as the store ranked before), vector and hybrid search through the
-store, the query's vector given; and hybrid through `DocumentIndex.search`, which embeds the
-query too. p50 and p95 in milliseconds. The vector pass above `EXACT_LIMIT` rows is the
-sign-bit shortlist; its recall@10 against the exact search is printed, and the exact search's
-own latency beside it. Also: the first keyword search (it reads every posting), the memory
-the store holds, and the first keyword search after a document of 1,000 chunks was added or
-removed (only those are read).
+Run: `python benchmarks/rag.py [--quick] [--sizes 10000,100000] [--require-peers]
+[--postgres-url URL] [--skip-postgres] [--cache-dir DIR]`, in `.venv-bench` (benchmarks/setup.sh)
+for Qwen-Agent; without it the peer is skipped with a note. benchmarks/README.md says how each
+figure is taken.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import gc
 import os
-import random
 import sqlite3
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-import numpy as np
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import numpy as np  # noqa: E402
 
-from _retrieval_set import load, ndcg_at, recall_at
-from parley.embeddings.local import LocalEmbeddingModel
-from parley.rag import (
-    Chunk,
+import _retrieval_set  # noqa: E402
+import embedding_models  # noqa: E402
+from parley.agents.budget import text_token_counter  # noqa: E402
+from parley.embeddings.base import Embedding  # noqa: E402
+from parley.embeddings.cache import EmbeddingCache, SQLiteEmbeddingCache  # noqa: E402
+from parley.embeddings.local import LocalEmbeddingModel  # noqa: E402
+from parley.rag import Chunk as IndexChunk  # noqa: E402
+from parley.rag import (  # noqa: E402
     DocumentIndex,
     DocumentRecord,
+    IndexStore,
     SQLiteIndexStore,
-    _vectors,
     document_id,
-    keyword_query,
-    reciprocal_rank_fusion,
 )
-from parley.rag._fts5 import fts5_ranked
+from parley.rag._vectors import EXACT_LIMIT, normalized  # noqa: E402
+
+MODES = ("keyword", "vector", "hybrid")
+PER_DOCUMENT = 100
+"""Chunks per document in every set (a document is the store's unit of writing)."""
+MIX_NOISE = 0.02
+"""The standard deviation of the noise added to each component of a recombined vector."""
+TOP_K = 5
 
 
-async def embed(model: LocalEmbeddingModel, texts: list[str]) -> np.ndarray:
-    return (await model(texts)).array()
+@dataclass(frozen=True)
+class Settings:
+    """How much each figure measures."""
+
+    embed_texts: int
+    """Passages per round of the throughput figure (1)."""
+    embed_rounds: int
+    build_sample: int
+    """Chunks of the 10,000 embedded to time the embedding's share of a build (2)."""
+    rounds: int
+    """Passes over the 142 questions per search mode (3)."""
+    qwen_questions: int
+    """Questions Qwen-Agent answers at 10,000 chunks; a tenth as many at 100,000 (4)."""
 
 
-def record(name: str, count: int) -> DocumentRecord:
-    return DocumentRecord(document_id(name), name, "h", "bench", "text", None, 0, count)
+FULL = Settings(embed_texts=128, embed_rounds=4, build_sample=256, rounds=3, qwen_questions=20)
+QUICK = Settings(embed_texts=64, embed_rounds=2, build_sample=64, rounds=1, qwen_questions=5)
 
 
-# -- part 1: quality ---------------------------------------------------------------------------
+# -- the chunk sets -------------------------------------------------------------------------------
 
 
-def trigram_rankings(corpus: dict[str, str], queries: dict[str, str], k: int) -> dict[str, list]:
-    """FTS5's trigram tokenizer over the raw passages, the query's words OR-ed."""
-    db = sqlite3.connect(":memory:")
-    db.execute("CREATE VIRTUAL TABLE t USING fts5(id UNINDEXED, body, tokenize='trigram')")
-    db.executemany("INSERT INTO t VALUES (?, ?)", corpus.items())
-    rankings = {}
-    for qid, text in queries.items():
-        terms = [w for w in keyword_query(text) if len(w) >= 3]
-        if not terms:
-            rankings[qid] = []
-            continue
-        match = " OR ".join(f'"{w}"' for w in terms)
-        rows = db.execute(
-            "SELECT id FROM t WHERE t MATCH ? ORDER BY rank LIMIT ?", (match, k)
-        ).fetchall()
-        rankings[qid] = [r[0] for r in rows]
-    return rankings
+@dataclass
+class ChunkSet:
+    """Chunk texts with their unit vectors, `PER_DOCUMENT` to a document, in order.
 
+    Args:
+        name: Names the documents' sources (`/bench/NAME/00042.txt`).
+        texts: The chunks' texts.
+        vectors: One unit float32 row per text.
+    """
 
-async def quality(model: LocalEmbeddingModel, folder: Path) -> dict[str, np.ndarray]:
-    data = load()
-    ids = list(data.corpus)
-    texts = [data.corpus[i] for i in ids]
-    print(f"embedding {len(texts)} passages and {len(data.queries)} questions ...", flush=True)
-    vectors = await embed(model, texts)
-    query_ids = list(data.queries)
-    query_vectors = await embed(model, [data.queries[q] for q in query_ids])
+    name: str
+    texts: list[str]
+    vectors: np.ndarray
 
-    store = await SQLiteIndexStore.open(folder / "quality.db")
-    await store.bind_embedding("local/all-minilm-l6-v2", vectors.shape[1])
-    for start in range(0, len(ids), 500):
-        part = ids[start : start + 500]
-        name = f"part{start}"
-        chunks = [
-            Chunk(document_id(name), n, data.corpus[pid], 0, name, heading=pid)
-            for n, pid in enumerate(part)
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def source(self, number: int) -> str:
+        """The path the `number`th document goes by."""
+        return f"/bench/{self.name}/{number:05d}.txt"
+
+    def documents(self) -> list[tuple[str, range]]:
+        """Each document's source and its rows."""
+        starts = range(0, len(self.texts), PER_DOCUMENT)
+        return [
+            (self.source(n), range(s, min(s + PER_DOCUMENT, len(self.texts))))
+            for n, s in enumerate(starts)
         ]
-        await store.put_document(record(name, len(part)), chunks, vectors[start : start + 500])
 
-    depth = 50
-    rankings: dict[str, dict[str, list[str]]] = {"keyword": {}, "vector": {}, "hybrid": {}}
-    for qid, qvec in zip(query_ids, query_vectors, strict=True):
-        keyword = await store.keyword_search(data.queries[qid], depth)
-        vector = await store.vector_search(qvec, depth)
-        rankings["keyword"][qid] = [str(h.chunk.heading) for h in keyword]
-        rankings["vector"][qid] = [str(h.chunk.heading) for h in vector]
-        hybrid = reciprocal_rank_fusion([keyword, vector])
-        rankings["hybrid"][qid] = [str(h.chunk.heading) for h in hybrid]
-    await store.close()
-    rankings["keyword (trigram)"] = trigram_rankings(data.corpus, data.queries, depth)
+    def rows_by_chunk_id(self) -> dict[str, int]:
+        """Each chunk's id in the index (`doc_id:index`) to its row."""
+        return {
+            f"{document_id(source)}:{i}": row
+            for source, rows in self.documents()
+            for i, row in enumerate(rows)
+        }
 
-    print(f"\nquality on {len(data.queries)} questions, {len(ids)} passages")
-    print(f"{'search':<20} {'recall@5':>9} {'nDCG@10':>8}")
-    for name in ("keyword", "keyword (trigram)", "vector", "hybrid"):
-        recall = statistics.mean(recall_at(rankings[name][q], data.qrels[q], 5) for q in query_ids)
-        ndcg = statistics.mean(ndcg_at(rankings[name][q], data.qrels[q], 10) for q in query_ids)
-        print(f"{name:<20} {recall:>9.3f} {ndcg:>8.3f}")
-    return {
-        "passages": vectors,
-        "queries": query_vectors,
-        "texts": np.array(texts, dtype=object),
-        "questions": np.array([data.queries[q] for q in query_ids], dtype=object),
-    }
+    def row_of(self, source: str, index: int) -> int:
+        """The row of the `index`th chunk of the document at `source`."""
+        return int(Path(source).stem) * PER_DOCUMENT + index
 
 
-# -- part 2: scale -----------------------------------------------------------------------------
+def labelled_set(data: _retrieval_set.RetrievalSet, vectors: np.ndarray) -> ChunkSet:
+    """The labelled passages, one chunk each, in the corpus's order."""
+    return ChunkSet("pydocs", list(data.corpus.values()), vectors)
 
 
-async def build(path: Path, n: int, material: dict[str, np.ndarray]) -> SQLiteIndexStore:
-    rng = random.Random(0)
-    passages, texts = material["passages"], material["texts"]
-    store = await SQLiteIndexStore.open(path)
-    await store.bind_embedding("local/all-minilm-l6-v2", passages.shape[1])
-    started = time.perf_counter()
-    per_doc = 1000
-    for d in range(0, n, per_doc):
-        name = f"doc{d // per_doc}"
-        pairs = [(rng.randrange(len(texts)), rng.randrange(len(texts))) for _ in range(per_doc)]
-        chunks = [
-            Chunk(document_id(name), i, f"{texts[a]}\n\n{texts[b]}", 0, name)
-            for i, (a, b) in enumerate(pairs[: min(per_doc, n - d)])
+def scaled_set(base: ChunkSet, size: int, seed: int = 0) -> ChunkSet:
+    """`size` chunks: `base`'s, then passages recombined from them (see the module docstring).
+
+    A recombined chunk is the first part of passage a's words and the end of passage b's, cut
+    at the same fraction f (0.3 to 0.7) of each; its vector is f·a + (1-f)·b plus a little
+    noise, normalised: near both, as an embedding of the text would be.
+    """
+    if size <= len(base):
+        return ChunkSet(f"scale-{size}", base.texts[:size], base.vectors[:size])
+    rng = np.random.default_rng(seed)
+    extra = size - len(base)
+    first = rng.integers(len(base), size=extra)
+    second = rng.integers(len(base), size=extra)
+    cut = rng.uniform(0.3, 0.7, size=extra).astype(np.float32)
+    words = [text.split() for text in base.texts]
+    texts = list(base.texts)
+    for a, b, f in zip(first, second, cut, strict=True):
+        head = words[a][: round(len(words[a]) * f)]
+        tail = words[b][round(len(words[b]) * f) :]
+        texts.append(" ".join(head + tail) or base.texts[a])
+    noise = rng.standard_normal((extra, base.vectors.shape[1]), dtype=np.float32) * MIX_NOISE
+    mixed = cut[:, None] * base.vectors[first] + (1 - cut)[:, None] * base.vectors[second]
+    vectors = np.vstack([base.vectors, normalized(mixed + noise)])
+    return ChunkSet(f"scale-{size}", texts, vectors)
+
+
+def index_documents(chunks: ChunkSet) -> list[tuple[DocumentRecord, list[IndexChunk], range]]:
+    """The set as the store takes it: a record and its chunks per document."""
+    count = text_token_counter()
+    documents = []
+    for source, rows in chunks.documents():
+        doc_id = document_id(source)
+        parts = [
+            IndexChunk(doc_id, i, chunks.texts[row], count(chunks.texts[row]), source)
+            for i, row in enumerate(rows)
         ]
-        vectors = np.stack([passages[a] + passages[b] for a, b in pairs[: len(chunks)]])
-        await store.put_document(record(name, len(chunks)), chunks, vectors)
-    print(
-        f"\nbuilt {n} chunks in {time.perf_counter() - started:.1f} s; "
-        f"file {path.stat().st_size / 1e6:.0f} MB"
-    )
-    return store
+        record = DocumentRecord(
+            doc_id=doc_id,
+            source=source,
+            content_hash=doc_id,
+            pipeline="benchmark",
+            format="text",
+            title=None,
+            size=sum(len(c.text) for c in parts),
+            chunk_count=len(parts),
+        )
+        documents.append((record, parts, rows))
+    return documents
 
 
-async def timed(label: str, calls: list[Callable[[], Awaitable[Any]]]) -> list[float]:
-    for call in calls[:3]:
-        await call()  # warm: the matrix loaded, statements prepared
+# -- vectors --------------------------------------------------------------------------------------
+
+
+class QueryVectors(EmbeddingCache):
+    """An in-memory per-item cache: the searches' query embeddings, computed beforehand."""
+
+    per_item = True
+
+    def __init__(self) -> None:
+        self.vectors: dict[str, Embedding] = {}
+
+    async def store(
+        self,
+        embeddings: Sequence[Embedding],
+        identifier: Mapping[str, Any],
+        overwrite: bool = False,
+    ) -> None:
+        self.vectors[self.key(identifier)] = embeddings[0]
+
+    async def retrieve(self, identifier: Mapping[str, Any]) -> list[Embedding] | None:
+        found = self.vectors.get(self.key(identifier))
+        return None if found is None else [found]
+
+    async def remove(self, identifier: Mapping[str, Any]) -> None:
+        self.vectors.pop(self.key(identifier), None)
+
+    async def clear(self) -> None:
+        self.vectors.clear()
+
+    async def retrieve_items(
+        self, identifiers: Sequence[Mapping[str, Any]]
+    ) -> list[Embedding | None]:
+        return [self.vectors.get(self.key(identifier)) for identifier in identifiers]
+
+
+async def labelled_vectors(
+    data: _retrieval_set.RetrievalSet, cache_dir: Path
+) -> tuple[np.ndarray, np.ndarray]:
+    """The passages' and the questions' vectors, from the cache or embedded (then cached)."""
+    cache = SQLiteEmbeddingCache(cache_dir / "local-minilm.sqlite")
+    model = LocalEmbeddingModel(embedding_cache=cache)
+    texts = [*data.corpus.values(), *data.queries.values()]
+    began = time.perf_counter()
+    response = await model(texts)
+    took = time.perf_counter() - began
+    if response.source == "cache":
+        print(f"Labelled set's {len(texts):,} vectors read from {cache.path} ({took:.1f} s)")
+    else:
+        print(
+            f"Labelled set's {len(texts):,} texts embedded in {took:.0f} s "
+            f"({len(texts) / took:.1f} texts/s), cached in {cache.path}"
+        )
+    vectors = response.array()
+    return vectors[: len(data.corpus)], vectors[len(data.corpus) :]
+
+
+async def search_model(questions: Sequence[str], vectors: np.ndarray) -> LocalEmbeddingModel:
+    """The local model, answering `questions` from memory (their vectors computed before)."""
+    cache = QueryVectors()
+    model = LocalEmbeddingModel(embedding_cache=cache)
+    parameters = model.parameters.merged()
+    identifiers = [model.cache_identifier([q], parameters) for q in questions]
+    await cache.store_items([v.tolist() for v in vectors], identifiers)
+    if (await model(list(questions[:1]))).source != "cache":
+        raise AssertionError("the query vectors did not come from the cache")
+    return model
+
+
+async def query_embedding_times(questions: Sequence[str]) -> list[float]:
+    """Seconds to embed each question alone with the local model (loaded first)."""
+    model = LocalEmbeddingModel()
+    await model.load()
+    await model(["warm up"])
     times = []
-    for call in calls:
-        started = time.perf_counter()
-        await call()
-        times.append((time.perf_counter() - started) * 1000)
-    times.sort()
-    p50, p95 = statistics.median(times), times[int(len(times) * 0.95) - 1]
-    print(f"{label:<44} p50 {p50:7.2f} ms   p95 {p95:7.2f} ms")
+    for question in questions:
+        began = time.perf_counter()
+        await model([question])
+        times.append(time.perf_counter() - began)
     return times
 
 
-async def scale(n: int, count: int, material: dict[str, np.ndarray], folder: Path) -> None:
-    store = await build(folder / f"scale{n}.db", n, material)
-    questions = list(material["questions"])[:count]
-    vectors = list(material["queries"])[:count]
-    pairs = list(zip(questions, vectors, strict=True))
-
-    async def hybrid(q: str, v: np.ndarray) -> list[Any]:
-        keyword, similar = await asyncio.gather(
-            store.keyword_search(q, 50), store.vector_search(v, 50)
-        )
-        return reciprocal_rank_fusion([keyword, similar])[:5]
-
-    print(f"{count} queries over {n} chunks (top 5; fusion depth 50)")
-    await once("first keyword search (reads every posting)", store.keyword_search(questions[0], 5))
-    keyword = await timed(
-        "keyword (BM25 postings in memory)",
-        [lambda q=q: store.keyword_search(q, 5) for q in questions],
-    )
-    fts5 = sqlite3.connect(store.path, check_same_thread=False)
-    before = await timed(
-        "keyword (FTS5's bm25(), as before)",
-        [
-            lambda q=q: asyncio.to_thread(fts5_ranked, fts5, keyword_query(q), 5, None)
-            for q in questions
-        ],
-    )
-    fts5.close()
-    print(f"  FTS5 / in memory, p50: {statistics.median(before) / statistics.median(keyword):.1f}x")
-    await timed(
-        "vector (sign bits, then exact)", [lambda v=v: store.vector_search(v, 5) for _, v in pairs]
-    )
-    await timed(
-        "hybrid (store, query vector given)", [lambda q=q, v=v: hybrid(q, v) for q, v in pairs]
-    )
-    memory = store.memory()
-    print(
-        f"memory beside the file: keyword {memory.keyword / 1e6:.0f} MB, "
-        f"vector {memory.vector / 1e6:.0f} MB"
-    )
-    await changes(store, material, questions[0])
-
-    shortlisted = [[h.chunk_id for h in await store.vector_search(v, 10)] for v in vectors]
-    limit = _vectors.EXACT_LIMIT
-    _vectors.EXACT_LIMIT = 10**9
-    try:
-        await timed(
-            "vector (exact, every row)", [lambda v=v: store.vector_search(v, 5) for _, v in pairs]
-        )
-        exact = [[h.chunk_id for h in await store.vector_search(v, 10)] for v in vectors]
-    finally:
-        _vectors.EXACT_LIMIT = limit
-    overlap = statistics.mean(
-        len(set(a) & set(b)) / 10 for a, b in zip(shortlisted, exact, strict=True)
-    )
-    print(f"sign-bit shortlist recall@10 against the exact search: {overlap:.3f}")
-    await store.close()
-
-    index = await DocumentIndex.open(folder / f"scale{n}.db")
-    try:
-        await timed(
-            "hybrid (DocumentIndex.search, embeds the query)",
-            [lambda q=q: index.search(q, top_k=5) for q in questions],
-        )
-    finally:
-        await index.close()
+# -- building -------------------------------------------------------------------------------------
 
 
-async def once(label: str, call: Awaitable[Any]) -> None:
-    started = time.perf_counter()
-    await call
-    print(f"{label:<44} {(time.perf_counter() - started) * 1000:9.0f} ms")
+async def fill(store: IndexStore, chunks: ChunkSet, with_vectors: bool, model_id: str) -> float:
+    """Write the set into an empty store, document by document; seconds taken."""
+    documents = index_documents(chunks)
+    if with_vectors:
+        await store.bind_embedding(model_id, chunks.vectors.shape[1])
+    gc.collect()
+    began = time.perf_counter()
+    for record, parts, rows in documents:
+        vectors = chunks.vectors[rows.start : rows.stop] if with_vectors else None
+        await store.put_document(record, parts, vectors)
+    return time.perf_counter() - began
 
 
-async def changes(store: SQLiteIndexStore, material: dict[str, np.ndarray], query: str) -> None:
-    """The first keyword search after a document of 1,000 chunks is added, then removed."""
-    texts, passages = material["texts"], material["passages"]
-    rng = random.Random(1)
-    pairs = [(rng.randrange(len(texts)), rng.randrange(len(texts))) for _ in range(1000)]
-    chunks = [
-        Chunk(document_id("added"), i, f"{texts[a]}\n\n{texts[b]}", 0, "added")
-        for i, (a, b) in enumerate(pairs)
-    ]
-    vectors = np.stack([passages[a] + passages[b] for a, b in pairs])
-    await store.put_document(record("added", len(chunks)), chunks, vectors)
-    await once("keyword, after 1,000 chunks were added", store.keyword_search(query, 5))
-    await store.remove_documents([document_id("added")])
-    await once("keyword, after they were removed", store.keyword_search(query, 5))
+async def add_files(folder: Path, chunks: ChunkSet) -> tuple[float, int, int]:
+    """`DocumentIndex.add` of one text file per document, keyword only.
+
+    Returns:
+        Seconds, the chunks the index made, the bytes of text.
+    """
+    (folder / "files").mkdir()
+    paths = []
+    for number, (_, rows) in enumerate(chunks.documents()):
+        path = folder / "files" / f"{number:05d}.txt"
+        path.write_text("\n\n".join(chunks.texts[r] for r in rows) + "\n", encoding="utf-8")
+        paths.append(path)
+    size = sum(p.stat().st_size for p in paths)
+    async with await DocumentIndex.open(folder / "files.index") as index:
+        gc.collect()
+        began = time.perf_counter()
+        await index.add(paths)
+        took = time.perf_counter() - began
+        made = sum(d.chunk_count for d in await index.documents())
+    return took, made, size
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument(
-        "-n", type=int, nargs="+", default=[10_000, 100_000], help="chunks in the scale indexes"
-    )
-    parser.add_argument("--queries", type=int, default=142, help="queries timed")
-    parser.add_argument("--skip-scale", action="store_true")
-    args = parser.parse_args()
+async def embedding_rate(chunks: ChunkSet, sample: int) -> float:
+    """Texts per second of the local model on `sample` chunks spread over the set."""
     model = LocalEmbeddingModel()
-    with tempfile.TemporaryDirectory() as folder:
-        material = await quality(model, Path(folder))
-        if not args.skip_scale:
-            for n in args.n:
-                print(f"\nload average before: {os.getloadavg()[0]:.1f}")
-                await scale(n, args.queries, material, Path(folder))
-                print(f"load average after: {os.getloadavg()[0]:.1f}")
+    await model(["warm up"])
+    step = max(1, len(chunks) // sample)
+    texts = chunks.texts[::step][:sample]
+    began = time.perf_counter()
+    await model(texts)
+    return len(texts) / (time.perf_counter() - began)
+
+
+def file_megabytes(path: Path) -> float:
+    """The SQLite file and its write-ahead log, in MiB."""
+    files = [path, path.with_name(path.name + "-wal")]
+    return sum(f.stat().st_size for f in files if f.exists()) / 2**20
+
+
+# -- searching ------------------------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], share: float) -> float:
+    """The `share` percentile (0-100) of `values`, interpolated."""
+    return float(np.percentile(np.asarray(values), share))
+
+
+async def timed(call: Callable[[], Awaitable[Any]]) -> float:
+    began = time.perf_counter()
+    await call()
+    return time.perf_counter() - began
+
+
+async def latencies(
+    index: DocumentIndex, questions: Sequence[str], rounds: int
+) -> dict[str, list[float]]:
+    """Seconds per search, by mode: every question in every mode, `rounds` times.
+
+    The modes take turns question by question (the first to go rotating), so a burst of load
+    from elsewhere falls on all three.
+    """
+    times: dict[str, list[float]] = {mode: [] for mode in MODES}
+    for _ in range(rounds):
+        for n, question in enumerate(questions):
+            for mode in MODES[n % 3 :] + MODES[: n % 3]:
+                times[mode].append(
+                    await timed(lambda q=question, m=mode: index.search(q, mode=m, top_k=TOP_K))
+                )
+    return times
+
+
+async def bit_pass_recall(
+    index: DocumentIndex, chunks: ChunkSet, questions: Sequence[str], query_vectors: np.ndarray
+) -> float:
+    """The share of the exact 10 nearest chunks that the index's vector search returns."""
+    rows = chunks.rows_by_chunk_id()
+    found = []
+    for question, vector in zip(questions, query_vectors, strict=True):
+        exact = set(np.argsort(-(chunks.vectors @ vector))[:10].tolist())
+        hits = await index.search(question, mode="vector", top_k=10)
+        found.append(len(exact & {rows[h.chunk_id] for h in hits}) / 10)
+    return statistics.fmean(found)
+
+
+@dataclass
+class SizeFigures:
+    """What one store measured at one size."""
+
+    store: str
+    size: int
+    build_s: float
+    megabytes: float | None
+    first_vector_s: float
+    times: dict[str, list[float]]
+    bit_recall: float | None = None
+    qwen: list[float] | None = None
+    qwen_parley: list[float] | None = None
+
+
+async def measure_store(
+    name: str,
+    store: IndexStore,
+    chunks: ChunkSet,
+    questions: Sequence[str],
+    query_vectors: np.ndarray,
+    settings: Settings,
+) -> SizeFigures:
+    """Fill `store` with the set (vectors included), then time searches through the facade."""
+    model = await search_model(questions, query_vectors)
+    build = await fill(store, chunks, True, f"{model.provider}/{model.model}")
+    index = await DocumentIndex.open(store=store, embedding_model=model)
+    first = await timed(lambda: index.search(questions[0], mode="vector", top_k=TOP_K))
+    for mode in MODES:  # warm-up: the first query of each mode
+        await index.search(questions[0], mode=mode, top_k=TOP_K)
+    gc.collect()
+    times = await latencies(index, questions, settings.rounds)
+    figures = SizeFigures(name, len(chunks), build, None, first, times)
+    if len(chunks) > EXACT_LIMIT:
+        figures.bit_recall = await bit_pass_recall(index, chunks, questions, query_vectors)
+    return figures
+
+
+async def measure_sqlite(
+    folder: Path,
+    chunks: ChunkSet,
+    questions: Sequence[str],
+    query_vectors: np.ndarray,
+    settings: Settings,
+) -> SizeFigures:
+    """`measure_store` on a new SQLite file in `folder`."""
+    path = folder / f"{chunks.name}.index"
+    store = await SQLiteIndexStore.open(path)
+    try:
+        figures = await measure_store("sqlite", store, chunks, questions, query_vectors, settings)
+    finally:
+        await store.close()
+    figures.megabytes = file_megabytes(path)
+    return figures
+
+
+def qwen_times(peer_module: ModuleType, chunks: ChunkSet, questions: Sequence[str]) -> list[float]:
+    """Seconds per question of Qwen-Agent's keyword search over the set."""
+    peer = peer_module.QwenKeywordSearch(
+        [(source, [chunks.texts[r] for r in rows]) for source, rows in chunks.documents()]
+    )
+    times = []
+    for question in questions:
+        gc.collect()
+        began = time.perf_counter()
+        answer = peer.search(question)
+        times.append(time.perf_counter() - began)
+        if not answer:
+            raise AssertionError(f"Qwen-Agent's keyword search found nothing for {question!r}")
+    return times
+
+
+# -- quality --------------------------------------------------------------------------------------
+
+
+async def quality(
+    data: _retrieval_set.RetrievalSet,
+    chunks: ChunkSet,
+    query_vectors: np.ndarray,
+    peer: ModuleType | None,
+) -> dict[str, tuple[float, float]]:
+    """Recall@5 and nDCG@10 of each search on the labelled set."""
+    ids = list(data.corpus)
+    questions = list(data.queries.values())
+    rankings: dict[str, list[list[str]]] = {}
+    rows = chunks.rows_by_chunk_id()
+    with tempfile.TemporaryDirectory(prefix="parley-bench-rag-") as tmp:
+        store = await SQLiteIndexStore.open(Path(tmp) / "labelled.index")
+        model = await search_model(questions, query_vectors)
+        await fill(store, chunks, True, f"{model.provider}/{model.model}")
+        async with await DocumentIndex.open(store=store, embedding_model=model) as index:
+            for mode in MODES:
+                rankings[f"parley {mode}"] = [
+                    [ids[rows[h.chunk_id]] for h in await index.search(q, mode=mode, top_k=10)]
+                    for q in questions
+                ]
+    if peer is not None:
+        qwen = peer.QwenKeywordSearch(
+            [(source, [chunks.texts[r] for r in rs]) for source, rs in chunks.documents()]
+        )
+        rankings[f"qwen-agent {peer.VERSION} keyword"] = [
+            [ids[chunks.row_of(source, i)] for source, i in ranking]
+            for ranking in qwen.rankings(questions, 10)
+        ]
+    return {name: _scores(data, ranked) for name, ranked in rankings.items()}
+
+
+def _scores(data: _retrieval_set.RetrievalSet, ranked: list[list[str]]) -> tuple[float, float]:
+    recall, ndcg = [], []
+    for query_id, ranking in zip(data.queries, ranked, strict=True):
+        recall.append(_retrieval_set.recall_at(ranking, data.qrels[query_id], 5))
+        ndcg.append(_retrieval_set.ndcg_at(ranking, data.qrels[query_id], 10))
+    return statistics.fmean(recall), statistics.fmean(ndcg)
+
+
+# -- PostgreSQL -----------------------------------------------------------------------------------
+
+
+def postgres_hook() -> ModuleType | None:
+    """`benchmarks/_rag_postgres.py`, when it is there.
+
+    The hook rag.py calls: `_rag_postgres.store(url: str | None)`, an async context manager
+    that yields a new, empty `IndexStore` on PostgreSQL (on the server at `url`, or on a
+    throwaway one it starts when `url` is None) and drops it after. rag.py then fills it and
+    times it as it does the SQLite store.
+    """
+    try:
+        import _rag_postgres  # noqa: PLC0415  (optional: another branch's file)
+    except ModuleNotFoundError as exc:
+        if exc.name != "_rag_postgres":
+            raise
+        return None
+    return _rag_postgres
+
+
+# -- printing -------------------------------------------------------------------------------------
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.2f}"
+
+
+def print_build(rows: list[tuple[str, int, float]]) -> None:
+    print("\n| build | chunks | seconds | chunks/s |\n|---|---|---|---|")
+    for name, count, seconds in rows:
+        print(f"| {name} | {count:,} | {seconds:.1f} | {count / seconds:,.0f} |")
+
+
+def print_latency(figures: Sequence[SizeFigures], embed: Sequence[float]) -> None:
+    print("\n| store | chunks | search | p50 ms | p99 ms | searches |\n|---|---|---|---|---|---|")
+    print(
+        f"| - | - | the query's embedding alone (local model) | {ms(statistics.median(embed))} "
+        f"| {ms(percentile(embed, 99))} | {len(embed)} |"
+    )
+    for f in figures:
+        for mode, values in f.times.items():
+            print(
+                f"| {f.store} | {f.size:,} | parley {mode} | {ms(statistics.median(values))} "
+                f"| {ms(percentile(values, 99))} | {len(values)} |"
+            )
+        if f.qwen:
+            print(
+                f"| in memory | {f.size:,} | qwen-agent keyword | {ms(statistics.median(f.qwen))}"
+                f" | {ms(percentile(f.qwen, 99))} | {len(f.qwen)} |"
+            )
+
+
+def print_notes(f: SizeFigures) -> None:
+    on_disk = f", {f.megabytes:.0f} MiB on disk" if f.megabytes is not None else ""
+    print(
+        f"{f.store}, {f.size:,} chunks: written in {f.build_s:.1f} s{on_disk}; the first "
+        f"vector search (reads the vectors into memory) {ms(f.first_vector_s)} ms"
+    )
+    if f.bit_recall is not None:
+        print(f"  vector search's recall@10 against exact cosine: {f.bit_recall:.3f}")
+    if f.qwen and f.qwen_parley:
+        ratio = statistics.median(f.qwen) / statistics.median(f.qwen_parley)
+        print(
+            f"  qwen-agent / parley keyword, p50 on the same {len(f.qwen)} questions: {ratio:,.0f}x"
+        )
+
+
+def print_quality(scores: Mapping[str, tuple[float, float]]) -> None:
+    print("\n| search | recall@5 | nDCG@10 |\n|---|---|---|")
+    for name, (recall, ndcg) in scores.items():
+        print(f"| {name} | {recall:.3f} | {ndcg:.3f} |")
+
+
+def print_goals(embedding: Mapping[str, float], figures: Sequence[SizeFigures]) -> None:
+    def verdict(met: bool) -> str:
+        return "met" if met else "MISSED"
+
+    ratio = embedding["same batches"]
+    print("\nGoals (issue 11):")
+    print(
+        f"  local embedding, parley / onnxruntime on the same batches: {ratio:.3f} "
+        f"(>= 0.95: {verdict(ratio >= 0.95)})"
+    )
+    for f in figures:
+        if f.size == 100_000:
+            p50 = statistics.median(f.times["hybrid"])
+            print(
+                f"  hybrid p50 at 100,000 chunks on {f.store}, query embedding apart: "
+                f"{ms(p50)} ms (<= 10 ms: {verdict(p50 <= 0.010)})"
+            )
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def versions(peer: ModuleType | None) -> str:
+    found = [f"{n} {metadata.version(n)}" for n in ("parley", "numpy", "onnxruntime")]
+    found.append(f"SQLite {sqlite3.sqlite_version}")
+    # numpy's BLAS threads wait on one another when the cores are busy (see the README).
+    found.append(f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', '(unset)')}")
+    if peer is not None:
+        found.append(f"qwen-agent {peer.VERSION} (rank_bm25 {metadata.version('rank_bm25')})")
+    return ", ".join(found)
+
+
+# -- the run --------------------------------------------------------------------------------------
+
+
+def load_peer(require: bool) -> ModuleType | None:
+    """`_rag_qwen`, or None (with a note) where Qwen-Agent is not installed."""
+    try:
+        import _rag_qwen  # noqa: PLC0415  (the peer: only where qwen_agent is installed)
+    except ImportError as exc:
+        if require:
+            raise SystemExit(f"Qwen-Agent's keyword search cannot be imported: {exc}") from exc
+        print(f"(Qwen-Agent skipped: {exc}; run in .venv-bench, see benchmarks/setup.sh)")
+        return None
+    return _rag_qwen
+
+
+@dataclass
+class Run:
+    """What every part of the run shares."""
+
+    args: argparse.Namespace
+    settings: Settings
+    peer: ModuleType | None
+    postgres: ModuleType | None
+    folder: Path
+    data: _retrieval_set.RetrievalSet
+    labelled: ChunkSet
+    query_vectors: np.ndarray
+
+    @property
+    def questions(self) -> list[str]:
+        return list(self.data.queries.values())
+
+
+async def build_rows(run: Run, chunks: ChunkSet) -> None:
+    """Figure 2: the ways of building an index of the set."""
+    print(f"\n2. Building an index of {len(chunks):,} chunks ({len(chunks) // PER_DOCUMENT} files)")
+    folder = run.folder / "build"
+    folder.mkdir()
+    files_s, made, size = await add_files(folder, chunks)
+    rows = [
+        (f"DocumentIndex.add of {size / 2**20:.1f} MiB of text files, keyword only", made, files_s)
+    ]
+    for name, with_vectors in (("keyword only", False), ("precomputed vectors", True)):
+        store = await SQLiteIndexStore.open(folder / f"{with_vectors}.index")
+        try:
+            written = await fill(store, chunks, with_vectors, "local/all-minilm-l6-v2")
+        finally:
+            await store.close()
+        rows.append((f"store write path, {name}", len(chunks), written))
+    embedding = len(chunks) / await embedding_rate(chunks, run.settings.build_sample)
+    sample = run.settings.build_sample
+    rows.append(
+        (f"embedding them, local model (timed on {sample}, scaled)", len(chunks), embedding)
+    )
+    rows.append(("with local embeddings: embedding + write path", len(chunks), embedding + written))
+    print_build(rows)
+
+
+async def size_rows(run: Run, size: int) -> list[SizeFigures]:
+    """Figures 3 and 4 at one size: parley on SQLite (and PostgreSQL), Qwen-Agent."""
+    chunks = scaled_set(run.labelled, size)
+    if size == run.args.sizes[0]:
+        await build_rows(run, chunks)
+    print(f"\n3, 4. Searching {size:,} chunks ({run.settings.rounds} round(s) of each question)")
+    folder = run.folder / f"size-{size}"
+    folder.mkdir()
+    questions, vectors = run.questions, run.query_vectors
+    figure = await measure_sqlite(folder, chunks, questions, vectors, run.settings)
+    figures = [figure]
+    count = min(len(questions), run.settings.qwen_questions * 10_000 // size)
+    if run.peer is not None and count:
+        figure.qwen = qwen_times(run.peer, chunks, questions[:count])
+        figure.qwen_parley = figure.times["keyword"][:count]
+    if run.postgres is not None:
+        async with run.postgres.store(run.args.postgres_url) as store:
+            figures.append(
+                await measure_store("postgres", store, chunks, questions, vectors, run.settings)
+            )
+    for figure in figures:
+        print_notes(figure)
+    return figures
+
+
+async def run_all(args: argparse.Namespace, settings: Settings, folder: Path) -> list[SizeFigures]:
+    """Figures 2 to 6, in one event loop."""
+    run = await prepare(args, settings, folder)
+    figures = []
+    for size in run.args.sizes:
+        figures += await size_rows(run, size)
+        gc.collect()
+    embed = await query_embedding_times(run.questions)
+    print("\n3, 4. Search latency: DocumentIndex.search(top_k=5), the query's vector from memory")
+    print_latency(figures, embed)
+    questions = len(run.questions)
+    print(
+        f"\n5. Quality on the labelled set ({len(run.labelled):,} passages, {questions} questions)"
+    )
+    print_quality(await quality(run.data, run.labelled, run.query_vectors, run.peer))
+    return figures
+
+
+async def prepare(args: argparse.Namespace, settings: Settings, folder: Path) -> Run:
+    """The labelled set and its vectors, the peer, the PostgreSQL hook."""
+    data = _retrieval_set.load()
+    vectors, query_vectors = await labelled_vectors(data, args.cache_dir)
+    postgres = None if args.skip_postgres else postgres_hook()
+    if postgres is None and not args.skip_postgres:
+        print("(PostgreSQL skipped: benchmarks/_rag_postgres.py is not here yet)")
+    peer = load_peer(args.require_peers)
+    print(versions(peer))
+    labelled = labelled_set(data, vectors)
+    return Run(args, settings, peer, postgres, folder, data, labelled, query_vectors)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--quick", action="store_true", help="fewer rounds and samples")
+    parser.add_argument(
+        "--sizes",
+        type=lambda text: [int(s) for s in text.split(",")],
+        default=[10_000, 100_000],
+        help="chunk counts searched (the first is also built every way), e.g. 10000,100000",
+    )
+    parser.add_argument("--require-peers", action="store_true", help="exit 1 without Qwen-Agent")
+    parser.add_argument("--postgres-url", help="a PostgreSQL server (else a throwaway one)")
+    parser.add_argument("--skip-postgres", action="store_true", help="SQLite only")
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=cache / "parley" / "bench" / "rag",
+        help="where the labelled set's vectors are kept between runs",
+    )
+    args = parser.parse_args(argv)
+    settings = QUICK if args.quick else FULL
+    print(f"load average at the start: {load_average()} ({os.cpu_count()} cores)")
+    print("\n1. Local embedding throughput")
+    embedding = embedding_models.parley_against_runtime(settings.embed_texts, settings.embed_rounds)
+    print()
+    with tempfile.TemporaryDirectory(prefix="parley-bench-rag-") as tmp:
+        figures = asyncio.run(run_all(args, settings, Path(tmp)))
+    print_goals(embedding, figures)
+    print(f"\nload average at the end: {load_average()}")
+    return 0
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    with contextlib.suppress(KeyboardInterrupt):
+        sys.exit(main())

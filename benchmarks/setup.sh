@@ -30,12 +30,16 @@ pip_install() {
   "$PY" -m pip install --quiet --disable-pip-version-check "$@"
 }
 
-# parley itself, editable, so the benchmark measures the working tree.
-pip_install -e "$ROOT"
+# parley itself, editable, so the benchmark measures the working tree; rag.py runs its
+# retrieval index and its local embedding model.
+pip_install -e "$ROOT[embeddings,rag]"
 
 # Qwen-Agent: qwen_agent.llm imports numpy, soundfile, tqdm and dateutil without declaring them.
 pip_install "qwen-agent==0.0.34"
 pip_install numpy soundfile tqdm python-dateutil
+# Its keyword search (rag.py's peer) imports rank_bm25, snowballstemmer and, for Chinese text,
+# jieba: its `rag` extra declares them, with PDF and Office parsers that rag.py does not need.
+pip_install rank_bm25 snowballstemmer jieba
 
 # AgentScope 2.0.11 pins certifi>=2026.10.19, newer than some indexes hold: install it without
 # dependencies, then its own requirements (its Requires-Dist minus extras) with any certifi.
@@ -54,6 +58,9 @@ import agentscope
 import parley
 from agentscope.message import Msg, TextBlock, ToolCallBlock, ToolResultBlock
 from qwen_agent.llm.schema import ContentItem, FunctionCall, Message
+from qwen_agent.tools.search_tools.keyword_search import KeywordSearch
+from parley.embeddings.local import LocalEmbeddingModel
+from parley.rag import DocumentIndex
 
 assert agentscope.__version__ == "2.0.11", agentscope.__version__
 print(f"benchmark environment ready: parley {parley.__version__}, qwen-agent 0.0.34, "
