@@ -57,10 +57,13 @@ chat: install
 # never touch parley's environment. models.py compares parley with its own extras (the openai
 # SDK, llama-cpp-python), which parley's environment has; service.py needs the `service` extra
 # (and PostgreSQL's binaries, or BENCH_SERVICE_ARGS=--postgres-url=... or --skip-postgres).
+# rag.py runs in .venv-bench beside Qwen-Agent's keyword search (setup.sh installs parley's
+# `embeddings` and `rag` extras there); BENCH_RAG_ARGS=--quick for the short run.
 BENCH_VENV ?= .venv-bench
 bench: install
 	bash benchmarks/setup.sh $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python benchmarks/messages.py
+	$(BENCH_VENV)/bin/python benchmarks/rag.py $(BENCH_RAG_ARGS)
 	$(PY) benchmarks/models.py $(BENCH_MODELS_ARGS)
 	$(PY) benchmarks/agents.py $(BENCH_AGENTS_ARGS)
 	$(PY) benchmarks/service.py $(BENCH_SERVICE_ARGS)
