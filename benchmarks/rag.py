@@ -7,8 +7,11 @@
 3. Search latency, p50 and p99, of keyword, vector and hybrid search through
    `DocumentIndex.search` on the SQLite store at 10,000 and 100,000 chunks, the query's
    vector read from an in-memory cache and its embedding timed apart; hybrid again with the
-   query embedded (as an application runs it); above 20,000 chunks, the vector search's
-   recall against the exact search, and the exact scan's latency.
+   query embedded (as an application runs it), and through the store as `DocumentIndex` calls
+   it; keyword search by FTS5's own `bm25()` beside parley's postings in memory; the first
+   searches (they read the postings and the vectors), the first keyword search after a change,
+   the memory held; above 20,000 chunks, the vector search's recall against the exact search,
+   and the exact scan's latency.
 4. Qwen-Agent 0.0.34's keyword search (BM25 built at every question) on the same chunks and
    questions, and the ratio of its latency to parley's keyword search.
 5. Quality on the labelled set (`benchmarks/data/pydocs`: 2,373 passages, 142 questions):
@@ -62,18 +65,25 @@ from parley.rag import (  # noqa: E402
     DocumentIndex,
     DocumentRecord,
     IndexStore,
+    SearchHit,
     SearchMode,
     SQLiteIndexStore,
     _vectors,
     document_id,
     keyword_query,
+    reciprocal_rank_fusion,
 )
+from parley.rag._fts5 import fts5_ranked  # noqa: E402
 from parley.rag._vectors import normalized  # noqa: E402
 
 MODES: tuple[SearchMode, ...] = ("keyword", "vector", "hybrid")
 EMBEDDED = "hybrid, query embedded"
 """The arm whose searches embed the query with the local model (the others read it from memory)."""
 EXACT = "vector, exact scan of every row"
+STORE_HYBRID = "hybrid, through the store (query vector given)"
+FTS5 = "keyword, FTS5's own bm25() (as the store ranked before)"
+FUSION_DEPTH = 50
+"""Each ranking's depth in a hybrid search (`DocumentIndex`'s)."""
 PER_DOCUMENT = 100
 """Chunks per document in every set (a document is the store's unit of writing)."""
 MIX_NOISE = 0.02
@@ -111,11 +121,13 @@ class ChunkSet:
         name: Names the documents' sources (`/bench/NAME/00042.txt`).
         texts: The chunks' texts.
         vectors: One unit float32 row per text.
+        per_document: Chunks to a document.
     """
 
     name: str
     texts: list[str]
     vectors: np.ndarray
+    per_document: int = PER_DOCUMENT
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -126,10 +138,10 @@ class ChunkSet:
 
     def documents(self) -> list[tuple[str, range]]:
         """Each document's source and its rows."""
-        starts = range(0, len(self.texts), PER_DOCUMENT)
+        per, count = self.per_document, len(self.texts)
         return [
-            (self.source(n), range(s, min(s + PER_DOCUMENT, len(self.texts))))
-            for n, s in enumerate(starts)
+            (self.source(n), range(s, min(s + per, count)))
+            for n, s in enumerate(range(0, count, per))
         ]
 
     def rows_by_chunk_id(self) -> dict[str, int]:
@@ -142,7 +154,7 @@ class ChunkSet:
 
     def row_of(self, source: str, index: int) -> int:
         """The row of the `index`th chunk of the document at `source`."""
-        return int(Path(source).stem) * PER_DOCUMENT + index
+        return int(Path(source).stem) * self.per_document + index
 
 
 def labelled_set(data: _retrieval_set.RetrievalSet, vectors: np.ndarray) -> ChunkSet:
@@ -152,6 +164,8 @@ def labelled_set(data: _retrieval_set.RetrievalSet, vectors: np.ndarray) -> Chun
 
 def scaled_set(base: ChunkSet, size: int, seed: int = 0) -> ChunkSet:
     """`size` chunks: `base`'s, then passages recombined from them (see the module docstring).
+
+    `seed` chooses the recombinations: another seed makes other chunks.
 
     A recombined chunk is the first part of passage a's words and the end of passage b's, cut
     at the same fraction f (0.3 to 0.7) of each; its vector is f·a + (1-f)·b plus a little
@@ -424,47 +438,84 @@ class SizeFigures:
     bit_recall: float | None = None
     qwen: list[float] | None = None
     qwen_parley: list[float] | None = None
-
-
-async def measure_store(
-    name: str,
-    store: IndexStore,
-    chunks: ChunkSet,
-    questions: Sequence[str],
-    query_vectors: np.ndarray,
-    settings: Settings,
-) -> SizeFigures:
-    """Fill `store` with the set (vectors included), then time searches through the facade."""
-    model = await search_model(questions, query_vectors)
-    build = await fill(store, chunks, True, f"{model.provider}/{model.model}")
-    index = await DocumentIndex.open(store=store, embedding_model=model)
-    first = await timed(lambda: index.search(questions[0], mode="vector", top_k=TOP_K))
-    embedding = DocumentIndex(store, LocalEmbeddingModel())
-    arms = facade_arms(index, embedding)
-    times = await latencies(arms, questions, settings.rounds)
-    figures = SizeFigures(name, len(chunks), build, None, first, times)
-    if len(chunks) > _vectors.EXACT_LIMIT:
-        figures.bit_recall = await bit_pass_recall(index, chunks, questions, query_vectors)
-        figures.times[EXACT] = await exact_scan(index, questions)
-    return figures
+    first_keyword_s: float | None = None
+    memory: tuple[int, int] | None = None
+    """What the store holds beside the file: keyword postings and vectors, in bytes."""
+    after_change_s: tuple[float, float] | None = None
+    """The first keyword search after a document of 1,000 chunks was added, then removed."""
 
 
 async def measure_sqlite(
     folder: Path,
     chunks: ChunkSet,
+    labelled: ChunkSet,
     questions: Sequence[str],
     query_vectors: np.ndarray,
     settings: Settings,
 ) -> SizeFigures:
-    """`measure_store` on a new SQLite file in `folder`."""
+    """Fill a new SQLite store with the set (vectors included), then time its searches."""
     path = folder / f"{chunks.name}.index"
     store = await SQLiteIndexStore.open(path)
+    fts5 = sqlite3.connect(path, check_same_thread=False)  # FTS5's own bm25(), beside
     try:
-        figures = await measure_store("sqlite", store, chunks, questions, query_vectors, settings)
+        model = await search_model(questions, query_vectors)
+        build = await fill(store, chunks, True, f"{model.provider}/{model.model}")
+        index = await DocumentIndex.open(store=store, embedding_model=model)
+        figures = SizeFigures("sqlite", len(chunks), build, None, None, {})
+        first = questions[0]
+        figures.first_keyword_s = await timed(lambda: index.search(first, mode="keyword"))
+        figures.first_vector_s = await timed(lambda: index.search(first, mode="vector"))
+        arms = facade_arms(index, DocumentIndex(store, LocalEmbeddingModel()))
+        arms.update(store_arms(store, fts5, questions, query_vectors))
+        figures.times = await latencies(arms, questions, settings.rounds)
+        memory = store.memory()
+        figures.memory = (memory.keyword, memory.vector)
+        if len(chunks) > _vectors.EXACT_LIMIT:
+            figures.bit_recall = await bit_pass_recall(index, chunks, questions, query_vectors)
+            figures.times[EXACT] = await exact_scan(index, questions)
+        figures.megabytes = file_megabytes(path)
+        figures.after_change_s = await after_change(store, labelled, first)
     finally:
+        fts5.close()
         await store.close()
-    figures.megabytes = file_megabytes(path)
     return figures
+
+
+def store_arms(
+    store: SQLiteIndexStore,
+    fts5: sqlite3.Connection,
+    questions: Sequence[str],
+    query_vectors: np.ndarray,
+) -> dict[str, Search]:
+    """Hybrid through the store (the query's vector given), and FTS5's own `bm25()` ranking."""
+    vectors = dict(zip(questions, query_vectors, strict=True))
+
+    async def hybrid(question: str) -> list[SearchHit]:
+        keyword, similar = await asyncio.gather(
+            store.keyword_search(question, FUSION_DEPTH),
+            store.vector_search(vectors[question], FUSION_DEPTH),
+        )
+        return reciprocal_rank_fusion([keyword, similar])[:TOP_K]
+
+    async def bm25(question: str) -> list[tuple[int, float]]:
+        words = keyword_query(question)
+        return await asyncio.to_thread(fts5_ranked, fts5, words, TOP_K, None) if words else []
+
+    return {STORE_HYBRID: hybrid, FTS5: bm25}
+
+
+async def after_change(
+    store: SQLiteIndexStore, labelled: ChunkSet, question: str
+) -> tuple[float, float]:
+    """The first keyword search after a new document of 1,000 chunks, then after its removal."""
+    added = scaled_set(labelled, len(labelled) + 1000, seed=1)
+    new = ChunkSet("added", added.texts[-1000:], added.vectors[-1000:], per_document=1000)
+    ((record, parts, _),) = index_documents(new)
+    await store.put_document(record, parts, new.vectors)
+    after_add = await timed(lambda: store.keyword_search(question, TOP_K))
+    await store.remove_documents([record.doc_id])
+    after_remove = await timed(lambda: store.keyword_search(question, TOP_K))
+    return after_add, after_remove
 
 
 def qwen_times(peer_module: ModuleType, chunks: ChunkSet, questions: Sequence[str]) -> list[float]:
@@ -631,10 +682,26 @@ def print_latency(figures: Sequence[SizeFigures], embed: Sequence[float]) -> Non
 
 def print_notes(f: SizeFigures) -> None:
     on_disk = f", {f.megabytes:.0f} MiB on disk" if f.megabytes is not None else ""
-    first = ""
-    if f.first_vector_s is not None:
-        first = f"; the first vector search (reads the vectors) {ms(f.first_vector_s)} ms"
-    print(f"{f.store}, {f.size:,} chunks: written in {f.build_s:.1f} s{on_disk}{first}")
+    print(f"{f.store}, {f.size:,} chunks: written in {f.build_s:.1f} s{on_disk}")
+    if f.memory is not None:
+        keyword, vector = (size / 2**20 for size in f.memory)
+        print(
+            f"  held in memory beside it: keyword postings {keyword:.0f} MiB, vectors {vector:.0f}"
+        )
+    if f.first_keyword_s is not None and f.first_vector_s is not None:
+        print(
+            f"  the first keyword search (reads every posting) {ms(f.first_keyword_s)} ms, the "
+            f"first vector search (reads every vector) {ms(f.first_vector_s)} ms"
+        )
+    if f.after_change_s is not None:
+        added, removed = f.after_change_s
+        print(
+            f"  the first keyword search after 1,000 chunks were added {ms(added)} ms, after "
+            f"they were removed {ms(removed)} ms"
+        )
+    if FTS5 in f.times:
+        ratio = statistics.median(f.times[FTS5]) / statistics.median(f.times["keyword"])
+        print(f"  keyword, FTS5's bm25() / parley's (in memory), p50: {ratio:.1f}x")
     if f.bit_recall is not None:
         print(f"  vector search's recall@10 against exact cosine: {f.bit_recall:.3f}")
     if f.qwen and f.qwen_parley:
@@ -748,7 +815,7 @@ async def size_rows(run: Run, size: int) -> list[SizeFigures]:
     folder = run.folder / f"size-{size}"
     folder.mkdir()
     questions, vectors = run.questions, run.query_vectors
-    figure = await measure_sqlite(folder, chunks, questions, vectors, run.settings)
+    figure = await measure_sqlite(folder, chunks, run.labelled, questions, vectors, run.settings)
     figures = [figure]
     count = min(len(questions), run.settings.qwen_questions * 10_000 // size)
     if run.peer is not None and count:
