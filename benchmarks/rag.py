@@ -686,7 +686,7 @@ def print_notes(f: SizeFigures) -> None:
     if f.memory is not None:
         keyword, vector = (size / 2**20 for size in f.memory)
         print(
-            f"  held in memory beside it: keyword postings {keyword:.0f} MiB, vectors {vector:.0f}"
+            f"  held in memory beside it: keyword postings {keyword:.0f}, vectors {vector:.0f} MiB"
         )
     if f.first_keyword_s is not None and f.first_vector_s is not None:
         print(
