@@ -43,6 +43,7 @@ __all__ = [
     "Closer",
     "ConnectionFailure",
     "LoopClients",
+    "PooledConnections",
     "connection_failure",
     "httpx_client_class",
 ]
@@ -218,3 +219,26 @@ def _close_at_exit_first() -> None:
     # loop was made, before any client on it), while the loop still runs the closing.
     atexit.unregister(_close_at_exit)
     atexit.register(_close_at_exit)
+
+
+class PooledConnections:
+    """`aclose` and `close_sync` for a model whose connections are in `self._pool`.
+
+    `_pool` is a `LoopClients` (or a pool wrapping one), made on first use; closing a model
+    that never connected does nothing. Put it before the model's base class, whose no-op
+    `aclose` it overrides.
+    """
+
+    _pool: Any = None
+
+    async def aclose(self) -> None:
+        """Close this model's connections on the running event loop."""
+        if self._pool is not None:
+            await self._pool.aclose()
+
+    def close_sync(self) -> None:
+        """Close the connections the sync twins opened."""
+        if self._pool is not None:
+            from parley._sync import run_sync  # noqa: PLC0415
+
+            run_sync(self._pool.aclose())

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field
 
-from parley._sync import run_sync
 from parley.embeddings.base import DataBlock, EmbeddingBatch, EmbeddingModel, EmbeddingParameters
 from parley.embeddings.gemini._wire import (
     batch_body,
@@ -31,6 +30,7 @@ from parley.embeddings.gemini._wire import (
     uses_predict,
 )
 from parley.errors import UserError
+from parley.models._aiohttp import PooledConnections
 from parley.models._wire import read_json
 from parley.models.base import ChatModel
 from parley.models.credentials import Credential
@@ -72,7 +72,7 @@ class GeminiEmbeddingParameters(EmbeddingParameters):
     )
 
 
-class GeminiEmbeddingModel(EmbeddingModel[str | DataBlock]):
+class GeminiEmbeddingModel(PooledConnections, EmbeddingModel[str | DataBlock]):
     """A Gemini embedding model: `gemini-embedding-001` (text), `gemini-embedding-2` (media too).
 
     Example:
@@ -130,16 +130,6 @@ class GeminiEmbeddingModel(EmbeddingModel[str | DataBlock]):
             endpoint = Endpoint(self.gemini_credential, self.timeout, self.extra_headers)
             self._pool = ClientPool(endpoint)
         return self._pool.get()
-
-    async def aclose(self) -> None:
-        """Close this model's connections on the running event loop."""
-        if self._pool is not None:
-            await self._pool.aclose()
-
-    def close_sync(self) -> None:
-        """Close the connections the sync twin (`call_sync`) opened."""
-        if self._pool is not None:
-            run_sync(self._pool.aclose())
 
     # -- the request ----------------------------------------------------------------------
 

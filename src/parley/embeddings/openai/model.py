@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field
 
-from parley._sync import run_sync
 from parley.embeddings.base import EmbeddingBatch, EmbeddingModel, EmbeddingParameters
 from parley.embeddings.openai._wire import read_embeddings
 from parley.errors import UserError
+from parley.models._aiohttp import PooledConnections
 from parley.models._wire import read_json
 from parley.models.base import ChatModel
 from parley.models.credentials import APIKeyCredential, Credential
@@ -43,7 +43,7 @@ class OpenAIEmbeddingParameters(EmbeddingParameters):
     )
 
 
-class OpenAIEmbeddingModel(EmbeddingModel[str]):
+class OpenAIEmbeddingModel(PooledConnections, EmbeddingModel[str]):
     """A model behind OpenAI's embeddings API (`/v1/embeddings`), on the official SDK.
 
     Up to 2048 texts a request. `dimensions` shortens the vectors of the models that allow
@@ -90,16 +90,6 @@ class OpenAIEmbeddingModel(EmbeddingModel[str]):
             key = api_key(self.credential, required=self.key_required, owner=type(self).__name__)
             self._pool = ClientPool(api_key=key, base_url=self.endpoint(), timeout=self.timeout)
         return self._pool.get()
-
-    async def aclose(self) -> None:
-        """Close this model's connections on the running event loop."""
-        if self._pool is not None:
-            await self._pool.aclose()
-
-    def close_sync(self) -> None:
-        """Close the connections the sync twin (`call_sync`) opened."""
-        if self._pool is not None:
-            run_sync(self._pool.aclose())
 
     # -- the wire -----------------------------------------------------------------------------
 

@@ -11,9 +11,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import pydantic_core
 
-from parley._sync import run_sync
 from parley.errors import ConfigurationError, ModelConnectionError, UserError
-from parley.models._aiohttp import LoopClients
+from parley.models._aiohttp import LoopClients, PooledConnections
 from parley.models._wire import read_json
 from parley.models.accumulator import Delta, StreamAccumulator
 from parley.models.anthropic._errors import anthropic_errors
@@ -49,7 +48,7 @@ _MESSAGES_PATH = "/v1/messages"
 _SNAPSHOT = re.compile(r"-\d{8}$")
 
 
-class AnthropicChatModel(ChatModel):
+class AnthropicChatModel(PooledConnections, ChatModel):
     """A Claude model behind Anthropic's Messages API, through the official `anthropic` SDK.
 
     - The system prompt goes in the top-level `system`; consecutive messages of one role are
@@ -179,16 +178,6 @@ class AnthropicChatModel(ChatModel):
                 f"{AnthropicCredential.env_key}"
             )
         return key
-
-    async def aclose(self) -> None:
-        """Close this model's connections on the running event loop."""
-        if self._pool is not None:
-            await self._pool.aclose()
-
-    def close_sync(self) -> None:
-        """Close the connections the sync twins (`chat_sync`, ...) opened."""
-        if self._pool is not None:
-            run_sync(self._pool.aclose())
 
     def errors(self) -> AbstractContextManager[None]:
         """Map SDK and transport errors raised inside the block to parley's."""

@@ -13,7 +13,7 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from parley.errors import ConfigurationError, MissingDependencyError
-from parley.models._aiohttp import Closer, LoopClients, httpx_client_class
+from parley.models._aiohttp import Closer, LoopClients, PooledConnections, httpx_client_class
 
 if TYPE_CHECKING:
     import httpx
@@ -113,7 +113,7 @@ def client_pool(
     return LoopClients(make)
 
 
-class DashScopeClients:
+class DashScopeClients(PooledConnections):
     """The connections of a DashScope model, chat or embedding.
 
     The typed credential, the endpoint, the API key (a clear error without one) and one SDK
@@ -161,15 +161,3 @@ class DashScopeClients:
                 "DASHSCOPE_API_KEY"
             )
         return key
-
-    async def aclose(self) -> None:
-        """Close this model's connections on the running event loop."""
-        if self._pool is not None:
-            await self._pool.aclose()
-
-    def close_sync(self) -> None:
-        """Close the connections the sync twins opened."""
-        if self._pool is not None:
-            from parley._sync import run_sync  # noqa: PLC0415
-
-            run_sync(self._pool.aclose())

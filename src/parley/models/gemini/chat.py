@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from parley._sync import run_sync
 from parley.errors import ModelConnectionError
+from parley.models._aiohttp import PooledConnections
 from parley.models._wire import iter_events, read_json
 from parley.models.accumulator import Delta, StreamAccumulator
 from parley.models.base import ChatModel, ChatRequest
@@ -60,7 +60,7 @@ def tool_fields(request: ChatRequest) -> dict[str, Any]:
     return fields
 
 
-class GeminiChatModel(ChatModel):
+class GeminiChatModel(PooledConnections, ChatModel):
     """A Gemini model, through the official `google-genai` SDK.
 
     Supported: text; thinking (`thinking_budget`, `include_thoughts`, `thinking_level`) with
@@ -146,16 +146,6 @@ class GeminiChatModel(ChatModel):
             assert isinstance(credential, GeminiCredential)
             self._pool = ClientPool(Endpoint(credential, self.timeout, self.extra_headers))
         return self._pool.get()
-
-    async def aclose(self) -> None:
-        """Close this model's connections on the running event loop."""
-        if self._pool is not None:
-            await self._pool.aclose()
-
-    def close_sync(self) -> None:
-        """Close the connections the sync twins (`chat_sync`, ...) opened."""
-        if self._pool is not None:
-            run_sync(self._pool.aclose())
 
     async def _send(self, body: dict[str, Any], *, stream: bool) -> Any:
         """Send `body`; the raw (httpx2) response, its body not read yet."""

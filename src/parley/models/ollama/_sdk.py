@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from parley.errors import MissingDependencyError
-from parley.models._aiohttp import Closer, LoopClients, httpx_client_class
+from parley.models._aiohttp import Closer, LoopClients, PooledConnections, httpx_client_class
 
 if TYPE_CHECKING:
     import httpx
@@ -106,7 +106,7 @@ def client_pool(host: str, *, timeout: float, headers: Mapping[str, str]) -> Loo
     return LoopClients(make)
 
 
-class OllamaClients:
+class OllamaClients(PooledConnections):
     """The connections of an Ollama model, chat or embedding.
 
     The host, read once, and one SDK session per event loop; mixed into `OllamaChatModel`
@@ -142,15 +142,3 @@ class OllamaClients:
                 self.endpoint(), timeout=self.timeout, headers=self.credential.header_values()
             )
         return self._pool.get()
-
-    async def aclose(self) -> None:
-        """Close this model's connections on the running event loop."""
-        if self._pool is not None:
-            await self._pool.aclose()
-
-    def close_sync(self) -> None:
-        """Close the connections the sync twins opened."""
-        if self._pool is not None:
-            from parley._sync import run_sync  # noqa: PLC0415
-
-            run_sync(self._pool.aclose())

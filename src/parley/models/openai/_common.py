@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator, Iterable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from parley._sync import run_sync
 from parley.errors import ModelConnectionError
+from parley.models._aiohttp import PooledConnections
 from parley.models._wire import iter_events, read_json
 from parley.models.accumulator import Delta, StreamAccumulator
 from parley.models.base import ChatModel
@@ -51,7 +51,7 @@ class StreamReader(Protocol):
         ...
 
 
-class OpenAIModelBase(ChatModel):
+class OpenAIModelBase(PooledConnections, ChatModel):
     """The base of parley's models on the openai SDK (not for direct use).
 
     Calls go through the SDK's `with_streaming_response`: the SDK supplies the client, auth,
@@ -103,16 +103,6 @@ class OpenAIModelBase(ChatModel):
 
     def _api_key(self) -> str:
         return api_key(self.credential, required=self.key_required, owner=type(self).__name__)
-
-    async def aclose(self) -> None:
-        """Close this model's connections on the running event loop."""
-        if self._pool is not None:
-            await self._pool.aclose()
-
-    def close_sync(self) -> None:
-        """Close the connections the sync twins (`chat_sync`, ...) opened."""
-        if self._pool is not None:
-            run_sync(self._pool.aclose())
 
     def errors(self) -> AbstractContextManager[None]:
         """Map SDK and transport errors raised inside the block to parley's."""
