@@ -26,7 +26,15 @@ from parley.rag.index import DocumentIndex
 from parley.rag.types import SearchHit, SearchMode
 from parley.tools.base import Tool
 
-__all__ = ["RETRIEVAL_TOOL_NAME", "RetrievalTool", "citations", "cite", "format_hits"]
+__all__ = [
+    "RETRIEVAL_TOOL_NAME",
+    "RetrievalTool",
+    "citations",
+    "cite",
+    "format_hits",
+    "location",
+    "source_name",
+]
 
 RETRIEVAL_TOOL_NAME = "retrieval"
 """The tool's name, as Qwen-Agent names its own."""
@@ -34,19 +42,41 @@ RETRIEVAL_TOOL_NAME = "retrieval"
 NO_RESULTS = "No passage of the documents matches the query."
 
 
-def cite(hit: SearchHit) -> str:
-    """Where a passage comes from, in a line: the file (or URL), then page, slide or sheet."""
+def source_name(hit: SearchHit) -> str:
+    """The passage's document as a reader names it: the file's name, or the URL."""
+    source = hit.chunk.source
+    return source if "://" in source else Path(source).name
+
+
+def location(hit: SearchHit) -> str:
+    """Where in its document a passage is: page, slide or sheet, then its heading.
+
+    Empty when neither is known.
+    """
     chunk = hit.chunk
-    name = chunk.source if "://" in chunk.source else Path(chunk.source).name
-    where = [name]
     if chunk.page is not None:
-        where.append(f"page {chunk.page}")
+        place = f"page {chunk.page}"
     elif chunk.slide is not None:
-        where.append(f"slide {chunk.slide}")
+        place = f"slide {chunk.slide}"
     elif chunk.sheet is not None:
-        where.append(f"sheet {chunk.sheet}")
-    line = ", ".join(where)
-    return f"{line}: {chunk.heading}" if chunk.heading else line
+        place = f"sheet {chunk.sheet}"
+    else:
+        place = ""
+    if chunk.heading:
+        return f"{place}: {chunk.heading}" if place else chunk.heading
+    return place
+
+
+def cite(hit: SearchHit) -> str:
+    """Where a passage comes from, in a line: `manual.pdf, page 2: Cleaning`.
+
+    The file (or URL), then page, slide or sheet, then the heading, each when known.
+    """
+    place = location(hit)
+    if not place:
+        return source_name(hit)
+    separator = ": " if place == hit.chunk.heading else ", "
+    return f"{source_name(hit)}{separator}{place}"
 
 
 def format_hits(hits: Sequence[SearchHit], max_tokens: int) -> str:

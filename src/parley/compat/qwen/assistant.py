@@ -29,7 +29,7 @@ from parley.agents.budget import text_token_counter
 from parley.compat.qwen._response import QwenMessages
 from parley.compat.qwen.agents import FnCallAgent
 from parley.compat.qwen.schema import SYSTEM, USER, Message
-from parley.rag.tool import cite
+from parley.rag.tool import location, source_name
 from parley.rag.types import SearchHit
 
 __all__ = ["Assistant", "format_knowledge"]
@@ -58,22 +58,19 @@ def format_knowledge(hits: Sequence[SearchHit], lang: str, max_tokens: int) -> s
     order = {hit.source: rank for rank, hit in reversed(list(enumerate(kept)))}
     kept.sort(key=lambda h: (order[h.source], h.chunk.index))
     snippet = _SNIPPET.get(lang, _SNIPPET["en"])
+    groups = [list(group) for _, group in groupby(kept, key=lambda h: h.source)]
     sections = [
         snippet.format(
-            source=_name(source),
+            source=source_name(group[0]),
             content="\n\n...\n\n".join(_passage(h) for h in group),
         )
-        for source, group in groupby(kept, key=lambda h: h.source)
+        for group in groups
     ]
     return "\n\n".join(sections)
 
 
-def _name(source: str) -> str:
-    return source if "://" in source else Path(source).name
-
-
 def _passage(hit: SearchHit) -> str:
-    where = cite(hit).partition(", ")[2]  # page, slide or sheet, and the heading
+    where = location(hit)
     return f"({where})\n{hit.text.strip()}" if where else hit.text.strip()
 
 
