@@ -61,10 +61,15 @@ def run_children(script: str, *args: str, count: int = 2, timeout: float = 120) 
         )
         for n in range(count)
     ]
-    for child in children:
-        out, err = child.communicate(timeout=timeout)
-        assert child.returncode == 0, err
-        assert out.strip() == "done", (out, err)
+    try:
+        for child in children:
+            out, err = child.communicate(timeout=timeout)
+            assert child.returncode == 0, err
+            assert out.strip() == "done", (out, err)
+    finally:
+        for child in children:  # a failed child must not leave its pipes to a later test
+            child.kill()
+            child.communicate()
 
 
 # -- FileEmbeddingCache -------------------------------------------------------------------------

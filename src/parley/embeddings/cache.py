@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from parley._sqlite import use_wal
 from parley.embeddings.base import Embedding
 from parley.errors import MissingDependencyError, UserError
 
@@ -323,13 +324,19 @@ class SQLiteEmbeddingCache(EmbeddingCache):
                 if not self._ready:
                     self.path.parent.mkdir(parents=True, exist_ok=True)
                     connection = self._open()
-                    # WAL lets readers go on while one process writes; it is a property of
-                    # the file, set once, and NORMAL sync is safe with it (no torn pages).
-                    connection.execute("PRAGMA journal_mode=WAL")
-                    connection.execute(_SCHEMA)
+                    self._set_up(connection)
                     self._ready = True
                     return connection
         return self._open()
+
+    def _set_up(self, connection: sqlite3.Connection) -> None:
+        try:
+            # NORMAL sync (set in _open) is safe with WAL: a crash tears no page.
+            use_wal(connection, self.timeout)
+            connection.execute(_SCHEMA)
+        except BaseException:
+            connection.close()
+            raise
 
     def _open(self) -> sqlite3.Connection:
         connection = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)

@@ -19,7 +19,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from parley.errors import ConfigurationError
 
-__all__ = ["EMBEDDING", "EmbeddingModelCard", "ModelCard", "load_cards", "merge_parameter_schema"]
+__all__ = [
+    "EMBEDDING",
+    "EmbeddingModelCard",
+    "ModelCard",
+    "TTSModelCard",
+    "load_cards",
+    "merge_parameter_schema",
+]
 
 THINKING = "application/x-thinking"
 """The output type of a model that reasons before it answers."""
@@ -89,6 +96,30 @@ class EmbeddingModelCard(ModelCard):
         return int(default) if isinstance(default, int) else None
 
 
+class TTSModelCard(ModelCard):
+    """A model card for a text-to-speech model: text in, audio out, and its voices.
+
+    `voices` is injected into the `parameter_schema` as an enum on `voice`, the first voice
+    the default, so a form renders a picker.
+    """
+
+    type: Literal["tts_model"] = "tts_model"
+    realtime: bool = False
+    """Whether the model takes its text in pieces (streaming input)."""
+    voices: list[str] = Field(default_factory=list)
+    output_types: list[str] = Field(default_factory=lambda: ["audio/wav"])
+    context_size: None = Field(default=None, exclude=True)
+    output_size: None = Field(default=None, exclude=True)
+
+    def finish_schema(self) -> None:
+        """Put the voices on the `voice` parameter as an enum, the first the default."""
+        field = self.parameter_schema.get("properties", {}).get("voice")
+        if field is None or not self.voices:
+            return
+        field.pop("anyOf", None)
+        field.update({"type": "string", "enum": list(self.voices), "default": self.voices[0]})
+
+
 def _matches(media_type: str, patterns: Iterable[str]) -> bool:
     family = media_type.split("/", 1)[0]
     return any(p in (media_type, f"{family}/*", "*/*") for p in patterns)
@@ -129,6 +160,8 @@ def _read_card(
     except (yaml.YAMLError, ValidationError) as exc:
         raise ConfigurationError(f"bad model card {source.name}: {exc}") from None
     card.parameter_schema = merge_parameter_schema(base_schema, card.parameter_overrides)
+    if isinstance(card, TTSModelCard):
+        card.finish_schema()
     return card
 
 
@@ -143,7 +176,8 @@ def load_cards(
         location: A folder path, or a package name whose `_models/` folder holds the cards.
         base_schema: The provider's `Parameters.model_json_schema()`.
         card_class: What the cards are: `ModelCard`, or `EmbeddingModelCard` for an
-            embedding provider's (`parley.embeddings.<provider>/_models/`).
+            embedding provider's (`parley.embeddings.<provider>/_models/`), `TTSModelCard`
+            for a speech provider's (`parley.tts.<provider>/_models/`).
     """
     if isinstance(location, str) and "/" not in location and not Path(location).exists():
         folder: Traversable = resources.files(location) / "_models"

@@ -16,7 +16,7 @@ from parley.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from parley.models.base import ChatModel
-    from parley.models.cards import EmbeddingModelCard, ModelCard
+    from parley.models.cards import EmbeddingModelCard, ModelCard, TTSModelCard
 
 __all__ = ["APIKeyCredential", "Credential", "CredentialFactory"]
 
@@ -100,6 +100,11 @@ class Credential(BaseModel):
     def list_embedding_models(cls) -> list[EmbeddingModelCard]:
         """The model cards of every embedding model class this credential unlocks."""
         return [c for model_cls in cls.embedding_model_classes() for c in model_cls.list_models()]
+
+    @classmethod
+    def list_tts_models(cls) -> list[TTSModelCard]:
+        """The model cards of every text-to-speech model class this credential unlocks."""
+        return [c for model_cls in cls.tts_model_classes() for c in model_cls.list_models()]
 
 
 def _overrides(cls: builtins.type[Credential], name: str) -> bool:

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from parley._sqlite import use_wal
 from parley.errors import IndexMismatchError, RetrievalError
 from parley.rag._bm25 import KeywordIndex
 from parley.rag._fts5 import TOKENIZE, Analyzer, fts5_ranked, read_postings
@@ -206,8 +207,7 @@ class SQLiteIndexStore:
         try:
             if self._ready():
                 return  # opening an index that is there takes no write lock
-            if self._writer.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                self._writer.execute("PRAGMA journal_mode = WAL")
+            use_wal(self._writer, _BUSY_MS / 1000)
             with self._write() as db:
                 for statement in _SCHEMA.split(";\n"):  # executescript() would COMMIT
                     if statement.strip():

@@ -48,6 +48,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.sql.dml import Insert, Update
 
+from parley._sqlite import use_wal
 from parley.agents.approval import PendingApproval
 from parley.errors import ConflictError, NotFoundError
 from parley.messages import Msg
@@ -637,13 +638,13 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     # WAL: readers never wait for the writer. NORMAL sync is durable across process crashes
     # in WAL mode (only a power loss may drop the last commits).
     for pragma in (
-        "PRAGMA journal_mode=WAL",
+        "PRAGMA busy_timeout=10000",
         "PRAGMA synchronous=NORMAL",
         "PRAGMA foreign_keys=ON",
-        "PRAGMA busy_timeout=10000",
     ):
         cursor.execute(pragma)
     cursor.close()
+    use_wal(dbapi_connection, 10.0)
 
 
 def _upgrade(connection: Connection) -> None:
