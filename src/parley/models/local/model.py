@@ -106,6 +106,13 @@ class LocalCredential(Credential):
 
         return [LocalEmbeddingModel]
 
+    @classmethod
+    def tts_model_classes(cls) -> list[builtins.type[Any]]:
+        """The local voice, whole and realtime (extra `tts-piper`, or espeak-ng)."""
+        from parley.tts.local import LocalRealtimeTTSModel, LocalTTSModel  # noqa: PLC0415
+
+        return [LocalTTSModel, LocalRealtimeTTSModel]
+
 
 def default_threads() -> int:
     """CPU threads for an in-process model: all cores but one, at least 1, at most 8."""
