@@ -253,7 +253,9 @@ def _prompts() -> Iterator[str]:
 def models(args: argparse.Namespace) -> int:
     """`parley models`: the model cards of every provider (or of one).
 
-    With `--embeddings`, the embedding models' cards, with the vector sizes they give.
+    With `--embeddings`, the embedding models' cards, with the vector sizes they give; with
+    `--tts`, the text-to-speech models' cards, whether they take text in pieces, and their
+    voices.
     """
     from parley.models.credentials import CredentialFactory  # noqa: PLC0415
 
@@ -262,6 +264,12 @@ def models(args: argparse.Namespace) -> int:
         if args.provider and kind != args.provider:
             continue
         credential_cls = CredentialFactory.credential_class(kind)
+        if args.tts:
+            rows += [
+                (kind, c.name, c.label, c.status, "yes" if c.realtime else "", ", ".join(c.voices))
+                for c in credential_cls.list_tts_models()
+            ]
+            continue
         if args.embeddings:
             rows += [
                 (kind, c.name, c.label, c.status, str(c.context_size or ""), _sizes(c))
@@ -272,8 +280,8 @@ def models(args: argparse.Namespace) -> int:
             (kind, c.name, c.label, c.status, str(c.context_size or ""), ", ".join(c.input_types))
             for c in credential_cls.list_models()
         ]
-    last = "dimensions" if args.embeddings else "input"
-    header = ("provider", "model", "label", "status", "context", last)
+    last = "dimensions" if args.embeddings else "voices" if args.tts else "input"
+    header = ("provider", "model", "label", "status", "realtime" if args.tts else "context", last)
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
@@ -331,14 +339,20 @@ def _parser() -> argparse.ArgumentParser:
     chat_cmd.set_defaults(run=chat)
     models_cmd = commands.add_parser("models", help="list model cards")
     models_cmd.add_argument("provider", nargs="?", help="only this provider")
-    models_cmd.add_argument(
+    kinds = models_cmd.add_mutually_exclusive_group()
+    kinds.add_argument(
         "--embeddings", action="store_true", help="the embedding models instead of chat models"
+    )
+    kinds.add_argument(
+        "--tts", action="store_true", help="the text-to-speech models, with their voices"
     )
     models_cmd.set_defaults(run=models)
     _add_service_commands(commands)
     from parley.rag.cli import add_commands  # noqa: PLC0415  (imports nothing heavy)
+    from parley.tts.cli import add_commands as add_speech  # noqa: PLC0415
 
     add_commands(commands)
+    add_speech(commands)
     return parser
 
 
