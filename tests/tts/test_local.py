@@ -199,3 +199,18 @@ def test_the_default_voice_is_piper_and_specs_build_models() -> None:
     assert card.realtime
     assert card.parameter_schema["properties"]["voice"]["enum"] == ["joe"]
     assert "pitch" not in card.parameter_schema["properties"]
+
+
+async def test_a_drain_left_early_does_not_leak_into_the_next_utterance() -> None:
+    voice = LocalRealtimeTTSModel(model="espeak-ng", stream=True)
+    whole = LocalTTSModel(model="espeak-ng")
+    await voice.push("A first long sentence that makes plenty of audio to leave behind. ")
+    stream = await voice.synthesize()
+    await anext(stream)  # type: ignore[arg-type]
+    await stream.aclose()  # type: ignore[union-attr]
+    assert not voice.connected
+    second = await voice.synthesize("Second.")
+    got = b"".join([p.audio_bytes async for p in second])  # type: ignore[union-attr]
+    expected, _ = read_wav((await whole.synthesize_whole("Second.")).audio_bytes)
+    assert got == expected
+    await voice.close()

@@ -262,7 +262,7 @@ class RealtimeTTSModel(TTSModel):
         """
         if not isinstance(text, str):
             raise UserError(f"text to speak must be a str, got {type(text).__name__}")
-        self._raise_if_failed()
+        await self._raise_if_failed()
         await self.connect()
         self._held += text
         if self._started or self._warm():
@@ -275,7 +275,7 @@ class RealtimeTTSModel(TTSModel):
         Raises:
             ModelTimeoutError: No audio came within `timeout` seconds.
         """
-        self._raise_if_failed()
+        await self._raise_if_failed()
         if self._session is None:
             raise UserError("nothing is being spoken: push text first")
         item = await self._next()
@@ -332,10 +332,12 @@ class RealtimeTTSModel(TTSModel):
         self._finishing = True
         assert self._session is not None
         await self._session.finish()
+        done = False
         try:
             while True:
                 item = await self._next()
                 if isinstance(item, UtteranceDone):
+                    done = True
                     break
                 yield TTSResponse(
                     content=AudioBlock.from_bytes(item.data, item.media_type), is_last=False
@@ -347,12 +349,14 @@ class RealtimeTTSModel(TTSModel):
             )
             yield TTSResponse(content=None, is_last=True, usage=usage)
         finally:
-            await self._end_utterance()
+            await self._end_utterance(done)
 
-    async def _end_utterance(self) -> None:
+    async def _end_utterance(self, done: bool) -> None:
         session = self._session
-        if session is not None and not session.reusable:
-            await self.close()  # the provider ends the connection with the utterance
+        if not done or session is None or not session.reusable:
+            # Left early, the rest of this utterance's audio would be the next one's start;
+            # a provider that ends the connection with the utterance is closed anyway.
+            await self.close()
         else:
             self._reset_utterance()
 
@@ -396,14 +400,14 @@ class RealtimeTTSModel(TTSModel):
             raise item
         return item
 
-    def _raise_if_failed(self) -> None:
+    async def _raise_if_failed(self) -> None:
+        """Raise an error the reader put out (the connection is closed first)."""
         if self._items and isinstance(error := self._items[0], BaseException):
-            self._items.popleft()
+            await self.close()
             raise error
 
     def _ready(self) -> TTSResponse:
-        """All audio waiting as one response; an error waiting first is raised."""
-        self._raise_if_failed()
+        """All audio waiting as one response (an error waiting stays for the next call)."""
         parts: list[bytes] = []
         media_type = ""
         while self._items and isinstance(self._items[0], AudioChunk):
