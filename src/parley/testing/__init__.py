@@ -11,6 +11,7 @@ Shipped in the package so that tests of parley, and of code built on it, need no
 - `parley.testing.dashscope_server`: DashScope's native API (text and multimodal generation,
   text and multimodal embedding, and the SDK's uploads of local files).
 - `parley.testing.anthropic_server`: Anthropic's Messages API.
+- `parley.testing.cosyvoice_server`: DashScope's duplex WebSocket API for CosyVoice speech.
 
 Scripted chat models (no HTTP at all) are in `parley.models.testing`.
 """

@@ -205,7 +205,8 @@ class RealtimeTTSModel(TTSModel):
                     if isinstance(event, UtteranceDone) and not session.reusable:
                         return
                 if not self._sent and not self._finishing:
-                    return  # closed between utterances
+                    await self._forget(session)  # closed between utterances
+                    return
                 raise ModelConnectionError("the connection closed mid-utterance")
             except ModelConnectionError as exc:
                 replacement = await self._reconnect(session, exc)
@@ -215,6 +216,13 @@ class RealtimeTTSModel(TTSModel):
             except Exception as exc:  # an error event, or a bug: the caller sees it
                 self._put(exc)
                 return
+
+    async def _forget(self, session: RealtimeSession) -> None:
+        """Drop a session the provider closed while idle, so the next push opens another."""
+        if self._session is session:
+            self._session = self._reader = None
+        with contextlib.suppress(Exception):
+            await session.close()
 
     def _take(self, event: AudioChunk | UtteranceDone) -> None:
         if isinstance(event, UtteranceDone):

@@ -1,0 +1,1 @@
+"""DashScope (Model Studio) speech synthesis."""
