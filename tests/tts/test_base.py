@@ -126,3 +126,22 @@ def test_pcm_media_types() -> None:
     assert pcm_format("audio/wav") is None
     with pytest.raises(UserError, match="rate"):
         pcm_format("audio/pcm")
+
+
+def test_a_card_with_custom_voices_suggests_its_voices_and_passes_others_on(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "v.yaml").write_text(
+        "name: v\nvoices: [Cherry, Ethan]\ncustom_voices: true\n", encoding="utf-8"
+    )
+
+    class Cloning(CharVoice):
+        cards_location = tmp_path
+
+    field = Cloning.list_models()[0].parameter_schema["properties"]["voice"]
+    assert field["examples"] == ["Cherry", "Ethan"]
+    assert "enum" not in field
+    assert field["default"] == "Cherry"
+    assert Cloning(model="v", parameters={"voice": "my-cloned-voice"}).parameters.voice == (
+        "my-cloned-voice"
+    )

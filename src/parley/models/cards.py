@@ -107,6 +107,9 @@ class TTSModelCard(ModelCard):
     realtime: bool = False
     """Whether the model takes its text in pieces (streaming input)."""
     voices: list[str] = Field(default_factory=list)
+    custom_voices: bool = False
+    """Whether the provider also speaks voices of the user's own (cloned or designed), so a
+    voice not listed is passed on rather than refused."""
     output_types: list[str] = Field(default_factory=lambda: ["audio/wav"])
     context_size: None = Field(default=None, exclude=True)
     output_size: None = Field(default=None, exclude=True)
@@ -117,7 +120,9 @@ class TTSModelCard(ModelCard):
         if field is None or not self.voices:
             return
         field.pop("anyOf", None)
-        field.update({"type": "string", "enum": list(self.voices), "default": self.voices[0]})
+        field.update({"type": "string", "default": self.voices[0]})
+        # The listed voices are a form's choices; with custom voices they are suggestions.
+        field["examples" if self.custom_voices else "enum"] = list(self.voices)
 
 
 def _matches(media_type: str, patterns: Iterable[str]) -> bool:

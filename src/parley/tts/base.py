@@ -204,10 +204,14 @@ class TTSModel:
         return parameters
 
     def _check_voice(self, parameters: TTSParameters, voices: list[str]) -> None:
-        if voices and parameters.voice is not None and parameters.voice not in voices:
-            raise UserError(
-                f"{self.model} has no voice {parameters.voice!r}; its voices: {', '.join(voices)}"
-            )
+        if not voices or parameters.voice is None or parameters.voice in voices:
+            return
+        card = self.card()
+        if card is not None and card.custom_voices:
+            return  # a voice of the user's own (cloned, designed) is the provider's to check
+        raise UserError(
+            f"{self.model} has no voice {parameters.voice!r}; its voices: {', '.join(voices)}"
+        )
 
     # -- calling ------------------------------------------------------------------------------
 
