@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import builtins
+import importlib.util
+import os
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from parley.models.credentials import APIKeyCredential
@@ -11,6 +13,12 @@ if TYPE_CHECKING:
     from parley.models.base import ChatModel
 
 __all__ = ["BEIJING_URL", "INTERNATIONAL_URL", "DashScopeCredential"]
+
+WEBSOCKET_ENV = "DASHSCOPE_WEBSOCKET_BASE_URL"
+"""The variable the SDK reads for `dashscope.base_websocket_api_url`, the WebSocket inference
+endpoint (`wss://dashscope.aliyuncs.com/api-ws/v1/inference`)."""
+
+_COSYVOICE = "parley.tts.dashscope.cosyvoice"
 
 BEIJING_URL = "https://dashscope.aliyuncs.com/api/v1"
 """The native API in the Beijing (mainland China) region: the SDK's default
@@ -36,6 +44,8 @@ class DashScopeCredential(APIKeyCredential):
         api_key: The key; `DASHSCOPE_API_KEY` when not given.
         base_url: The native API's root, ending in `/api/v1`.
         workspace: A Model Studio workspace id, sent as `X-DashScope-WorkSpace` (optional).
+        websocket_base_url: The WebSocket inference endpoint, ending in `/api-ws/v1/inference`
+            (else `DASHSCOPE_WEBSOCKET_BASE_URL`, else the HTTP base URL's host with `wss`).
     """
 
     env_key: ClassVar[str | None] = "DASHSCOPE_API_KEY"
@@ -44,6 +54,25 @@ class DashScopeCredential(APIKeyCredential):
 
     type: Literal["dashscope"] = "dashscope"
     workspace: str | None = None
+    websocket_base_url: str | None = None
+
+    def websocket_endpoint(self, service: str = "inference") -> str:
+        """The WebSocket endpoint of a `service`: `inference` (CosyVoice...) or `realtime` (Qwen).
+
+        DashScope serves both beside the HTTP API on the same host: `/api/v1` becomes
+        `/api-ws/v1/inference` or `/api-ws/v1/realtime`, `https` becomes `wss` (and `http`
+        `ws`, for a local server). The SDK's `DASHSCOPE_WEBSOCKET_BASE_URL` names the inference
+        endpoint; the realtime one is its sibling (the SDK builds it the same way).
+        """
+        base = self.websocket_base_url or os.environ.get(WEBSOCKET_ENV)
+        if not base:
+            http = (self.endpoint() or BEIJING_URL).rstrip("/")
+            root = http.removesuffix("/api/v1")
+            scheme, _, rest = root.partition("://")
+            base = f"{'ws' if scheme == 'http' else 'wss'}://{rest}/api-ws/v1/inference"
+        base = base.rstrip("/")
+        head, _, last = base.rpartition("/")
+        return f"{head}/{service}" if last in ("inference", "realtime") else f"{base}/{service}"
 
     @classmethod
     def chat_model_classes(cls) -> list[builtins.type[ChatModel]]:
@@ -58,3 +87,18 @@ class DashScopeCredential(APIKeyCredential):
         from parley.embeddings.dashscope import DashScopeEmbeddingModel  # noqa: PLC0415
 
         return [DashScopeEmbeddingModel]
+
+    @classmethod
+    def tts_model_classes(cls) -> list[builtins.type[Any]]:
+        """Qwen-TTS (whole and realtime), and CosyVoice realtime when it is installed."""
+        # Imported here: the TTS modules import this one.
+        from parley.tts.dashscope import (  # noqa: PLC0415
+            DashScopeRealtimeTTSModel,
+            DashScopeTTSModel,
+        )
+
+        classes: list[builtins.type[Any]] = [DashScopeTTSModel, DashScopeRealtimeTTSModel]
+        if importlib.util.find_spec(_COSYVOICE) is not None:
+            module = importlib.import_module(_COSYVOICE)
+            classes.append(module.DashScopeCosyVoiceRealtimeTTSModel)
+        return classes

@@ -1,0 +1,23 @@
+"""Qwen-TTS on Alibaba Cloud Model Studio (DashScope).
+
+- `DashScopeTTSModel`: `qwen3-tts-flash` and its kin on the native multimodal-generation
+  endpoint, the whole text in one request, its audio streamed back (24 kHz PCM);
+- `DashScopeRealtimeTTSModel`: `qwen3-tts-flash-realtime` and `qwen-tts-realtime`, text
+  pushed in pieces over a WebSocket as a chat model writes it.
+
+Both take the chat models' `DashScopeCredential` (`parley.models.dashscope`), whose
+`list_tts_models()` gives their cards. `pip install 'parley[dashscope]'`.
+"""
+
+from parley.tts.dashscope.model import DashScopeTTSModel, DashScopeTTSParameters
+from parley.tts.dashscope.realtime import (
+    DashScopeRealtimeTTSModel,
+    DashScopeRealtimeTTSParameters,
+)
+
+__all__ = [
+    "DashScopeRealtimeTTSModel",
+    "DashScopeRealtimeTTSParameters",
+    "DashScopeTTSModel",
+    "DashScopeTTSParameters",
+]
