@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 
 import pytest
 from tests._requires import require_module
@@ -33,14 +33,14 @@ REALTIME = "qwen3-tts-flash-realtime"
 
 
 @pytest.fixture
-def server() -> AsyncIterator[DashScopeServer]:
+def server() -> Iterator[DashScopeServer]:
     with DashScopeServer() as running:
         yield running
         running.assert_consumed()
 
 
 @pytest.fixture
-def realtime() -> AsyncIterator[DashScopeRealtimeServer]:
+def realtime() -> Iterator[DashScopeRealtimeServer]:
     with DashScopeRealtimeServer() as running:
         yield running
         running.assert_consumed()
