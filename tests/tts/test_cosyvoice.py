@@ -26,7 +26,6 @@ from parley.testing.cosyvoice_server import CosyVoiceServer, render, sentences  
 from parley.tts import TTSResponse, read_wav  # noqa: E402
 from parley.tts.dashscope.cosyvoice import (  # noqa: E402
     DashScopeCosyVoiceRealtimeTTSModel,
-    websocket_url,
 )
 
 MODEL = "cosyvoice-v3-flash"
@@ -299,16 +298,26 @@ def test_the_websocket_url_follows_the_credential_then_the_sdk_s_variable(
     monkeypatch.delenv("DASHSCOPE_WEBSOCKET_BASE_URL", raising=False)
     monkeypatch.delenv("DASHSCOPE_HTTP_BASE_URL", raising=False)
     assert (
-        websocket_url(DashScopeCredential(api_key="k"))
+        DashScopeCredential(api_key="k").websocket_endpoint("inference")
         == "wss://dashscope.aliyuncs.com/api-ws/v1/inference"
     )
     intl = DashScopeCredential(api_key="k", base_url="https://dashscope-intl.aliyuncs.com/api/v1")
-    assert websocket_url(intl) == "wss://dashscope-intl.aliyuncs.com/api-ws/v1/inference"
+    assert (
+        intl.websocket_endpoint("inference")
+        == "wss://dashscope-intl.aliyuncs.com/api-ws/v1/inference"
+    )
     monkeypatch.setenv("DASHSCOPE_WEBSOCKET_BASE_URL", "ws://proxy.test/api-ws/v1/inference")
-    assert websocket_url(DashScopeCredential(api_key="k")) == "ws://proxy.test/api-ws/v1/inference"
-    assert websocket_url(intl).startswith("wss://dashscope-intl")  # the credential's own wins
+    assert (
+        DashScopeCredential(api_key="k").websocket_endpoint("inference")
+        == "ws://proxy.test/api-ws/v1/inference"
+    )
+    assert intl.websocket_endpoint("inference").startswith(
+        "wss://dashscope-intl"
+    )  # the credential's own wins
     with pytest.raises(ConfigurationError, match="/api/v1"):
-        websocket_url(DashScopeCredential(api_key="k", base_url="https://example.test/"))
+        DashScopeCredential(api_key="k", base_url="https://example.test/").websocket_endpoint(
+            "inference"
+        )
 
 
 async def test_no_api_key_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:

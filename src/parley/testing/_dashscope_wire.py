@@ -19,6 +19,7 @@ parsers (`dashscope.common.utils._handle_stream`, `dashscope.v2.types.completion
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 from dataclasses import dataclass, field
@@ -26,14 +27,18 @@ from typing import Any
 
 from parley.testing._embedding_wire import MEDIA_TOKENS, Embeddings, text_tokens
 from parley.testing._openai_wire import ToolCall
+from parley.testing._tts_wire import render
 
 __all__ = [
     "Embeddings",
     "Reply",
+    "Speech",
     "ToolCall",
     "embedding_answer",
     "error_event",
     "event",
+    "speech_answer",
+    "speech_events",
     "stream_events",
     "whole_answer",
 ]
@@ -109,6 +114,93 @@ class Reply:
             return self.output_tokens
         calls = sum(len(self.pieces(c.raw())) for c in self.tool_calls)
         return len(self.pieces(self.text)) + len(self.pieces(self.reasoning)) + calls
+
+
+@dataclass
+class Speech:
+    """A scripted Qwen-TTS answer: the request's `input.text` spoken by the test voice.
+
+    Streamed (`X-DashScope-SSE: enable`) as one event per `chunk_size` characters, each with
+    `output.audio.data` (base64 PCM, 24 kHz) and the usage so far, then a last event with
+    `finish_reason: "stop"`, empty data and the whole audio's URL; whole, as that last
+    event's body. The fault fields are `Reply`'s.
+
+    Args:
+        chunk_size: Characters per audio event.
+        delay: Seconds before answering at all.
+        chunk_delay: Seconds before each stream event.
+        cut_after: Drop the connection after this many stream events.
+        malformed_at: Replace this stream event (0-based) with broken JSON.
+        error_at: Send an `event:error` at this position and end the stream.
+        error: The error event's `code` and `message`.
+        error_status: The status the error event's comment names.
+    """
+
+    chunk_size: int = 3
+    delay: float = 0.0
+    chunk_delay: float = 0.0
+    cut_after: int | None = None
+    malformed_at: int | None = None
+    error_at: int | None = None
+    error: dict[str, Any] = field(
+        default_factory=lambda: {"code": "InternalError", "message": "An internal error"}
+    )
+    error_status: int = 500
+
+
+def _speech_body(rid: str, audio: bytes, text: str, done: int, *, final: bool) -> dict[str, Any]:
+    # Usage as qwen-tts counts it (text tokens in, 50 audio tokens a second out) beside
+    # qwen3-tts's billed characters.
+    usage = {
+        "characters": len(text),
+        "input_tokens": len(text),
+        "output_tokens": done,  # one audio token per character (20 ms)
+    }
+    usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
+    data = base64.b64encode(audio).decode("ascii")
+    url = f"https://dashscope-result.example/{rid}.wav" if final else ""
+    output = {
+        "finish_reason": "stop" if final else "null",
+        "audio": {"data": data, "url": url, "id": f"audio_{rid}", "expires_at": 0},
+    }
+    return {"output": output, "usage": usage, "request_id": rid}
+
+
+def _speech_text(body: Any) -> str:
+    data = (body or {}).get("input") if isinstance(body, dict) else None
+    text = (data or {}).get("text")
+    if not isinstance(text, str) or not text:
+        raise ValueError("input.text must be a non-empty string")
+    return text
+
+
+def speech_events(step: Speech, body: Any) -> list[bytes]:
+    """The server-sent events of a streamed Qwen-TTS answer to a request `body`.
+
+    Raises:
+        ValueError: The body has no text (the server answers 400).
+    """
+    text = _speech_text(body)
+    rid = request_id()
+    size = max(1, step.chunk_size)
+    events = []
+    for number, start in enumerate(range(0, len(text), size), 1):
+        piece = text[start : start + size]
+        answer = _speech_body(rid, render(piece), text, start + len(piece), final=False)
+        events.append(event(number, "result", 200, json.dumps(answer)))
+    last = _speech_body(rid, b"", text, len(text), final=True)
+    events.append(event(len(events) + 1, "result", 200, json.dumps(last)))
+    return events
+
+
+def speech_answer(body: Any) -> dict[str, Any]:
+    """A whole Qwen-TTS answer: the audio's URL, no data (as DashScope answers).
+
+    Raises:
+        ValueError: The body has no text.
+    """
+    text = _speech_text(body)
+    return _speech_body(request_id(), b"", text, len(text), final=True)
 
 
 def _usage(reply: Reply, output: int, *, final: bool) -> dict[str, Any]:

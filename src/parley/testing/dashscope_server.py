@@ -9,7 +9,9 @@ repeating the whole text as its `incremental_output` asks; the two embedding end
 from `vector_for`, of the size the request's `parameters.dimension` asks); all from a queue
 of scripted steps; and, for the SDK's uploads of local files, `GET
 /api/v1/uploads?action=getPolicy` and a storage host (`POST /oss`) that keeps what it is
-sent. Every request is recorded. Drive it through the official SDK, or through parley's
+sent; Qwen-TTS on the multimodal endpoint (a `Speech` step: the request's text spoken by
+the test voice of `parley.testing._tts_wire`, streamed as audio events). Every request is
+recorded. Drive it through the official SDK, or through parley's
 `DashScopeChatModel` and `DashScopeEmbeddingModel`:
 
     >>> from parley import Msg
@@ -20,13 +22,13 @@ sent. Every request is recorded. Drive it through the official SDK, or through p
     ...     model.close_sync()
     Hello!
 
-Steps: `Reply` (an answer, with optional faults: a slow start, slow chunks, a cut stream, a
-malformed chunk, an error event), `Embeddings` (an embedding answer, with optional faults:
-vectors missing, listed out of order), `HTTPError` (a status with DashScope's error body, e.g.
-`HTTPError.rate_limit(retry_after=0.1)`), `Reset` (the connection dropped without an
-answer), `Raw` (bytes as given), or a function of the request that returns one. A request
-with no step left is answered 500 and reported by `assert_consumed()`, which also fails on
-steps never used.
+Steps: `Speech` (audio, with `Reply`'s faults), `Reply` (an answer, with optional faults: a
+slow start, slow chunks, a cut stream, a malformed chunk, an error event), `Embeddings` (an
+embedding answer, with optional faults: vectors missing, listed out of order), `HTTPError`
+(a status with DashScope's error body, e.g. `HTTPError.rate_limit(retry_after=0.1)`),
+`Reset` (the connection dropped without an answer), `Raw` (bytes as given), or a function of
+the request that returns one. A request with no step left is answered 500 and reported by
+`assert_consumed()`, which also fails on steps never used.
 """
 
 from __future__ import annotations
@@ -43,10 +45,13 @@ from parley.models.dashscope.credentials import DashScopeCredential
 from parley.testing._dashscope_wire import (
     Embeddings,
     Reply,
+    Speech,
     ToolCall,
     embedding_answer,
     error_event,
     request_id,
+    speech_answer,
+    speech_events,
     stream_events,
     whole_answer,
 )
@@ -62,6 +67,7 @@ __all__ = [
     "RecordedRequest",
     "Reply",
     "Reset",
+    "Speech",
     "Step",
     "ToolCall",
     "vector_for",
@@ -133,7 +139,7 @@ class Raw:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-Answer: TypeAlias = Reply | Embeddings | HTTPError | Reset | Raw
+Answer: TypeAlias = Reply | Speech | Embeddings | HTTPError | Reset | Raw
 Step: TypeAlias = Answer | Callable[[RecordedRequest], "Step"]
 """What the server answers to one request."""
 
@@ -148,7 +154,7 @@ class DashScopeServer(ScriptedServer):
         startup_timeout: Seconds to wait for the server to start.
     """
 
-    answer_types = (Reply, Embeddings, HTTPError, Reset, Raw)
+    answer_types = (Reply, Speech, Embeddings, HTTPError, Reset, Raw)
 
     def __init__(self, steps: Iterable[Step] = (), *, startup_timeout: float = 5.0) -> None:
         super().__init__(steps, startup_timeout=startup_timeout)
@@ -221,6 +227,9 @@ class DashScopeServer(ScriptedServer):
             out.send(step.status, step.body, step.headers.items(), step.content_type)
         elif isinstance(step, Embeddings):
             self._misplaced(request)
+        elif isinstance(step, Speech):
+            out.sleep(step.delay)
+            self._speak(request, step, out, streamed=streamed)
         else:
             out.sleep(step.delay)
             if streamed:
@@ -256,6 +265,21 @@ class DashScopeServer(ScriptedServer):
                 return
             out.send_json(200, answer)
 
+    def _speak(
+        self, request: RecordedRequest, step: Speech, out: Responder, *, streamed: bool
+    ) -> None:
+        try:
+            events = speech_events(step, request.json) if streamed else []
+            whole = None if streamed else speech_answer(request.json)
+        except ValueError as exc:
+            body = {"code": "InvalidParameter", "message": str(exc), "request_id": request_id()}
+            out.send_json(400, body)
+            return
+        if whole is not None:
+            out.send_json(200, whole)
+        else:
+            self._stream(events, step, out)
+
     @staticmethod
     def _misplaced(request: RecordedRequest) -> None:
         # A generation answer scripted for an embedding request, or the other way round:
@@ -272,7 +296,7 @@ class DashScopeServer(ScriptedServer):
         out.send(step.status, data.encode(), step.headers.items(), _SSE)
 
     @staticmethod
-    def _stream(events: list[bytes], reply: Reply, out: Responder) -> None:
+    def _stream(events: list[bytes], reply: Reply | Speech, out: Responder) -> None:
         if reply.malformed_at is not None and reply.malformed_at < len(events):
             number = reply.malformed_at + 1
             events[reply.malformed_at] = (

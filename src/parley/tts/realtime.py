@@ -339,7 +339,9 @@ class RealtimeTTSModel(TTSModel):
             await self._send_held()
         self._finishing = True
         assert self._session is not None
-        await self._session.finish()
+        # A connection that dropped is the reader's to replace; it finishes the new one.
+        with contextlib.suppress(ModelConnectionError):
+            await self._session.finish()
         done = False
         try:
             while True:
@@ -387,7 +389,10 @@ class RealtimeTTSModel(TTSModel):
         self._sent.append(text)
         self._started = True
         assert self._session is not None
-        await self._session.send_text(text)
+        # A connection that dropped is the reader's to replace: it sends the new one all of
+        # `_sent`, this piece included, so the piece is not lost (nor sent twice).
+        with contextlib.suppress(ModelConnectionError):
+            await self._session.send_text(text)
 
     def _put(self, item: _Item) -> None:
         self._items.append(item)

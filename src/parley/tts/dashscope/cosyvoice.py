@@ -43,12 +43,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
-from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import Field
 
@@ -64,14 +62,9 @@ if TYPE_CHECKING:
     from websockets.asyncio.client import ClientConnection
 
 __all__ = [
-    "WEBSOCKET_ENV",
     "DashScopeCosyVoiceParameters",
     "DashScopeCosyVoiceRealtimeTTSModel",
-    "websocket_url",
 ]
-
-WEBSOCKET_ENV = "DASHSCOPE_WEBSOCKET_BASE_URL"
-"""The variable the SDK reads for `dashscope.base_websocket_api_url`."""
 
 _CARD_PREFIXES = ("cosyvoice-",)
 """This model's cards in the shared `parley.tts.dashscope/_models/` folder."""
@@ -86,30 +79,6 @@ class DashScopeCosyVoiceParameters(TTSParameters):
     volume: int = Field(default=50, ge=0, le=100, description="Loudness, 0 to 100.")
     rate: float = Field(default=1.0, ge=0.5, le=2.0, description="Speed, 0.5 to 2 times.")
     pitch: float = Field(default=1.0, ge=0.5, le=2.0, description="Pitch, 0.5 to 2 times.")
-
-
-def websocket_url(credential: DashScopeCredential) -> str:
-    """The duplex inference endpoint for `credential` (see the module's docstring)."""
-    if credential.base_url:
-        return _derived(credential.base_url)
-    configured = os.environ.get(WEBSOCKET_ENV)
-    if configured:
-        return configured
-    return _derived(credential.endpoint() or "https://dashscope.aliyuncs.com/api/v1")
-
-
-def _derived(http_url: str) -> str:
-    """`http(s)://host/api/v1` as `ws(s)://host/api-ws/v1/inference`."""
-    parts = urlsplit(http_url)
-    scheme = {"https": "wss", "http": "ws"}.get(parts.scheme, parts.scheme)
-    path = parts.path.rstrip("/")
-    root, _, version = path.rpartition("/api/")
-    if not version:
-        raise ConfigurationError(
-            f"cannot tell DashScope's WebSocket URL from {http_url!r}: a base URL ends in "
-            f"/api/v1; or set {WEBSOCKET_ENV}"
-        )
-    return urlunsplit((scheme, parts.netloc, f"{root}/api-ws/{version}/inference", "", ""))
 
 
 class DashScopeCosyVoiceRealtimeTTSModel(RealtimeTTSModel):
@@ -155,7 +124,7 @@ class DashScopeCosyVoiceRealtimeTTSModel(RealtimeTTSModel):
         if credential.workspace:
             headers["X-DashScope-WorkSpace"] = credential.workspace
         assert isinstance(parameters, DashScopeCosyVoiceParameters)
-        connection = await self._connect(websocket_url(credential), headers)
+        connection = await self._connect(credential.websocket_endpoint("inference"), headers)
         return _CosyVoiceSession(connection, self, parameters)
 
     async def _connect(self, url: str, headers: dict[str, str]) -> ClientConnection:
