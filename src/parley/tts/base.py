@@ -36,7 +36,7 @@ from parley.models._provider import adopt_provider_class, check_credential, chec
 from parley.models.cards import TTSModelCard, load_cards
 from parley.models.credentials import Credential
 from parley.models.parameters import ParametersBase
-from parley.models.retry import RetryPolicy
+from parley.models.retry import RetryPolicy, retry_wait
 from parley.tts._audio import PCMFormat, pcm_format, wav_bytes
 
 __all__ = ["AudioChunk", "TTSModel", "TTSParameters", "TTSResponse", "TTSUsage"]
@@ -301,9 +301,11 @@ class TTSModel:
                 return
             except Exception as exc:
                 attempt += 1
-                if attempt > self.retry.max_retries or not self.retry.retryable(exc):
+                describe = f"{self.provider} speech ({self.model})"
+                wait = retry_wait(self.retry, attempt, exc, describe=describe)
+                if wait is None:
                     raise
-                await asyncio.sleep(self.retry.delay(attempt, exc))
+                await asyncio.sleep(wait)
 
     def _call_api(self, text: str, parameters: TTSParameters) -> AsyncIterator[AudioChunk]:
         """Speak `text` in one request, yielding its audio as it arrives.
