@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, ClassVar, Literal
 
@@ -82,11 +83,18 @@ class OpenAITTSModel(OpenAIClients, TTSModel):
             raise UserError(f"{self.model} needs a voice: pass parameters={{'voice': ...}}")
         return {"model": self.model, "input": text, **fields}
 
-    def _check_supported(self, fields: dict[str, Any]) -> None:
+    @functools.cached_property
+    def _card_parameters(self) -> frozenset[str] | None:
+        """The parameters this model's card takes (looked up once); None: no card."""
         card = self.card()
         if card is None:
+            return None
+        return frozenset(card.parameter_schema.get("properties", {}))
+
+    def _check_supported(self, fields: dict[str, Any]) -> None:
+        known = self._card_parameters
+        if known is None:
             return  # a model parley has no card for: the server decides
-        known = card.parameter_schema.get("properties", {})
         refused = sorted(name for name in fields if name not in known)
         if refused:
             raise UserError(f"{self.model} does not take {', '.join(refused)}")
