@@ -17,16 +17,19 @@ Two measurements, each contender in turn, round by round (`models.interleaved`):
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import os
 import subprocess
 import sys
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from models import Figure, interleaved, time_figure
+from models import Figure, interleaved, report, time_figure
 
 CONCURRENCY = 4
 """Batches in flight at once, for both contenders (parley's default)."""
@@ -156,3 +159,40 @@ async def figures(
     for row in rows:
         row.goal, row.met = "ratio <= 1.0", (row.ratio or 0) <= 1.0
     return rows
+
+
+def run_provider_main(
+    argv: Sequence[str] | None,
+    *,
+    doc: str,
+    server: Callable[[], Any],
+    figures_of: Callable[[EmbeddingSettings], Awaitable[list[Figure]]],
+    packages: Sequence[str],
+    reference: str,
+) -> int:
+    """A provider file's `main`: `--serve` runs its server; otherwise its figures, printed.
+
+    Args:
+        argv: The command line (None: `sys.argv`).
+        doc: The file's docstring (its first line is the description).
+        server: Makes the file's server, for `--serve`.
+        figures_of: The file's figures for the run's settings.
+        packages: The distributions whose versions head the output.
+        reference: What parley is compared with, for the table's footer.
+    """
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer rounds, a shorter run")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve:
+        asyncio.run(serve(server()))
+        return 0
+    from importlib import metadata  # noqa: PLC0415
+
+    versions = ", ".join(f"{n} {metadata.version(n)}" for n in packages)
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores; {versions}\n")
+    started = time.perf_counter()
+    rows = asyncio.run(figures_of(QUICK if args.quick else DEFAULT))
+    report(rows, [], reference=reference)
+    print(f"\n({time.perf_counter() - started:.0f} s)")
+    return 0

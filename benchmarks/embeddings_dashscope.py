@@ -15,13 +15,9 @@ the figures to a caller that prints them with the other providers'.
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import json
-import os
 import re
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -31,18 +27,16 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 from _embedding_bench import (  # noqa: E402  (the shared helpers, beside this file)
-    DEFAULT,
-    QUICK,
     BenchServer,
     EmbeddingSettings,
     figures,
     gathered,
-    serve,
+    run_provider_main,
     vector,
 )
 from _openai_bench_server import Server as _OpenAIServer  # noqa: E402
 from _openai_bench_server import _http  # noqa: E402
-from models import Figure, report  # noqa: E402
+from models import Figure  # noqa: E402
 
 MODEL = "text-embedding-v4"
 BATCH = 10
@@ -131,23 +125,14 @@ async def provider_figures(settings: EmbeddingSettings) -> list[Figure]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer rounds, a shorter run")
-    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.serve:
-        asyncio.run(serve(DashScopeEmbeddingServer()))
-        return 0
-    from importlib import metadata  # noqa: PLC0415
-
-    names = ("dashscope", "httpx", "httpx-aiohttp", "aiohttp")
-    versions = ", ".join(f"{n} {metadata.version(n)}" for n in names)
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores; {versions}\n")
-    started = time.perf_counter()
-    rows = asyncio.run(provider_figures(QUICK if args.quick else DEFAULT))
-    report(rows, [], reference=REFERENCE)
-    print(f"\n({time.perf_counter() - started:.0f} s)")
-    return 0
+    return run_provider_main(
+        argv,
+        doc=__doc__,
+        server=DashScopeEmbeddingServer,
+        figures_of=provider_figures,
+        packages=("dashscope", "httpx", "httpx-aiohttp", "aiohttp"),
+        reference=REFERENCE,
+    )
 
 
 if __name__ == "__main__":

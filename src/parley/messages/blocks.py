@@ -57,6 +57,7 @@ _STRICT = ConfigDict(extra="forbid")
 
 # A MIME type: `type/subtype`, parameters allowed (`audio/wav; rate=16000`).
 _MEDIA_TYPE = r"^[A-Za-z0-9][\w.+-]*/[\w.+-]+(\s*;.*)?$"
+_MEDIA_TYPE_MATCH = re.compile(_MEDIA_TYPE).fullmatch
 # Storage schemes are opaque locations a provider reads itself (DashScope's `oss://` uploads,
 # Vertex AI's `gs://` objects); parley never fetches them.
 _URL = r"^(?i:https?://\S|file://|(?:oss|s3|gs)://\S)"
@@ -217,6 +218,12 @@ class _MediaBase(DictLikeModel):
     def from_bytes(cls, data: bytes, media_type: str) -> Self:
         """Build the block from raw bytes, carried inline as base64."""
         encoded = base64.b64encode(data).decode("ascii")
+        if type(media_type) is str and _MEDIA_TYPE_MATCH(media_type):
+            # Base64 made here needs no check: decoding it again to validate took more time
+            # than encoding it (a second of speech is 64 KB: the TTS layer's every piece).
+            values = {"type": "base64", "media_type": media_type, "data": encoded}
+            source = trusted(Base64Source, values, {"media_type", "data"})
+            return cls(source=source)
         return cls(source=Base64Source(media_type=media_type, data=encoded))
 
     @classmethod

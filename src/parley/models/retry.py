@@ -22,7 +22,7 @@ from parley.errors import (
     ModelTimeoutError,
 )
 
-__all__ = ["RETRYABLE_STATUS", "RetryPolicy", "call_with_retries"]
+__all__ = ["RETRYABLE_STATUS", "RetryPolicy", "call_with_retries", "retry_wait"]
 
 logger = logging.getLogger("parley.models")
 
@@ -66,6 +66,24 @@ class RetryPolicy:
         return random.uniform(ceiling / 2, ceiling)
 
 
+def retry_wait(
+    policy: RetryPolicy, attempt: int, error: BaseException, *, describe: str
+) -> float | None:
+    """Seconds to wait before trying again after try `attempt` failed (logged); None: give up."""
+    if attempt > policy.max_retries or not policy.retryable(error):
+        return None
+    wait = policy.delay(attempt, error)
+    logger.warning(
+        "%s failed (%s); retry %d of %d in %.2fs",
+        describe,
+        error,
+        attempt,
+        policy.max_retries,
+        wait,
+    )
+    return wait
+
+
 async def call_with_retries(
     policy: RetryPolicy,
     call: Callable[[], Awaitable[T]],
@@ -79,15 +97,7 @@ async def call_with_retries(
         try:
             return await call()
         except ModelError as error:
-            if attempt > policy.max_retries or not policy.retryable(error):
+            wait = retry_wait(policy, attempt, error, describe=describe)
+            if wait is None:
                 raise
-            wait = policy.delay(attempt, error)
-            logger.warning(
-                "%s failed (%s); retry %d of %d in %.2fs",
-                describe,
-                error,
-                attempt,
-                policy.max_retries,
-                wait,
-            )
             await asyncio.sleep(wait)

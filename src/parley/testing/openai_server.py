@@ -1,9 +1,9 @@
 """A local server that speaks OpenAI's wire format, scripted per test, with faults on demand.
 
 It serves `POST /v1/chat/completions` and `POST /v1/responses`, whole (JSON) or streamed
-(server-sent events) as each request asks, and `POST /v1/embeddings`, from a queue of
-scripted steps, and records every request. Drive it through the official SDK, or through
-parley's OpenAI models:
+(server-sent events) as each request asks, `POST /v1/embeddings` and `POST /v1/audio/speech`,
+from a queue of scripted steps, and records every request. Drive it through the official
+SDK, or through parley's OpenAI models:
 
     >>> from parley import Msg
     >>> from parley.models.openai import OpenAIChatModel
@@ -32,6 +32,20 @@ came from, so a test checks the order:
     ...     vectors = model.call_sync(["a", "b"], dimensions=4).embeddings
     ...     print(vectors == [vector_for("a", 4), vector_for("b", 4)])
     True
+
+`/v1/audio/speech` takes `Speech` steps: the request's `input` in a scripted voice whose
+samples are computable (`speech_pcm(text, speed)`: a tone per character), in the format the
+request asks for, streamed in chunks; with optional faults: a slow start, slow chunks, the
+connection cut after some bytes. A bad request (no `input`, an unknown voice, an input over
+4096 characters...) is answered 400 with OpenAI's error body before any step is used:
+
+    >>> from parley.tts import read_wav
+    >>> from parley.tts.openai import OpenAITTSModel
+    >>> with OpenAIServer([Speech()]) as server:
+    ...     model = OpenAITTSModel(server.credential(), "gpt-4o-mini-tts")
+    ...     wav = model.synthesize_sync("Hi").audio_bytes
+    ...     print(read_wav(wav)[0] == speech_pcm("Hi"))
+    True
 """
 
 from __future__ import annotations
@@ -39,6 +53,7 @@ from __future__ import annotations
 import base64
 import json
 import struct
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -57,6 +72,7 @@ from parley.testing._openai_wire import (
     response_object,
 )
 from parley.testing._scripted import ScriptedServer
+from parley.testing._speech_wire import Speech, speech_error, speech_pcm
 
 __all__ = [
     "Embeddings",
@@ -66,8 +82,10 @@ __all__ = [
     "RecordedRequest",
     "Reply",
     "Reset",
+    "Speech",
     "Step",
     "ToolCall",
+    "speech_pcm",
     "vector_for",
 ]
 
@@ -129,12 +147,13 @@ class Raw:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-Answer: TypeAlias = Reply | Embeddings | HTTPError | Reset | Raw
+Answer: TypeAlias = Reply | Embeddings | Speech | HTTPError | Reset | Raw
 Step: TypeAlias = Answer | Callable[[RecordedRequest], "Step"]
 """What the server answers to one request."""
 
 _PATHS = ("/v1/chat/completions", "/v1/responses")
 _EMBEDDINGS = "/v1/embeddings"
+_SPEECH = "/v1/audio/speech"
 
 
 class OpenAIServer(ScriptedServer):
@@ -145,7 +164,7 @@ class OpenAIServer(ScriptedServer):
         startup_timeout: Seconds to wait for the server to start.
     """
 
-    answer_types = (Reply, Embeddings, HTTPError, Reset, Raw)
+    answer_types = (Reply, Embeddings, Speech, HTTPError, Reset, Raw)
 
     # -- where it is ------------------------------------------------------------------------
 
@@ -167,8 +186,12 @@ class OpenAIServer(ScriptedServer):
 
     def _handle(self, request: RecordedRequest, out: Responder) -> None:
         path = request.path.split("?", 1)[0]
-        if request.method != "POST" or path not in (*_PATHS, _EMBEDDINGS):
+        if request.method != "POST" or path not in (*_PATHS, _EMBEDDINGS, _SPEECH):
             out.send_json(404, {"error": {"message": f"no route {request.method} {path}"}})
+            return
+        invalid = speech_error(request.json) if path == _SPEECH else None
+        if invalid is not None:
+            out.send_json(400, invalid)  # checked before any step, as OpenAI checks first
             return
         step = self._next(request)
         if step is None:
@@ -182,12 +205,14 @@ class OpenAIServer(ScriptedServer):
             out.drop(reset=True)
         elif isinstance(step, Raw):
             out.send(step.status, step.body, step.headers.items(), step.content_type)
-        elif (path == _EMBEDDINGS) != isinstance(step, Embeddings):
+        elif not isinstance(step, _ANSWERS.get(path, Reply)):
             raise TypeError(f"a {type(step).__name__} step cannot answer {path}")
         elif isinstance(step, Embeddings):
             out.sleep(step.delay)
             out.send_json(200, embedding_list(step, request.json or {}))
-        else:
+        elif isinstance(step, Speech):
+            self._speak(step, request.json, out)
+        elif isinstance(step, Reply):
             self._reply(path, request, step, out)
 
     def _reply(self, path: str, request: RecordedRequest, reply: Reply, out: Responder) -> None:
@@ -211,6 +236,20 @@ class OpenAIServer(ScriptedServer):
         self._stream(events, error, reply, out)
 
     @staticmethod
+    def _speak(step: Speech, body: dict[str, Any], out: Responder) -> None:
+        data, content_type = step.audio(body)
+        out.sleep(step.delay)
+        out.start_stream(content_type)
+        for chunk in step.chunks(data):
+            out.sleep(step.chunk_delay)
+            out.chunk(chunk)
+        step.finished_at = time.perf_counter()
+        if step.cut_after is not None and step.cut_after < len(data):
+            out.drop(reset=step.reset)
+        else:
+            out.end_stream()
+
+    @staticmethod
     def _stream(events: list[bytes], error: bytes, reply: Reply, out: Responder) -> None:
         if reply.malformed_at is not None and reply.malformed_at < len(events):
             events[reply.malformed_at] = b'data: {"choices": [{"delta": \n\n'
@@ -232,6 +271,10 @@ class OpenAIServer(ScriptedServer):
             out.drop()
         else:
             out.end_stream()
+
+
+_ANSWERS: dict[str, type] = {_EMBEDDINGS: Embeddings, _SPEECH: Speech}
+"""The step each path other than the chat ones takes (they take `Reply`)."""
 
 
 def _texts(value: Any) -> list[str]:

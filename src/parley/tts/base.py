@@ -36,7 +36,7 @@ from parley.models._provider import adopt_provider_class, check_credential, chec
 from parley.models.cards import TTSModelCard, load_cards
 from parley.models.credentials import Credential
 from parley.models.parameters import ParametersBase
-from parley.models.retry import RetryPolicy
+from parley.models.retry import RetryPolicy, retry_wait
 from parley.tts._audio import PCMFormat, pcm_format, wav_bytes
 
 __all__ = ["AudioChunk", "TTSModel", "TTSParameters", "TTSResponse", "TTSUsage"]
@@ -241,12 +241,14 @@ class TTSModel:
         parts: list[bytes] = []
         media_type = ""
         usage = TTSUsage()
-        async for piece in self.synthesize_stream(text, **overrides):
-            if piece.content is not None:
-                parts.append(piece.audio_bytes)
-                media_type = media_type or piece.media_type or ""
-            if piece.usage is not None:
-                usage = piece.usage
+        # The provider's chunks joined as they are: through `synthesize_stream` each would be
+        # put in base64 and read back (half the time of a whole answer, benchmarks/tts_openai.py).
+        async for item in self._audio(text, overrides):
+            if isinstance(item, TTSUsage):
+                usage = item
+            elif item.data:
+                parts.append(item.data)
+                media_type = media_type or item.media_type
         if not parts:
             raise ModelOutputError(f"{self.model} returned no audio", provider=self.provider)
         data, media_type = _whole(b"".join(parts), media_type)
@@ -259,6 +261,17 @@ class TTSModel:
 
         Every response but the last has `is_last=False`; the last carries the usage.
         """
+        async for item in self._audio(text, overrides):
+            if isinstance(item, TTSUsage):
+                yield TTSResponse(content=None, is_last=True, usage=item)
+            elif item.data:
+                content = AudioBlock.from_bytes(item.data, item.media_type)
+                yield TTSResponse(content=content, is_last=False)
+
+    async def _audio(
+        self, text: str, overrides: dict[str, Any]
+    ) -> AsyncGenerator[AudioChunk | TTSUsage, None]:
+        """The provider's chunks under retries, then the usage."""
         text = _check_text(text)
         parameters = self.parameters.merged(**overrides)
         if overrides:
@@ -270,14 +283,10 @@ class TTSModel:
                 chunk.input_tokens if chunk.input_tokens is not None else tokens[0],
                 chunk.output_tokens if chunk.output_tokens is not None else tokens[1],
             ]
-            if chunk.data:
-                yield TTSResponse(
-                    content=AudioBlock.from_bytes(chunk.data, chunk.media_type), is_last=False
-                )
-        usage = TTSUsage(
+            yield chunk
+        yield TTSUsage(
             input_tokens=tokens[0], output_tokens=tokens[1], time=time.perf_counter() - started
         )
-        yield TTSResponse(content=None, is_last=True, usage=usage)
 
     def synthesize_sync(self, text: str, **overrides: Any) -> TTSResponse:
         """The sync twin of `synthesize_whole`."""
@@ -311,9 +320,11 @@ class TTSModel:
                 return
             except Exception as exc:
                 attempt += 1
-                if attempt > self.retry.max_retries or not self.retry.retryable(exc):
+                describe = f"{self.provider} speech ({self.model})"
+                wait = retry_wait(self.retry, attempt, exc, describe=describe)
+                if wait is None:
                     raise
-                await asyncio.sleep(self.retry.delay(attempt, exc))
+                await asyncio.sleep(wait)
 
     def _call_api(self, text: str, parameters: TTSParameters) -> AsyncIterator[AudioChunk]:
         """Speak `text` in one request, yielding its audio as it arrives.

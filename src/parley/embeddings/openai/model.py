@@ -4,23 +4,19 @@ from __future__ import annotations
 
 import functools
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
 from parley.embeddings.base import EmbeddingBatch, EmbeddingModel, EmbeddingParameters
 from parley.embeddings.openai._wire import read_embeddings
 from parley.errors import UserError
-from parley.models._aiohttp import PooledConnections
 from parley.models._wire import read_json
 from parley.models.base import ChatModel
-from parley.models.credentials import APIKeyCredential, Credential
+from parley.models.credentials import Credential
 from parley.models.openai._errors import openai_errors
-from parley.models.openai._sdk import ClientPool, api_key
+from parley.models.openai._sdk import OpenAIClients
 from parley.models.openai.credentials import OpenAICompatibleCredential, OpenAICredential
-
-if TYPE_CHECKING:
-    from openai import AsyncOpenAI
 
 __all__ = [
     "OpenAICompatibleEmbeddingModel",
@@ -43,7 +39,7 @@ class OpenAIEmbeddingParameters(EmbeddingParameters):
     )
 
 
-class OpenAIEmbeddingModel(PooledConnections, EmbeddingModel[str]):
+class OpenAIEmbeddingModel(OpenAIClients, EmbeddingModel[str]):
     """A model behind OpenAI's embeddings API (`/v1/embeddings`), on the official SDK.
 
     Up to 2048 texts a request. `dimensions` shortens the vectors of the models that allow
@@ -61,35 +57,12 @@ class OpenAIEmbeddingModel(PooledConnections, EmbeddingModel[str]):
     parameters_class: ClassVar[type[EmbeddingParameters]] = OpenAIEmbeddingParameters
     cards_location: ClassVar[str | None] = "parley.embeddings.openai"
     batch_size: ClassVar[int] = 2048
-    key_required: ClassVar[bool] = True
-    """Whether a call without an API key is a configuration error (local servers take none)."""
-
-    _pool: ClientPool | None = None
 
     @functools.cached_property
     def _one_size(self) -> bool:
         """Whether the model's card gives it one vector size only (looked up once)."""
         card = self.card()
         return card is not None and len(card.dimension_choices()) == 1
-
-    # -- the client ---------------------------------------------------------------------------
-
-    def endpoint(self) -> str | None:
-        """The base URL requests go to."""
-        credential = self.credential
-        return credential.endpoint() if isinstance(credential, APIKeyCredential) else None
-
-    def client(self) -> AsyncOpenAI:
-        """The SDK client for the running event loop (made on first use).
-
-        Raises:
-            ConfigurationError: No API key where the provider needs one.
-            MissingDependencyError: The `openai` package is not installed.
-        """
-        if self._pool is None:
-            key = api_key(self.credential, required=self.key_required, owner=type(self).__name__)
-            self._pool = ClientPool(api_key=key, base_url=self.endpoint(), timeout=self.timeout)
-        return self._pool.get()
 
     # -- the wire -----------------------------------------------------------------------------
 

@@ -4,23 +4,19 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 from parley.errors import ModelConnectionError
-from parley.models._aiohttp import PooledConnections
 from parley.models._wire import iter_events, read_json
 from parley.models.accumulator import Delta, StreamAccumulator
 from parley.models.base import ChatModel
-from parley.models.credentials import APIKeyCredential, Credential
+from parley.models.credentials import Credential
 from parley.models.formatter import Formatter
 from parley.models.openai._errors import openai_errors
-from parley.models.openai._sdk import ClientPool, api_key
+from parley.models.openai._sdk import OpenAIClients
 from parley.models.openai.credentials import OpenAICredential
 from parley.models.openai.formatter import OpenAIMultiAgentFormatter
 from parley.models.response import ChatResponse
-
-if TYPE_CHECKING:
-    from openai import AsyncOpenAI
 
 __all__ = ["OpenAIModelBase", "StreamReader", "thinking_switch"]
 
@@ -51,7 +47,7 @@ class StreamReader(Protocol):
         ...
 
 
-class OpenAIModelBase(PooledConnections, ChatModel):
+class OpenAIModelBase(OpenAIClients, ChatModel):
     """The base of parley's models on the openai SDK (not for direct use).
 
     Calls go through the SDK's `with_streaming_response`: the SDK supplies the client, auth,
@@ -62,13 +58,8 @@ class OpenAIModelBase(PooledConnections, ChatModel):
     provider: ClassVar[str] = "openai"
     credential_class: ClassVar[type[Credential] | None] = OpenAICredential
     cards_location: ClassVar[str | None] = "parley.models.openai"
-    key_required: ClassVar[bool] = True
-    """Whether a call without an API key is a configuration error (local servers take none)."""
-    extra_headers: ClassVar[dict[str, str]] = {}
 
     multi_agent_formatter_class = OpenAIMultiAgentFormatter
-
-    _pool: ClientPool | None = None
 
     def default_formatter(self) -> Formatter:
         """The formatter used when none was given (each API's own)."""
@@ -79,30 +70,6 @@ class OpenAIModelBase(PooledConnections, ChatModel):
         if self.formatter is None:
             return OpenAIMultiAgentFormatter(self_name, self.default_formatter())
         return super().multi_agent_formatter(self_name)
-
-    def endpoint(self) -> str | None:
-        """The base URL requests go to."""
-        credential = self.credential
-        return credential.endpoint() if isinstance(credential, APIKeyCredential) else None
-
-    def client(self) -> AsyncOpenAI:
-        """The SDK client for the running event loop (made on first use).
-
-        Raises:
-            ConfigurationError: No API key where the provider needs one.
-            MissingDependencyError: The `openai` package is not installed.
-        """
-        if self._pool is None:
-            self._pool = ClientPool(
-                api_key=self._api_key(),
-                base_url=self.endpoint(),
-                timeout=self.timeout,
-                headers=self.extra_headers,
-            )
-        return self._pool.get()
-
-    def _api_key(self) -> str:
-        return api_key(self.credential, required=self.key_required, owner=type(self).__name__)
 
     def errors(self) -> AbstractContextManager[None]:
         """Map SDK and transport errors raised inside the block to parley's."""

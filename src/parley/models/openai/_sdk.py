@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from parley.errors import ConfigurationError, MissingDependencyError
+from parley.models._aiohttp import PooledConnections
 from parley.models.credentials import APIKeyCredential
 
 if TYPE_CHECKING:
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
 
     from parley.models.credentials import Credential
 
-__all__ = ["ClientPool", "api_key", "new_client"]
+__all__ = ["ClientPool", "OpenAIClients", "api_key", "new_client"]
 
 
 def api_key(credential: Credential | None, *, required: bool, owner: str) -> str:
@@ -115,3 +116,43 @@ class ClientPool:
         client = self._clients.pop(asyncio.get_running_loop(), None)
         if client is not None:
             await client.close()
+
+
+class OpenAIClients(PooledConnections):
+    """The connections of a model on the openai SDK: chat, embedding or speech.
+
+    The endpoint from the credential, and one `AsyncOpenAI` per event loop made on first use;
+    mixed in before the model's base class (whose no-op `aclose` it overrides).
+    """
+
+    key_required: ClassVar[bool] = True
+    """Whether a call without an API key is a configuration error (local servers take none)."""
+    extra_headers: ClassVar[dict[str, str]] = {}
+
+    credential: Any
+    timeout: float
+    _pool: ClientPool | None = None
+
+    def endpoint(self) -> str | None:
+        """The base URL requests go to."""
+        credential = self.credential
+        return credential.endpoint() if isinstance(credential, APIKeyCredential) else None
+
+    def client(self) -> AsyncOpenAI:
+        """The SDK client for the running event loop (made on first use).
+
+        Raises:
+            ConfigurationError: No API key where the provider needs one.
+            MissingDependencyError: The `openai` package is not installed.
+        """
+        if self._pool is None:
+            self._pool = ClientPool(
+                api_key=self._api_key(),
+                base_url=self.endpoint(),
+                timeout=self.timeout,
+                headers=self.extra_headers,
+            )
+        return self._pool.get()
+
+    def _api_key(self) -> str:
+        return api_key(self.credential, required=self.key_required, owner=type(self).__name__)

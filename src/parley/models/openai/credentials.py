@@ -51,6 +51,13 @@ class OpenAICredential(APIKeyCredential):
 
         return [OpenAIEmbeddingModel]
 
+    @classmethod
+    def tts_model_classes(cls) -> list[builtins.type[Any]]:
+        """The speech endpoint (`/v1/audio/speech`)."""
+        from parley.tts.openai import OpenAITTSModel  # noqa: PLC0415
+
+        return [OpenAITTSModel]
+
 
 class OpenAICompatibleCredential(APIKeyCredential):
     """A server that speaks OpenAI's Chat Completions: vLLM, llama.cpp's server, OpenRouter...

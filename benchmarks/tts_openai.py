@@ -1,0 +1,260 @@
+"""OpenAI speech: parley's `OpenAITTSModel` beside the raw `openai` SDK.
+
+Against a local server that speaks `/v1/audio/speech` (this file, run with `--serve`, in a
+process of its own; the loop is `_openai_bench_server.py`'s, each distinct answer rendered
+once), parley and the SDK's `AsyncOpenAI.audio.speech` speak the same paragraph (about 600
+characters: 14 s of 24 kHz PCM, 690 KB, sent in 4,800-byte HTTP chunks as OpenAI's server
+streams them), taking turns round by round:
+
+1. time to first audio: from the call to the first piece of audio in hand (parley's
+   `synthesize_stream`; the SDK's `with_streaming_response.create(...)` and `iter_bytes()`),
+   the rest of the stream then read and checked, untimed;
+2. the whole stream: every piece, joined;
+3. the whole as a WAV file: parley's `synthesize_whole`; the SDK's `create(...)` read whole
+   and put in a WAV file with the standard library's `wave`, as a caller would to play it.
+
+The audio is the test server's scripted voice (`speech_pcm`), so both sides' bytes are
+checked before any timing.
+
+Run: `python benchmarks/tts_openai.py [--quick]`.
+"""
+
+from __future__ import annotations
+
+import gc
+import io
+import json
+import statistics
+import sys
+import time
+import wave
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+from _embedding_bench import BenchServer, EmbeddingSettings, run_provider_main  # noqa: E402
+from _openai_bench_server import Server as _OpenAIServer  # noqa: E402
+from _openai_bench_server import _http  # noqa: E402
+from models import Figure, interleaved, time_figure  # noqa: E402
+from parley.testing.openai_server import speech_pcm  # noqa: E402
+
+MODEL = "gpt-4o-mini-tts"
+VOICE = "coral"
+CHUNK = 4800  # bytes per HTTP chunk: 100 ms of 24 kHz 16-bit PCM
+PARAGRAPH = (
+    "Text to speech turns written words into sound. A good voice reads a paragraph like this "
+    "one at an even pace, pausing at commas and stopping at full stops, so that a listener "
+    "follows without effort. Streaming matters because a listener hears the first words "
+    "while the rest are still being made: the time to the first audio, not the time to the "
+    "whole answer, is what a conversation feels. The audio arrives as raw samples, sixteen "
+    "bits each, twenty four thousand a second, in pieces that join into one recording. "
+    "Whatever sits between the service and the speaker should add as little as it can."
+)
+EXPECTED = speech_pcm(PARAGRAPH)
+REFERENCE = "the raw `openai` SDK (AsyncOpenAI.audio.speech, response_format='pcm')"
+
+
+def answer(text: str) -> bytes:
+    """The PCM of `text`, chunked as a streaming server sends it."""
+    pcm = speech_pcm(text)
+    framed = [b"%x\r\n%s\r\n" % (len(c), c) for c in _pieces(pcm)]
+    return _http("200 OK", "audio/pcm", b"".join(framed) + b"0\r\n\r\n", chunked=True)
+
+
+def _pieces(data: bytes) -> list[bytes]:
+    return [data[i : i + CHUNK] for i in range(0, len(data), CHUNK)]
+
+
+class OpenAISpeechServer(_OpenAIServer):
+    """The OpenAI bench server's loop, `/v1/audio/speech` answers."""
+
+    def answer(self, path: bytes, body: bytes) -> bytes:
+        if path.split(b"?", 1)[0] != b"/v1/audio/speech":
+            error = json.dumps({"error": {"message": f"no route {path!r}"}}).encode()
+            return _http("404 Not Found", "application/json", error)
+        text = str(json.loads(body)["input"])
+        rendered = self._rendered.get((text,))
+        if rendered is None:
+            rendered = self._rendered[(text,)] = answer(text)
+        return rendered
+
+
+def wav_file(pcm: bytes) -> bytes:
+    """`pcm` (24 kHz, 16-bit, mono) in a WAV file."""
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(24000)
+        out.writeframes(pcm)
+    return buffer.getvalue()
+
+
+class Contender(Protocol):
+    name: str
+
+    async def first_audio(self) -> tuple[float, bytes]: ...
+    async def stream(self) -> bytes: ...
+    async def whole(self) -> bytes: ...
+    async def aclose(self) -> None: ...
+
+
+class ParleyContender:
+    """parley's `OpenAITTSModel`."""
+
+    name = "parley"
+
+    def __init__(self, url: str) -> None:
+        from parley.models.openai import OpenAICredential  # noqa: PLC0415
+        from parley.tts.openai import OpenAITTSModel  # noqa: PLC0415
+
+        credential = OpenAICredential(api_key="x", base_url=url)
+        self.model = OpenAITTSModel(credential, MODEL, parameters={"voice": VOICE})
+
+    async def first_audio(self) -> tuple[float, bytes]:
+        started = time.perf_counter()
+        first = None
+        parts = []
+        async for piece in self.model.synthesize_stream(PARAGRAPH):
+            if first is None:
+                first = time.perf_counter() - started
+            parts.append(piece.audio_bytes)
+        assert first is not None
+        return first, b"".join(parts)
+
+    async def stream(self) -> bytes:
+        return b"".join([p.audio_bytes async for p in self.model.synthesize_stream(PARAGRAPH)])
+
+    async def whole(self) -> bytes:
+        return (await self.model.synthesize_whole(PARAGRAPH)).audio_bytes
+
+    async def aclose(self) -> None:
+        await self.model.aclose()
+
+
+class RawSDKContender:
+    """`AsyncOpenAI.audio.speech`, streamed or read whole."""
+
+    name = "raw SDK"
+
+    def __init__(self, url: str) -> None:
+        from openai import AsyncOpenAI  # noqa: PLC0415
+
+        self.client = AsyncOpenAI(api_key="x", base_url=url, max_retries=0)
+        self.fields: dict[str, Any] = {
+            "model": MODEL,
+            "voice": VOICE,
+            "input": PARAGRAPH,
+            "response_format": "pcm",
+        }
+
+    async def first_audio(self) -> tuple[float, bytes]:
+        started = time.perf_counter()
+        first = None
+        parts = []
+        speech = self.client.audio.speech.with_streaming_response
+        async with speech.create(**self.fields) as response:
+            async for data in response.iter_bytes():
+                if first is None:
+                    first = time.perf_counter() - started
+                parts.append(data)
+        assert first is not None
+        return first, b"".join(parts)
+
+    async def stream(self) -> bytes:
+        speech = self.client.audio.speech.with_streaming_response
+        async with speech.create(**self.fields) as response:
+            return b"".join([data async for data in response.iter_bytes()])
+
+    async def whole(self) -> bytes:
+        response = await self.client.audio.speech.create(**self.fields)
+        return wav_file(response.content)
+
+    async def aclose(self) -> None:
+        await self.client.close()
+
+
+async def check(pair: Sequence[Contender]) -> None:
+    """Both sides give the expected audio, every way, before anything is timed."""
+    for contender in pair:
+        _, first_audio = await contender.first_audio()
+        streamed = await contender.stream()
+        whole = await contender.whole()
+        if first_audio != EXPECTED or streamed != EXPECTED or whole != wav_file(EXPECTED):
+            raise SystemExit(f"{contender.name} gave the wrong audio")
+
+
+async def first_audio_runs(
+    pair: Sequence[Contender], rounds: int, calls: int
+) -> dict[str, list[float]]:
+    """Each round's median time to first audio, per contender, the first to go alternating."""
+    runs: dict[str, list[float]] = {c.name: [] for c in pair}
+    for round_ in range(rounds):
+        for contender in pair if round_ % 2 == 0 else list(reversed(pair)):
+            gc.collect()
+            times = [(await contender.first_audio())[0] for _ in range(calls)]
+            runs[contender.name].append(statistics.median(times))
+    return runs
+
+
+async def provider_figures(settings: EmbeddingSettings) -> list[Figure]:
+    """Time to first audio, the whole stream, the whole as WAV: parley beside the SDK."""
+    with BenchServer(Path(__file__).resolve()) as server:
+        return await figures(f"http://127.0.0.1:{server.port}/v1", settings)
+
+
+async def figures(url: str, settings: EmbeddingSettings) -> list[Figure]:
+    """The rows, against the server at `url`."""
+    pair: list[Contender] = [ParleyContender(url), RawSDKContender(url)]
+    try:
+        await check(pair)
+
+        def job(method: str) -> Callable[[Any], Callable[[], Awaitable[Any]]]:
+            return lambda c: getattr(c, method)
+
+        rounds, calls = settings.rounds, settings.calls_per_round
+        rows = [
+            time_figure(
+                "openai tts: time to first audio",
+                "µs",
+                1e6,
+                await first_audio_runs(pair, rounds, calls),
+            ),
+            time_figure(
+                "openai tts: whole stream, 690 KB",
+                "µs/call",
+                1e6,
+                await interleaved(pair, job("stream"), rounds, calls),
+            ),
+            time_figure(
+                "openai tts: whole as WAV",
+                "µs/call",
+                1e6,
+                await interleaved(pair, job("whole"), rounds, calls),
+            ),
+        ]
+    finally:
+        for contender in pair:
+            await contender.aclose()
+    for row in rows:
+        row.goal, row.met = "ratio <= 1.0", (row.ratio or 0) <= 1.0
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_provider_main(
+        argv,
+        doc=__doc__,
+        server=OpenAISpeechServer,
+        figures_of=provider_figures,
+        packages=("openai", "httpx2"),
+        reference=REFERENCE,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
