@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from parley._sync import run_sync
 from parley.errors import ModelError, ModelOutputError, UserError
@@ -76,12 +76,27 @@ class TTSResponse(BaseModel):
     id: str = Field(default_factory=new_id)
     metadata: dict[str, Any] | None = None
     type: Literal["tts"] = "tts"
+    # The bytes a response was built from, beside the block they went into: reading them
+    # back needs no base64 decoding (a second of speech is 48-64 KB).
+    _raw: tuple[AudioBlock, bytes] | None = PrivateAttr(default=None)
+
+    @classmethod
+    def of_audio(
+        cls, data: bytes, media_type: str, *, is_last: bool, usage: TTSUsage | None = None
+    ) -> TTSResponse:
+        """A response carrying `data` (of `media_type`) as its audio block."""
+        block = AudioBlock.from_bytes(data, media_type)
+        response = cls(content=block, is_last=is_last, usage=usage)
+        response._raw = (block, data)
+        return response
 
     @property
     def audio_bytes(self) -> bytes:
         """The audio's bytes (empty when there is none)."""
         if self.content is None:
             return b""
+        if self._raw is not None and self._raw[0] is self.content:
+            return self._raw[1]
         source = self.content.source
         if source.type != "base64":
             raise UserError("this response's audio is at a URL, not carried inline")
@@ -252,7 +267,7 @@ class TTSModel:
         if not parts:
             raise ModelOutputError(f"{self.model} returned no audio", provider=self.provider)
         data, media_type = _whole(b"".join(parts), media_type)
-        return TTSResponse(content=AudioBlock.from_bytes(data, media_type), usage=usage)
+        return TTSResponse.of_audio(data, media_type, is_last=True, usage=usage)
 
     async def synthesize_stream(
         self, text: str, **overrides: Any
@@ -265,8 +280,7 @@ class TTSModel:
             if isinstance(item, TTSUsage):
                 yield TTSResponse(content=None, is_last=True, usage=item)
             elif item.data:
-                content = AudioBlock.from_bytes(item.data, item.media_type)
-                yield TTSResponse(content=content, is_last=False)
+                yield TTSResponse.of_audio(item.data, item.media_type, is_last=False)
 
     async def _audio(
         self, text: str, overrides: dict[str, Any]

@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
 from parley.errors import ModelConnectionError, ModelError, ModelTimeoutError, UserError
-from parley.messages import AudioBlock
 from parley.models.credentials import Credential
 from parley.tts.base import AudioChunk, TTSModel, TTSParameters, TTSResponse, TTSUsage, _whole
 
@@ -325,7 +324,7 @@ class RealtimeTTSModel(TTSModel):
         if whole.content is None:
             return whole
         data, media_type = _whole(whole.audio_bytes, whole.media_type or "")
-        return whole.model_copy(update={"content": AudioBlock.from_bytes(data, media_type)})
+        return TTSResponse.of_audio(data, media_type, is_last=True, usage=whole.usage)
 
     async def _drain(self, text: str | None) -> AsyncGenerator[TTSResponse, None]:
         if text:
@@ -349,9 +348,7 @@ class RealtimeTTSModel(TTSModel):
                 if isinstance(item, UtteranceDone):
                     done = True
                     break
-                yield TTSResponse(
-                    content=AudioBlock.from_bytes(item.data, item.media_type), is_last=False
-                )
+                yield TTSResponse.of_audio(item.data, item.media_type, is_last=False)
             usage = TTSUsage(
                 input_tokens=self._tokens[0],
                 output_tokens=self._tokens[1],
@@ -430,9 +427,7 @@ class RealtimeTTSModel(TTSModel):
             media_type = media_type or item.media_type
         if not parts:
             return TTSResponse(content=None, is_last=False)
-        return TTSResponse(
-            content=AudioBlock.from_bytes(b"".join(parts), media_type), is_last=False
-        )
+        return TTSResponse.of_audio(b"".join(parts), media_type, is_last=False)
 
     def _call_api(self, text: str, parameters: TTSParameters) -> AsyncIterator[AudioChunk]:
         raise NotImplementedError("a realtime model speaks through its session")
@@ -448,8 +443,9 @@ async def _gather(pieces: AsyncGenerator[TTSResponse, None]) -> TTSResponse:
             parts.append(piece.audio_bytes)
             media_type = media_type or piece.media_type or ""
         usage = piece.usage or usage
-    content = AudioBlock.from_bytes(b"".join(parts), media_type) if parts else None
-    return TTSResponse(content=content, is_last=True, usage=usage)
+    if not parts:
+        return TTSResponse(content=None, is_last=True, usage=usage)
+    return TTSResponse.of_audio(b"".join(parts), media_type, is_last=True, usage=usage)
 
 
 def _connection_error(model: RealtimeTTSModel, error: BaseException) -> ModelError:
