@@ -52,6 +52,7 @@ async def test_whole_synthesis_is_a_wav_file_of_the_samples() -> None:
     assert fmt == PCMFormat(RATE)
     assert response.usage is not None
     assert response.usage.output_tokens == 5
+    assert response.usage.characters == 5
     with wave.open(io.BytesIO(response.audio_bytes)) as wav:
         assert wav.getnframes() == len(samples("hello")) // 2
 

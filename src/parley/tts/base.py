@@ -51,12 +51,17 @@ class TTSParameters(ParametersBase):
 
 
 class TTSUsage(BaseModel):
-    """What a synthesis consumed: tokens (when the provider counts them) and seconds taken."""
+    """What a synthesis consumed.
+
+    Tokens when the provider counts them, the characters spoken (what per-character prices
+    bill: tts-1, Qwen3-TTS, CosyVoice) and the seconds taken.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
     input_tokens: int | None = None
     output_tokens: int | None = None
+    characters: int | None = None
     time: float = 0.0
 
 
@@ -299,7 +304,10 @@ class TTSModel:
             ]
             yield chunk
         yield TTSUsage(
-            input_tokens=tokens[0], output_tokens=tokens[1], time=time.perf_counter() - started
+            input_tokens=tokens[0],
+            output_tokens=tokens[1],
+            characters=len(text),
+            time=time.perf_counter() - started,
         )
 
     def synthesize_sync(self, text: str, **overrides: Any) -> TTSResponse:

@@ -352,6 +352,7 @@ class RealtimeTTSModel(TTSModel):
             usage = TTSUsage(
                 input_tokens=self._tokens[0],
                 output_tokens=self._tokens[1],
+                characters=sum(map(len, self._sent)),
                 time=time.perf_counter() - self._begun,
             )
             yield TTSResponse(content=None, is_last=True, usage=usage)
