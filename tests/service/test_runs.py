@@ -23,6 +23,7 @@ from parley.agents.approval import NOT_RUN
 from parley.errors import ModelConnectionError, ModelHTTPError
 from parley.messages import Msg
 from parley.models.base import ChatRequest
+from parley.models.cards import Pricing
 from parley.models.testing import ScriptedModel
 from parley.service import ServiceSettings, create_app
 from parley.service.store import Store
@@ -194,14 +195,17 @@ async def test_a_run_records_its_usage_and_how_it_ended(service: MakeService) ->
     model = ScriptedModel(
         ["It is about a.", ScriptedModel.tool_call("lookup", {"query": "b"}, "call_2")]
     )
+    model.pricing = Pricing(input=1_000_000, output=2_000_000)  # $1 a token in, $2 out
     svc = await service(Agent("helper", model, tools=[lookup], max_iters=1))
     done = await svc.client.post("/invoke", json={"message": "what is a?", "thread_id": "t"})
     run = (await svc.client.get(f"/runs/{done.headers['X-Run-Id']}")).json()
     assert run["status"] == "completed"
     assert run["agent"] == "helper"
     assert run["model"] == "scripted"
-    assert run["usage"]["input_tokens"] > 0
-    assert run["usage"]["output_tokens"] > 0
+    usage = run["usage"]
+    assert usage["input_tokens"] > 0
+    assert usage["output_tokens"] > 0
+    assert usage["cost"] == pytest.approx(usage["input_tokens"] + 2 * usage["output_tokens"])
     assert datetime.fromisoformat(run["started_at"]) <= datetime.fromisoformat(run["ended_at"])
 
     # One model call per run: this one calls a tool, which runs, and the run stops there.
@@ -567,7 +571,8 @@ _KILLED_RUN = textwrap.dedent(
 
     from parley.agents import Agent
     from parley.messages import Msg
-    from parley.models.testing import ScriptedModel
+    from parley.models.cards import Pricing
+from parley.models.testing import ScriptedModel
     from parley.service.runs import RunManager
     from parley.service.store import Store, thread_locks
     from parley.tools import tool

@@ -10,9 +10,13 @@ __all__ = ["Usage"]
 
 
 class Usage(DictLikeModel):
-    """What a model call cost: tokens in and out, tokens served from cache, seconds taken.
+    """What a model call cost.
 
-    Usages add up: `total = first + second`, and `sum(usages, Usage())`.
+    Tokens in and out, tokens served from cache, seconds taken, and money (`cost`, in the
+    model card's currency) when the model's price is known.
+    Usages add up: `total = first + second`, and `sum(usages, Usage())`. A `cost` of None
+    means unknown; added to a known one it counts as nothing (seed 001's rule), so a run's
+    cost is what its priced calls cost.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -20,6 +24,9 @@ class Usage(DictLikeModel):
     output_tokens: int = Field(default=0, ge=0)
     cached_tokens: int = Field(default=0, ge=0)
     elapsed: float = Field(default=0.0, ge=0, description="Seconds the call took.")
+    cost: float | None = Field(
+        default=None, ge=0, description="What the call cost (None: the price is unknown)."
+    )
 
     @property
     def total_tokens(self) -> int:
@@ -32,6 +39,9 @@ class Usage(DictLikeModel):
             output_tokens=self.output_tokens + other.output_tokens,
             cached_tokens=self.cached_tokens + other.cached_tokens,
             elapsed=self.elapsed + other.elapsed,
+            cost=None
+            if self.cost is None and other.cost is None
+            else (self.cost or 0) + (other.cost or 0),
         )
 
     def __radd__(self, other: int) -> Usage:

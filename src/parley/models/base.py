@@ -34,7 +34,7 @@ from parley.messages import Msg, ToolCallBlock
 from parley.models._provider import adopt_provider_class, check_credential, check_parameters
 from parley.models.accumulator import Delta, MetaDelta, StreamAccumulator, ToolCallDelta
 from parley.models.cache import ResponseCache, block_delta, replay
-from parley.models.cards import ModelCard, load_cards
+from parley.models.cards import ModelCard, Pricing, load_cards
 from parley.models.credentials import Credential
 from parley.models.formatter import Formatter, MultiAgentFormatter
 from parley.models.parameters import Parameters
@@ -181,6 +181,8 @@ class ChatModel:
         self.cache = ResponseCache(cache_dir) if cache_dir is not None else None
         card = self.card()
         self.context_size = context_size or (card.context_size if card else None)
+        self.pricing: Pricing | None = card.pricing if card else None
+        """The model's prices (from its card; set your own): usages then carry `cost`."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r}, stream={self.stream})"
@@ -315,6 +317,10 @@ class ChatModel:
         usage = response.usage.model_copy() if response.usage else None
         if usage is not None:
             usage.elapsed = time.monotonic() - started
+            if self.pricing is not None:
+                usage.cost = self.pricing.cost(
+                    usage.input_tokens, usage.output_tokens, usage.cached_tokens
+                )
             response.usage = usage
         response.model = response.model or self.model
         if key is not None and self.cache is not None:
@@ -340,7 +346,11 @@ class ChatModel:
             return ChatStream(lambda: replay(hit), model=self.model)
         on_final = (lambda final: cache.put(key, final)) if key and cache else None
         return ChatStream(
-            lambda: self._stream(request), policy=self.retry, model=self.model, on_final=on_final
+            lambda: self._stream(request),
+            policy=self.retry,
+            model=self.model,
+            on_final=on_final,
+            pricing=self.pricing,
         )
 
     def _cache_key(self, request: ChatRequest) -> str | None:

@@ -23,6 +23,7 @@ __all__ = [
     "EMBEDDING",
     "EmbeddingModelCard",
     "ModelCard",
+    "Pricing",
     "TTSModelCard",
     "load_cards",
     "merge_parameter_schema",
@@ -33,6 +34,32 @@ THINKING = "application/x-thinking"
 
 EMBEDDING = "application/x-embedding"
 """The output type of a model that turns its input into a dense vector."""
+
+
+class Pricing(BaseModel):
+    """What a model's tokens cost, per million, in `currency` (list prices, as of `as_of`).
+
+    `cached_input` prices the input tokens served from the provider's prompt cache (a part
+    of the input tokens, as every provider's usage counts them); without it they cost as
+    input. `cost(usage)` turns a call's usage into money.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input: float = Field(ge=0, description="Per million input tokens.")
+    output: float = Field(ge=0, description="Per million output tokens.")
+    cached_input: float | None = Field(default=None, ge=0, description="Per million cached.")
+    currency: str = "USD"
+    as_of: str | None = Field(default=None, description="When the price was read (YYYY-MM).")
+
+    def cost(self, input_tokens: int, output_tokens: int, cached_tokens: int = 0) -> float:
+        """The price of a call's tokens."""
+        cached = min(cached_tokens, input_tokens) if self.cached_input is not None else 0
+        return (
+            (input_tokens - cached) * self.input
+            + cached * (self.cached_input or 0.0)
+            + output_tokens * self.output
+        ) / 1_000_000
 
 
 class ModelCard(BaseModel):
@@ -49,6 +76,8 @@ class ModelCard(BaseModel):
     output_size: int | None = Field(default=None, ge=1)
     parameter_overrides: dict[str, dict[str, Any] | None] = Field(default_factory=dict)
     parameter_schema: dict[str, Any] = Field(default_factory=dict)
+    pricing: Pricing | None = None
+    """List prices per million tokens; None where unknown (and for local models: free)."""
 
     def accepts(self, media_type: str) -> bool:
         """Whether the model takes input of this MIME type (`image/png` matches `image/*`)."""

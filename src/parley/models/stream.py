@@ -25,6 +25,7 @@ from typing import Any
 
 from parley.errors import ModelError
 from parley.models.accumulator import Delta, MetaDelta, StreamAccumulator
+from parley.models.cards import Pricing
 from parley.models.response import ChatResponse, ChatUsage, FinishReason
 from parley.models.retry import RetryPolicy, logger
 
@@ -184,6 +185,7 @@ class ChatStream:
         policy: When to retry a failure that comes before the first chunk.
         model: The model name for the chunks.
         on_final: Called with the final chunk of a stream that ended normally.
+        pricing: The model's prices: the final chunk's usage then carries its `cost`.
     """
 
     def __init__(
@@ -193,7 +195,9 @@ class ChatStream:
         policy: RetryPolicy | None = None,
         model: str | None = None,
         on_final: Callable[[ChatResponse], None] | None = None,
+        pricing: Pricing | None = None,
     ) -> None:
+        self._pricing = pricing
         self._pumping = _Pump(open_source, policy or RetryPolicy(max_retries=0))
         self._queue = self._pumping.channel
         self._accumulator = StreamAccumulator(model)
@@ -292,6 +296,10 @@ class ChatStream:
         final = self._accumulator.final(reason)
         usage = final.usage.model_copy() if final.usage else ChatUsage()
         usage.elapsed = time.monotonic() - self._started
+        if self._pricing is not None:
+            usage.cost = self._pricing.cost(
+                usage.input_tokens, usage.output_tokens, usage.cached_tokens
+            )
         final.usage = usage
         self.response = final
         if reason is None and self._on_final is not None:
