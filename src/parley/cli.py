@@ -80,10 +80,12 @@ DEFAULT_TOOLS = ("code_interpreter",)
 """The built-in tools `--tools` gives when no `--tool` names others."""
 
 
-async def _agent_answer(agent: Any, question: str, out: TextIO) -> None:
+async def _agent_answer(agent: Any, question: str, out: TextIO, sink: Any = None) -> None:
     from parley.agents import RunError, TextDelta, ToolCallEnded, ToolResult  # noqa: PLC0415
 
     async for event in agent.stream(question):
+        if sink is not None:
+            await sink.take(event)
         if isinstance(event, TextDelta):
             out.write(event.text)
             out.flush()
@@ -95,20 +97,50 @@ async def _agent_answer(agent: Any, question: str, out: TextIO) -> None:
         elif isinstance(event, RunError):
             print(f"parley: {event.message}", file=sys.stderr)
     out.write("\n")
+    out.flush()
+    if sink is not None:
+        await sink.finish()  # heard to its end before the next question
 
 
-def _agent(model: object, args: argparse.Namespace) -> Any:
+def _agent(model: object, args: argparse.Namespace, voice: Any = None) -> Any:
     from parley.agents import Agent  # noqa: PLC0415
     from parley.tools import Toolkit  # noqa: PLC0415
 
-    names = args.tool_names or list(DEFAULT_TOOLS)
+    tools = args.tools or args.tool_names
+    names = (args.tool_names or list(DEFAULT_TOOLS)) if tools else []
+    middleware = []
+    if voice is not None:
+        from parley.tts.middleware import TTSMiddleware  # noqa: PLC0415
+
+        middleware.append(TTSMiddleware(voice))
     return Agent(
         "parley",
         model,  # type: ignore[arg-type]
         system_prompt=args.system,
         tools=Toolkit(names),  # the model's own tool policy (the local one: one tool round)
         max_iters=4,
+        middleware=middleware,
     )
+
+
+def _speech(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The voice and where its audio goes, when `--speak`, `--speak-to` or `--tts` ask."""
+    if not (args.speak or args.speak_to or args.tts):
+        return None, None
+    from pathlib import Path  # noqa: PLC0415
+
+    from parley.tts.player import AudioSink, find_player  # noqa: PLC0415
+    from parley.tts.spec import DEFAULT_TTS_SPEC, tts_model_from_spec  # noqa: PLC0415
+
+    # The player is found before anything loads: a missing one is said at once.
+    sink = AudioSink(path=Path(args.speak_to)) if args.speak_to else AudioSink(player=find_player())
+    spec = args.tts or DEFAULT_TTS_SPEC
+    with progress(f"Loading the voice {spec}"):
+        try:
+            voice = tts_model_from_spec(spec, realtime=True)  # heard while it is written
+        except ConfigurationError:
+            voice = tts_model_from_spec(spec, realtime=False)
+    return voice, sink
 
 
 LOCAL_MODEL = "local"
@@ -121,16 +153,17 @@ def chat(args: argparse.Namespace) -> int:
         return remote_chat(args)
     if args.agent or args.thread or args.api_key:
         raise ConfigurationError("--agent, --thread and --api-key go with --url")
+    voice, sink = _speech(args)
     spec = args.model or LOCAL_MODEL
     model = _load(spec)
-    agent = _agent(model, args) if args.tools or args.tool_names else None
+    agent = _agent(model, args, voice) if args.tools or args.tool_names or voice else None
     history = [Msg.system(args.system)] if args.system else []
     questions = [" ".join(args.question)] if args.question else None
 
     async def run() -> None:
         for question in questions or _prompts():
             if agent is not None:
-                await _agent_answer(agent, question, sys.stdout)
+                await _agent_answer(agent, question, sys.stdout, sink)
                 continue
             history.append(Msg.user(question))
             history.append(await _answer(model, history, sys.stdout))
@@ -149,6 +182,8 @@ def remote_chat(args: argparse.Namespace) -> int:
 
     if args.tools or args.tool_names:
         raise ConfigurationError("--tools and --tool choose a local agent's tools; drop --url")
+    if args.speak or args.speak_to or args.tts:
+        raise ConfigurationError("--speak, --speak-to and --tts speak a local agent; drop --url")
     questions = [" ".join(args.question)] if args.question else None
     with AgentClient(
         args.url, agent=args.agent, api_key=args.api_key, timeout=REMOTE_TIMEOUT
@@ -323,6 +358,19 @@ def _parser() -> argparse.ArgumentParser:
         dest="tool_names",
         metavar="NAME",
         help="a registered tool to give the model (repeatable; implies --tools)",
+    )
+    chat_cmd.add_argument(
+        "--speak",
+        action="store_true",
+        help="speak the answer while it is written, through an audio player on PATH (aplay, "
+        "paplay, pw-play, ffplay, afplay) or $PARLEY_AUDIO_PLAYER (a command playing WAV "
+        "from stdin)",
+    )
+    chat_cmd.add_argument(
+        "--speak-to", metavar="FILE.wav", help="write the answer's speech to this WAV file"
+    )
+    chat_cmd.add_argument(
+        "--tts", metavar="SPEC", help="the voice, provider[:model] (default local; implies --speak)"
     )
     chat_cmd.add_argument("--url", help="ask an agent of a running parley service at this URL")
     chat_cmd.add_argument(

@@ -586,9 +586,10 @@ class _ClientBase:
         thread_id: str | None,
         agent_config: Mapping[str, Any] | None,
         stream_tokens: bool,
+        speak: bool = False,
     ) -> _StreamCall[T]:
         body = _user_input(message, model, thread_id, agent_config)
-        body |= mode.body(stream_tokens)
+        body |= mode.body(stream_tokens) | ({"speak": True} if speak else {})
         return _StreamCall(self._agent_path("stream"), mode.parse, body)
 
     def _history_call(self, thread_id: str) -> _Call[list[ServiceChatMessage]]:
@@ -625,9 +626,14 @@ class _ClientBase:
         return _Call("POST", path, _chat_message, _approval(approved))
 
     def _approve_stream_call(
-        self, mode: _Mode[T], interrupt_id: str, approved: Approval, stream_tokens: bool
+        self,
+        mode: _Mode[T],
+        interrupt_id: str,
+        approved: Approval,
+        stream_tokens: bool,
+        speak: bool = False,
     ) -> _StreamCall[T]:
-        body = _approval(approved) | mode.body(stream_tokens)
+        body = _approval(approved) | mode.body(stream_tokens) | ({"speak": True} if speak else {})
         return _StreamCall(f"/approvals/{_segment(interrupt_id)}/stream", mode.parse, body)
 
     def _reader(self, call: _StreamCall[T]) -> _FrameReader[T]:
@@ -780,14 +786,17 @@ class AgentClient(_ClientBase):
         thread_id: str | None = None,
         agent_config: Mapping[str, Any] | None = None,
         stream_tokens: bool = True,
+        speak: bool = False,
     ) -> Stream[AgentEvent]:
         """Run the agent on `message`, yielding parley's `AgentEvent`s (`"events": "parley"`).
 
         Arguments as `stream`. A failed run ends with `RunError` and `RunEnded` events.
+        `speak=True` asks the service to speak the answer: the events carry its audio
+        (`AudioStarted`, `AudioDelta` with base64 PCM, `AudioEnded`).
         """
         return self._open(
             lambda: self._stream_call(
-                _PARLEY_EVENTS, message, model, thread_id, agent_config, stream_tokens
+                _PARLEY_EVENTS, message, model, thread_id, agent_config, stream_tokens, speak
             )
         )
 
@@ -839,11 +848,18 @@ class AgentClient(_ClientBase):
         )
 
     def approve_events(
-        self, interrupt_id: str, approved: Approval = True, *, stream_tokens: bool = True
+        self,
+        interrupt_id: str,
+        approved: Approval = True,
+        *,
+        stream_tokens: bool = True,
+        speak: bool = False,
     ) -> Stream[AgentEvent]:
-        """Answer an interrupt and stream the resumed run's `AgentEvent`s."""
+        """Answer an interrupt and stream the resumed run's `AgentEvent`s (`speak`: audio)."""
         return self._open(
-            lambda: self._approve_stream_call(_PARLEY_EVENTS, interrupt_id, approved, stream_tokens)
+            lambda: self._approve_stream_call(
+                _PARLEY_EVENTS, interrupt_id, approved, stream_tokens, speak
+            )
         )
 
     def close(self) -> None:
@@ -987,11 +1003,12 @@ class AsyncAgentClient(_ClientBase):
         thread_id: str | None = None,
         agent_config: Mapping[str, Any] | None = None,
         stream_tokens: bool = True,
+        speak: bool = False,
     ) -> AsyncStream[AgentEvent]:
         """Run the agent on `message`, yielding parley's `AgentEvent`s (`"events": "parley"`)."""
         return self._open(
             lambda: self._stream_call(
-                _PARLEY_EVENTS, message, model, thread_id, agent_config, stream_tokens
+                _PARLEY_EVENTS, message, model, thread_id, agent_config, stream_tokens, speak
             )
         )
 
@@ -1038,11 +1055,18 @@ class AsyncAgentClient(_ClientBase):
         )
 
     def approve_events(
-        self, interrupt_id: str, approved: Approval = True, *, stream_tokens: bool = True
+        self,
+        interrupt_id: str,
+        approved: Approval = True,
+        *,
+        stream_tokens: bool = True,
+        speak: bool = False,
     ) -> AsyncStream[AgentEvent]:
-        """Answer an interrupt and stream the resumed run's `AgentEvent`s."""
+        """Answer an interrupt and stream the resumed run's `AgentEvent`s (`speak`: audio)."""
         return self._open(
-            lambda: self._approve_stream_call(_PARLEY_EVENTS, interrupt_id, approved, stream_tokens)
+            lambda: self._approve_stream_call(
+                _PARLEY_EVENTS, interrupt_id, approved, stream_tokens, speak
+            )
         )
 
     async def aclose(self) -> None:

@@ -29,6 +29,7 @@ from parley.models.testing import ScriptedModel
 from parley.service import ServiceSettings, create_app
 from parley.service.store import Store
 from parley.tools import tool
+from tests._requires import require_module
 from tests.service._live import running
 
 TIMEOUT = 10_000  # ms: every wait on the page is bounded, by this
@@ -635,3 +636,63 @@ def test_an_answer_from_documents_lists_its_sources(
     expect(page.locator("#app")).to_have_attribute("data-ready", "true")
     page.get_by_test_id("thread-open").first.click()
     expect(page.get_by_test_id("source")).to_have_count(3)
+
+
+# -- speech ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def speaking_page(chromium_browser: Any, chromium_launch_options: dict[str, Any]) -> Iterator[Page]:
+    """A page in a Chromium that lets audio play without a click (as after the user's)."""
+    require_module("piper", "the extra tts-piper")
+    options = dict(chromium_launch_options)
+    options["args"] = [*options["args"], "--autoplay-policy=no-user-gesture-required"]
+    browser = chromium_browser.browser_type.launch(**options)
+    with contextlib.ExitStack() as stack:
+        stack.callback(browser.close)
+        page = browser.new_context().new_page()
+        page.set_default_timeout(TIMEOUT)
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        yield page
+        assert not errors, errors
+
+
+def test_speak_plays_the_answer_while_it_is_written(serve: Serve, speaking_page: Page) -> None:
+    page = speaking_page
+    answer = (
+        "Paris is the capital of France. It lies on the river Seine. "
+        "Millions of people visit it every year, for its museums and its food."
+    )
+    live = serve(agent("helper", answer, answer, chunk_size=4, chunk_delay=0.06))
+    open_page(page, live)
+    toggle = page.get_by_test_id("speak")
+    expect(toggle).not_to_be_checked()
+    toggle.check()
+    ask(page, "Tell me about Paris.")
+    wait_idle(page)
+
+    log: list[dict[str, Any]] = page.evaluate("window.__parleyAudio")
+    buffers = [e for e in log if e["kind"] == "buffer"]
+    texts = [e["at"] for e in log if e["kind"] == "text"]
+    [ended] = [e["at"] for e in log if e["kind"] == "run_ended"]
+    assert buffers, log
+    # Playback was scheduled while the answer was still being written, not after it.
+    assert buffers[0]["at"] < texts[-1] < ended
+    assert all(b["rate"] == 22050 for b in buffers)
+    seconds = sum(b["seconds"] for b in buffers)
+    assert 4.0 < seconds < 16.0  # 25 words at a speaking pace
+    loudness = sum(b["rms"] * b["seconds"] for b in buffers) / seconds
+    assert loudness > 300  # speech, not silence (16-bit sample units)
+    starts = [b["start"] for b in buffers]
+    assert starts == sorted(starts)  # back to back, in order
+
+    # The choice is remembered, and a new question silences the last answer.
+    page.reload()
+    expect(page.locator("#app")).to_have_attribute("data-ready", "true")
+    expect(page.get_by_test_id("speak")).to_be_checked()
+    page.get_by_test_id("speak").uncheck()
+    ask(page, "Again, quietly.")
+    wait_idle(page)
+    after: list[dict[str, Any]] = page.evaluate("window.__parleyAudio")
+    assert not [e for e in after if e["kind"] == "buffer"]

@@ -11,6 +11,9 @@ from parley.agents.events import (
     AgentEvent,
     AgentEventAdapter,
     ApprovalRequested,
+    AudioDelta,
+    AudioEnded,
+    AudioStarted,
     MaxItersReached,
     MessageCompleted,
     RunEnded,
@@ -25,6 +28,7 @@ from parley.agents.events import (
     ToolResult,
 )
 from parley.agents.memory import InMemoryMemory, Memory
+from parley.agents.middleware import Middleware
 from parley.agents.prompted import PromptedToolsModel
 from parley.agents.run import AgentRun, StructuredSchema
 
@@ -37,12 +41,16 @@ __all__ = [
     "AgentInput",
     "AgentRun",
     "ApprovalRequested",
+    "AudioDelta",
+    "AudioEnded",
+    "AudioStarted",
     "ContextBudget",
     "CountsTokens",
     "InMemoryMemory",
     "MaxItersReached",
     "Memory",
     "MessageCompleted",
+    "Middleware",
     "PendingApproval",
     "PromptedToolsModel",
     "RunEnded",

@@ -29,6 +29,7 @@ from parley.agents.approval import PendingApproval
 from parley.agents.budget import ContextBudget, TokenCounter
 from parley.agents.events import AgentEvent, RunEnded
 from parley.agents.memory import InMemoryMemory, Memory
+from parley.agents.middleware import Middleware, check_middleware
 from parley.agents.run import AgentRun, StructuredSchema
 from parley.errors import ModelOutputError, UserError
 from parley.messages import Msg, ToolCallBlock
@@ -92,6 +93,8 @@ class Agent:
             (`ChatModel.default_tool_choice`: one tool round for the embedded local model).
         output_reserve: Tokens kept free for the answer by the context budget.
         token_counter: Counts tokens for the context budget (see `parley.agents.budget`).
+        middleware: What every run's events pass through on their way to the caller, in
+            order (`parley.agents.middleware`; e.g. `TTSMiddleware` to speak the answers).
     """
 
     def __init__(
@@ -108,6 +111,7 @@ class Agent:
         tool_choice: ToolChoicePolicy = None,
         output_reserve: int | None = None,
         token_counter: TokenCounter | None = None,
+        middleware: Sequence[Middleware] = (),
     ) -> None:
         if max_iters < 1:
             raise UserError(f"max_iters must be at least 1, got {max_iters}")
@@ -126,6 +130,8 @@ class Agent:
         self.reply_listeners: list[ReplyListener] = []
         """Awaited with the agent and the final message when a run ends with an answer
         (status `completed` or `max_iters`), before its `RunEnded` reaches the caller."""
+        self.middleware: list[Middleware] = check_middleware(middleware)
+        """What every run's events pass through (a run may add its own: `AgentRun.use`)."""
         self._pending: dict[str, PendingApproval] = {}
 
     def __repr__(self) -> str:

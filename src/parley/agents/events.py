@@ -12,6 +12,10 @@
 Every event is a pydantic model with a literal `type` tag, so a stream of them is JSON
 (`event.model_dump_json()`, one per server-sent event) and parses back into the same classes
 with `AgentEventAdapter.validate_json(...)`.
+
+A run spoken through `parley.tts.middleware.TTSMiddleware` also carries audio, one block per
+stretch of answer text: `AudioStarted`, `AudioDelta`... (base64 PCM), `AudioEnded`. Audio is
+events only: memory keeps the text, never the sound.
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ __all__ = [
     "AgentEvent",
     "AgentEventAdapter",
     "ApprovalRequested",
+    "AudioDelta",
+    "AudioEnded",
+    "AudioStarted",
     "MaxItersReached",
     "MessageCompleted",
     "RunEnded",
@@ -132,6 +139,39 @@ class RunError(_Event):
     kind: str
 
 
+class AudioStarted(_Event):
+    """A block of speech began: the audio of one stretch of the answer's text."""
+
+    type: Literal["audio_started"] = "audio_started"
+    block_id: str
+    media_type: str
+    """The audio's format: raw 16-bit PCM, `audio/pcm;rate=22050`."""
+
+
+class AudioDelta(_Event):
+    """More audio of a block: base64 PCM that follows the block's previous pieces."""
+
+    type: Literal["audio_delta"] = "audio_delta"
+    block_id: str
+    data: str
+    media_type: str
+
+
+class AudioEnded(_Event):
+    """A block of speech ended: how many seconds of audio it held, or why it stopped.
+
+    `error` is set when the voice failed: the answer's text is whole, its audio is not.
+    """
+
+    type: Literal["audio_ended"] = "audio_ended"
+    block_id: str
+    seconds: float = 0.0
+    """Seconds of audio the block held."""
+    text: str = ""
+    """The text the block speaks."""
+    error: str | None = None
+
+
 class RunEnded(_Event):
     """The run ended: how (`status`), the last assistant message, and the summed usage."""
 
@@ -153,6 +193,9 @@ AgentEvent = Annotated[
     | ApprovalRequested
     | MaxItersReached
     | RunError
+    | AudioStarted
+    | AudioDelta
+    | AudioEnded
     | RunEnded,
     Field(discriminator="type"),
 ]

@@ -66,6 +66,7 @@ from parley.agents.events import (
     ToolCallStarted,
     ToolResult,
 )
+from parley.agents.middleware import Middleware, check_middleware, through
 from parley.errors import UserError
 from parley.messages import Block, Msg, TextBlock, ThinkingBlock, ToolCallBlock
 from parley.models.response import ChatResponse, ChatUsage
@@ -179,7 +180,10 @@ class AgentRun:
         self._cancelled = False
         self._stream: ChatStream | None = None
         self._task: asyncio.Future[Any] | None = None
-        self._events = self._run()
+        self.middleware: list[Middleware] = list(agent.middleware)
+        """What the run's events pass through on their way out (`parley.agents.middleware`);
+        the agent's, then any added with `use()`."""
+        self._events: AsyncGenerator[AgentEvent, None] | None = None
 
     # -- the iterator ------------------------------------------------------------------------------
 
@@ -187,11 +191,27 @@ class AgentRun:
         return self
 
     async def __anext__(self) -> AgentEvent:
+        if self._events is None:
+            run = self._run()
+            self._events = through(run, self.middleware, self) if self.middleware else run
         return await self._events.__anext__()
 
     async def aclose(self) -> None:
         """Stop the run (if still going) and clean up; no further event."""
-        await self._events.aclose()
+        if self._events is not None:
+            await self._events.aclose()
+
+    def use(self, *middleware: Middleware) -> Self:
+        """Pass this run's events through `middleware` too (after the agent's own).
+
+        Raises:
+            UserError: The run's events are being iterated already, or an item is not a
+                middleware.
+        """
+        if self._events is not None:
+            raise UserError("middleware must be added before the run's events are read")
+        self.middleware.extend(check_middleware(middleware))
+        return self
 
     async def __aenter__(self) -> Self:
         return self

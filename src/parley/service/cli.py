@@ -29,6 +29,7 @@ _SERVE_OPTIONS = {
     "log_level": "PARLEY_LOG_LEVEL",
     "docs_index": "PARLEY_DOCS_INDEX",
     "docs_embedding": "PARLEY_DOCS_EMBEDDING",
+    "tts": "PARLEY_TTS",
 }
 
 
@@ -70,6 +71,11 @@ def add_commands(commands: Any) -> None:
         help="the documents' embedding model, provider[:model] (default local) or 'none'",
     )
     serve_parser.add_argument("--default-agent", help="the agent /invoke and /stream use")
+    serve_parser.add_argument(
+        "--tts",
+        metavar="SPEC",
+        help="the voice for requests asking for speech, provider[:model] (default local)",
+    )
     serve_parser.add_argument(
         "--log-level", choices=["critical", "error", "warning", "info", "debug"]
     )

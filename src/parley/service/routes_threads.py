@@ -238,6 +238,9 @@ async def _resume(
         user_id=user,
         thread_id=thread_id,
         resume=(interrupt_id, body.approved),
+        middleware=state.speech(
+            isinstance(body, ApprovalStreamInput) and body.speak and body.events == "parley"
+        ),
     )
 
 

@@ -81,6 +81,9 @@ async def info(state: State, _user: User) -> ServiceMetadata:
 
 async def _start(state: ServiceState, user: str, agent_id: str, body: UserInput) -> RunHandle:
     entry = state.registry.get(agent_id)
+    # Only a stream of parley frames carries speech (toolkit frames have no audio frame).
+    speak = isinstance(body, ServiceStreamInput) and body.speak and body.events == "parley"
+    speech = state.speech(speak)
     agent = state.agent_for(entry, body.model)
     thread_id = new_thread_id(body.thread_id)
     return await state.runs.start(
@@ -89,6 +92,7 @@ async def _start(state: ServiceState, user: str, agent_id: str, body: UserInput)
         user_id=user,
         thread_id=thread_id,
         message=Msg.user(body.message),
+        middleware=speech,
     )
 
 

@@ -21,7 +21,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 
-from parley.agents import Agent, AgentRun, Memory
+from parley.agents import Agent, AgentRun, Memory, Middleware
 from parley.agents.events import AgentEvent, ApprovalRequested, RunEnded, RunError
 from parley.errors import ConflictError, NotFoundError
 from parley.messages import Msg
@@ -113,13 +113,15 @@ class RunManager:
         message: Msg | None = None,
         resume: tuple[str, bool | Mapping[str, bool]] | None = None,
         history: Sequence[Msg] = (),
+        middleware: Sequence[Middleware] = (),
     ) -> RunHandle:
         """Start a run of `agent` on the thread: a new `message`, or an approval's answer.
 
         `history` is the conversation before `message`, for a client that sends all of it
         (OpenAI's API): stored first when the thread holds no messages yet, ignored when it
         does (the stored thread is the truth). Checked under the thread's lock, so two
-        requests seeding one new thread store it once.
+        requests seeding one new thread store it once. `middleware` is this run's own (a
+        voice speaking its answer), after the agent's.
 
         Raises:
             NotFoundError: The thread or interrupt is another user's (or unknown, to resume).
@@ -136,6 +138,7 @@ class RunManager:
             # Again under the lock: the thread may have been deleted while this waited.
             await self.store.claim_thread(thread_id, user_id, agent_key)
             run = await self._prepare(agent, user_id, thread_id, message, resume, history)
+            run.use(*middleware)
             await self.store.begin_run(
                 run.run_id,
                 thread_id,

@@ -75,8 +75,16 @@ class ServiceChatHistory(ChatHistory):
     thread_id: str = Field(description="The thread the history is of.")
 
 
+_SPEAK = Field(
+    False,
+    description="Speak the answer: the run's events carry its audio (`audio_started`, "
+    "`audio_delta` with base64 PCM, `audio_ended`) as parley frames (`events: parley`); the "
+    "toolkit's frames leave audio out. The service's voice is its `tts` setting.",
+)
+
+
 class ServiceStreamInput(StreamInput):
-    """The toolkit's `StreamInput`, plus the choice of frames."""
+    """The toolkit's `StreamInput`, plus the choice of frames and speech."""
 
     events: EventsMode = Field(
         "toolkit",
@@ -84,6 +92,7 @@ class ServiceStreamInput(StreamInput):
         "reads these); `parley`: every agent event (text and tool-call deltas, results, "
         "the run's end with usage).",
     )
+    speak: StrictBool = _SPEAK
 
 
 class Interrupt(BaseModel):
@@ -111,6 +120,7 @@ class ApprovalStreamInput(ApprovalInput):
 
     stream_tokens: bool = Field(True, description="Whether to stream LLM tokens to the client.")
     events: EventsMode = "toolkit"
+    speak: StrictBool = _SPEAK
 
 
 class ThreadInfo(BaseModel):

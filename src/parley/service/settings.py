@@ -103,6 +103,12 @@ class ServiceSettings(BaseSettings):
         description="Origins (`https://chat.example`) whose pages may call the API from a "
         "browser; without auth, pages of this machine may too, and no other.",
     )
+    tts: str = Field(
+        "local",
+        description="The voice that speaks answers when a stream asks for speech "
+        '(`"speak": true`), as `provider[:model]` (`local`: offline); realtime when the '
+        "provider has a realtime model. Built at the first such request.",
+    )
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
 
     @field_validator("auth_secret", mode="before")

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import StreamingResponse
 
-from parley.agents import Agent
+from parley.agents import Agent, Middleware
 from parley.agents.events import RunEnded
 from parley.compat.service_toolkit import DEFAULT_MODEL
+from parley.errors import ConfigurationError
 from parley.models.spec import model_from_spec
 from parley.service.registry import AgentEntry, AgentRegistry
 from parley.service.runs import RunHandle, RunManager
@@ -21,6 +22,8 @@ from parley.service.schema import EventsMode
 from parley.service.settings import ServiceSettings
 from parley.service.sse import stream_frames
 from parley.service.store import Store, ThreadLocks
+from parley.tts.base import TTSModel
+from parley.tts.middleware import TTSMiddleware
 
 __all__ = [
     "MAX_THREAD_ID",
@@ -45,6 +48,19 @@ class ServiceState:
     store: Store
     locks: ThreadLocks
     runs: RunManager
+    _voice: TTSModel | None = field(default=None, init=False, repr=False)
+
+    def speech(self, speak: bool) -> list[Middleware]:
+        """A run's own middleware: the service's voice when the request asks for speech.
+
+        The voice (the `tts` setting, realtime when the provider has it) is built at the
+        first request that asks; each run speaks through a connection of its own.
+        """
+        if not speak:
+            return []
+        if self._voice is None:
+            self._voice = _build_voice(self.settings.tts)
+        return [TTSMiddleware(self._voice)]
 
     async def end_thread(self, user_id: str, thread_id: str) -> None:
         """Free what the served agents' tools hold for a deleted thread (files, processes).
@@ -75,6 +91,15 @@ class ServiceState:
             )
         spec = aliases[model_name]
         return entry.agent if spec is None else entry.with_model(spec, model_from_spec)
+
+
+def _build_voice(spec: str) -> TTSModel:
+    from parley.tts.spec import tts_model_from_spec  # noqa: PLC0415  # only when asked
+
+    try:
+        return tts_model_from_spec(spec, realtime=True)
+    except ConfigurationError:  # the provider has no realtime model: its plain one
+        return tts_model_from_spec(spec, realtime=False)
 
 
 def get_state(request: Request) -> ServiceState:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import time
 from abc import ABC, abstractmethod
 from collections import deque
@@ -139,6 +140,20 @@ class RealtimeTTSModel(TTSModel):
         self._reconnects = 0
         self._begun = time.perf_counter()
         self._tokens: tuple[int | None, int | None] = (None, None)
+
+    def clone(self) -> Self:
+        """A model of the same settings with a connection of its own (none open yet).
+
+        One model speaks one utterance at a time: concurrent speakers (the service's runs)
+        each take a clone of a shared model.
+        """
+        other = copy.copy(self)
+        other._session = None
+        other._reader = None
+        other._items = deque()
+        other._arrived = asyncio.Event()
+        other._reset_utterance()
+        return other
 
     # -- the provider's part ------------------------------------------------------------------
 
@@ -400,7 +415,10 @@ class RealtimeTTSModel(TTSModel):
         while not self._items:
             self._arrived.clear()
             try:
-                await asyncio.wait_for(self._arrived.wait(), self.timeout)
+                # Not wait_for: on 3.11 it swallows a cancellation that meets the event being
+                # set, and a listener cancelled then (the agent middleware's) would hang.
+                async with asyncio.timeout(self.timeout):
+                    await self._arrived.wait()
             except TimeoutError:
                 raise ModelTimeoutError(
                     f"{self.model} sent no audio for {self.timeout:g} s", provider=self.provider

@@ -6,6 +6,7 @@
 
 const KEY_STORAGE = "parley.apiKey";
 const AGENT_STORAGE = "parley.agent";
+const SPEAK_STORAGE = "parley.speak";
 const THREAD_PAGE = 30;
 
 const $ = (id) => document.getElementById(id);
@@ -33,6 +34,7 @@ const ui = {
   input: $("message-input"),
   send: $("send"),
   stop: $("stop"),
+  speak: $("speak"),
   statusLine: $("status-line"),
 };
 
@@ -764,7 +766,7 @@ class ApprovalBox {
     }
     const ok = await streamRun(
       `/approvals/${encodeURIComponent(this.interruptId)}/stream`,
-      { approved, stream_tokens: true, events: "parley" },
+      { approved, stream_tokens: true, events: "parley", ...(speaking() ? { speak: true } : {}) },
       this.turn,
       state.threadId,
     );
@@ -871,6 +873,91 @@ function updateSend() {
   ui.send.disabled = Boolean(state.run) || !ui.input.value.trim() || !state.agent;
 }
 
+// -- speech ----------------------------------------------------------------------------------
+
+/**
+ * Plays the answer's audio as it arrives: each audio_delta (base64 16-bit PCM, its rate in the
+ * media type) becomes an AudioBuffer scheduled right after the previous one, so playback
+ * starts with the first sentence while the rest is still being written. Every buffer
+ * scheduled is logged in `window.__parleyAudio` (time, seconds, loudness) for tests.
+ */
+const speaker = {
+  context: null,
+  next: 0, // when the last scheduled buffer ends, on the context's clock
+  sources: new Set(),
+  log: (window.__parleyAudio = []),
+
+  note(kind) {
+    this.log.push({ kind, at: performance.now() });
+  },
+
+  audioContext() {
+    if (!this.context) {
+      const Context = window.AudioContext || window.webkitAudioContext;
+      if (!Context) return null;
+      this.context = new Context();
+    }
+    if (this.context.state === "suspended") this.context.resume().catch(() => {});
+    return this.context;
+  },
+
+  play(event) {
+    const rate = Number(/rate=(\d+)/i.exec(event.media_type || "")?.[1]);
+    const channels = Number(/channels=(\d+)/i.exec(event.media_type || "")?.[1] || 1);
+    if (!rate || !event.data) return; // not raw PCM: nothing this page can play
+    const context = this.audioContext();
+    if (!context) return;
+    const raw = atob(event.data);
+    const view = new DataView(new ArrayBuffer(raw.length));
+    for (let i = 0; i < raw.length; i++) view.setUint8(i, raw.charCodeAt(i));
+    const frames = Math.floor(raw.length / (2 * channels));
+    if (!frames) return;
+    const buffer = context.createBuffer(channels, frames, rate);
+    let energy = 0;
+    for (let c = 0; c < channels; c++) {
+      const out = buffer.getChannelData(c);
+      for (let i = 0; i < frames; i++) {
+        const sample = view.getInt16((i * channels + c) * 2, true);
+        energy += sample * sample;
+        out[i] = sample / 32768;
+      }
+    }
+    const source = context.createBufferSource();
+    source.buffer = buffer;
+    source.connect(context.destination);
+    const at = Math.max(this.next, context.currentTime + 0.05);
+    source.start(at);
+    this.next = at + buffer.duration;
+    this.sources.add(source);
+    source.onended = () => this.sources.delete(source);
+    this.log.push({
+      kind: "buffer",
+      at: performance.now(),
+      block: event.block_id,
+      start: at,
+      seconds: buffer.duration,
+      rate,
+      rms: Math.sqrt(energy / (frames * channels)),
+    });
+  },
+
+  stop() {
+    for (const source of this.sources) {
+      try {
+        source.stop();
+      } catch {
+        // not started yet, or ended
+      }
+    }
+    this.sources.clear();
+    this.next = 0;
+  },
+};
+
+function speaking() {
+  return ui.speak.checked;
+}
+
 /** Apply one event of the "parley" stream to a turn. Returns the run status at run_ended. */
 function applyEvent(turn, event, run) {
   if (event.run_id) {
@@ -883,6 +970,13 @@ function applyEvent(turn, event, run) {
       break;
     case "text_delta":
       turn.appendText(event.text || "");
+      speaker.note("text");
+      break;
+    case "audio_delta":
+      speaker.play(event);
+      break;
+    case "audio_started":
+    case "audio_ended":
       break;
     case "thinking_delta":
       turn.appendThinking(event.text || "");
@@ -913,6 +1007,7 @@ function applyEvent(turn, event, run) {
       turn.error(event.kind ? `${event.kind}: ${event.message}` : event.message || "The run failed.");
       break;
     case "run_ended":
+      speaker.note("run_ended");
       run.status = event.status;
       if (event.final && !turn.body.childElementCount) turn.completed(event.final);
       break;
@@ -995,6 +1090,7 @@ function stop() {
   const run = state.run;
   if (!run || run.stopping) return;
   run.stopping = true;
+  speaker.stop();
   ui.stop.disabled = true;
   setStatus("Stopping…");
   if (run.runId) cancelRun(run);
@@ -1014,7 +1110,9 @@ async function send() {
     state.openingNew = true;
     ui.threadTitle.textContent = text.trim().split("\n")[0].slice(0, 80);
   }
+  speaker.stop(); // a new question silences the last answer
   const body = { message: text, thread_id: state.threadId, stream_tokens: true, events: "parley" };
+  if (speaking()) body.speak = true;
   const ok = await streamRun(`/${encodeURIComponent(state.agent)}/stream`, body, turn, state.threadId);
   state.openingNew = false;
   if (!ok && !turn.runIds.length && !ui.input.value) {
@@ -1337,6 +1435,12 @@ ui.input.addEventListener("input", () => {
   updateSend();
 });
 ui.stop.addEventListener("click", stop);
+ui.speak.checked = readStorage(SPEAK_STORAGE) === "1";
+ui.speak.addEventListener("change", () => {
+  writeStorage(SPEAK_STORAGE, ui.speak.checked ? "1" : "");
+  if (ui.speak.checked) speaker.audioContext(); // a click: the browser lets audio start
+  else speaker.stop();
+});
 ui.newChat.addEventListener("click", newChat);
 ui.threadsMore.addEventListener("click", moreThreads);
 ui.agentSelect.addEventListener("change", () => selectAgent(ui.agentSelect.value));

