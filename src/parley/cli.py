@@ -13,7 +13,7 @@ import itertools
 import json
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from parley.errors import ConfigurationError, ParleyError
@@ -51,7 +51,23 @@ def progress(label: str, stream: TextIO | None = None) -> Iterator[None]:
         spinner.join()
 
 
-async def _answer(model: object, history: list[Msg], out: TextIO) -> Msg:
+def describe_usage(usage: Any) -> str:
+    """A call's or run's usage in one line: tokens, seconds and cost (`--verbose`)."""
+    if usage is None:
+        return "usage: not reported"
+    if not isinstance(usage, Mapping):
+        usage = usage.model_dump()
+    cached = usage.get("cached_tokens") or 0
+    cost = usage.get("cost")
+    return (
+        f"usage: {usage.get('input_tokens', 0):,} tokens in"
+        + (f" ({cached:,} cached)" if cached else "")
+        + f", {usage.get('output_tokens', 0):,} out, {usage.get('elapsed', 0.0):.2f} s, "
+        + ("cost unknown" if cost is None else f"cost {cost:.6f}")
+    )
+
+
+async def _answer(model: object, history: list[Msg], out: TextIO, verbose: bool = False) -> Msg:
     from parley.models.base import ChatModel  # noqa: PLC0415
 
     assert isinstance(model, ChatModel)
@@ -62,6 +78,8 @@ async def _answer(model: object, history: list[Msg], out: TextIO) -> Msg:
             out.flush()
     out.write("\n")
     assert stream.response is not None
+    if verbose:
+        print(describe_usage(stream.response.usage), file=sys.stderr)
     return stream.response.to_msg()
 
 
@@ -80,8 +98,16 @@ DEFAULT_TOOLS = ("code_interpreter",)
 """The built-in tools `--tools` gives when no `--tool` names others."""
 
 
-async def _agent_answer(agent: Any, question: str, out: TextIO, sink: Any = None) -> None:
-    from parley.agents import RunError, TextDelta, ToolCallEnded, ToolResult  # noqa: PLC0415
+async def _agent_answer(
+    agent: Any, question: str, out: TextIO, sink: Any = None, verbose: bool = False
+) -> None:
+    from parley.agents import (  # noqa: PLC0415
+        RunEnded,
+        RunError,
+        TextDelta,
+        ToolCallEnded,
+        ToolResult,
+    )
 
     async for event in agent.stream(question):
         if sink is not None:
@@ -96,6 +122,9 @@ async def _agent_answer(agent: Any, question: str, out: TextIO, sink: Any = None
             print(f"[{event.result.name} result] {event.result.text[:500]}", file=sys.stderr)
         elif isinstance(event, RunError):
             print(f"parley: {event.message}", file=sys.stderr)
+        elif isinstance(event, RunEnded) and verbose:
+            out.write("\n")
+            print(describe_usage(event.usage), file=sys.stderr)
     out.write("\n")
     out.flush()
     if sink is not None:
@@ -163,10 +192,10 @@ def chat(args: argparse.Namespace) -> int:
     async def run() -> None:
         for question in questions or _prompts():
             if agent is not None:
-                await _agent_answer(agent, question, sys.stdout, sink)
+                await _agent_answer(agent, question, sys.stdout, sink, args.verbose)
                 continue
             history.append(Msg.user(question))
-            history.append(await _answer(model, history, sys.stdout))
+            history.append(await _answer(model, history, sys.stdout, args.verbose))
 
     asyncio.run(run())
     return 0
@@ -192,6 +221,9 @@ def remote_chat(args: argparse.Namespace) -> int:
         try:
             for question in questions or _prompts():
                 conversation.ask(question, sys.stdout)
+                if args.verbose and conversation.run_id:
+                    usage = client.run(conversation.run_id).usage
+                    print(describe_usage(usage), file=sys.stderr)
         finally:
             if conversation.thread_id:
                 print(f"thread: {conversation.thread_id}", file=sys.stderr)
@@ -205,6 +237,8 @@ class _Conversation:
         self.client = client
         self.model = model
         self.thread_id = thread_id
+        self.run_id: str | None = None
+        """The last run's id (a question's, or its approval's after a pause)."""
 
     def ask(self, question: str, out: TextIO) -> None:
         stream = self.client.stream(question, model=self.model, thread_id=self.thread_id)
@@ -230,6 +264,7 @@ class _Conversation:
                         streamed = _show_item(item, streamed, out)
         finally:
             self.thread_id = stream.thread_id or self.thread_id
+            self.run_id = stream.run_id or self.run_id
         return interrupt
 
 
@@ -341,6 +376,12 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     chat_cmd = commands.add_parser("chat", help="chat with a model")
     chat_cmd.add_argument("question", nargs="*", help="ask once; without it, read stdin")
+    chat_cmd.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="after each answer, print its tokens, time and cost (on stderr)",
+    )
     chat_cmd.add_argument(
         "--model",
         help="provider[:model], e.g. openai:gpt-4o-mini (default local); with --url, a model "

@@ -228,3 +228,34 @@ def test_service_flags_need_a_url(flag: list[str], capsys: pytest.CaptureFixture
 def test_local_tools_do_not_go_with_a_url(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["chat", "--url", "http://127.0.0.1:9", "--tools", "hi"]) == 2
     assert "drop --url" in capsys.readouterr().err
+
+
+def test_verbose_prints_each_run_s_usage_and_cost(
+    service: Callable[[Routes], ScriptedHTTPServer], capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = {
+        "run_id": RUN,
+        "thread_id": THREAD,
+        "agent": "helper",
+        "model": "gpt-4o-mini",
+        "status": "completed",
+        "usage": {
+            "input_tokens": 1200,
+            "output_tokens": 80,
+            "cached_tokens": 200,
+            "elapsed": 1.5,
+            "cost": 0.000213,
+        },
+        "started_at": "2026-11-27T12:00:00+00:00",
+        "ended_at": "2026-11-27T12:00:02+00:00",
+    }
+    server = service(
+        {
+            "/helper/stream": lambda request: TOOL_ROUND,
+            f"/runs/{RUN}": lambda request: [json.dumps(run).encode()],
+        }
+    )
+    assert cli.main(["chat", "--url", server.base_url, "-v", "What is 1 + 2?"]) == 0
+    err = capsys.readouterr().err
+    assert "usage: 1,200 tokens in (200 cached), 80 out, 1.50 s, cost 0.000213" in err
+    assert [r.path for r in server.requests if r.method == "GET"][-1] == f"/runs/{RUN}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ def test_parley_chat_answers_offline_with_the_local_model(tmp_path: Path) -> Non
     # No network: any proxy that points nowhere would fail a hub download loudly.
     env.update({"HF_HUB_OFFLINE": "1", "HTTPS_PROXY": "http://127.0.0.1:9", "NO_PROXY": ""})
     done = subprocess.run(
-        [sys.executable, "-m", "parley", "chat", "What is the capital of France?"],
+        [sys.executable, "-m", "parley", "chat", "--verbose", "What is the capital of France?"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -24,3 +25,5 @@ def test_parley_chat_answers_offline_with_the_local_model(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr
     assert "Paris" in done.stdout
     assert "Loading local" in done.stderr
+    # --verbose: the answer's tokens, time and cost (the local model is free).
+    assert re.search(r"usage: \d+ tokens in, \d+ out, \d+\.\d\d s, cost 0\.000000", done.stderr)
