@@ -14,6 +14,9 @@ What does not run (each kind is still compiled, so a syntax error fails):
 - a block right after `<!-- pending: module -->`: code for a part being built elsewhere; it
   runs as soon as `module` imports, and is only compiled until then.
 
+A block right after `<!-- file: name.py -->` is a file the page's examples use (an MCP
+server's script, say): it is written to that name in the working directory, not run.
+
 A block that needs an optional part that is missing (an extra's package) skips the page on a
 developer's machine and fails it under CI (`tests/_requires.py`).
 """
@@ -39,7 +42,7 @@ PAGES = sorted(DOCS.rglob("*.md"))
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<ticks>`{3,})(?P<info>[^`]*)$")
 _TITLE = re.compile(r"""title="([^"]*)\"""")
-_MARKER = re.compile(r"^\s*<!--\s*(?P<kind>not-run|pending):\s*(?P<what>.*?)\s*-->\s*$")
+_MARKER = re.compile(r"^\s*<!--\s*(?P<kind>not-run|pending|file):\s*(?P<what>.*?)\s*-->\s*$")
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,7 @@ class Block:
     title: str | None = None
     not_run: str | None = None  # why, from `<!-- not-run: why -->`
     pending: str | None = None  # the module it waits for, from `<!-- pending: module -->`
+    file: str | None = None  # the file it is, from `<!-- file: name -->`
 
     @property
     def is_python(self) -> bool:
@@ -64,7 +68,7 @@ class Block:
 
     @property
     def runs(self) -> bool:
-        if not self.is_python or self.foreign or self.not_run is not None:
+        if not self.is_python or self.foreign or self.not_run is not None or self.file:
             return False
         return self.pending is None or importlib.util.find_spec(self.pending) is not None
 
@@ -101,6 +105,7 @@ def blocks(text: str) -> list[Block]:
                 title=title[1] if title else None,
                 not_run=marker["what"] if kind == "not-run" and marker else None,
                 pending=marker["what"] if kind == "pending" and marker else None,
+                file=marker["what"] if kind == "file" and marker else None,
             )
         )
         marker = None
@@ -130,7 +135,8 @@ def test_blocks_are_read_as_the_docstring_says() -> None:
         '    ```python title="parley"\n    y = 2\n    ```\n\n'
         "<!-- not-run: needs a key -->\n\n```python\nz = 3\n```\n\n"
         "<!-- pending: parley.not_a_module -->\n```python\nw = 4\n```\n\n"
-        "```bash\nmake check\n```\n"
+        "```bash\nmake check\n```\n\n"
+        "<!-- file: server.py -->\n```python\nv = 5\n```\n"
     )
     found = blocks(page)
     assert [b.code for b in found] == [
@@ -140,11 +146,13 @@ def test_blocks_are_read_as_the_docstring_says() -> None:
         "z = 3\n",
         "w = 4\n",
         "make check\n",
+        "v = 5\n",
     ]
-    assert [b.runs for b in found] == [True, False, True, False, False, False]
-    assert [b.line for b in found] == [2, 8, 12, 18, 23, 27]
+    assert [b.runs for b in found] == [True, False, True, False, False, False, False]
+    assert [b.line for b in found] == [2, 8, 12, 18, 23, 27, 32]
     assert found[3].not_run == "needs a key"
     assert found[4].pending == "parley.not_a_module"
+    assert found[6].file == "server.py"
 
 
 @pytest.mark.parametrize("page", PAGES, ids=_name)
@@ -157,6 +165,8 @@ def test_page_examples_run(page: Path, tmp_path: Path, monkeypatch: pytest.Monke
             if not block.is_python:
                 continue
             code = _compile(block, page)
+            if block.file:
+                Path(block.file).write_text(block.code)
             if not block.runs:
                 continue
             try:
