@@ -17,6 +17,9 @@ What does not run (each kind is still compiled, so a syntax error fails):
 A block right after `<!-- file: name.py -->` is a file the page's examples use (an MCP
 server's script, say): it is written to that name in the working directory, not run.
 
+A page that says `<!-- docs-test: postgres -->` runs with `PARLEY_DATABASE_URL` naming a fresh
+database on a throwaway PostgreSQL with pgvector (`tests/_external.py`), as a reader's would.
+
 A block that needs an optional part that is missing (an extra's package) skips the page on a
 developer's machine and fails it under CI (`tests/_requires.py`).
 """
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
 import importlib.util
 import inspect
 import re
@@ -35,6 +39,7 @@ from pathlib import Path
 import pytest
 
 from parley.errors import MissingDependencyError
+from tests._external import fresh_database
 from tests._requires import unavailable
 
 DOCS = Path(__file__).parent.parent / "docs"
@@ -42,6 +47,7 @@ PAGES = sorted(DOCS.rglob("*.md"))
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<ticks>`{3,})(?P<info>[^`]*)$")
 _TITLE = re.compile(r"""title="([^"]*)\"""")
+POSTGRES = "<!-- docs-test: postgres -->"
 _MARKER = re.compile(r"^\s*<!--\s*(?P<kind>not-run|pending|file):\s*(?P<what>.*?)\s*-->\s*$")
 
 
@@ -156,9 +162,21 @@ def test_blocks_are_read_as_the_docstring_says() -> None:
 
 
 @pytest.mark.parametrize("page", PAGES, ids=_name)
-def test_page_examples_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_page_examples_run(
+    page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    with contextlib.ExitStack() as stack:
+        if POSTGRES in page.read_text():
+            server = request.getfixturevalue("pgvector_url")
+            monkeypatch.setenv("PARLEY_DATABASE_URL", stack.enter_context(fresh_database(server)))
+        run_page(page, tmp_path, monkeypatch)
+
+
+def run_page(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run the page's blocks in order, in one namespace, in `tmp_path`."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PARLEY_WORKSPACE", str(tmp_path / "workspace"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # indexes from_files makes
     namespace: dict[str, object] = {"__name__": "__docs__"}
     with asyncio.Runner() as runner:
         for block in blocks(page.read_text()):
