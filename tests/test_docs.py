@@ -14,8 +14,10 @@ What does not run (each kind is still compiled, so a syntax error fails):
 - a block right after `<!-- pending: module -->`: code for a part being built elsewhere; it
   runs as soon as `module` imports, and is only compiled until then.
 
-A block right after `<!-- file: name.py -->` is a file the page's examples use (an MCP
-server's script, say): it is written to that name in the working directory, not run.
+A block right after `<!-- file: path -->` is a file the page's examples use (an MCP server's
+script, a provider's package and its cards): it is written to that path in the working
+directory, not run. The working directory is on `sys.path`, as a script's folder is, so such a
+package imports; modules imported by a page are forgotten after it.
 
 A page that says `<!-- docs-test: postgres -->` runs with `PARLEY_DATABASE_URL` naming a fresh
 database on a throwaway PostgreSQL with pgvector (`tests/_external.py`), as a reader's would.
@@ -32,6 +34,7 @@ import contextlib
 import importlib.util
 import inspect
 import re
+import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -169,22 +172,29 @@ def test_page_examples_run(
         if POSTGRES in page.read_text():
             server = request.getfixturevalue("pgvector_url")
             monkeypatch.setenv("PARLEY_DATABASE_URL", stack.enter_context(fresh_database(server)))
-        run_page(page, tmp_path, monkeypatch)
+        try:
+            run_page(page, tmp_path, monkeypatch)
+        finally:  # the page's own modules are forgotten
+            for name, module in list(sys.modules.items()):
+                if str(getattr(module, "__file__", "") or "").startswith(str(tmp_path)):
+                    del sys.modules[name]
 
 
 def run_page(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Run the page's blocks in order, in one namespace, in `tmp_path`."""
     monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))  # as for a script there: its modules import
     monkeypatch.setenv("PARLEY_WORKSPACE", str(tmp_path / "workspace"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # indexes from_files makes
     namespace: dict[str, object] = {"__name__": "__docs__"}
     with asyncio.Runner() as runner:
         for block in blocks(page.read_text()):
+            if block.file:
+                Path(block.file).parent.mkdir(parents=True, exist_ok=True)
+                Path(block.file).write_text(block.code)
             if not block.is_python:
                 continue
             code = _compile(block, page)
-            if block.file:
-                Path(block.file).write_text(block.code)
             if not block.runs:
                 continue
             try:
