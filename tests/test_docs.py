@@ -47,6 +47,8 @@ from tests._requires import unavailable
 
 DOCS = Path(__file__).parent.parent / "docs"
 PAGES = sorted(DOCS.rglob("*.md"))
+EXAMPLE_PAGES = [page for page in PAGES if "```python" in page.read_text()]
+"""The pages with Python examples (the API reference's pages have none of their own)."""
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<ticks>`{3,})(?P<info>[^`]*)$")
 _TITLE = re.compile(r"""title="([^"]*)\"""")
@@ -135,6 +137,8 @@ def _name(page: Path) -> str:
 def test_the_pages_have_examples() -> None:
     runnable = [b for p in PAGES for b in blocks(p.read_text()) if b.runs]
     assert len(runnable) >= 40, len(runnable)
+    concepts = {p.stem for p in EXAMPLE_PAGES if p.parent.name == "concepts"}
+    assert concepts == {p.stem for p in (DOCS / "concepts").glob("*.md")}
 
 
 def test_blocks_are_read_as_the_docstring_says() -> None:
@@ -164,7 +168,7 @@ def test_blocks_are_read_as_the_docstring_says() -> None:
     assert found[6].file == "server.py"
 
 
-@pytest.mark.parametrize("page", PAGES, ids=_name)
+@pytest.mark.parametrize("page", EXAMPLE_PAGES, ids=_name)
 def test_page_examples_run(
     page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
