@@ -9,7 +9,7 @@ EXTRAS ?= all
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install system lint format typecheck test check bench chat serve clean
+.PHONY: install system lint format typecheck test docs check release-check bench chat serve clean
 
 install: $(STAMP)
 
@@ -27,12 +27,12 @@ system:
 	bash scripts/setup-system.sh
 
 lint: install
-	$(PY) -m ruff check src tests benchmarks
-	$(PY) -m ruff format --check src tests benchmarks
+	$(PY) -m ruff check src tests benchmarks scripts
+	$(PY) -m ruff format --check src tests benchmarks scripts
 
 format: install
-	$(PY) -m ruff check --fix src tests benchmarks
-	$(PY) -m ruff format src tests benchmarks
+	$(PY) -m ruff check --fix src tests benchmarks scripts
+	$(PY) -m ruff format src tests benchmarks scripts
 
 typecheck: install
 	$(PY) -m mypy
@@ -40,7 +40,20 @@ typecheck: install
 test: install system
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-check: system lint typecheck test
+# The documentation site (mkdocs.yml, docs/) into site/. --strict: a broken link, a missing
+# page or a docstring the API reference cannot read fails it. Its examples run in the tests
+# (tests/test_docs.py). `$(VENV)/bin/mkdocs serve` shows the site while you edit it.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
+
+check: system lint typecheck test docs
+
+# The release build, checked as a user meets it: the sdist and the wheel (into dist/, the
+# version from git tags), the wheel installed with its `local` and `service` extras into a
+# clean virtualenv, and the README's quick start run against it (`parley chat`, `parley
+# serve` answering /info and /invoke). See scripts/release-check.sh.
+release-check: install
+	bash scripts/release-check.sh $(PY) $(PYTHON)
 
 # The main job on the embedded defaults: the service with its web page, the local model and
 # its code interpreter, threads in an SQLite file (parley.db), no keys. Ctrl+C stops it.
@@ -70,4 +83,4 @@ bench: install
 	$(PY) benchmarks/service.py $(BENCH_SERVICE_ARGS)
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(BENCH_VENV) site dist .mypy_cache .pytest_cache .ruff_cache .hypothesis

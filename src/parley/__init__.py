@@ -1,5 +1,7 @@
 """parley: build LLM agents on one typed message format, and serve them over HTTP."""
 
+from importlib.metadata import PackageNotFoundError, version
+
 from parley.errors import ParleyError, UserError
 from parley.messages import (
     AudioBlock,
@@ -35,4 +37,8 @@ __all__ = [
     "VideoBlock",
 ]
 
-__version__ = "0.1.0.dev0"
+try:
+    __version__ = version("parley")
+    """The installed distribution's version (from the git tag it was built at: hatch-vcs)."""
+except PackageNotFoundError:  # the sources on the path, never installed
+    __version__ = "0.0.0+unknown"

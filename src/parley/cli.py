@@ -16,6 +16,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
+from parley import __version__
 from parley.errors import ConfigurationError, ParleyError
 from parley.messages import Msg
 
@@ -373,6 +374,7 @@ def _sizes(card: Any) -> str:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="parley", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"parley {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     chat_cmd = commands.add_parser("chat", help="chat with a model")
     chat_cmd.add_argument("question", nargs="*", help="ask once; without it, read stdin")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import io
 import sys
 from typing import Any
@@ -30,6 +31,13 @@ class _EchoCredential(Credential):
     @classmethod
     def chat_model_classes(cls) -> list[type[ChatModel]]:
         return [_EchoModel]
+
+
+def test_version_names_the_installed_distribution(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"parley {importlib.metadata.version('parley')}\n"
 
 
 def test_chat_streams_one_answer(capsys: pytest.CaptureFixture[str]) -> None:

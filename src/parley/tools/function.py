@@ -198,7 +198,7 @@ def tool(
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a tool from a typed function: `@tool` or `@tool(name=..., requires_approval=True)`.
 
-    Example:
+    Examples:
         >>> @tool
         ... def add(a: int, b: int) -> int:
         ...     '''Add two numbers.

@@ -42,7 +42,7 @@ class DashScopeCredential(APIKeyCredential):
     Example:
         >>> DashScopeCredential(api_key="sk-...", base_url=INTERNATIONAL_URL)  # doctest: +SKIP
 
-    Args:
+    Attributes:
         api_key: The key; `DASHSCOPE_API_KEY` when not given.
         base_url: The native API's root, ending in `/api/v1`.
         workspace: A Model Studio workspace id, sent as `X-DashScope-WorkSpace` (optional).
