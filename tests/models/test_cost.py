@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -15,9 +15,32 @@ from parley.models.openai import OpenAIChatModel, OpenAICredential
 from parley.models.testing import ScriptedModel
 from parley.testing.openai_server import OpenAIServer, Reply
 
-pytest_plugins = ["tests.models.openai_fixtures"]
+# Fixtures of its own, not `pytest_plugins = ["tests.models.openai_fixtures"]`: a module's
+# plugins register for the whole session, and registered here (before test_ollama's) the
+# other providers' `server` and `make_model` would shadow OpenAI's in test_openai.
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    with OpenAIServer() as running:
+        yield running
+
 
 ModelFactory = Callable[..., Any]
+
+
+@pytest.fixture
+async def make_model(server: OpenAIServer) -> AsyncIterator[ModelFactory]:
+    made: list[OpenAIChatModel] = []
+
+    def make(cls: type[OpenAIChatModel], model: str) -> OpenAIChatModel:
+        made.append(cls(server.credential(), model, max_retries=0))
+        return made[-1]
+
+    yield make
+    for model in made:
+        await model.aclose()
+
 
 HI = [Msg.user("Hi")]
 MINI = Pricing(input=0.15, output=0.60, cached_input=0.075)

@@ -571,8 +571,7 @@ _KILLED_RUN = textwrap.dedent(
 
     from parley.agents import Agent
     from parley.messages import Msg
-    from parley.models.cards import Pricing
-from parley.models.testing import ScriptedModel
+    from parley.models.testing import ScriptedModel
     from parley.service.runs import RunManager
     from parley.service.store import Store, thread_locks
     from parley.tools import tool
