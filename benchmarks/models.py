@@ -6,7 +6,9 @@ drift in the machine's speed hits both:
 
 1. a non-streaming call, and a non-streaming tool-call response: time per call;
 2. consuming a 2,000- and a 20,000-chunk stream, and whether parley's time is linear in the
-   stream's length;
+   stream's length: with each chunk dropped once read, and with every chunk kept in a list
+   (as a UI or a logger keeps them), where the garbage collector's passes over the kept
+   chunks are part of the cost; and what each kept chunk holds (GC-tracked objects, bytes);
 3. 500 concurrent 200-chunk streams: wall time and peak memory, each round in a fresh
    process per contender (the growth of resident memory over the process's level before the
    streams start);
@@ -171,7 +173,14 @@ class WireContender(Protocol):
     async def call(self) -> str: ...
     async def tool_call(self) -> dict[str, Any]: ...
     async def stream(self, chunks: int) -> str: ...
+    async def keep(self, chunks: int) -> list[Any]: ...
+    def kept_text(self, kept: list[Any]) -> str: ...
     async def aclose(self) -> None: ...
+
+
+async def stream_kept(contender: WireContender, chunks: int) -> str:
+    """A stream with every chunk kept in a list, as a UI or a logger keeps them; its text."""
+    return contender.kept_text(await contender.keep(chunks))
 
 
 class ParleyContender:
@@ -215,6 +224,13 @@ class ParleyContender:
         assert final is not None
         assert final.is_last
         return str(final.text)
+
+    async def keep(self, chunks: int) -> list[Any]:
+        return [chunk async for chunk in self.model(chunks).chat_stream(self.messages)]
+
+    def kept_text(self, kept: list[Any]) -> str:
+        assert kept[-1].is_last
+        return "".join(chunk.text for chunk in kept[:-1])
 
     async def aclose(self) -> None:
         for model in self._models.values():
@@ -273,6 +289,22 @@ class RawSDKContender:
         ]
         return "".join(parts)
 
+    async def keep(self, chunks: int) -> list[Any]:
+        stream = await self.client(chunks).chat.completions.create(
+            model=MODEL,
+            messages=self.messages,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        return [chunk async for chunk in stream]
+
+    def kept_text(self, kept: list[Any]) -> str:
+        return "".join(
+            chunk.choices[0].delta.content
+            for chunk in kept
+            if chunk.choices and chunk.choices[0].delta.content
+        )
+
     async def aclose(self) -> None:
         for client in self._clients.values():
             await client.close()
@@ -289,6 +321,7 @@ async def check_wire(contender: WireContender, short: int) -> None:
     text = await contender.call()
     arguments = await contender.tool_call()
     streamed = await contender.stream(short)
+    kept = await stream_kept(contender, short)
     problems = []
     if not text.startswith(" ".join(WORDS)):
         problems.append(f"call: {text[:60]!r}")
@@ -296,6 +329,8 @@ async def check_wire(contender: WireContender, short: int) -> None:
         problems.append(f"tool call: {arguments!r}")
     if streamed != expected_text(short):
         problems.append(f"stream: {len(streamed)} characters, {streamed[:60]!r}")
+    if kept != expected_text(short):
+        problems.append(f"kept stream: {len(kept)} characters, {kept[:60]!r}")
     if problems:
         raise SystemExit(f"{contender.name} answered wrongly: {'; '.join(problems)}")
 
@@ -361,7 +396,8 @@ async def wire_figures(server: BenchServer, settings: Settings) -> list[Figure]:
         for contender in pair:
             await check_wire(contender, settings.short)
             await contender.stream(settings.long)  # warm the long scenario's connection
-        return await wire_rounds(pair, settings)
+        figures = await wire_rounds(pair, settings, keep=True)
+        return [*figures, *await held_figures(pair, settings.short)]
     finally:
         for contender in pair:
             await contender.aclose()
@@ -374,11 +410,13 @@ async def wire_rounds(
     prefix: str = "",
     suffix: str = "",
     tool_call: str = "tool-call response (non-streaming)",
+    keep: bool = False,
 ) -> list[Figure]:
     """The wire figures of two contenders, interleaved: calls, tool calls, streams, linearity.
 
     Every provider's benchmark measures these the same way; `prefix` and `suffix` go around
-    each row's label (a provider's name, a variant of the reference).
+    each row's label (a provider's name, a variant of the reference). With `keep`, each
+    contender streams in the same rounds a second time keeping every chunk (`KeptArm`).
     """
     s = settings
 
@@ -387,8 +425,9 @@ async def wire_rounds(
 
     calls = await interleaved(pair, lambda c: c.call, s.call_rounds, s.calls_per_round)
     tools = await interleaved(pair, lambda c: c.tool_call, s.call_rounds, s.calls_per_round)
-    short = await interleaved(pair, lambda c: lambda: c.stream(s.short), s.stream_rounds)
-    long = await interleaved(pair, lambda c: lambda: c.stream(s.long), s.long_stream_rounds)
+    arms = [*pair, *(KeptArm(c) for c in pair)] if keep else pair
+    short = await interleaved(arms, lambda c: lambda: c.stream(s.short), s.stream_rounds)
+    long = await interleaved(arms, lambda c: lambda: c.stream(s.long), s.long_stream_rounds)
     call_figures = [
         time_figure(label("non-streaming call"), "µs/call", 1e6, calls),
         time_figure(label(tool_call), "µs/call", 1e6, tools),
@@ -401,7 +440,10 @@ async def wire_rounds(
     ]
     for figure in stream_figures:
         figure.goal, figure.met = "ratio <= 0.5", (figure.ratio or 0) <= 0.5
-    return [*call_figures, *stream_figures, *linearity_figures(*stream_figures, s.short, s.long)]
+    figures = [*call_figures, *stream_figures, *linearity_figures(*stream_figures, s.short, s.long)]
+    if keep:
+        figures += kept_figures(short, long, s)
+    return figures
 
 
 def linearity_figures(short: Figure, long: Figure, n_short: int, n_long: int) -> list[Figure]:
@@ -421,6 +463,105 @@ def linearity_figures(short: Figure, long: Figure, n_short: int, n_long: int) ->
         met=growth <= scale_up * 1.1,
     )
     return [*per_chunk, linear]
+
+
+KEPT_GOAL = 1.05
+"""How much more a kept chunk may cost in the long stream than in the short one (issue 13)."""
+
+
+class KeptArm:
+    """A contender's streams with every chunk kept in a list: an arm of its own in the rounds.
+
+    Dropped, a chunk is freed as soon as it is read and the garbage collector hardly runs;
+    kept, every chunk's GC-tracked objects stay, the collector's passes over them are part of
+    the cost, and a full pass (over every object of the process) comes once enough of them
+    have piled up. Both ways run in the same rounds, so that their ratio is paired.
+    """
+
+    def __init__(self, contender: WireContender) -> None:
+        self.contender = contender
+        self.name = f"{contender.name}, kept"
+
+    async def stream(self, chunks: int) -> str:
+        return await stream_kept(self.contender, chunks)
+
+
+def kept_figures(
+    short: dict[str, list[float]], long: dict[str, list[float]], settings: Settings
+) -> list[Figure]:
+    """Kept beside dropped: the kept streams, per chunk, long over short, kept over dropped.
+
+    `short` and `long` hold the rounds of both ways (the kept ones under `KeptArm`'s names).
+    """
+    s = settings
+    times: dict[str, list[Figure]] = {}
+    for how, suffix in (("dropped", ""), ("kept", ", kept")):
+        times[how] = [
+            time_figure(
+                f"{n:,}-chunk stream, chunks {how}",
+                "ms",
+                1e3,
+                {name: runs[name + suffix] for name in ("parley", "raw SDK")},
+            )
+            for n, runs in ((s.short, short), (s.long, long))
+        ]
+    figures = list(times["kept"])
+    figures += [
+        Figure(f"  per chunk at {n:,}, kept", "µs", f.parley / n, (f.reference or 0) / n, scale=1e6)
+        for n, f in zip((s.short, s.long), times["kept"], strict=True)
+    ]
+    for how, (short_figure, long_figure) in times.items():
+        label = f"per-chunk cost {s.long:,} / {s.short:,}, {how}"
+        figures.append(per_chunk_growth(label, short_figure, long_figure, s.long / s.short))
+    for n, runs in ((s.short, short), (s.long, long)):
+        # Paired: both ways of a contender run in the same round.
+        parley, raw = (paired_ratio(runs[f"{k}, kept"], runs[k]) for k in ("parley", "raw SDK"))
+        figures.append(Figure(f"per-chunk cost kept / dropped, at {n:,}", "ratio", parley, raw))
+    return figures
+
+
+def per_chunk_growth(label: str, short: Figure, long: Figure, scale_up: float) -> Figure:
+    """Time per chunk in the long stream over the short one's (`scale_up` times as many)."""
+    growth = long.parley / short.parley / scale_up
+    reference = (long.reference or 0) / (short.reference or 1) / scale_up
+    return Figure(
+        label, "ratio", growth, reference, goal=f"<= {KEPT_GOAL}", met=growth <= KEPT_GOAL
+    )
+
+
+async def held_per_chunk(contender: WireContender, chunks: int) -> tuple[float, float]:
+    """What each kept chunk of a stream holds: GC-tracked objects, and bytes (tracemalloc).
+
+    Counted over the whole stream's chunks, in a list, after a collection: what stays alive
+    because the caller kept them, the final chunk included.
+    """
+    await contender.keep(chunks)  # warm: lazy imports, the connection, caches
+    gc.collect()
+    objects = len(gc.get_objects())
+    tracemalloc.start()
+    try:
+        kept = await contender.keep(chunks)
+        gc.collect()
+        size = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    objects = len(gc.get_objects()) - objects
+    assert contender.kept_text(kept) == expected_text(chunks)
+    return objects / chunks, size / chunks
+
+
+async def held_figures(pair: Sequence[WireContender], chunks: int) -> list[Figure]:
+    """What each contender's kept chunks hold, counted over one stream of `chunks` chunks."""
+    held = {c.name: await held_per_chunk(c, chunks) for c in pair}
+    parley, raw = held["parley"], held["raw SDK"]
+    return [
+        Figure("a kept chunk holds: GC-tracked objects", "objects", *held_ratio(parley[0], raw[0])),
+        Figure("a kept chunk holds: bytes (tracemalloc)", "B", *held_ratio(parley[1], raw[1])),
+    ]
+
+
+def held_ratio(parley: float, raw: float) -> tuple[float, float, float]:
+    return parley, raw, parley / raw
 
 
 # -- 500 concurrent streams, each round in a fresh process ----------------------------------
