@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import functools
 import gc
 import importlib
 import json
@@ -416,7 +417,7 @@ async def wire_rounds(
 
     Every provider's benchmark measures these the same way; `prefix` and `suffix` go around
     each row's label (a provider's name, a variant of the reference). With `keep`, each
-    contender streams in the same rounds a second time keeping every chunk (`KeptArm`).
+    contender also streams in the same rounds keeping every chunk (`KeptArm`).
     """
     s = settings
 
@@ -425,9 +426,7 @@ async def wire_rounds(
 
     calls = await interleaved(pair, lambda c: c.call, s.call_rounds, s.calls_per_round)
     tools = await interleaved(pair, lambda c: c.tool_call, s.call_rounds, s.calls_per_round)
-    arms = [*pair, *(KeptArm(c) for c in pair)] if keep else pair
-    short = await interleaved(arms, lambda c: lambda: c.stream(s.short), s.stream_rounds)
-    long = await interleaved(arms, lambda c: lambda: c.stream(s.long), s.long_stream_rounds)
+    short, long = await stream_rounds([*pair, *(KeptArm(c) for c in pair)] if keep else pair, s)
     call_figures = [
         time_figure(label("non-streaming call"), "µs/call", 1e6, calls),
         time_figure(label(tool_call), "µs/call", 1e6, tools),
@@ -440,29 +439,61 @@ async def wire_rounds(
     ]
     for figure in stream_figures:
         figure.goal, figure.met = "ratio <= 0.5", (figure.ratio or 0) <= 0.5
-    figures = [*call_figures, *stream_figures, *linearity_figures(*stream_figures, s.short, s.long)]
+    figures = [*call_figures, *stream_figures, *linearity_figures(short, long, s)]
     if keep:
         figures += kept_figures(short, long, s)
     return figures
 
 
-def linearity_figures(short: Figure, long: Figure, n_short: int, n_long: int) -> list[Figure]:
+Runs = dict[str, list[float]]
+"""Seconds per run of each arm (contender, or contender and way), round by round."""
+
+
+async def stream_rounds(arms: Sequence[Any], settings: Settings) -> tuple[Runs, Runs]:
+    """Seconds per short stream and per long stream of each arm, round by round.
+
+    Each round runs every arm in turn (the first to go alternating), each arm its short
+    streams (their mean is the round's figure) and then its long one, so that a round's long
+    stream is set against the short ones of the same arm run just before it: a drift in the
+    machine's speed between rounds moves both.
+    """
+    s = settings
+    per_round = max(1, round(s.stream_rounds / s.long_stream_rounds))
+    short: Runs = {arm.name: [] for arm in arms}
+    long: Runs = {arm.name: [] for arm in arms}
+    for round_ in range(s.long_stream_rounds):
+        for arm in arms if round_ % 2 == 0 else list(reversed(arms)):
+            gc.collect()  # start without the other arm's garbage
+            short[arm.name].append(await _time(functools.partial(arm.stream, s.short), per_round))
+            gc.collect()
+            long[arm.name].append(await _time(functools.partial(arm.stream, s.long)))
+    return short, long
+
+
+def linearity_figures(short: Runs, long: Runs, settings: Settings) -> list[Figure]:
     """Time per chunk at both lengths, and how much longer the long stream took."""
-    per_chunk = [
-        Figure(f"  per chunk at {n:,}", "µs", f.parley / n, (f.reference or 0) / n, scale=1e6)
-        for n, f in ((n_short, short), (n_long, long))
-    ]
-    scale_up = n_long / n_short
-    growth = long.parley / short.parley
+    s = settings
+    scale_up = s.long / s.short
+    growth = paired_ratio(long["parley"], short["parley"])
     linear = Figure(
-        f"linearity: {n_long:,}-chunk time / {n_short:,}-chunk time",
+        f"linearity: {s.long:,}-chunk time / {s.short:,}-chunk time",
         "ratio",
         growth,
-        (long.reference or 0) / (short.reference or 1),
+        paired_ratio(long["raw SDK"], short["raw SDK"]),
         goal=f"~{scale_up:g} (<= {scale_up * 1.1:g})",
         met=growth <= scale_up * 1.1,
     )
-    return [*per_chunk, linear]
+    return [
+        per_chunk_figure("  per chunk at {n}", short, s.short),
+        per_chunk_figure("  per chunk at {n}", long, s.long),
+        linear,
+    ]
+
+
+def per_chunk_figure(label: str, runs: Runs, chunks: int, way: str = "") -> Figure:
+    """Median time per chunk of both contenders (`way`: the suffix of their arms' names)."""
+    parley, raw = (statistics.median(runs[name + way]) / chunks for name in ("parley", "raw SDK"))
+    return Figure(label.format(n=f"{chunks:,}"), "µs", parley, raw, scale=1e6)
 
 
 KEPT_GOAL = 1.05
@@ -480,53 +511,46 @@ class KeptArm:
 
     def __init__(self, contender: WireContender) -> None:
         self.contender = contender
-        self.name = f"{contender.name}, kept"
+        self.name = f"{contender.name}{KEPT}"
 
     async def stream(self, chunks: int) -> str:
         return await stream_kept(self.contender, chunks)
 
 
-def kept_figures(
-    short: dict[str, list[float]], long: dict[str, list[float]], settings: Settings
-) -> list[Figure]:
-    """Kept beside dropped: the kept streams, per chunk, long over short, kept over dropped.
+KEPT = ", kept"
+"""What a `KeptArm`'s name adds to its contender's."""
 
-    `short` and `long` hold the rounds of both ways (the kept ones under `KeptArm`'s names).
-    """
+
+def kept_figures(short: Runs, long: Runs, settings: Settings) -> list[Figure]:
+    """Kept beside dropped: the kept streams, per chunk, long over short, kept over dropped."""
     s = settings
-    times: dict[str, list[Figure]] = {}
-    for how, suffix in (("dropped", ""), ("kept", ", kept")):
-        times[how] = [
-            time_figure(
-                f"{n:,}-chunk stream, chunks {how}",
-                "ms",
-                1e3,
-                {name: runs[name + suffix] for name in ("parley", "raw SDK")},
-            )
-            for n, runs in ((s.short, short), (s.long, long))
-        ]
-    figures = list(times["kept"])
-    figures += [
-        Figure(f"  per chunk at {n:,}, kept", "µs", f.parley / n, (f.reference or 0) / n, scale=1e6)
-        for n, f in zip((s.short, s.long), times["kept"], strict=True)
+    kept_times = [
+        time_figure(
+            f"{n:,}-chunk stream, chunks kept",
+            "ms",
+            1e3,
+            {name: runs[name + KEPT] for name in ("parley", "raw SDK")},
+        )
+        for n, runs in ((s.short, short), (s.long, long))
     ]
-    for how, (short_figure, long_figure) in times.items():
+    figures = [
+        *kept_times,
+        per_chunk_figure("  per chunk at {n}, kept", short, s.short, KEPT),
+        per_chunk_figure("  per chunk at {n}, kept", long, s.long, KEPT),
+    ]
+    for how, way in (("dropped", ""), ("kept", KEPT)):
+        # Paired: a round's long stream over the same arm's short ones in that round.
+        parley, raw = (
+            paired_ratio(long[name + way], short[name + way]) / (s.long / s.short)
+            for name in ("parley", "raw SDK")
+        )
         label = f"per-chunk cost {s.long:,} / {s.short:,}, {how}"
-        figures.append(per_chunk_growth(label, short_figure, long_figure, s.long / s.short))
+        goal = f"<= {KEPT_GOAL}"
+        figures.append(Figure(label, "ratio", parley, raw, goal=goal, met=parley <= KEPT_GOAL))
     for n, runs in ((s.short, short), (s.long, long)):
-        # Paired: both ways of a contender run in the same round.
-        parley, raw = (paired_ratio(runs[f"{k}, kept"], runs[k]) for k in ("parley", "raw SDK"))
+        parley, raw = (paired_ratio(runs[k + KEPT], runs[k]) for k in ("parley", "raw SDK"))
         figures.append(Figure(f"per-chunk cost kept / dropped, at {n:,}", "ratio", parley, raw))
     return figures
-
-
-def per_chunk_growth(label: str, short: Figure, long: Figure, scale_up: float) -> Figure:
-    """Time per chunk in the long stream over the short one's (`scale_up` times as many)."""
-    growth = long.parley / short.parley / scale_up
-    reference = (long.reference or 0) / (short.reference or 1) / scale_up
-    return Figure(
-        label, "ratio", growth, reference, goal=f"<= {KEPT_GOAL}", met=growth <= KEPT_GOAL
-    )
 
 
 async def held_per_chunk(contender: WireContender, chunks: int) -> tuple[float, float]:
