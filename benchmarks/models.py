@@ -341,10 +341,15 @@ async def check_wire(contender: WireContender, short: int) -> None:
 
 async def _time(job: Callable[[], Awaitable[Any]], times: int = 1) -> float:
     """Seconds per run of `job`, over `times` runs in a row."""
-    start = time.perf_counter()
+    return (await _time_cpu(job, times))[0]
+
+
+async def _time_cpu(job: Callable[[], Awaitable[Any]], times: int = 1) -> tuple[float, float]:
+    """Seconds per run of `job`, wall-clock and the process's CPU time, over `times` runs."""
+    start, cpu = time.perf_counter(), time.process_time()
     for _ in range(times):
         await job()
-    return (time.perf_counter() - start) / times
+    return (time.perf_counter() - start) / times, (time.process_time() - cpu) / times
 
 
 async def interleaved(
@@ -426,7 +431,8 @@ async def wire_rounds(
 
     calls = await interleaved(pair, lambda c: c.call, s.call_rounds, s.calls_per_round)
     tools = await interleaved(pair, lambda c: c.tool_call, s.call_rounds, s.calls_per_round)
-    short, long = await stream_rounds([*pair, *(KeptArm(c) for c in pair)] if keep else pair, s)
+    runs = await stream_rounds([*pair, *(KeptArm(c) for c in pair)] if keep else pair, s)
+    short, long = runs.short, runs.long
     call_figures = [
         time_figure(label("non-streaming call"), "µs/call", 1e6, calls),
         time_figure(label(tool_call), "µs/call", 1e6, tools),
@@ -441,7 +447,7 @@ async def wire_rounds(
         figure.goal, figure.met = "ratio <= 0.5", (figure.ratio or 0) <= 0.5
     figures = [*call_figures, *stream_figures, *linearity_figures(short, long, s)]
     if keep:
-        figures += kept_figures(short, long, s)
+        figures += kept_figures(runs, s)
     return figures
 
 
@@ -449,8 +455,22 @@ Runs = dict[str, list[float]]
 """Seconds per run of each arm (contender, or contender and way), round by round."""
 
 
-async def stream_rounds(arms: Sequence[Any], settings: Settings) -> tuple[Runs, Runs]:
-    """Seconds per short stream and per long stream of each arm, round by round.
+@dataclass
+class StreamRuns:
+    """Seconds per short and per long stream of each arm, round by round, wall-clock and CPU.
+
+    The CPU time is the client process's own (the server runs in another), which other work
+    on the machine moves much less than the wall-clock time.
+    """
+
+    short: Runs
+    long: Runs
+    short_cpu: Runs
+    long_cpu: Runs
+
+
+async def stream_rounds(arms: Sequence[Any], settings: Settings) -> StreamRuns:
+    """Each arm's short and long streams, round by round.
 
     Each round runs every arm in turn (the first to go alternating), each arm its short
     streams (their mean is the round's figure) and then its long one, so that a round's long
@@ -459,15 +479,18 @@ async def stream_rounds(arms: Sequence[Any], settings: Settings) -> tuple[Runs, 
     """
     s = settings
     per_round = max(1, round(s.stream_rounds / s.long_stream_rounds))
-    short: Runs = {arm.name: [] for arm in arms}
-    long: Runs = {arm.name: [] for arm in arms}
+    runs = StreamRuns(*({arm.name: [] for arm in arms} for _ in range(4)))
     for round_ in range(s.long_stream_rounds):
         for arm in arms if round_ % 2 == 0 else list(reversed(arms)):
-            gc.collect()  # start without the other arm's garbage
-            short[arm.name].append(await _time(functools.partial(arm.stream, s.short), per_round))
-            gc.collect()
-            long[arm.name].append(await _time(functools.partial(arm.stream, s.long)))
-    return short, long
+            for chunks, times, wall, cpu in (
+                (s.short, per_round, runs.short, runs.short_cpu),
+                (s.long, 1, runs.long, runs.long_cpu),
+            ):
+                gc.collect()  # start without the other arm's garbage
+                seconds = await _time_cpu(functools.partial(arm.stream, chunks), times)
+                wall[arm.name].append(seconds[0])
+                cpu[arm.name].append(seconds[1])
+    return runs
 
 
 def linearity_figures(short: Runs, long: Runs, settings: Settings) -> list[Figure]:
@@ -521,35 +544,43 @@ KEPT = ", kept"
 """What a `KeptArm`'s name adds to its contender's."""
 
 
-def kept_figures(short: Runs, long: Runs, settings: Settings) -> list[Figure]:
-    """Kept beside dropped: the kept streams, per chunk, long over short, kept over dropped."""
+def kept_figures(runs: StreamRuns, settings: Settings) -> list[Figure]:
+    """Kept beside dropped: the kept streams, per chunk, long over short, kept over dropped.
+
+    The ratios are paired (a round's long stream over the same arm's short ones in that
+    round; an arm's kept stream over its dropped one), in wall-clock and in CPU time.
+    """
     s = settings
+    names = ("parley", "raw SDK")
     kept_times = [
         time_figure(
             f"{n:,}-chunk stream, chunks kept",
             "ms",
             1e3,
-            {name: runs[name + KEPT] for name in ("parley", "raw SDK")},
+            {name: wall[name + KEPT] for name in names},
         )
-        for n, runs in ((s.short, short), (s.long, long))
+        for n, wall in ((s.short, runs.short), (s.long, runs.long))
     ]
     figures = [
         *kept_times,
-        per_chunk_figure("  per chunk at {n}, kept", short, s.short, KEPT),
-        per_chunk_figure("  per chunk at {n}, kept", long, s.long, KEPT),
+        per_chunk_figure("  per chunk at {n}, kept", runs.short, s.short, KEPT),
+        per_chunk_figure("  per chunk at {n}, kept", runs.long, s.long, KEPT),
     ]
-    for how, way in (("dropped", ""), ("kept", KEPT)):
-        # Paired: a round's long stream over the same arm's short ones in that round.
-        parley, raw = (
-            paired_ratio(long[name + way], short[name + way]) / (s.long / s.short)
-            for name in ("parley", "raw SDK")
-        )
-        label = f"per-chunk cost {s.long:,} / {s.short:,}, {how}"
-        goal = f"<= {KEPT_GOAL}"
-        figures.append(Figure(label, "ratio", parley, raw, goal=goal, met=parley <= KEPT_GOAL))
-    for n, runs in ((s.short, short), (s.long, long)):
-        parley, raw = (paired_ratio(runs[k + KEPT], runs[k]) for k in ("parley", "raw SDK"))
-        figures.append(Figure(f"per-chunk cost kept / dropped, at {n:,}", "ratio", parley, raw))
+    clocks = (("", runs.short, runs.long), ("CPU: ", runs.short_cpu, runs.long_cpu))
+    for clock, short, long in clocks:
+        for how, way in (("dropped", ""), ("kept", KEPT)):
+            parley, raw = (
+                paired_ratio(long[name + way], short[name + way]) / (s.long / s.short)
+                for name in names
+            )
+            label = f"{clock}per-chunk cost {s.long:,} / {s.short:,}, {how}"
+            goal, met = f"<= {KEPT_GOAL}", parley <= KEPT_GOAL
+            figures.append(Figure(label, "ratio", parley, raw, goal=goal, met=met))
+    for clock, short, long in clocks:
+        for n, by_arm in ((s.short, short), (s.long, long)):
+            parley, raw = (paired_ratio(by_arm[k + KEPT], by_arm[k]) for k in names)
+            label = f"{clock}per-chunk cost kept / dropped, at {n:,}"
+            figures.append(Figure(label, "ratio", parley, raw))
     return figures
 
 
