@@ -6,7 +6,9 @@ drift in the machine's speed hits both:
 
 1. a non-streaming call, and a non-streaming tool-call response: time per call;
 2. consuming a 2,000- and a 20,000-chunk stream, and whether parley's time is linear in the
-   stream's length;
+   stream's length: with each chunk dropped once read, and with every chunk kept in a list
+   (as a UI or a logger keeps them), where the garbage collector's passes over the kept
+   chunks are part of the cost; and what each kept chunk holds (GC-tracked objects, bytes);
 3. 500 concurrent 200-chunk streams: wall time and peak memory, each round in a fresh
    process per contender (the growth of resident memory over the process's level before the
    streams start);
@@ -32,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import functools
 import gc
 import importlib
 import json
@@ -171,7 +174,14 @@ class WireContender(Protocol):
     async def call(self) -> str: ...
     async def tool_call(self) -> dict[str, Any]: ...
     async def stream(self, chunks: int) -> str: ...
+    async def keep(self, chunks: int) -> list[Any]: ...
+    def kept_text(self, kept: list[Any]) -> str: ...
     async def aclose(self) -> None: ...
+
+
+async def stream_kept(contender: WireContender, chunks: int) -> str:
+    """A stream with every chunk kept in a list, as a UI or a logger keeps them; its text."""
+    return contender.kept_text(await contender.keep(chunks))
 
 
 class ParleyContender:
@@ -215,6 +225,13 @@ class ParleyContender:
         assert final is not None
         assert final.is_last
         return str(final.text)
+
+    async def keep(self, chunks: int) -> list[Any]:
+        return [chunk async for chunk in self.model(chunks).chat_stream(self.messages)]
+
+    def kept_text(self, kept: list[Any]) -> str:
+        assert kept[-1].is_last
+        return "".join(chunk.text for chunk in kept[:-1])
 
     async def aclose(self) -> None:
         for model in self._models.values():
@@ -273,6 +290,22 @@ class RawSDKContender:
         ]
         return "".join(parts)
 
+    async def keep(self, chunks: int) -> list[Any]:
+        stream = await self.client(chunks).chat.completions.create(
+            model=MODEL,
+            messages=self.messages,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        return [chunk async for chunk in stream]
+
+    def kept_text(self, kept: list[Any]) -> str:
+        return "".join(
+            chunk.choices[0].delta.content
+            for chunk in kept
+            if chunk.choices and chunk.choices[0].delta.content
+        )
+
     async def aclose(self) -> None:
         for client in self._clients.values():
             await client.close()
@@ -289,6 +322,7 @@ async def check_wire(contender: WireContender, short: int) -> None:
     text = await contender.call()
     arguments = await contender.tool_call()
     streamed = await contender.stream(short)
+    kept = await stream_kept(contender, short)
     problems = []
     if not text.startswith(" ".join(WORDS)):
         problems.append(f"call: {text[:60]!r}")
@@ -296,6 +330,8 @@ async def check_wire(contender: WireContender, short: int) -> None:
         problems.append(f"tool call: {arguments!r}")
     if streamed != expected_text(short):
         problems.append(f"stream: {len(streamed)} characters, {streamed[:60]!r}")
+    if kept != expected_text(short):
+        problems.append(f"kept stream: {len(kept)} characters, {kept[:60]!r}")
     if problems:
         raise SystemExit(f"{contender.name} answered wrongly: {'; '.join(problems)}")
 
@@ -305,10 +341,15 @@ async def check_wire(contender: WireContender, short: int) -> None:
 
 async def _time(job: Callable[[], Awaitable[Any]], times: int = 1) -> float:
     """Seconds per run of `job`, over `times` runs in a row."""
-    start = time.perf_counter()
+    return (await _time_cpu(job, times))[0]
+
+
+async def _time_cpu(job: Callable[[], Awaitable[Any]], times: int = 1) -> tuple[float, float]:
+    """Seconds per run of `job`, wall-clock and the process's CPU time, over `times` runs."""
+    start, cpu = time.perf_counter(), time.process_time()
     for _ in range(times):
         await job()
-    return (time.perf_counter() - start) / times
+    return (time.perf_counter() - start) / times, (time.process_time() - cpu) / times
 
 
 async def interleaved(
@@ -361,7 +402,8 @@ async def wire_figures(server: BenchServer, settings: Settings) -> list[Figure]:
         for contender in pair:
             await check_wire(contender, settings.short)
             await contender.stream(settings.long)  # warm the long scenario's connection
-        return await wire_rounds(pair, settings)
+        figures = await wire_rounds(pair, settings, keep=True)
+        return [*figures, *await held_figures(pair, settings.short)]
     finally:
         for contender in pair:
             await contender.aclose()
@@ -374,11 +416,13 @@ async def wire_rounds(
     prefix: str = "",
     suffix: str = "",
     tool_call: str = "tool-call response (non-streaming)",
+    keep: bool = False,
 ) -> list[Figure]:
     """The wire figures of two contenders, interleaved: calls, tool calls, streams, linearity.
 
     Every provider's benchmark measures these the same way; `prefix` and `suffix` go around
-    each row's label (a provider's name, a variant of the reference).
+    each row's label (a provider's name, a variant of the reference). With `keep`, each
+    contender also streams in the same rounds keeping every chunk (`KeptArm`).
     """
     s = settings
 
@@ -387,8 +431,8 @@ async def wire_rounds(
 
     calls = await interleaved(pair, lambda c: c.call, s.call_rounds, s.calls_per_round)
     tools = await interleaved(pair, lambda c: c.tool_call, s.call_rounds, s.calls_per_round)
-    short = await interleaved(pair, lambda c: lambda: c.stream(s.short), s.stream_rounds)
-    long = await interleaved(pair, lambda c: lambda: c.stream(s.long), s.long_stream_rounds)
+    runs = await stream_rounds([*pair, *(KeptArm(c) for c in pair)] if keep else pair, s)
+    short, long = runs.short, runs.long
     call_figures = [
         time_figure(label("non-streaming call"), "µs/call", 1e6, calls),
         time_figure(label(tool_call), "µs/call", 1e6, tools),
@@ -401,26 +445,178 @@ async def wire_rounds(
     ]
     for figure in stream_figures:
         figure.goal, figure.met = "ratio <= 0.5", (figure.ratio or 0) <= 0.5
-    return [*call_figures, *stream_figures, *linearity_figures(*stream_figures, s.short, s.long)]
+    figures = [*call_figures, *stream_figures, *linearity_figures(short, long, s)]
+    if keep:
+        figures += kept_figures(runs, s)
+    return figures
 
 
-def linearity_figures(short: Figure, long: Figure, n_short: int, n_long: int) -> list[Figure]:
+Runs = dict[str, list[float]]
+"""Seconds per run of each arm (contender, or contender and way), round by round."""
+
+
+@dataclass
+class StreamRuns:
+    """Seconds per short and per long stream of each arm, round by round, wall-clock and CPU.
+
+    The CPU time is the client process's own (the server runs in another), which other work
+    on the machine moves much less than the wall-clock time.
+    """
+
+    short: Runs
+    long: Runs
+    short_cpu: Runs
+    long_cpu: Runs
+
+
+async def stream_rounds(arms: Sequence[Any], settings: Settings) -> StreamRuns:
+    """Each arm's short and long streams, round by round.
+
+    Each round runs every arm in turn (the first to go alternating), each arm its short
+    streams (their mean is the round's figure) and then its long one, so that a round's long
+    stream is set against the short ones of the same arm run just before it: a drift in the
+    machine's speed between rounds moves both.
+    """
+    s = settings
+    per_round = max(1, round(s.stream_rounds / s.long_stream_rounds))
+    runs = StreamRuns(*({arm.name: [] for arm in arms} for _ in range(4)))
+    for round_ in range(s.long_stream_rounds):
+        for arm in arms if round_ % 2 == 0 else list(reversed(arms)):
+            for chunks, times, wall, cpu in (
+                (s.short, per_round, runs.short, runs.short_cpu),
+                (s.long, 1, runs.long, runs.long_cpu),
+            ):
+                gc.collect()  # start without the other arm's garbage
+                seconds = await _time_cpu(functools.partial(arm.stream, chunks), times)
+                wall[arm.name].append(seconds[0])
+                cpu[arm.name].append(seconds[1])
+    return runs
+
+
+def linearity_figures(short: Runs, long: Runs, settings: Settings) -> list[Figure]:
     """Time per chunk at both lengths, and how much longer the long stream took."""
-    per_chunk = [
-        Figure(f"  per chunk at {n:,}", "µs", f.parley / n, (f.reference or 0) / n, scale=1e6)
-        for n, f in ((n_short, short), (n_long, long))
-    ]
-    scale_up = n_long / n_short
-    growth = long.parley / short.parley
+    s = settings
+    scale_up = s.long / s.short
+    growth = paired_ratio(long["parley"], short["parley"])
     linear = Figure(
-        f"linearity: {n_long:,}-chunk time / {n_short:,}-chunk time",
+        f"linearity: {s.long:,}-chunk time / {s.short:,}-chunk time",
         "ratio",
         growth,
-        (long.reference or 0) / (short.reference or 1),
+        paired_ratio(long["raw SDK"], short["raw SDK"]),
         goal=f"~{scale_up:g} (<= {scale_up * 1.1:g})",
         met=growth <= scale_up * 1.1,
     )
-    return [*per_chunk, linear]
+    return [
+        per_chunk_figure("  per chunk at {n}", short, s.short),
+        per_chunk_figure("  per chunk at {n}", long, s.long),
+        linear,
+    ]
+
+
+def per_chunk_figure(label: str, runs: Runs, chunks: int, way: str = "") -> Figure:
+    """Median time per chunk of both contenders (`way`: the suffix of their arms' names)."""
+    parley, raw = (statistics.median(runs[name + way]) / chunks for name in ("parley", "raw SDK"))
+    return Figure(label.format(n=f"{chunks:,}"), "µs", parley, raw, scale=1e6)
+
+
+KEPT_GOAL = 1.05
+"""How much more a kept chunk may cost in the long stream than in the short one (issue 13)."""
+
+
+class KeptArm:
+    """A contender's streams with every chunk kept in a list: an arm of its own in the rounds.
+
+    Dropped, a chunk is freed as soon as it is read and the garbage collector hardly runs;
+    kept, every chunk's GC-tracked objects stay, the collector's passes over them are part of
+    the cost, and a full pass (over every object of the process) comes once enough of them
+    have piled up. Both ways run in the same rounds, so that their ratio is paired.
+    """
+
+    def __init__(self, contender: WireContender) -> None:
+        self.contender = contender
+        self.name = f"{contender.name}{KEPT}"
+
+    async def stream(self, chunks: int) -> str:
+        return await stream_kept(self.contender, chunks)
+
+
+KEPT = ", kept"
+"""What a `KeptArm`'s name adds to its contender's."""
+
+
+def kept_figures(runs: StreamRuns, settings: Settings) -> list[Figure]:
+    """Kept beside dropped: the kept streams, per chunk, long over short, kept over dropped.
+
+    The ratios are paired (a round's long stream over the same arm's short ones in that
+    round; an arm's kept stream over its dropped one), in wall-clock and in CPU time.
+    """
+    s = settings
+    names = ("parley", "raw SDK")
+    kept_times = [
+        time_figure(
+            f"{n:,}-chunk stream, chunks kept",
+            "ms",
+            1e3,
+            {name: wall[name + KEPT] for name in names},
+        )
+        for n, wall in ((s.short, runs.short), (s.long, runs.long))
+    ]
+    figures = [
+        *kept_times,
+        per_chunk_figure("  per chunk at {n}, kept", runs.short, s.short, KEPT),
+        per_chunk_figure("  per chunk at {n}, kept", runs.long, s.long, KEPT),
+    ]
+    clocks = (("", runs.short, runs.long), ("CPU: ", runs.short_cpu, runs.long_cpu))
+    for clock, short, long in clocks:
+        for how, way in (("dropped", ""), ("kept", KEPT)):
+            parley, raw = (
+                paired_ratio(long[name + way], short[name + way]) / (s.long / s.short)
+                for name in names
+            )
+            label = f"{clock}per-chunk cost {s.long:,} / {s.short:,}, {how}"
+            goal, met = f"<= {KEPT_GOAL}", parley <= KEPT_GOAL
+            figures.append(Figure(label, "ratio", parley, raw, goal=goal, met=met))
+    for clock, short, long in clocks:
+        for n, by_arm in ((s.short, short), (s.long, long)):
+            parley, raw = (paired_ratio(by_arm[k + KEPT], by_arm[k]) for k in names)
+            label = f"{clock}per-chunk cost kept / dropped, at {n:,}"
+            figures.append(Figure(label, "ratio", parley, raw))
+    return figures
+
+
+async def held_per_chunk(contender: WireContender, chunks: int) -> tuple[float, float]:
+    """What each kept chunk of a stream holds: GC-tracked objects, and bytes (tracemalloc).
+
+    Counted over the whole stream's chunks, in a list, after a collection: what stays alive
+    because the caller kept them, the final chunk included.
+    """
+    await contender.keep(chunks)  # warm: lazy imports, the connection, caches
+    gc.collect()
+    objects = len(gc.get_objects())
+    tracemalloc.start()
+    try:
+        kept = await contender.keep(chunks)
+        gc.collect()
+        size = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    objects = len(gc.get_objects()) - objects
+    assert contender.kept_text(kept) == expected_text(chunks)
+    return objects / chunks, size / chunks
+
+
+async def held_figures(pair: Sequence[WireContender], chunks: int) -> list[Figure]:
+    """What each contender's kept chunks hold, counted over one stream of `chunks` chunks."""
+    held = {c.name: await held_per_chunk(c, chunks) for c in pair}
+    parley, raw = held["parley"], held["raw SDK"]
+    return [
+        Figure("a kept chunk holds: GC-tracked objects", "objects", *held_ratio(parley[0], raw[0])),
+        Figure("a kept chunk holds: bytes (tracemalloc)", "B", *held_ratio(parley[1], raw[1])),
+    ]
+
+
+def held_ratio(parley: float, raw: float) -> tuple[float, float, float]:
+    return parley, raw, parley / raw
 
 
 # -- 500 concurrent streams, each round in a fresh process ----------------------------------

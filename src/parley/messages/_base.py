@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -72,4 +73,38 @@ def trusted(cls: type[M], values: dict[str, Any], fields_set: set[str]) -> M:
     object.__setattr__(model, "__pydantic_fields_set__", fields_set)
     object.__setattr__(model, "__pydantic_extra__", None)
     object.__setattr__(model, "__pydantic_private__", None)
+    return model
+
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+@functools.cache
+def every_field(cls: type[BaseModel]) -> set[str]:
+    """The names of every field of `cls`: a fields set that `bare` instances may share.
+
+    Pydantic adds a field's name to an instance's fields set when the field is assigned; a
+    set that already names every field is never changed by that, so one set (the same
+    object on every call for a class) can serve every instance instead of one set each.
+    """
+    return set(cls.model_fields)
+
+
+def bare(cls: type[M], fields_set: set[str]) -> M:
+    """An instance of `cls` with pydantic's own attributes set and no field yet.
+
+    `trusted`'s lean form, for models kept by the thousand (a stream's delta chunks). The
+    caller then sets every field, in the class's order, with `object.__setattr__`, which puts
+    them in the instance's inline values (CPython 3.11 and 3.12; 3.13 keeps them in a dict
+    for classes with `__slots__` in their bases, as pydantic's) rather than in a `__dict__`:
+    a dict that the garbage collector would track, and walk in every pass, on top of the
+    instance. The dict appears once something reads `__dict__` (pydantic's
+    serializer does, when the model is dumped); until then the instance is one object.
+    `fields_set` is stored as it is: pass `every_field(cls)` to share one.
+    """
+    model = _new(cls)
+    _set(model, "__pydantic_fields_set__", fields_set)
+    _set(model, "__pydantic_extra__", None)
+    _set(model, "__pydantic_private__", None)
     return model

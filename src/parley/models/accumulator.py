@@ -4,6 +4,14 @@ A provider's stream adapter turns its wire events into the small delta records b
 accumulator turns each into a delta `ChatResponse` for the caller and keeps the fragments, so
 the final chunk carries the whole content. Fragments are joined once, at the end: the work is
 linear in the stream's length.
+
+Callers often keep every delta chunk (a UI redrawing, a logger), so a delta is built lean: a
+text delta is three objects the garbage collector tracks (the `ChatResponse`, its content
+list, the `TextBlock`), not six, because the fields live in the instances' inline values
+rather than in dicts and the fields sets are shared (`parley.messages._base.bare`; four on
+Python 3.13, which keeps a pydantic model's fields in a dict). The collector's passes over
+kept chunks are what made a kept 20,000-chunk stream cost more per chunk than a 2,000-chunk
+one (`benchmarks/models.py`).
 """
 
 from __future__ import annotations
@@ -13,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from parley.messages import Block, TextBlock, ThinkingBlock, ToolCallBlock, new_call_id, new_id
-from parley.messages._base import trusted
+from parley.messages._base import bare, every_field
 from parley.models.response import ChatResponse, ChatUsage, FinishReason
 
 __all__ = [
@@ -161,21 +169,7 @@ class StreamAccumulator:
         if block is None:
             return None
         self.chunks += 1
-        # One chunk per delta, on the hot path of every stream: assembled without re-validating
-        # what was just built here.
-        return trusted(
-            ChatResponse,
-            {
-                "content": [block],
-                "is_last": False,
-                "usage": None,
-                "finish_reason": None,
-                "id": self.response_id,
-                "model": self.model,
-                "metadata": {},
-            },
-            {"content", "is_last", "id", "model"},
-        )
+        return _delta_chunk(block, self.response_id, self.model)
 
     def _last(self, kind: str) -> _Slot:
         if not self._slots or self._slots[-1].kind != kind:
@@ -186,10 +180,15 @@ class StreamAccumulator:
         text = delta.text
         if not text:
             return None
-        self._last("text").parts.append(text)
+        slots = self._slots
+        slot = slots[-1] if slots and slots[-1].kind == "text" else self._last("text")
+        slot.parts.append(text)
         if type(text) is not str:
             return TextBlock(text=text)  # validation words the error
-        return trusted(TextBlock, {"type": "text", "text": text}, {"text"})
+        block = bare(TextBlock, _TEXT_FIELDS)
+        _set(block, "type", "text")
+        _set(block, "text", text)
+        return block
 
     def _thinking(self, delta: ThinkingDelta) -> Block | None:
         slot = self._last("thinking")
@@ -201,7 +200,7 @@ class StreamAccumulator:
             slot.extra = {**(slot.extra or {}), **delta.extra}
         if not (delta.thinking or delta.signature or delta.extra):
             return None
-        return ThinkingBlock(thinking=delta.thinking, signature=delta.signature, extra=delta.extra)
+        return _thinking_block(delta.thinking, delta.signature, delta.extra)
 
     def _tool_call(self, delta: ToolCallDelta) -> Block:
         slot = self._calls.get(delta.key)
@@ -220,7 +219,7 @@ class StreamAccumulator:
             slot.name += delta.name
         if delta.arguments:
             slot.parts.append(delta.arguments)
-        return ToolCallBlock(id=slot.call_id, name=slot.name, raw_input=delta.arguments or None)
+        return _call_block(slot.call_id, slot.name, delta.arguments or None)
 
     def _meta(self, delta: MetaDelta) -> None:
         if delta.usage is not None:
@@ -257,3 +256,55 @@ class StreamAccumulator:
             model=self.model,
             metadata=dict(self.metadata),
         )
+
+
+# The delta chunks and their blocks, built lean (see the module's docstring): without
+# re-validating what was just built here, each field set in the class's order.
+
+_set = object.__setattr__
+_CHUNK_FIELDS = every_field(ChatResponse)
+_TEXT_FIELDS = every_field(TextBlock)
+_THINKING_FIELDS = every_field(ThinkingBlock)
+_CALL_FIELDS = every_field(ToolCallBlock)
+
+
+def _delta_chunk(block: Block, response_id: str, model: str | None) -> ChatResponse:
+    chunk = bare(ChatResponse, _CHUNK_FIELDS)
+    _set(chunk, "content", [block])
+    _set(chunk, "is_last", False)
+    _set(chunk, "usage", None)
+    _set(chunk, "finish_reason", None)
+    _set(chunk, "id", response_id)
+    _set(chunk, "model", model)
+    # A dict of its own, which a caller may fill; empty, the collector does not track it.
+    _set(chunk, "metadata", {})
+    return chunk
+
+
+def _thinking_block(thinking: str, signature: str | None, extra: dict[str, Any] | None) -> Block:
+    if not (
+        type(thinking) is str
+        and (signature is None or type(signature) is str)
+        and (extra is None or type(extra) is dict)
+    ):
+        return ThinkingBlock(thinking=thinking, signature=signature, extra=extra)  # words the error
+    block = bare(ThinkingBlock, _THINKING_FIELDS)
+    _set(block, "type", "thinking")
+    _set(block, "thinking", thinking)
+    _set(block, "signature", signature)
+    _set(block, "extra", None if extra is None else dict(extra))  # not the provider's dict
+    return block
+
+
+def _call_block(call_id: str, name: str, raw_input: str | None) -> Block:
+    if not (
+        type(call_id) is str and type(name) is str and (raw_input is None or type(raw_input) is str)
+    ):
+        return ToolCallBlock(id=call_id, name=name, raw_input=raw_input)  # words the error
+    block = bare(ToolCallBlock, _CALL_FIELDS)
+    _set(block, "type", "tool_call")
+    _set(block, "id", call_id)
+    _set(block, "name", name)
+    _set(block, "input", {})
+    _set(block, "raw_input", raw_input)
+    return block
