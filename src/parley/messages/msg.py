@@ -290,7 +290,7 @@ def _check_block_type(block_type: str) -> None:
         )
 
 
-MsgList: TypeAdapter[list[Msg]] = TypeAdapter(list[Msg])
+MsgList: TypeAdapter[list[Msg]] = TypeAdapter(list[Msg], config=ConfigDict(cache_strings="keys"))
 """Validates and dumps lists of messages: `MsgList.validate_json(...)`, `dump_json(...)`."""
 
 
