@@ -153,17 +153,17 @@ class Msg(DictLikeModel):
     @classmethod
     def user(cls, *content: str | Block, name: str | None = None, **fields: Any) -> Self:
         """A user message; each `str` becomes a text block, blocks are kept as given."""
-        return cls._make("user", content, name, fields)
+        return _make(cls, "user", content, name, fields)
 
     @classmethod
     def assistant(cls, *content: str | Block, name: str | None = None, **fields: Any) -> Self:
         """An assistant message; each `str` becomes a text block, blocks are kept as given."""
-        return cls._make("assistant", content, name, fields)
+        return _make(cls, "assistant", content, name, fields)
 
     @classmethod
     def system(cls, *content: str | TextBlock, name: str | None = None, **fields: Any) -> Self:
         """A system message (the instructions)."""
-        return cls._make("system", content, name, fields)
+        return _make(cls, "system", content, name, fields)
 
     @classmethod
     def tool_result(
@@ -195,29 +195,9 @@ class Msg(DictLikeModel):
                 output=output if isinstance(output, str) else list(output),
                 is_error=is_error,
             )
-        return cls._make("tool", (block,), None, fields)
-
-    @classmethod
-    def _make(
-        cls, role: Role, content: Sequence[Any], name: str | None, fields: dict[str, Any]
-    ) -> Self:
-        # The constructors are on every hot path; when all parts are strings or blocks this
-        # role may hold (already validated), the message is assembled without a second pass.
-        # Anything else goes through full validation, which also words the errors.
-        if not fields and (name is None or type(name) is str):
-            blocks = _trusted_blocks(role, content)
-            if blocks is not None:
-                values: dict[str, Any] = {
-                    "role": role,
-                    "content": blocks,
-                    "name": name,
-                    "id": next(_ids).to_bytes(16).hex(),  # new_id(), without the call
-                    "created_at": datetime.now(UTC),
-                    "metadata": {},
-                    "usage": None,
-                }
-                return trusted(cls, values, {"role", "content", "name"})
-        return cls(role=role, content=_as_blocks(content), name=name, **fields)
+        if fields:
+            return cls(role="tool", content=[block], **fields)
+        return _assemble(cls, "tool", [block], None)
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -278,6 +258,39 @@ class Msg(DictLikeModel):
             _check_block_type(block_type)
             return any(b.type == block_type for b in self.content)
         return any(isinstance(b, block_type) for b in self.content)
+
+
+M = TypeVar("M", bound=Msg)
+
+
+def _make(
+    cls: type[M], role: Role, content: Sequence[Any], name: str | None, fields: dict[str, Any]
+) -> M:
+    # The constructors are on every hot path; when all parts are strings or blocks this role
+    # may hold (already validated), the message is assembled without a second pass. Anything
+    # else goes through full validation, which also words the errors.
+    if not fields and (name is None or type(name) is str):
+        blocks = _trusted_blocks(role, content)
+        if blocks is not None:
+            return _assemble(cls, role, blocks, name)
+    return cls(role=role, content=_as_blocks(content), name=name, **fields)
+
+
+_utc_now = datetime.now
+
+
+def _assemble(cls: type[M], role: Role, blocks: list[Any], name: str | None) -> M:
+    """A message of blocks known to be valid in a `role` message, with a new id and time."""
+    values: dict[str, Any] = {
+        "role": role,
+        "content": blocks,
+        "name": name,
+        "id": next(_ids).to_bytes(16).hex(),  # new_id(), without the call
+        "created_at": _utc_now(UTC),
+        "metadata": {},
+        "usage": None,
+    }
+    return trusted(cls, values, {"role", "content", "name"})
 
 
 _BLOCK_TYPES = frozenset(get_args(BlockType))
