@@ -61,7 +61,7 @@ class DictLikeModel(BaseModel):
         """Validate JSON into the model; the same keyword arguments as pydantic's."""
         if not kwargs:
             # Every stored message is read back this way: straight to the validator, skipping
-            # pydantic's argument-forwarding wrapper (a fifth of a short message's parse).
+            # pydantic's argument-forwarding wrapper, as model_dump_json does above.
             return cls.__pydantic_validator__.validate_json(json_data)  # type: ignore[no-any-return]
         return super().model_validate_json(json_data, **kwargs)
 

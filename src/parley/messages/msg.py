@@ -45,7 +45,7 @@ B = TypeVar("B", bound=DictLikeModel)
 
 
 def _id_counter() -> Iterator[int]:
-    # A random 64-bit prefix above a 64-bit counter: one int, so an id is one format call.
+    # A random 64-bit prefix above a 64-bit counter in one int: an id is its 16 bytes in hex.
     return itertools.count(int.from_bytes(os.urandom(8)) << 64)
 
 
