@@ -16,9 +16,14 @@ idiomatic API:
 - plain dicts with the standard `json` module: the floor.
 
 Each phase (build all, dump all, parse all) is timed with the garbage collector off, as
-`timeit` does; the whole is repeated and the best (or median) repetition is reported.
+`timeit` does; the whole is repeated and the best (or median) repetition is reported. Rounds
+interleave the contenders (each round runs every one in turn, the order rotating), so a load
+that comes and goes falls on all of them alike, and the clock is the process's CPU time by
+default (`--clock wall` for `time.perf_counter`): the work is single-threaded and never waits,
+so CPU time is its cost without the time other processes on the machine took.
 
-Run: `python benchmarks/messages.py [-n 100000] [--repeat 5] [--require-peers] [--profile]`.
+Run: `python benchmarks/messages.py [-n 100000] [--repeat 5] [--clock cpu|wall]
+[--require-peers] [--profile]`.
 """
 
 from __future__ import annotations
@@ -334,32 +339,49 @@ def check(contender: Contender) -> None:
             raise SystemExit(f"{contender.name}: {spec.kind} does not round-trip:\n{text}\n{again}")
 
 
-def _timed(function: Callable[[], Any]) -> tuple[float, Any]:
-    start = time.perf_counter()
+CLOCKS: dict[str, Callable[[], float]] = {"cpu": time.process_time, "wall": time.perf_counter}
+
+
+def _timed(function: Callable[[], Any], clock: Callable[[], float]) -> tuple[float, Any]:
+    start = clock()
     result = function()
-    return time.perf_counter() - start, result
+    return clock() - start, result
 
 
-def run_once(contender: Contender, specs: Sequence[Spec]) -> Timing:
+def run_once(
+    contender: Contender, specs: Sequence[Spec], clock: Callable[[], float] = time.process_time
+) -> Timing:
     build, dump, load = contender.build, contender.dump, contender.load
     gc.disable()
     try:
-        build_s, built = _timed(lambda: [build(s) for s in specs])
-        dump_s, texts = _timed(lambda: [dump(m) for m in built])
-        load_s, _ = _timed(lambda: [load(t) for t in texts])
+        build_s, built = _timed(lambda: [build(s) for s in specs], clock)
+        dump_s, texts = _timed(lambda: [dump(m) for m in built], clock)
+        load_s, _ = _timed(lambda: [load(t) for t in texts], clock)
     finally:
         gc.enable()
     return Timing(build_s, dump_s, load_s)
 
 
-def measure(contender: Contender, specs: Sequence[Spec], repeat: int, stat: str) -> Timing:
-    runs = []
-    for _ in range(repeat):
-        gc.collect()  # start each round without the last one's garbage
-        runs.append(run_once(contender, specs))
+def measure(
+    contenders: Sequence[Contender],
+    specs: Sequence[Spec],
+    repeat: int,
+    stat: str,
+    clock: Callable[[], float],
+) -> dict[str, Timing]:
+    """Each contender's timing, from rounds that run every contender in turn."""
+    runs: dict[str, list[Timing]] = {c.name: [] for c in contenders}
+    for round_ in range(repeat):
+        shift = round_ % len(contenders)  # each contender goes first in turn
+        for contender in [*contenders[shift:], *contenders[:shift]]:
+            gc.collect()  # start each round without the last one's garbage
+            runs[contender.name].append(run_once(contender, specs, clock))
     if stat == "best":
-        return min(runs, key=lambda t: t.total)
-    return Timing(*(statistics.median(phase) for phase in zip(*runs, strict=True)))
+        return {name: min(timings, key=lambda t: t.total) for name, timings in runs.items()}
+    return {
+        name: Timing(*(statistics.median(phase) for phase in zip(*timings, strict=True)))
+        for name, timings in runs.items()
+    }
 
 
 def profile_parley(specs: Sequence[Spec], top: int = 25) -> None:
@@ -411,6 +433,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=5, help="rounds per contender")
     parser.add_argument("--stat", choices=["best", "median"], default="best")
     parser.add_argument(
+        "--clock", choices=sorted(CLOCKS), default="cpu", help="process CPU time, or wall time"
+    )
+    parser.add_argument(
         "--require-peers", action="store_true", help="exit 1 if a peer library is missing"
     )
     parser.add_argument("--profile", action="store_true", help="profile parley's round")
@@ -436,12 +461,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     specs = make_specs(args.n)
     print(
         f"{args.n:,} messages per round ({', '.join(KINDS)} in turn), "
-        f"{args.stat} of {args.repeat} rounds; python {sys.version.split()[0]}\n"
+        f"{args.stat} of {args.repeat} interleaved rounds, {args.clock} time; "
+        f"python {sys.version.split()[0]}\n"
     )
-    results = {}
     for contender in contenders:
         check(contender)
-        results[contender.name] = (contender, measure(contender, specs, args.repeat, args.stat))
+    timings = measure(contenders, specs, args.repeat, args.stat, CLOCKS[args.clock])
+    results = {c.name: (c, timings[c.name]) for c in contenders}
     report(results, args.n, notes)
     if args.profile:
         profile_parley(specs)

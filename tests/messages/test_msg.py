@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -69,10 +70,12 @@ def test_constructors_set_roles_and_wrap_strings() -> None:
 
 
 def test_each_message_gets_its_own_id_and_an_aware_timestamp() -> None:
-    first, second = Msg.user("a"), Msg.user("a")
+    # The constructors' fast path and validation (a field given: metadata) alike.
+    first, second = Msg.user("a"), Msg.user("a", metadata={})
     assert first.id != second.id
-    assert len(first.id) == 32
-    assert first.created_at.tzinfo is UTC
+    for msg in (first, second):
+        assert re.fullmatch("[0-9a-f]{32}", msg.id)
+        assert msg.created_at.tzinfo is UTC
     assert first.metadata == {}
     first.metadata["k"] = 1
     assert second.metadata == {}  # no shared mutable default
@@ -335,6 +338,51 @@ def test_usage_adds_up() -> None:
     assert sum([first, second]) == total  # type: ignore[arg-type]
     with pytest.raises(ValidationError, match="greater than or equal to 0"):
         Usage(input_tokens=-1)
+
+
+def golden_conversation() -> list[Msg]:
+    fixed: dict[str, Any] = {
+        "id": "0" * 31 + "1",
+        "created_at": datetime(2024, 1, 15, 10, 30, 0, 123456, tzinfo=UTC),
+    }
+    chart = [TextBlock(text="chart:"), ImageBlock.from_bytes(b"\x89PNG", "image/png")]
+    return [
+        Msg.system("be brief", **fixed),
+        Msg.user("look", ImageBlock.from_url("https://a.test/i.png"), name="ann", **fixed),
+        Msg.assistant(
+            ThinkingBlock(thinking="why", signature="sig", extra={"id": "rs_1"}),
+            "calling",
+            ToolCallBlock(id="c1", name="f", input={"a": [1, {"b": None}]}, raw_input='{"a"'),
+            usage=Usage(input_tokens=3, output_tokens=4, elapsed=0.5),
+            **fixed,
+        ),
+        Msg.tool_result("c1", chart, name="f", **fixed),
+        Msg.user(
+            AudioBlock.from_bytes(b"RIFF", "audio/wav"),
+            VideoBlock.from_frames(["https://a.test/1.jpg", f"data:image/png;base64,{PNG}"]),
+            FileBlock(
+                source=URLSource(url="oss://bucket/f.pdf", media_type="application/pdf"),
+                filename="f.pdf",
+            ),
+            metadata={"k": [1, "v"]},
+            **fixed,
+        ),
+        Msg.tool_result("c2", "boom", name="g", is_error=True, **fixed),
+    ]
+
+
+# What stored threads and the service's replies hold, written by the release before the
+# dump path was made faster: the same bytes still.
+GOLDEN_JSON = (Path(__file__).parent / "data" / "golden.jsonl").read_text().splitlines()
+
+
+def test_json_is_byte_for_byte_the_same() -> None:
+    conversation = golden_conversation()
+    assert [msg.model_dump_json() for msg in conversation] == GOLDEN_JSON
+    assert msgs_to_json(conversation) == f"[{','.join(GOLDEN_JSON)}]"
+    for msg, text in zip(conversation, GOLDEN_JSON, strict=True):
+        assert msg.model_dump(mode="json") == json.loads(text)
+        assert Msg.model_validate_json(text).model_dump_json() == text
 
 
 def test_created_at_round_trips_with_its_zone() -> None:

@@ -120,10 +120,14 @@ def split_by_role(schema: CoreSchema) -> CoreSchema:
     # The JSON schema stays the unsplit fields' (a role, a list of any blocks): pydantic would
     # put the variants inline in the discriminator's mapping, which OpenAPI rejects (FastAPI's
     # /openapi.json failed on it). The role rules are still checked when validating.
+    # Serializing uses the unsplit fields too: a message is already valid when it is dumped,
+    # and pydantic-core's union serializer (here the role's, then the content's list-or-string)
+    # cost more than all the fields inside it (benchmarks/messages.py).
     model["schema"] = core_schema.tagged_union_schema(
         variants,
         discriminator="role",
         metadata={"pydantic_js_functions": [_fields_json(fields_schema)]},
+        serialization=fields_schema,
     )
     return schema
 

@@ -22,6 +22,7 @@ from pydantic import (
     Discriminator,
     Field,
     GetCoreSchemaHandler,
+    SerializeAsAny,
     field_validator,
     model_validator,
 )
@@ -54,6 +55,12 @@ BlockType = Literal[
 ]
 
 _STRICT = ConfigDict(extra="forbid")
+
+# Serialize a union by the value's own class (`SerializeAsAny`) rather than by trying the
+# union's members: pydantic-core's union serializer costs more than the model inside it
+# (benchmarks/messages.py). Every value there passed validation, so its class is one of the
+# members and the JSON is the same; the JSON schema is unchanged.
+_BY_VALUE = core_schema.simple_ser_schema("any")
 
 # A MIME type: `type/subtype`, parameters allowed (`audio/wav; rate=16000`).
 _MEDIA_TYPE = r"^[A-Za-z0-9][\w.+-]*/[\w.+-]+(\s*;.*)?$"
@@ -171,7 +178,9 @@ class _OrString:
             source_from_str, core_schema.str_schema()
         )
         return core_schema.union_schema(
-            [(handler(source), "source"), (from_str, "string")], mode="left_to_right"
+            [(handler(source), "source"), (from_str, "string")],
+            mode="left_to_right",
+            serialization=_BY_VALUE,
         )
 
 
@@ -304,8 +313,10 @@ class FileBlock(_MediaBase):
 
 MediaBlock = ImageBlock | AudioBlock | VideoBlock | FileBlock
 
-OutputBlock = Annotated[
-    TextBlock | ImageBlock | AudioBlock | VideoBlock | FileBlock, Field(discriminator="type")
+OutputBlock = SerializeAsAny[
+    Annotated[
+        TextBlock | ImageBlock | AudioBlock | VideoBlock | FileBlock, Field(discriminator="type")
+    ]
 ]
 """A block a tool may return: text or media."""
 
@@ -332,7 +343,7 @@ class ToolResultBlock(DictLikeModel):
     type: Literal["tool_result"] = "tool_result"
     tool_call_id: str
     name: str
-    output: str | list[OutputBlock] = ""
+    output: SerializeAsAny[str | list[OutputBlock]] = ""
     is_error: bool = False
 
     @property
@@ -343,15 +354,17 @@ class ToolResultBlock(DictLikeModel):
         return "\n".join(b.text for b in self.output if isinstance(b, TextBlock))
 
 
-Block = Annotated[
-    TextBlock
-    | ThinkingBlock
-    | ImageBlock
-    | AudioBlock
-    | VideoBlock
-    | FileBlock
-    | ToolCallBlock
-    | ToolResultBlock,
-    Field(discriminator="type"),
+Block = SerializeAsAny[
+    Annotated[
+        TextBlock
+        | ThinkingBlock
+        | ImageBlock
+        | AudioBlock
+        | VideoBlock
+        | FileBlock
+        | ToolCallBlock
+        | ToolResultBlock,
+        Field(discriminator="type"),
+    ]
 ]
 """Any content block, discriminated on its `type` tag."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal, Self, TypeVar, get_args, overload
 
@@ -44,27 +44,30 @@ Role = Literal["system", "user", "assistant", "tool"]
 B = TypeVar("B", bound=DictLikeModel)
 
 
-_id_prefix = os.urandom(8).hex()
-_id_counter = itertools.count()
+def _id_counter() -> Iterator[int]:
+    # A random 64-bit prefix above a 64-bit counter in one int: an id is its 16 bytes in hex.
+    return itertools.count(int.from_bytes(os.urandom(8)) << 64)
 
 
-def _new_id_prefix() -> None:
-    global _id_prefix, _id_counter  # noqa: PLW0603  (per-process state, renewed on fork)
-    _id_prefix = os.urandom(8).hex()
-    _id_counter = itertools.count()
+_ids = _id_counter()
 
 
-os.register_at_fork(after_in_child=_new_id_prefix)
+def _renew_ids() -> None:
+    global _ids  # noqa: PLW0603  (per-process state, renewed on fork)
+    _ids = _id_counter()
+
+
+os.register_at_fork(after_in_child=_renew_ids)
 
 
 def new_id() -> str:
     """A new message id: 32 hex digits, unique across processes, ordered within one.
 
-    A random per-process prefix (renewed in a forked child) and a counter: as unique as a
-    random id between processes, at a fraction of the cost of reading the OS's randomness for
-    every message.
+    A random per-process prefix (16 digits, renewed in a forked child) and a counter (16
+    digits): as unique as a random id between processes, at a fraction of the cost of reading
+    the OS's randomness for every message.
     """
-    return f"{_id_prefix}{next(_id_counter):016x}"
+    return next(_ids).to_bytes(16).hex()
 
 
 def new_call_id() -> str:
@@ -89,14 +92,20 @@ _ROLE_CLASSES: dict[str, tuple[type[DictLikeModel], ...]] = {
 }
 
 
+# The same, as exact classes: one set look-up per block instead of `isinstance` through
+# pydantic's ABC metaclass, class by class (subclasses still pass, by `isinstance`).
+_ROLE_TYPES = {role: frozenset(classes) for role, classes in _ROLE_CLASSES.items()}
+
+
 def _trusted_blocks(role: str, content: Sequence[Any]) -> list[Any] | None:
     """The blocks for `content` if every part is a str or a block `role` may hold, else None."""
-    allowed = _ROLE_CLASSES[role]
+    exact = _ROLE_TYPES[role]
     blocks: list[Any] = []
     for part in content:
-        if type(part) is str:
+        kind = type(part)
+        if kind is str:
             blocks.append(trusted(TextBlock, {"type": "text", "text": part}, {"text"}))
-        elif isinstance(part, allowed):
+        elif kind in exact or isinstance(part, _ROLE_CLASSES[role]):
             blocks.append(part)
         else:
             return None
@@ -144,17 +153,17 @@ class Msg(DictLikeModel):
     @classmethod
     def user(cls, *content: str | Block, name: str | None = None, **fields: Any) -> Self:
         """A user message; each `str` becomes a text block, blocks are kept as given."""
-        return cls._make("user", content, name, fields)
+        return _make(cls, "user", content, name, fields)
 
     @classmethod
     def assistant(cls, *content: str | Block, name: str | None = None, **fields: Any) -> Self:
         """An assistant message; each `str` becomes a text block, blocks are kept as given."""
-        return cls._make("assistant", content, name, fields)
+        return _make(cls, "assistant", content, name, fields)
 
     @classmethod
     def system(cls, *content: str | TextBlock, name: str | None = None, **fields: Any) -> Self:
         """A system message (the instructions)."""
-        return cls._make("system", content, name, fields)
+        return _make(cls, "system", content, name, fields)
 
     @classmethod
     def tool_result(
@@ -186,28 +195,9 @@ class Msg(DictLikeModel):
                 output=output if isinstance(output, str) else list(output),
                 is_error=is_error,
             )
-        return cls._make("tool", (block,), None, fields)
-
-    @classmethod
-    def _make(
-        cls, role: Role, content: Sequence[Any], name: str | None, fields: dict[str, Any]
-    ) -> Self:
-        # The constructors are on every hot path; when all parts are strings or blocks this
-        # role may hold (already validated), the message is assembled without a second pass.
-        # Anything else goes through full validation, which also words the errors.
-        blocks = _trusted_blocks(role, content)
-        if blocks is None or fields or (name is not None and type(name) is not str):
-            return cls(role=role, content=_as_blocks(content), name=name, **fields)
-        values: dict[str, Any] = {
-            "role": role,
-            "content": blocks,
-            "name": name,
-            "id": new_id(),
-            "created_at": datetime.now(UTC),
-            "metadata": {},
-            "usage": None,
-        }
-        return trusted(cls, values, {"role", "content", "name"})
+        if fields:
+            return cls(role="tool", content=[block], **fields)
+        return _assemble(cls, "tool", [block], None)
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -270,6 +260,39 @@ class Msg(DictLikeModel):
         return any(isinstance(b, block_type) for b in self.content)
 
 
+M = TypeVar("M", bound=Msg)
+
+
+def _make(
+    cls: type[M], role: Role, content: Sequence[Any], name: str | None, fields: dict[str, Any]
+) -> M:
+    # The constructors are on every hot path; when all parts are strings or blocks this role
+    # may hold (already validated), the message is assembled without a second pass. Anything
+    # else goes through full validation, which also words the errors.
+    if not fields and (name is None or type(name) is str):
+        blocks = _trusted_blocks(role, content)
+        if blocks is not None:
+            return _assemble(cls, role, blocks, name)
+    return cls(role=role, content=_as_blocks(content), name=name, **fields)
+
+
+_utc_now = datetime.now
+
+
+def _assemble(cls: type[M], role: Role, blocks: list[Any], name: str | None) -> M:
+    """A message of blocks known to be valid in a `role` message, with a new id and time."""
+    values: dict[str, Any] = {
+        "role": role,
+        "content": blocks,
+        "name": name,
+        "id": next(_ids).to_bytes(16).hex(),  # new_id(), without the call
+        "created_at": _utc_now(UTC),
+        "metadata": {},
+        "usage": None,
+    }
+    return trusted(cls, values, {"role", "content", "name"})
+
+
 _BLOCK_TYPES = frozenset(get_args(BlockType))
 
 
@@ -280,7 +303,7 @@ def _check_block_type(block_type: str) -> None:
         )
 
 
-MsgList: TypeAdapter[list[Msg]] = TypeAdapter(list[Msg])
+MsgList: TypeAdapter[list[Msg]] = TypeAdapter(list[Msg], config=ConfigDict(cache_strings="keys"))
 """Validates and dumps lists of messages: `MsgList.validate_json(...)`, `dump_json(...)`."""
 
 
