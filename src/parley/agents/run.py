@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from pydantic import BaseModel
 
+from parley import tracing
 from parley.agents.approval import (
     DENIED,
     NOT_RUN,
@@ -180,6 +181,9 @@ class AgentRun:
         self._stream: ChatStream | None = None
         self._task: asyncio.Future[Any] | None = None
         self._events = self._run()
+        self._trace = tracing.agent_run(self, self._input)  # None when tracing is off
+        if self._trace is not None:
+            self._events = self._trace.wrap(self._events)
 
     # -- the iterator ------------------------------------------------------------------------------
 
@@ -355,7 +359,9 @@ class AgentRun:
         )
 
     async def _model_turn(self) -> AsyncGenerator[AgentEvent, None]:
-        stream = self._open_stream(await self._prompt(self._tools))
+        prompt = await self._prompt(self._tools)
+        with tracing.attached(self._trace):  # the model's span in the run's (no await here)
+            stream = self._open_stream(prompt)
         self._stream = stream
         seen: set[str] = set()
         try:
@@ -428,7 +434,9 @@ class AgentRun:
 
     async def _cancellable(self, work: Coroutine[Any, Any, T]) -> T | None:
         """Await `work` as a task `cancel()` can stop; None (status interrupted) if it did."""
-        task = asyncio.ensure_future(work)
+        # The run's span current in the task: its tools' and model calls' spans nest in it.
+        context = tracing.task_context(self._trace)
+        task = asyncio.get_running_loop().create_task(work, context=context)
         self._task = task
         try:
             return await task

@@ -29,6 +29,7 @@ _SERVE_OPTIONS = {
     "log_level": "PARLEY_LOG_LEVEL",
     "docs_index": "PARLEY_DOCS_INDEX",
     "docs_embedding": "PARLEY_DOCS_EMBEDDING",
+    "tracing": "PARLEY_TRACING",
 }
 
 
@@ -72,6 +73,13 @@ def add_commands(commands: Any) -> None:
     serve_parser.add_argument("--default-agent", help="the agent /invoke and /stream use")
     serve_parser.add_argument(
         "--log-level", choices=["critical", "error", "warning", "info", "debug"]
+    )
+    serve_parser.add_argument(
+        "--tracing",
+        action="store_true",
+        default=None,
+        help="trace requests, runs, model calls and tools with OpenTelemetry (OTLP/HTTP to "
+        "OTEL_EXPORTER_OTLP_ENDPOINT; see docs/tracing.md)",
     )
     serve_parser.set_defaults(run=serve)
 
