@@ -18,7 +18,7 @@ from parley.models.cards import Pricing
 from parley.models.testing import ScriptedModel
 from parley.tools import RunContext, tool
 from tests.sample_tools import add
-from tests.tracing.conftest import Spans, attrs, parent_of, span_id
+from tests.tracing.fixtures import Spans, attrs, parent_of, span_id
 
 
 @tool

@@ -221,7 +221,8 @@ def _exporters() -> list[SpanExporter]:
         elif name == "console":
             from opentelemetry.sdk.trace.export import ConsoleSpanExporter  # noqa: PLC0415
 
-            exporters.append(ConsoleSpanExporter())
+            # Today's standard output (the SDK's default is the one of its import).
+            exporters.append(ConsoleSpanExporter(out=sys.stdout))
         elif name not in ("none", ""):
             raise ConfigurationError(
                 f"OTEL_TRACES_EXPORTER names {name!r}; parley exports to otlp, console or none"
