@@ -321,3 +321,11 @@ async def test_content_is_recorded_when_asked_for(spans: Spans) -> None:
     tool_span = attrs(spans.one("execute_tool add"))
     assert json.loads(tool_span["gen_ai.tool.call.arguments"]) == {"a": 2, "b": 3}
     assert tool_span["gen_ai.tool.call.result"] == "5"
+
+
+def test_a_sync_reply_nests_in_the_callers_span(spans: Spans) -> None:
+    tracer = spans.provider.get_tracer("test")
+    with tracer.start_as_current_span("script"):
+        assert adding_agent("It is 5.").reply_sync("2 + 3?").text == "It is 5."
+
+    assert parent_of(spans.one("invoke_agent calc")) == span_id(spans.one("script"))
