@@ -136,6 +136,7 @@ _OFF_CHAT = ChatScope()
 _OFF_TOOL = ToolScope()
 _OFF_EMBEDDINGS = EmbeddingsScope()
 _OFF_RETRIEVAL = RetrievalScope()
+_NO_CONTEXT: contextlib.nullcontext[None] = contextlib.nullcontext()  # reusable, unlike most
 
 
 class StreamTrace(Protocol):
@@ -200,7 +201,7 @@ def agent_run(run: AgentRun, input_msgs: Sequence[Msg]) -> AgentTrace | None:
 
 def attached(trace: AgentTrace | None) -> contextlib.AbstractContextManager[None]:
     """The run's span current for the block (which must not yield); nothing when None."""
-    return contextlib.nullcontext() if trace is None else trace.attached()
+    return _NO_CONTEXT if trace is None else trace.attached()
 
 
 def task_context(trace: AgentTrace | None) -> contextvars.Context | None:
