@@ -22,6 +22,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
+from parley import __version__
 from parley.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -70,8 +71,9 @@ class _State:
         self.configured = False  # parley set the global provider (once per process)
         self.override: Any = None  # the provider given to use_tracer_provider
         self.capture: bool | None = None  # configure(capture_content=...) wins over variables
-        self.provider: Any = None  # the provider `tracer` was last made from
-        self.tracer: Any = None
+        # The provider `tracer` last looked at and its tracer (None: off), in one tuple so
+        # that a thread reads both of the same moment.
+        self.made: tuple[Any, Tracer | None] = (None, None)
 
 
 _state = _State()
@@ -120,8 +122,8 @@ def tracer() -> Tracer | None:
             return None
         if provider is None or provider is _UNKNOWN:
             provider = api.get_tracer_provider()
-    if provider is _state.provider:
-        found: Tracer | None = _state.tracer
+    known, found = _state.made
+    if provider is known:
         return found
     return _tracer_of(provider)
 
@@ -131,18 +133,9 @@ def _tracer_of(provider: TracerProvider) -> Tracer | None:
 
     # No provider set (a proxy waiting for one), or the API's no-op one: tracing is off.
     off = isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
-    made = None if off else provider.get_tracer(_SCOPE, _version())
-    _state.provider, _state.tracer = provider, made
+    made = None if off else provider.get_tracer(_SCOPE, __version__)
+    _state.made = (provider, made)
     return made
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
-
-    try:
-        return version("parley")
-    except PackageNotFoundError:
-        return "0"
 
 
 def _read_environment() -> None:
@@ -294,7 +287,7 @@ def instrument_app(app: FastAPI) -> bool:
         return False
     FastAPIInstrumentor.instrument_app(
         app,
-        tracer_provider=_state.provider,
+        tracer_provider=_state.made[0],
         # One span per request: a span per SSE frame sent would bury the agent's spans.
         exclude_spans=["receive", "send"],
     )
