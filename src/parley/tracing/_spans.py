@@ -96,6 +96,11 @@ def fail(span: Span, kind: str, message: str, error: BaseException | None = None
     span.set_status(Status(StatusCode.ERROR, message))
 
 
+def fail_by(span: Span, error: BaseException) -> None:
+    """Mark `span` failed by an exception: its class is the `error.type`."""
+    fail(span, error_type(error), str(error) or type(error).__name__, error)
+
+
 def _provider(model: Any) -> tuple[str, str]:
     name = str(model.provider)
     if name == "gemini" and getattr(model.credential, "vertexai", False):
@@ -117,11 +122,11 @@ def _server(model: Any) -> dict[str, Any]:
         return {}
     if not isinstance(url, str) or not url:
         return {}
-    parts_ = urlsplit(url if "://" in url else f"http://{url}")
-    if not parts_.hostname:
+    split = urlsplit(url if "://" in url else f"http://{url}")
+    if not split.hostname:
         return {}
-    port = parts_.port or (443 if parts_.scheme == "https" else 80)
-    return {server_attributes.SERVER_ADDRESS: parts_.hostname, server_attributes.SERVER_PORT: port}
+    port = split.port or (443 if split.scheme == "https" else 80)
+    return {server_attributes.SERVER_ADDRESS: split.hostname, server_attributes.SERVER_PORT: port}
 
 
 def _model_attributes(operation: str, model: Any) -> dict[str, Any]:
@@ -174,7 +179,7 @@ class _Live:
     span: Span
 
     def __init__(self) -> None:
-        self._token: object = None
+        self._token: contextvars.Token[Context] | None = None
 
     def __enter__(self) -> Any:
         self._token = otel_context.attach(_current(self.span))
@@ -182,10 +187,11 @@ class _Live:
 
     def __exit__(self, *exc_info: object) -> None:
         error = exc_info[1]
-        otel_context.detach(self._token)  # type: ignore[arg-type]
+        assert self._token is not None  # entered
+        otel_context.detach(self._token)
         # A cancellation is no failure: the span just ends.
         if isinstance(error, Exception):
-            fail(self.span, error_type(error), str(error) or type(error).__name__, error)
+            fail_by(self.span, error)
         self.span.end()
 
 
@@ -200,8 +206,7 @@ class AgentSpan:
         self._run = run
         self._input = list(input_msgs)
         self._parent = otel_context.get_current()  # where the run was made: its caller's
-        self._context: Context | None = None
-        self._span: Span | None = None
+        self._context: Context | None = None  # the run's span in its parent, once started
 
     async def wrap(self, events: AsyncGenerator[E, None]) -> AsyncGenerator[E, None]:
         """The run's events inside its span; no context is attached across the `yield`."""
@@ -253,7 +258,6 @@ class AgentSpan:
                 span.set_attribute(ga.GEN_AI_AGENT_DESCRIPTION, agent.description)
             if capture_content():
                 self._record_input(span)
-        self._span = span
         self._context = _current(span, self._parent)
         return span
 
@@ -276,7 +280,7 @@ class AgentSpan:
         failure = run.error if run.error is not None else error
         # The consumer leaving (GeneratorExit) or cancelling ends the run, it does not fail it.
         if isinstance(failure, Exception):
-            fail(span, error_type(failure), str(failure) or type(failure).__name__, failure)
+            fail_by(span, failure)
         span.end()
 
 
@@ -293,11 +297,12 @@ class _ChatRecorder:
         span.set_attribute(ga.GEN_AI_REQUEST_STREAM, streaming)
         if request.response_format is not None:
             span.set_attribute(ga.GEN_AI_OUTPUT_TYPE, "json")
-        for name, value in request.parameters.to_kwargs().items():
+        parameters = request.parameters.to_kwargs()
+        for name, value in parameters.items():
             attribute = _PARAMETERS.get(name)
             if attribute is not None and isinstance(value, str | bool | int | float | list):
                 span.set_attribute(attribute, value)
-        choices = request.parameters.to_kwargs().get("n")
+        choices = parameters.get("n")
         if isinstance(choices, int) and choices != 1:
             span.set_attribute(ga.GEN_AI_REQUEST_CHOICE_COUNT, choices)
         if capture_content():
@@ -353,8 +358,8 @@ class StreamSpan(_ChatRecorder):
     def __init__(self, tracer: Tracer, model: ChatModel, request: ChatRequest) -> None:
         parent = otel_context.get_current()
         self.span = _start_chat(tracer, model, parent)
-        self._started = time.monotonic()
-        self._first: float | None = None
+        self._requested: float | None = None  # when the pump first opened the provider's stream
+        self._first: float | None = None  # seconds from then to the first delta
         self._ended = False
         self.context = _in_context(_current(self.span, parent))
         if self.span.is_recording():
@@ -367,10 +372,11 @@ class StreamSpan(_ChatRecorder):
         return lambda: self._timed(open_source())
 
     async def _timed(self, source: AsyncIterator[Delta]) -> AsyncIterator[Delta]:
+        requested = self._requested = self._requested or time.monotonic()  # retries: the first
         try:
             async for delta in source:
                 if self._first is None:
-                    self._first = time.monotonic() - self._started
+                    self._first = time.monotonic() - requested
                 yield delta
         finally:
             closer = getattr(source, "aclose", None)  # the provider's connection
@@ -387,7 +393,7 @@ class StreamSpan(_ChatRecorder):
             span.set_attribute(ga.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, self._first)
         self._record_response(final)
         if isinstance(error, Exception):
-            fail(span, error_type(error), str(error) or type(error).__name__, error)
+            fail_by(span, error)
         span.end()
 
 
