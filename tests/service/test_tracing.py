@@ -66,13 +66,13 @@ async def test_untraced_the_app_is_not_instrumented(service: MakeService) -> Non
 
 @pytest.mark.usefixtures("clean_tracing")
 def test_serve_tracing_sets_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("PARLEY_TRACING", raising=False)
+    # Set through monkeypatch first, so that what `_export` writes is undone after the test.
+    monkeypatch.setenv("PARLEY_TRACING", "false")
     parser = argparse.ArgumentParser()
     add_commands(parser.add_subparsers())
+    _export(parser.parse_args(["serve"]))
+    assert os.environ["PARLEY_TRACING"] == "false"  # not given: left as it was
+
     _export(parser.parse_args(["serve", "--tracing"]))
     assert os.environ["PARLEY_TRACING"] == "True"
     assert ServiceSettings().tracing is True
-
-    monkeypatch.delenv("PARLEY_TRACING")
-    _export(parser.parse_args(["serve"]))
-    assert "PARLEY_TRACING" not in os.environ

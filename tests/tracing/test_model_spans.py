@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, ClassVar
 
 import pytest
@@ -17,6 +17,8 @@ from parley.messages import Msg
 from parley.models.accumulator import Delta, MetaDelta, TextDelta
 from parley.models.base import ChatModel, ChatRequest
 from parley.models.cards import Pricing
+from parley.models.openai.chat import OpenAIChatModel
+from parley.models.retry import RetryPolicy
 from parley.models.testing import ScriptedModel
 from parley.testing.openai_server import HTTPError, OpenAIServer, Reply
 from tests._requires import require_module
@@ -25,9 +27,32 @@ from tests.tracing.fixtures import Spans, attrs, parent_of, span_id
 
 require_module("openai", "openai")
 
-pytest_plugins = ["tests.models.openai_fixtures"]
+ModelFactory = Callable[..., Any]
 
-ModelFactory = Callable[..., Any]  # the `make_model` fixture's
+
+# Fixtures of this module's own: the `*_fixtures` plugins of tests/models all define `server`,
+# and which of them a module outside that folder would get is the last one registered.
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    with OpenAIServer() as running:
+        yield running
+
+
+@pytest.fixture
+async def make_model(server: OpenAIServer) -> AsyncIterator[ModelFactory]:
+    """Models bound to `server`, retrying at once; their clients closed afterwards."""
+    made: list[OpenAIChatModel] = []
+
+    def make(**kwargs: Any) -> OpenAIChatModel:
+        model = OpenAIChatModel(server.credential(), "gpt-4o-mini", max_retries=2, **kwargs)
+        model.retry = RetryPolicy(max_retries=2, initial_delay=0.001, max_delay=0.005)
+        made.append(model)
+        return model
+
+    yield make
+    for model in made:
+        await model.aclose()
+
 
 HI = [Msg.system("Be brief."), Msg.user("Hi")]
 
