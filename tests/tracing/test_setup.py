@@ -97,6 +97,18 @@ def test_parley_tracing_false_wins_over_the_otel_variables(monkeypatch: pytest.M
     assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
+@pytest.mark.usefixtures("global_provider")
+async def test_parley_tracing_false_ignores_a_global_provider(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PARLEY_TRACING", "false")
+    provider, exporter = sdk_provider()
+    trace.set_tracer_provider(provider)
+
+    await calc().reply("1 + 2?")
+    assert exporter.get_finished_spans() == ()
+
+
 def test_otel_sdk_disabled_keeps_it_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")

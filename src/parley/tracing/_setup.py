@@ -11,7 +11,8 @@ should not pay. Tracing is on when a recording tracer provider is there to take 
 
 `configure()` runs by itself on the first traced operation when the environment asks for
 tracing (`PARLEY_TRACING=true`, `OTEL_TRACES_EXPORTER`, or an OTLP endpoint variable);
-`OTEL_SDK_DISABLED=true` or `PARLEY_TRACING=false` keep it off.
+`OTEL_SDK_DISABLED=true` keeps parley from setting a provider, `PARLEY_TRACING=false` from
+using any but one given to `use_tracer_provider`.
 """
 
 from __future__ import annotations
@@ -44,7 +45,9 @@ __all__ = [
 log = logging.getLogger("parley.tracing")
 
 TRACING_VARIABLE = "PARLEY_TRACING"
-"""Turns tracing on (`true`) or keeps it off (`false`) whatever the `OTEL_*` variables say."""
+"""Turns tracing on (`true`), or off (`false`: whatever the `OTEL_*` variables say, and even
+with a global provider someone else set; a provider given to `use_tracer_provider` still
+counts)."""
 
 CONTENT_VARIABLE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 """The GenAI conventions' opt-in for recording prompts, answers and tool arguments."""
@@ -68,6 +71,7 @@ class _State:
         self.lock = threading.Lock()
         self.checked_environment = False
         self.provider_variable = False  # OTEL_PYTHON_TRACER_PROVIDER names a provider to load
+        self.refused = False  # PARLEY_TRACING=false: not even a global provider of another's
         self.configured = False  # parley set the global provider (once per process)
         self.override: Any = None  # the provider given to use_tracer_provider
         self.capture: bool | None = None  # configure(capture_content=...) wins over variables
@@ -111,6 +115,8 @@ def tracer() -> Tracer | None:
     if provider is None:
         if not _state.checked_environment:
             _check_environment()
+        if _state.refused:
+            return None
         api = sys.modules.get("opentelemetry.trace")
         if api is None:  # nobody imported OpenTelemetry: nobody can have set a provider
             return None
@@ -141,6 +147,7 @@ def _tracer_of(provider: TracerProvider) -> Tracer | None:
 def _read_environment() -> None:
     _state.checked_environment = True
     _state.provider_variable = bool(os.environ.get("OTEL_PYTHON_TRACER_PROVIDER"))
+    _state.refused = _flag(TRACING_VARIABLE) is False
 
 
 def _check_environment() -> None:
