@@ -6,8 +6,8 @@ import parley.models.base
 
 # Under CI=true no skip passes and Hypothesis replays fixed examples (tests/_ci.py); PostgreSQL
 # and Chromium fixtures (postgres_url, postgres_db_url, chromium_browser, ...); `pytester`, for
-# the tests of the suite's own rules.
-pytest_plugins = ["tests._ci", "tests._external", "pytester"]
+# the tests of the suite's own rules; parley's spans into memory (tests/tracing/fixtures.py).
+pytest_plugins = ["tests._ci", "tests._external", "pytester", "tests.tracing.fixtures"]
 
 # Provider adapters refuse any host but this machine (local wire-format servers still work).
 parley.models.base.ALLOW_MODEL_REQUESTS = False

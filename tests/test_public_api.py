@@ -32,6 +32,7 @@ MODULES = [
     "parley.embeddings.gemini",
     "parley.rag",
     "parley.client",
+    "parley.tracing",
 ]
 
 

@@ -56,6 +56,7 @@ class PromptedToolsModel(ChatModel):
     """
 
     provider: ClassVar[str] = "prompted"
+    trace_calls: ClassVar[bool] = False  # the inner model's calls are traced
 
     def __init__(self, inner: ChatModel) -> None:
         # No retries of its own: the inner model's stream retries before its first chunk.

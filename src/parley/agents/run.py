@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from pydantic import BaseModel
 
+from parley import tracing
 from parley.agents.approval import (
     DENIED,
     NOT_RUN,
@@ -184,6 +185,7 @@ class AgentRun:
         """What the run's events pass through on their way out (`parley.agents.middleware`);
         the agent's, then any added with `use()`."""
         self._events: AsyncGenerator[AgentEvent, None] | None = None
+        self._trace = tracing.agent_run(self, self._input)  # None when tracing is off
 
     # -- the iterator ------------------------------------------------------------------------------
 
@@ -193,6 +195,8 @@ class AgentRun:
     async def __anext__(self) -> AgentEvent:
         if self._events is None:
             run = self._run()
+            if self._trace is not None:
+                run = self._trace.wrap(run)  # the agent's span around its own events
             self._events = through(run, self.middleware, self) if self.middleware else run
         return await self._events.__anext__()
 
@@ -375,7 +379,9 @@ class AgentRun:
         )
 
     async def _model_turn(self) -> AsyncGenerator[AgentEvent, None]:
-        stream = self._open_stream(await self._prompt(self._tools))
+        prompt = await self._prompt(self._tools)
+        with tracing.attached(self._trace):  # the model's span in the run's (no await here)
+            stream = self._open_stream(prompt)
         self._stream = stream
         seen: set[str] = set()
         try:
@@ -448,7 +454,9 @@ class AgentRun:
 
     async def _cancellable(self, work: Coroutine[Any, Any, T]) -> T | None:
         """Await `work` as a task `cancel()` can stop; None (status interrupted) if it did."""
-        task = asyncio.ensure_future(work)
+        # The run's span current in the task: its tools' and model calls' spans nest in it.
+        context = tracing.task_context(self._trace)
+        task = asyncio.get_running_loop().create_task(work, context=context)
         self._task = task
         try:
             return await task

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from parley import tracing
 from parley._sync import run_sync
 from parley.errors import ModelOutputError, UserError
 from parley.messages import AudioBlock, FileBlock, ImageBlock, TextBlock, VideoBlock, new_id
@@ -274,6 +275,14 @@ class EmbeddingModel(Generic[InputT]):
             UserError: Bad inputs or parameters.
             ModelError: The provider failed (after retries) or answered wrongly.
         """
+        with tracing.embeddings(self, inputs, overrides) as span:
+            response = await self._embed(inputs, overrides)
+            span.response(response)
+        return response
+
+    async def _embed(
+        self, inputs: Sequence[InputT], overrides: dict[str, Any]
+    ) -> EmbeddingResponse:
         items = self._check_inputs(inputs)
         parameters = self.parameters.merged(**overrides)
         if overrides:
@@ -365,6 +374,7 @@ class EmbeddingModel(Generic[InputT]):
         self, items: list[InputT], parameters: EmbeddingParameters
     ) -> tuple[list[Embedding], int | None]:
         batches = self.batches(items)
+        tracing.note_batches(len(batches))
         gate = asyncio.Semaphore(self.max_concurrency)
         results: list[EmbeddingBatch | None] = [None] * len(batches)
 

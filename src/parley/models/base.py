@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ValidationError
 
+from parley import tracing
 from parley._sync import iterate_sync, run_sync
 from parley.errors import UserError
 from parley.messages import Msg, ToolCallBlock
@@ -147,6 +148,9 @@ class ChatModel:
     """The tool-choice policy an agent uses with this model when it is given none (see
     `ToolChoicePolicy`); None lets the model choose in every call. Set it on an instance to
     change it for that model."""
+    trace_calls: ClassVar[bool] = True
+    """Whether tracing makes a `chat` span of each call; False for a wrapper whose inner
+    model's calls are traced (one span per call, so its usage is counted once)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -309,20 +313,22 @@ class ChatModel:
         """Answer a prepared request whole: cache, retries and timing around `_complete`."""
         key = self._cache_key(request)
         if key is not None and self.cache is not None and (hit := self.cache.get(key)):
-            return hit
-        started = time.monotonic()
-        response = await call_with_retries(
-            self.retry, lambda: self._complete(request), describe=f"{self.provider} call"
-        )
-        usage = response.usage.model_copy() if response.usage else None
-        if usage is not None:
-            usage.elapsed = time.monotonic() - started
-            if self.pricing is not None:
-                usage.cost = self.pricing.cost(
-                    usage.input_tokens, usage.output_tokens, usage.cached_tokens
-                )
-            response.usage = usage
-        response.model = response.model or self.model
+            return hit  # no model call, so no span
+        with tracing.chat_call(self, request) as span:
+            started = time.monotonic()
+            response = await call_with_retries(
+                self.retry, lambda: self._complete(request), describe=f"{self.provider} call"
+            )
+            usage = response.usage.model_copy() if response.usage else None
+            if usage is not None:
+                usage.elapsed = time.monotonic() - started
+                if self.pricing is not None:
+                    usage.cost = self.pricing.cost(
+                        usage.input_tokens, usage.output_tokens, usage.cached_tokens
+                    )
+                response.usage = usage
+            response.model = response.model or self.model
+            span.response(response)
         if key is not None and self.cache is not None:
             self.cache.put(key, response)
         return response
@@ -345,12 +351,15 @@ class ChatModel:
         if key is not None and cache is not None and (hit := cache.get(key)):
             return ChatStream(lambda: replay(hit), model=self.model)
         on_final = (lambda final: cache.put(key, final)) if key and cache else None
+        trace = tracing.chat_stream(self, request)  # None when tracing is off
+        open_source = lambda: self._stream(request)  # noqa: E731
         return ChatStream(
-            lambda: self._stream(request),
+            open_source if trace is None else trace.watch(open_source),
             policy=self.retry,
             model=self.model,
             on_final=on_final,
             pricing=self.pricing,
+            trace=trace,
         )
 
     def _cache_key(self, request: ChatRequest) -> str | None:

@@ -21,13 +21,16 @@ import contextlib
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from parley.errors import ModelError
 from parley.models.accumulator import Delta, MetaDelta, StreamAccumulator
 from parley.models.cards import Pricing
 from parley.models.response import ChatResponse, ChatUsage, FinishReason
 from parley.models.retry import RetryPolicy, logger
+
+if TYPE_CHECKING:
+    from parley.tracing import StreamTrace
 
 __all__ = ["ChatStream"]
 
@@ -186,6 +189,7 @@ class ChatStream:
         model: The model name for the chunks.
         on_final: Called with the final chunk of a stream that ended normally.
         pricing: The model's prices: the final chunk's usage then carries its `cost`.
+        trace: Its tracing span (`parley.tracing`), ended with the stream.
     """
 
     def __init__(
@@ -196,8 +200,10 @@ class ChatStream:
         model: str | None = None,
         on_final: Callable[[ChatResponse], None] | None = None,
         pricing: Pricing | None = None,
+        trace: StreamTrace | None = None,
     ) -> None:
         self._pricing = pricing
+        self._trace = trace
         self._pumping = _Pump(open_source, policy or RetryPolicy(max_retries=0))
         self._queue = self._pumping.channel
         self._accumulator = StreamAccumulator(model)
@@ -228,7 +234,10 @@ class ChatStream:
         if self.response is not None:
             raise StopAsyncIteration
         if self._pump is None and not self._cancelled:
-            self._pump = asyncio.get_running_loop().create_task(self._pumping.run())
+            # Traced, the pump runs in the stream's span: the provider's requests nest in it.
+            context = self._trace.context if self._trace is not None else None
+            loop = asyncio.get_running_loop()
+            self._pump = loop.create_task(self._pumping.run(), context=context)
             _pumps.add(self._pump)
             self._pump.add_done_callback(_pumps.discard)
         while True:
@@ -245,6 +254,8 @@ class ChatStream:
                 return self._finish("interrupted")
             if isinstance(item, BaseException):
                 self.response = self._accumulator.final("error")
+                if self._trace is not None:
+                    self._trace.end(self.response, item)
                 raise item
             chunk = self._accumulator.add(item)
             if chunk is not None:
@@ -302,6 +313,8 @@ class ChatStream:
             )
         final.usage = usage
         self.response = final
+        if self._trace is not None:
+            self._trace.end(final)
         if reason is None and self._on_final is not None:
             self._on_final(final)
         return final

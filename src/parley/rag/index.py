@@ -37,6 +37,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
+from parley import tracing
 from parley._sync import run_sync
 from parley.agents.budget import text_token_counter
 from parley.embeddings.base import EmbeddingModel
@@ -463,10 +464,13 @@ class DocumentIndex:
         """
         chosen = mode or ("hybrid" if self.embedding_model else "keyword")
         doc_ids = None if sources is None else [document_id(normalize_source(s)) for s in sources]
-        hits = await self._search(query, chosen, top_k, doc_ids)
-        if score_threshold is not None:
-            hits = [hit for hit in hits if hit.score >= score_threshold]
-        return hits[:top_k]
+        with tracing.retrieval(self.store, query, chosen, top_k) as span:
+            hits = await self._search(query, chosen, top_k, doc_ids)
+            if score_threshold is not None:
+                hits = [hit for hit in hits if hit.score >= score_threshold]
+            hits = hits[:top_k]
+            span.hits(hits)
+        return hits
 
     def search_sync(
         self,

@@ -133,6 +133,7 @@ class RetrievalTool(Tool):
     """
 
     name: ClassVar[str] = RETRIEVAL_TOOL_NAME
+    tool_type: ClassVar[str] = "datastore"
     description: ClassVar[str] = (
         "Searches the user's documents and returns the passages that best answer a query, "
         "numbered, each with its source (file and page). Cite them as [1], [2]."

@@ -27,6 +27,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from parley import tracing
 from parley.agents import Agent
 from parley.errors import ConfigurationError, ParleyError, ServiceError, UserError
 from parley.models.spec import model_from_spec
@@ -156,7 +157,20 @@ def create_app(
     # The page's files only where no API route matches the path: `PUT /invoke` is the route's
     # 405 (`Allow: POST`), not the file server's (`Allow: GET, HEAD`, as a mount at / answered).
     app.frontend("/", directory=_static_dir(), fallback=None)
+    _trace(app, settings)
     return app
+
+
+def _trace(app: FastAPI, settings: ServiceSettings) -> None:
+    """Trace the app's requests when tracing is on (the setting, `OTEL_*`, or a provider set).
+
+    Raises:
+        ConfigurationError: The setting asks for tracing and the tracing extra is missing.
+    """
+    enabled = True if settings.tracing else None  # None: as the OTEL_* variables say
+    content = True if settings.tracing_content else None
+    if tracing.configure(enabled, capture_content=content):
+        tracing.instrument_app(app)
 
 
 async def _warm_up(registry: AgentRegistry) -> None:

@@ -30,6 +30,7 @@ _SERVE_OPTIONS = {
     "docs_index": "PARLEY_DOCS_INDEX",
     "docs_embedding": "PARLEY_DOCS_EMBEDDING",
     "tts": "PARLEY_TTS",
+    "tracing": "PARLEY_TRACING",
 }
 
 
@@ -78,6 +79,13 @@ def add_commands(commands: Any) -> None:
     )
     serve_parser.add_argument(
         "--log-level", choices=["critical", "error", "warning", "info", "debug"]
+    )
+    serve_parser.add_argument(
+        "--tracing",
+        action="store_true",
+        default=None,
+        help="trace requests, runs, model calls and tools with OpenTelemetry (OTLP/HTTP to "
+        "OTEL_EXPORTER_OTLP_ENDPOINT; see docs/tracing.md)",
     )
     serve_parser.set_defaults(run=serve)
 

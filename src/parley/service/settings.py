@@ -110,6 +110,17 @@ class ServiceSettings(BaseSettings):
         "provider has a realtime model. Built at the first such request.",
     )
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
+    tracing: bool = Field(
+        False,
+        description="Trace requests, runs, model calls and tools with OpenTelemetry, exported "
+        "as the OTEL_* variables say (OTLP over HTTP by default; see docs/tracing.md). The "
+        "OTEL_* variables alone turn it on too.",
+    )
+    tracing_content: bool = Field(
+        False,
+        description="Record prompts, answers, tool arguments and results on the spans (as "
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true does).",
+    )
 
     @field_validator("auth_secret", mode="before")
     @classmethod

@@ -99,6 +99,9 @@ class Tool:
     parameters: ClassVar[list[dict[str, Any]] | dict[str, Any]] = {}
     requires_approval: ClassVar[bool] = False
     timeout: ClassVar[float | None] = 60.0
+    tool_type: ClassVar[str] = "function"
+    """What tracing calls it (`gen_ai.tool.type`): `function`, `extension` (an outside
+    service's, as MCP tools are) or `datastore` (a search of documents)."""
 
     def __init__(self, cfg: dict[str, Any] | None = None) -> None:
         self.cfg: dict[str, Any] = dict(cfg or {})

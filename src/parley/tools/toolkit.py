@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from parley import tracing
 from parley.errors import ConfigurationError, ToolArgumentsError, UserError
 from parley.messages import ToolCallBlock, ToolResultBlock
 from parley.models.tools import ToolSpec
@@ -60,7 +61,14 @@ def _registered(name: str, cfg: dict[str, Any]) -> Tool:
     return cls(cfg)
 
 
-def _error(call: ToolCallBlock, message: str) -> ToolResultBlock:
+def _error(
+    call: ToolCallBlock,
+    message: str,
+    span: tracing.ToolScope,
+    kind: str,
+    error: BaseException | None = None,
+) -> ToolResultBlock:
+    span.failed(kind, message, error)  # `kind` is the span's error.type
     return ToolResultBlock(tool_call_id=call.id, name=call.name, output=message, is_error=True)
 
 
@@ -135,27 +143,43 @@ class Toolkit:
             extra: More keyword arguments for the tool (Qwen-Agent style `messages=`, ...).
         """
         found = self._tools.get(call.name)
+        with tracing.tool_call(call, found) as span:  # current while the tool runs
+            result = await self._run(call, found, span, ctx, extra)
+            span.result(result)
+        return result
+
+    async def _run(
+        self,
+        call: ToolCallBlock,
+        found: Tool | None,
+        span: tracing.ToolScope,
+        ctx: RunContext[Any] | None,
+        extra: dict[str, Any],
+    ) -> ToolResultBlock:
         if found is None:
-            return _error(
-                call, f"there is no tool {call.name!r}; available: {', '.join(self._tools)}"
-            )
+            available = ", ".join(self._tools)
+            message = f"there is no tool {call.name!r}; available: {available}"
+            return _error(call, message, span, "tool_not_found")
         try:
             arguments = found.prepare(call.raw_input if call.raw_input is not None else call.input)
         except ToolArgumentsError as exc:
-            return _error(call, f"{exc}. Call the tool again with corrected arguments.")
+            message = f"{exc}. Call the tool again with corrected arguments."
+            return _error(call, message, span, "invalid_arguments", exc)
         if ctx is not None and found.takes_context:
             extra = {**extra, "ctx": ctx.for_call(call.id, call.name)}
         try:
             # `asyncio.timeout` rather than `wait_for`: no extra task per call (3.11).
             async with asyncio.timeout(found.timeout):
                 output = await found.acall(arguments, **extra)
-        except TimeoutError:
-            return _error(call, f"{call.name} did not finish within {found.timeout} seconds")
+        except TimeoutError as exc:
+            message = f"{call.name} did not finish within {found.timeout} seconds"
+            return _error(call, message, span, "timeout", exc)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             logger.info("tool %s failed: %r", call.name, exc)
-            return _error(call, f"{call.name} failed: {type(exc).__name__}: {exc}")
+            message = f"{call.name} failed: {type(exc).__name__}: {exc}"
+            return _error(call, message, span, tracing.error_type(exc), exc)
         return ToolResultBlock(tool_call_id=call.id, name=call.name, output=to_output(output))
 
     async def run_all(

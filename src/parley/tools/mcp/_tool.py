@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from parley.errors import UserError
 from parley.tools.base import Tool, ToolOutput
@@ -29,6 +29,8 @@ class MCPTool(Tool):
         connection: The server's connection.
         spec: The server's description of the tool.
     """
+
+    tool_type: ClassVar[str] = "extension"  # runs in another program, the MCP server
 
     def __init__(self, connection: MCPServerConnection, spec: MCPToolSpec) -> None:
         self.connection = connection
