@@ -77,8 +77,12 @@ class ServiceState:
         return entry.agent if spec is None else entry.with_model(spec, model_from_spec)
 
 
-def get_state(request: Request) -> ServiceState:
-    """FastAPI dependency: the app's `ServiceState`."""
+async def get_state(request: Request) -> ServiceState:
+    """FastAPI dependency: the app's `ServiceState`.
+
+    Async so that FastAPI calls it in the request's task: a plain function dependency runs in
+    a worker thread, a hop there and back for every request.
+    """
     state: ServiceState = request.app.state.parley
     return state
 
