@@ -131,7 +131,7 @@ def run_headers(handle: RunHandle) -> dict[str, str]:
 async def collect(handle: RunHandle) -> tuple[RunEnded, str | None]:
     """Wait for a run's end: its `RunEnded`, and its error message if it failed."""
     error: str | None = None
-    async for event in handle.events():
+    while (event := await handle.next_event()) is not None:
         if isinstance(event, RunEnded):
             return event, error
         if event.type == "run_error":
