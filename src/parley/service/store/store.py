@@ -42,6 +42,7 @@ from sqlalchemy import (
     create_engine,
     delete,
     event,
+    exists,
     func,
     insert,
     or_,
@@ -470,8 +471,8 @@ class Store:
         }
 
         def work(conn: Connection) -> OpenedRun:
-            owner = conn.execute(_Run.owner, values).scalar_one_or_none()
-            if owner is None:  # a new thread: no run, approval or message to settle or read
+            found = conn.execute(_Run.claim, values).one_or_none()
+            if found is None:  # a new thread: no run, approval or message to settle or read
                 history = list(seed)
                 added = list(then(history)) if then is not None else []
                 conn.execute(_Run.make_thread, {**values, "_title": _title([*history, *added])})
@@ -479,10 +480,11 @@ class Store:
                 _insert(conn, thread_id, history, None, now)
                 _insert(conn, thread_id, added, run_id, now)
                 return OpenedRun(history, added)
-            if owner != user_id:
+            if found.user_id != user_id:
                 raise NotFoundError(f"thread {thread_id!r} not found", status_code=404)
-            conn.execute(_Run.interrupt_running, values)
-            if expire_approvals:
+            if found.running:
+                conn.execute(_Run.interrupt_running, values)
+            if expire_approvals and found.pending:
                 conn.execute(_Run.expire_pending, values)
             conn.execute(_Run.record, values)
             history = _history(conn, thread_id)
@@ -696,7 +698,16 @@ def _owner(conn: Connection, thread_id: str) -> str | None:
 class _Run:
     """The statements of a run's path, built once: parameters by name (`_thread`, ...)."""
 
-    owner = select(threads.c.user_id).where(threads.c.id == bindparam("_thread"))
+    # The thread's owner, and whether a run opening on it has anything to settle: one query.
+    claim = select(
+        threads.c.user_id,
+        exists()
+        .where(runs.c.thread_id == threads.c.id, runs.c.status == "running")
+        .label("running"),
+        exists()
+        .where(approvals.c.thread_id == threads.c.id, approvals.c.status == "pending")
+        .label("pending"),
+    ).where(threads.c.id == bindparam("_thread"))
     add_messages = insert(messages)
     history = (
         select(messages.c.data)
