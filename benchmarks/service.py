@@ -1,17 +1,21 @@
-"""The HTTP service: its own cost under load, on SQLite and PostgreSQL, beside bare FastAPI.
+"""The HTTP service: its own cost under load, on SQLite and PostgreSQL, beside the service it
+replaces (agent-service-toolkit's) and bare FastAPI.
 
 The agents' model is parley's `ScriptedModel` (no LLM, no network), so what is measured is the
 service: HTTP, validation, the thread's lock, the store's writes, the run's task and events.
-Each server is a uvicorn process of its own on 127.0.0.1 (`service.py --serve ...`, started by
-this script). The load comes from this process, `httpx.AsyncClient`s of one connection each on
-one event loop; the held streams of 2. from a process of their own (`service.py --hold ...`).
+Each server is a uvicorn process of its own on 127.0.0.1 (`_serve.py`, started by this
+script), logging as its own command does (uvicorn's access log on). The load comes from this
+process, `httpx.AsyncClient`s of one connection each on one event loop; the held streams of 2.
+from a process of their own (`service.py --hold ...`).
 
 1. `POST /invoke` at 1, 16 and 64 concurrent clients, each client on a thread of its own (a
-   conversation of `TURNS` questions, then a new one), and rows with every client on ONE
+   new one every question, or every `--turns` questions), and rows with every client on ONE
    thread (runs on a thread go one at a time: the cost of that serialization). Requests/s,
-   p50 and p99 latency, on SQLite and PostgreSQL side by side with their ratio, and the same
-   `/invoke` on a bare FastAPI app that validates a `UserInput` and returns a constant
-   `ChatMessage` (no store, no agent): the framework's floor, as a ratio.
+   p50 and p99 latency, on SQLite and PostgreSQL side by side with their ratio; the same on
+   agent-service-toolkit's own service (`_toolkit_server.py`: its `chatbot` agent, its fake
+   model, LangGraph's SQLite checkpointer, in the virtualenv `setup.sh` makes for it); and
+   on a bare FastAPI app that validates a `UserInput` and returns a constant `ChatMessage`
+   (no store, no agent): the framework's floor, as a ratio.
 2. `/stream` clients held open: N streams of a long answer (a token every `stream_delay`,
    for minutes), N = 16, 32, 64, ... and meanwhile new clients, `PROBE_RATE` a second, each
    streaming a short answer on a connection of its own: their time to first token (request
@@ -21,11 +25,12 @@ one event loop; the held streams of 2. from a process of their own (`service.py 
 3. Memory per open stream: the server's resident set (`VmRSS`) with N streams open, minus
    its resident set idle before them, over N (a fresh server).
 
-Rows are interleaved (each concurrency runs SQLite, PostgreSQL and bare back to back, round
-after round), so drift in the machine's speed falls on all of them. Nothing here is a test:
+Rows are interleaved (each concurrency runs SQLite, PostgreSQL, the toolkit and bare back to back,
+round after round), so drift in the machine's speed falls on all of them. Nothing here is a test:
 no figure fails the run. Linux only (`/proc`).
 
-Run: `python benchmarks/service.py [--quick] [--postgres-url URL] [--skip-postgres]`.
+Run: `python benchmarks/service.py [--quick] [--postgres-url URL] [--skip-postgres]
+[--toolkit-python PATH] [--require-peers] [--turns N] [--invoke-only]`.
 """
 
 from __future__ import annotations
@@ -558,11 +563,15 @@ def report_invoke(rows: list[InvokeRow], labels: list[str], settings: Settings) 
         "client on one thread, whose runs go one at a time (a new one every "
         f"max({settings.turns}, clients) questions, so the history stays short)"
     )
-    print("CPU over the measured time, % of one core: server / load generator")
+    print(
+        "CPU over the measured time, % of one core: server / load generator; and the "
+        "server's CPU a request, in ms (what other work on the machine moves least)"
+    )
     for row in rows:
         cells = "   ".join(
             f"{label}: {load.server_cpu / load.seconds:>4.0%} / "
-            f"{load.client_cpu / load.seconds:>4.0%}"
+            f"{load.client_cpu / load.seconds:>4.0%} "
+            f"({load.server_cpu / max(1, len(load.latencies)) * 1e3:.2f})"
             for label, load in row.loads.items()
         )
         print(f"{row.clients:>7} {'one' if row.one_thread else 'own':<8} {cells}")
