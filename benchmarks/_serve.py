@@ -15,9 +15,21 @@ import socket
 import sys
 import threading
 import time
+from importlib import metadata
 from typing import Any
 
 START_TIMEOUT = 60.0
+
+
+def versions(names: tuple[str, ...]) -> str:
+    """The installed versions of these distributions, as one line (`?` for one missing)."""
+    found = []
+    for name in names:
+        try:
+            found.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            found.append(f"{name} ?")
+    return ", ".join(found)
 
 
 def raise_file_limit() -> None:

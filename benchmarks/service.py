@@ -54,7 +54,6 @@ import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -913,13 +912,7 @@ def _postgres_about(url: str) -> str:
 
 def _versions() -> str:
     names = ("parley", "fastapi", "starlette", "uvicorn", "httpx", "sqlalchemy", "aiosqlite")
-    found = []
-    for name in names:
-        try:
-            found.append(f"{name} {metadata.version(name)}")
-        except metadata.PackageNotFoundError:
-            found.append(f"{name} ?")
-    return ", ".join(found)
+    return _serve.versions(names)
 
 
 def _machine() -> str:
@@ -954,18 +947,15 @@ def _server_stack() -> str:
     return "; ".join(parts)
 
 
-_TOOLKIT_VERSIONS = """
-from importlib import metadata
-names = ("langgraph", "langgraph-checkpoint-sqlite", "langchain-core", "fastapi", "uvicorn",
-         "uvloop", "httptools")
-found = []
-for name in names:
-    try:
-        found.append(f"{name} {metadata.version(name)}")
-    except metadata.PackageNotFoundError:
-        found.append(f"no {name}")
-print(", ".join(found))
-"""
+_TOOLKIT_NAMES = (
+    "langgraph",
+    "langgraph-checkpoint-sqlite",
+    "langchain-core",
+    "fastapi",
+    "uvicorn",
+    "uvloop",
+    "httptools",
+)
 
 
 def toolkit_python(args: argparse.Namespace) -> Path | None:
@@ -982,8 +972,9 @@ def toolkit_python(args: argparse.Namespace) -> Path | None:
             raise SystemExit(note)
         print(f"({note})")
         return None
+    ask = f"import _serve; print(_serve.versions({_TOOLKIT_NAMES!r}))"
     versions = subprocess.run(
-        [str(python), "-c", _TOOLKIT_VERSIONS], capture_output=True, text=True, check=True
+        [str(python), "-c", ask], capture_output=True, text=True, check=True, cwd=HERE
     ).stdout.strip()
     commit_file = python.parent.parent / "agent-service-toolkit" / "COMMIT"
     commit = commit_file.read_text().strip()[:12] if commit_file.exists() else "?"

@@ -461,14 +461,7 @@ class Store:
             NotFoundError: The thread is another user's.
         """
         now = utcnow()
-        values = {
-            "_run": run_id,
-            "_thread": thread_id,
-            "_user": user_id,
-            "_agent": agent,
-            "_model": model,
-            "_now": now,
-        }
+        values = _run_values(run_id, thread_id, user_id, agent, model, now)
 
         def work(conn: Connection) -> OpenedRun:
             found = conn.execute(_Run.claim, values).one_or_none()
@@ -501,14 +494,7 @@ class Store:
         self, run_id: str, thread_id: str, user_id: str, agent: str, model: str
     ) -> None:
         """Record a run as `running`."""
-        values = {
-            "_run": run_id,
-            "_thread": thread_id,
-            "_user": user_id,
-            "_agent": agent,
-            "_model": model,
-            "_now": utcnow(),
-        }
+        values = _run_values(run_id, thread_id, user_id, agent, model, utcnow())
         await self._runner.write(lambda conn: conn.execute(_Run.record, values))
 
     async def end_run(
@@ -770,6 +756,20 @@ class _Run:
 def _history(conn: Connection, thread_id: str) -> list[Msg]:
     rows = conn.execute(_Run.history, {"_thread": thread_id}).scalars()
     return [Msg.model_validate_json(data) for data in rows]
+
+
+def _run_values(
+    run_id: str, thread_id: str, user_id: str, agent: str, model: str, now: datetime
+) -> dict[str, Any]:
+    """A new run's parameters, by the names `_Run`'s statements bind."""
+    return {
+        "_run": run_id,
+        "_thread": thread_id,
+        "_user": user_id,
+        "_agent": agent,
+        "_model": model,
+        "_now": now,
+    }
 
 
 def _insert(
