@@ -50,7 +50,7 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.engine import Row
+from sqlalchemy.engine import Row, make_url
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -75,6 +75,7 @@ STALE_RUN_ERROR = "the process serving this run ended before the run did"
 T = TypeVar("T")
 
 _SQLITE_THREADS = 4  # reads run beside the one writer; more threads only contend for the GIL
+_PG_POOL_SIZE = 10  # a store transaction takes a millisecond or two: ten serve many runs
 _MIGRATIONS = "parley.service.store:migrations"
 _TITLE_LENGTH = 80
 _KEY_PREFIX = "pk_"
@@ -243,7 +244,16 @@ class Store:
 
     @classmethod
     async def open(cls, url: str, *, migrate: bool = True, **engine_options: Any) -> Store:
-        """Connect to `url` and bring its schema up to date (alembic migrations)."""
+        """Connect to `url` and bring its schema up to date (alembic migrations).
+
+        On PostgreSQL the engine keeps `_PG_POOL_SIZE` connections and opens no more (unless
+        `engine_options` say otherwise): past the pool's size SQLAlchemy would open a
+        connection for one transaction and close it after (a TLS attempt, an authentication
+        and a server process each time, which cost more than the transaction); a transaction
+        waits for a free connection instead.
+        """
+        if make_url(url).get_backend_name() == "postgresql":
+            engine_options = {"pool_size": _PG_POOL_SIZE, "max_overflow": 0, **engine_options}
         engine = create_async_engine(url, **engine_options)
         if engine.dialect.name == "sqlite":
             event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
