@@ -48,25 +48,18 @@ class ThreadMemory(Memory):
     """An agent's memory backed by a thread in the store (read once, appended as it goes).
 
     The run holds the thread's lock, so the copy read at the start stays the thread's truth.
-    Messages stored before the run began (`stored_ahead`: its question, with its record) are
-    not stored again. An answer (an assistant message calling no tool: the run ends after it,
-    bar a structured answer's extra turn) is held back for the run's last transaction
-    (`take_held`), and written first by any later `add`.
+    Messages stored before the run began (`load`'s `stored_ahead`: its question, with its
+    record) are not stored again. An answer (an assistant message calling no tool: the run
+    ends after it, bar a structured answer's extra turn) is held back for the run's last
+    transaction (`take_held`), and written first by any later `add`.
     """
 
-    def __init__(
-        self,
-        store: Store,
-        thread_id: str,
-        msgs: Sequence[Msg] = (),
-        *,
-        stored_ahead: Sequence[Msg] = (),
-    ) -> None:
+    def __init__(self, store: Store, thread_id: str, msgs: Sequence[Msg] = ()) -> None:
         self.store = store
         self.thread_id = thread_id
         self.run_id: str | None = None
         self._msgs = list(msgs)
-        self._ahead = {m.id for m in stored_ahead}
+        self._ahead: set[str] = set()
         self._held: list[Msg] = []
 
     def load(self, msgs: Sequence[Msg], *, stored_ahead: Sequence[Msg] = ()) -> None:
