@@ -69,7 +69,8 @@ chat: install
 # Peer libraries are installed for benchmarks only, into their own virtualenv, so their pins
 # never touch parley's environment. models.py compares parley with its own extras (the openai
 # SDK, llama-cpp-python), which parley's environment has; service.py needs the `service` extra
-# (and PostgreSQL's binaries, or BENCH_SERVICE_ARGS=--postgres-url=... or --skip-postgres).
+# (and PostgreSQL's binaries, or BENCH_SERVICE_ARGS=--postgres-url=... or --skip-postgres), and
+# serves its peer, agent-service-toolkit, from the virtualenv setup.sh makes for it (Python 3.12+).
 # rag.py runs in .venv-bench beside Qwen-Agent's keyword search (setup.sh installs parley's
 # `embeddings`, `rag` and `rag-postgres` extras there, and starts a throwaway PostgreSQL with
 # pgvector, or BENCH_RAG_ARGS=--postgres-url=... or --skip-postgres); --quick for a short run.
@@ -80,7 +81,7 @@ bench: install
 	$(BENCH_VENV)/bin/python benchmarks/rag.py $(BENCH_RAG_ARGS)
 	$(PY) benchmarks/models.py $(BENCH_MODELS_ARGS)
 	$(PY) benchmarks/agents.py $(BENCH_AGENTS_ARGS)
-	$(PY) benchmarks/service.py $(BENCH_SERVICE_ARGS)
+	$(PY) benchmarks/service.py --toolkit-python $(BENCH_VENV)/toolkit/bin/python $(BENCH_SERVICE_ARGS)
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) site dist .mypy_cache .pytest_cache .ruff_cache .hypothesis

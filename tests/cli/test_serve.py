@@ -9,8 +9,11 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
+from parley.service import cli
 from parley.tools.builtin import available_sandbox_modes
+from tests._requires import require_module
 from tests.service._live import free_port
 
 START_TIMEOUT = 60.0
@@ -43,3 +46,16 @@ def test_serve_says_where_the_page_is_and_which_sandbox_runs_code(tmp_path: Path
     assert f"code_interpreter: sandbox {named}" in text
     # The served database is where the user started it, outside anything the code can see.
     assert (tmp_path / "parley.db").exists()
+
+
+def test_serve_runs_on_uvloop_and_httptools_when_installed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    require_module("uvloop", "service-fast")
+    require_module("httptools", "service-fast")
+    assert cli._server_parts() == ("uvloop", "httptools")
+    assert capsys.readouterr().err == ""
+
+    monkeypatch.setattr(cli, "find_spec", lambda name: None)  # as if the extra were missing
+    assert cli._server_parts() == ("asyncio", "h11")
+    assert "pip install 'parley[service-fast]'" in capsys.readouterr().err

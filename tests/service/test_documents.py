@@ -92,7 +92,9 @@ def test_docs_need_a_source_and_paths_are_made_absolute(
     with pytest.raises(ConfigurationError, match="no documents"):
         DocumentsService(ServiceSettings(), lambda spec: None)  # type: ignore[arg-type,return-value]
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("PARLEY_DOCS", raising=False)
+    # Set through monkeypatch first, so that what `_export` writes is undone after the test
+    # (a `delenv` at its end would record the exported value, and restore it for later tests).
+    monkeypatch.setenv("PARLEY_DOCS", "[]")
     import argparse  # noqa: PLC0415
 
     args = argparse.Namespace(agents=None, docs=["handbook", "https://example.com/faq"])
@@ -104,4 +106,3 @@ def test_docs_need_a_source_and_paths_are_made_absolute(
         str(tmp_path / "handbook"),
         "https://example.com/faq",
     ]
-    monkeypatch.delenv("PARLEY_DOCS")

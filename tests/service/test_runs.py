@@ -219,6 +219,93 @@ async def test_a_run_records_its_usage_and_how_it_ended(service: MakeService) ->
     assert [m.role for m in stored][-3:] == ["user", "assistant", "tool"]  # nothing left open
 
 
+# -- what is stored, and when ----------------------------------------------------------------
+
+
+async def _read_back(url: str, thread_id: str, run_id: str) -> tuple[list[Any], Any]:
+    """The thread's messages and the run's record, read through a store of its own."""
+    store = await Store.open(url, migrate=False)
+    try:
+        return await store.get_messages(thread_id), await store.get_run(run_id, "local")
+    finally:
+        await store.close()
+
+
+async def test_when_invoke_answers_the_run_is_stored_whole(
+    service: MakeService, sqlite_url: str
+) -> None:
+    svc = await service(Agent("helper", ScriptedModel(["Paris."])))
+    answer = await svc.client.post("/invoke", json={"message": "capital?", "thread_id": "new"})
+    assert answer.status_code == 200
+    run_id = answer.headers["X-Run-Id"]
+
+    # Read through another connection at once: committed, not held in the service's memory.
+    rows, record = await _read_back(sqlite_url, "new", run_id)
+    assert [(m.role, m.text, r) for m, r in rows] == [
+        ("user", "capital?", run_id),
+        ("assistant", "Paris.", run_id),
+    ]
+    assert record is not None
+    assert record.status == "completed"
+    assert record.ended_at is not None
+    assert record.usage is not None
+    assert record.usage["output_tokens"] > 0
+    thread = (await svc.client.get("/threads/new")).json()
+    assert (thread["title"], thread["status"]) == ("capital?", "idle")
+
+
+async def test_the_question_is_stored_with_the_run_before_the_model_answers(
+    service: MakeService, sqlite_url: str
+) -> None:
+    model = _Gated("Paris.")
+    svc = await service(Agent("helper", model))
+    answer = asyncio.create_task(
+        svc.client.post("/invoke", json={"message": "capital?", "thread_id": "t"})
+    )
+    handle = await wait_for_run(svc.state)
+    await asyncio.wait_for(model.at_gate.wait(), 5)
+
+    rows, record = await _read_back(sqlite_url, "t", handle.run_id)
+    assert [(m.role, m.text, r) for m, r in rows] == [("user", "capital?", handle.run_id)]
+    assert record is not None
+    assert record.status == "running"
+
+    model.gate.set()
+    assert (await answer).status_code == 200
+    rows, record = await _read_back(sqlite_url, "t", handle.run_id)
+    assert [m.role for m, _ in rows] == ["user", "assistant"]
+    assert record is not None
+    assert record.status == "completed"
+
+
+async def test_an_answer_the_store_cannot_keep_fails_the_run(
+    service: MakeService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    svc = await service(Agent("helper", ScriptedModel(["Paris.", "Paris, again."])))
+    store = svc.state.store
+    end_run = store.end_run
+
+    async def failing(*args: Any, last: Any = None, **kwargs: Any) -> None:
+        if last is not None:  # the transaction with the answer: the database refuses it
+            raise OSError("disk I/O error")
+        await end_run(*args, **kwargs)
+
+    monkeypatch.setattr(store, "end_run", failing)
+    failed = await svc.client.post("/invoke", json={"message": "capital?", "thread_id": "t"})
+    assert failed.status_code == 502
+    assert "could not store the run's answer" in failed.json()["detail"]
+    run = (await svc.client.get(f"/runs/{failed.headers['X-Run-Id']}")).json()
+    assert run["status"] == "error"
+    assert "disk I/O error" in run["error"]
+    stored = [(m.role, m.text) for m, _ in await store.get_messages("t")]
+    assert stored == [("user", "capital?")]  # told as failed, as stored
+
+    monkeypatch.setattr(store, "end_run", end_run)
+    again = await svc.client.post("/invoke", json={"message": "again?", "thread_id": "t"})
+    assert again.status_code == 200
+    assert again.json()["content"] == "Paris, again."
+
+
 # -- cancelling --------------------------------------------------------------------------------
 
 

@@ -324,7 +324,7 @@ async def agui_frames(
     """The SSE frames of a run's AG-UI events, encoded by `encoder`."""
     events = AguiEvents(handle, given)
     yield encoder.encode(events.started())
-    async for event in handle.events():
+    while (event := await handle.next_event()) is not None:
         if isinstance(event, RunEnded):
             thread = (
                 [] if events.failed else [m for m, _ in await store.get_messages(handle.thread_id)]

@@ -30,6 +30,7 @@ a page cannot send the user's key, and the service may be served under any name)
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from urllib.parse import urlsplit
 
@@ -97,6 +98,7 @@ def is_local_name(name: str) -> bool:
     return address.is_unspecified or is_loopback(name)
 
 
+@functools.lru_cache(maxsize=1024)  # asked of every request's Host
 def _is_local_host(host: str) -> bool:
     """Whether a `Host` header (a name and an optional port) names this machine."""
     if not host or _NOT_IN_HOST & set(host):

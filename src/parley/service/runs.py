@@ -7,11 +7,16 @@ the run's clean-up half-way: the request only asks the run to stop (`cancel()`),
 stops its model stream or tools, keeps the partial answer (marked interrupted), records how it
 ended, and only then lets the next run on the thread in.
 
-The run's messages go to the store as the agent completes them (`ThreadMemory`), each in one
-transaction. `POST /runs/{id}/cancel` reaches a run in this process at once, and one in
-another process through the store: every process polls the cancel flags of its own runs. A
-run whose process was killed is marked `interrupted` by the cancel itself (nobody holds its
-thread's lock), or else by the next run on its thread.
+The run's messages go to the store as the agent completes them (`ThreadMemory`): its question
+in the transaction that records the run, its answer in the one that records its end, and
+each message between them in one of its own. So when the run's end is told (an `/invoke`
+answered, a stream's last frame), its question, answer, record and usage are stored; if
+that last transaction fails, the run is told as failed.
+
+`POST /runs/{id}/cancel` reaches a run in this process at once, and one in another process
+through the store: every process polls the cancel flags of its own runs. A run whose
+process was killed is marked `interrupted` by the cancel itself (nobody holds its thread's
+lock), or else by the next run on its thread.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 
 from parley.agents import Agent, AgentRun, Memory, Middleware
+from parley.agents.approval import unanswered_calls
 from parley.agents.events import AgentEvent, ApprovalRequested, RunEnded, RunError
 from parley.errors import ConflictError, NotFoundError
 from parley.messages import Msg
@@ -42,19 +48,42 @@ class ThreadMemory(Memory):
     """An agent's memory backed by a thread in the store (read once, appended as it goes).
 
     The run holds the thread's lock, so the copy read at the start stays the thread's truth.
+    Messages stored before the run began (`load`'s `stored_ahead`: its question, with its
+    record) are not stored again. An answer (an assistant message calling no tool: the run
+    ends after it, bar a structured answer's extra turn) is held back for the run's last
+    transaction (`take_held`), and written first by any later `add`.
     """
 
-    def __init__(self, store: Store, thread_id: str, msgs: Sequence[Msg]) -> None:
+    def __init__(self, store: Store, thread_id: str, msgs: Sequence[Msg] = ()) -> None:
         self.store = store
         self.thread_id = thread_id
         self.run_id: str | None = None
         self._msgs = list(msgs)
+        self._ahead: set[str] = set()
+        self._held: list[Msg] = []
+
+    def load(self, msgs: Sequence[Msg], *, stored_ahead: Sequence[Msg] = ()) -> None:
+        """Start from `msgs` (the thread read as the run opened) and what it stored ahead."""
+        self._msgs = list(msgs)
+        self._ahead = {m.id for m in stored_ahead}
 
     async def add(self, msgs: Msg | Sequence[Msg]) -> None:
         """Store messages in the thread (one transaction), then remember them."""
         batch = [msgs] if isinstance(msgs, Msg) else list(msgs)
-        await self.store.add_messages(self.thread_id, batch, self.run_id)
+        fresh = [m for m in batch if m.id not in self._ahead]
+        self._ahead.difference_update(m.id for m in batch)
+        unwritten = [*self._held, *fresh]
+        if fresh and _is_answer(fresh[-1]):
+            self._held = unwritten
+        else:
+            await self.store.add_messages(self.thread_id, unwritten, self.run_id)
+            self._held = []
         self._msgs.extend(batch)
+
+    def take_held(self) -> list[Msg]:
+        """The messages held back for the run's last transaction (none are held after)."""
+        held, self._held = self._held, []
+        return held
 
     async def get(self) -> list[Msg]:
         """The thread's messages, oldest first."""
@@ -64,14 +93,22 @@ class ThreadMemory(Memory):
         """Forget the thread's messages, in the store too."""
         await self.store.clear_messages(self.thread_id)
         self._msgs.clear()
+        self._held.clear()
+
+
+def _is_answer(msg: Msg) -> bool:
+    return msg.role == "assistant" and not msg.tool_calls
 
 
 class RunHandle:
     """A started run: its ids, its events (for one reader), and a way to stop it."""
 
-    def __init__(self, run: AgentRun, thread_id: str, agent: str) -> None:
+    def __init__(
+        self, run: AgentRun, thread_id: str, agent: str, memory: ThreadMemory | None = None
+    ) -> None:
         self.run = run
         self.run_id = run.run_id
+        self.memory = memory
         self.thread_id = thread_id
         self.agent = agent
         self.done = asyncio.Event()
@@ -87,6 +124,14 @@ class RunHandle:
         """The run's events as they happen, ending with `RunEnded`."""
         while (event := await self._queue.get()) is not None:
             yield event
+
+    async def next_event(self) -> AgentEvent | None:
+        """The run's next event; None after `RunEnded`.
+
+        For a reader that stops at `RunEnded`: an `events()` generator left there unfinished
+        is closed by the garbage collector, through a wake-up of the event loop.
+        """
+        return await self._queue.get()
 
     def put(self, event: AgentEvent | None) -> None:
         """Hand an event (None: the end) to the reader."""
@@ -132,44 +177,55 @@ class RunManager:
             UserError: A verdict names a call that does not wait.
         """
         check_tools_reachable(agent)
-        await self.store.claim_thread(thread_id, user_id, agent_key)
-        lease = await self.locks.acquire(thread_id, self.busy_timeout)
+        lease = await self._lock(thread_id, user_id)
         try:
-            # Again under the lock: the thread may have been deleted while this waited.
-            await self.store.claim_thread(thread_id, user_id, agent_key)
-            run = await self._prepare(agent, user_id, thread_id, message, resume, history)
+            memory = ThreadMemory(self.store, thread_id)
+            run = await self._prepare(agent, user_id, thread_id, memory, message, resume)
             run.use(*middleware)
-            await self.store.begin_run(
+            # In one transaction: the thread claimed (made, or a 404), the run recorded, and
+            # its question stored unless a call left open must be answered first (the run
+            # stores that answer, then the question).
+            question = [message] if message is not None else []
+            opened = await self.store.open_run(
                 run.run_id,
                 thread_id,
                 user_id,
                 agent_key,
                 str(agent.model.model),
                 expire_approvals=resume is None,  # a new message goes past them
+                seed=history,
+                then=lambda found: [] if unanswered_calls(found) else question,
             )
+            memory.load(opened.history, stored_ahead=opened.added)
         except BaseException:
             await lease.release()
             raise
-        handle = RunHandle(run, thread_id, agent_key)
+        handle = RunHandle(run, thread_id, agent_key, memory)
         self.active[handle.run_id] = handle
         handle.task = asyncio.create_task(self._drive(handle, lease), name=handle.run_id)
         self._ensure_poller()
         return handle
+
+    async def _lock(self, thread_id: str, user_id: str) -> Lease:
+        """The thread's lock: at once when free; else, unless it is another's, once free.
+
+        Another user's thread is a 404 at once, not after waiting for its run.
+        """
+        try:
+            return await self.locks.acquire(thread_id, 0)
+        except ConflictError:
+            await self.store.check_owner(thread_id, user_id)
+            return await self.locks.acquire(thread_id, self.busy_timeout)
 
     async def _prepare(
         self,
         agent: Agent,
         user_id: str,
         thread_id: str,
+        memory: ThreadMemory,
         message: Msg | None,
         resume: tuple[str, bool | Mapping[str, bool]] | None,
-        seed: Sequence[Msg],
     ) -> AgentRun:
-        history = [msg for msg, _ in await self.store.get_messages(thread_id)]
-        if seed and not history:
-            await self.store.add_messages(thread_id, seed, None)  # no run wrote them
-            history = list(seed)
-        memory = ThreadMemory(self.store, thread_id, history)
         if resume is None:
             run = agent.stream(message, memory=memory, user_id=user_id)
         else:
@@ -214,17 +270,32 @@ class RunManager:
     ) -> None:
         # Recorded and unlocked before the reader hears of the end: a client that reads the
         # run or continues the thread right after sees it ended.
+        held = handle.memory.take_held() if handle.memory is not None else []
         try:
             usage = ended.usage.model_dump(mode="json")
-            await self.store.end_run(handle.run_id, ended.status, usage, error)
-        except Exception:
+            last = (handle.thread_id, held) if held else None
+            await self.store.end_run(handle.run_id, ended.status, usage, error, last=last)
+        except Exception as exc:
             log.exception("could not record the end of run %s", handle.run_id)
+            if held:  # its answer is not stored: the run failed
+                ended = await self._failed_to_store(handle, ended, exc)
         finally:
             await lease.release()
             self.active.pop(handle.run_id, None)
             handle.done.set()
             handle.put(ended)
             handle.put(None)
+
+    async def _failed_to_store(
+        self, handle: RunHandle, ended: RunEnded, exc: Exception
+    ) -> RunEnded:
+        """Tell the reader the run failed (its answer was not stored); record that if possible."""
+        error = f"could not store the run's answer: {exc}"
+        handle.put(RunError(message=error, kind=type(exc).__name__))
+        with contextlib.suppress(Exception):
+            usage = ended.usage.model_dump(mode="json")
+            await self.store.end_run(handle.run_id, "error", usage, error)
+        return RunEnded(status="error", final=ended.final, usage=ended.usage)
 
     async def cancel(self, run_id: str, user_id: str, *, wait: float = 2.0) -> RunRecord:
         """Stop a run of `user_id`'s (here or in another process); its record after.

@@ -8,6 +8,7 @@ toolkit's own variable for its shared secret, `AUTH_SECRET`, works too.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from pathlib import Path
 from typing import Literal
@@ -156,6 +157,7 @@ class ServiceSettings(BaseSettings):
         return "127.0.0.1"
 
 
+@functools.lru_cache(maxsize=1024)  # asked of every request's client address
 def is_loopback(host: str) -> bool:
     """Whether `host` names this machine (`localhost`, 127.0.0.0/8, ::1)."""
     if host == "localhost":

@@ -102,8 +102,12 @@ def _build_voice(spec: str) -> TTSModel:
         return tts_model_from_spec(spec, realtime=False)
 
 
-def get_state(request: Request) -> ServiceState:
-    """FastAPI dependency: the app's `ServiceState`."""
+async def get_state(request: Request) -> ServiceState:
+    """FastAPI dependency: the app's `ServiceState`.
+
+    Async so that FastAPI calls it in the request's task: a plain function dependency runs in
+    a worker thread, a hop there and back for every request.
+    """
     state: ServiceState = request.app.state.parley
     return state
 
@@ -152,7 +156,7 @@ def run_headers(handle: RunHandle) -> dict[str, str]:
 async def collect(handle: RunHandle) -> tuple[RunEnded, str | None]:
     """Wait for a run's end: its `RunEnded`, and its error message if it failed."""
     error: str | None = None
-    async for event in handle.events():
+    while (event := await handle.next_event()) is not None:
         if isinstance(event, RunEnded):
             return event, error
         if event.type == "run_error":

@@ -83,7 +83,12 @@ class LocalThreadLocks(ThreadLocks):
 
     async def acquire(self, thread_id: str, timeout: float) -> Lease:
         """Wait up to `timeout` seconds for the thread's lock (see `ThreadLocks`)."""
-        lock = self._locks.setdefault(thread_id, asyncio.Lock())
+        lock = self._locks.get(thread_id)
+        if lock is None:  # nobody holds or waits for it: take it, no timeout to arm
+            lock = self._locks[thread_id] = asyncio.Lock()
+            self._users[thread_id] = 1
+            await lock.acquire()
+            return _LocalLease(self, thread_id, lock)
         self._users[thread_id] = self._users.get(thread_id, 0) + 1
         try:
             async with asyncio.timeout(timeout):

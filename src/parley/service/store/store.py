@@ -10,7 +10,12 @@ number of processes.
 Every method is one transaction: a message is stored whole with its thread's new
 `updated_at`, a run's end with its status and usage, so a process killed at any point leaves
 the store consistent (a run left `running` by a dead process is marked `interrupted` by the
-next run on its thread, `interrupt_stale_runs`).
+next run on its thread, `interrupt_stale_runs`). A run takes two at least: `open_run` (its
+thread claimed, its record and its question) and `end_run` (its last message, its status and
+usage); each message between them is one more.
+
+The statements a run executes are built once (`_Run`), with bound parameters: building
+SQLAlchemy's statement objects, and their cache keys, cost more than SQLite executing them.
 """
 
 from __future__ import annotations
@@ -32,10 +37,12 @@ from sqlalchemy import (
     Connection,
     Engine,
     and_,
+    bindparam,
     case,
     create_engine,
     delete,
     event,
+    exists,
     func,
     insert,
     or_,
@@ -43,10 +50,9 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.engine import Row
+from sqlalchemy.engine import Row, make_url
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlalchemy.sql.dml import Insert, Update
 
 from parley._sqlite import use_wal
 from parley.agents.approval import PendingApproval
@@ -62,13 +68,14 @@ from parley.service.store.tables import (
     utcnow,
 )
 
-__all__ = ["ApiKeyRecord", "RunRecord", "Store", "ThreadRecord", "hash_key"]
+__all__ = ["ApiKeyRecord", "OpenedRun", "RunRecord", "Store", "ThreadRecord", "hash_key"]
 
 STALE_RUN_ERROR = "the process serving this run ended before the run did"
 """The error of a run found `running` with no process left to finish it."""
 T = TypeVar("T")
 
 _SQLITE_THREADS = 4  # reads run beside the one writer; more threads only contend for the GIL
+_PG_POOL_SIZE = 10  # a store transaction takes a millisecond or two: ten serve many runs
 _MIGRATIONS = "parley.service.store:migrations"
 _TITLE_LENGTH = 80
 _KEY_PREFIX = "pk_"
@@ -104,6 +111,16 @@ class RunRecord:
     cancel_requested: bool
     started_at: datetime
     ended_at: datetime | None
+
+
+@dataclass(frozen=True)
+class OpenedRun:
+    """What `Store.open_run` found and stored: the thread's messages before the run's own."""
+
+    history: list[Msg]
+    """The thread's messages (the seed, when it was stored), oldest first."""
+    added: list[Msg]
+    """The messages stored with the run's record (its question), after `history`."""
 
 
 @dataclass(frozen=True)
@@ -227,7 +244,16 @@ class Store:
 
     @classmethod
     async def open(cls, url: str, *, migrate: bool = True, **engine_options: Any) -> Store:
-        """Connect to `url` and bring its schema up to date (alembic migrations)."""
+        """Connect to `url` and bring its schema up to date (alembic migrations).
+
+        On PostgreSQL the engine keeps `_PG_POOL_SIZE` connections and opens no more (unless
+        `engine_options` say otherwise): past the pool's size SQLAlchemy would open a
+        connection for one transaction and close it after (a TLS attempt, an authentication
+        and a server process each time, which cost more than the transaction); a transaction
+        waits for a free connection instead.
+        """
+        if make_url(url).get_backend_name() == "postgresql":
+            engine_options = {"pool_size": _PG_POOL_SIZE, "max_overflow": 0, **engine_options}
         engine = create_async_engine(url, **engine_options)
         if engine.dialect.name == "sqlite":
             event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
@@ -315,21 +341,6 @@ class Store:
 
         return await self._runner.read(work)
 
-    async def claim_thread(self, thread_id: str, user_id: str, agent: str) -> None:
-        """Make sure `thread_id` is the caller's thread, making it when it does not exist.
-
-        `ensure_thread` without reading the thread back: one query when it exists already
-        (the path of every message but a thread's first).
-
-        Raises:
-            NotFoundError: The id belongs to another user's thread.
-        """
-        owner = await self._runner.read(lambda conn: _owner(conn, thread_id))
-        if owner is None:
-            await self.ensure_thread(thread_id, user_id, agent)
-        elif owner != user_id:
-            raise NotFoundError(f"thread {thread_id!r} not found", status_code=404)
-
     async def ensure_thread(self, thread_id: str, user_id: str, agent: str) -> ThreadRecord:
         """The caller's thread `thread_id`, made now if it does not exist.
 
@@ -344,16 +355,8 @@ class Store:
         def make(conn: Connection) -> str | None:
             owner = _owner(conn, thread_id)
             if owner is None:
-                conn.execute(
-                    insert(threads).values(
-                        id=thread_id,
-                        user_id=user_id,
-                        agent=agent,
-                        title="",
-                        created_at=now,
-                        updated_at=now,
-                    )
-                )
+                values = {"_thread": thread_id, "_user": user_id, "_agent": agent, "_now": now}
+                conn.execute(_Run.make_thread, {**values, "_title": ""})
             return owner
 
         try:
@@ -417,27 +420,7 @@ class Store:
         if not msgs:
             return
         now = utcnow()
-        rows = [
-            {
-                "thread_id": thread_id,
-                "id": m.id,
-                "run_id": run_id,
-                "role": m.role,
-                "data": m.model_dump_json(),
-                "created_at": now,
-            }
-            for m in msgs
-        ]
-        title = _title(msgs)
-        values: dict[str, Any] = {"updated_at": now}
-        if title:  # the first question names the thread; later ones leave the name alone
-            values["title"] = case((threads.c.title == "", title), else_=threads.c.title)
-
-        def work(conn: Connection) -> None:
-            conn.execute(insert(messages), rows)
-            conn.execute(update(threads).where(threads.c.id == thread_id).values(**values))
-
-        await self._runner.write(work)
+        await self._runner.write(lambda conn: _append(conn, thread_id, msgs, run_id, now))
 
     async def get_messages(self, thread_id: str) -> list[tuple[Msg, str | None]]:
         """A thread's messages, oldest first, each with the run that added it."""
@@ -456,7 +439,13 @@ class Store:
 
     # -- runs ------------------------------------------------------------------------------------
 
-    async def begin_run(
+    async def check_owner(self, thread_id: str, user_id: str) -> None:
+        """Raise `NotFoundError` when `thread_id` is another user's thread (none is fine)."""
+        owner = await self._runner.read(lambda conn: _owner(conn, thread_id))
+        if owner is not None and owner != user_id:
+            raise NotFoundError(f"thread {thread_id!r} not found", status_code=404)
+
+    async def open_run(
         self,
         run_id: str,
         thread_id: str,
@@ -465,42 +454,81 @@ class Store:
         model: str,
         *,
         expire_approvals: bool,
-    ) -> None:
-        """Record a run as `running`, in one transaction with what a new run settles.
+        seed: Sequence[Msg] = (),
+        then: Callable[[list[Msg]], Sequence[Msg]] | None = None,
+    ) -> OpenedRun:
+        """Start a run on the caller's thread, in one transaction; the thread's messages.
 
-        Call it holding the thread's lock. Runs still `running` on the thread belong to a
-        process that died (whoever holds the lock is the thread's only runner): they are
-        marked `interrupted`. With `expire_approvals` (a new message, not an approval's
-        answer), the thread's pending approvals expire: the conversation goes past them.
+        Call it holding the thread's lock. The thread is made when it does not exist (for
+        `agent`). Runs still `running` on it belong to a process that died (whoever holds the
+        lock is the thread's only runner): they are marked `interrupted`. With
+        `expire_approvals` (a new message, not an approval's answer), its pending approvals
+        expire: the conversation goes past them. The run is recorded `running`. `seed` is
+        stored (as no run's) when the thread holds no messages yet. Then `then(history)`
+        names the messages to store with the run now (its question), after the history.
+
+        Raises:
+            NotFoundError: The thread is another user's.
         """
         now = utcnow()
-        record = _new_run(run_id, thread_id, user_id, agent, model, now)
+        values = _run_values(run_id, thread_id, user_id, agent, model, now)
 
-        def work(conn: Connection) -> None:
-            conn.execute(_interrupt_running(thread_id, now))
-            if expire_approvals:
-                conn.execute(_expire_pending(thread_id, now))
-            conn.execute(record)
+        def work(conn: Connection) -> OpenedRun:
+            found = conn.execute(_Run.claim, values).one_or_none()
+            if found is None:  # a new thread: no run, approval or message to settle or read
+                history = list(seed)
+                added = list(then(history)) if then is not None else []
+                conn.execute(_Run.make_thread, {**values, "_title": _title([*history, *added])})
+                conn.execute(_Run.record, values)
+                _insert(conn, thread_id, history, None, now)
+                _insert(conn, thread_id, added, run_id, now)
+                return OpenedRun(history, added)
+            if found.user_id != user_id:
+                raise NotFoundError(f"thread {thread_id!r} not found", status_code=404)
+            if found.running:
+                conn.execute(_Run.interrupt_running, values)
+            if expire_approvals and found.pending:
+                conn.execute(_Run.expire_pending, values)
+            conn.execute(_Run.record, values)
+            history = _history(conn, thread_id)
+            if seed and not history:
+                _append(conn, thread_id, seed, None, now)
+                history = list(seed)
+            added = list(then(history)) if then is not None else []
+            _append(conn, thread_id, added, run_id, now)
+            return OpenedRun(history, added)
 
-        await self._runner.write(work)
+        return await self._runner.write(work)
 
     async def start_run(
         self, run_id: str, thread_id: str, user_id: str, agent: str, model: str
     ) -> None:
         """Record a run as `running`."""
-        record = _new_run(run_id, thread_id, user_id, agent, model, utcnow())
-        await self._runner.write(lambda conn: conn.execute(record))
+        values = _run_values(run_id, thread_id, user_id, agent, model, utcnow())
+        await self._runner.write(lambda conn: conn.execute(_Run.record, values))
 
     async def end_run(
-        self, run_id: str, status: str, usage: dict[str, Any] | None, error: str | None
+        self,
+        run_id: str,
+        status: str,
+        usage: dict[str, Any] | None,
+        error: str | None,
+        *,
+        last: tuple[str, Sequence[Msg]] | None = None,
     ) -> None:
-        """Record how a run ended."""
-        statement = (
-            update(runs)
-            .where(runs.c.id == run_id)
-            .values(status=status, usage=usage, error=error, ended_at=utcnow())
-        )
-        await self._runner.write(lambda conn: conn.execute(statement))
+        """Record how a run ended; with `last`, (its thread, messages), those messages too.
+
+        One transaction: a run's last message (its answer) and its end are stored together.
+        """
+        now = utcnow()
+        values = {"_run": run_id, "_status": status, "_usage": usage, "_error": error, "_now": now}
+
+        def work(conn: Connection) -> None:
+            if last is not None:
+                _append(conn, last[0], last[1], run_id, now)
+            conn.execute(_Run.end, values)
+
+        await self._runner.write(work)
 
     async def get_run(self, run_id: str, user_id: str) -> RunRecord | None:
         """The run if `user_id` started it."""
@@ -531,8 +559,10 @@ class Store:
         Whoever holds a thread's lock is its only runner, so such runs belong to a process
         that died mid-run.
         """
-        statement = _interrupt_running(thread_id, utcnow())
-        count: int = await self._runner.write(lambda conn: conn.execute(statement).rowcount)
+        values = {"_thread": thread_id, "_now": utcnow()}
+        count: int = await self._runner.write(
+            lambda conn: conn.execute(_Run.interrupt_running, values).rowcount
+        )
         return count
 
     # -- approvals -------------------------------------------------------------------------------
@@ -583,8 +613,8 @@ class Store:
 
     async def expire_approvals(self, thread_id: str) -> None:
         """Drop a thread's pending approvals: a new message goes past them."""
-        statement = _expire_pending(thread_id, utcnow())
-        await self._runner.write(lambda conn: conn.execute(statement))
+        values = {"_thread": thread_id, "_now": utcnow()}
+        await self._runner.write(lambda conn: conn.execute(_Run.expire_pending, values))
 
     async def pending_approvals(self, thread_id: str) -> list[PendingApproval]:
         """A thread's unanswered approvals, oldest first."""
@@ -661,6 +691,133 @@ def _owner(conn: Connection, thread_id: str) -> str | None:
     return owner
 
 
+class _Run:
+    """The statements of a run's path, built once: parameters by name (`_thread`, ...)."""
+
+    # The thread's owner, and whether a run opening on it has anything to settle: one query.
+    claim = select(
+        threads.c.user_id,
+        exists()
+        .where(runs.c.thread_id == threads.c.id, runs.c.status == "running")
+        .label("running"),
+        exists()
+        .where(approvals.c.thread_id == threads.c.id, approvals.c.status == "pending")
+        .label("pending"),
+    ).where(threads.c.id == bindparam("_thread"))
+    add_messages = insert(messages)
+    history = (
+        select(messages.c.data)
+        .where(messages.c.thread_id == bindparam("_thread"))
+        .order_by(messages.c.seq)
+    )
+    make_thread = insert(threads).values(
+        id=bindparam("_thread"),
+        user_id=bindparam("_user"),
+        agent=bindparam("_agent"),
+        title=bindparam("_title"),
+        created_at=bindparam("_now", type_=threads.c.created_at.type),
+        updated_at=bindparam("_now", type_=threads.c.updated_at.type),
+    )
+    touch = (
+        update(threads)
+        .where(threads.c.id == bindparam("_thread"))
+        .values(updated_at=bindparam("_now", type_=threads.c.updated_at.type))
+    )
+    # The first question names the thread; later ones leave the name alone.
+    touch_titled = touch.values(
+        title=case((threads.c.title == "", bindparam("_title")), else_=threads.c.title)
+    )
+    interrupt_running = (
+        update(runs)
+        .where(runs.c.thread_id == bindparam("_thread"), runs.c.status == "running")
+        .values(
+            status="interrupted",
+            error=STALE_RUN_ERROR,
+            ended_at=bindparam("_now", type_=runs.c.ended_at.type),
+        )
+    )
+    expire_pending = (
+        update(approvals)
+        .where(approvals.c.thread_id == bindparam("_thread"), approvals.c.status == "pending")
+        .values(status="expired", answered_at=bindparam("_now", type_=approvals.c.answered_at.type))
+    )
+    record = insert(runs).values(
+        id=bindparam("_run"),
+        thread_id=bindparam("_thread"),
+        user_id=bindparam("_user"),
+        agent=bindparam("_agent"),
+        model=bindparam("_model"),
+        status="running",
+        cancel_requested=False,
+        started_at=bindparam("_now", type_=runs.c.started_at.type),
+    )
+    end = (
+        update(runs)
+        .where(runs.c.id == bindparam("_run"))
+        .values(
+            status=bindparam("_status"),
+            usage=bindparam("_usage", type_=runs.c.usage.type),
+            error=bindparam("_error"),
+            ended_at=bindparam("_now", type_=runs.c.ended_at.type),
+        )
+    )
+
+
+def _history(conn: Connection, thread_id: str) -> list[Msg]:
+    rows = conn.execute(_Run.history, {"_thread": thread_id}).scalars()
+    return [Msg.model_validate_json(data) for data in rows]
+
+
+def _run_values(
+    run_id: str, thread_id: str, user_id: str, agent: str, model: str, now: datetime
+) -> dict[str, Any]:
+    """A new run's parameters, by the names `_Run`'s statements bind."""
+    return {
+        "_run": run_id,
+        "_thread": thread_id,
+        "_user": user_id,
+        "_agent": agent,
+        "_model": model,
+        "_now": now,
+    }
+
+
+def _insert(
+    conn: Connection, thread_id: str, msgs: Sequence[Msg], run_id: str | None, now: datetime
+) -> None:
+    """Store messages at the end of a thread."""
+    rows = [
+        {
+            "thread_id": thread_id,
+            "id": m.id,
+            "run_id": run_id,
+            "role": m.role,
+            "data": m.model_dump_json(),
+            "created_at": now,
+        }
+        for m in msgs
+    ]
+    if len(rows) > 1:
+        conn.execute(_Run.add_messages, rows)
+    elif rows:  # one row: a plain execute, not the executemany machinery
+        conn.execute(_Run.add_messages, rows[0])
+
+
+def _append(
+    conn: Connection, thread_id: str, msgs: Sequence[Msg], run_id: str | None, now: datetime
+) -> None:
+    """Store messages at the end of a thread and touch it (named after its first question)."""
+    if not msgs:
+        return
+    _insert(conn, thread_id, msgs, run_id, now)
+    title = _title(msgs)
+    touch = {"_thread": thread_id, "_now": now}
+    if title:
+        conn.execute(_Run.touch_titled, {**touch, "_title": title})
+    else:
+        conn.execute(_Run.touch, touch)
+
+
 def _thread_statuses(conn: Connection, ids: list[str]) -> dict[str, str]:
     if not ids:
         return {}
@@ -676,21 +833,6 @@ def _thread_statuses(conn: Connection, ids: list[str]) -> dict[str, str]:
     )
     statuses.update(dict.fromkeys(running.scalars(), "running"))
     return statuses
-
-
-def _new_run(
-    run_id: str, thread_id: str, user_id: str, agent: str, model: str, now: datetime
-) -> Insert:
-    return insert(runs).values(
-        id=run_id,
-        thread_id=thread_id,
-        user_id=user_id,
-        agent=agent,
-        model=model,
-        status="running",
-        cancel_requested=False,
-        started_at=now,
-    )
 
 
 def _thread(row: Row[Any], status: str) -> ThreadRecord:
@@ -718,20 +860,4 @@ def _run(row: Row[Any]) -> RunRecord:
         bool(row.cancel_requested),
         _utc(row.started_at),
         _utc(row.ended_at) if row.ended_at else None,
-    )
-
-
-def _interrupt_running(thread_id: str, now: datetime) -> Update:
-    return (
-        update(runs)
-        .where(runs.c.thread_id == thread_id, runs.c.status == "running")
-        .values(status="interrupted", error=STALE_RUN_ERROR, ended_at=now)
-    )
-
-
-def _expire_pending(thread_id: str, now: datetime) -> Update:
-    return (
-        update(approvals)
-        .where(approvals.c.thread_id == thread_id, approvals.c.status == "pending")
-        .values(status="expired", answered_at=now)
     )
