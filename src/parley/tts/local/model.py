@@ -21,6 +21,7 @@ import contextlib
 import re
 from collections.abc import AsyncIterator, Mapping
 from importlib import util
+from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import Field
@@ -83,8 +84,15 @@ class LocalTTSParameters(TTSParameters):
 
 
 class _LocalVoice:
-    """What both local models share: the engine behind a model name, and its PCM."""
+    """What both local models share.
 
+    The provider's classes and cards, the engine behind a model name, and its PCM.
+    """
+
+    provider: ClassVar[str] = "local"
+    parameters_class: ClassVar[type[TTSParameters]] = LocalTTSParameters
+    credential_class: ClassVar[type[Credential] | None] = LocalCredential
+    cards_location: ClassVar[str | Path | None] = "parley.tts.local"
     model: str
     parameters: TTSParameters
 
@@ -137,11 +145,6 @@ class LocalTTSModel(_LocalVoice, TTSModel):
             `speed`, `variation` (Piper), `pitch` (espeak-ng).
         stream: Whether `synthesize` yields audio a sentence at a time.
     """
-
-    provider: ClassVar[str] = "local"
-    parameters_class: ClassVar[type[TTSParameters]] = LocalTTSParameters
-    credential_class: ClassVar[type[Credential] | None] = LocalCredential
-    cards_location: ClassVar[str | None] = "parley.tts.local"
 
     def __init__(
         self,
@@ -259,11 +262,6 @@ class LocalRealtimeTTSModel(_LocalVoice, RealtimeTTSModel):
     Args are `LocalTTSModel`'s and `RealtimeTTSModel`'s (cold start; there is no connection
     to lose, so no reconnection happens).
     """
-
-    provider: ClassVar[str] = "local"
-    parameters_class: ClassVar[type[TTSParameters]] = LocalTTSParameters
-    credential_class: ClassVar[type[Credential] | None] = LocalCredential
-    cards_location: ClassVar[str | None] = "parley.tts.local"
 
     def __init__(
         self,
