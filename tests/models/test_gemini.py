@@ -130,18 +130,34 @@ async def test_parallel_function_calls_streamed(
         FunctionCall("weather", {"city": "Paris"}, id="fc_a"),
         FunctionCall("time", {"tz": "CET"}),
     ]
-    server.add(Reply(text="Checking.", function_calls=calls))
-    chunks = [c async for c in make_model().chat_stream(HI, tools=TOOLS)]
+    server.add(Reply(text="Checking.", function_calls=calls), Reply(text="Done."))
+    model = make_model()
+    chunks = [c async for c in model.chat_stream(HI, tools=TOOLS)]
     final = chunks[-1]
     # Gemini ends a tool-calling answer with STOP; parley says why it stopped.
     assert final.finish_reason == "tool_calls"
     (first, second) = final.tool_calls
     assert (first.id, first.name, first.input) == ("fc_a", "weather", {"city": "Paris"})
-    # No id from the API: parley makes one, sent back with the result.
+    # No id from the API: parley makes one for its own messages.
     assert (second.name, second.input) == ("time", {"tz": "CET"})
     assert second.id.startswith("call_")
     streamed = [c.tool_calls[0].raw_input for c in chunks[:-1] if c.tool_calls]
     assert streamed == ['{"city": "Paris"}', '{"tz": "CET"}']
+    results = [
+        Msg.tool_result(first.id, "Sunny", name="weather"),
+        Msg.tool_result(second.id, "9:00", name="time"),
+    ]
+    await model.chat([*HI, final.to_msg(), *results], tools=TOOLS)
+    # The API's id goes back on the call and its response; parley's own id is not sent.
+    _, turn, answers = server.bodies()[1]["contents"]
+    assert [part["functionCall"] for part in turn["parts"][1:]] == [
+        {"id": "fc_a", "name": "weather", "args": {"city": "Paris"}},
+        {"name": "time", "args": {"tz": "CET"}},
+    ]
+    assert [part["functionResponse"] for part in answers["parts"]] == [
+        {"id": "fc_a", "name": "weather", "response": {"output": "Sunny"}},
+        {"name": "time", "response": {"output": "9:00"}},
+    ]
 
 
 async def test_function_calls_whole(server: GeminiServer, make_model: ModelFactory) -> None:
@@ -499,10 +515,22 @@ async def test_error_event_in_a_stream(server: GeminiServer, make_model: ModelFa
     assert stream.response.text == "abcd"
 
 
-async def test_slow_answer_past_the_timeout(server: GeminiServer, make_model: ModelFactory) -> None:
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+async def test_slow_answer_past_the_timeout(
+    server: GeminiServer, make_model: ModelFactory, stream: bool
+) -> None:
     server.add(Reply(text="late", delay=1.0))
-    with pytest.raises(ModelTimeoutError):
-        await make_model(timeout=0.2, max_retries=0).chat(HI)
+    model = make_model(timeout=0.2, max_retries=0)
+    with pytest.raises(ModelTimeoutError, match="did not answer in time"):
+        await (model.chat_stream(HI).collect() if stream else model.chat(HI))
+
+
+async def test_a_slow_start_within_the_timeout_answers(
+    server: GeminiServer, make_model: ModelFactory
+) -> None:
+    server.add(Reply(text="late but here", delay=0.3))
+    final = await make_model(timeout=2.0, max_retries=0).chat_stream(HI).collect()
+    assert final.text == "late but here"
 
 
 async def test_stream_stalling_past_the_timeout(
@@ -564,30 +592,71 @@ async def test_blocked_prompt_is_a_content_filter_error(
     assert len(server.requests) == 1  # never retried
 
 
-@pytest.mark.parametrize(
-    ("reason", "expected"),
-    [
-        ("STOP", "stop"),
-        ("MAX_TOKENS", "length"),
-        ("SAFETY", "content_filter"),
-        ("RECITATION", "content_filter"),
-        ("LANGUAGE", "content_filter"),
-        ("BLOCKLIST", "content_filter"),
-        ("PROHIBITED_CONTENT", "content_filter"),
-        ("SPII", "content_filter"),
-        ("IMAGE_SAFETY", "content_filter"),
-        ("MALFORMED_FUNCTION_CALL", "error"),
-        ("UNEXPECTED_TOOL_CALL", "error"),
-        ("OTHER", "error"),
+FINISHES: dict[str, list[str]] = {
+    "stop": ["STOP"],
+    # CONTINUATION: paused at the per-request limit, the answer is not whole.
+    "length": ["MAX_TOKENS", "CONTINUATION"],
+    "content_filter": [
+        "SAFETY",
+        "RECITATION",
+        "LANGUAGE",
+        "BLOCKLIST",
+        "PROHIBITED_CONTENT",
+        "SPII",
+        "IMAGE_SAFETY",
+        "IMAGE_PROHIBITED_CONTENT",
+        "IMAGE_RECITATION",
+        "MODEL_ARMOR",
+        "ESCALATION",
+        "PUP_LIMITED_DISABLED",
     ],
-)
+    "error": [
+        "MALFORMED_FUNCTION_CALL",
+        "UNEXPECTED_TOOL_CALL",
+        "TOO_MANY_TOOL_CALLS",
+        "MISSING_THOUGHT_SIGNATURE",
+        "MALFORMED_RESPONSE",
+        "IMAGE_OTHER",
+        "NO_IMAGE",
+        "OTHER",
+        "FINISH_REASON_UNSPECIFIED",
+    ],
+}
+"""What the user sees (parley's finish reason) for each of Gemini's."""
+REASONS = [(reason, seen) for seen, reasons in FINISHES.items() for reason in reasons]
+
+
+def test_every_finish_reason_of_the_sdk_is_mapped() -> None:
+    from google.genai.types import FinishReason  # noqa: PLC0415  (the fixtures require it)
+
+    assert {member.value for member in FinishReason} <= {reason for reason, _ in REASONS}
+
+
+@pytest.mark.parametrize(("reason", "expected"), REASONS)
 async def test_finish_reasons(
     server: GeminiServer, make_model: ModelFactory, reason: str, expected: str
 ) -> None:
     server.add(Reply(text="partial", finish_reason=reason), Reply(text="x", finish_reason=reason))
     model = make_model()
-    assert (await model.chat(HI)).finish_reason == expected
-    assert (await model.chat_stream(HI).collect()).finish_reason == expected
+    for response in (await model.chat(HI), await model.chat_stream(HI).collect()):
+        assert response.finish_reason == expected
+        # Gemini's own reason tells apart what parley's groups (SAFETY or RECITATION...).
+        assert response.metadata["finish_reason"] == reason
+
+
+async def test_a_malformed_call_says_what_was_wrong(
+    server: GeminiServer, make_model: ModelFactory
+) -> None:
+    message = "Malformed function call: print(weather(city=Paris"
+    for _ in range(2):
+        server.add(Reply(finish_reason="MALFORMED_FUNCTION_CALL", finish_message=message))
+    model = make_model()
+    for response in (await model.chat(HI, tools=TOOLS), await model.chat_stream(HI).collect()):
+        assert (response.finish_reason, response.tool_calls) == ("error", [])
+        assert response.metadata == {
+            "finish_reason": "MALFORMED_FUNCTION_CALL",
+            "finish_message": message,
+        }
 
 
 async def test_unreachable_server_is_a_connection_error(make_model: ModelFactory) -> None:

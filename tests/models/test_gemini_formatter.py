@@ -19,6 +19,7 @@ from parley.messages import (
     ThinkingBlock,
     ToolCallBlock,
     VideoBlock,
+    new_call_id,
 )
 from parley.models.gemini import GeminiChatFormatter, GeminiMultiAgentFormatter
 from parley.models.gemini.formatter import PART_SIGNATURE, split_system
@@ -137,6 +138,32 @@ def test_function_calls_and_responses() -> None:
                         "response": {"error": "bad arguments"},
                     }
                 },
+            ],
+        },
+    ]
+
+
+def test_ids_parley_made_are_not_sent() -> None:
+    made = new_call_id()
+    contents = fmt(
+        Msg.assistant(ToolCallBlock(id=made, name="f"), ToolCallBlock(id="fc_1", name="g")),
+        Msg.tool_result(made, "x", name="f"),
+        Msg.tool_result("fc_1", "y", name="g"),
+    )
+    # The API gave `fc_1`; it gave the first call none, and parley's own id stays home.
+    assert contents == [
+        {
+            "role": "model",
+            "parts": [
+                {"functionCall": {"name": "f", "args": {}}},
+                {"functionCall": {"id": "fc_1", "name": "g", "args": {}}},
+            ],
+        },
+        {
+            "role": "user",
+            "parts": [
+                {"functionResponse": {"name": "f", "response": {"output": "x"}}},
+                {"functionResponse": {"id": "fc_1", "name": "g", "response": {"output": "y"}}},
             ],
         },
     ]

@@ -44,8 +44,10 @@ def test_usage_counts_thoughts_as_output_and_tool_prompts_as_input() -> None:
     assert (counted.input_tokens, counted.output_tokens, counted.cached_tokens) == (120, 80, 64)
 
 
-def test_an_unknown_finish_reason_is_inferred() -> None:
-    assert read(candidate({"text": "Hi"}, reason="SOMETHING_NEW")).finish_reason == "stop"
+def test_an_unknown_finish_reason_is_inferred_and_kept() -> None:
+    response = read(candidate({"text": "Hi"}, reason="SOMETHING_NEW"))
+    assert response.finish_reason == "stop"
+    assert response.metadata == {"finish_reason": "SOMETHING_NEW"}
 
 
 def test_a_signed_text_part_keeps_its_signature_before_it() -> None:

@@ -76,6 +76,7 @@ class Reply:
         function_calls: Function calls, all in one event when streamed.
         parts: Extra parts (media, ...) sent as given, after the text.
         finish_reason: The candidate's finish reason (`STOP` by default).
+        finish_message: The candidate's `finishMessage` (why it finished), if any.
         block_reason: Answer with no candidate and `promptFeedback.blockReason` set.
         input_tokens: `promptTokenCount`.
         output_tokens: `candidatesTokenCount` (default: the number of streamed pieces).
@@ -100,6 +101,7 @@ class Reply:
     function_calls: list[FunctionCall] = field(default_factory=list)
     parts: list[dict[str, Any]] = field(default_factory=list)
     finish_reason: str = "STOP"
+    finish_message: str | None = None
     block_reason: str | None = None
     input_tokens: int = 10
     output_tokens: int | None = None
@@ -177,6 +179,8 @@ def _response(
         candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts or []}}
         if final:
             candidate["finishReason"] = reply.finish_reason
+            if reply.finish_message is not None:
+                candidate["finishMessage"] = reply.finish_message
         candidate["index"] = 0
         body["candidates"] = [candidate]
     body["usageMetadata"] = _usage(reply, final=final)

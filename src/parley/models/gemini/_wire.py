@@ -10,7 +10,9 @@ Parts become deltas in order: thought parts (`thought: true`) thinking, with the
 signature; text; `functionCall` a whole tool call (the Gemini API sends each call complete,
 in one event; its `id` when it gives one); `inlineData` / `fileData` a media block. A
 signature on a text or function-call part travels on a thinking delta just before it (see
-`parley.models.gemini.formatter`).
+`parley.models.gemini.formatter`). The last event's finish reason is mapped to parley's
+(`FINISH_REASONS`) and kept as Gemini sent it in the response's `metadata`
+(`finish_reason`, with `finish_message` when Gemini explains it).
 """
 
 from __future__ import annotations
@@ -95,6 +97,19 @@ def usage(metadata: Mapping[str, Any]) -> ChatUsage:
     )
 
 
+def _finish_facts(candidate: Mapping[str, Any]) -> dict[str, Any]:
+    """Gemini's own finish reason and its `finishMessage`, for the response's `metadata`.
+
+    Many reasons share one parley reason (`SAFETY` and `RECITATION` are both
+    `content_filter`, `MALFORMED_FUNCTION_CALL` and `OTHER` both `error`): the raw one says
+    which, and the message (given for a malformed call, for instance) what went wrong.
+    """
+    facts: dict[str, Any] = {"finish_reason": candidate["finishReason"]}
+    if message := candidate.get("finishMessage"):
+        facts["finish_message"] = message
+    return facts
+
+
 class ResponseReader:
     """Turns `GenerateContentResponse` objects (a whole answer, or stream events) into deltas.
 
@@ -139,6 +154,7 @@ class ResponseReader:
             raise blocked_prompt(feedback, model=self.model)
         deltas: list[Delta] = []
         reason: FinishReason | None = None
+        facts: dict[str, Any] | None = None
         if candidates:
             candidate = candidates[0]
             for part in (candidate.get("content") or {}).get("parts") or ():
@@ -147,12 +163,13 @@ class ResponseReader:
             if raw_reason:
                 self.finished = True
                 reason = finish_reason(raw_reason, called_tools=self._calls > 0)
+                facts = _finish_facts(candidate)
         metadata = chunk.get("usageMetadata")
         if metadata == self._metadata:
             metadata = None  # Gemini repeats it in every event: read it when it changes
         else:
             self._metadata = metadata
-        if metadata or reason or not self._started:
+        if metadata or facts or not self._started:
             self._started = True
             deltas.append(
                 MetaDelta(
@@ -160,6 +177,7 @@ class ResponseReader:
                     finish_reason=reason,
                     response_id=chunk.get("responseId"),
                     model=chunk.get("modelVersion"),
+                    metadata=facts,
                 )
             )
         return deltas

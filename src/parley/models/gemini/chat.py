@@ -70,8 +70,10 @@ class GeminiChatModel(PooledConnections, ChatModel):
     `fileData`); native structured output (`responseMimeType: application/json` with
     `responseJsonSchema`), falling back to a forced function call (mode ANY with the tool
     allowed), then to JSON read from text; usage with thoughts and cached tokens; every
-    finish reason (`parley.models.gemini._wire.FINISH_REASONS`); a blocked prompt
-    (`promptFeedback.blockReason`) raises `ContentFilterError`.
+    finish reason (`parley.models.gemini._wire.FINISH_REASONS`), Gemini's own kept in the
+    response's `metadata["finish_reason"]` (and `metadata["finish_message"]` when it
+    explains it); a blocked prompt (`promptFeedback.blockReason`) raises
+    `ContentFilterError`.
 
     Streams call `:streamGenerateContent?alt=sse`, whole answers `:generateContent`. The
     Gemini API sends each function call whole, in one event, so a call's arguments arrive in

@@ -18,13 +18,17 @@ Signed parts are never merged with others, as Google's guide asks. A streamed th
 (several thought parts, the last one signed) comes back as one thought part with the run's
 text and signature: parley's accumulator joins a run into one thinking block.
 
-Function calls and responses carry the call's `id`: the Gemini API's own when it gave one,
-else the id parley made for the call, so that each response names its call.
+Function calls and responses carry the call's `id` only when the API gave one (Gemini 3
+does, and matches each response to its call by it). The id parley makes for a call that
+came without one (`new_call_id`) is not sent: Gemini then matches responses to calls by
+order and name, and an endpoint whose schema has no `id` (seen on Vertex AI, on the Gemini
+API's `v1` and on proxies) refuses the field with a 400, `Unknown name "id"`.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -54,6 +58,8 @@ PART_SIGNATURE = "gemini_part_signature"
 """The `ThinkingBlock.extra` key holding the thought signature of the part that follows."""
 
 _MEDIA = (ImageBlock, AudioBlock, VideoBlock, FileBlock)
+_MADE_ID = re.compile(r"call_[0-9a-f]{32}")
+"""The form of the ids parley makes for calls that came without one (`new_call_id`)."""
 
 
 def split_system(contents: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, list[Any]]:
@@ -63,6 +69,11 @@ def split_system(contents: list[dict[str, Any]]) -> tuple[dict[str, Any] | None,
         return None, contents
     rest = [c for c in contents if c.get("role") != "system"]
     return {"parts": system}, rest
+
+
+def _with_id(call_id: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """`fields` led by `id` when the id is the API's; as they are when parley made it."""
+    return fields if _MADE_ID.fullmatch(call_id) else {"id": call_id, **fields}
 
 
 def _arguments(call: ToolCallBlock) -> dict[str, Any]:
@@ -115,10 +126,10 @@ class GeminiChatFormatter(Formatter):
     - `user` messages are `user` contents; text as text parts, media as `inlineData` (base64
       data, local files read) or `fileData` (`http(s)` URLs: Files API, YouTube, public).
     - `assistant` messages are `model` contents: thinking as thought parts (`thought: true`),
-      text, media, and tool calls as `functionCall` parts (`id`, `name`, `args`), with their
-      thought signatures (see the module docstring).
-    - `tool` messages are `user` contents of `functionResponse` parts (`id`, `name`,
-      `response: {"output": ...}`, or `{"error": ...}` for a failed call); media a tool
+      text, media, and tool calls as `functionCall` parts (`name`, `args`, and the API's
+      `id`), with their thought signatures (see the module docstring).
+    - `tool` messages are `user` contents of `functionResponse` parts (`name`, the API's
+      `id`, `response: {"output": ...}`, or `{"error": ...}` for a failed call); media a tool
       returned follow the responses in the same content, introduced by a text part.
     - `system` messages are `system` entries, for `split_system`; they take text only.
     - Consecutive contents of one role are merged (Gemini wants all responses to one step's
@@ -171,7 +182,7 @@ class GeminiChatFormatter(Formatter):
             if isinstance(block, ThinkingBlock):
                 turn.thinking(block)
             elif isinstance(block, ToolCallBlock):
-                call = {"id": block.id, "name": block.name, "args": _arguments(block)}
+                call = _with_id(block.id, {"name": block.name, "args": _arguments(block)})
                 turn.add({"functionCall": call})
             else:
                 turn.add(self._part(block))
@@ -192,7 +203,9 @@ class GeminiChatFormatter(Formatter):
             pending.append({"text": f"Media returned by `{result.name}` ({result.tool_call_id}):"})
             pending.extend(self._part(block) for block in media)
         key = "error" if result.is_error else "output"
-        response = {"id": result.tool_call_id, "name": result.name, "response": {key: result.text}}
+        response = _with_id(
+            result.tool_call_id, {"name": result.name, "response": {key: result.text}}
+        )
         return {"functionResponse": response}
 
     @staticmethod
