@@ -163,4 +163,5 @@ def test_models_lists_every_provider_s_cards(tmp_path: Path) -> None:
     rows = done.stdout.splitlines()
     assert any(r.startswith("anthropic") and "claude" in r for r in rows)
     assert any(r.startswith("gemini") and "gemini-2.5-pro" in r for r in rows)
+    assert any(r.startswith("ollama") and "llama3.2" in r for r in rows)
     assert any(r.startswith("dashscope ") and "qwen-vl-max" in r for r in rows)

@@ -538,10 +538,22 @@ async def test_error_line_in_a_stream(server: OllamaServer, make_model: ModelFac
     assert len(server.requests) == 1  # chunks had reached the caller: no retry
 
 
-async def test_slow_answer_past_the_timeout(server: OllamaServer, make_model: ModelFactory) -> None:
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+async def test_slow_answer_past_the_timeout(
+    server: OllamaServer, make_model: ModelFactory, stream: bool
+) -> None:
     server.add(Reply(text="late", delay=1.0))
+    model = make_model(timeout=0.2, max_retries=0)
     with pytest.raises(ModelTimeoutError):
-        await make_model(timeout=0.2, max_retries=0).chat(HI)
+        await (model.chat_stream(HI).collect() if stream else model.chat(HI))
+
+
+async def test_a_slow_start_within_the_timeout_answers(
+    server: OllamaServer, make_model: ModelFactory
+) -> None:
+    server.add(Reply(text="late but here", delay=0.3))
+    final = await make_model(timeout=2.0, max_retries=0).chat_stream(HI).collect()
+    assert final.text == "late but here"
 
 
 async def test_stream_stalling_past_the_timeout(
