@@ -286,17 +286,25 @@ async def test_forced_tool_choice_while_thinking_is_refused_before_any_request(
     server: AnthropicServer, make_model: ModelFactory
 ) -> None:
     # Claude Sonnet 5.5 thinks unless told not to (its card); the API refuses a forced tool
-    # choice then, so parley says so without sending the request.
+    # choice then, so parley says so without sending the request. Its lowest setting,
+    # `between_tools`, still thinks between calls and is refused a forced choice too; it
+    # takes no `disabled` at all.
     with pytest.raises(UserError, match="forced tool choice"):
         await make_model().chat(HI, TOOLS, "required")
+    with pytest.raises(UserError, match="forced tool choice"):
+        await make_model(parameters={"thinking": "between_tools"}).chat(HI, TOOLS, "time")
+    with pytest.raises(UserError, match=r"takes `thinking` in \['adaptive', 'between_tools'\]"):
+        await make_model(parameters={"thinking": "disabled"}).chat(HI, TOOLS, "time")
     with pytest.raises(UserError, match="forced tool choice"):
         await make_model(NO_DEFAULT_THINKING, parameters={"thinking": "adaptive"}).chat(
             HI, TOOLS, "time"
         )
     assert server.requests == []
+    # Claude Sonnet 5 thinks by default too, but may be told not to, and then takes it.
     server.add(Reply(text="ok"))
-    await make_model(parameters={"thinking": "disabled"}).chat(HI, TOOLS, "time")
+    await make_model("claude-sonnet-5", parameters={"thinking": "disabled"}).chat(HI, TOOLS, "time")
     assert server.bodies()[0]["thinking"] == {"type": "disabled"}
+    assert server.bodies()[0]["tool_choice"] == {"type": "tool", "name": "time"}
 
 
 # -- thinking and blocks kept raw -------------------------------------------------------------

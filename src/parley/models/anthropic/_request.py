@@ -2,7 +2,8 @@
 
 Sources: the Messages API reference (`tools`, `tool_choice`, `thinking`, `output_config`,
 `stop_sequences`, `metadata`, `service_tier`), the tool-use guide (with thinking on, only
-`auto` and `none` tool choices are taken), and the prompt-caching guide (`cache_control`
+`auto` and `none` tool choices are taken; Claude Sonnet 5.5, Opus 5.5 and Fable 5.1 take no
+forced choice at all, each model's "What's new" page), and the prompt-caching guide (`cache_control`
 breakpoints: at most four; thinking blocks take none of their own).
 """
 
@@ -69,7 +70,8 @@ def _tool_choice(
         if thinks:
             raise UserError(
                 f"Claude refuses a forced tool choice ({choice!r}) while it thinks: use "
-                "tool_choice='auto', or turn thinking off (thinking='disabled')"
+                "tool_choice='auto', or turn thinking off (thinking='disabled', on a model "
+                "whose card takes it)"
             )
         wire = {"type": "any"} if choice == "required" else {"type": "tool", "name": choice}
     if serial:

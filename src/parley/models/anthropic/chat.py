@@ -149,11 +149,15 @@ class AnthropicChatModel(PooledConnections, ChatModel):
         return default if isinstance(default, str) else None
 
     def _thinks(self, parameters: AnthropicParameters) -> bool:
-        """Whether the request will have the model think (set, or its card's default)."""
+        """Whether the request will have the model think (set, or its card's default).
+
+        `between_tools` counts: the one model that takes it (Claude Sonnet 5.5) still writes
+        thinking between tool calls and refuses a forced tool choice in every mode.
+        """
         mode = parameters.thinking
         if mode is None and parameters.thinking_budget is not None:
             return True
-        return (mode or self._default_thinking()) in ("adaptive", "enabled")
+        return (mode or self._default_thinking()) in ("adaptive", "enabled", "between_tools")
 
     # -- client ---------------------------------------------------------------------------
 
