@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from parley.models.anthropic import AnthropicChatModel
 from tests._requires import require_module
 
 TIMEOUT = 120
@@ -33,6 +34,8 @@ class Provider:
     env: Callable[[str], dict[str, str]]
     loads: bool = False
     """`parley chat` loads the model first (Ollama: into the server's memory, one request)."""
+    key_header: tuple[str, str] | None = None
+    """The header (name, value) the key from the environment is sent in, when checked."""
 
 
 def _openai() -> Provider:
@@ -58,7 +61,8 @@ def _anthropic() -> Provider:
         "anthropic",
         AnthropicServer,
         lambda text: Reply(text=text),
-        lambda url: {"ANTHROPIC_API_KEY": "sk-ant-test", "ANTHROPIC_BASE_URL": url},
+        lambda url: {"ANTHROPIC_API_KEY": "sk-ant-env", "ANTHROPIC_BASE_URL": url},
+        key_header=("authorization", "Bearer sk-ant-env"),
     )
 
 
@@ -144,6 +148,9 @@ def test_chat_with_a_hosted_provider_configured_as_its_sdk_is(name: str, tmp_pat
         assert done.stdout.strip() == answer
         asked = server.requests[-1]
     assert "Say hello." in repr(asked.json)
+    if provider.key_header is not None:
+        header, value = provider.key_header
+        assert asked.headers[header] == value
 
 
 def test_models_lists_every_provider_s_cards(tmp_path: Path) -> None:
@@ -161,7 +168,8 @@ def test_models_lists_every_provider_s_cards(tmp_path: Path) -> None:
     expected = {"openai", "anthropic", "gemini", "ollama", "dashscope", "deepseek", "local"}
     assert expected <= providers, done.stdout
     rows = done.stdout.splitlines()
-    assert any(r.startswith("anthropic") and "claude" in r for r in rows)
+    claude = {r.split()[1] for r in rows if r.startswith("anthropic ")}
+    assert claude == {card.name for card in AnthropicChatModel.list_models()}
     assert any(r.startswith("gemini") and "gemini-2.5-pro" in r for r in rows)
     assert any(r.startswith("ollama") and "llama3.2" in r for r in rows)
     assert any(r.startswith("dashscope ") and "qwen-vl-max" in r for r in rows)

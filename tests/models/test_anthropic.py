@@ -56,6 +56,12 @@ NO_DEFAULT_THINKING = "claude-opus-4-8"
 """A model that does not think unless asked (its card gives `thinking` no default)."""
 
 
+async def read_into(seen: list[str], stream: ChatStream) -> None:
+    """Read `stream`, keeping each chunk's text in `seen` (those before a failure count)."""
+    async for chunk in stream:
+        seen.append(chunk.text)  # noqa: PERF401  (a comprehension would lose them on failure)
+
+
 # -- answers --------------------------------------------------------------------------------
 
 
@@ -197,6 +203,8 @@ async def test_stop_reasons_map_to_finish_reasons(
     response = await (model.chat_stream(HI).collect() if streamed else model.chat(HI))
     assert response.finish_reason == finish
     assert response.text == "partial"
+    # The API's own reason stays readable: `pause_turn` asks for the turn to be sent back.
+    assert response.metadata == {"stop_reason": stop_reason}
 
 
 # -- tools ----------------------------------------------------------------------------------
@@ -278,17 +286,25 @@ async def test_forced_tool_choice_while_thinking_is_refused_before_any_request(
     server: AnthropicServer, make_model: ModelFactory
 ) -> None:
     # Claude Sonnet 5.5 thinks unless told not to (its card); the API refuses a forced tool
-    # choice then, so parley says so without sending the request.
+    # choice then, so parley says so without sending the request. Its lowest setting,
+    # `between_tools`, still thinks between calls and is refused a forced choice too; it
+    # takes no `disabled` at all.
     with pytest.raises(UserError, match="forced tool choice"):
         await make_model().chat(HI, TOOLS, "required")
+    with pytest.raises(UserError, match="forced tool choice"):
+        await make_model(parameters={"thinking": "between_tools"}).chat(HI, TOOLS, "time")
+    with pytest.raises(UserError, match=r"takes `thinking` in \['adaptive', 'between_tools'\]"):
+        await make_model(parameters={"thinking": "disabled"}).chat(HI, TOOLS, "time")
     with pytest.raises(UserError, match="forced tool choice"):
         await make_model(NO_DEFAULT_THINKING, parameters={"thinking": "adaptive"}).chat(
             HI, TOOLS, "time"
         )
     assert server.requests == []
+    # Claude Sonnet 5 thinks by default too, but may be told not to, and then takes it.
     server.add(Reply(text="ok"))
-    await make_model(parameters={"thinking": "disabled"}).chat(HI, TOOLS, "time")
+    await make_model("claude-sonnet-5", parameters={"thinking": "disabled"}).chat(HI, TOOLS, "time")
     assert server.bodies()[0]["thinking"] == {"type": "disabled"}
+    assert server.bodies()[0]["tool_choice"] == {"type": "tool", "name": "time"}
 
 
 # -- thinking and blocks kept raw -------------------------------------------------------------
@@ -402,6 +418,45 @@ async def test_two_thinking_blocks_in_a_row_stay_apart(
     assert blocks == [("first", "sig-a"), ("second", "sig-b")]
 
 
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_thinking_without_its_text_goes_back_with_its_signature(
+    server: AnthropicServer, make_model: ModelFactory, streamed: bool
+) -> None:
+    # `thinking_display: omitted`: the block's text is empty, its signature is not, and the
+    # API wants the block back on the next turn all the same.
+    server.add(Reply(content=[Thinking("", "sig-omitted"), Text("Hi.")]), Reply(text="ok"))
+    model = make_model(parameters={"thinking_display": "omitted"})
+    response = await (model.chat_stream(HI).collect() if streamed else model.chat(HI))
+    await model.chat([*HI, response.to_msg(), Msg.user("Again")])
+    assert server.bodies()[0]["thinking"] == {"type": "adaptive", "display": "omitted"}
+    assert server.bodies()[1]["messages"][1]["content"] == [
+        {"type": "thinking", "thinking": "", "signature": "sig-omitted"},
+        {"type": "text", "text": "Hi."},
+    ]
+
+
+async def test_thinking_between_tool_calls_keeps_each_signature(
+    server: AnthropicServer, make_model: ModelFactory
+) -> None:
+    # Interleaved thinking: a thinking block after a tool call is a block of its own, not
+    # more of the first one (whose signature would then be wrong).
+    server.add(
+        Reply(
+            content=[
+                Thinking("First.", "sig-1"),
+                ToolUse("weather", {"city": "Oslo"}, "toolu_1"),
+                Thinking("Second.", "sig-2"),
+                ToolUse("time", {}, "toolu_2"),
+            ],
+            chunk_size=3,
+        )
+    )
+    final = await make_model().chat_stream(HI, tools=TOOLS).collect()
+    assert [
+        (b.thinking, b.signature) if isinstance(b, ThinkingBlock) else b.type for b in final.content
+    ] == [("First.", "sig-1"), "tool_call", ("Second.", "sig-2"), "tool_call"]
+
+
 async def test_thinking_parameters_on_the_wire(
     server: AnthropicServer, make_model: ModelFactory
 ) -> None:
@@ -426,6 +481,8 @@ async def test_thinking_parameters_on_the_wire(
         ("claude-fable-5-2", {"thinking": "disabled"}, r"takes `thinking` in \['adaptive'\]"),
         ("claude-haiku-4-5", {"effort": "high"}, "takes no `effort`"),
         ("claude-haiku-4-5", {"max_tokens": 100000}, "up to 64000"),
+        # Opus 4.8 does not think unless asked: a display alone has no thinking to shape.
+        ("claude-opus-4-8", {"thinking_display": "omitted"}, "applies while the model thinks"),
     ],
 )
 async def test_parameters_the_model_does_not_take_fail_before_any_request(
@@ -464,6 +521,7 @@ async def test_other_parameters_on_the_wire(
     }
     response = await make_model(parameters=parameters).chat(HI)
     assert response.finish_reason == "stop"
+    assert response.metadata == {"stop_reason": "stop_sequence", "stop_sequence": "END"}
     body = server.bodies()[0]
     assert body["max_tokens"] == 500
     assert body["stop_sequences"] == ["END"]
@@ -629,13 +687,8 @@ async def test_stream_cut_after_its_first_chunk_raises_and_is_not_retried(
     server.add(Reply(text="abcdefghijkl", chunk_size=2, cut_after=5), Reply(text="unused"))
     stream = make_model().chat_stream(HI)
     seen: list[str] = []
-
-    async def read() -> None:
-        async for chunk in stream:
-            seen.append(chunk.text)  # noqa: PERF401  (the chunks before the failure count)
-
     with pytest.raises(ModelConnectionError):
-        await read()
+        await read_into(seen, stream)
     assert seen == ["ab", "cd"]
     assert stream.response is not None
     assert stream.response.finish_reason == "error"
@@ -659,9 +712,16 @@ async def test_overloaded_event_mid_stream_is_surfaced_not_retried(
 async def test_malformed_event_is_an_output_error(
     server: AnthropicServer, make_model: ModelFactory
 ) -> None:
-    server.add(Reply(text="abcdef", chunk_size=2, malformed_at=4))
+    # Events: message_start, block start, ping, "ab", then the broken one.
+    server.add(Reply(text="abcdef", chunk_size=2, malformed_at=4), Reply(text="unused"))
+    stream = make_model().chat_stream(HI)
+    seen: list[str] = []
     with pytest.raises(ModelOutputError, match="malformed JSON"):
-        await make_model().chat_stream(HI).collect()
+        await read_into(seen, stream)
+    assert seen == ["ab"]
+    assert stream.response is not None
+    assert (stream.response.text, stream.response.finish_reason) == ("ab", "error")
+    assert len(server.requests) == 1
 
 
 async def test_malformed_body_is_an_output_error(
@@ -690,6 +750,27 @@ async def test_slow_answer_past_the_timeout(
     server.add(Reply(text="late", delay=1.0))
     with pytest.raises(ModelTimeoutError):
         await make_model(timeout=0.2, max_retries=0).chat(HI)
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_a_slow_start_is_retried(
+    server: AnthropicServer, make_model: ModelFactory, streamed: bool
+) -> None:
+    # Nothing reached the caller before the timeout: another try is safe.
+    server.add(Reply(text="late", delay=1.0), Reply(text="in time", chunk_size=3))
+    model = make_model(timeout=0.3, max_retries=1)
+    response = await (model.chat_stream(HI).collect() if streamed else model.chat(HI))
+    assert response.text == "in time"
+    assert len(server.requests) == 2
+
+
+async def test_slow_chunks_within_the_timeout_arrive_one_by_one(
+    server: AnthropicServer, make_model: ModelFactory
+) -> None:
+    server.add(Reply(text="abcdef", chunk_size=2, chunk_delay=0.05))
+    chunks = [chunk async for chunk in make_model(timeout=2.0).chat_stream(HI)]
+    assert [c.text for c in chunks] == ["ab", "cd", "ef", "abcdef"]
+    assert chunks[-1].finish_reason == "stop"
 
 
 async def test_stream_stalling_past_the_timeout(

@@ -50,6 +50,13 @@ def test_thinking_modes_follow_anthropics_table() -> None:
     # Always on: only adaptive.
     assert properties["claude-fable-5-2"]["thinking"]["enum"] == ["adaptive"]
     assert properties["claude-opus-5-5"]["thinking"]["default"] == "adaptive"
+    # Sonnet 5.5's lowest setting is `between_tools`; it refuses `disabled`. Sonnet 5 and
+    # Opus 5 take `disabled` but no extended thinking.
+    assert properties["claude-sonnet-5-5"]["thinking"]["enum"] == ["adaptive", "between_tools"]
+    takes = [n for n, props in properties.items() if "between_tools" in props["thinking"]["enum"]]
+    assert takes == ["claude-sonnet-5-5"]  # the only one (Anthropic's thinking troubleshooting)
+    for name in ("claude-sonnet-5", "claude-opus-5", "claude-haiku-5-5"):
+        assert properties[name]["thinking"]["enum"] == ["adaptive", "disabled"]
     # Claude 4.7 and later refuse extended thinking (a budget).
     for name in ("claude-opus-4-8", "claude-opus-4-7", "claude-sonnet-5-5", "claude-fable-5"):
         assert "thinking_budget" not in properties[name]

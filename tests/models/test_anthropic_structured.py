@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
 from parley import Msg
@@ -53,9 +54,9 @@ async def test_forced_tool_on_a_model_that_does_not_think_by_default(
 async def test_a_thinking_model_answers_with_thinking_off_in_one_request(
     server: AnthropicServer, make_model: ModelFactory
 ) -> None:
-    # Sonnet 5.5 thinks unless told not to: the forced call is not even sent while it would.
+    # Sonnet 5 thinks unless told not to: the forced call is not even sent while it would.
     server.add(city_call())
-    result = await make_model().generate_structured_output(HI, City)
+    result = await make_model("claude-sonnet-5").generate_structured_output(HI, City)
     assert result.strategy == "thinking_off"
     (body,) = server.bodies()
     assert (body["thinking"], body["tool_choice"]) == ({"type": "disabled"}, FORCED)
@@ -77,12 +78,14 @@ async def test_the_api_refusing_forced_choice_falls_back_to_thinking_off(
     server.assert_consumed()
 
 
-async def test_an_always_thinking_model_uses_the_apis_json_schema_output(
-    server: AnthropicServer, make_model: ModelFactory
+@pytest.mark.parametrize("model", ["claude-fable-5-2", "claude-sonnet-5-5"])
+async def test_a_model_refusing_forced_choice_uses_the_apis_json_schema_output(
+    server: AnthropicServer, make_model: ModelFactory, model: str
 ) -> None:
-    # Fable thinks always and refuses thinking off: neither tool strategy is sent.
+    # Fable thinks always; Sonnet 5.5 takes no `disabled` and no forced choice in any mode:
+    # neither tool strategy is sent.
     server.add(Reply(text='{"name": "Lima", "population": 10}'))
-    result = await make_model("claude-fable-5-2").generate_structured_output(HI, City)
+    result = await make_model(model).generate_structured_output(HI, City)
     assert (result.strategy, result.content) == ("native", {"name": "Lima", "population": 10})
     (body,) = server.bodies()
     schema = body["output_config"]["format"]

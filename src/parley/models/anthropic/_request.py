@@ -2,7 +2,8 @@
 
 Sources: the Messages API reference (`tools`, `tool_choice`, `thinking`, `output_config`,
 `stop_sequences`, `metadata`, `service_tier`), the tool-use guide (with thinking on, only
-`auto` and `none` tool choices are taken), and the prompt-caching guide (`cache_control`
+`auto` and `none` tool choices are taken; Claude Sonnet 5.5, Opus 5.5 and Fable 5.1 take no
+forced choice at all, each model's "What's new" page), and the prompt-caching guide (`cache_control`
 breakpoints: at most four; thinking blocks take none of their own).
 """
 
@@ -69,7 +70,8 @@ def _tool_choice(
         if thinks:
             raise UserError(
                 f"Claude refuses a forced tool choice ({choice!r}) while it thinks: use "
-                "tool_choice='auto', or turn thinking off (thinking='disabled')"
+                "tool_choice='auto', or turn thinking off (thinking='disabled', on a model "
+                "whose card takes it)"
             )
         wire = {"type": "any"} if choice == "required" else {"type": "tool", "name": choice}
     if serial:
@@ -78,16 +80,28 @@ def _tool_choice(
 
 
 def parameter_fields(
-    request: ChatRequest, parameters: AnthropicParameters, max_tokens: int
+    request: ChatRequest,
+    parameters: AnthropicParameters,
+    max_tokens: int,
+    *,
+    default_thinking: str | None = None,
 ) -> Payload:
     """`thinking`, `output_config`, `stop_sequences`, `metadata` and `service_tier`.
 
+    Args:
+        request: The request.
+        parameters: Its parameters.
+        max_tokens: The `max_tokens` sent.
+        default_thinking: The thinking mode the model uses unless told (its card's), which a
+            `thinking_display` alone is sent with.
+
     Raises:
-        UserError: A thinking budget not below `max_tokens`, or a response schema the API's
-            structured outputs cannot take.
+        UserError: A thinking budget not below `max_tokens`, a `thinking_display` for a model
+            that does not think, or a response schema the API's structured outputs cannot
+            take.
     """
     fields: Payload = {}
-    thinking = _thinking(parameters, max_tokens)
+    thinking = _thinking(parameters, max_tokens, default_thinking)
     if thinking is not None:
         fields["thinking"] = thinking
     output: Payload = {}
@@ -106,13 +120,24 @@ def parameter_fields(
     return fields
 
 
-def _thinking(parameters: AnthropicParameters, max_tokens: int) -> Payload | None:
+def _thinking(
+    parameters: AnthropicParameters, max_tokens: int, default: str | None
+) -> Payload | None:
     mode = parameters.thinking
     budget = parameters.thinking_budget
     if budget is not None:
         if budget >= max_tokens:
             raise UserError(f"thinking_budget ({budget}) must be below max_tokens ({max_tokens})")
         mode = "enabled"
+    if mode is None and parameters.thinking_display is not None:
+        # `display` goes inside `thinking`, which then has to name the mode: the model's own
+        # (adaptive; a default of extended thinking would need a budget).
+        if default != "adaptive":
+            raise UserError(
+                "thinking_display applies while the model thinks: set thinking (or "
+                "thinking_budget) too"
+            )
+        mode = "adaptive"
     if mode is None:
         return None
     thinking: Payload = {"type": mode}

@@ -21,6 +21,8 @@ and `content_block_stop`, then `message_delta` (stop reason, usage) and `message
   under-reports by orders of magnitude. Parley's `input_tokens` is the whole prompt
   (`input_tokens` + cache writes + cache reads, as Anthropic defines the total) and
   `cached_tokens` the cache reads.
+- Stop reasons map to parley's finish reasons; `stop_reason` and `stop_sequence` are also
+  kept as sent in the response's `metadata`.
 - Citations on text (`citations_delta`) are not kept: parley's text blocks carry none.
 """
 
@@ -47,7 +49,14 @@ from parley.models.anthropic._errors import error_from_event
 from parley.models.anthropic.formatter import RAW_BLOCK
 from parley.models.response import ChatUsage, FinishReason
 
-__all__ = ["MessageStreamReader", "UsageTally", "finish_reason", "message_deltas", "raw_block"]
+__all__ = [
+    "MessageStreamReader",
+    "UsageTally",
+    "finish_reason",
+    "message_deltas",
+    "raw_block",
+    "stop_metadata",
+]
 
 _FINISH: dict[str, FinishReason] = {
     "end_turn": "stop",
@@ -64,6 +73,16 @@ _FINISH: dict[str, FinishReason] = {
 def finish_reason(value: Any) -> FinishReason | None:
     """Parley's finish reason for an Anthropic `stop_reason`; None for unknown ones."""
     return _FINISH.get(value) if isinstance(value, str) else None
+
+
+def stop_metadata(stop: dict[str, Any]) -> dict[str, Any] | None:
+    """`stop_reason` and `stop_sequence` as sent, for the response's `metadata`.
+
+    Several stop reasons share one finish reason; a caller tells them apart here (a
+    `pause_turn` answer is to be sent back as it is to continue, `end_turn` is final).
+    """
+    kept = {name: stop[name] for name in ("stop_reason", "stop_sequence") if stop.get(name)}
+    return kept or None
 
 
 class UsageTally:
@@ -140,6 +159,7 @@ def message_deltas(body: dict[str, Any], *, model: str, provider: str) -> Iterat
         finish_reason=finish_reason(body.get("stop_reason")),
         response_id=body.get("id"),
         model=body.get("model"),
+        metadata=stop_metadata(body),
     )
 
 
@@ -236,13 +256,15 @@ class MessageStreamReader:
         return [MetaDelta(usage=usage, response_id=message.get("id"), model=message.get("model"))]
 
     def _message_delta(self, event: dict[str, Any]) -> list[Delta]:
-        reason = (event.get("delta") or {}).get("stop_reason")
+        delta = event.get("delta") or {}
+        reason = delta.get("stop_reason")
         self.complete = self.complete or reason is not None
         usage = event.get("usage")
         return [
             MetaDelta(
                 usage=self._usage.update(usage) if usage else None,
                 finish_reason=finish_reason(reason),
+                metadata=stop_metadata(delta),
             )
         ]
 

@@ -68,7 +68,8 @@ class AnthropicChatModel(PooledConnections, ChatModel):
     - Stop reasons: `end_turn`, `stop_sequence` and `pause_turn` are `stop` (a paused turn
       continues when the answer is sent back as it is), `max_tokens` and
       `model_context_window_exceeded` are `length`, `tool_use` is `tool_calls`, `refusal`
-      is `content_filter`.
+      is `content_filter`; the response's `metadata` keeps `stop_reason` (and
+      `stop_sequence`) as sent, which tells a paused turn from a finished one.
 
     Example:
         >>> credential = AnthropicCredential(api_key="sk-ant-...")
@@ -139,15 +140,24 @@ class AnthropicChatModel(PooledConnections, ChatModel):
             if maximum is not None and isinstance(value, int) and value > maximum:
                 raise UserError(f"{self.model} takes `{name}` up to {maximum}, not {value}")
 
+    def _default_thinking(self) -> str | None:
+        """The thinking mode the model uses when none is sent (its card's default)."""
+        if self._model_card is None:
+            return None
+        spec = self._model_card.parameter_schema.get("properties", {}).get("thinking", {})
+        default = spec.get("default")
+        return default if isinstance(default, str) else None
+
     def _thinks(self, parameters: AnthropicParameters) -> bool:
-        """Whether the request will have the model think (set, or its card's default)."""
+        """Whether the request will have the model think (set, or its card's default).
+
+        `between_tools` counts: the one model that takes it (Claude Sonnet 5.5) still writes
+        thinking between tool calls and refuses a forced tool choice in every mode.
+        """
         mode = parameters.thinking
         if mode is None and parameters.thinking_budget is not None:
             return True
-        if mode is None and self._model_card is not None:
-            spec = self._model_card.parameter_schema.get("properties", {}).get("thinking", {})
-            mode = spec.get("default")
-        return mode in ("adaptive", "enabled")
+        return (mode or self._default_thinking()) in ("adaptive", "enabled", "between_tools")
 
     # -- client ---------------------------------------------------------------------------
 
@@ -217,7 +227,11 @@ class AnthropicChatModel(PooledConnections, ChatModel):
         if stream:
             body["stream"] = True
         body.update(tool_fields(request, parameters, thinks=self._thinks(parameters)))
-        body.update(parameter_fields(request, parameters, body["max_tokens"]))
+        body.update(
+            parameter_fields(
+                request, parameters, body["max_tokens"], default_thinking=self._default_thinking()
+            )
+        )
         if parameters.cache_system or parameters.cache_messages:
             mark_cache(body, parameters)
         return body
