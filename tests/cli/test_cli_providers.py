@@ -31,6 +31,8 @@ class Provider:
     server: Callable[[list[Any]], AbstractContextManager[Any]]
     reply: Callable[[str], Any]
     env: Callable[[str], dict[str, str]]
+    key: tuple[str, str] | None = None
+    """The header that carries the key from the environment, and its value."""
     loads: bool = False
     """`parley chat` loads the model first (Ollama: into the server's memory, one request)."""
 
@@ -45,6 +47,7 @@ def _openai() -> Provider:
         OpenAIServer,
         lambda text: Reply(text=text),
         lambda url: {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": url},
+        key=("authorization", "Bearer sk-test"),
     )
 
 
@@ -59,6 +62,7 @@ def _anthropic() -> Provider:
         AnthropicServer,
         lambda text: Reply(text=text),
         lambda url: {"ANTHROPIC_API_KEY": "sk-ant-test", "ANTHROPIC_BASE_URL": url},
+        key=("authorization", "Bearer sk-ant-test"),
     )
 
 
@@ -73,6 +77,7 @@ def _gemini() -> Provider:
         GeminiServer,
         lambda text: Reply(text=text),
         lambda url: {"GEMINI_API_KEY": "test-key", "GOOGLE_GEMINI_BASE_URL": url},
+        key=("x-goog-api-key", "test-key"),
     )
 
 
@@ -102,6 +107,7 @@ def _dashscope() -> Provider:
         DashScopeServer,
         lambda text: Reply(text=text),
         lambda url: {"DASHSCOPE_API_KEY": "sk-test", "DASHSCOPE_HTTP_BASE_URL": url},
+        key=("authorization", "Bearer sk-test"),
     )
 
 
@@ -144,9 +150,14 @@ def test_chat_with_a_hosted_provider_configured_as_its_sdk_is(name: str, tmp_pat
         assert done.stdout.strip() == answer
         asked = server.requests[-1]
     assert "Say hello." in repr(asked.json)
+    if provider.key is not None:  # the key came from the provider's usual variable
+        header, value = provider.key
+        assert asked.headers[header] == value
 
 
 def test_models_lists_every_provider_s_cards(tmp_path: Path) -> None:
+    from parley.models.credentials import CredentialFactory  # noqa: PLC0415
+
     done = subprocess.run(
         [sys.executable, "-m", "parley", "models"],
         capture_output=True,
@@ -157,10 +168,34 @@ def test_models_lists_every_provider_s_cards(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    providers = {line.split()[0] for line in done.stdout.splitlines()[1:] if line.strip()}
-    expected = {"openai", "anthropic", "gemini", "ollama", "dashscope", "deepseek", "local"}
+    listed = {tuple(line.split()[:2]) for line in done.stdout.splitlines()[1:] if line.strip()}
+    # Every card of every built-in provider, as the registry has them (the generic
+    # OpenAI-compatible provider has none: its server says what it serves). Credentials other
+    # tests registered in this process are not the command's.
+    built_in = [
+        CredentialFactory.credential_class(kind) for kind in CredentialFactory.known_types()
+    ]
+    known = {
+        (cls.model_fields["type"].default, card.name)
+        for cls in built_in
+        if cls.__module__.startswith("parley.")
+        for card in cls.list_models()
+    }
+    assert known <= listed, done.stdout
+    providers = {kind for kind, _ in listed}
+    expected = {
+        "openai",
+        "deepseek",
+        "moonshot",
+        "xai",
+        "dashscope_compatible",
+        "anthropic",
+        "gemini",
+        "ollama",
+        "dashscope",
+        "local",
+    }
     assert expected <= providers, done.stdout
-    rows = done.stdout.splitlines()
-    assert any(r.startswith("anthropic") and "claude" in r for r in rows)
-    assert any(r.startswith("gemini") and "gemini-2.5-pro" in r for r in rows)
-    assert any(r.startswith("dashscope ") and "qwen-vl-max" in r for r in rows)
+    assert {("anthropic", "claude-sonnet-4-5"), ("gemini", "gemini-2.5-pro")} <= listed
+    assert {("dashscope", "qwen-vl-max"), ("dashscope", "qwen3-omni-flash")} <= listed
+    assert ("ollama", "qwen3") in listed
