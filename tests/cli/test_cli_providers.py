@@ -155,6 +155,29 @@ def test_chat_with_a_hosted_provider_configured_as_its_sdk_is(name: str, tmp_pat
         assert asked.headers[header] == value
 
 
+@pytest.mark.parametrize("name", sorted(n for n in PROVIDERS if n != "ollama"))
+def test_chat_without_the_key_says_which_variable_to_set(name: str, tmp_path: Path) -> None:
+    provider = PROVIDERS[name]()
+    require_module(provider.sdk, provider.extra)
+    with provider.server([provider.reply("unused")]) as server:
+        given = provider.env(server.url)
+        [variable] = [k for k in given if k.endswith("_API_KEY")]
+        env = {**_clean_env(tmp_path), **{k: v for k, v in given.items() if k != variable}}
+        done = subprocess.run(
+            [sys.executable, "-m", "parley", "chat", "--model", provider.spec, "Say hello."],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            env=env,
+            cwd=tmp_path,
+            check=False,
+        )
+        assert server.requests == []
+    assert done.returncode == 2, done.stderr
+    assert variable in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_models_lists_every_provider_s_cards(tmp_path: Path) -> None:
     from parley.models.credentials import CredentialFactory  # noqa: PLC0415
 
