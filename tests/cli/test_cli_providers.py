@@ -127,6 +127,19 @@ def _clean_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
+def _parley(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run the `parley` command in a process of its own."""
+    return subprocess.run(
+        [sys.executable, "-m", "parley", *args],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env=env,
+        cwd=cwd,
+        check=False,
+    )
+
+
 @pytest.mark.parametrize("name", sorted(PROVIDERS))
 def test_chat_with_a_hosted_provider_configured_as_its_sdk_is(name: str, tmp_path: Path) -> None:
     provider = PROVIDERS[name]()
@@ -137,15 +150,7 @@ def test_chat_with_a_hosted_provider_configured_as_its_sdk_is(name: str, tmp_pat
         replies.insert(0, provider.reply(""))
     with provider.server(replies) as server:
         env = {**_clean_env(tmp_path), **provider.env(server.url)}
-        done = subprocess.run(
-            [sys.executable, "-m", "parley", "chat", "--model", provider.spec, "Say hello."],
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT,
-            env=env,
-            cwd=tmp_path,
-            check=False,
-        )
+        done = _parley("chat", "--model", provider.spec, "Say hello.", env=env, cwd=tmp_path)
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == answer
         asked = server.requests[-1]
@@ -163,15 +168,7 @@ def test_chat_without_the_key_says_which_variable_to_set(name: str, tmp_path: Pa
         given = provider.env(server.url)
         [variable] = [k for k in given if k.endswith("_API_KEY")]
         env = {**_clean_env(tmp_path), **{k: v for k, v in given.items() if k != variable}}
-        done = subprocess.run(
-            [sys.executable, "-m", "parley", "chat", "--model", provider.spec, "Say hello."],
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT,
-            env=env,
-            cwd=tmp_path,
-            check=False,
-        )
+        done = _parley("chat", "--model", provider.spec, "Say hello.", env=env, cwd=tmp_path)
         assert server.requests == []
     assert done.returncode == 2, done.stderr
     assert variable in done.stderr
@@ -181,15 +178,7 @@ def test_chat_without_the_key_says_which_variable_to_set(name: str, tmp_path: Pa
 def test_models_lists_every_provider_s_cards(tmp_path: Path) -> None:
     from parley.models.credentials import CredentialFactory  # noqa: PLC0415
 
-    done = subprocess.run(
-        [sys.executable, "-m", "parley", "models"],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        env=_clean_env(tmp_path),
-        cwd=tmp_path,
-        check=False,
-    )
+    done = _parley("models", env=_clean_env(tmp_path), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     listed = {tuple(line.split()[:2]) for line in done.stdout.splitlines()[1:] if line.strip()}
     # Every card of every built-in provider, as the registry has them (the generic
