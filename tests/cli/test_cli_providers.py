@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 
-from parley.models.anthropic import AnthropicChatModel
 from tests._requires import require_module
 
 TIMEOUT = 120
@@ -32,10 +31,10 @@ class Provider:
     server: Callable[[list[Any]], AbstractContextManager[Any]]
     reply: Callable[[str], Any]
     env: Callable[[str], dict[str, str]]
+    key: tuple[str, str] | None = None
+    """The header that carries the key from the environment, and its value."""
     loads: bool = False
     """`parley chat` loads the model first (Ollama: into the server's memory, one request)."""
-    key_header: tuple[str, str] | None = None
-    """The header (name, value) the key from the environment is sent in, when checked."""
 
 
 def _openai() -> Provider:
@@ -48,6 +47,7 @@ def _openai() -> Provider:
         OpenAIServer,
         lambda text: Reply(text=text),
         lambda url: {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": url},
+        key=("authorization", "Bearer sk-test"),
     )
 
 
@@ -61,8 +61,8 @@ def _anthropic() -> Provider:
         "anthropic",
         AnthropicServer,
         lambda text: Reply(text=text),
-        lambda url: {"ANTHROPIC_API_KEY": "sk-ant-env", "ANTHROPIC_BASE_URL": url},
-        key_header=("authorization", "Bearer sk-ant-env"),
+        lambda url: {"ANTHROPIC_API_KEY": "sk-ant-test", "ANTHROPIC_BASE_URL": url},
+        key=("authorization", "Bearer sk-ant-test"),
     )
 
 
@@ -77,6 +77,7 @@ def _gemini() -> Provider:
         GeminiServer,
         lambda text: Reply(text=text),
         lambda url: {"GEMINI_API_KEY": "test-key", "GOOGLE_GEMINI_BASE_URL": url},
+        key=("x-goog-api-key", "test-key"),
     )
 
 
@@ -106,6 +107,7 @@ def _dashscope() -> Provider:
         DashScopeServer,
         lambda text: Reply(text=text),
         lambda url: {"DASHSCOPE_API_KEY": "sk-test", "DASHSCOPE_HTTP_BASE_URL": url},
+        key=("authorization", "Bearer sk-test"),
     )
 
 
@@ -125,6 +127,19 @@ def _clean_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
+def _parley(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run the `parley` command in a process of its own."""
+    return subprocess.run(
+        [sys.executable, "-m", "parley", *args],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env=env,
+        cwd=cwd,
+        check=False,
+    )
+
+
 @pytest.mark.parametrize("name", sorted(PROVIDERS))
 def test_chat_with_a_hosted_provider_configured_as_its_sdk_is(name: str, tmp_path: Path) -> None:
     provider = PROVIDERS[name]()
@@ -135,41 +150,64 @@ def test_chat_with_a_hosted_provider_configured_as_its_sdk_is(name: str, tmp_pat
         replies.insert(0, provider.reply(""))
     with provider.server(replies) as server:
         env = {**_clean_env(tmp_path), **provider.env(server.url)}
-        done = subprocess.run(
-            [sys.executable, "-m", "parley", "chat", "--model", provider.spec, "Say hello."],
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT,
-            env=env,
-            cwd=tmp_path,
-            check=False,
-        )
+        done = _parley("chat", "--model", provider.spec, "Say hello.", env=env, cwd=tmp_path)
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == answer
         asked = server.requests[-1]
     assert "Say hello." in repr(asked.json)
-    if provider.key_header is not None:
-        header, value = provider.key_header
+    if provider.key is not None:  # the key came from the provider's usual variable
+        header, value = provider.key
         assert asked.headers[header] == value
 
 
+@pytest.mark.parametrize("name", sorted(n for n in PROVIDERS if n != "ollama"))
+def test_chat_without_the_key_says_which_variable_to_set(name: str, tmp_path: Path) -> None:
+    provider = PROVIDERS[name]()
+    require_module(provider.sdk, provider.extra)
+    with provider.server([provider.reply("unused")]) as server:
+        given = provider.env(server.url)
+        [variable] = [k for k in given if k.endswith("_API_KEY")]
+        env = {**_clean_env(tmp_path), **{k: v for k, v in given.items() if k != variable}}
+        done = _parley("chat", "--model", provider.spec, "Say hello.", env=env, cwd=tmp_path)
+        assert server.requests == []
+    assert done.returncode == 2, done.stderr
+    assert variable in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_models_lists_every_provider_s_cards(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "parley", "models"],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        env=_clean_env(tmp_path),
-        cwd=tmp_path,
-        check=False,
-    )
+    from parley.models.credentials import CredentialFactory  # noqa: PLC0415
+
+    done = _parley("models", env=_clean_env(tmp_path), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    providers = {line.split()[0] for line in done.stdout.splitlines()[1:] if line.strip()}
-    expected = {"openai", "anthropic", "gemini", "ollama", "dashscope", "deepseek", "local"}
+    listed = {tuple(line.split()[:2]) for line in done.stdout.splitlines()[1:] if line.strip()}
+    # Every card of every built-in provider, as the registry has them (the generic
+    # OpenAI-compatible provider has none: its server says what it serves). Credentials other
+    # tests registered in this process are not the command's.
+    built_in = [
+        CredentialFactory.credential_class(kind) for kind in CredentialFactory.known_types()
+    ]
+    known = {
+        (cls.model_fields["type"].default, card.name)
+        for cls in built_in
+        if cls.__module__.startswith("parley.")
+        for card in cls.list_models()
+    }
+    assert known <= listed, done.stdout
+    providers = {kind for kind, _ in listed}
+    expected = {
+        "openai",
+        "deepseek",
+        "moonshot",
+        "xai",
+        "dashscope_compatible",
+        "anthropic",
+        "gemini",
+        "ollama",
+        "dashscope",
+        "local",
+    }
     assert expected <= providers, done.stdout
-    rows = done.stdout.splitlines()
-    claude = {r.split()[1] for r in rows if r.startswith("anthropic ")}
-    assert claude == {card.name for card in AnthropicChatModel.list_models()}
-    assert any(r.startswith("gemini") and "gemini-2.5-pro" in r for r in rows)
-    assert any(r.startswith("ollama") and "llama3.2" in r for r in rows)
-    assert any(r.startswith("dashscope ") and "qwen-vl-max" in r for r in rows)
+    assert {("anthropic", "claude-sonnet-4-5"), ("gemini", "gemini-2.5-pro")} <= listed
+    assert {("dashscope", "qwen-vl-max"), ("dashscope", "qwen3-omni-flash")} <= listed
+    assert ("ollama", "qwen3") in listed

@@ -102,18 +102,84 @@ parameter_overrides:
 """
 
 
+# The seed's embedding and TTS providers: a model class each, linked from the credential
+# by overriding `get_embedding_model_class()` and `get_tts_model_classes()`, with cards in a
+# `_models/` folder beside each module.
+EMBEDDING = """
+from parley.embeddings import EmbeddingBatch, EmbeddingModel, EmbeddingParameters
+
+
+class MyProviderEmbeddingModel(EmbeddingModel[str]):
+    provider = "myprovider"
+
+    async def _call_api(self, batch: list[str], parameters: EmbeddingParameters) -> EmbeddingBatch:
+        return EmbeddingBatch([[float(len(text))] for text in batch], tokens=len(batch))
+"""
+
+EMBEDDING_CARD = """
+name: my-embed-1
+label: My Embed 1
+context_size: 512
+parameter_overrides:
+  dimensions: {enum: [1], default: 1}
+"""
+
+TTS = """
+from parley.tts import AudioChunk, TTSModel, TTSParameters
+
+
+class MyProviderTTSModel(TTSModel):
+    provider = "myprovider"
+
+    async def _call_api(self, text: str, parameters: TTSParameters):
+        yield AudioChunk(b"\\x00\\x01" * len(text), "audio/pcm;rate=16000")
+"""
+
+TTS_CARD = """
+name: my-voice-1
+label: My Voice 1
+realtime: false
+voices: [Ann, Bob]
+"""
+
+LINKS = """
+
+class MyProviderCredentialWithMore(MyProviderCredential):
+    type: Literal["myprovider-more"] = "myprovider-more"
+
+    @classmethod
+    def get_embedding_model_class(cls):
+        from myprovider.embedding import MyProviderEmbeddingModel
+
+        return MyProviderEmbeddingModel
+
+    @classmethod
+    def get_tts_model_classes(cls):
+        from myprovider.tts import MyProviderTTSModel
+
+        return [MyProviderTTSModel]
+"""
+
+
+def _write(folder: Path, source: str, card_name: str, card: str) -> None:
+    (folder / "_models").mkdir(parents=True)
+    (folder / "__init__.py").write_text(textwrap.dedent(source))
+    (folder / "_models" / f"{card_name}.yaml").write_text(card)
+
+
 @pytest.fixture
 def provider(tmp_path: Path) -> Iterator[ModuleType]:
     package = tmp_path / "myprovider"
-    (package / "_models").mkdir(parents=True)
-    (package / "__init__.py").write_text(textwrap.dedent(PROVIDER))
-    (package / "_models" / "my-model-1.yaml").write_text(CARD)
+    _write(package, PROVIDER + LINKS, "my-model-1", CARD)
+    _write(package / "embedding", EMBEDDING, "my-embed-1", EMBEDDING_CARD)
+    _write(package / "tts", TTS, "my-voice-1", TTS_CARD)
     sys.path.insert(0, str(tmp_path))
     try:
         yield importlib.import_module("myprovider")
     finally:
         sys.path.remove(str(tmp_path))
-        sys.modules.pop("myprovider", None)
+        for name in ("myprovider", "myprovider.embedding", "myprovider.tts"):
+            sys.modules.pop(name, None)
 
 
 def test_the_credential_names_its_model_and_cards(provider: ModuleType) -> None:
@@ -136,6 +202,47 @@ def test_the_credential_names_its_model_and_cards(provider: ModuleType) -> None:
     assert properties["temperature"]["maximum"] == 1  # the card's override on the inner class
     assert properties["shout"]["hidden"] is True
     assert model_cls.parameters_class is model_cls.Parameters
+
+
+def test_cards_from_another_folder(provider: ModuleType, tmp_path: Path) -> None:
+    # The seed's `custom_yaml_dir`: cards kept apart from the module (an app's own registry).
+    registry = tmp_path / "registry"
+    registry.mkdir()
+    (registry / "my-model-2.yaml").write_text(CARD.replace("my-model-1", "my-model-2"))
+    model_cls = provider.MyProviderChatModel
+    [card] = model_cls.list_models(custom_yaml_dir=registry)
+    assert card.name == "my-model-2"
+    assert card.parameter_schema["properties"]["temperature"]["maximum"] == 1
+    assert [c.name for c in model_cls.list_models()] == ["my-model-1"]  # its own, unchanged
+
+
+async def test_embedding_and_tts_models_linked_from_the_credential(provider: ModuleType) -> None:
+    from myprovider.embedding import MyProviderEmbeddingModel  # noqa: PLC0415
+    from myprovider.tts import MyProviderTTSModel  # noqa: PLC0415
+
+    credential_cls = provider.MyProviderCredentialWithMore
+    assert credential_cls.get_chat_model_class() is provider.MyProviderChatModel
+    assert credential_cls.get_embedding_model_class() is MyProviderEmbeddingModel
+    assert credential_cls.embedding_model_classes() == [MyProviderEmbeddingModel]
+    assert credential_cls.get_tts_model_classes() == [MyProviderTTSModel]
+    assert credential_cls.tts_model_classes() == [MyProviderTTSModel]
+    built = CredentialFactory.from_dict({"type": "myprovider-more"})
+    assert isinstance(built, credential_cls)
+
+    # Each family's cards come from the `_models/` beside its own module.
+    [embedding_card] = credential_cls.list_embedding_models()
+    assert (embedding_card.name, embedding_card.context_size) == ("my-embed-1", 512)
+    assert embedding_card.default_dimensions() == 1
+    [voice_card] = credential_cls.list_tts_models()
+    assert (voice_card.name, voice_card.voices) == ("my-voice-1", ["Ann", "Bob"])
+    assert [c.name for c in credential_cls.list_models()] == ["my-model-1"]
+
+    embedder = MyProviderEmbeddingModel(credential_cls(), "my-embed-1")
+    assert (await embedder(["ab", "abc"])).embeddings == [[2.0], [3.0]]
+    voice = MyProviderTTSModel(credential_cls(), "my-voice-1")
+    spoken = await voice.synthesize("hi")
+    assert spoken.is_last
+    assert spoken.audio_bytes
 
 
 async def test_the_model_answers_streams_and_calls_tools(provider: ModuleType) -> None:

@@ -626,12 +626,43 @@ async def test_slow_answer_past_the_timeout(
         await make_model(timeout=0.2, max_retries=0).chat(HI)
 
 
+async def test_stream_starting_past_the_timeout(
+    server: DashScopeServer, make_model: ModelFactory
+) -> None:
+    server.add(Reply(text="late", delay=1.0))
+    stream = make_model(timeout=0.2, max_retries=0).chat_stream(HI)
+    with pytest.raises(ModelTimeoutError, match="dashscope did not answer in time"):
+        await stream.collect()
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "stream"])
+async def test_a_slow_start_is_retried(
+    server: DashScopeServer, make_model: ModelFactory, streamed: bool
+) -> None:
+    # Nothing was handed out yet, so the timed-out call is tried again.
+    server.add(Reply(text="late", delay=1.0), Reply(text="on time"))
+    model = make_model(timeout=0.3, max_retries=1)
+    response = await (model.chat_stream(HI).collect() if streamed else model.chat(HI))
+    assert response.text == "on time"
+    assert len(server.requests) == 2
+
+
 async def test_stream_stalling_past_the_timeout(
     server: DashScopeServer, make_model: ModelFactory
 ) -> None:
     server.add(Reply(text="abcdef", chunk_size=2, chunk_delay=0.6))
     with pytest.raises(ModelTimeoutError):
         await make_model(timeout=0.3, max_retries=0).chat_stream(HI).collect()
+
+
+async def test_a_long_slow_stream_is_not_cut_by_the_timeout(
+    server: DashScopeServer, make_model: ModelFactory
+) -> None:
+    # The timeout bounds each wait for data, not the whole stream (as a total deadline would).
+    server.add(Reply(text="abcdefgh", chunk_size=1, chunk_delay=0.1))
+    final = await make_model(timeout=0.5, max_retries=0).chat_stream(HI).collect()
+    assert final.text == "abcdefgh"
 
 
 # -- error mapping ---------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from parley.testing.dashscope_server import (
     DashScopeServer,
     HTTPError,
     Reply,
+    ToolCall,
 )
 from tests._requires import require_module
 
@@ -105,6 +106,28 @@ async def test_omni_streams_audio_and_video_questions_even_for_whole_answers(
         {"audio": f"data:audio/wav;base64,{wav}"},
         {"video": "https://example.com/dog.mp4"},
     ]
+
+
+async def test_a_vl_model_thinks_and_calls_tools_on_multimodal_generation(
+    server: DashScopeServer, make_model: ModelFactory
+) -> None:
+    # Qwen3-VL: thinking and tool calls come as on text generation, the text as a list of parts.
+    call = ToolCall("zoom", {"x": 10, "y": 20}, "call_z")
+    server.add(Reply(reasoning="Too small; zoom in.", text="Zooming.", tool_calls=[call]))
+    tools = [{"name": "zoom", "description": "Zoom in.", "parameters": {"type": "object"}}]
+    question = [Msg.user("Read the sign.", ImageBlock.from_url("https://example.com/sign.png"))]
+    response = await make_model("qwen3-vl-plus").chat(question, tools=tools, enable_thinking=True)
+    assert (response.thinking, response.text) == ("Too small; zoom in.", "Zooming.")
+    [tool_call] = response.tool_calls
+    assert (tool_call.id, tool_call.name, tool_call.input) == ("call_z", "zoom", {"x": 10, "y": 20})
+    assert response.finish_reason == "tool_calls"
+    [request] = server.requests
+    assert paths(server) == [MULTIMODAL_PATH]
+    assert request.headers["x-dashscope-sse"] == "enable"  # thinking streams only
+    parameters = request.json["parameters"]
+    assert parameters["enable_thinking"] is True
+    assert parameters["incremental_output"] is True  # the only mode thinking streams in
+    assert parameters["tools"][0]["function"]["name"] == "zoom"
 
 
 # -- uploads, as the SDK's MultiModalConversation does them ------------------------------------

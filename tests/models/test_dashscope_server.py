@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from parley.errors import ModelHTTPError
@@ -23,6 +24,7 @@ from parley.testing.dashscope_server import (
     DashScopeServer,
     HTTPError,
     Reply,
+    Reset,
     ToolCall,
 )
 from tests._requires import require_module
@@ -87,6 +89,7 @@ async def test_the_sdk_reads_the_error_bodies(
         await client.chat.completions.create(model="qwen-plus", messages=MESSAGES, stream=streamed)
     assert caught.value.code == "Throttling.RateQuota"
     assert caught.value.status_code == 429
+    assert caught.value.headers["retry-after"] == "3"
     assert caught.value.request_id
 
 
@@ -96,6 +99,54 @@ async def test_the_sdk_raises_an_error_event(server: DashScopeServer, client: An
     stream = await client.chat.completions.create(model="qwen-plus", messages=MESSAGES, stream=True)
     with pytest.raises(dashscope.v2.errors.ContentFilterError):
         await stream.get_final_message()
+
+
+def _faults() -> list[Any]:
+    errors = dashscope.v2.errors
+    return [
+        pytest.param(
+            HTTPError(503, "ServiceUnavailable", "busy"), errors.ServiceUnavailableError, id="5xx"
+        ),
+        pytest.param(Reset(), errors.APIConnectionError, id="reset"),
+        pytest.param(Reply(text="late", delay=1.0), errors.APITimeoutError, id="slow-start"),
+        pytest.param(
+            Reply(text="abcdefgh", chunk_size=2, cut_after=2), httpx.RemoteProtocolError, id="cut"
+        ),
+        pytest.param(
+            Reply(text="abcdefgh", chunk_size=2, malformed_at=1),
+            errors.DashScopeError,
+            id="malformed",
+        ),
+        pytest.param(
+            Reply(text="abcdef", chunk_size=2, error_at=1),
+            errors.InternalServerError,
+            id="error-event",
+        ),
+        pytest.param(
+            Reply(text="abcdef", chunk_size=2, chunk_delay=0.6), httpx.ReadTimeout, id="slow-chunks"
+        ),
+    ]
+
+
+@pytest.mark.parametrize(("step", "raised"), _faults())
+async def test_the_sdk_sees_each_stream_fault(
+    server: DashScopeServer, step: Any, raised: type[Exception]
+) -> None:
+    # The faults parley's tests script are what the SDK's own client takes as failures.
+    server.add(step)
+    sdk = dashscope.AsyncClient(api_key="sk-test", base_url=server.url, max_retries=0, timeout=0.3)
+
+    async def read() -> Any:
+        stream = await sdk.chat.completions.create(
+            model="qwen-plus", messages=MESSAGES, stream=True
+        )
+        return await stream.get_final_message()
+
+    try:
+        with pytest.raises(raised):
+            await read()
+    finally:
+        await sdk.aclose()
 
 
 async def test_the_sdk_uploads_a_local_file_through_the_server(

@@ -58,7 +58,8 @@ logger = logging.getLogger("parley.models")
 
 _MULTIMODAL = re.compile(r"-vl(-|$)|^qvq|omni|-audio|^qwen3\.[5-9]")
 _STREAM_ONLY = re.compile(r"^(qwq|qvq)|omni|-thinking($|-)")
-_HYBRID_OPEN = re.compile(r"^qwen3-\d+b(-a\d+b)?$")
+# Qwen3's open models on Model Studio: qwen3-0.6b, -1.7b, -4b ... -32b, -30b-a3b, -235b-a22b.
+_HYBRID_OPEN = re.compile(r"^qwen3-\d+(\.\d+)?b(-a\d+b)?$")
 
 
 def is_multimodal_model(name: str) -> bool:
