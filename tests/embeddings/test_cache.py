@@ -30,6 +30,7 @@ from parley.embeddings import (
     SQLiteEmbeddingCache,
 )
 from parley.embeddings.local import LocalEmbeddingModel
+from parley.errors import ConfigurationError, UserError
 from tests._requires import require_module
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -148,6 +149,30 @@ async def test_a_corrupt_file_is_a_miss_and_is_removed(tmp_path: Path) -> None:
     assert await cache.retrieve(ident("a")) == vectors(2.0)
 
 
+async def test_a_file_of_another_shape_or_kind_is_a_miss_never_unpickled(tmp_path: Path) -> None:
+    cache = FileEmbeddingCache(tmp_path)
+    path = cache.path(ident("a"))
+    cases = [
+        np.arange(3, dtype=np.float32),  # one vector, not a list of them
+        np.arange(6, dtype=np.int64).reshape(2, 3),  # not floats
+        np.array([{"x": 1}], dtype=object),  # pickled: loading it would run code
+    ]
+    for array in cases:
+        np.save(path, array, allow_pickle=True)
+        assert await cache.retrieve(ident("a")) is None
+        assert not path.exists()
+
+
+def test_a_cache_dir_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "taken").write_text("someone's file")
+    with pytest.raises(UserError, match="is a file, not a folder"):
+        FileEmbeddingCache(tmp_path / "taken")
+    with pytest.raises(UserError, match="max_file_number must be 0 or more"):
+        FileEmbeddingCache(tmp_path, max_file_number=-1)
+    with pytest.raises(UserError, match=r"max_cache_size must be 0 or more \(MiB\)"):
+        FileEmbeddingCache(tmp_path, max_cache_size=-1)
+
+
 KILLED_WRITER = """
     import asyncio, sys
     from parley.embeddings import FileEmbeddingCache
@@ -264,6 +289,32 @@ async def test_sqlite_many_threads_write_at_once(tmp_path: Path) -> None:
     )
     found = await cache.retrieve_items([ident(n) for n in names])
     assert found == [vectors(float(i))[0] for i in range(40)]
+
+
+async def test_sqlite_a_file_that_is_no_database_is_named_and_kept(tmp_path: Path) -> None:
+    path = tmp_path / "notes.db"
+    path.write_bytes(b"someone's notes, not a database " * 200)
+    cache = SQLiteEmbeddingCache(path)
+    with pytest.raises(ConfigurationError, match=r"notes\.db is not a usable embedding cache"):
+        await cache.retrieve_items([ident("a")])
+    with pytest.raises(ConfigurationError, match="not a usable"):
+        await cache.store_items(vectors(1.0), [ident("a")])
+    assert path.read_bytes().startswith(b"someone's notes")  # not removed nor overwritten
+
+
+async def test_sqlite_a_damaged_file_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    cache = SQLiteEmbeddingCache(path)
+    names = [f"n{i}" for i in range(300)]
+    await cache.store_items(vectors(1.0, 300, dimensions=64), [ident(n) for n in names])
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = bytearray(path.read_bytes())
+    page = 4096
+    data[2 * page : 6 * page] = b"\xff" * (4 * page)  # pages of the table, overwritten
+    path.write_bytes(bytes(data))
+    with pytest.raises(ConfigurationError, match="not a usable embedding cache"):
+        await SQLiteEmbeddingCache(path).retrieve_items([ident(n) for n in names])
 
 
 CONCURRENT_SQLITE_WRITER = """

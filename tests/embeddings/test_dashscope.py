@@ -21,6 +21,7 @@ from parley.errors import (
     ModelConnectionError,
     ModelHTTPError,
     ModelOutputError,
+    ModelTimeoutError,
     RateLimitError,
     UserError,
 )
@@ -319,12 +320,43 @@ async def test_requests_are_packed_within_each_models_limits(
     server.assert_consumed()
 
 
+@pytest.mark.parametrize(
+    ("model_name", "videos", "texts", "expected"),
+    [
+        # 20 elements a request.
+        ("qwen3-vl-embedding", 0, 25, [["text"] * 20, ["text"] * 5]),
+        ("tongyi-embedding-vision-plus", 0, 25, [["text"] * 20, ["text"] * 5]),
+        # 8 videos a request; the rest of the 20 elements go with the next ones.
+        ("tongyi-embedding-vision-plus", 10, 12, [["video"] * 8, ["video"] * 2 + ["text"] * 12]),
+        # 1 video a request.
+        ("qwen3-vl-embedding", 3, 1, [["video"], ["video"], ["video", "text"]]),
+    ],
+)
+async def test_each_models_element_and_video_limits(
+    server: DashScopeServer,
+    make_model: ModelFactory,
+    model_name: str,
+    videos: int,
+    texts: int,
+    expected: list[list[str]],
+) -> None:
+    video = VideoBlock.from_url(VIDEO_URL)
+    inputs: list[Any] = [video] * videos + [f"text {i}" for i in range(texts)]
+    server.add(*[Embeddings()] * len(expected))
+    response = await make_model(model_name, max_concurrency=1)(inputs)
+    keys = [VIDEO_URL] * videos + [f"text {i}" for i in range(texts)]
+    assert response.embeddings == [vector_for(key, 8) for key in keys]
+    sent = [[next(iter(c)) for c in r.json["input"]["contents"]] for r in server.requests]
+    assert sent == expected
+    server.assert_consumed()
+
+
 async def test_a_model_of_one_size_is_sent_no_dimension(
     server: DashScopeServer, make_model: ModelFactory
 ) -> None:
-    server.add(Embeddings())
+    server.add(Embeddings(size=1024))  # the model's one size, which it gives unasked
     model = make_model("multimodal-embedding-v1", parameters={"dimensions": 1024})
-    assert (await model(["a"])).embeddings == [vector_for("a", 8)]
+    assert (await model(["a"])).embeddings == [vector_for("a", 1024)]
     assert server.requests[0].json["parameters"] == {}
     with pytest.raises(UserError, match="1024 dimensions, not 512"):
         await model(["a"], dimensions=512)
@@ -466,3 +498,15 @@ def test_the_sync_twin(server: DashScopeServer) -> None:
         assert model.call_sync(["a"]).embeddings == [vector_for("a", 8)]
     finally:
         model.close_sync()
+
+
+async def test_an_answer_slower_than_the_timeout_is_retried_then_surfaced(
+    server: DashScopeServer, make_model: ModelFactory
+) -> None:
+    server.add(Embeddings(delay=1.0), Embeddings())
+    response = await make_model(timeout=0.3)(["a"])
+    assert response.embeddings == [vector_for("a", 8)]
+    assert len(server.embedding_requests()) == 2
+    server.add(Embeddings(delay=1.0))
+    with pytest.raises(ModelTimeoutError):
+        await make_model(timeout=0.3, max_retries=0)(["a"])

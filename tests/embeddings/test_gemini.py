@@ -20,6 +20,7 @@ from parley.errors import (
     ModelConnectionError,
     ModelHTTPError,
     ModelOutputError,
+    ModelTimeoutError,
     RateLimitError,
     UserError,
 )
@@ -395,3 +396,15 @@ def test_the_sync_twin(server: GeminiServer) -> None:
         assert model.call_sync(["a"]).embeddings == [vector_for("a", 8)]
     finally:
         model.close_sync()
+
+
+async def test_an_answer_slower_than_the_timeout_is_retried_then_surfaced(
+    server: GeminiServer, make_model: ModelFactory
+) -> None:
+    server.add(Embeddings(delay=1.0), Embeddings())
+    response = await make_model(timeout=0.3)(["a"])
+    assert response.embeddings == [vector_for("a", 8)]
+    assert len(server.requests) == 2
+    server.add(Embeddings(delay=1.0))
+    with pytest.raises(ModelTimeoutError):
+        await make_model(timeout=0.3, max_retries=0)(["a"])

@@ -20,6 +20,7 @@ from parley.errors import (
     ModelConnectionError,
     ModelHTTPError,
     ModelOutputError,
+    ModelTimeoutError,
     UserError,
 )
 from parley.models.credentials import CredentialFactory
@@ -380,3 +381,15 @@ def test_the_sync_twin(server: OllamaServer) -> None:
     model = OllamaEmbeddingModel(server.credential(), "all-minilm")
     assert model.call_sync(["a"]).embeddings == [vector_for("a", 8)]
     model.close_sync()
+
+
+async def test_an_answer_slower_than_the_timeout_is_retried_then_surfaced(
+    server: OllamaServer, make_model: ModelFactory
+) -> None:
+    server.add(Embeddings(delay=1.0), Embeddings())
+    response = await make_model(timeout=0.3)(["a"])
+    assert response.embeddings == [vector_for("a", 8)]
+    assert len(server.requests) == 2
+    server.add(Embeddings(delay=1.0))
+    with pytest.raises(ModelTimeoutError):
+        await make_model(timeout=0.3, max_retries=0)(["a"])

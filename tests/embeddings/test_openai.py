@@ -24,6 +24,7 @@ from parley.errors import (
     ModelConnectionError,
     ModelHTTPError,
     ModelOutputError,
+    ModelTimeoutError,
     RateLimitError,
     UserError,
 )
@@ -463,3 +464,41 @@ async def test_a_compatible_model_needs_the_servers_url(
     model = OpenAICompatibleEmbeddingModel(credential, "m")
     assert (await model(["a"])).embeddings == [vector_for("a", 8)]
     await model.aclose()
+
+
+async def test_two_compatible_servers_do_not_share_cached_vectors(
+    server: OpenAIServer, make_model: ModelFactory
+) -> None:
+    cache = ItemCache()
+    with OpenAIServer() as other:
+        server.add(Embeddings())
+        other.add(Embeddings(size=8))
+        here = make_model(
+            "embedding",
+            OpenAICompatibleEmbeddingModel,
+            embedding_cache=cache,
+            credential=server.compatible_credential(),
+        )
+        there = make_model(
+            "embedding",
+            OpenAICompatibleEmbeddingModel,
+            embedding_cache=cache,
+            credential=other.compatible_credential(),
+        )
+        await here(["a"])
+        assert (await there(["a"])).source == "api"  # another server: its own vectors
+        assert (await here(["a"])).source == "cache"
+        assert len(other.requests) == 1
+        other.assert_consumed()
+
+
+async def test_an_answer_slower_than_the_timeout_is_retried_then_surfaced(
+    server: OpenAIServer, make_model: ModelFactory
+) -> None:
+    server.add(Embeddings(delay=1.0), Embeddings())
+    response = await make_model(timeout=0.3)(["a"])
+    assert response.embeddings == [vector_for("a", 8)]
+    assert len(server.requests) == 2
+    server.add(Embeddings(delay=1.0))
+    with pytest.raises(ModelTimeoutError):
+        await make_model(timeout=0.3, max_retries=0)(["a"])

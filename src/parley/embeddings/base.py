@@ -123,11 +123,22 @@ class EmbeddingBatch:
 
 @dataclass(frozen=True)
 class BatchLimits:
-    """A multimodal model's per-request limits (e.g. 20 elements, 5 images, 1 video)."""
+    """A multimodal model's per-request limits (e.g. 20 elements, 5 images, 1 video).
+
+    Raises:
+        UserError: No element allowed, or a negative media limit.
+    """
 
     elements: int
     images: int | None = None
     videos: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.elements < 1:
+            raise UserError(f"a request must take at least 1 element, not {self.elements}")
+        for kind, limit in (("images", self.images), ("videos", self.videos)):
+            if limit is not None and limit < 0:
+                raise UserError(f"a request's {kind} limit must be 0 or more, not {limit}")
 
 
 @functools.lru_cache(maxsize=64)
@@ -191,8 +202,13 @@ class EmbeddingModel(Generic[InputT]):
     ) -> None:
         if not model:
             raise UserError(f"{type(self).__name__} needs a model name")
-        if max_concurrency < 1:
-            raise UserError(f"max_concurrency must be at least 1, got {max_concurrency}")
+        _check_settings(
+            context_size=context_size,
+            max_retries=max_retries,
+            retry_delay=retry_delay,
+            max_concurrency=max_concurrency,
+            timeout=timeout,
+        )
         self.credential = self._check_credential(credential)
         self.model = model
         self.parameters = self._check_parameters(parameters)
@@ -406,12 +422,17 @@ class EmbeddingModel(Generic[InputT]):
             raise group_error.exceptions[0] from None
         vectors: list[Embedding | None] = [None] * len(items)
         tokens: int | None = None
+        sizes: set[int] = set()
         for indices, result in zip(batches, results, strict=True):
             assert result is not None  # every task ran to completion
-            for i, vector in zip(indices, _as_lists(result.embeddings), strict=True):
+            lists = _as_lists(result.embeddings)
+            sizes.add(len(lists[0]))  # each batch's vectors are of one size (_checked_call)
+            for i, vector in zip(indices, lists, strict=True):
                 vectors[i] = vector
             if result.tokens is not None:
                 tokens = (tokens or 0) + result.tokens
+        if len(sizes) > 1:
+            raise self._bad_output(f"returned vectors of different sizes: {sorted(sizes)}")
         return [v for v in vectors if v is not None], tokens
 
     async def _checked_call(
@@ -420,12 +441,37 @@ class EmbeddingModel(Generic[InputT]):
         result = await self._call_api(batch, parameters)
         count = len(result.embeddings)
         if count != len(batch):
-            raise ModelOutputError(
-                f"{self.provider} returned {count} vectors for {len(batch)} inputs",
-                model=self.model,
-                provider=self.provider,
-            )
+            raise self._bad_output(f"returned {count} vectors for {len(batch)} inputs")
+        size = self._vector_size(result.embeddings)
+        wanted = parameters.dimensions
+        if wanted is not None and size != wanted:
+            # A server that ignores `dimensions` (some OpenAI-compatible ones do) would
+            # otherwise hand back vectors that do not fit the index they were asked for.
+            raise self._bad_output(f"returned vectors of {size} dimensions; {wanted} were asked")
         return result
+
+    def _vector_size(self, embeddings: Any) -> int:
+        """The length every vector of a batch has (the lengths only: no number is read).
+
+        Raises:
+            ModelOutputError: Vectors of different lengths, empty ones, or no vectors at all.
+        """
+        shape = getattr(embeddings, "shape", None)
+        try:
+            sizes = (
+                {shape[1]} if shape is not None and len(shape) == 2 else set(map(len, embeddings))
+            )
+        except TypeError:  # an item that is a number or None, not a vector
+            raise self._bad_output("returned items that are not vectors") from None
+        if len(sizes) > 1:
+            raise self._bad_output(f"returned vectors of different sizes: {sorted(sizes)}")
+        size = sizes.pop() if sizes else 0
+        if size < 1:
+            raise self._bad_output("returned empty vectors")
+        return size
+
+    def _bad_output(self, what: str) -> ModelOutputError:
+        return ModelOutputError(f"{self.provider} {what}", model=self.model, provider=self.provider)
 
     async def _call_api(
         self, batch: list[InputT], parameters: EmbeddingParameters
@@ -451,6 +497,27 @@ class EmbeddingModel(Generic[InputT]):
             size = self.batch_size
             return [list(range(i, min(i + size, len(items)))) for i in range(0, len(items), size)]
         return _pack(items, limits, self.model)
+
+
+def _check_settings(
+    *,
+    context_size: int | None,
+    max_retries: int,
+    retry_delay: float,
+    max_concurrency: int,
+    timeout: float,
+) -> None:
+    """Refuse settings that would fail later, or silently do something else."""
+    if context_size is not None and context_size < 1:
+        raise UserError(f"context_size must be at least 1 token, got {context_size}")
+    if max_retries < 0:
+        raise UserError(f"max_retries must be 0 or more, got {max_retries}")
+    if retry_delay < 0:
+        raise UserError(f"retry_delay must be 0 or more seconds, got {retry_delay}")
+    if max_concurrency < 1:
+        raise UserError(f"max_concurrency must be at least 1, got {max_concurrency}")
+    if timeout <= 0:
+        raise UserError(f"timeout must be more than 0 seconds, got {timeout}")
 
 
 def _media_counts(item: EmbeddingInput) -> tuple[int, int]:

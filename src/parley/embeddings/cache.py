@@ -27,15 +27,17 @@ import tempfile
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from parley._sqlite import use_wal
 from parley.embeddings.base import Embedding
-from parley.errors import MissingDependencyError, UserError
+from parley.errors import ConfigurationError, MissingDependencyError, UserError
 
 __all__ = ["EmbeddingCache", "FileEmbeddingCache", "SQLiteEmbeddingCache"]
+
+T = TypeVar("T")
 
 
 class EmbeddingCache(ABC):
@@ -105,7 +107,7 @@ class FileEmbeddingCache(EmbeddingCache):
     Several processes may share the folder.
 
     Args:
-        cache_dir: The folder (created when missing).
+        cache_dir: The folder (created when missing; a file there is refused).
         max_file_number: The most files kept; None: no limit.
         max_cache_size: The most megabytes (MiB) the files take together; None: no limit.
     """
@@ -121,6 +123,8 @@ class FileEmbeddingCache(EmbeddingCache):
         if max_cache_size is not None and max_cache_size < 0:
             raise UserError(f"max_cache_size must be 0 or more (MiB), got {max_cache_size}")
         self.cache_dir = Path(cache_dir)
+        if self.cache_dir.exists() and not self.cache_dir.is_dir():
+            raise UserError(f"cache_dir {self.cache_dir} is a file, not a folder")
         self.max_file_number = max_file_number
         self.max_cache_size = max_cache_size
 
@@ -282,28 +286,28 @@ class SQLiteEmbeddingCache(EmbeddingCache):
     ) -> None:
         """Keep the vectors under `identifier` (an existing row stays unless `overwrite`)."""
         row = (self.key(identifier), *_pack(embeddings))
-        await asyncio.to_thread(self._write, [row], overwrite)
+        await self._in_thread(self._write, [row], overwrite)
 
     async def retrieve(self, identifier: Mapping[str, Any]) -> list[Embedding] | None:
         """The vectors under `identifier`, or None."""
-        (found,) = await asyncio.to_thread(self._read, [self.key(identifier)])
+        (found,) = await self._in_thread(self._read, [self.key(identifier)])
         return found
 
     async def remove(self, identifier: Mapping[str, Any]) -> None:
         """Delete the row under `identifier`, if any."""
         key = self.key(identifier)
-        await asyncio.to_thread(self._execute, "DELETE FROM embeddings WHERE key = ?", (key,))
+        await self._in_thread(self._execute, "DELETE FROM embeddings WHERE key = ?", (key,))
 
     async def clear(self) -> None:
         """Delete every row."""
-        await asyncio.to_thread(self._execute, "DELETE FROM embeddings", ())
+        await self._in_thread(self._execute, "DELETE FROM embeddings", ())
 
     async def retrieve_items(
         self, identifiers: Sequence[Mapping[str, Any]]
     ) -> list[Embedding | None]:
         """One vector or None per single-input identifier, in one read."""
         keys = [self.key(identifier) for identifier in identifiers]
-        rows = await asyncio.to_thread(self._read, keys)
+        rows = await self._in_thread(self._read, keys)
         return [found[0] if found else None for found in rows]
 
     async def store_items(
@@ -314,9 +318,24 @@ class SQLiteEmbeddingCache(EmbeddingCache):
             (self.key(identifier), *_pack([vector]))
             for vector, identifier in zip(embeddings, identifiers, strict=True)
         ]
-        await asyncio.to_thread(self._write, rows, True)
+        await self._in_thread(self._write, rows, True)
 
     # -- the blocking parts, run in worker threads ------------------------------------------
+
+    async def _in_thread(self, function: Callable[..., T], *args: Any) -> T:
+        """Run a blocking part in a worker thread; a file that is no database is named.
+
+        Such a file is not removed: the path may name another program's data by mistake.
+        """
+        try:
+            return await asyncio.to_thread(function, *args)
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError):  # locked, busy, disk I/O: as they are
+                raise
+            raise ConfigurationError(
+                f"{self.path} is not a usable embedding cache ({exc}): delete it, or give "
+                "SQLiteEmbeddingCache another path"
+            ) from exc
 
     def _connect(self) -> sqlite3.Connection:
         if not self._ready:

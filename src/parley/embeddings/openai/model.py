@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from parley.embeddings.base import EmbeddingBatch, EmbeddingModel, EmbeddingParameters
+from parley.embeddings.base import (
+    EmbeddingBatch,
+    EmbeddingInput,
+    EmbeddingModel,
+    EmbeddingParameters,
+)
 from parley.embeddings.openai._wire import read_embeddings
 from parley.errors import UserError
 from parley.models._wire import read_json
@@ -138,6 +144,16 @@ class OpenAICompatibleEmbeddingModel(OpenAIEmbeddingModel):
         assert isinstance(checked, OpenAICompatibleCredential)  # the base built or checked it
         checked.require_endpoint(type(self).__name__)
         return checked
+
+    def cache_identifier(
+        self, inputs: Sequence[EmbeddingInput], parameters: EmbeddingParameters
+    ) -> dict[str, Any]:
+        """The base's identifier plus the server's URL.
+
+        Two servers may give one name to different models (a local server's "embedding"),
+        so one server's vectors do not answer for another's.
+        """
+        return {**super().cache_identifier(inputs, parameters), "base_url": self.endpoint()}
 
     def request_body(self, batch: list[str], parameters: EmbeddingParameters) -> dict[str, Any]:
         """The request fields, `extra_body` spread into them."""
