@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -168,7 +169,7 @@ def test_files_on_an_agent_that_does_not_read_them_are_refused() -> None:
         BasicAgent(files=["a.md"])
 
 
-def test_rag_cfg_maps_qwen_agents_keys() -> None:
+def test_rag_cfg_maps_qwen_agents_keys(caplog: pytest.LogCaptureFixture) -> None:
     assert RagSettings.read(None).mode == "keyword"  # Qwen-Agent's default searchers
     assert RagSettings.read(None).embedding_model is None
     hybrid = RagSettings.read({"rag_searchers": ["keyword_search", "vector_search"]})
@@ -189,6 +190,18 @@ def test_rag_cfg_maps_qwen_agents_keys() -> None:
     assert (settings.score_threshold, settings.max_ref_token) == (0.01, 1000)
     with pytest.raises(ConfigurationError, match=r"unknown keys \['chunk_sise'\]"):
         RagSettings.read({"chunk_sise": 3})
+    # Qwen-Agent's documented default rag_cfg names its keyword generation: taken, not used.
+    with caplog.at_level(logging.WARNING, "parley.compat.qwen"):
+        RagSettings.read({"rag_keygen_strategy": "none"})
+        assert not caplog.records
+        qwen_default = {
+            "max_ref_token": 4000,
+            "parser_page_size": 500,
+            "rag_keygen_strategy": "SplitQueryThenGenKeyword",
+            "rag_searchers": ["keyword_search", "front_page_search"],
+        }
+        assert RagSettings.read(qwen_default).mode == "keyword"
+    assert "rag_keygen_strategy 'SplitQueryThenGenKeyword' is not used" in caplog.text
     with pytest.raises(ConfigurationError, match="retrieval_type 'semantic'"):
         RagSettings.read({"retrieval_type": "semantic"})
     with pytest.raises(ConfigurationError, match="bad rag_cfg value"):
