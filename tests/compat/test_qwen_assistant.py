@@ -13,6 +13,8 @@ from parley.compat.qwen._rag import RagSettings, _embedder, _index_location
 from parley.embeddings.dashscope import DashScopeEmbeddingModel
 from parley.embeddings.openai import OpenAIEmbeddingModel
 from parley.errors import ConfigurationError, DocumentError
+from parley.models.testing import ScriptedModel
+from parley.rag.tool import RetrievalTool
 from parley.testing.openai_server import OpenAIServer, Reply, ToolCall
 from tests._requires import require_module
 
@@ -162,6 +164,34 @@ def test_fn_call_agent_with_files_gets_a_retrieval_tool(tmp_path: Path, handbook
     assert result["content"].startswith("[1] handbook.md")
     assert "3 to 5 working days" in result["content"]
     assert response[-1]["content"] == "3 to 5 working days."
+
+
+def test_rag_cfg_reaches_the_index_and_the_retrieval_tool(tmp_path: Path, handbook: Path) -> None:
+    cfg = {
+        "retrieval_type": "keyword",
+        "chunk_size": 120,
+        "chunk_overlap": 10,
+        "top_k": 3,
+        "score_threshold": 0.5,
+        "max_ref_token": 900,
+        "index_path": str(tmp_path / "rag_index"),
+    }
+    bot = FnCallAgent(llm=ScriptedModel(), files=[str(handbook)], rag_cfg=cfg)
+    try:
+        assert bot.index is not None
+        chunker = bot.index.chunker
+        assert (chunker.chunk_size, chunker.chunk_overlap) == (120, 10)
+        tool = bot.function_map["retrieval"]
+        assert isinstance(tool, RetrievalTool)
+        assert (tool.mode, tool.top_k, tool.score_threshold, tool.max_ref_token) == (
+            "keyword",
+            3,
+            0.5,
+            900,
+        )
+        assert (tmp_path / "rag_index" / "index.sqlite").is_file()
+    finally:
+        bot.close_sync()
 
 
 def test_files_on_an_agent_that_does_not_read_them_are_refused() -> None:
