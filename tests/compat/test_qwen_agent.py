@@ -35,7 +35,7 @@ from parley.compat.qwen import (
     Message,
     register_tool,
 )
-from parley.errors import ConfigurationError, MessageError, ModelHTTPError
+from parley.errors import ConfigurationError, MessageError, ModelHTTPError, UserError
 from parley.messages import ImageBlock, TextBlock, ThinkingBlock, ToolCallBlock
 from parley.models.openai import OpenAICompatibleChatModel
 from parley.models.response import ChatResponse
@@ -654,8 +654,53 @@ def test_fncall_agent_is_an_agent_with_its_helpers() -> None:
     assert bot._detect_tool(Message("assistant", "x"))[0] is False
     [answer] = bot._call_llm([Message("user", "hi")], stream=False)
     assert answer.content == "hi"
-    with pytest.raises(Exception, match="takes no keyword arguments but lang"):
-        bot.run_nonstream(USER, seed=1)
+    with pytest.raises(UserError, match=r"but lang and seed, got \['colour'\]"):
+        bot.run_nonstream(USER, colour="red")
+
+
+def test_fncall_agents_loop_runs_on_extra_generate_cfg_and_the_runs_seed() -> None:
+    """Qwen-Agent's loop hands the agent's `extra_generate_cfg` and `run(seed=...)` to every
+    model call: a subclass's stop words and settings reach the model."""
+    model = ScriptedModel(
+        [ScriptedModel.tool_call("qwen_base_probe", {"mode": "a"}), "done", "again", "plain"],
+        parameters={"stop": ["<end>"]},
+    )
+    bot = FnCallAgent(["qwen_base_probe", "qwen_base_weather"], llm=model)
+    bot.extra_generate_cfg = {
+        "stop": ["Reply:"],
+        "temperature": 0.2,
+        "lang": "zh",
+        "parallel_function_calls": False,
+        "function_choice": "qwen_base_probe",
+    }
+    bot.run_nonstream(USER, seed=4)
+    first, second = model.requests
+    for request in (first, second):
+        assert request.parameters.stop == ["<end>", "Reply:"]  # united with the model's own
+        assert (request.parameters.temperature, request.parameters.seed) == (0.2, 4)
+        assert request.parameters.parallel_tool_calls is False
+    assert first.tool_choice == "qwen_base_probe"  # a name: the run's first call only
+    assert second.tool_choice is None
+    # The agent's own model is left as it was; a later run without a seed has none.
+    assert model.parameters.stop == ["<end>"]
+    bot.extra_generate_cfg = {"function_choice": "none"}
+    bot.run_nonstream(USER)
+    assert model.requests[-1].parameters.seed is None
+    assert model.requests[-1].tool_choice == "none"
+    # Without settings, the loop is the agent's own.
+    bot.extra_generate_cfg = {}
+    bot.run_nonstream(USER)
+    assert model.requests[-1].parameters.temperature is None
+    model.assert_consumed()
+    bot.extra_generate_cfg = {"best_of": 2}
+    with pytest.raises(ConfigurationError, match="extra_generate_cfg: unknown parameter 'best_of'"):
+        bot.run_nonstream(USER)
+    bot.extra_generate_cfg = {"function_choice": "nope"}
+    with pytest.raises(ConfigurationError, match="nope"):
+        bot.run_nonstream(USER)
+    bot.extra_generate_cfg = {}
+    with pytest.raises(UserError, match="seed must be an integer"):
+        bot.run_nonstream(USER, seed="7")
 
 
 KNOWLEDGE = "# Knowledge Base\n\nThe launch is in March."

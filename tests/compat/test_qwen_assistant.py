@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,8 @@ from parley.compat.qwen._rag import RagSettings, _embedder, _index_location
 from parley.embeddings.dashscope import DashScopeEmbeddingModel
 from parley.embeddings.openai import OpenAIEmbeddingModel
 from parley.errors import ConfigurationError, DocumentError
+from parley.models.testing import ScriptedModel
+from parley.rag.tool import RetrievalTool
 from parley.testing.openai_server import OpenAIServer, Reply, ToolCall
 from tests._requires import require_module
 
@@ -163,12 +166,40 @@ def test_fn_call_agent_with_files_gets_a_retrieval_tool(tmp_path: Path, handbook
     assert response[-1]["content"] == "3 to 5 working days."
 
 
+def test_rag_cfg_reaches_the_index_and_the_retrieval_tool(tmp_path: Path, handbook: Path) -> None:
+    cfg = {
+        "retrieval_type": "keyword",
+        "chunk_size": 120,
+        "chunk_overlap": 10,
+        "top_k": 3,
+        "score_threshold": 0.5,
+        "max_ref_token": 900,
+        "index_path": str(tmp_path / "rag_index"),
+    }
+    bot = FnCallAgent(llm=ScriptedModel(), files=[str(handbook)], rag_cfg=cfg)
+    try:
+        assert bot.index is not None
+        chunker = bot.index.chunker
+        assert (chunker.chunk_size, chunker.chunk_overlap) == (120, 10)
+        tool = bot.function_map["retrieval"]
+        assert isinstance(tool, RetrievalTool)
+        assert (tool.mode, tool.top_k, tool.score_threshold, tool.max_ref_token) == (
+            "keyword",
+            3,
+            0.5,
+            900,
+        )
+        assert (tmp_path / "rag_index" / "index.sqlite").is_file()
+    finally:
+        bot.close_sync()
+
+
 def test_files_on_an_agent_that_does_not_read_them_are_refused() -> None:
     with pytest.raises(ConfigurationError, match=r"FnCallAgent .* and Assistant"):
         BasicAgent(files=["a.md"])
 
 
-def test_rag_cfg_maps_qwen_agents_keys() -> None:
+def test_rag_cfg_maps_qwen_agents_keys(caplog: pytest.LogCaptureFixture) -> None:
     assert RagSettings.read(None).mode == "keyword"  # Qwen-Agent's default searchers
     assert RagSettings.read(None).embedding_model is None
     hybrid = RagSettings.read({"rag_searchers": ["keyword_search", "vector_search"]})
@@ -189,6 +220,18 @@ def test_rag_cfg_maps_qwen_agents_keys() -> None:
     assert (settings.score_threshold, settings.max_ref_token) == (0.01, 1000)
     with pytest.raises(ConfigurationError, match=r"unknown keys \['chunk_sise'\]"):
         RagSettings.read({"chunk_sise": 3})
+    # Qwen-Agent's documented default rag_cfg names its keyword generation: taken, not used.
+    with caplog.at_level(logging.WARNING, "parley.compat.qwen"):
+        RagSettings.read({"rag_keygen_strategy": "none"})
+        assert not caplog.records
+        qwen_default = {
+            "max_ref_token": 4000,
+            "parser_page_size": 500,
+            "rag_keygen_strategy": "SplitQueryThenGenKeyword",
+            "rag_searchers": ["keyword_search", "front_page_search"],
+        }
+        assert RagSettings.read(qwen_default).mode == "keyword"
+    assert "rag_keygen_strategy 'SplitQueryThenGenKeyword' is not used" in caplog.text
     with pytest.raises(ConfigurationError, match="retrieval_type 'semantic'"):
         RagSettings.read({"retrieval_type": "semantic"})
     with pytest.raises(ConfigurationError, match="bad rag_cfg value"):

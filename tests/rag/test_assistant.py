@@ -18,6 +18,7 @@ from parley.agents import (
 from parley.errors import DocumentError, UserError
 from parley.messages import Msg, ToolCallBlock
 from parley.models.openai import OpenAICompatibleChatModel
+from parley.models.testing import ScriptedModel
 from parley.rag import DocumentIndex
 from parley.rag.assistant import PASSAGES_INTRO, Assistant, default_index_path, fold_retrievals
 from parley.rag.tool import NO_RESULTS, RetrievalTool, format_hits
@@ -75,6 +76,21 @@ async def test_the_tool_keeps_within_its_token_budget(tmp_path: Path, docs: Path
         assert len(short) < len(whole)
         assert short.startswith("[1] ")
         assert short.endswith(" …")  # the passage that passed the budget, cut at a word
+
+
+async def test_any_agent_can_search_with_the_retrieval_tool(tmp_path: Path, docs: Path) -> None:
+    """A plain `Agent` given the tool: the model asks, and reads passages under their sources."""
+    model = ScriptedModel(
+        [ScriptedModel.tool_call("retrieval", {"query": "descale kettle"}, "c1"), "Monthly [1]."]
+    )
+    async with await keyword_index(tmp_path / "i.sqlite", docs) as index:
+        agent = Agent("librarian", model, tools=[RetrievalTool(index, top_k=2)])
+        answer = await agent.reply("How often do I descale the kettle?")
+    assert answer.text == "Monthly [1]."
+    assert [t.name for t in model.requests[0].tools] == ["retrieval"]
+    [result] = model.requests[1].messages[-1].tool_results
+    assert result.output.startswith("[1] manual.pdf, page 2\nDescale the kettle")
+    model.assert_consumed()
 
 
 def test_fold_retrievals_puts_the_passages_before_the_question() -> None:

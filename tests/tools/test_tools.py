@@ -75,6 +75,30 @@ def test_a_qwen_style_tool_works_unchanged() -> None:
         instance.call("{}")
 
 
+async def test_a_sync_call_gets_the_arguments_as_json_text_as_qwen_agent_gives_them() -> None:
+    """Qwen-Agent hands `call` the model's arguments, a JSON string: its README's tool reads
+    them with `json5.loads(params)`, which takes no dict."""
+    import json5  # noqa: PLC0415
+
+    got: list[Any] = []
+
+    class Painter(Tool):
+        name = "painter_json_text"
+        parameters = [{"name": "prompt", "type": "string", "required": True}]
+
+        def call(self, params: str, **kwargs: Any) -> str:  # type: ignore[override]
+            got.append(params)
+            return f"drew {json5.loads(params)['prompt']}"
+
+    kit = Toolkit([Painter()])
+    # However the model wrote them (lenient text, or parsed by the provider), checked first.
+    lenient = await kit.run(call("painter_json_text", "{prompt: 'a dog',}"))
+    parsed = await kit.run(call("painter_json_text", {"prompt": "猫"}))
+    assert [lenient.output, parsed.output] == ["drew a dog", "drew 猫"]
+    assert got == ['{"prompt": "a dog"}', '{"prompt": "猫"}']
+    assert (await Painter().acall({"prompt": "x"})) == "drew x"
+
+
 def test_registry_refuses_duplicates_and_mismatched_names() -> None:
     make_calculator()
     with pytest.raises(ConfigurationError, match="Tool `custom_calculator` already exists!"):

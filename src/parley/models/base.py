@@ -233,8 +233,24 @@ class ChatModel:
 
         Closing the original (`aclose`, `close_sync`) closes the copy's connections too.
         """
-        copied = copy.copy(self)
+        copied = self._shared_copy()
         copied.formatter = formatter
+        return copied
+
+    def with_parameters(self, **overrides: Any) -> Self:
+        """A copy of this model with `overrides` over its parameters, sharing its connections.
+
+        Closing the original (`aclose`, `close_sync`) closes the copy's connections too.
+
+        Raises:
+            UserError: An override names no parameter of this provider, or has a bad value.
+        """
+        copied = self._shared_copy()
+        copied.parameters = self.parameters.merged(**overrides)
+        return copied
+
+    def _shared_copy(self) -> Self:
+        copied = copy.copy(self)
         client = getattr(self, "client", None)
         if callable(client):
             # Through the original's client: providers make theirs on first use, and a copy

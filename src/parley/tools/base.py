@@ -1,8 +1,9 @@
 """`Tool`: the base of every tool, compatible with Qwen-Agent's `BaseTool`.
 
 A Qwen-Agent style tool class (class attributes `name`, `description`, `parameters` as a JSON
-schema or Qwen's list form, a sync `call(params, **kwargs)` that calls
-`self._verify_json_format_args(params)`) works unchanged. parley calls tools through
+schema or Qwen's list form, a sync `call(params, **kwargs)` that reads the arguments, JSON
+text, with `self._verify_json_format_args(params)` or `json5.loads(params)`) works
+unchanged. parley calls tools through
 `acall`, which runs a sync `call` on the tools' own threads (`parley.tools.executor`) so the
 event loop keeps going; async tools override `acall` itself.
 
@@ -63,6 +64,14 @@ def to_output(value: Any) -> ToolOutput:
     if isinstance(value, (list, tuple)) and (blocks := _block_output(value)) is not None:
         return blocks
     return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _as_json_text(params: dict[str, Any]) -> str | dict[str, Any]:
+    """The arguments as JSON text; as they are if they are no JSON (a caller's objects)."""
+    try:
+        return json.dumps(params, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return params
 
 
 _CONTEXT_TAKERS: dict[type[Tool], bool] = {}
@@ -188,8 +197,13 @@ class Tool:
         return parse_tool_arguments(raw, self.json_schema, tool=self.name)
 
     async def acall(self, params: dict[str, Any], **kwargs: Any) -> Any:
-        """Run the tool; by default the sync `call` on a tool thread."""
-        return await run_in_tool_thread(self.call, params, **kwargs)
+        """Run the tool; by default the sync `call` on a tool thread.
+
+        `call` gets the checked arguments as JSON text, as Qwen-Agent hands a tool the
+        model's arguments: its documented tools read them with `json5.loads(params)`, and
+        `_verify_json_format_args` takes either form.
+        """
+        return await run_in_tool_thread(self.call, _as_json_text(params), **kwargs)
 
     @property
     def local_only(self) -> bool:

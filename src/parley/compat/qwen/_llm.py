@@ -32,7 +32,16 @@ from parley.models.base import ChatModel, ChatRequest
 from parley.models.tools import ToolSpec, to_tool_specs
 from parley.tools.arguments import qwen_list_to_schema
 
-__all__ = ["InputBudget", "ModelCall", "budget_for", "merge_generate_cfgs", "prepare_call"]
+__all__ = [
+    "GenerateSettings",
+    "InputBudget",
+    "ModelCall",
+    "budget_for",
+    "generate_settings",
+    "merge_generate_cfgs",
+    "prepare_call",
+    "with_model_stop",
+]
 
 T = TypeVar("T")
 
@@ -82,8 +91,8 @@ def _stop_list(stop: Any) -> list[Any]:
 
 
 @dataclass
-class _Settings:
-    """What one `generate_cfg` says about a call."""
+class GenerateSettings:
+    """What one `generate_cfg` says: the agent's settings, and the model's parameters."""
 
     function_choice: str | None = None
     parallel_tool_calls: bool | None = None
@@ -91,14 +100,26 @@ class _Settings:
     parameters: dict[str, Any] = field(default_factory=dict)
 
 
-def _settings(cfg: Mapping[str, Any] | None, where: str) -> _Settings:
+def generate_settings(cfg: Mapping[str, Any] | None, where: str) -> GenerateSettings:
+    """Read a `generate_cfg` (`where` names it in errors).
+
+    Raises:
+        ConfigurationError: It is not a dict, or an agent setting has a bad value.
+    """
     if cfg is not None and not isinstance(cfg, Mapping):
         raise ConfigurationError(f"{where} must be a dict, got {cfg!r}")
     generate = dict(cfg or {})
     # Qwen-Agent's agents pass their `lang` in every call's config: it only picks prompts.
     generate.pop("lang", None)
     agent = pop_agent_settings(generate, where)
-    return _Settings(parameters=generate, **agent)
+    return GenerateSettings(parameters=generate, **agent)
+
+
+def with_model_stop(model: ChatModel, parameters: dict[str, Any]) -> dict[str, Any]:
+    """`parameters` with their `stop` united with the model's own, as Qwen-Agent's llm cfg is."""
+    if "stop" in parameters:
+        parameters = {**parameters, "stop": _united(model.parameters.stop, parameters["stop"])}
+    return parameters
 
 
 def function_specs(functions: Sequence[Mapping[str, Any]] | None) -> list[ToolSpec]:
@@ -138,7 +159,7 @@ def turn_index(history: Sequence[Msg]) -> int:
 
 
 def _tool_choice(
-    model: ChatModel, call: _Settings, agent: str | None, history: Sequence[Msg]
+    model: ChatModel, call: GenerateSettings, agent: str | None, history: Sequence[Msg]
 ) -> str | None:
     if call.function_choice is not None:
         return call.function_choice
@@ -205,12 +226,11 @@ def prepare_call(
     history = to_msgs(messages)
     if not history:
         raise MessageError("messages can not be empty")
-    agent = _settings(agent_cfg, "extra_generate_cfg of the agent")
-    call = _settings(call_cfg, "extra_generate_cfg")
+    agent = generate_settings(agent_cfg, "extra_generate_cfg of the agent")
+    call = generate_settings(call_cfg, "extra_generate_cfg")
     model = config.model
     parameters = merge_generate_cfgs(agent.parameters, call.parameters)
-    if "stop" in parameters:  # united with the model's own, as Qwen-Agent's llm cfg is
-        parameters["stop"] = _united(model.parameters.stop, parameters["stop"])
+    parameters = with_model_stop(model, parameters)
     parallel = _first(call.parallel_tool_calls, agent.parallel_tool_calls)
     parallel = _first(parallel, config.parallel_tool_calls)
     max_input = _first(call.max_input_tokens, agent.max_input_tokens)

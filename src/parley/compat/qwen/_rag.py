@@ -15,6 +15,8 @@
   `EmbeddingModel`; default `local` when the search needs vectors.
 - `index_path`: the index's SQLite file (a folder gets `index.sqlite`), or a PostgreSQL URL;
   default: a file per set of files in `~/.cache/parley/indexes/`.
+- `rag_keygen_strategy`: Qwen-Agent's model-written search keywords (`GenKeyword`, ...);
+  accepted and not used, with a warning unless `none`: parley searches with the question.
 
 The front page (the first chunks of each document) answers a query without key words in
 every mode, as Qwen-Agent's `front_page_search` does.
@@ -22,6 +24,7 @@ every mode, as Qwen-Agent's `front_page_search` does.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +50,10 @@ _KEYS = {
     "max_ref_token",
     "embedding_model",
     "index_path",
+    "rag_keygen_strategy",
 }
+logger = logging.getLogger("parley.compat.qwen")
+
 _MODES: tuple[SearchMode, ...] = ("keyword", "vector", "hybrid", "front_page")
 _SEARCHERS = {"keyword_search", "vector_search", "hybrid_search", "front_page_search"}
 
@@ -79,6 +85,13 @@ class RagSettings:
                 f"rag_cfg has unknown keys {unknown}; known: {', '.join(sorted(_KEYS))}"
             )
         mode = _mode(cfg)
+        keygen = cfg.get("rag_keygen_strategy")
+        if keygen is not None and str(keygen).lower() != "none":
+            logger.warning(
+                "rag_cfg rag_keygen_strategy %r is not used: parley searches with the question "
+                "as asked (keyword, vector or hybrid search), not with keywords a model writes",
+                keygen,
+            )
         embedding = cfg.get("embedding_model")
         if embedding is None and mode in ("vector", "hybrid"):
             embedding = "local"

@@ -34,7 +34,9 @@ also typed functions, as parley's `Toolkit` does. `llm` is a parley `ChatModel`,
 llm config dict (see `parley.compat.qwen._llm_config` for the mapping), or None for the
 embedded local model. The loop reads its settings (`function_choice`,
 `parallel_function_calls`, `max_input_tokens`, the model's parameters) from the llm config
-and the constructor's arguments; `extra_generate_cfg` is for `_call_llm`.
+and the constructor's arguments, and, for each run, from the agent's `extra_generate_cfg`
+over them (stop words united), as Qwen-Agent's loop hands it to every model call: a subclass
+that sets it (Qwen-Agent's `Router` and `ReActChat` add stop words) runs on it.
 
 The response is Qwen-Agent's: for each model turn a reasoning message, a content message and
 one message per function call (`extra["function_id"]`), then one `function` message per
@@ -66,8 +68,8 @@ Deliberate differences from Qwen-Agent 0.0.34:
   `parley.compat.qwen._rag`), and the model gets a `retrieval` tool over them (Qwen-Agent
   keeps them in its memory agent and parses them again per run). `Assistant` retrieves
   for every question itself, as Qwen-Agent's does.
-- `run` takes no keyword arguments but `lang` (ignored); Qwen-Agent passes others (`seed`)
-  to the model or the tools, which parley's loop does not.
+- `run` takes no keyword arguments but `lang` (ignored) and `seed` (for every model call);
+  Qwen-Agent passes others to the tools, which parley's loop does not.
 - Snapshots change only when the response does: one per streamed delta, one when a message
   completes, none repeated at the end. Qwen-Agent's streamed text may shrink when a
   `<tool_call>` starts to show; parley's grows.
@@ -83,7 +85,7 @@ from typing import Any
 from parley._sync import iterate_sync
 from parley.agents import Agent as LoopAgent
 from parley.agents import AgentEvent, AgentRun, InMemoryMemory, ToolChoicePolicy
-from parley.compat.qwen._llm import InputBudget
+from parley.compat.qwen._llm import InputBudget, generate_settings, with_model_stop
 from parley.compat.qwen._rag import RagSettings, open_index
 from parley.compat.qwen._response import QwenMessages, QwenResponse, Response
 from parley.compat.qwen.agent import Agent, FunctionListEntry, refuse_arguments
@@ -91,6 +93,7 @@ from parley.compat.qwen.convert import to_msgs
 from parley.compat.qwen.schema import DEFAULT_SYSTEM_MESSAGE, Message
 from parley.errors import ConfigurationError, MessageError, UserError
 from parley.models.base import ChatModel
+from parley.models.tools import check_tool_choice
 from parley.rag.index import DocumentIndex
 from parley.rag.tool import RETRIEVAL_TOOL_NAME, RetrievalTool
 from parley.tools import Toolkit
@@ -210,16 +213,17 @@ class FnCallAgent(Agent):
             messages: The conversation, the system message first.
             lang: Accepted for Qwen-Agent's signature and ignored (parley has one set of
                 prompts).
-            **kwargs: Not taken (parley's loop hands tools nothing from the caller).
+            **kwargs: `seed`, for every model call; no others (parley's loop hands tools
+                nothing from the caller).
 
         Raises:
-            UserError: Keyword arguments were given.
+            UserError: Keyword arguments other than `seed` were given.
+            ConfigurationError: `extra_generate_cfg` or the seed is not usable by the model.
             MessageError: No messages, or messages a `Msg` cannot hold.
             ModelError: The model failed (after its retries).
             MCPServerError: An MCP server of `function_list` could not be opened.
         """
-        _refuse_run_arguments(kwargs)
-        return iterate_sync(self._responses(messages))
+        return iterate_sync(self._responses(messages, _run_seed(kwargs)))
 
     async def arun(self, messages: QwenMessages, **kwargs: Any) -> AsyncIterator[QwenResponse]:
         """`run`, from async code, on the caller's loop.
@@ -233,8 +237,8 @@ class FnCallAgent(Agent):
             return
         prepared = self._prepare(messages, kwargs)
         prepared.kwargs.pop("lang")
-        _refuse_run_arguments(prepared.kwargs)
-        async for response in self._responses(prepared.messages):
+        seed = _run_seed(prepared.kwargs)
+        async for response in self._responses(prepared.messages, seed):
             yield self._answer(response, prepared.as_dicts)
 
     # -- parley's interface ----------------------------------------------------------------------
@@ -256,10 +260,12 @@ class FnCallAgent(Agent):
 
     # -- running -----------------------------------------------------------------------------------
 
-    async def _responses(self, messages: list[Message]) -> AsyncIterator[list[Message]]:
+    async def _responses(
+        self, messages: list[Message], seed: int | None = None
+    ) -> AsyncIterator[list[Message]]:
         """The response so far after each change; the run's error raised at the end."""
         response = Response(self.name)
-        run = await self._start(messages)
+        run = await self._start(messages, seed)
         async with run:
             async for event in run:
                 if response.feed(event):
@@ -267,14 +273,52 @@ class FnCallAgent(Agent):
         if run.error is not None:
             raise run.error
 
-    async def _start(self, messages: list[Message]) -> AgentRun:
+    async def _start(self, messages: list[Message], seed: int | None = None) -> AgentRun:
         history = to_msgs(messages)
         if not history:
             raise MessageError("messages can not be empty")
         await self._open_mcp_servers()
         self.agent.toolkit = self._toolkit()  # function_map may have changed meanwhile
         # Each run is on its own memory: a Qwen-Agent run is given the whole conversation.
-        return self.agent.stream(memory=InMemoryMemory(history))
+        return self._run_agent(seed).stream(memory=InMemoryMemory(history))
+
+    def _run_agent(self, seed: int | None) -> LoopAgent:
+        """The loop for a run: `self.agent`, or a copy on `extra_generate_cfg` and `seed`.
+
+        Qwen-Agent's loop hands both to every model call, so an agent that sets its
+        `extra_generate_cfg` (stop words, a temperature, a function choice) runs on them.
+
+        Raises:
+            ConfigurationError: A setting or parameter the model cannot take.
+        """
+        cfg = dict(self.extra_generate_cfg)
+        if seed is not None:
+            cfg["seed"] = seed
+        settings = generate_settings(cfg, "extra_generate_cfg")
+        agent_settings = (
+            settings.function_choice,
+            settings.parallel_tool_calls,
+            settings.max_input_tokens,
+        )
+        if not settings.parameters and all(s is None for s in agent_settings):
+            return self.agent
+        try:
+            model = self.llm.with_parameters(**with_model_stop(self.llm, settings.parameters))
+            if settings.function_choice is not None:
+                check_tool_choice(settings.function_choice, self.agent.toolkit.specs())
+        except UserError as exc:
+            raise ConfigurationError(f"extra_generate_cfg: {exc}") from None
+        agent = self.agent.with_model(model)
+        max_input = settings.max_input_tokens
+        if max_input is None:
+            max_input = self.llm_config.max_input_tokens
+        if max_input is not None:
+            agent.budget = InputBudget(model, max_input)
+        if settings.parallel_tool_calls is not None:
+            agent.parallel_tool_calls = settings.parallel_tool_calls
+        if settings.function_choice is not None:
+            agent.tool_choice = settings.function_choice
+        return agent
 
     def _toolkit(self) -> Toolkit:
         toolkit = Toolkit()
@@ -283,12 +327,18 @@ class FnCallAgent(Agent):
         return toolkit
 
 
-def _refuse_run_arguments(kwargs: Mapping[str, Any]) -> None:
-    if kwargs:
+def _run_seed(kwargs: Mapping[str, Any]) -> int | None:
+    """The run's `seed` (for every model call, as Qwen-Agent's loop takes it); no others."""
+    others = sorted(key for key in kwargs if key != "seed")
+    if others:
         raise UserError(
-            f"FnCallAgent.run takes no keyword arguments but lang, got {sorted(kwargs)}: "
+            f"FnCallAgent.run takes no keyword arguments but lang and seed, got {others}: "
             "parley's loop hands tools nothing from the caller"
         )
+    seed = kwargs.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise UserError(f"seed must be an integer, got {seed!r}")
+    return seed
 
 
 def _first_call_only(choice: str) -> Callable[[int], str | None]:

@@ -9,8 +9,9 @@ As in Qwen-Agent, each run retrieves for the newest user message and puts what i
 the system message, under `# Knowledge Base`, one `## The content from [source]:` section
 per document (in Chinese when `lang` is `zh`), before the function-calling loop of
 `FnCallAgent` runs. `run(messages, knowledge="...")` gives the knowledge instead of
-retrieving. Files attached to user messages (`ContentItem(file=...)`) are indexed too and
-searched with the agent's `files`.
+retrieving; `run(messages, max_ref_token=...)` bounds it for that run. Files attached to
+user messages (`ContentItem(file=...)`) are indexed too and searched with the agent's
+`files`.
 
 Differences from Qwen-Agent 0.0.34: the index is persistent and searched in milliseconds
 (Qwen-Agent parses and indexes every file again in each run); passages are chosen by the
@@ -90,13 +91,27 @@ class Assistant(FnCallAgent):
     public addresses (`parley.rag`'s reader)."""
 
     def _run(
-        self, messages: list[Message], lang: str = "en", knowledge: str = "", **kwargs: Any
+        self,
+        messages: list[Message],
+        lang: str = "en",
+        knowledge: str = "",
+        max_ref_token: int | None = None,
+        **kwargs: Any,
     ) -> Iterator[QwenMessages]:
-        """Retrieve (unless `knowledge` is given), put it in the system message, then loop."""
-        text = knowledge or self._retrieve(messages, lang)
+        """Retrieve (unless `knowledge` is given), put it in the system message, then loop.
+
+        Args:
+            messages: The conversation, the system message first.
+            lang: `zh` or `en`: the language of the knowledge's headings.
+            knowledge: Use this instead of retrieving.
+            max_ref_token: The most tokens of passages for this run (default: `rag_cfg`'s),
+                as Qwen-Agent takes it from `run` (its docs' nested agents pass it on).
+            **kwargs: What `FnCallAgent._run` takes (`seed`).
+        """
+        text = knowledge or self._retrieve(messages, lang, max_ref_token)
         return super()._run(_with_knowledge(messages, text, lang), lang, **kwargs)
 
-    def _retrieve(self, messages: Sequence[Message], lang: str) -> str:
+    def _retrieve(self, messages: Sequence[Message], lang: str, max_ref_token: int | None) -> str:
         query = _last_user_text(messages)
         attached = _attached_files(messages)
         if not query or (self.index is None and not attached):
@@ -117,7 +132,8 @@ class Assistant(FnCallAgent):
                 sources=sources,
             )
         )
-        return format_knowledge(hits, lang, settings.max_ref_token)
+        budget = settings.max_ref_token if max_ref_token is None else max_ref_token
+        return format_knowledge(hits, lang, budget)
 
     def _check_attached(self, files: list[str]) -> None:
         from parley.errors import DocumentError  # noqa: PLC0415
