@@ -11,6 +11,7 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +24,8 @@ from parley.embeddings import (
     EmbeddingCache,
     EmbeddingModel,
     EmbeddingParameters,
+    FileEmbeddingCache,
+    SQLiteEmbeddingCache,
 )
 from parley.errors import ModelHTTPError, ModelOutputError, UserError
 from parley.messages import ImageBlock, TextBlock, VideoBlock
@@ -388,3 +391,21 @@ async def test_a_huge_call_keeps_input_order_within_the_bound() -> None:
     assert response.usage is not None
     assert response.usage.tokens == 30_000
     assert model.most_in_flight == 5
+
+
+@pytest.mark.parametrize("per_item", [False, True])
+async def test_a_cache_that_cannot_write_keeps_the_answer(
+    per_item: bool, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The folder (or the database's) turns into a file after the cache is made: every write
+    # fails with the OSError a full or read-only disk would give.
+    where = tmp_path / "cache"
+    cache = SQLiteEmbeddingCache(where / "items.db") if per_item else FileEmbeddingCache(where)
+    where.write_text("in the way")
+    model = Recorder(embedding_cache=cache)
+    with caplog.at_level(logging.WARNING, logger="parley.embeddings.base"):
+        response = await model(TEXTS)
+    assert response.embeddings == [_vector(t) for t in TEXTS]
+    assert response.source == "api"
+    assert "could not store vectors" in caplog.text
+    assert where.read_text() == "in the way"  # nothing of the user's replaced

@@ -18,9 +18,12 @@ one request. The base does the rest once for all (seed 003):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import logging
+import sqlite3
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -66,6 +69,13 @@ Embedding = list[float]
 """One dense vector."""
 
 InputT = TypeVar("InputT", bound=EmbeddingInput)
+
+logger = logging.getLogger(__name__)
+
+_R = TypeVar("_R")
+
+_CACHE_FAULTS = (OSError, sqlite3.Error)
+"""What a cache's disk can raise: a call goes on without the cache (see `_cache_write`)."""
 
 
 class EmbeddingParameters(ParametersBase):
@@ -145,6 +155,28 @@ class BatchLimits:
 def _cards(location: str | Path, parameters: type[EmbeddingParameters]) -> tuple[Any, ...]:
     # Read once per process: building a model looks its card up.
     return tuple(load_cards(location, parameters.model_json_schema(), EmbeddingModelCard))
+
+
+@contextlib.asynccontextmanager
+async def _cache_write(cache: EmbeddingCache) -> AsyncIterator[None]:
+    """Keep the call's vectors when the cache cannot keep them.
+
+    The provider has answered (and may have billed) by then: a full disk or a locked file
+    costs the next call a cache hit, not this call its answer.
+    """
+    try:
+        yield
+    except _CACHE_FAULTS as exc:
+        logger.warning("the embedding cache %r could not store vectors: %s", cache, exc)
+
+
+async def _cache_read(cache: EmbeddingCache, read: Awaitable[_R], missed: _R) -> _R:
+    """What `read` finds, or `missed` (a miss, logged) when the cache cannot be read."""
+    try:
+        return await read
+    except _CACHE_FAULTS as exc:
+        logger.warning("the embedding cache %r could not be read: %s", cache, exc)
+        return missed
 
 
 def _canonical(item: EmbeddingInput) -> Any:
@@ -313,11 +345,12 @@ class EmbeddingModel(Generic[InputT]):
         if cache.per_item:
             return await self._through_item_cache(cache, items, parameters, started)
         identifier = self.cache_identifier(items, parameters)
-        cached = await cache.retrieve(identifier)
+        cached = await _cache_read(cache, cache.retrieve(identifier), None)
         if cached is not None and len(cached) == len(items):
             return _response(cached, 0, started, "cache")
         vectors, tokens = await self._embed_all(items, parameters)
-        await cache.store(vectors, identifier, overwrite=True)
+        async with _cache_write(cache):
+            await cache.store(vectors, identifier, overwrite=True)
         return _response(vectors, tokens, started, "api")
 
     def call_sync(self, inputs: Sequence[InputT], **overrides: Any) -> EmbeddingResponse:
@@ -368,7 +401,8 @@ class EmbeddingModel(Generic[InputT]):
         started: float,
     ) -> EmbeddingResponse:
         identifiers = [self.cache_identifier([item], parameters) for item in items]
-        found = await cache.retrieve_items(identifiers)
+        none_found: list[Embedding | None] = [None] * len(identifiers)
+        found = await _cache_read(cache, cache.retrieve_items(identifiers), none_found)
         misses = [i for i, vector in enumerate(found) if vector is None]
         if not misses:
             return _response([v for v in found if v is not None], 0, started, "cache")
@@ -378,7 +412,8 @@ class EmbeddingModel(Generic[InputT]):
             unique.setdefault(cache.key(identifiers[i]), i)
         order = list(unique.values())
         vectors, tokens = await self._embed_all([items[i] for i in order], parameters)
-        await cache.store_items(vectors, [identifiers[i] for i in order])
+        async with _cache_write(cache):
+            await cache.store_items(vectors, [identifiers[i] for i in order])
         computed = dict(zip(unique, vectors, strict=True))
         merged = [
             vector if vector is not None else computed[cache.key(identifiers[i])]
