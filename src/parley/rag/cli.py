@@ -3,7 +3,7 @@
     parley index handbook/ faq.pdf            # made or brought up to date, with a progress bar
     parley ask --docs handbook/ "How long do refunds take?"
 
-Both find the same index for the same documents (one file per set, in
+Both find the same index for the same documents and `--embedding` (one file per set, in
 `~/.cache/parley/indexes/`, see `default_index_path`) unless `--index` names one (an SQLite
 file, or a PostgreSQL URL). `ask` brings the index up to date first, answers with the
 embedded local model unless `--model` names another, and prints the sources it drew on.
@@ -55,8 +55,8 @@ def _index_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--index",
         metavar="LOCATION",
-        help="the index: an SQLite file or a PostgreSQL URL (default: one per set of "
-        "documents in ~/.cache/parley/indexes/)",
+        help="the index: an SQLite file or a PostgreSQL URL (default: one per set of documents "
+        "and embedding model in ~/.cache/parley/indexes/)",
     )
     parser.add_argument(
         "--embedding",
@@ -94,7 +94,9 @@ class _Bar:
             self.bar = None
 
 
-async def _open(args: argparse.Namespace, paths: Sequence[str]) -> DocumentIndex:
+async def _open(args: argparse.Namespace, paths: Sequence[str]) -> tuple[DocumentIndex, str]:
+    """The index the options name, open, and where it is."""
+    from parley.rag.assistant import default_index_path  # noqa: PLC0415
     from parley.rag.index import DocumentIndex  # noqa: PLC0415
 
     spec = args.embedding
@@ -104,12 +106,14 @@ async def _open(args: argparse.Namespace, paths: Sequence[str]) -> DocumentIndex
         from parley.embeddings.spec import embedding_model_from_spec  # noqa: PLC0415
 
         embedder = embedding_model_from_spec(spec)
-    return await DocumentIndex.open(
-        _location(args, paths),
+    location = str(args.index or default_index_path(paths, embedder))
+    opened = await DocumentIndex.open(
+        location,
         embedding_model=embedder,
         chunk_size=args.chunk_size,
         chunk_overlap=args.chunk_overlap,
     )
+    return opened, location
 
 
 async def _update(index: DocumentIndex, paths: Sequence[str], out: TextIO) -> IngestReport:
@@ -133,24 +137,18 @@ def _summary(report: IngestReport) -> str:
     return ", ".join(f"{n} {what}" for n, what in counts if n) or "nothing to index"
 
 
-def _location(args: argparse.Namespace, paths: Sequence[str]) -> str:
-    from parley.rag.assistant import default_index_path  # noqa: PLC0415
-
-    return str(args.index or default_index_path(paths))
-
-
 def index(args: argparse.Namespace) -> int:
     """`parley index`: make or update the index; 1 if a document failed."""
 
     async def run() -> int:
-        opened = await _open(args, args.paths)
+        opened, location = await _open(args, args.paths)
         try:
             report = await _update(opened, args.paths, sys.stderr)
         finally:
             await opened.close()
         for source, error in report.failed.items():
             print(f"parley: {source}: {error}", file=sys.stderr)
-        print(f"{_summary(report)}: {_location(args, args.paths)}")
+        print(f"{_summary(report)}: {location}")
         return 1 if report.failed else 0
 
     return asyncio.run(run())
@@ -161,7 +159,7 @@ def ask(args: argparse.Namespace) -> int:
     from parley.rag.assistant import Assistant  # noqa: PLC0415
 
     async def run() -> int:
-        opened = await _open(args, args.docs)
+        opened, _ = await _open(args, args.docs)
         try:
             report = await _update(opened, args.docs, sys.stderr)
             for source, error in report.failed.items():

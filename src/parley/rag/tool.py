@@ -129,7 +129,9 @@ class RetrievalTool(Tool):
             has an embedding model, else keyword.
         score_threshold: Drop passages scoring below it (on the mode's scale).
         max_ref_token: The most tokens of passages per answer.
-        sources: Search only these documents (paths or URLs); None: all.
+        sources: Search only these documents (paths, folders or URLs); None: all.
+        front_page: Put a lone document's opening first, as Qwen-Agent's `front_page_search`
+            does (`DocumentIndex.search`'s `front_page_tokens`, this tool's budget).
     """
 
     name: ClassVar[str] = RETRIEVAL_TOOL_NAME
@@ -158,6 +160,7 @@ class RetrievalTool(Tool):
         score_threshold: float | None = None,
         max_ref_token: int = 4000,
         sources: Sequence[str] | None = None,
+        front_page: bool = False,
     ) -> None:
         super().__init__()
         self.index = index
@@ -166,6 +169,7 @@ class RetrievalTool(Tool):
         self.score_threshold = score_threshold
         self.max_ref_token = max_ref_token
         self.sources = list(sources) if sources is not None else None
+        self.front_page = front_page
 
     async def search(self, query: str) -> list[SearchHit]:
         """The passages for `query`, best first, as this tool is set to search."""
@@ -175,6 +179,7 @@ class RetrievalTool(Tool):
             top_k=self.top_k,
             score_threshold=self.score_threshold,
             sources=self.sources,
+            front_page_tokens=self.max_ref_token if self.front_page else None,
         )
 
     async def acall(self, params: dict[str, Any], **kwargs: Any) -> str:

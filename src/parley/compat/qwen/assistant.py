@@ -115,6 +115,7 @@ class Assistant(FnCallAgent):
                 top_k=settings.top_k,
                 score_threshold=settings.score_threshold,
                 sources=sources,
+                front_page_tokens=settings.front_page_tokens,
             )
         )
         return format_knowledge(hits, lang, settings.max_ref_token)
