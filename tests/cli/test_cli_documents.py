@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from parley.rag.cli import _Bar
 from tests._requires import require_module
 
 HANDBOOK = """# Refund policy
@@ -66,6 +68,25 @@ def test_index_builds_then_updates_only_what_changed(tmp_path: Path, docs: Path)
     assert third.returncode == 1
     assert third.stdout.startswith("1 unchanged, 1 removed, 1 failed: ")
     assert "broken.pdf" in third.stderr
+
+
+def test_a_terminal_gets_a_progress_bar_naming_each_document() -> None:
+    require_module("tqdm", "rag")
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    out = Terminal()
+    bar = _Bar(out)
+    for done in (1, 2, 3):
+        bar(done, 3, f"/docs/part{done}.md")
+    bar.close()
+    drawn = out.getvalue().split("\r")
+    for done in (1, 2, 3):  # each document redraws the one line
+        assert any(f"{done}/3" in line and f"part{done}.md" in line for line in drawn), drawn
+    assert "\n" not in out.getvalue()  # a bar, not a line per document
+    assert drawn[-1] == ""  # and cleared once done
 
 
 def test_index_refuses_a_missing_path_clearly(tmp_path: Path) -> None:

@@ -84,7 +84,8 @@ class _Bar:
             self.close()
             from tqdm import tqdm  # noqa: PLC0415  (the rag extra)
 
-            self.bar = tqdm(total=total, unit="doc", file=self.out, leave=False)
+            # Redrawn at each document (not every 0.1 s): one line, rewritten, per document.
+            self.bar = tqdm(total=total, unit="doc", file=self.out, leave=False, mininterval=0)
         self.bar.set_postfix_str(name, refresh=False)
         self.bar.update(1)
 
