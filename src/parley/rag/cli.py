@@ -76,7 +76,9 @@ class _Bar:
         self.bar: Any = None
 
     def __call__(self, done: int, total: int, source: str) -> None:
-        name = Path(source).name if "://" not in source else source
+        from parley.rag.tool import visible  # noqa: PLC0415
+
+        name = visible(Path(source).name if "://" not in source else source)
         if not self.out.isatty():
             print(f"indexed {done}/{total} {name}", file=self.out, flush=True)
             return
@@ -147,12 +149,18 @@ def index(args: argparse.Namespace) -> int:
             report = await _update(opened, args.paths, sys.stderr)
         finally:
             await opened.close()
-        for source, error in report.failed.items():
-            print(f"parley: {source}: {error}", file=sys.stderr)
+        _print_failures(report, "")
         print(f"{_summary(report)}: {location}")
         return 1 if report.failed else 0
 
     return asyncio.run(run())
+
+
+def _print_failures(report: IngestReport, verb: str) -> None:
+    from parley.rag.tool import visible  # noqa: PLC0415
+
+    for source, error in report.failed.items():
+        print(visible(f"parley: {verb}{source}: {error}", keep="\n"), file=sys.stderr)
 
 
 def ask(args: argparse.Namespace) -> int:
@@ -163,8 +171,7 @@ def ask(args: argparse.Namespace) -> int:
         opened, _ = await _open(args, args.docs)
         try:
             report = await _update(opened, args.docs, sys.stderr)
-            for source, error in report.failed.items():
-                print(f"parley: skipped {source}: {error}", file=sys.stderr)
+            _print_failures(report, "skipped ")
             model = None
             if args.model:
                 from parley.models.spec import model_from_spec  # noqa: PLC0415
@@ -180,13 +187,14 @@ def ask(args: argparse.Namespace) -> int:
 
 async def _answer(assistant: Any, question: str, out: TextIO) -> int:
     from parley.agents import RunEnded, TextDelta, ToolResult  # noqa: PLC0415
-    from parley.rag.tool import citations  # noqa: PLC0415
+    from parley.rag.tool import citations, visible  # noqa: PLC0415
 
     sources: list[str] = []
     status = "completed"
     async for event in assistant.stream(question):
         if isinstance(event, TextDelta):
-            out.write(event.text)
+            # The answer may repeat a document's escape sequences: shown, never obeyed.
+            out.write(visible(event.text, keep="\n\t"))
             out.flush()
         elif isinstance(event, ToolResult) and event.result.name == "retrieval":
             sources += [s for s in citations(event.result.text) if s not in sources]
