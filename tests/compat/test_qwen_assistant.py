@@ -87,6 +87,53 @@ def test_the_knowledge_goes_in_the_system_message_as_qwen_agent_puts_it(
     assert "## 来自 [handbook.md] 的内容" in chinese["messages"][0]["content"]
 
 
+MANUAL = (
+    "# Pump manual\n\nThis manual covers the P-20 pump from delivery to its yearly service.\n\n"
+    "Unpack the pump with care and keep every bolt that came in its box.\n\n"
+    "Bolt the pump to a level concrete floor, away from walls and heat.\n\n"
+    "The impeller is worn by sand and grit, so it is replaced every year."
+)
+
+
+def knowledge(tmp_path: Path, files: list[str], rag_cfg: dict[str, Any]) -> str:
+    """The system message an Assistant over `files` sends for a question on the impeller."""
+    with OpenAIServer([Reply(text="Every year.")]) as server:
+        bot = Assistant(llm=llm(server), files=files, rag_cfg=rag_cfg)
+        try:
+            bot.run_nonstream([Message("user", "When is the impeller replaced?")])
+        finally:
+            bot.close_sync()
+        [body] = server.bodies()
+    content: str = body["messages"][0]["content"]
+    return content
+
+
+def test_front_page_search_puts_a_lone_documents_opening_first(tmp_path: Path) -> None:
+    manual = tmp_path / "manual.md"
+    manual.write_text(MANUAL)
+    small = {"chunk_size": 16, "chunk_overlap": 0, "top_k": 1}
+    # Qwen-Agent's default searchers, keyword_search and front_page_search.
+    both = knowledge(tmp_path, [str(manual)], {**small, "index_path": str(tmp_path / "a")})
+    opening, answer = both.index("covers the P-20 pump"), both.index("sand and grit")
+    assert opening < answer
+    alone = {**small, "rag_searchers": ["keyword_search"], "index_path": str(tmp_path / "b")}
+    keywords = knowledge(tmp_path, [str(manual)], alone)
+    assert "sand and grit" in keywords
+    assert "P-20" not in keywords
+
+
+def test_a_folder_among_the_files_is_searched_for_its_documents(tmp_path: Path) -> None:
+    folder = tmp_path / "manuals"
+    folder.mkdir()
+    (folder / "manual.md").write_text(MANUAL)
+    (tmp_path / "other.md").write_text("The impeller of the other pump is never replaced.\n")
+    cfg = {"index_path": str(tmp_path / "i")}
+    content = knowledge(tmp_path, [str(folder)], cfg)
+    assert "## The content from [manual.md]:" in content
+    assert "sand and grit" in content
+    assert "never replaced" not in content
+
+
 def test_knowledge_given_to_run_is_used_instead_of_retrieving(handbook: Path) -> None:
     with OpenAIServer([Reply(text="ok")]) as server:
         bot = Assistant(llm=llm(server))
@@ -206,6 +253,13 @@ def test_rag_cfg_maps_qwen_agents_keys(caplog: pytest.LogCaptureFixture) -> None
     assert (hybrid.mode, hybrid.embedding_model) == ("hybrid", "local")
     assert RagSettings.read({"rag_searchers": ["vector_search"]}).mode == "vector"
     assert RagSettings.read({"rag_searchers": ["front_page_search"]}).mode == "front_page"
+    # front_page_search beside the others leads with a lone document's opening.
+    assert RagSettings.read(None).front_page_tokens == 4000
+    assert RagSettings.read({"retrieval_type": "hybrid"}).front_page_tokens == 4000
+    assert RagSettings.read({"rag_searchers": ["keyword_search"]}).front_page_tokens is None
+    assert RagSettings.read({"max_ref_token": 1000}).front_page_tokens == 1000
+    with pytest.raises(ConfigurationError, match=r"rag_searchers \['web_search'\] unknown"):
+        RagSettings.read({"retrieval_type": "keyword", "rag_searchers": ["web_search"]})
     settings = RagSettings.read(
         {
             "retrieval_type": "hybrid",

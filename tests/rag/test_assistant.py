@@ -15,6 +15,7 @@ from parley.agents import (
     ToolCallStarted,
     ToolResult,
 )
+from parley.embeddings.openai import OpenAIEmbeddingModel
 from parley.errors import DocumentError, UserError
 from parley.messages import Msg, ToolCallBlock
 from parley.models.openai import OpenAICompatibleChatModel
@@ -121,6 +122,13 @@ def test_default_index_path_is_one_file_per_set_in_the_cache(
     assert first == default_index_path(["b.md", "a.md"])
     assert first != default_index_path(["a.md"])
     assert first.parent == tmp_path / "cache" / "parley" / "indexes"
+    # An index holds one model's vectors: keywords only, and each model, get their own.
+    with OpenAIServer() as server:
+        small = OpenAIEmbeddingModel(server.credential(), "text-embedding-3-small")
+        large = OpenAIEmbeddingModel(server.credential(), "text-embedding-3-large")
+        paths = {default_index_path(["a.md", "b.md"], m) for m in (None, small, large)}
+        assert len(paths) == 3
+        assert default_index_path(["b.md", "a.md"], small) in paths
 
 
 async def test_an_assistant_on_a_capable_model_retrieves_then_answers_citing(

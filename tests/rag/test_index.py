@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import io
+import os
 import sqlite3
+import zipfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -11,9 +14,11 @@ import pytest
 
 from parley.errors import DocumentError, UserError
 from parley.rag import DocumentIndex, SQLiteIndexStore, document_id
+from parley.rag import index as index_module
+from parley.tools.builtin import _doc_formats
 from parley.tools.builtin._net import FetchPolicy
 from tests._requires import require_module
-from tests.tools._web import Body, Site, serve
+from tests.tools._web import Body, Redirect, Site, serve
 from tests.tools.test_builtin_doc_parser import write_docx, write_pdf, write_pptx, write_xlsx
 
 pytestmark = pytest.mark.timeout(120)
@@ -184,6 +189,70 @@ async def test_summary_questions_get_each_documents_opening(
     assert [Path(h.source).name for h in only] == ["notes.txt"]
 
 
+async def test_front_page_tokens_lead_with_a_lone_documents_opening(
+    tmp_path: Path, folder: Path
+) -> None:
+    # Qwen-Agent's front_page_search beside keyword search (its default rag_searchers).
+    manual = folder / "manual.md"
+    manual.write_text(
+        "# Manual\n\nThis manual covers the pump from delivery to its yearly service.\n\n"
+        "Unpack the pump with care and keep every bolt that came in its box.\n\n"
+        "Bolt the pump to a level concrete floor, away from walls and heat.\n\n"
+        "The impeller is worn by sand and grit, so it is replaced every year."
+    )
+    async with await DocumentIndex.open(tmp_path / "i.db", chunk_size=16, chunk_overlap=0) as index:
+        await index.add([manual, folder / "notes.txt"])
+        chunks = await index.store.chunks(document_id(str(manual)))
+        last = next(c.index for c in chunks if "impeller" in c.text)
+        assert last >= 2  # past the two chunks of the front page
+
+        async def found(**options: Any) -> list[tuple[int, str]]:
+            hits = await index.search("impeller", mode="keyword", top_k=1, **options)
+            return [(h.chunk.index, h.mode) for h in hits]
+
+        impeller = (last, "keyword")
+        lead = [(0, "front_page"), (1, "front_page")]
+        assert await found(sources=[manual]) == [impeller]
+        assert await found(sources=[manual], front_page_tokens=4000) == [*lead, impeller]
+        # Beside another document it adds nothing, as in Qwen-Agent.
+        both = [manual, folder / "notes.txt"]
+        assert await found(sources=both, front_page_tokens=4000) == [impeller]
+        # A first chunk longer than a quarter of the budget is left out, and what follows it.
+        assert await found(sources=[manual], front_page_tokens=4 * chunks[0].tokens - 1) == [
+            impeller
+        ]
+        # A hit that is also in the lead comes once.
+        hits = await index.search(
+            "manual pump", mode="keyword", sources=[manual], front_page_tokens=4000
+        )
+        assert [h.chunk.index for h in hits][:2] == [0, 1]
+        assert len({h.chunk_id for h in hits}) == len(hits)
+        # Without sources, the index's own documents count: one once notes.txt is gone.
+        assert await found(front_page_tokens=4000) == [impeller]
+        await index.remove(folder / "notes.txt")
+        assert await found(front_page_tokens=4000) == [*lead, impeller]
+
+
+async def test_a_folder_among_the_sources_stands_for_its_documents(
+    index: DocumentIndex, folder: Path, tmp_path: Path
+) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "milk.txt").write_text("Buy milk on Monday.\n")
+    await index.sync(folder)
+    await index.sync(other)
+    hits = await index.search("milk", mode="keyword", top_k=5, sources=[folder])
+    assert [Path(h.source).name for h in hits] == ["notes.txt"]
+    everywhere = await index.search("milk", mode="keyword", sources=[folder, other])
+    assert {Path(h.source).name for h in everywhere} == {"notes.txt", "milk.txt"}
+    # A folder's name is not a prefix of its neighbour's: docs does not hold docs2's files.
+    (tmp_path / "docs2").mkdir()
+    (tmp_path / "docs2" / "milk.md").write_text("Milk, again.\n")
+    await index.sync(tmp_path / "docs2")
+    hits = await index.search("milk", mode="keyword", top_k=5, sources=[folder])
+    assert [Path(h.source).name for h in hits] == ["notes.txt"]
+
+
 async def test_top_k_score_threshold_and_sources_narrow_the_hits(
     index: DocumentIndex, folder: Path
 ) -> None:
@@ -193,11 +262,9 @@ async def test_top_k_score_threshold_and_sources_narrow_the_hits(
     hits = await index.search("pump", top_k=3, mode="keyword")
     assert [Path(h.source).name for h in hits] == ["pump5.txt", "pump4.txt", "pump3.txt"]
     cut = hits[1].score
-    assert [
-        h.score >= cut
-        for h in await index.search("pump", top_k=10, score_threshold=cut, mode="keyword")
-    ]
-    assert len(await index.search("pump", top_k=10, score_threshold=cut, mode="keyword")) == 2
+    kept = await index.search("pump", top_k=10, score_threshold=cut, mode="keyword")
+    assert [h.chunk_id for h in kept] == [h.chunk_id for h in hits[:2]]
+    assert all(h.score >= cut for h in kept)
     narrowed = await index.search("pump", top_k=10, sources=[folder / "pump0.txt"], mode="keyword")
     assert [Path(h.source).name for h in narrowed] == ["pump0.txt"]
 
@@ -249,6 +316,7 @@ async def test_bad_sources_fail_by_name_and_the_good_ones_are_indexed(
     tmp_path: Path, folder: Path, site: Site
 ) -> None:
     (folder / "broken.pdf").write_bytes(b"%PDF-1.4\nthis is not really a pdf")
+    (folder / "broken.xlsx").write_bytes(b"PK\x03\x04 this is not really a workbook")
     (folder / "blob.bin").write_bytes(b"\x00\x01\x02binary\x00" * 10)
     (folder / "huge.txt").write_text("big " * 5000)
     site.routes["/doc.txt"] = Body(b"served text")
@@ -259,6 +327,7 @@ async def test_bad_sources_fail_by_name_and_the_good_ones_are_indexed(
             folder / "guide.md",
             folder / "missing.txt",
             folder / "broken.pdf",
+            folder / "broken.xlsx",
             folder / "blob.bin",
             folder / "huge.txt",
             f"{site.base}/doc.txt",
@@ -269,10 +338,11 @@ async def test_bad_sources_fail_by_name_and_the_good_ones_are_indexed(
             await index.add(sources)
 
         message = str(raised.value)
-        assert message.startswith("7 documents could not be indexed (1 others were):")
+        assert message.startswith("8 documents could not be indexed (1 others were):")
         expected = {
             folder / "missing.txt": "no such file",
             folder / "broken.pdf": "as pdf",
+            folder / "broken.xlsx": "as xlsx",
             folder / "blob.bin": "its format is not one of",
             folder / "huge.txt": "more than the 10000 this index reads",
             f"{site.base}/doc.txt": "a loopback address",
@@ -324,6 +394,24 @@ async def test_urls_are_indexed_when_the_policy_allows_their_host(
         assert (await index.add(url)).unchanged == [url]
 
 
+async def test_a_url_redirecting_to_a_private_address_or_too_large_is_refused(
+    tmp_path: Path, site: Site
+) -> None:
+    site.routes["/moved"] = Redirect("http://169.254.169.254/latest/meta-data/")
+    site.routes["/big"] = Body(b"word " * 1000)
+    # The policy's own cap is larger: the index's max_file_bytes still holds.
+    policy = FetchPolicy(allowed_hosts=("127.0.0.1",), max_bytes=1_000_000)
+    async with await DocumentIndex.open(
+        tmp_path / "i.db", fetch_policy=policy, max_file_bytes=1000, embedding_model=None
+    ) as index:
+        report = await index.add([f"{site.base}/moved", f"{site.base}/big"], errors="report")
+        moved, big = (str(report.failed[f"{site.base}/{p}"]) for p in ("moved", "big"))
+        assert "169.254.169.254 is a link-local address" in moved
+        assert "redirected there from" in moved
+        assert "larger than 1000 bytes" in big
+        assert await index.documents() == []
+
+
 async def test_roots_confine_the_paths_an_index_reads(tmp_path: Path, folder: Path) -> None:
     outside = tmp_path / "secret.txt"
     outside.write_text("password")
@@ -332,6 +420,101 @@ async def test_roots_confine_the_paths_an_index_reads(tmp_path: Path, folder: Pa
         with pytest.raises(DocumentError, match=r"secret\.txt"):
             await index.add(outside)
         assert await index.search("password", mode="keyword") == []
+
+
+async def test_sync_reads_regular_files_only_and_never_leaves_the_folder(
+    tmp_path: Path, folder: Path
+) -> None:
+    secrets = tmp_path / "secrets"
+    secrets.mkdir()
+    (secrets / "key.txt").write_text("password hunter2")
+    (folder / "key.txt").symlink_to(secrets / "key.txt")
+    (folder / "linked").symlink_to(secrets, target_is_directory=True)
+    os.mkfifo(folder / "pipe.txt")  # reading a FIFO would wait for a writer forever
+    (folder / ".hidden.md").write_text("password in a hidden file")
+    (folder / ".git").mkdir()
+    (folder / ".git" / "notes.md").write_text("password in git")
+    async with await DocumentIndex.open(tmp_path / "i.db", embedding_model=None) as index:
+        report = await index.sync(folder)
+        assert len(report.added) == 8
+        assert not report.failed
+        assert await index.search("password", mode="keyword") == []
+        # Named directly, a FIFO is refused at once, not waited on.
+        with pytest.raises(DocumentError, match=r"pipe\.txt: it is a device, FIFO or socket"):
+            await index.add(folder / "pipe.txt")
+
+
+async def test_a_file_swapped_for_a_link_after_the_listing_is_not_followed(
+    tmp_path: Path, folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("password hunter2")
+    listed = index_module._supported_files
+
+    def list_then_swap(root: Path) -> list[str]:
+        found = listed(root)
+        (folder / "notes.txt").unlink()  # between the listing and the read
+        (folder / "notes.txt").symlink_to(secret)
+        return found
+
+    monkeypatch.setattr(index_module, "_supported_files", list_then_swap)
+    async with await DocumentIndex.open(tmp_path / "i.db", embedding_model=None) as index:
+        report = await index.sync(folder, errors="report")
+        [(_, refusal)] = report.failed.items()  # named by where the link leads
+        assert "outside the allowed folders" in str(refusal)
+        assert len(report.added) == 7
+        assert await index.search("password", mode="keyword") == []
+
+
+def _zip_bomb(path: Path, grown: int) -> Path:
+    """A copy of the Word file at `path` whose text part holds `grown` more bytes of XML."""
+    packed = path.read_bytes()
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as bomb:
+        original = zipfile.ZipFile(io.BytesIO(packed))
+        for info in original.infolist():
+            data = original.read(info.filename)
+            if info.filename == "word/document.xml":
+                head, body, tail = data.partition(b"<w:body>")
+                para = b"<w:p><w:r><w:t>flood</w:t></w:r></w:p>"
+                data = head + body + para * (grown // len(para)) + tail
+            bomb.writestr(info.filename, data)
+    return path
+
+
+async def test_a_zip_bomb_is_refused_before_it_is_unpacked(
+    tmp_path: Path, folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(_doc_formats.MAX_UNPACKED_BYTES, "docx", 1024 * 1024)
+    bomb = _zip_bomb(folder / "report.docx", 2 * 1024 * 1024)
+    assert bomb.stat().st_size < 100_000
+    # Pictures are stored about as large as they are: they do not count as growth.
+    pictures = write_docx(folder / "pictures.docx")
+    with zipfile.ZipFile(pictures, "a") as archive:
+        archive.writestr("word/media/photo.jpeg", os.urandom(2 * 1024 * 1024))
+    async with await DocumentIndex.open(tmp_path / "i.db", embedding_model=None) as index:
+        report = await index.add([bomb, pictures], errors="report")
+        assert list(report.failed) == [str(bomb)]
+        assert "unpacks to" in str(report.failed[str(bomb)])
+        assert report.added == [str(pictures)]
+
+
+async def test_a_spreadsheet_of_many_rows_is_read_to_max_rows_only(
+    tmp_path: Path, folder: Path
+) -> None:
+    openpyxl = require_module("openpyxl", "tools")
+    book = openpyxl.Workbook(write_only=True)
+    sheet = book.create_sheet("Log")
+    for row in range(3000):
+        sheet.append([f"entry{row}", row])
+    book.save(folder / "log.xlsx")
+    async with await DocumentIndex.open(
+        tmp_path / "i.db", embedding_model=None, max_rows=100
+    ) as index:
+        await index.add(folder / "log.xlsx")
+        assert await index.search("entry99", mode="keyword")
+        assert await index.search("entry100", mode="keyword") == []
+        last = (await index.store.chunks(document_id(str(folder / "log.xlsx"))))[-1]
+        assert last.text.endswith("[... more rows, not read]")
 
 
 async def test_an_index_store_can_be_given(tmp_path: Path, folder: Path) -> None:

@@ -41,6 +41,20 @@ def indexed(location: Path) -> list[str]:
         return pool.submit(asyncio.run, read()).result(timeout=30)
 
 
+def found(location: Path, word: str) -> list[str]:
+    """The documents of the index file whose text has `word`."""
+
+    async def search() -> list[str]:
+        index = await DocumentIndex.open(location, embedding_model=None)
+        try:
+            return sorted(Path(h.source).name for h in await index.search(word, mode="keyword"))
+        finally:
+            await index.close()
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, search()).result(timeout=30)
+
+
 def wait_until(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not check():
@@ -78,11 +92,16 @@ def test_the_documents_agent_answers_and_its_index_follows_the_folder(
         # A file added is indexed, a file removed dropped; no restart.
         (docs / "faq.md").write_text("# FAQ\n\nRefunds are handled by Maria in Porto.\n")
         wait_until(lambda: indexed(location) == ["faq.md", "handbook.md"], "the new file")
+        # A file changed is indexed again: its old text gone, its new text found.
+        (docs / "faq.md").write_text("# FAQ\n\nRefunds are handled by Jonas in Bergen.\n")
+        wait_until(lambda: found(location, "Bergen") == ["faq.md"], "the changed file")
+        assert found(location, "Porto") == []
         (docs / "handbook.md").unlink()
         wait_until(lambda: indexed(location) == ["faq.md"], "the removal")
     logged = caplog.text
     assert "indexed 1/1" in logged  # the start-up update shows its progress
     assert "1 added" in logged
+    assert "1 updated" in logged
     assert "1 removed" in logged
 
 

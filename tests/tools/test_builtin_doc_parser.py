@@ -141,6 +141,51 @@ def test_docx_headings_paragraphs_and_tables_in_order(tmp_path: Path) -> None:
     assert positions == sorted(positions)
 
 
+def test_docx_styles_are_looked_up_once_per_style_not_per_paragraph(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # python-docx searches the styles part on each `Paragraph.style` (milliseconds): a file
+    # of many short paragraphs took minutes before the lookups were kept.
+    docx = require_module("docx", "tools")
+    document = docx.Document()
+    for number in range(200):
+        document.add_paragraph(f"Line {number}.")
+        if number % 50 == 0:
+            document.add_heading(f"Part {number // 50}", level=2)
+    document.save(str(tmp_path / "long.docx"))
+    paragraph = docx.text.paragraph.Paragraph
+    looked_up: list[object] = []
+    real = paragraph.style
+
+    def counting(self: Any) -> Any:
+        looked_up.append(self)
+        return real.fget(self)
+
+    monkeypatch.setattr(paragraph, "style", property(counting))
+    text = parse_document(str(tmp_path / "long.docx")).to_text()
+    assert len(looked_up) == 2  # the body style and the heading's
+    assert text.count("## Part ") == 4
+    assert "Line 199." in text
+
+
+def test_a_long_table_is_not_read_past_its_rows(tmp_path: Path) -> None:
+    read: list[int] = []
+
+    def rows() -> Iterator[list[object]]:
+        for number in range(1_000_000):  # a sheet unpacked from a small file
+            read.append(number)
+            yield [f"row{number}", number]
+
+    from parley.tools.builtin._doc_formats import _table  # noqa: PLC0415
+
+    table = _table(rows(), max_rows=10).splitlines()
+    assert table[:2] == ["| row0 | 0 |", "| row1 | 1 |"]
+    assert table[10:] == ["[... more rows, not read]"]
+    assert len(read) == 11
+    blank = _table(iter([[None]] * 1_000_000), max_rows=10)
+    assert blank == "[... more rows, not read]"
+
+
 def test_pptx_slides_titles_tables_and_notes(tmp_path: Path) -> None:
     document = parse_document(str(write_pptx(tmp_path / "deck.pptx")))
     text = document.to_text()

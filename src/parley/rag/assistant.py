@@ -129,7 +129,7 @@ class Assistant(Agent):
             raise UserError("Assistant.from_files needs at least one file, folder or URL")
         embedder = _embedder(embedding_model)
         index = await DocumentIndex.open(
-            index_path if index_path is not None else default_index_path(files),
+            index_path if index_path is not None else default_index_path(files, embedder),
             embedding_model=embedder,
             chunk_size=chunk_size,
             chunk_overlap=chunk_overlap,
@@ -247,16 +247,25 @@ async def add_sources(
     return report
 
 
-def default_index_path(files: Sequence[str | os.PathLike[str]]) -> Path:
-    """The index file for a set of sources: one per set, kept in the user's cache folder.
+def default_index_path(
+    files: Sequence[str | os.PathLike[str]],
+    embedding_model: EmbeddingModel[Any] | None = None,
+) -> Path:
+    """The index file for a set of sources and an embedding model, in the user's cache folder.
 
-    `$XDG_CACHE_HOME/parley/indexes/` (default `~/.cache/parley/indexes/`), so that asking
-    again about the same files reuses their index, and the documents' folders stay as they are.
+    `$XDG_CACHE_HOME/parley/indexes/` (default `~/.cache/parley/indexes/`): one file per set
+    of sources and embedding model (None: keywords only), so that asking again about the same
+    files reuses their index, an index of keywords and one of vectors over the same files do
+    not stand in each other's way (an index holds one model's vectors), and the documents'
+    folders stay as they are.
     """
     import hashlib  # noqa: PLC0415
 
     names = sorted(str(f) if "://" in str(f) else str(Path(f).resolve()) for f in files)
-    digest = hashlib.sha256("\n".join(names).encode("utf-8")).hexdigest()[:16]
+    model = "-" if embedding_model is None else embedding_model.provider
+    if embedding_model is not None:
+        model += f"/{embedding_model.model}"
+    digest = hashlib.sha256("\n".join([model, *names]).encode("utf-8")).hexdigest()[:16]
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     folder = Path(cache) / "parley" / "indexes"
     folder.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,7 @@
     parley index handbook/ faq.pdf            # made or brought up to date, with a progress bar
     parley ask --docs handbook/ "How long do refunds take?"
 
-Both find the same index for the same documents (one file per set, in
+Both find the same index for the same documents and `--embedding` (one file per set, in
 `~/.cache/parley/indexes/`, see `default_index_path`) unless `--index` names one (an SQLite
 file, or a PostgreSQL URL). `ask` brings the index up to date first, answers with the
 embedded local model unless `--model` names another, and prints the sources it drew on.
@@ -55,8 +55,8 @@ def _index_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--index",
         metavar="LOCATION",
-        help="the index: an SQLite file or a PostgreSQL URL (default: one per set of "
-        "documents in ~/.cache/parley/indexes/)",
+        help="the index: an SQLite file or a PostgreSQL URL (default: one per set of documents "
+        "and embedding model in ~/.cache/parley/indexes/)",
     )
     parser.add_argument(
         "--embedding",
@@ -76,7 +76,9 @@ class _Bar:
         self.bar: Any = None
 
     def __call__(self, done: int, total: int, source: str) -> None:
-        name = Path(source).name if "://" not in source else source
+        from parley.rag.tool import visible  # noqa: PLC0415
+
+        name = visible(Path(source).name if "://" not in source else source)
         if not self.out.isatty():
             print(f"indexed {done}/{total} {name}", file=self.out, flush=True)
             return
@@ -84,7 +86,8 @@ class _Bar:
             self.close()
             from tqdm import tqdm  # noqa: PLC0415  (the rag extra)
 
-            self.bar = tqdm(total=total, unit="doc", file=self.out, leave=False)
+            # Redrawn at each document (not every 0.1 s): one line, rewritten, per document.
+            self.bar = tqdm(total=total, unit="doc", file=self.out, leave=False, mininterval=0)
         self.bar.set_postfix_str(name, refresh=False)
         self.bar.update(1)
 
@@ -94,7 +97,9 @@ class _Bar:
             self.bar = None
 
 
-async def _open(args: argparse.Namespace, paths: Sequence[str]) -> DocumentIndex:
+async def _open(args: argparse.Namespace, paths: Sequence[str]) -> tuple[DocumentIndex, str]:
+    """The index the options name, open, and where it is."""
+    from parley.rag.assistant import default_index_path  # noqa: PLC0415
     from parley.rag.index import DocumentIndex  # noqa: PLC0415
 
     spec = args.embedding
@@ -104,12 +109,14 @@ async def _open(args: argparse.Namespace, paths: Sequence[str]) -> DocumentIndex
         from parley.embeddings.spec import embedding_model_from_spec  # noqa: PLC0415
 
         embedder = embedding_model_from_spec(spec)
-    return await DocumentIndex.open(
-        _location(args, paths),
+    location = str(args.index or default_index_path(paths, embedder))
+    opened = await DocumentIndex.open(
+        location,
         embedding_model=embedder,
         chunk_size=args.chunk_size,
         chunk_overlap=args.chunk_overlap,
     )
+    return opened, location
 
 
 async def _update(index: DocumentIndex, paths: Sequence[str], out: TextIO) -> IngestReport:
@@ -133,27 +140,27 @@ def _summary(report: IngestReport) -> str:
     return ", ".join(f"{n} {what}" for n, what in counts if n) or "nothing to index"
 
 
-def _location(args: argparse.Namespace, paths: Sequence[str]) -> str:
-    from parley.rag.assistant import default_index_path  # noqa: PLC0415
-
-    return str(args.index or default_index_path(paths))
-
-
 def index(args: argparse.Namespace) -> int:
     """`parley index`: make or update the index; 1 if a document failed."""
 
     async def run() -> int:
-        opened = await _open(args, args.paths)
+        opened, location = await _open(args, args.paths)
         try:
             report = await _update(opened, args.paths, sys.stderr)
         finally:
             await opened.close()
-        for source, error in report.failed.items():
-            print(f"parley: {source}: {error}", file=sys.stderr)
-        print(f"{_summary(report)}: {_location(args, args.paths)}")
+        _print_failures(report, "")
+        print(f"{_summary(report)}: {location}")
         return 1 if report.failed else 0
 
     return asyncio.run(run())
+
+
+def _print_failures(report: IngestReport, verb: str) -> None:
+    from parley.rag.tool import visible  # noqa: PLC0415
+
+    for source, error in report.failed.items():
+        print(visible(f"parley: {verb}{source}: {error}", keep="\n"), file=sys.stderr)
 
 
 def ask(args: argparse.Namespace) -> int:
@@ -161,11 +168,10 @@ def ask(args: argparse.Namespace) -> int:
     from parley.rag.assistant import Assistant  # noqa: PLC0415
 
     async def run() -> int:
-        opened = await _open(args, args.docs)
+        opened, _ = await _open(args, args.docs)
         try:
             report = await _update(opened, args.docs, sys.stderr)
-            for source, error in report.failed.items():
-                print(f"parley: skipped {source}: {error}", file=sys.stderr)
+            _print_failures(report, "skipped ")
             model = None
             if args.model:
                 from parley.models.spec import model_from_spec  # noqa: PLC0415
@@ -181,13 +187,14 @@ def ask(args: argparse.Namespace) -> int:
 
 async def _answer(assistant: Any, question: str, out: TextIO) -> int:
     from parley.agents import RunEnded, TextDelta, ToolResult  # noqa: PLC0415
-    from parley.rag.tool import citations  # noqa: PLC0415
+    from parley.rag.tool import citations, visible  # noqa: PLC0415
 
     sources: list[str] = []
     status = "completed"
     async for event in assistant.stream(question):
         if isinstance(event, TextDelta):
-            out.write(event.text)
+            # The answer may repeat a document's escape sequences: shown, never obeyed.
+            out.write(visible(event.text, keep="\n\t"))
             out.flush()
         elif isinstance(event, ToolResult) and event.result.name == "retrieval":
             sources += [s for s in citations(event.result.text) if s not in sources]

@@ -19,7 +19,9 @@ drops the documents of files no longer there.
 rank (`hybrid`, the default when the index has an embedding model), or returns each
 document's first chunks (`front_page`, for "summarize this" questions). A keyword or hybrid
 query that names nothing to search for ("summarize the document") gets the front page too,
-as Qwen-Agent's keyword search does.
+as Qwen-Agent's keyword search does. With `front_page_tokens`, a search over a single
+document puts that document's opening first, as Qwen-Agent's `front_page_search` searcher
+does beside its other searchers (its default `rag_searchers`).
 
 Every method has a sync twin (`add_sync`, `sync_sync`, `search_sync`, ...).
 """
@@ -30,6 +32,7 @@ import asyncio
 import enum
 import logging
 import os
+import stat
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -278,15 +281,21 @@ class DocumentIndex:
             DocumentError: A source could not be indexed (with `errors="raise"`).
         """
         listed = [sources] if isinstance(sources, str | os.PathLike) else list(sources)
+        report = await self._add_all(listed, self.reader, progress)
+        if errors == "raise":
+            report.raise_for_failures()
+        return report
+
+    async def _add_all(
+        self, listed: Sequence[Source], reader: Reader, progress: Progress | None
+    ) -> IngestReport:
         report = IngestReport()
         async with self._write_lock:
             held = {d.doc_id: d for d in await self.store.documents()}
             for done, source in enumerate(listed, start=1):
-                await self._add_one(source, held, report)
+                await self._add_one(source, held, report, reader)
                 if progress is not None:
                     progress(done, len(listed), os.fspath(source))
-        if errors == "raise":
-            report.raise_for_failures()
         return report
 
     def add_sync(
@@ -296,13 +305,17 @@ class DocumentIndex:
         return run_sync(self.add(sources, errors=errors))
 
     async def _add_one(
-        self, source: Source, held: dict[str, DocumentRecord], report: IngestReport
+        self,
+        source: Source,
+        held: dict[str, DocumentRecord],
+        report: IngestReport,
+        reader: Reader,
     ) -> None:
         shown = os.fspath(source)
         try:
             name = normalize_source(source)
             shown = name
-            loaded = await self._load(name)
+            loaded = await _load(reader, name)
             previous = held.get(document_id(name))
             if self._unchanged(previous, loaded):
                 report.unchanged.append(name)
@@ -313,11 +326,6 @@ class DocumentIndex:
             return
         held[record.doc_id] = record
         (report.updated if previous else report.added).append(name)
-
-    async def _load(self, source: str) -> Loaded:
-        if is_url(source):
-            return await self.reader.download(source)
-        return await asyncio.to_thread(self.reader.read_file, source)
 
     def _unchanged(self, previous: DocumentRecord | None, loaded: Loaded) -> bool:
         return (
@@ -387,9 +395,11 @@ class DocumentIndex:
         """Make the index hold exactly the supported files under `folder`, as they are now.
 
         New files are added, changed ones indexed again, unchanged ones left alone, and the
-        documents of files gone from the folder dropped. Hidden files and folders (`.git`)
-        and symbolic links are skipped; files of unsupported formats are not indexed.
-        `progress` is called after each file, as by `add`.
+        documents of files gone from the folder dropped. Hidden files and folders (`.git`),
+        symbolic links, and what is not a regular file (a FIFO, a socket) are skipped; files
+        of unsupported formats are not indexed. Files are read beneath the folder, never
+        through a link that appeared after the listing. `progress` is called after each file,
+        as by `add`.
 
         Raises:
             DocumentError: `folder` is not a folder, or a file could not be indexed (with
@@ -402,7 +412,7 @@ class DocumentIndex:
         held = await self.store.documents()
         inside = [d for d in held if d.source.startswith(root.rstrip(os.sep) + os.sep)]
         gone = [d for d in inside if d.source not in set(present)]
-        report = await self.add(present, errors="report", progress=progress)
+        report = await self._add_all(present, self.reader.beneath(root), progress)
         if gone:
             async with self._write_lock:
                 await self.store.remove_documents([d.doc_id for d in gone])
@@ -446,6 +456,7 @@ class DocumentIndex:
         top_k: int = 5,
         score_threshold: float | None = None,
         sources: Sequence[Source] | None = None,
+        front_page_tokens: int | None = None,
     ) -> list[SearchHit]:
         """The chunks that best answer `query`, best first.
 
@@ -453,22 +464,31 @@ class DocumentIndex:
             query: The question or keywords.
             mode: `keyword`, `vector`, `hybrid` or `front_page`; default `hybrid` when the
                 index has an embedding model, else `keyword`.
-            top_k: The most hits returned.
+            top_k: The most hits returned (besides the front page's lead).
             score_threshold: Drop hits scoring below it (on the mode's scale: see
                 `SearchHit.score`).
-            sources: Search only these documents (paths or URLs).
+            sources: Search only these documents: paths or URLs, a folder standing for the
+                documents under it.
+            front_page_tokens: Qwen-Agent's `front_page_search` beside the mode's search, for
+                a reference budget of this many tokens: when the search covers a single
+                document, its first `front_page_chunks` chunks lead the hits (scored 1.0,
+                mode `front_page`), stopping at one longer than a quarter of the budget, as
+                Qwen-Agent keeps its front pages to half of its `max_ref_token`. With more
+                documents it adds nothing, as in Qwen-Agent. None: no lead.
 
         Raises:
             UserError: A vector or hybrid search on an index without an embedding model, or
                 an unknown mode.
         """
         chosen = mode or ("hybrid" if self.embedding_model else "keyword")
-        doc_ids = None if sources is None else [document_id(normalize_source(s)) for s in sources]
+        doc_ids = await self._doc_ids(sources)
         with tracing.retrieval(self.store, query, chosen, top_k) as span:
             hits = await self._search(query, chosen, top_k, doc_ids)
             if score_threshold is not None:
                 hits = [hit for hit in hits if hit.score >= score_threshold]
             hits = hits[:top_k]
+            if front_page_tokens is not None:
+                hits = await self._lead_with_front_page(hits, doc_ids, front_page_tokens)
             span.hits(hits)
         return hits
 
@@ -480,13 +500,46 @@ class DocumentIndex:
         top_k: int = 5,
         score_threshold: float | None = None,
         sources: Sequence[Source] | None = None,
+        front_page_tokens: int | None = None,
     ) -> list[SearchHit]:
         """The sync twin of `search`."""
         return run_sync(
             self.search(
-                query, mode=mode, top_k=top_k, score_threshold=score_threshold, sources=sources
+                query,
+                mode=mode,
+                top_k=top_k,
+                score_threshold=score_threshold,
+                sources=sources,
+                front_page_tokens=front_page_tokens,
             )
         )
+
+    async def _doc_ids(self, sources: Sequence[Source] | None) -> list[str] | None:
+        """The ids of the documents `sources` name; a folder names those under it."""
+        if sources is None:
+            return None
+        names = list(dict.fromkeys(normalize_source(s) for s in sources))
+        folders = [name for name in names if _is_folder(name)]
+        ids = [document_id(name) for name in names if name not in folders]
+        if folders:
+            inside = tuple(folder.rstrip(os.sep) + os.sep for folder in folders)
+            ids += [d.doc_id for d in await self.store.documents() if d.source.startswith(inside)]
+        return ids
+
+    async def _lead_with_front_page(
+        self, hits: list[SearchHit], doc_ids: list[str] | None, budget: int
+    ) -> list[SearchHit]:
+        if doc_ids is None:
+            doc_ids = [d.doc_id for d in await self.store.documents()]
+        if len(set(doc_ids)) != 1:
+            return hits
+        lead: list[SearchHit] = []
+        for chunk in await self.store.front_chunks(self.front_page_chunks, doc_ids):
+            if chunk.tokens * 4 > budget:
+                break
+            lead.append(SearchHit(chunk, 1.0, "front_page"))
+        leading = {hit.chunk_id for hit in lead}
+        return [*lead, *(hit for hit in hits if hit.chunk_id not in leading)]
 
     async def _search(
         self, query: str, mode: str, top_k: int, doc_ids: list[str] | None
@@ -526,20 +579,40 @@ class DocumentIndex:
         return query_vector
 
 
+async def _load(reader: Reader, source: str) -> Loaded:
+    if is_url(source):
+        return await reader.download(source)
+    return await asyncio.to_thread(reader.read_file, source)
+
+
 async def _open_store(location: Source) -> IndexStore:
     if is_postgres_url(location):
         return await PostgresIndexStore.open(str(location))
     return await SQLiteIndexStore.open(Path(location))
 
 
+def _is_folder(source: str) -> bool:
+    return not is_url(source) and Path(source).is_dir()
+
+
 def _supported_files(root: Path) -> list[str]:
-    """The files under `root` that the parser reads, as resolved paths (no hidden, no links)."""
+    """The regular files under `root` that the parser reads, as resolved paths.
+
+    Not hidden ones, not links, not FIFOs or sockets (reading a FIFO waits for a writer).
+    """
     found: list[str] = []
     for folder, folders, files in os.walk(root):
         folders[:] = sorted(f for f in folders if not f.startswith("."))
         for name in sorted(files):
             path = Path(folder, name)
-            if name.startswith(".") or path.is_symlink() or detect_format(name) is None:
+            if name.startswith(".") or detect_format(name) is None or not _regular(path):
                 continue
             found.append(str(path))
     return found
+
+
+def _regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except OSError:  # gone since the listing
+        return False

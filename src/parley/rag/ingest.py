@@ -3,19 +3,25 @@
 A source is a path, a `file://` URL or an `http(s)://` URL. Paths are resolved (links
 followed) so that one file is one document however it is named; with `roots`, a path must lie
 under one of them and is opened component by component without following links swapped in
-after the check (`doc_parser`'s `Roots` and `open_beneath`). URLs are downloaded through the
-fetcher that refuses private addresses (`tools/builtin/_net.py`). Parsing is `doc_parser`'s
-(`parse_bytes`), on the very bytes that were hashed.
+after the check (`doc_parser`'s `Roots` and `open_beneath`). A folder being synced is such a
+root for its files (`Reader.beneath`). Only regular files are read: a FIFO, a device or a
+socket is refused without being opened for reading (a FIFO would block the read forever).
+URLs are downloaded through the fetcher that refuses private addresses
+(`tools/builtin/_net.py`). Parsing is `doc_parser`'s (`parse_bytes`), on the very bytes that
+were hashed.
 
-Every failure is a `DocumentError` naming the source: a missing file, a folder, a file or
-download over the byte cap, a private address, an unknown format, a corrupt file.
+Every failure is a `DocumentError` naming the source: a missing file, a folder, a FIFO or
+device, a file or download over the byte cap, a private address, an unknown format, a
+corrupt file.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import re
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -30,6 +36,9 @@ from parley.tools.builtin.doc_parser import ParsedDocument, parse_bytes
 __all__ = ["Loaded", "Reader", "is_url", "normalize_source"]
 
 _TOOL = "rag"
+# Without blocking: opening a FIFO for reading would wait for a writer. What was opened is
+# refused as soon as `fstat` shows it is not a regular file.
+_OPEN = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
@@ -100,7 +109,8 @@ class Reader:
 
     Args:
         max_bytes: The largest file or download read.
-        fetch_policy: What downloads may reach (default: public addresses only, `max_bytes`).
+        fetch_policy: What downloads may reach (default: public addresses only); a download
+            is capped at `max_bytes` whatever the policy's own cap.
         roots: Folders paths must lie in (None: any path the program gives).
     """
 
@@ -110,9 +120,21 @@ class Reader:
         fetch_policy: FetchPolicy | None = None,
         roots: Sequence[str | os.PathLike[str]] | None = None,
     ) -> None:
+        policy = fetch_policy or FetchPolicy(max_bytes=max_bytes)
         self.max_bytes = max_bytes
-        self.fetch_policy = fetch_policy or FetchPolicy(max_bytes=max_bytes)
+        self.fetch_policy = dataclasses.replace(policy, max_bytes=min(policy.max_bytes, max_bytes))
         self.roots = Roots(roots, tool_name=_TOOL) if roots else None
+
+    def beneath(self, folder: str | os.PathLike[str]) -> Reader:
+        """A reader for the files of a folder being synced.
+
+        Confined to the folder unless already confined (then its roots decide), so that a
+        file swapped for a link to elsewhere between the listing and the read is refused
+        rather than followed.
+        """
+        if self.roots is not None:
+            return self
+        return Reader(self.max_bytes, self.fetch_policy, [folder])
 
     def read_file(self, source: str) -> Loaded:
         """A local file's bytes (blocking: run it in a worker thread).
@@ -139,7 +161,16 @@ class Reader:
             raise DocumentError(
                 f"cannot index {source}: it is a folder (sync() indexes a folder)", source=source
             )
-        with path.open("rb") as stream:
+        descriptor = os.open(path, _OPEN)
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):
+            os.close(descriptor)
+            raise DocumentError(
+                f"cannot index {source}: it is a device, FIFO or socket, not a regular file",
+                source=source,
+            )
+        os.set_blocking(descriptor, True)
+        with os.fdopen(descriptor, "rb") as stream:
             return self._take(source, path.name, stream)
 
     def _read_beneath(self, source: str) -> Loaded:

@@ -34,12 +34,32 @@ __all__ = [
     "format_hits",
     "location",
     "source_name",
+    "visible",
 ]
 
 RETRIEVAL_TOOL_NAME = "retrieval"
 """The tool's name, as Qwen-Agent names its own."""
 
 NO_RESULTS = "No passage of the documents matches the query."
+
+
+# C0 and C1 control characters (a terminal's escape sequences among them) and the bidi
+# controls that make a name read otherwise than it is (U+202E: `txt.exe` shown as `exe.txt`).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(text: str, keep: str = "") -> str:
+    r"""`text` with its control characters written as escapes (`\x1b`), but those in `keep`.
+
+    A file name or a document's text may hold a terminal's escape sequences, or a line break
+    that would split a `[n] source` line in two: what is shown to a reader goes through here.
+    """
+
+    def escaped(match: re.Match[str]) -> str:
+        char = match.group()
+        return char if char in keep else char.encode("unicode_escape").decode("ascii")
+
+    return _CONTROL.sub(escaped, text)
 
 
 def source_name(hit: SearchHit) -> str:
@@ -74,9 +94,9 @@ def cite(hit: SearchHit) -> str:
     """
     place = location(hit)
     if not place:
-        return source_name(hit)
+        return visible(source_name(hit))
     separator = ": " if place == hit.chunk.heading else ", "
-    return f"{source_name(hit)}{separator}{place}"
+    return visible(f"{source_name(hit)}{separator}{place}")
 
 
 def format_hits(hits: Sequence[SearchHit], max_tokens: int) -> str:
@@ -129,7 +149,9 @@ class RetrievalTool(Tool):
             has an embedding model, else keyword.
         score_threshold: Drop passages scoring below it (on the mode's scale).
         max_ref_token: The most tokens of passages per answer.
-        sources: Search only these documents (paths or URLs); None: all.
+        sources: Search only these documents (paths, folders or URLs); None: all.
+        front_page: Put a lone document's opening first, as Qwen-Agent's `front_page_search`
+            does (`DocumentIndex.search`'s `front_page_tokens`, this tool's budget).
     """
 
     name: ClassVar[str] = RETRIEVAL_TOOL_NAME
@@ -158,6 +180,7 @@ class RetrievalTool(Tool):
         score_threshold: float | None = None,
         max_ref_token: int = 4000,
         sources: Sequence[str] | None = None,
+        front_page: bool = False,
     ) -> None:
         super().__init__()
         self.index = index
@@ -166,6 +189,7 @@ class RetrievalTool(Tool):
         self.score_threshold = score_threshold
         self.max_ref_token = max_ref_token
         self.sources = list(sources) if sources is not None else None
+        self.front_page = front_page
 
     async def search(self, query: str) -> list[SearchHit]:
         """The passages for `query`, best first, as this tool is set to search."""
@@ -175,6 +199,7 @@ class RetrievalTool(Tool):
             top_k=self.top_k,
             score_threshold=self.score_threshold,
             sources=self.sources,
+            front_page_tokens=self.max_ref_token if self.front_page else None,
         )
 
     async def acall(self, params: dict[str, Any], **kwargs: Any) -> str:

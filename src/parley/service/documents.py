@@ -70,7 +70,7 @@ class DocumentsService:
             from parley.embeddings.spec import embedding_model_from_spec  # noqa: PLC0415
 
             embedder = embedding_model_from_spec(self.embedding)
-        location = self.location or default_index_path(self.sources)
+        location = self.location or default_index_path(self.sources, embedder)
         self.index = await DocumentIndex.open(location, embedding_model=embedder)
         log.info("parley: documents index at %s; updating it from %s", location, self.sources)
         self._task = asyncio.create_task(self._keep_current(), name="parley-documents")

@@ -18,8 +18,12 @@
 - `rag_keygen_strategy`: Qwen-Agent's model-written search keywords (`GenKeyword`, ...);
   accepted and not used, with a warning unless `none`: parley searches with the question.
 
-The front page (the first chunks of each document) answers a query without key words in
-every mode, as Qwen-Agent's `front_page_search` does.
+Qwen-Agent's `front_page_search` among the `rag_searchers` (as in its default) puts the
+opening of a lone document first: when the search covers one document, its first two
+chunks lead the passages, each at most a quarter of `max_ref_token` (with more documents it
+adds nothing, as in Qwen-Agent). Alone, it is the `front_page` retrieval type. A query
+without key words ("summarize this") gets each document's opening in the keyword and hybrid
+modes, as Qwen-Agent's keyword search does.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ logger = logging.getLogger("parley.compat.qwen")
 
 _MODES: tuple[SearchMode, ...] = ("keyword", "vector", "hybrid", "front_page")
 _SEARCHERS = {"keyword_search", "vector_search", "hybrid_search", "front_page_search"}
+_DEFAULT_SEARCHERS = ("keyword_search", "front_page_search")  # Qwen-Agent's settings.py
 
 
 @dataclass
@@ -70,6 +75,13 @@ class RagSettings:
     max_ref_token: int = 4000
     embedding_model: EmbeddingModel[Any] | str | None = None
     index_path: str | None = None
+    front_page: bool = True
+    """Whether a lone document's opening leads the passages (`front_page_search`)."""
+
+    @property
+    def front_page_tokens(self) -> int | None:
+        """`DocumentIndex.search`'s `front_page_tokens` for these settings."""
+        return self.max_ref_token if self.front_page else None
 
     @classmethod
     def read(cls, rag_cfg: Mapping[str, Any] | None) -> RagSettings:
@@ -105,6 +117,7 @@ class RagSettings:
                 max_ref_token=int(cfg.get("max_ref_token", 4000)),
                 embedding_model=embedding,
                 index_path=str(cfg["index_path"]) if cfg.get("index_path") else None,
+                front_page="front_page_search" in _searchers(cfg),
             )
         except (TypeError, ValueError) as exc:
             raise ConfigurationError(f"bad rag_cfg value: {exc}") from None
@@ -119,18 +132,22 @@ def _mode(cfg: Mapping[str, Any]) -> SearchMode:
             )
         mode: SearchMode = given
         return mode
-    searchers = cfg.get("rag_searchers") or ["keyword_search", "front_page_search"]
-    unknown = sorted(set(searchers) - _SEARCHERS)
-    if unknown:
-        raise ConfigurationError(
-            f"rag_cfg rag_searchers {unknown} unknown; known: {', '.join(sorted(_SEARCHERS))}"
-        )
-    chosen = set(searchers) - {"front_page_search"}
+    chosen = set(_searchers(cfg)) - {"front_page_search"}
     if "hybrid_search" in chosen or {"keyword_search", "vector_search"} <= chosen:
         return "hybrid"
     if "vector_search" in chosen:
         return "vector"
     return "keyword" if chosen else "front_page"
+
+
+def _searchers(cfg: Mapping[str, Any]) -> Sequence[str]:
+    searchers: Sequence[str] = cfg.get("rag_searchers") or _DEFAULT_SEARCHERS
+    unknown = sorted(set(searchers) - _SEARCHERS)
+    if unknown:
+        raise ConfigurationError(
+            f"rag_cfg rag_searchers {unknown} unknown; known: {', '.join(sorted(_SEARCHERS))}"
+        )
+    return searchers
 
 
 def _optional_float(value: Any) -> float | None:
@@ -154,10 +171,12 @@ def _embedder(spec: EmbeddingModel[Any] | str | None) -> EmbeddingModel[Any] | N
     )
 
 
-def _index_location(settings: RagSettings, files: Sequence[str]) -> str | Path:
+def _index_location(
+    settings: RagSettings, files: Sequence[str], embedder: EmbeddingModel[Any] | None = None
+) -> str | Path:
     path = settings.index_path
     if path is None:
-        return default_index_path(files)
+        return default_index_path(files, embedder)
     if "://" in path:
         return path  # a PostgreSQL URL
     location = Path(path).expanduser()
@@ -178,7 +197,7 @@ def open_index(files: Sequence[str], settings: RagSettings) -> DocumentIndex:
 
     async def build() -> DocumentIndex:
         index = await DocumentIndex.open(
-            _index_location(settings, files),
+            _index_location(settings, files, embedder),
             embedding_model=embedder,
             chunk_size=settings.chunk_size,
             chunk_overlap=settings.chunk_overlap,

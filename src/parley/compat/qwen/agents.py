@@ -193,6 +193,7 @@ class FnCallAgent(Agent):
             mode=settings.mode,
             score_threshold=settings.score_threshold,
             max_ref_token=settings.max_ref_token,
+            front_page=settings.front_page,
         )
 
     async def close(self) -> None:

@@ -130,6 +130,7 @@ class Assistant(FnCallAgent):
                 top_k=settings.top_k,
                 score_threshold=settings.score_threshold,
                 sources=sources,
+                front_page_tokens=settings.front_page_tokens,
             )
         )
         budget = settings.max_ref_token if max_ref_token is None else max_ref_token

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import csv
 import re
+import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any, BinaryIO, Literal
 
+from parley.errors import ToolExecutionError
 from parley.tools.builtin._common import optional_import
 
-__all__ = ["FORMATS", "Item", "Section", "read_document"]
+__all__ = ["FORMATS", "MAX_UNPACKED_BYTES", "Item", "Section", "read_document"]
 
 ItemKind = Literal["text", "table"]
 
@@ -61,9 +63,19 @@ def _row(cells: Iterable[Any]) -> str:
 
 
 def _table(rows: Iterable[Iterable[Any]], max_rows: int) -> str:
-    lines = [line for line in (_row(r) for r in rows) if line]
-    if len(lines) > max_rows:
-        lines = [*lines[:max_rows], f"[... {len(lines) - max_rows} more rows]"]
+    """The rows as `| a | b |` lines: at most `max_rows`, and none read past them.
+
+    A small spreadsheet can unpack to millions of rows, so the rest are not even counted;
+    blank rows are read up to four times `max_rows`, so that a sheet of them ends as soon.
+    """
+    lines: list[str] = []
+    for read, cells in enumerate(rows, start=1):
+        if len(lines) == max_rows or read > 4 * max_rows:
+            lines.append("[... more rows, not read]")
+            break
+        line = _row(cells)
+        if line:
+            lines.append(line)
     return "\n".join(lines)
 
 
@@ -94,8 +106,13 @@ def read_pdf(stream: BinaryIO, name: str, max_rows: int) -> list[Section]:
     return sections
 
 
-def _docx_paragraph(paragraph: Any) -> str:
-    style = getattr(paragraph.style, "name", "") or ""
+def _docx_paragraph(paragraph: Any, styles: dict[str | None, str]) -> str:
+    # python-docx looks a paragraph's style up in the styles part on each `.style` (about two
+    # milliseconds): once per style id here, or a file of many short paragraphs takes minutes.
+    style_id = paragraph._p.style
+    if style_id not in styles:
+        styles[style_id] = getattr(paragraph.style, "name", "") or ""
+    style = styles[style_id]
     level = re.fullmatch(r"Heading (\d)", style)
     prefix = "#" * int(level.group(1)) + " " if level else ""
     if style == "Title":
@@ -108,12 +125,13 @@ def read_docx(stream: BinaryIO, name: str, max_rows: int) -> list[Section]:
     docx = optional_import("docx", "python-docx")
     document = docx.Document(stream)
     section = Section("document", 1)
+    styles: dict[str | None, str] = {}
     for block in document.iter_inner_content():
         if hasattr(block, "rows"):
             rows = ([cell.text for cell in row.cells] for row in block.rows)
             section.add("table", _table(rows, max_rows))
         else:
-            section.add("text", _docx_paragraph(block))
+            section.add("text", _docx_paragraph(block, styles))
     return [section]
 
 
@@ -210,6 +228,44 @@ FORMATS: dict[str, Reader] = {
 """The reader of each format."""
 
 
+_MIB = 1024 * 1024
+
+MAX_UNPACKED_BYTES = {"docx": 64 * _MIB, "pptx": 64 * _MIB, "xlsx": 128 * _MIB}
+"""How much a Word, PowerPoint or Excel file (a zip) may grow as it unpacks, by format.
+
+A few hundred kilobytes of zip can hold gigabytes of XML; python-docx and python-pptx load
+every part whole (about fifteen times its size in memory for XML), and openpyxl its shared
+strings and a scan of each sheet. What counts is the growth, the unpacked size less the
+packed size of each part, so that pictures (stored about as large as they are) do not: a
+legit file grows about tenfold, to a few megabytes. The sizes are those the zip declares,
+which Python's `zipfile` never reads past."""
+
+
+def _check_unpacked(stream: BinaryIO, name: str, kind: str) -> None:
+    """Refuse a zipped format that declares more growth than `MAX_UNPACKED_BYTES` allows."""
+    try:
+        with zipfile.ZipFile(stream) as archive:
+            growth = sum(max(0, i.file_size - i.compress_size) for i in archive.infolist())
+    except zipfile.BadZipFile:
+        return  # not a zip: the format's reader says what is wrong with it
+    finally:
+        stream.seek(0)
+    limit = MAX_UNPACKED_BYTES[kind]
+    if growth > limit:
+        raise ToolExecutionError(
+            f"cannot read {name}: it unpacks to {growth} bytes more than it holds, past the "
+            f"{limit} a {kind} file may (a zip bomb, or a document too large to read)",
+            tool_name="doc_parser",
+        )
+
+
 def read_document(stream: BinaryIO, name: str, kind: str, max_rows: int = 1000) -> list[Section]:
-    """Read a document of a known format, from an open binary file, into sections."""
+    """Read a document of a known format, from an open binary file, into sections.
+
+    Raises:
+        ToolExecutionError: A zipped format (docx, pptx, xlsx) unpacks to more than
+            `MAX_UNPACKED_BYTES` allows.
+    """
+    if kind in MAX_UNPACKED_BYTES:
+        _check_unpacked(stream, name, kind)
     return FORMATS[kind](stream, name, max_rows)
