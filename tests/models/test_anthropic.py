@@ -203,8 +203,12 @@ async def test_stop_reasons_map_to_finish_reasons(
     response = await (model.chat_stream(HI).collect() if streamed else model.chat(HI))
     assert response.finish_reason == finish
     assert response.text == "partial"
-    # The API's own reason stays readable: `pause_turn` asks for the turn to be sent back.
-    assert response.metadata == {"stop_reason": stop_reason}
+    # The API's own reason stays readable; `pause_turn` also marks the answer paused: the
+    # turn goes on when the answer is sent back.
+    paused = stop_reason == "pause_turn"
+    assert response.metadata == {"stop_reason": stop_reason, **({"paused": True} if paused else {})}
+    assert response.paused is paused
+    assert response.to_msg().metadata.get("paused") is (True if paused else None)
 
 
 # -- tools ----------------------------------------------------------------------------------
@@ -358,8 +362,9 @@ SEARCH_RESULT = {
 }
 
 
-def _server_turn() -> Reply:
+def _server_turn(stop_reason: str | None = None) -> Reply:
     return Reply(
+        stop_reason=stop_reason,
         content=[
             Thinking("Search first.", signature="sig-1"),
             Redacted("opaque-data"),
@@ -405,6 +410,23 @@ async def test_redacted_thinking_and_server_tool_blocks_go_back_unchanged(
         {"role": "assistant", "content": SERVER_TURN_WIRE},
         {"role": "user", "content": [{"type": "text", "text": "Thanks"}]},
     ]
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_a_paused_turn_goes_back_last_and_unchanged_to_be_continued(
+    server: AnthropicServer, make_model: ModelFactory, streamed: bool
+) -> None:
+    server.add(_server_turn("pause_turn"), Reply(text=" Bring a coat."))
+    model = make_model(parameters={"server_tools": [{"type": "web_search_20250305"}]})
+    paused = await (model.chat_stream(HI).collect() if streamed else model.chat(HI))
+    assert paused.paused
+    assert paused.finish_reason == "stop"
+    assert paused.metadata["stop_reason"] == "pause_turn"
+    rest = await model.chat([*HI, paused.to_msg()])
+    assert not rest.paused
+    assert rest.text == " Bring a coat."
+    continued = server.bodies()[1]["messages"]
+    assert continued[-1] == {"role": "assistant", "content": SERVER_TURN_WIRE}
 
 
 async def test_two_thinking_blocks_in_a_row_stay_apart(

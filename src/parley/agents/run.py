@@ -7,11 +7,21 @@ when `parallel_tool_calls`) and one tool message with every result, in call orde
 memory. The run ends when a turn calls no tool, at `max_iters`, when a call needs approval,
 on cancellation, or on an error.
 
+A turn the model paused (`ChatResponse.paused`: Anthropic's `pause_turn`, a long turn of
+server tools such as web search) is not an answer: it goes into memory like any turn, and
+the model is called again on the conversation ending with it, which continues the turn.
+Each call counts towards `max_iters` (a model that always pauses ends there) and is sent
+the tool choice of the turn's first call. Memory keeps the parts apart, as they came (a
+formatter sends consecutive assistant messages as one turn, as Anthropic's API combines
+them); `final` joins them, so the answer is the whole turn.
+
 How each way of stopping leaves things:
 
 - `max_iters`: `MaxItersReached`, then `RunEnded(status="max_iters")` whose `final` is the
-  last assistant message. The tools of that last turn have run, so memory never ends on a
-  call without its result.
+  last assistant message (a paused turn's parts so far). The tools of that last turn have
+  run, so memory never ends on a call without its result. It may end on a paused turn,
+  though: Anthropic refuses a server tool call left there without its result once another
+  message follows it (a 400 naming the call).
 - Errors (a model failure; tool failures never get here, they go back to the model):
   `RunError`, then `RunEnded(status="error")`; the iterator itself does not raise, so an
   event stream (the service's SSE) always ends with `RunEnded`. `agent.reply()` re-raises.
@@ -106,6 +116,18 @@ def chunk_events(chunk: ChatResponse, seen: set[str]) -> list[AgentEvent]:
     return events
 
 
+def _whole_turn(parts: list[Msg]) -> Msg:
+    """One message of a paused turn's parts: their content and usage, the last one's the rest."""
+    last = parts[-1]
+    usage = ChatUsage()
+    for part in parts:
+        usage += part.usage or ChatUsage()
+    content = [block for part in parts for block in part.content]
+    return last.model_copy(
+        update={"content": content, "usage": usage, "metadata": dict(last.metadata)}
+    )
+
+
 _claims = threading.Lock()  # runs on one memory may start from different loops' threads
 
 
@@ -137,7 +159,8 @@ class AgentRun:
     """One run of an agent: iterate it for events; `cancel()` stops it cleanly.
 
     Made by `agent.stream(...)` and `agent.resume_stream(...)`. After the run, `status`,
-    `final` (the last assistant message), `usage` (summed over its model calls), `error`,
+    `final` (the last assistant message, or the whole of a turn the model paused and
+    continued: see the module), `usage` (summed over its model calls), `error`,
     `pending` (when parked for approval) and `parsed` (a structured answer) tell how it went.
     Close it (`await run.aclose()`, or `async with`) when you stop iterating early. Runs on
     one memory go one at a time (two at once would interleave their messages): the service
@@ -178,6 +201,7 @@ class AgentRun:
         self._resume = resume
         self._structured = structured
         self._tools: list[ToolSpec] = []
+        self._paused: list[Msg] = []  # this turn's messages so far, when the model paused it
         self._cancelled = False
         self._stream: ChatStream | None = None
         self._task: asyncio.Future[Any] | None = None
@@ -305,7 +329,8 @@ class AgentRun:
         if self.status is not None or msg is None:
             return
         if not msg.tool_calls:
-            self.status = "completed"
+            if not self._paused:  # a paused turn goes on: the next call continues it
+                self.status = "completed"
         elif self.pending is not None:
             self.status = "awaiting_approval"
             yield ApprovalRequested(
@@ -371,10 +396,12 @@ class AgentRun:
         agent = self.agent
         if not self._tools:
             return agent.model.chat_stream(prompt)
+        # A paused turn's continuation is the same turn: its first call's tool choice.
+        turn_index = self.iterations - 1 - len(self._paused)
         return agent.model.chat_stream(
             prompt,
             tools=self._tools,
-            tool_choice=agent.choose_tool(self.iterations - 1),
+            tool_choice=agent.choose_tool(turn_index),
             parallel_tool_calls=agent.parallel_tool_calls,
         )
 
@@ -414,7 +441,8 @@ class AgentRun:
         self._park_if_needed(msg)
         # Into memory before the events: a consumer may stop at any event.
         await self.memory.add(msg)
-        self.final = msg
+        # A turn calling our tools is not left paused: their results must follow it.
+        self._set_final(msg, paused=final.paused and not msg.tool_calls)
         for call in msg.tool_calls:
             yield ToolCallEnded(call=call)
         yield MessageCompleted(msg=msg)
@@ -430,8 +458,16 @@ class AgentRun:
         msg = response.to_msg(name=self.agent.name)
         msg.metadata["interrupted"] = True
         await self.memory.add(msg)
-        self.final = msg
+        self._set_final(msg)
         return True
+
+    def _set_final(self, msg: Msg, *, paused: bool = False) -> None:
+        """`final` is `msg`, joined after the turn's paused messages if there are any."""
+        self.final = _whole_turn([*self._paused, msg]) if self._paused else msg
+        if paused:
+            self._paused.append(msg)
+        else:
+            self._paused = []
 
     def _park_if_needed(self, msg: Msg) -> None:
         toolkit = self.agent.toolkit

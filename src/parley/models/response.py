@@ -9,7 +9,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from parley.messages import Block, Msg, ToolCallBlock, Usage, new_id
 from parley.messages._base import DictLikeModel
 
-__all__ = ["ChatResponse", "ChatUsage", "FinishReason", "StructuredResponse"]
+__all__ = ["PAUSED", "ChatResponse", "ChatUsage", "FinishReason", "StructuredResponse"]
+
+PAUSED = "paused"
+"""The `metadata` key a provider sets to True on an answer whose turn the model paused rather
+than ended (`ChatResponse.paused`); the assistant `Msg` made from it keeps the mark."""
 
 ChatUsage = Usage
 """A model call's usage: input, output and cached tokens, and the seconds it took."""
@@ -51,14 +55,34 @@ class ChatResponse(DictLikeModel):
         """The tool calls, in order."""
         return [b for b in self.content if isinstance(b, ToolCallBlock)]
 
+    @property
+    def paused(self) -> bool:
+        """Whether the model paused its turn instead of ending it (`metadata["paused"]`).
+
+        The answer is complete as far as it goes (`finish_reason` is `stop`), but the model
+        has more to say: send the conversation back with this answer as its last message,
+        unchanged, and the model continues the same turn. Anthropic's `pause_turn` stop
+        reason is one (a long turn of server tools such as web search); an agent continues
+        such a turn itself. Only the final chunk of a stream carries it.
+        """
+        return self.metadata.get(PAUSED) is True
+
     def to_msg(self, *, name: str | None = None) -> Msg:
-        """The assistant message this response makes, usage included."""
+        """The assistant message this response makes, usage included.
+
+        Its `metadata` has the response's id and model, and `paused: True` for a paused turn.
+        """
+        metadata: dict[str, Any] = {"response_id": self.id}
+        if self.model:
+            metadata["model"] = self.model
+        if self.paused:
+            metadata[PAUSED] = True
         return Msg(
             role="assistant",
             content=list(self.content),
             name=name,
             usage=self.usage,
-            metadata={"response_id": self.id, **({"model": self.model} if self.model else {})},
+            metadata=metadata,
         )
 
 

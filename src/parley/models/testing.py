@@ -137,7 +137,12 @@ class ScriptedModel(ChatModel):
                     yield ToolCallDelta(index, arguments=raw[start : start + size])
             else:
                 yield BlockDelta(block)
-        yield MetaDelta(usage=response.usage, finish_reason=response.finish_reason)
+        # Metadata too: what a provider marks there (a paused turn) reaches the final chunk.
+        yield MetaDelta(
+            usage=response.usage,
+            finish_reason=response.finish_reason,
+            metadata=response.metadata or None,
+        )
 
     async def _stream(self, request: ChatRequest) -> AsyncIterator[Delta]:
         response = self._next(request)

@@ -11,7 +11,8 @@ Quirks (each with its source in the module that handles it): the system prompt i
 top-level field; `max_tokens` is required (defaulted from the model card); API version
 2026-10-21, which SDK 2.x sends, removed `temperature`, `top_p` and `top_k`; thinking blocks
 must go back with their signature, and redacted thinking and server-tool blocks unchanged;
-a forced tool choice is refused while the model thinks.
+a forced tool choice is refused while the model thinks; a long server-tool turn may stop with
+`pause_turn` (`ChatResponse.paused`), to be sent back as it is to continue.
 """
 
 from parley.models.anthropic.chat import AnthropicChatModel

@@ -22,7 +22,9 @@ and `content_block_stop`, then `message_delta` (stop reason, usage) and `message
   (`input_tokens` + cache writes + cache reads, as Anthropic defines the total) and
   `cached_tokens` the cache reads.
 - Stop reasons map to parley's finish reasons; `stop_reason` and `stop_sequence` are also
-  kept as sent in the response's `metadata`.
+  kept as sent in the response's `metadata`. `pause_turn` (the server paused a long turn of
+  server tools) is `stop` with `metadata["paused"] = True` (`ChatResponse.paused`): the
+  answer goes back as it is, last, for Claude to continue the turn.
 - Citations on text (`citations_delta`) are not kept: parley's text blocks carry none.
 """
 
@@ -47,7 +49,7 @@ from parley.models.accumulator import (
 )
 from parley.models.anthropic._errors import error_from_event
 from parley.models.anthropic.formatter import RAW_BLOCK
-from parley.models.response import ChatUsage, FinishReason
+from parley.models.response import PAUSED, ChatUsage, FinishReason
 
 __all__ = [
     "MessageStreamReader",
@@ -78,10 +80,14 @@ def finish_reason(value: Any) -> FinishReason | None:
 def stop_metadata(stop: dict[str, Any]) -> dict[str, Any] | None:
     """`stop_reason` and `stop_sequence` as sent, for the response's `metadata`.
 
-    Several stop reasons share one finish reason; a caller tells them apart here (a
-    `pause_turn` answer is to be sent back as it is to continue, `end_turn` is final).
+    Several stop reasons share one finish reason; a caller tells them apart here. A
+    `pause_turn` answer is also marked `paused` (`ChatResponse.paused`): the server paused
+    the turn, which goes on when the answer is sent back as it is, as the last message
+    (Anthropic's server tools guide); `end_turn` is final.
     """
     kept = {name: stop[name] for name in ("stop_reason", "stop_sequence") if stop.get(name)}
+    if stop.get("stop_reason") == "pause_turn":
+        kept[PAUSED] = True
     return kept or None
 
 

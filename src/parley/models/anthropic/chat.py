@@ -65,11 +65,16 @@ class AnthropicChatModel(PooledConnections, ChatModel):
       (`output_config.format`), then the tool left to the model, then JSON in the text.
     - Errors: 429, 5xx and 529 (`overloaded_error`, also as an `error` event mid-stream) are
       retried, honouring `retry-after`; a prompt too long is a `ContextLengthError`.
-    - Stop reasons: `end_turn`, `stop_sequence` and `pause_turn` are `stop` (a paused turn
-      continues when the answer is sent back as it is), `max_tokens` and
-      `model_context_window_exceeded` are `length`, `tool_use` is `tool_calls`, `refusal`
-      is `content_filter`; the response's `metadata` keeps `stop_reason` (and
-      `stop_sequence`) as sent, which tells a paused turn from a finished one.
+    - Stop reasons: `end_turn`, `stop_sequence` and `pause_turn` are `stop`, `max_tokens`
+      and `model_context_window_exceeded` are `length`, `tool_use` is `tool_calls`,
+      `refusal` is `content_filter`; the response's `metadata` keeps `stop_reason` (and
+      `stop_sequence`) as sent.
+    - Paused turns: on a long turn of server tools (web search, web fetch, code execution)
+      the API may stop with `pause_turn`; the answer's `paused` is then True (whole or
+      streamed). Send the conversation back with that answer last, unchanged (`to_msg()`
+      keeps its server-tool blocks as they came), and Claude continues the turn; the
+      continuation is the rest of the turn, and a later request may hold both as consecutive
+      assistant messages, which the formatter sends as one turn. Agents do this themselves.
 
     Example:
         >>> credential = AnthropicCredential(api_key="sk-ant-...")
