@@ -18,6 +18,30 @@ RETIRED = {"claude-mythos-preview"}
 """In the SDK's `Model` literal, but past its end of life (June 30th, 2026)."""
 
 
+LIST_PRICES = {
+    # USD per million: input, output, cache read, 5-minute cache write (None: no official
+    # price read; see the card). From Anthropic's pricing page and model overviews, 2026-11.
+    "claude-fable-5-1": (10.0, 50.0, 0.25, 12.5),
+    "claude-mythos-5-1": (10.0, 50.0, 0.25, 12.5),
+    "claude-fable-5": (10.0, 50.0, 1.0, 12.5),
+    "claude-mythos-5": (10.0, 50.0, 1.0, 12.5),
+    "claude-opus-5-5": (4.0, 20.0, 0.2, 5.0),
+    "claude-opus-5": (5.0, 25.0, 0.5, 6.25),
+    "claude-opus-4-8": (5.0, 25.0, 0.5, 6.25),
+    "claude-opus-4-7": (5.0, 25.0, 0.5, 6.25),
+    "claude-opus-4-6": (5.0, 25.0, 0.5, 6.25),
+    "claude-opus-4-5": (5.0, 25.0, 0.5, 6.25),
+    "claude-sonnet-5-5": (2.0, 10.0, 0.2, 2.5),
+    "claude-sonnet-5": (2.0, 10.0, 0.2, 2.5),
+    "claude-sonnet-4-6": (3.0, 15.0, None, None),
+    "claude-sonnet-4-5": (3.0, 15.0, 0.3, None),
+    "claude-haiku-5-5": (0.1, 0.5, None, 0.125),
+    "claude-haiku-4-5": (1.0, 5.0, 0.1, None),
+}
+UNPRICED = {"claude-fable-5-2", "claude-mythos-5-2"}
+"""No official page read gives their prices: their calls report no cost."""
+
+
 def cards() -> dict[str, ModelCard]:
     return {card.name: card for card in AnthropicChatModel.list_models()}
 
@@ -65,6 +89,28 @@ def test_thinking_modes_follow_anthropics_table() -> None:
     assert "thinking_budget" in properties["claude-haiku-4-5"]
     assert "effort" not in properties["claude-haiku-4-5"]
     assert found["claude-sonnet-4-5"].status == "deprecated"
+
+
+def test_every_priced_claude_card_keeps_its_list_price() -> None:
+    found = cards()
+    assert set(LIST_PRICES) | UNPRICED == set(found)  # a new card needs its price looked up
+    for name, prices in LIST_PRICES.items():
+        pricing = found[name].pricing
+        assert pricing is not None, f"{name} lost its price"
+        listed = (pricing.input, pricing.output, pricing.cached_input, pricing.cache_write)
+        assert listed == prices, name
+        assert (pricing.currency, pricing.as_of) == ("USD", "2026-11")
+    assert all(found[name].pricing is None for name in UNPRICED)
+
+
+def test_haiku_5_5_costs_five_times_as_much_over_100k_prompt_tokens() -> None:
+    pricing = cards()["claude-haiku-5-5"].pricing
+    assert pricing is not None
+    short = pricing.cost(100_000, 1000, cache_write_tokens=1000)
+    assert short == pytest.approx((99_000 * 0.1 + 1000 * 0.125 + 1000 * 0.5) / 1e6)
+    assert pricing.cost(100_001, 1000, cache_write_tokens=1000) == pytest.approx(
+        (99_001 * 0.5 + 1000 * 0.625 + 1000 * 2.5) / 1e6
+    )
 
 
 def test_the_recommended_model_is_listed_first() -> None:

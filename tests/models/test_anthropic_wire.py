@@ -68,6 +68,7 @@ def test_usage_counts_are_cumulative_and_missing_ones_are_kept() -> None:
         "input_tokens": 173,
         "output_tokens": 40,
         "cached_tokens": 3,
+        "cache_write_tokens": 20,
     }
     assert (final.id, final.model, reader.complete) == ("msg_1", "claude-x", True)
 

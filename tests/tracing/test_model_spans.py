@@ -13,11 +13,12 @@ from opentelemetry.trace import SpanKind, StatusCode
 from parley.agents import Agent
 from parley.agents.prompted import PromptedToolsModel
 from parley.errors import ModelError
-from parley.messages import Msg
+from parley.messages import Msg, TextBlock
 from parley.models.accumulator import Delta, MetaDelta, TextDelta
 from parley.models.base import ChatModel, ChatRequest
 from parley.models.cards import Pricing
 from parley.models.openai.chat import OpenAIChatModel
+from parley.models.response import ChatResponse, ChatUsage
 from parley.models.retry import RetryPolicy
 from parley.models.testing import ScriptedModel
 from parley.testing.openai_server import HTTPError, OpenAIServer, Reply
@@ -222,3 +223,15 @@ async def test_a_wrapper_model_makes_no_span_of_its_own(spans: Spans) -> None:
 
     assert sorted(spans.names()) == ["chat inner", "invoke_agent polite"]
     assert parent_of(spans.one("chat inner")) == span_id(spans.one("invoke_agent polite"))
+
+
+async def test_cache_writes_are_a_usage_attribute_when_there_are_some(spans: Spans) -> None:
+    usage = ChatUsage(input_tokens=100, output_tokens=5, cached_tokens=60, cache_write_tokens=30)
+    model = ScriptedModel([ChatResponse(content=[TextBlock(text="ok")], usage=usage), "again"])
+    await model.chat([Msg.user("?")])
+    await model.chat([Msg.user("?")])
+
+    first, second = (attrs(span) for span in spans.named("chat scripted"))
+    assert first["gen_ai.usage.cache_read.input_tokens"] == 60
+    assert first["gen_ai.usage.cache_creation.input_tokens"] == 30
+    assert "gen_ai.usage.cache_creation.input_tokens" not in second

@@ -13,7 +13,9 @@ class Usage(DictLikeModel):
     """What a model call cost.
 
     Tokens in and out, tokens served from cache, seconds taken, and money (`cost`, in the
-    model card's currency) when the model's price is known.
+    model card's currency) when the model's price is known. `input_tokens` is the whole
+    prompt; `cached_tokens` (read from the provider's prompt cache) and `cache_write_tokens`
+    (written to it, which Anthropic bills above input) are parts of it.
     Usages add up: `total = first + second`, and `sum(usages, Usage())`. A `cost` of None
     means unknown; added to a known one it counts as nothing (seed 001's rule), so a run's
     cost is what its priced calls cost.
@@ -23,6 +25,14 @@ class Usage(DictLikeModel):
     input_tokens: int = Field(default=0, ge=0)
     output_tokens: int = Field(default=0, ge=0)
     cached_tokens: int = Field(default=0, ge=0)
+    cache_write_tokens: int = Field(
+        default=0,
+        ge=0,
+        # Left out of dumps while zero: only Anthropic reports it, and every other usage
+        # (stored threads, the service's events, the golden files) reads as before.
+        exclude_if=lambda count: count == 0,
+        description="Input tokens written to the provider's prompt cache.",
+    )
     elapsed: float = Field(default=0.0, ge=0, description="Seconds the call took.")
     cost: float | None = Field(
         default=None, ge=0, description="What the call cost (None: the price is unknown)."
@@ -38,6 +48,7 @@ class Usage(DictLikeModel):
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             cached_tokens=self.cached_tokens + other.cached_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
             elapsed=self.elapsed + other.elapsed,
             cost=None
             if self.cost is None and other.cost is None

@@ -339,9 +339,7 @@ class ChatModel:
             if usage is not None:
                 usage.elapsed = time.monotonic() - started
                 if self.pricing is not None:
-                    usage.cost = self.pricing.cost(
-                        usage.input_tokens, usage.output_tokens, usage.cached_tokens
-                    )
+                    usage.cost = self.pricing.usage_cost(usage)
                 response.usage = usage
             response.model = response.model or self.model
             span.response(response)

@@ -18,12 +18,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from parley.errors import ConfigurationError
+from parley.messages.usage import Usage
 
 __all__ = [
     "EMBEDDING",
     "EmbeddingModelCard",
     "ModelCard",
     "Pricing",
+    "PromptTier",
     "TTSModelCard",
     "load_cards",
     "merge_parameter_schema",
@@ -36,30 +38,82 @@ EMBEDDING = "application/x-embedding"
 """The output type of a model that turns its input into a dense vector."""
 
 
-class Pricing(BaseModel):
-    """What a model's tokens cost, per million, in `currency` (list prices, as of `as_of`).
-
-    `cached_input` prices the input tokens served from the provider's prompt cache (a part
-    of the input tokens, as every provider's usage counts them); without it they cost as
-    input. `cost(usage)` turns a call's usage into money.
-    """
+class _Rates(BaseModel):
+    """A set of prices per million tokens, and what a call's tokens cost at them."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     input: float = Field(ge=0, description="Per million input tokens.")
     output: float = Field(ge=0, description="Per million output tokens.")
-    cached_input: float | None = Field(default=None, ge=0, description="Per million cached.")
-    currency: str = "USD"
-    as_of: str | None = Field(default=None, description="When the price was read (YYYY-MM).")
+    cached_input: float | None = Field(
+        default=None, ge=0, description="Per million input tokens read from the prompt cache."
+    )
+    cache_write: float | None = Field(
+        default=None, ge=0, description="Per million input tokens written to the prompt cache."
+    )
 
-    def cost(self, input_tokens: int, output_tokens: int, cached_tokens: int = 0) -> float:
-        """The price of a call's tokens."""
+    def _price(
+        self, input_tokens: int, output_tokens: int, cached_tokens: int, cache_write_tokens: int
+    ) -> float:
+        # Cache reads and writes are parts of the input tokens: each token is priced once.
         cached = min(cached_tokens, input_tokens) if self.cached_input is not None else 0
+        written = (
+            min(cache_write_tokens, input_tokens - cached) if self.cache_write is not None else 0
+        )
         return (
-            (input_tokens - cached) * self.input
+            (input_tokens - cached - written) * self.input
             + cached * (self.cached_input or 0.0)
+            + written * (self.cache_write or 0.0)
             + output_tokens * self.output
         ) / 1_000_000
+
+
+class PromptTier(_Rates):
+    """The prices of a call whose prompt is longer than `above` tokens.
+
+    They replace the base prices for every token of that call, output included (Claude
+    Haiku 5.5 costs five times as much for a prompt over 100,000 tokens). The prompt is the
+    call's `input_tokens`: cache reads and writes count.
+    """
+
+    above: int = Field(ge=1, description="Prompts longer than this many tokens cost these.")
+
+
+class Pricing(_Rates):
+    """What a model's tokens cost, per million, in `currency` (list prices, as of `as_of`).
+
+    `cached_input` prices the input tokens served from the provider's prompt cache and
+    `cache_write` those written to it (Anthropic bills a write above input: 1.25 times for
+    its 5-minute cache, which the Claude cards give, and 2 times for the 1-hour one, which
+    parley prices at the same `cache_write`). Both are parts of the input tokens, as
+    parley's usage counts them; without their price they cost as input. `long_prompt`
+    prices a long prompt differently, when the model does. `usage_cost(usage)` turns a
+    call's usage into money.
+    """
+
+    currency: str = "USD"
+    as_of: str | None = Field(default=None, description="When the price was read (YYYY-MM).")
+    long_prompt: PromptTier | None = Field(
+        default=None, description="Other prices for a prompt over a length."
+    )
+
+    def cost(
+        self,
+        input_tokens: int,
+        output_tokens: int,
+        cached_tokens: int = 0,
+        cache_write_tokens: int = 0,
+    ) -> float:
+        """The price of a call's tokens."""
+        tier = self.long_prompt
+        rates: _Rates = tier if tier is not None and input_tokens > tier.above else self
+        return rates._price(input_tokens, output_tokens, cached_tokens, cache_write_tokens)
+
+    def usage_cost(self, usage: Usage) -> float:
+        """The price of the tokens a call's usage counts."""
+        return self.cost(
+            usage.input_tokens, usage.output_tokens, usage.cached_tokens, usage.cache_write_tokens
+        )
 
 
 class ModelCard(BaseModel):

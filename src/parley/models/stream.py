@@ -308,9 +308,7 @@ class ChatStream:
         usage = final.usage.model_copy() if final.usage else ChatUsage()
         usage.elapsed = time.monotonic() - self._started
         if self._pricing is not None:
-            usage.cost = self._pricing.cost(
-                usage.input_tokens, usage.output_tokens, usage.cached_tokens
-            )
+            usage.cost = self._pricing.usage_cost(usage)
         final.usage = usage
         self.response = final
         if self._trace is not None:

@@ -147,6 +147,8 @@ def _usage(span: Span, usage: Usage | None) -> None:
     span.set_attribute(ga.GEN_AI_USAGE_INPUT_TOKENS, usage.input_tokens)
     span.set_attribute(ga.GEN_AI_USAGE_OUTPUT_TOKENS, usage.output_tokens)
     span.set_attribute(ga.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, usage.cached_tokens)
+    if usage.cache_write_tokens:
+        span.set_attribute(ga.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, usage.cache_write_tokens)
     if usage.cost is not None:
         span.set_attribute(COST, usage.cost)
 

@@ -19,8 +19,9 @@ and `content_block_stop`, then `message_delta` (stop reason, usage) and `message
   `cache_read_input_tokens`) and an early `output_tokens`; `message_delta` carries cumulative
   counts that replace those it names (`output_tokens` always). Reading only one of the two
   under-reports by orders of magnitude. Parley's `input_tokens` is the whole prompt
-  (`input_tokens` + cache writes + cache reads, as Anthropic defines the total) and
-  `cached_tokens` the cache reads.
+  (`input_tokens` + cache writes + cache reads, as Anthropic defines the total),
+  `cached_tokens` the cache reads and `cache_write_tokens` the cache writes, so that a price
+  counts each token once, at its own rate.
 - Stop reasons map to parley's finish reasons; `stop_reason` and `stop_sequence` are also
   kept as sent in the response's `metadata`. `pause_turn` (the server paused a long turn of
   server tools) is `stop` with `metadata["paused"] = True` (`ChatResponse.paused`): the
@@ -124,6 +125,7 @@ class UsageTally:
             input_tokens=self.input + self.cache_creation + self.cache_read,
             output_tokens=self.output,
             cached_tokens=self.cache_read,
+            cache_write_tokens=self.cache_creation,
         )
 
 
