@@ -330,33 +330,40 @@ def models(args: argparse.Namespace) -> int:
     """
     from parley.models.credentials import CredentialFactory  # noqa: PLC0415
 
-    rows = []
+    rows: list[tuple[str, ...]] = []
+    failed = False
     for kind in CredentialFactory.known_types():
         if args.provider and kind != args.provider:
             continue
-        credential_cls = CredentialFactory.credential_class(kind)
-        if args.tts:
-            rows += [
-                (kind, c.name, c.label, c.status, "yes" if c.realtime else "", ", ".join(c.voices))
-                for c in credential_cls.list_tts_models()
-            ]
-            continue
-        if args.embeddings:
-            rows += [
-                (kind, c.name, c.label, c.status, str(c.context_size or ""), _sizes(c))
-                for c in credential_cls.list_embedding_models()
-            ]
-            continue
-        rows += [
-            (kind, c.name, c.label, c.status, str(c.context_size or ""), ", ".join(c.input_types))
-            for c in credential_cls.list_models()
-        ]
+        try:
+            rows += _card_rows(kind, CredentialFactory.credential_class(kind), args)
+        except Exception as exc:  # a provider's broken cards hide no other's
+            print(f"parley models: {kind}: cannot list its cards: {exc}", file=sys.stderr)
+            failed = True
     last = "dimensions" if args.embeddings else "voices" if args.tts else "input"
     header = ("provider", "model", "label", "status", "realtime" if args.tts else "context", last)
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
-    return 0
+    return 1 if failed else 0
+
+
+def _card_rows(kind: str, credential_cls: Any, args: argparse.Namespace) -> list[tuple[str, ...]]:
+    """`parley models`' rows for one provider: chat, embedding or speech cards."""
+    if args.tts:
+        return [
+            (kind, c.name, c.label, c.status, "yes" if c.realtime else "", ", ".join(c.voices))
+            for c in credential_cls.list_tts_models()
+        ]
+    if args.embeddings:
+        return [
+            (kind, c.name, c.label, c.status, str(c.context_size or ""), _sizes(c))
+            for c in credential_cls.list_embedding_models()
+        ]
+    return [
+        (kind, c.name, c.label, c.status, str(c.context_size or ""), ", ".join(c.input_types))
+        for c in credential_cls.list_models()
+    ]
 
 
 def _sizes(card: Any) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from parley import cli
-from parley.models import ChatModel, Credential
+from parley.models import ChatModel, Credential, credentials
 from parley.models.testing import ScriptedModel
 
 
@@ -78,6 +78,26 @@ def test_models_lists_embedding_cards_with_their_sizes(
     assert rows[("dashscope", "text-embedding-v4")].rstrip().endswith("64")  # its list's end
     assert ("gemini", "gemini-embedding-001") in rows
     assert any(key[0] == "ollama" for key in rows)
+
+
+def test_a_provider_whose_cards_cannot_load_hides_no_other(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    class _BrokenCredential(Credential):
+        type: str = "broken-cards-test"
+
+        @classmethod
+        def list_models(cls) -> list[Any]:
+            raise ModuleNotFoundError("No module named 'gone'")
+
+    try:
+        assert cli.main(["models"]) == 1
+    finally:
+        credentials._REGISTRY.pop("broken-cards-test", None)
+    out = capsys.readouterr()
+    assert "broken-cards-test: cannot list its cards: No module named 'gone'" in out.err
+    listed = {tuple(line.split()[:2]) for line in out.out.splitlines()[1:]}
+    assert {"local", "anthropic", "openai"} <= {kind for kind, _ in listed}
 
 
 class _CoderModel(ScriptedModel):

@@ -17,7 +17,7 @@ import pytest
 from pydantic import BaseModel
 
 from parley.agents import Agent
-from parley.models import ChatModel, ChatResponse
+from parley.models import ChatModel, ChatResponse, credentials
 from parley.models.credentials import CredentialFactory
 from parley.models.spec import model_from_spec
 from parley.tools import tool
@@ -180,6 +180,11 @@ def provider(tmp_path: Path) -> Iterator[ModuleType]:
         sys.path.remove(str(tmp_path))
         for name in ("myprovider", "myprovider.embedding", "myprovider.tts"):
             sys.modules.pop(name, None)
+        # Registered by its class statement: gone with its module, or a later test listing
+        # every provider's cards would import what is no longer there.
+        for kind, cls in list(credentials._REGISTRY.items()):
+            if cls.__module__.split(".")[0] == "myprovider":
+                del credentials._REGISTRY[kind]
 
 
 def test_the_credential_names_its_model_and_cards(provider: ModuleType) -> None:
