@@ -21,7 +21,6 @@ from parley.errors import (
     ModelConnectionError,
     ModelHTTPError,
     ModelOutputError,
-    ModelTimeoutError,
     RateLimitError,
     UserError,
 )
@@ -43,6 +42,7 @@ from parley.testing.dashscope_server import (
     vector_for,
 )
 from tests._requires import require_module
+from tests.embeddings._faults import slow_answer_is_retried_then_surfaced
 from tests.embeddings.test_base import MemoryCache
 
 require_module("dashscope", "dashscope")
@@ -503,10 +503,6 @@ def test_the_sync_twin(server: DashScopeServer) -> None:
 async def test_an_answer_slower_than_the_timeout_is_retried_then_surfaced(
     server: DashScopeServer, make_model: ModelFactory
 ) -> None:
-    server.add(Embeddings(delay=1.0), Embeddings())
-    response = await make_model(timeout=0.3)(["a"])
-    assert response.embeddings == [vector_for("a", 8)]
-    assert len(server.embedding_requests()) == 2
-    server.add(Embeddings(delay=1.0))
-    with pytest.raises(ModelTimeoutError):
-        await make_model(timeout=0.3, max_retries=0)(["a"])
+    await slow_answer_is_retried_then_surfaced(
+        server, make_model, Embeddings, vector_for("a", 8), requests=server.embedding_requests
+    )

@@ -20,7 +20,6 @@ from parley.errors import (
     ModelConnectionError,
     ModelHTTPError,
     ModelOutputError,
-    ModelTimeoutError,
     RateLimitError,
     UserError,
 )
@@ -38,6 +37,7 @@ from parley.testing.gemini_server import (
     vector_for,
 )
 from tests._requires import require_module
+from tests.embeddings._faults import slow_answer_is_retried_then_surfaced
 from tests.embeddings.test_base import MemoryCache
 
 require_module("google.genai", "gemini")
@@ -401,10 +401,4 @@ def test_the_sync_twin(server: GeminiServer) -> None:
 async def test_an_answer_slower_than_the_timeout_is_retried_then_surfaced(
     server: GeminiServer, make_model: ModelFactory
 ) -> None:
-    server.add(Embeddings(delay=1.0), Embeddings())
-    response = await make_model(timeout=0.3)(["a"])
-    assert response.embeddings == [vector_for("a", 8)]
-    assert len(server.requests) == 2
-    server.add(Embeddings(delay=1.0))
-    with pytest.raises(ModelTimeoutError):
-        await make_model(timeout=0.3, max_retries=0)(["a"])
+    await slow_answer_is_retried_then_surfaced(server, make_model, Embeddings, vector_for("a", 8))

@@ -20,7 +20,6 @@ from parley.errors import (
     ModelConnectionError,
     ModelHTTPError,
     ModelOutputError,
-    ModelTimeoutError,
     UserError,
 )
 from parley.models.credentials import CredentialFactory
@@ -38,6 +37,7 @@ from parley.testing.ollama_server import (
     vector_for,
 )
 from tests._requires import require_module
+from tests.embeddings._faults import slow_answer_is_retried_then_surfaced
 from tests.embeddings.test_base import ItemCache, MemoryCache
 
 require_module("ollama", "ollama")
@@ -386,10 +386,4 @@ def test_the_sync_twin(server: OllamaServer) -> None:
 async def test_an_answer_slower_than_the_timeout_is_retried_then_surfaced(
     server: OllamaServer, make_model: ModelFactory
 ) -> None:
-    server.add(Embeddings(delay=1.0), Embeddings())
-    response = await make_model(timeout=0.3)(["a"])
-    assert response.embeddings == [vector_for("a", 8)]
-    assert len(server.requests) == 2
-    server.add(Embeddings(delay=1.0))
-    with pytest.raises(ModelTimeoutError):
-        await make_model(timeout=0.3, max_retries=0)(["a"])
+    await slow_answer_is_retried_then_surfaced(server, make_model, Embeddings, vector_for("a", 8))

@@ -24,7 +24,6 @@ from parley.errors import (
     ModelConnectionError,
     ModelHTTPError,
     ModelOutputError,
-    ModelTimeoutError,
     RateLimitError,
     UserError,
 )
@@ -42,6 +41,7 @@ from parley.testing.openai_server import (
     vector_for,
 )
 from tests._requires import require_module
+from tests.embeddings._faults import slow_answer_is_retried_then_surfaced
 from tests.embeddings.test_base import ItemCache, MemoryCache
 
 require_module("openai", "openai")
@@ -495,10 +495,4 @@ async def test_two_compatible_servers_do_not_share_cached_vectors(
 async def test_an_answer_slower_than_the_timeout_is_retried_then_surfaced(
     server: OpenAIServer, make_model: ModelFactory
 ) -> None:
-    server.add(Embeddings(delay=1.0), Embeddings())
-    response = await make_model(timeout=0.3)(["a"])
-    assert response.embeddings == [vector_for("a", 8)]
-    assert len(server.requests) == 2
-    server.add(Embeddings(delay=1.0))
-    with pytest.raises(ModelTimeoutError):
-        await make_model(timeout=0.3, max_retries=0)(["a"])
+    await slow_answer_is_retried_then_surfaced(server, make_model, Embeddings, vector_for("a", 8))
