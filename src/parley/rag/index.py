@@ -530,6 +530,8 @@ class DocumentIndex:
         self, hits: list[SearchHit], doc_ids: list[str] | None, budget: int
     ) -> list[SearchHit]:
         if doc_ids is None:
+            if len({hit.chunk.doc_id for hit in hits}) > 1:
+                return hits  # hits from two documents: the index holds more than one
             doc_ids = [d.doc_id for d in await self.store.documents()]
         if len(set(doc_ids)) != 1:
             return hits
