@@ -86,6 +86,7 @@ SANDBOX_USER = 65534
 _MODES: tuple[SandboxMode, ...] = get_args(SandboxMode)
 WORKER_FILES = (
     Path(__file__).with_name("_worker.py"),
+    Path(__file__).with_name("_repl.py"),
     Path(__file__).with_name("_confine.py"),
     Path(__file__).with_name("_guard.py"),
 )
