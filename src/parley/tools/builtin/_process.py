@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
+from pydantic import ValidationError
+
 from parley.tools.builtin._hostfs import prepare_work_dir
 from parley.tools.builtin._protocol import (
     REPLY_BYTES,
@@ -327,18 +329,24 @@ class WorkerProcess:
     def _read(self) -> None:
         """Read the worker's lines, each at most `_line_limit` bytes (never an unbounded one)."""
         stream = self._proc.stdout
+        buffer = bytearray()
+        searched = 0  # where the search for the end of the line goes on from
         try:
-            while stream is not None:
-                line = stream.readline(self._line_limit + 1)
-                if len(line) > self._line_limit:
+            # The pipe's own reads (its buffered object is never read): at most 64 KiB more
+            # than the line limit is ever held.
+            while stream is not None and (chunk := os.read(stream.fileno(), 1 << 16)):
+                buffer += chunk
+                while (end := buffer.find(b"\n", searched)) >= 0 and end < self._line_limit:
+                    self._replies.put(bytes(buffer[: end + 1]))
+                    del buffer[: end + 1]
+                    searched = 0
+                if end >= 0 or len(buffer) > self._line_limit:
                     self._replies.put(_Overlong(self._line_limit))
                     break
-                if not line.endswith(b"\n"):  # the end of the pipe (a partial last line)
-                    break
-                self._replies.put(line)
+                searched = len(buffer)
         except (OSError, ValueError):  # closed under us by kill()
             pass
-        self._replies.put(None)
+        self._replies.put(None)  # the end (a partial last line is dropped with it)
 
     def _send(self, message: dict[str, Any]) -> None:
         stdin = self._proc.stdin
@@ -371,8 +379,8 @@ class WorkerProcess:
                 raise self._malformed(f"a line longer than {item.limit} bytes")
             try:
                 return parse_message(item)
-            except ValueError as exc:
-                raise self._malformed(_first_line(exc)) from None
+            except ValidationError as exc:
+                raise self._malformed(_describe(exc)) from None
 
     def request(self, code: str, timeout: float, cancel: Cancellation | None = None) -> CellReply:
         """Run a cell and return the worker's reply.
@@ -480,9 +488,11 @@ def _pidfd(pid: int) -> int | None:
         return None
 
 
-def _first_line(exc: Exception) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:200] if text else type(exc).__name__
+def _describe(exc: ValidationError) -> str:
+    """What was wrong with a message, in a line (its first error, without its input)."""
+    error = exc.errors(include_url=False, include_input=False)[0]
+    where = ".".join(str(part) for part in error["loc"][1:])  # after the message's kind
+    return f"{where}: {error['msg']}"[:300] if where else str(error["msg"])[:300]
 
 
 def probe_worker(mode: SandboxMode) -> str | None:
