@@ -8,6 +8,11 @@ starts a new worker and says that the earlier state is gone (as after a crash). 
 before any worker starts, and from a timer armed only while sessions exist and cancelled on
 `close()`: no thread outlives what it watches. A busy session (a call running) is never
 reaped; when every live session is busy, a new one is refused rather than over the cap.
+
+A call may be cancelled (`Cancellation`, from any thread): one waiting for its session does
+not start, and a running one is interrupted (see `WorkerProcess.request`). Its `Execution`
+then says "Stopped by cancel" (`STOPPED`), with the output the cell had made; a cell killed
+because it did not stop loses the session's state, and the next call says so.
 """
 
 from __future__ import annotations
@@ -212,7 +217,8 @@ class Session:
             reply = worker.request(code, limits.wall_time, cancel)
         except WorkerTimeoutError:
             if cancel is not None and cancel.requested:
-                return self._killed_by_cancel(WorkerGoneError("it stopped answering"), notice)
+                gone = WorkerGoneError("it stopped answering", cause="killed")
+                return self._killed_by_cancel(gone, notice)
             self._drop("the previous call ran past its time limit")
             error = (
                 f"Timeout: the code ran for more than {limits.wall_time:g} seconds and was "
@@ -220,7 +226,7 @@ class Session:
             )
             return Execution(error=error, notice=notice, sandbox=self.mode)
         except WorkerGoneError as exc:
-            return self._gone(exc, notice)
+            return self._gone(exc, notice, cancelled=cancel is not None and cancel.requested)
         return Execution(
             stdout=reply.stdout,
             stderr=reply.stderr,
@@ -232,11 +238,11 @@ class Session:
             sandbox=self.mode,
         )
 
-    def _gone(self, exc: WorkerGoneError, notice: str | None) -> Execution:
+    def _gone(self, exc: WorkerGoneError, notice: str | None, *, cancelled: bool) -> Execution:
         if self.ended:
             error = "This conversation was deleted while the code ran; it was stopped."
             return Execution(error=error, notice=notice, sandbox=self.mode)
-        if exc.cause == "killed":
+        if exc.cause == "killed" or (cancelled and exc.cause == "exit"):
             return self._killed_by_cancel(exc, notice)
         self._drop(exc.reason.splitlines()[0])
         return Execution(
@@ -249,10 +255,11 @@ class Session:
 
     def _killed_by_cancel(self, exc: WorkerGoneError, notice: str | None) -> Execution:
         self._drop("the previous call was stopped by cancel")
-        error = (
-            f"{STOPPED}; it did not stop when interrupted, so the interpreter was killed "
-            "and its state is lost."
-        )
+        if exc.cause == "killed":
+            how = "it did not stop when interrupted, so the interpreter was killed"
+        else:
+            how = f"the interpreter ended ({exc.reason.splitlines()[0]})"
+        error = f"{STOPPED}; {how}, and its state is lost."
         return Execution(
             stdout=exc.stdout, stderr=exc.stderr, error=error, notice=notice, sandbox=self.mode
         )

@@ -425,12 +425,12 @@ class Supervisor:
     def check_child(self) -> int | None:
         """Whether the child is gone (or past its grace, then killed): the exit status if so."""
         assert self.replies is not None
-        if self.interrupted is not None and time.monotonic() >= self.interrupted + self.grace:
-            status = self.kill_child()
-            return self.ended("killed", status, "it did not stop when interrupted")
         pid, status = os.waitpid(self.child, os.WNOHANG)
         if pid:
             return self.ended("exit", os.waitstatus_to_exitcode(status))
+        if self.interrupted is not None and time.monotonic() >= self.interrupted + self.grace:
+            gone = self.kill_child()
+            return self.ended("killed", gone, "it did not stop when interrupted")
         if self.replies.closed:
             # Its replies closed: it is exiting (wait a moment for it), or it closed them.
             gone = self.wait_child(1.0)
