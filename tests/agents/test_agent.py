@@ -469,7 +469,6 @@ async def test_a_call_a_cancelled_run_did_not_finish_is_recorded_as_cancelled() 
     assert model.requests[1].messages[2].tool_results == [result]
 
 
-
 # -- sync twins ------------------------------------------------------------------------------------
 
 

@@ -420,9 +420,7 @@ async def test_cancel_stops_a_tool_that_is_running(service: MakeService) -> None
     stored = [m for m, _ in await svc.state.store.get_messages("t")]
     # The call is answered as it ended: cancelled before it finished (not "not run").
     assert [m.role for m in stored] == ["user", "assistant", "tool"]
-    assert [(r.tool_call_id, r.output) for r in stored[2].tool_results] == [
-        ("call_w", CANCELLED)
-    ]
+    assert [(r.tool_call_id, r.output) for r in stored[2].tool_results] == [("call_w", CANCELLED)]
 
     # The conversation goes on from there.
     again = await svc.client.post("/invoke", json={"message": "and?", "thread_id": "t"})
