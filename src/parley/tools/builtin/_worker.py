@@ -205,6 +205,7 @@ class Lines:
         self.fd = fd
         self.limit = limit
         self.buffer = bytearray()
+        self.searched = 0  # the buffer holds no newline before this
         self.closed = False
 
     def fill(self) -> None:
@@ -214,39 +215,39 @@ class Lines:
             self.closed = True
         self.buffer += chunk
 
-    def take(self) -> list[bytes]:
-        """The complete lines read so far.
+    def _line(self) -> bytes | None:
+        """The first complete line, taken from the buffer; None if there is none yet.
 
         Raises:
-            MalformedError: A line is longer than the limit.
+            MalformedError: It is, or the unfinished one is already, longer than the limit.
         """
-        lines = []
-        while (end := self.buffer.find(b"\n")) >= 0:
-            if end > self.limit:
-                break
-            lines.append(bytes(self.buffer[:end]))
-            del self.buffer[: end + 1]
-        if self.buffer.find(b"\n") > self.limit or len(self.buffer) > self.limit:
+        end = self.buffer.find(b"\n", self.searched)
+        if end < 0:
+            self.searched = len(self.buffer)
+            if self.searched > self.limit:
+                raise MalformedError(f"a line longer than {self.limit} bytes")
+            return None
+        if end > self.limit:
             raise MalformedError(f"a line longer than {self.limit} bytes")
+        line = bytes(self.buffer[:end])
+        del self.buffer[: end + 1]
+        self.searched = 0
+        return line
+
+    def take(self) -> list[bytes]:
+        """The complete lines read so far (see `_line` for what it raises)."""
+        lines = []
+        while (line := self._line()) is not None:
+            lines.append(line)
         return lines
 
     def next_line(self) -> bytes | None:
-        """The next line, waiting for it; None at the end of the pipe.
-
-        Raises:
-            MalformedError: It is longer than the limit.
-        """
-        while True:
-            end = self.buffer.find(b"\n")
-            if 0 <= end <= self.limit:
-                line = bytes(self.buffer[:end])
-                del self.buffer[: end + 1]
-                return line
-            if end > self.limit or len(self.buffer) > self.limit:
-                raise MalformedError(f"a line longer than {self.limit} bytes")
+        """The next line, waiting for it; None at the end of the pipe (see `_line`)."""
+        while (line := self._line()) is None:
             if self.closed:
                 return None
             self.fill()
+        return line
 
 
 # -- the supervisor ---------------------------------------------------------------------------
