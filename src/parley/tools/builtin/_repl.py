@@ -249,7 +249,10 @@ class Requests:
             return
         chunk = os.read(REQUESTS, 1 << 16)
         self.closed = not chunk
-        *lines, rest = (self.buffer + chunk).split(b"\n")
+        self.buffer += chunk
+        if b"\n" not in chunk:  # a long cell comes in many reads: split it once, at its end
+            return
+        *lines, rest = self.buffer.split(b"\n")
         self.buffer = bytearray(rest)
         for line in lines:
             message = json.loads(line)
