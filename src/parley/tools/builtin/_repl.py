@@ -176,7 +176,10 @@ def run_cell(
 
 
 def _prctl(option: int, value: int) -> None:
-    ctypes.CDLL(None, use_errno=True).prctl(option, ctypes.c_ulong(value), 0, 0, 0)
+    """Linux's prctl; nothing elsewhere."""
+    prctl = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None)
+    if prctl is not None:
+        prctl(option, ctypes.c_ulong(value), 0, 0, 0)
 
 
 def _keep_only(requests: int, replies: int, stdout: int, stderr: int) -> None:

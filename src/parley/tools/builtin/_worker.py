@@ -265,7 +265,9 @@ def _sibling(name: str) -> ModuleType:
 
 
 def _prctl(option: int, value: int = 0) -> int:
-    return int(ctypes.CDLL(None, use_errno=True).prctl(option, ctypes.c_ulong(value), 0, 0, 0))
+    """Linux's prctl; 0 elsewhere (no dumpable flag to clear)."""
+    prctl = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None)
+    return 0 if prctl is None else int(prctl(option, ctypes.c_ulong(value), 0, 0, 0))
 
 
 def _protocol_fds() -> tuple[int, int]:
@@ -334,7 +336,9 @@ class Supervisor:
         repl, guard = _sibling("_repl"), _sibling("_guard")
         requests_read, requests_write = os.pipe()
         replies_read, replies_write = os.pipe()
-        wake_read, wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        wake_read, wake_write = os.pipe()
+        for fd in (wake_read, wake_write):
+            os.set_blocking(fd, False)
         # SIGCHLD wakes the loop: the child may die without closing its replies (a process
         # it forked holds them).
         signal.signal(signal.SIGCHLD, lambda *_: None)
