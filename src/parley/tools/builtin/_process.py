@@ -170,7 +170,7 @@ class WorkerGoneError(Exception):
     Attributes:
         reason: Why, in words.
         cause: `exit` (it ended or died), `killed` (killed after an interrupt it did not
-            obey), `malformed` (it sent something parley does not accept), `timeout`.
+            obey), or `malformed` (it sent something parley does not accept).
         stdout: What the running cell had printed, when the worker could still say.
         stderr: What it had written to standard error.
     """
