@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel
 
 from parley.agents import (
-    NOT_RUN,
+    CANCELLED,
     Agent,
     AgentEventAdapter,
     InMemoryMemory,
@@ -441,7 +441,7 @@ async def test_a_consumer_that_stops_early_stops_the_run() -> None:
     assert LONG.startswith(partial.text)
 
 
-async def test_calls_an_interrupted_run_left_unanswered_are_answered_before_new_input() -> None:
+async def test_a_call_a_cancelled_run_did_not_finish_is_recorded_as_cancelled() -> None:
     @tool
     async def wait() -> str:
         """Take a long time."""
@@ -451,19 +451,22 @@ async def test_calls_an_interrupted_run_left_unanswered_are_answered_before_new_
     model = ScriptedModel([ScriptedModel.tool_call("wait", {}, "c1"), "ok"])
     agent = Agent("w", model, tools=[wait])
     run = agent.stream("go")
+    events = []
     async for event in run:
-        if isinstance(event, MessageCompleted):
+        events.append(event)
+        if isinstance(event, MessageCompleted) and event.msg.tool_calls:
             asyncio.get_running_loop().call_later(0.05, run.cancel)
     assert run.status == "interrupted"
-    assert (await agent.memory.get())[-1].tool_calls  # the call never got its result
+    recorded = (await agent.memory.get())[-1]
+    assert recorded.role == "tool"  # not left for NOT_RUN: the call did start
+    [result] = recorded.tool_results
+    assert (result.tool_call_id, result.output, result.is_error) == ("c1", CANCELLED, True)
+    assert [e.result for e in events if isinstance(e, ToolResult)] == [result]
 
     await agent.reply("something else")
     roles = [m.role for m in model.requests[1].messages]
     assert roles == ["user", "assistant", "tool", "user"]
-    result = model.requests[1].messages[2].tool_results[0]
-    assert result.tool_call_id == "c1"
-    assert result.is_error
-    assert result.output == NOT_RUN
+    assert model.requests[1].messages[2].tool_results == [result]
 
 
 # -- sync twins ------------------------------------------------------------------------------------

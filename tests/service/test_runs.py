@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from parley.agents import Agent
-from parley.agents.approval import NOT_RUN
+from parley.agents.approval import CANCELLED, NOT_RUN
 from parley.errors import ModelConnectionError, ModelHTTPError
 from parley.messages import Msg
 from parley.models.base import ChatRequest
@@ -418,13 +418,15 @@ async def test_cancel_stops_a_tool_that_is_running(service: MakeService) -> None
     assert stopped.is_set()  # the tool was stopped, not left running
     assert (await invoke).status_code == 200
     stored = [m for m, _ in await svc.state.store.get_messages("t")]
-    assert [m.role for m in stored] == ["user", "assistant"]  # the call has no result yet
+    # The call is answered as it ended: cancelled before it finished (not "not run").
+    assert [m.role for m in stored] == ["user", "assistant", "tool"]
+    assert [(r.tool_call_id, r.output) for r in stored[2].tool_results] == [("call_w", CANCELLED)]
 
-    # The conversation goes on: the call is answered as never run.
+    # The conversation goes on from there.
     again = await svc.client.post("/invoke", json={"message": "and?", "thread_id": "t"})
     assert again.json()["content"] == "ok"
     tool_msg = model.requests[1].messages[2]
-    assert [(r.tool_call_id, r.output) for r in tool_msg.tool_results] == [("call_w", NOT_RUN)]
+    assert [(r.tool_call_id, r.output) for r in tool_msg.tool_results] == [("call_w", CANCELLED)]
 
 
 async def test_shutting_down_interrupts_the_runs_and_records_them(sqlite_url: str) -> None:

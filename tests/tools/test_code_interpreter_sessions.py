@@ -98,6 +98,19 @@ def test_the_work_directory_is_the_threads_directory_in_the_workspace(
     assert ci.work_dir("B", user_id="bob") == folder
 
 
+async def test_a_slash_in_a_user_or_thread_never_joins_two_conversations(
+    ci: CodeInterpreter,
+) -> None:
+    one = RunContext.detached(thread_id="bob/notes", user_id="acme")
+    two = RunContext.detached(thread_id="notes", user_id="acme/bob")
+    await ci.acall({"code": "secret = 'one'\n_ = open('mine.txt', 'w').write('one')"}, ctx=one)
+    seen = await ci.acall({"code": "import os\nprint(os.listdir('.'))\nsecret"}, ctx=two)
+    assert "NameError: name 'secret' is not defined" in str(seen)
+    assert "mine.txt" not in str(seen)
+    assert ci.live_sessions() == ["acme/bob%2Fnotes", "acme%2Fbob/notes"]
+    assert ci.work_dir("bob/notes", "acme") != ci.work_dir("notes", "acme/bob")
+
+
 async def test_the_context_wins_and_the_old_keywords_still_name_a_thread(
     ci: CodeInterpreter,
 ) -> None:

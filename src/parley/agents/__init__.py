@@ -5,7 +5,7 @@
 """
 
 from parley.agents.agent import Agent, AgentInput, ToolChoicePolicy, one_tool_round
-from parley.agents.approval import DENIED, NOT_RUN, PendingApproval
+from parley.agents.approval import CANCELLED, DENIED, NOT_RUN, PendingApproval
 from parley.agents.budget import ContextBudget, CountsTokens, TokenCounter, estimate_tokens
 from parley.agents.events import (
     AgentEvent,
@@ -33,6 +33,7 @@ from parley.agents.prompted import PromptedToolsModel
 from parley.agents.run import AgentRun, StructuredSchema
 
 __all__ = [
+    "CANCELLED",
     "DENIED",
     "NOT_RUN",
     "Agent",

@@ -19,7 +19,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from parley.errors import UserError
 from parley.messages import Msg, ToolCallBlock, ToolResultBlock
 
-__all__ = ["DENIED", "NOT_RUN", "PendingApproval", "error_result", "unanswered_calls"]
+__all__ = [
+    "CANCELLED",
+    "DENIED",
+    "NOT_RUN",
+    "PendingApproval",
+    "error_result",
+    "unanswered_calls",
+]
 
 DENIED = "denied by the user"
 """The error result a denied call gets."""
@@ -27,6 +34,10 @@ DENIED = "denied by the user"
 NOT_RUN = "not run: the conversation went on before this call ran"
 """The error result of a call left unanswered (an interrupted run, an approval never given)
 when the conversation goes on: providers refuse a call without its result."""
+
+CANCELLED = "stopped by cancel: the run was cancelled before this call finished"
+"""The error result of a call a cancelled run had not finished (it may not have started),
+unless its tool answered the cancel with a result of its own (`Tool.acall`)."""
 
 
 def _interrupt_id() -> str:

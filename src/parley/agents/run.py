@@ -27,13 +27,17 @@ How each way of stopping leaves things:
   event stream (the service's SSE) always ends with `RunEnded`. `agent.reply()` re-raises.
 - `run.cancel()`: the model's stream or the running tools stop; the partial assistant
   message is kept in memory with `metadata["interrupted"] = True` (and reported by
-  `MessageCompleted`), then `RunEnded(status="interrupted")`.
+  `MessageCompleted`), then `RunEnded(status="interrupted")`. Running tools are cancelled
+  and waited for: a tool may answer the cancel with a result saying what it did (the code
+  interpreter stops its cell: "Stopped by cancel", with the output so far), and the round's
+  tool message records those results, and `CANCELLED` for the calls that did not finish.
 - The consumer stops early (`aclose()`) or its task is cancelled: the same clean-up, with no
   further event (the task's cancellation propagates). Each message goes into memory before
   the events that report it, so stopping at any event loses nothing that was complete.
 
-Calls left unanswered by an interrupted or parked run are answered with the error result
-`NOT_RUN` when the conversation goes on, before the new input.
+Calls left unanswered by an interrupted or parked run (a turn cut off before its calls ran,
+an approval never given) are answered with the error result `NOT_RUN` when the conversation
+goes on, before the new input.
 
 Tools get the run's `RunContext` (run id, the memory's thread, the user and `deps` the caller
 gave, the agent's name). A run holds its memory from its first step to its end: a second run
@@ -55,6 +59,7 @@ from pydantic import BaseModel
 
 from parley import tracing
 from parley.agents.approval import (
+    CANCELLED,
     DENIED,
     NOT_RUN,
     PendingApproval,
@@ -79,7 +84,7 @@ from parley.agents.events import (
 )
 from parley.agents.middleware import Middleware, check_middleware, through
 from parley.errors import UserError
-from parley.messages import Block, Msg, TextBlock, ThinkingBlock, ToolCallBlock
+from parley.messages import Block, Msg, TextBlock, ThinkingBlock, ToolCallBlock, ToolResultBlock
 from parley.models.response import ChatResponse, ChatUsage
 from parley.models.tools import ToolSpec
 from parley.tools.context import RunContext
@@ -153,6 +158,19 @@ def _being_cancelled() -> bool:
     """Whether this task itself is being cancelled (not just a task it awaited)."""
     task = asyncio.current_task()
     return task is not None and task.cancelling() > 0
+
+
+def _tool_message(
+    calls: list[ToolCallBlock], verdicts: dict[str, bool], done: dict[str, ToolResultBlock]
+) -> Msg:
+    """The tool message of a round: each call's result, `DENIED`, or `CANCELLED`."""
+    results: list[Block] = []
+    for call in calls:
+        if not verdicts.get(call.id, True):
+            results.append(error_result(call, DENIED))
+        else:
+            results.append(done.get(call.id) or error_result(call, CANCELLED))
+    return Msg(role="tool", content=results)
 
 
 class AgentRun:
@@ -508,20 +526,19 @@ class AgentRun:
         self, calls: list[ToolCallBlock], verdicts: dict[str, bool]
     ) -> AsyncGenerator[AgentEvent, None]:
         runnable = [c for c in calls if verdicts.get(c.id, True)]
-        ran = await self._cancellable(
-            self.agent.toolkit.run_all(
-                runnable, self.context, parallel=self.agent.parallel_tool_calls
-            )
+        # Filled as calls return, so a cancelled round still records what its tools said.
+        done: dict[str, ToolResultBlock] = {}
+        work = self.agent.toolkit.run_all(
+            runnable, self.context, parallel=self.agent.parallel_tool_calls, into=done
         )
-        if ran is None:
-            return
-        answers = iter(ran)
-        results = [
-            next(answers) if verdicts.get(c.id, True) else error_result(c, DENIED) for c in calls
-        ]
-        msg = Msg(role="tool", content=list[Block](results))
+        try:
+            await self._cancellable(work)
+        except asyncio.CancelledError:  # this task itself is cancelled: record, no event
+            await self.memory.add(_tool_message(calls, verdicts, done))
+            raise
+        msg = _tool_message(calls, verdicts, done)
         await self.memory.add(msg)  # before the events, as for the model's turn
-        for result in results:
+        for result in msg.tool_results:
             yield ToolResult(result=result)
         yield MessageCompleted(msg=msg)
 

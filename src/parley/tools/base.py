@@ -202,6 +202,12 @@ class Tool:
         `call` gets the checked arguments as JSON text, as Qwen-Agent hands a tool the
         model's arguments: its documented tools read them with `json5.loads(params)`, and
         `_verify_json_format_args` takes either form.
+
+        A cancelled run cancels the calls it runs: `CancelledError` is raised in `acall`.
+        A tool that can stop its work may catch it, stop, and return what happened (the
+        code interpreter returns "Stopped by cancel" with the output so far, through
+        `parley.tools.executor.run_interruptible`); the agent loop records that result.
+        A tool that lets it propagate is recorded as `CANCELLED`.
         """
         return await run_in_tool_thread(self.call, _as_json_text(params), **kwargs)
 

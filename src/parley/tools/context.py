@@ -34,9 +34,19 @@ LOCAL_USER = "local"
 """The user of a run nobody signed in to (a script, the service without auth)."""
 
 
+def _key_part(text: str) -> str:
+    # `%` first: the escape of `/` must not be read back as something the id held.
+    return text.replace("%", "%25").replace("/", "%2F")
+
+
 def session_key(user_id: str | None, thread_id: str) -> str:
-    """The key of one conversation's tool state: its user and its thread."""
-    return f"{user_id or LOCAL_USER}/{thread_id}"
+    """The key of one conversation's tool state: its user and its thread.
+
+    `user/thread`, with `%` and `/` inside either escaped (`%25`, `%2F`): user `acme` and
+    thread `bob/notes` (`acme/bob%2Fnotes`) is not user `acme/bob` and thread `notes`
+    (`acme%2Fbob/notes`).
+    """
+    return f"{_key_part(user_id or LOCAL_USER)}/{_key_part(thread_id)}"
 
 
 @dataclass(frozen=True, slots=True)

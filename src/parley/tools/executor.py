@@ -16,6 +16,11 @@ service's own work and the code interpreter included).
   daemons, so an abandoned call never holds up the process's exit.
 - **Bounded.** At most `max_abandoned` abandoned calls may be running at once; past that a new
   call is refused with `ToolError` rather than growing threads without end.
+- **A call can be told to stop.** `run_interruptible` is for a tool that can stop its work
+  (the code interpreter interrupts its cell): when the awaiting task is cancelled (a run
+  cancelled), it calls the tool's `interrupt` and waits up to `grace` seconds for the call
+  to return, then returns what it returned, so the tool's `acall` can report what happened
+  ("stopped by cancel", with the output so far) and the agent loop records that result.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from typing import Any, TypeVar
 
 from parley.errors import ToolError
 
-__all__ = ["ToolExecutor", "run_in_tool_thread", "tool_executor"]
+__all__ = ["ToolExecutor", "run_in_tool_thread", "run_interruptible", "tool_executor"]
 
 T = TypeVar("T")
 
@@ -114,6 +119,38 @@ class ToolExecutor:
             raise
         return result
 
+    async def run_interruptible(
+        self,
+        fn: Callable[..., T],
+        /,
+        *args: Any,
+        interrupt: Callable[[], None],
+        grace: float,
+        **kwargs: Any,
+    ) -> T:
+        """Run `fn` on a tool thread; if the await is cancelled, interrupt it and wait for it.
+
+        On cancellation `interrupt()` is called (on the event loop's thread: it must return
+        at once, and be safe against the call running in its thread), then the call is
+        awaited up to `grace` seconds more and its result returned: the cancellation is
+        answered by what the call did. A call that has not started is dropped, and one that
+        does not return in time is abandoned; both raise `CancelledError`.
+        """
+        job = self.submit(fn, *args, **kwargs)
+        done = asyncio.wrap_future(job.future)
+        try:
+            return await asyncio.shield(done)
+        except asyncio.CancelledError:
+            if job.future.cancel():  # not started: it never will
+                raise
+        interrupt()
+        try:
+            async with asyncio.timeout(grace):
+                return await asyncio.shield(done)
+        except (TimeoutError, asyncio.CancelledError):
+            self._abandon(job)
+            raise asyncio.CancelledError from None
+
     # -- inside -----------------------------------------------------------------------------
 
     def _grow(self) -> None:
@@ -194,3 +231,17 @@ def tool_executor() -> ToolExecutor:
 async def run_in_tool_thread(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """Run a blocking call on the tools' own threads (not asyncio's default pool)."""
     return await tool_executor().run(fn, *args, **kwargs)
+
+
+async def run_interruptible(
+    fn: Callable[..., T],
+    /,
+    *args: Any,
+    interrupt: Callable[[], None],
+    grace: float,
+    **kwargs: Any,
+) -> T:
+    """`run_in_tool_thread` for a call that can be stopped (`ToolExecutor.run_interruptible`)."""
+    return await tool_executor().run_interruptible(
+        fn, *args, interrupt=interrupt, grace=grace, **kwargs
+    )

@@ -188,12 +188,31 @@ class Toolkit:
         ctx: RunContext[Any] | None = None,
         *,
         parallel: bool = True,
+        into: dict[str, ToolResultBlock] | None = None,
         **extra: Any,
     ) -> list[ToolResultBlock]:
-        """Run several calls, concurrently when `parallel`; results in the calls' order."""
+        """Run several calls, concurrently when `parallel`; results in the calls' order.
+
+        Cancelled, it cancels the calls running and raises `CancelledError` once they have
+        ended. `into` (call id to result) then holds the results of the calls that returned,
+        a tool's answer to the cancel among them (`Tool.acall`); after such an answer, the
+        calls still to run one by one are not started.
+        """
+        results = {} if into is None else into
+
+        async def one(call: ToolCallBlock) -> ToolResultBlock:
+            results[call.id] = found = await self.run(call, ctx, **extra)
+            return found
+
         if parallel and len(calls) > 1:
-            return list(await asyncio.gather(*(self.run(c, ctx, **extra) for c in calls)))
-        return [await self.run(c, ctx, **extra) for c in calls]
+            return list(await asyncio.gather(*(one(c) for c in calls)))
+        ran = []
+        for call in calls:
+            ran.append(await one(call))
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():  # a tool answered a cancel
+                raise asyncio.CancelledError
+        return ran
 
     async def end_session(self, user_id: str | None, thread_id: str) -> None:
         """Tell every tool a conversation is gone (its thread was deleted); never raises."""

@@ -3,7 +3,16 @@
 The code interpreter runs in its session's directory, `storage` keeps its values there and
 `doc_parser` reads files from there, so a file one tool wrote in a thread is what another
 reads in the same thread, and nothing of another user's thread is in reach. A session's
-directory is `<root>/<user>/<thread>` (both made safe as names).
+directory is `<root>/<user>/<thread>`, each part a name no other id maps to (`dir_name`): a
+plain id (letters, digits, `_`, `.`, `-`, up to 48 characters, not starting or ending with `.`
+or `_`) is its own name; any other id is a readable part, `+` and a hash of the whole id, and
+no plain id holds a `+`. (Before, such ids were named `<readable>-<12 hex digits>`, which is
+also a plain id's name: those directories are not looked for any more; move one to its new
+name by hand to keep its files.)
+
+The code interpreter's sandboxed code writes inside its session's directory, so parley never
+follows a link there: the directory is removed with `shutil.rmtree`'s descriptor-based walk,
+which removes links and never what they point to.
 
 The process-wide default root is `$PARLEY_WORKSPACE` when set; otherwise a private temporary
 directory (mode 0700) made on first use and removed when the process exits.
@@ -12,7 +21,9 @@ directory (mode 0700) made on first use and removed when the process exits.
 from __future__ import annotations
 
 import atexit
+import hashlib
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -20,13 +31,23 @@ from pathlib import Path
 
 from parley.tools.context import LOCAL_USER, RunContext
 
-__all__ = ["Workspace", "default_workspace"]
+__all__ = ["Workspace", "default_workspace", "dir_name"]
 
 
-def _slug(key: str) -> str:
-    from parley.tools.builtin._common import slug  # noqa: PLC0415  (one slug for all tools)
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
-    return slug(key)
+
+def dir_name(key: str) -> str:
+    """A directory name for any id: the id itself when plain, else readable and unique.
+
+    Plain ids (see the module) keep their name, so existing directories are found again;
+    any other id gets `<readable>+<hash>`, which no plain id can equal (it holds a `+`) and
+    no other id reaches short of a collision of 128 bits of SHA-256.
+    """
+    readable = _UNSAFE.sub("_", key).strip("._")[:48]
+    if readable and readable == key:
+        return key
+    return f"{readable or 'id'}+{hashlib.sha256(key.encode()).hexdigest()[:32]}"
 
 
 class Workspace:
@@ -41,7 +62,7 @@ class Workspace:
 
     def session_dir(self, user_id: str | None, thread_id: str, *, create: bool = True) -> Path:
         """The directory of one user's thread (made, private, unless `create` is False)."""
-        path = self.root / _slug(user_id or LOCAL_USER) / _slug(thread_id)
+        path = self.root / dir_name(user_id or LOCAL_USER) / dir_name(thread_id)
         if create:
             path.mkdir(mode=0o700, parents=True, exist_ok=True)
         return path

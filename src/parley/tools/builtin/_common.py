@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import importlib
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from parley.errors import MissingDependencyError
 from parley.tools.context import RunContext
-from parley.tools.workspace import Workspace, default_workspace
+from parley.tools.workspace import Workspace, default_workspace, dir_name
 
 __all__ = [
     "SESSION_KEYS",
@@ -23,8 +21,6 @@ __all__ = [
 
 SESSION_KEYS = ("session", "session_id", "thread_id", "conversation_id")
 """Keyword arguments of a tool call that name the conversation, in the order they are read."""
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 def optional_import(module: str, package: str | None = None) -> Any:
@@ -69,8 +65,5 @@ def session_key(kwargs: Mapping[str, Any], default: str = "default") -> str:
 
 
 def slug(key: str) -> str:
-    """A directory name for any key: readable where it can be, unique always."""
-    readable = _UNSAFE.sub("_", key).strip("._")[:48] or "session"
-    if readable == key:
-        return key
-    return f"{readable}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+    """A directory name for any key: readable where it can be, unique always (`dir_name`)."""
+    return dir_name(key)

@@ -1,26 +1,50 @@
 """One worker process of the code interpreter, seen from parley's side.
 
-The worker runs in its own process group, so a wall-time kill takes its children too. Its
-replies are read by a thread into a queue, which gives every wait a deadline. Its first
-message tells it how to confine itself (`worker_config`): the uid to switch to, the Landlock
-paths, the seccomp filter and the in-process guard of its mode.
+The worker runs in its own process group, so a wall-time kill takes its children too. It is
+a supervisor that runs no code it is sent; the cells run in its REPL child, which holds none
+of the descriptors parley speaks through (`_worker.py`). Its replies are read by a thread into
+a queue, each line at most `_protocol.line_limit` bytes and checked against the protocol's
+models, which gives every wait a deadline and the server bounded memory: a line too long or
+malformed ends the worker with a clear error. Its first message tells it how to confine
+itself (`worker_config`): the uid to switch to, the Landlock paths, the seccomp filter and the
+in-process guard of its mode. A cancelled call (`Cancellation`) sends it an interrupt: the
+cell gets KeyboardInterrupt, and is killed after `INTERRUPT_GRACE` seconds if it goes on.
+
+Before it starts, the work directory is given to the worker's user through descriptors only
+(`_hostfs.prepare_work_dir`): parley never follows a link the code may have planted there.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import queue
+import select
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
+import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
+from pydantic import ValidationError
+
+from parley.tools.builtin._hostfs import prepare_work_dir
+from parley.tools.builtin._protocol import (
+    REPLY_BYTES,
+    CellReply,
+    Ended,
+    Ready,
+    line_limit,
+    parse_message,
+)
 from parley.tools.builtin.sandbox import (
     SANDBOX_USER,
     WORKER_FILES,
@@ -34,10 +58,20 @@ from parley.tools.builtin.sandbox import (
     worker_environment,
 )
 
-__all__ = ["WorkerGoneError", "WorkerProcess", "WorkerTimeoutError", "probe_worker"]
+__all__ = [
+    "INTERRUPT_GRACE",
+    "Cancellation",
+    "WorkerGoneError",
+    "WorkerProcess",
+    "WorkerTimeoutError",
+    "probe_worker",
+]
 
 WORKER_SCRIPT = WORKER_FILES[0]
 _STARTUP_SECONDS = 30.0
+_EXIT_SECONDS = 5.0
+INTERRUPT_GRACE = 1.0
+"""Seconds a cancelled cell has to stop after its KeyboardInterrupt before it is killed."""
 # The in-process guard gives the code a clear error before the kernel's EPERM / EACCES (and
 # is all there is where the kernel offers neither Landlock nor seccomp: then `strict`).
 _GUARDS: dict[SandboxMode, dict[str, bool]] = {
@@ -100,7 +134,8 @@ def worker_uid() -> int:
 def _worker_limits(limits: SandboxLimits) -> dict[str, Any]:
     values = limits.to_json()
     if sys.platform.startswith("linux"):
-        values["processes"] = _user_tasks(worker_uid()) + limits.processes
+        # One more for the supervisor, which runs beside the code's process.
+        values["processes"] = _user_tasks(worker_uid()) + limits.processes + 1
     return values
 
 
@@ -124,26 +159,29 @@ def worker_config(mode: SandboxMode, work_dir: Path, limits: SandboxLimits) -> d
         if weak and kernel
         else None,
         "seccomp": {"processes": weak, "sockets": weak} if kernel else None,
+        "interrupt_grace": INTERRUPT_GRACE,
+        "reply_bytes": REPLY_BYTES,
     }
 
 
-def _own(work_dir: Path) -> None:
-    """Give the work directory (and the worker's scratch folder) to the worker's user."""
-    uid = worker_uid()
-    if uid == os.getuid():
-        return
-    os.chown(work_dir, uid, uid)
-    for folder, _dirs, names in os.walk(work_dir / ".parley"):
-        os.chown(folder, uid, uid)
-        for name in names:
-            os.chown(os.path.join(folder, name), uid, uid, follow_symlinks=False)
-
-
 class WorkerGoneError(Exception):
-    """The worker exited or was killed; `reason` says how, for the model to read."""
+    """The worker exited or was killed; `reason` says how, for the model to read.
 
-    def __init__(self, reason: str) -> None:
+    Attributes:
+        reason: Why, in words.
+        cause: `exit` (it ended or died), `killed` (killed after an interrupt it did not
+            obey), or `malformed` (it sent something parley does not accept).
+        stdout: What the running cell had printed, when the worker could still say.
+        stderr: What it had written to standard error.
+    """
+
+    def __init__(
+        self, reason: str, *, cause: str = "exit", stdout: str = "", stderr: str = ""
+    ) -> None:
         self.reason = reason
+        self.cause = cause
+        self.stdout = stdout
+        self.stderr = stderr
         super().__init__(reason)
 
 
@@ -151,18 +189,82 @@ class WorkerTimeoutError(Exception):
     """The worker did not answer in time (it has been killed)."""
 
 
-def describe_exit(code: int | None, mode: SandboxMode, limits: SandboxLimits) -> str:
-    """Why the worker ended, from its exit status (bubblewrap reports 128 + signal)."""
-    if code is None:
+def describe_status(status: int | None, limits: SandboxLimits) -> str:
+    """Why a process ended, from its status (an exit status, or minus a signal's number)."""
+    if status is None:
         return "it stopped answering"
-    number = -code if code < 0 else code - 128 if mode == "bwrap" and code > 128 else 0
+    number = -status if status < 0 else 0
     if number == signal.SIGXCPU:
         return f"it used more than its CPU time limit ({limits.cpu_time} s per call)"
     if number == signal.SIGKILL:
         return "it was killed (SIGKILL), possibly for running out of memory"
     if number:
         return f"it was stopped by {signal.Signals(number).name}"
-    return f"it exited with status {code}"
+    return f"it exited with status {status}"
+
+
+def describe_exit(code: int | None, mode: SandboxMode, limits: SandboxLimits) -> str:
+    """Why the worker ended, from its exit status (bubblewrap reports 128 + signal)."""
+    if code is not None and mode == "bwrap" and code > 128:
+        code = 128 - code
+    return describe_status(code, limits)
+
+
+class Cancellation:
+    """A cancel request for one call: made once, from any thread, seen by its worker."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._requested = False
+        self._hooks: list[Callable[[], None]] = []
+
+    @property
+    def requested(self) -> bool:
+        """Whether the call was cancelled."""
+        return self._requested
+
+    def request(self) -> None:
+        """Cancel the call: run the hooks now (they must not block)."""
+        with self._lock:
+            if self._requested:
+                return
+            self._requested = True
+            hooks = list(self._hooks)
+        for hook in hooks:
+            hook()
+
+    @contextlib.contextmanager
+    def hooked(self, hook: Callable[[], None]) -> Iterator[None]:
+        """Run `hook` on a request made while inside (at once if one was made already)."""
+        with self._lock:
+            now = self._requested
+            if not now:
+                self._hooks.append(hook)
+        if now:
+            hook()
+        try:
+            yield
+        finally:
+            with self._lock:
+                if hook in self._hooks:
+                    self._hooks.remove(hook)
+
+
+@dataclass(frozen=True)
+class _Interrupt:
+    """Put among the replies: the call of `cell` was cancelled."""
+
+    cell: int
+
+
+@dataclass(frozen=True)
+class _Overlong:
+    """Put among the replies: the worker sent a line past the limit."""
+
+    limit: int
+
+
+_Item = bytes | _Interrupt | _Overlong | None
 
 
 class WorkerProcess:
@@ -180,10 +282,16 @@ class WorkerProcess:
     def __init__(self, mode: SandboxMode, work_dir: Path, limits: SandboxLimits) -> None:
         self.mode = mode
         self.limits = limits
+        self._line_limit = line_limit(limits)
+        self._cells = 0
+        self._child: int | None = None
         # kill() and log_tail() may run on two threads at once (a thread deleted mid-call).
         self._lock = threading.Lock()
         work_dir.mkdir(parents=True, exist_ok=True)
-        _own(work_dir)
+        try:
+            prepare_work_dir(work_dir, worker_uid())
+        except OSError as exc:
+            raise WorkerGoneError(f"its work directory cannot be used: {exc.strerror}") from exc
         argv = [sys.executable, "-I", "-B", str(WORKER_SCRIPT)]
         # The worker's own error output; closed with the process (see _release).
         self._log: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115
@@ -192,14 +300,21 @@ class WorkerProcess:
         except OSError as exc:
             self._log.close()
             raise WorkerGoneError(f"it could not be started: {exc}") from exc
-        self._replies: queue.Queue[bytes | None] = queue.Queue()
+        self._replies: queue.Queue[_Item] = queue.Queue()
         self._reader = threading.Thread(target=self._read, name="parley-ci-reader", daemon=True)
         self._reader.start()
+        self._send(worker_config(mode, work_dir, limits))
         try:
-            ready = self._exchange(worker_config(mode, work_dir, limits), _STARTUP_SECONDS)
+            ready = self._receive(time.monotonic() + _STARTUP_SECONDS, cell=None)
         except WorkerTimeoutError:
             raise WorkerGoneError("it did not start in time") from None
-        self.layers: dict[str, Any] = dict(ready.get("layers") or {})
+        if not isinstance(ready, Ready):
+            self.kill()
+            raise WorkerGoneError(f"it sent {ready.kind!r} before it was ready")
+        self.layers: dict[str, Any] = dict(ready.layers)
+        # The REPL child is the supervisor's: `kill` waits for it through this descriptor.
+        # Under bubblewrap its pid is its namespace's (and the namespace dies with it).
+        self._child = _pidfd(ready.pid) if mode != "bwrap" else None
 
     @property
     def pid(self) -> int:
@@ -212,41 +327,100 @@ class WorkerProcess:
         return self._proc.poll() is None
 
     def _read(self) -> None:
+        """Read the worker's lines, each at most `_line_limit` bytes (never an unbounded one)."""
         stream = self._proc.stdout
+        buffer = bytearray()
+        searched = 0  # where the search for the end of the line goes on from
         try:
-            for line in stream or ():
-                self._replies.put(line)
+            # The pipe's own reads (its buffered object is never read): at most 64 KiB more
+            # than the line limit is ever held.
+            while stream is not None and (chunk := os.read(stream.fileno(), 1 << 16)):
+                buffer += chunk
+                while (end := buffer.find(b"\n", searched)) >= 0 and end < self._line_limit:
+                    self._replies.put(bytes(buffer[: end + 1]))
+                    del buffer[: end + 1]
+                    searched = 0
+                if end >= 0 or len(buffer) > self._line_limit:
+                    self._replies.put(_Overlong(self._line_limit))
+                    break
+                searched = len(buffer)
         except (OSError, ValueError):  # closed under us by kill()
             pass
-        self._replies.put(None)
+        self._replies.put(None)  # the end (a partial last line is dropped with it)
 
-    def _exchange(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
+    def _send(self, message: dict[str, Any]) -> None:
         stdin = self._proc.stdin
         try:
             if stdin is None or stdin.closed:
                 raise BrokenPipeError
             stdin.write(json.dumps(message).encode() + b"\n")
             stdin.flush()
-        except OSError:
+        except (OSError, ValueError):
             raise self._gone() from None
-        try:
-            line = self._replies.get(timeout=timeout)
-        except queue.Empty:
-            self.kill()
-            raise WorkerTimeoutError from None
-        if line is None:
-            raise self._gone()
-        reply: dict[str, Any] = json.loads(line)
-        return reply
 
-    def request(self, code: str, timeout: float) -> dict[str, Any]:
+    def _receive(self, deadline: float, cell: int | None) -> Ready | CellReply | Ended:
+        """The worker's next message; a cancel of `cell` meanwhile sends it an interrupt."""
+        while True:
+            try:
+                item = self._replies.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                self.kill()
+                raise WorkerTimeoutError from None
+            if isinstance(item, _Interrupt):
+                if item.cell == cell:
+                    self._send({"kind": "interrupt", "cell": cell})
+                    # The supervisor kills the cell after its grace and says so; past this
+                    # margin it is not answering, and everything is killed.
+                    deadline = min(deadline, time.monotonic() + INTERRUPT_GRACE + 5.0)
+                continue
+            if item is None:
+                raise self._gone()
+            if isinstance(item, _Overlong):
+                raise self._malformed(f"a line longer than {item.limit} bytes")
+            try:
+                return parse_message(item)
+            except ValidationError as exc:
+                raise self._malformed(_describe(exc)) from None
+
+    def request(self, code: str, timeout: float, cancel: Cancellation | None = None) -> CellReply:
         """Run a cell and return the worker's reply.
+
+        A cancel (`cancel.request()`, from any thread) interrupts the cell: the reply then
+        says `interrupted`, or, when the cell did not stop within the grace and was killed,
+        `WorkerGoneError` with cause `killed` carries the output it had made.
 
         Raises:
             WorkerTimeoutError: No reply within `timeout` seconds; the worker was killed.
-            WorkerGoneError: The worker ended while running it.
+            WorkerGoneError: The worker ended while running it, or sent a malformed reply.
         """
-        return self._exchange({"code": code, "cpu_time": self.limits.cpu_time}, timeout)
+        self._cells += 1
+        cell = self._cells
+        message = {"kind": "cell", "cell": cell, "code": code, "cpu_time": self.limits.cpu_time}
+        self._send(message)
+        hook = functools.partial(self._replies.put, _Interrupt(cell))
+        with cancel.hooked(hook) if cancel is not None else contextlib.nullcontext():
+            reply = self._receive(time.monotonic() + timeout, cell)
+        if isinstance(reply, Ended):
+            self._ended(reply)
+        if not isinstance(reply, CellReply) or reply.cell != cell:
+            raise self._malformed(f"a {reply.kind!r} message where cell {cell}'s reply was due")
+        return reply
+
+    def _ended(self, ended: Ended) -> NoReturn:
+        """The REPL child is gone: raise why, with the output its cell had made."""
+        self.kill()
+        if ended.cause == "malformed":
+            reason = f"the interpreter sent a malformed reply ({ended.detail})"
+        elif ended.cause == "killed":
+            reason = "it did not stop when interrupted, and was killed"
+        else:
+            reason = describe_status(ended.status, self.limits)
+        raise WorkerGoneError(reason, cause=ended.cause, stdout=ended.stdout, stderr=ended.stderr)
+
+    def _malformed(self, what: str) -> WorkerGoneError:
+        self.kill()
+        reason = f"the interpreter sent a malformed reply ({what}); it was stopped"
+        return WorkerGoneError(reason, cause="malformed")
 
     def _gone(self) -> WorkerGoneError:
         try:
@@ -270,10 +444,19 @@ class WorkerProcess:
     def kill(self) -> None:
         """Kill the worker's whole process group and release its pipes."""
         with self._lock:
+            if self._proc.returncode is None and self._child is not None:
+                # The REPL child first, so that the supervisor reaps it (killed together, it
+                # would be left to init to reap) and exits.
+                with contextlib.suppress(OSError):
+                    signal.pidfd_send_signal(self._child, signal.SIGKILL)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self._proc.wait(timeout=_EXIT_SECONDS)
             if self._proc.returncode is None:  # once reaped, its pid may be another's
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(self._proc.pid, signal.SIGKILL)
             self._proc.wait()
+            if self._child is not None:
+                select.select([self._child], [], [], _EXIT_SECONDS)  # dead, if not yet reaped
             self._release()
 
     def close(self, timeout: float = 2.0) -> None:
@@ -292,6 +475,24 @@ class WorkerProcess:
             if stream is not None:
                 with contextlib.suppress(OSError):
                     stream.close()
+        if self._child is not None:
+            os.close(self._child)
+            self._child = None
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor that becomes readable when the process `pid` ends (Linux 5.3+)."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def _describe(exc: ValidationError) -> str:
+    """What was wrong with a message, in a line (its first error, without its input)."""
+    error = exc.errors(include_url=False, include_input=False)[0]
+    where = ".".join(str(part) for part in error["loc"][1:])  # after the message's kind
+    return f"{where}: {error['msg']}"[:300] if where else str(error["msg"])[:300]
 
 
 def probe_worker(mode: SandboxMode) -> str | None:

@@ -8,11 +8,15 @@ starts a new worker and says that the earlier state is gone (as after a crash). 
 before any worker starts, and from a timer armed only while sessions exist and cancelled on
 `close()`: no thread outlives what it watches. A busy session (a call running) is never
 reaped; when every live session is busy, a new one is refused rather than over the cap.
+
+A call may be cancelled (`Cancellation`, from any thread): one waiting for its session does
+not start, and a running one is interrupted (see `WorkerProcess.request`). Its `Execution`
+then says "Stopped by cancel" (`STOPPED`), with the output the cell had made; a cell killed
+because it did not stop loses the session's state, and the next call says so.
 """
 
 from __future__ import annotations
 
-import base64
 import threading
 import time
 from collections import OrderedDict
@@ -23,10 +27,16 @@ from pathlib import Path
 from parley.errors import ConfigurationError
 from parley.messages import ImageBlock, OutputBlock, TextBlock
 from parley.tools.base import ToolOutput
-from parley.tools.builtin._process import WorkerGoneError, WorkerProcess, WorkerTimeoutError
+from parley.tools.builtin._process import (
+    Cancellation,
+    WorkerGoneError,
+    WorkerProcess,
+    WorkerTimeoutError,
+)
+from parley.tools.builtin._protocol import CellReply
 from parley.tools.builtin.sandbox import SandboxLimits, SandboxMode
 
-__all__ = ["Execution", "Session", "SessionPool"]
+__all__ = ["STOPPED", "Execution", "Session", "SessionPool"]
 
 _LOST_NOTES = 4096  # how many stopped sessions' reasons are remembered for their next call
 
@@ -88,6 +98,23 @@ def _restart_notice(reason: str) -> str:
     )
 
 
+STOPPED = "Stopped by cancel: the run was cancelled while this code ran"
+"""How the error of a cancelled call begins."""
+_STOPPED_BEFORE = (
+    "Stopped by cancel: the run was cancelled before this code started; it did not run."
+)
+_CANCEL_POLL = 0.2  # how often a call waiting for its session's lock looks for a cancel
+
+
+def _interrupted(reply: CellReply) -> str:
+    if reply.error is None:
+        return f"{STOPPED}, as it finished; it ran to its end."
+    return (
+        f"{STOPPED}; it was interrupted (KeyboardInterrupt), and the interpreter keeps its "
+        f"state.\n{reply.error}"
+    )
+
+
 class Session:
     """One conversation's work directory and, while live, its worker.
 
@@ -114,11 +141,24 @@ class Session:
         """Whether its worker is running."""
         return self.worker is not None and self.worker.alive
 
+    def _acquire(self, cancel: Cancellation | None) -> bool:
+        """Take the lock (a call before this one may hold it); False if cancelled meanwhile."""
+        while not self.lock.acquire(timeout=_CANCEL_POLL):
+            if cancel is not None and cancel.requested:
+                return False
+        return True
+
     def run(
-        self, code: str, limits: SandboxLimits, make_room: Callable[[Session], str | None]
+        self,
+        code: str,
+        limits: SandboxLimits,
+        make_room: Callable[[Session], str | None],
+        cancel: Cancellation | None = None,
     ) -> Execution | None:
         """Run a cell; None if the session was removed before it got its turn."""
-        with self.lock:
+        if not self._acquire(cancel):
+            return Execution(error=_STOPPED_BEFORE, sandbox=self.mode)
+        try:
             if self.ended:
                 return Execution(
                     error="This conversation was deleted; its interpreter and files are gone.",
@@ -128,12 +168,18 @@ class Session:
                 return None
             self.last_used = time.monotonic()
             try:
-                return self._run(code, limits, make_room)
+                return self._run(code, limits, make_room, cancel)
             finally:
                 self.last_used = time.monotonic()
+        finally:
+            self.lock.release()
 
     def _run(
-        self, code: str, limits: SandboxLimits, make_room: Callable[[Session], str | None]
+        self,
+        code: str,
+        limits: SandboxLimits,
+        make_room: Callable[[Session], str | None],
+        cancel: Cancellation | None,
     ) -> Execution:
         if self.worker is not None and not self.worker.alive:
             self._drop("it exited")
@@ -149,7 +195,9 @@ class Session:
                 return Execution(error=error, sandbox=self.mode)
             notice = _restart_notice(self.lost) if self.lost else None
             self.lost = None
-        return self._request(self.worker, code, limits, notice)
+        if cancel is not None and cancel.requested:
+            return Execution(error=_STOPPED_BEFORE, notice=notice, sandbox=self.mode)
+        return self._request(self.worker, code, limits, notice, cancel)
 
     def _drop(self, reason: str) -> None:
         if self.worker is not None:
@@ -158,11 +206,19 @@ class Session:
         self.lost = reason
 
     def _request(
-        self, worker: WorkerProcess, code: str, limits: SandboxLimits, notice: str | None
+        self,
+        worker: WorkerProcess,
+        code: str,
+        limits: SandboxLimits,
+        notice: str | None,
+        cancel: Cancellation | None,
     ) -> Execution:
         try:
-            reply = worker.request(code, limits.wall_time)
+            reply = worker.request(code, limits.wall_time, cancel)
         except WorkerTimeoutError:
+            if cancel is not None and cancel.requested:
+                gone = WorkerGoneError("it stopped answering", cause="killed")
+                return self._killed_by_cancel(gone, notice)
             self._drop("the previous call ran past its time limit")
             error = (
                 f"Timeout: the code ran for more than {limits.wall_time:g} seconds and was "
@@ -170,21 +226,42 @@ class Session:
             )
             return Execution(error=error, notice=notice, sandbox=self.mode)
         except WorkerGoneError as exc:
-            if self.ended:
-                error = "This conversation was deleted while the code ran; it was stopped."
-                return Execution(error=error, notice=notice, sandbox=self.mode)
-            self._drop(exc.reason.splitlines()[0])
-            error = f"The interpreter stopped: {exc.reason}. Its state is lost."
-            return Execution(error=error, notice=notice, sandbox=self.mode)
+            return self._gone(exc, notice, cancelled=cancel is not None and cancel.requested)
         return Execution(
-            stdout=reply["stdout"],
-            stderr=reply["stderr"],
-            error=reply["error"],
-            result=reply["result"],
-            images=[base64.b64decode(image) for image in reply["images"]],
-            files=list(reply["files"]),
+            stdout=reply.stdout,
+            stderr=reply.stderr,
+            error=_interrupted(reply) if reply.interrupted else reply.error,
+            result=reply.result,
+            images=list(reply.images),
+            files=list(reply.files),
             notice=notice,
             sandbox=self.mode,
+        )
+
+    def _gone(self, exc: WorkerGoneError, notice: str | None, *, cancelled: bool) -> Execution:
+        if self.ended:
+            error = "This conversation was deleted while the code ran; it was stopped."
+            return Execution(error=error, notice=notice, sandbox=self.mode)
+        if exc.cause == "killed" or (cancelled and exc.cause == "exit"):
+            return self._killed_by_cancel(exc, notice)
+        self._drop(exc.reason.splitlines()[0])
+        return Execution(
+            stdout=exc.stdout,
+            stderr=exc.stderr,
+            error=f"The interpreter stopped: {exc.reason}. Its state is lost.",
+            notice=notice,
+            sandbox=self.mode,
+        )
+
+    def _killed_by_cancel(self, exc: WorkerGoneError, notice: str | None) -> Execution:
+        self._drop("the previous call was stopped by cancel")
+        if exc.cause == "killed":
+            how = "it did not stop when interrupted, so the interpreter was killed"
+        else:
+            how = f"the interpreter ended ({exc.reason.splitlines()[0]})"
+        error = f"{STOPPED}; {how}, and its state is lost."
+        return Execution(
+            stdout=exc.stdout, stderr=exc.stderr, error=error, notice=notice, sandbox=self.mode
         )
 
     def try_stop(self, reason: str) -> bool:
@@ -244,11 +321,21 @@ class SessionPool:
         self._timer: threading.Timer | None = None
         self._closed = False
 
-    def run(self, key: str, work_dir: Path, code: str, limits: SandboxLimits) -> Execution:
-        """Run a cell in the session of `key` (made if needed), blocking until it is done."""
+    def run(
+        self,
+        key: str,
+        work_dir: Path,
+        code: str,
+        limits: SandboxLimits,
+        cancel: Cancellation | None = None,
+    ) -> Execution:
+        """Run a cell in the session of `key` (made if needed), blocking until it is done.
+
+        `cancel.request()` (from any thread) interrupts it: see `WorkerProcess.request`.
+        """
         while True:
             session = self._get(key, work_dir)
-            execution = session.run(code, limits, self._make_room)
+            execution = session.run(code, limits, self._make_room, cancel)
             if execution is not None:
                 self._arm()
                 return execution

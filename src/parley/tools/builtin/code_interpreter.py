@@ -13,6 +13,13 @@ memory, processes, file size and wall time. A worker that crashed, was killed, o
 stopped because it sat idle (`idle_timeout`) or more sessions were live (`max_sessions`) is
 started again on the next call, which says that the earlier state is gone. Deleting the
 thread (`end_session`) stops its worker and removes its files.
+
+Cancelling a call (the run is cancelled: `run.cancel()`, the service's cancel, a client that
+leaves, or the task awaiting `acall` / `execute` cancelled) interrupts its code: the cell
+gets KeyboardInterrupt and keeps the interpreter's state, or, if it goes on past a short
+grace, the interpreter is killed (the next call starts a new one and says so). The call then
+returns at once with what happened: an error starting "Stopped by cancel", and whatever
+stdout and stderr the code had written. That is the result the agent loop records.
 """
 
 from __future__ import annotations
@@ -21,7 +28,6 @@ import dataclasses
 import logging
 import os
 import re
-import shutil
 import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -29,11 +35,13 @@ from typing import Any, ClassVar
 from urllib.parse import unquote, urlsplit
 
 from parley._sync import run_sync
-from parley.errors import ConfigurationError
+from parley.errors import ConfigurationError, ToolExecutionError
 from parley.models.tools import ToolSpec
 from parley.tools.base import Tool, ToolOutput
 from parley.tools.builtin import _common
-from parley.tools.builtin._process import worker_uid
+from parley.tools.builtin._hostfs import copy_into
+from parley.tools.builtin._paths import Located, NotAFileError, open_beneath
+from parley.tools.builtin._process import INTERRUPT_GRACE, Cancellation, worker_uid
 from parley.tools.builtin._sessions import Execution, SessionPool
 from parley.tools.builtin.sandbox import (
     SandboxLimits,
@@ -43,7 +51,7 @@ from parley.tools.builtin.sandbox import (
     model_note,
 )
 from parley.tools.context import RunContext, session_key
-from parley.tools.executor import run_in_tool_thread
+from parley.tools.executor import run_in_tool_thread, run_interruptible
 from parley.tools.registry import register_tool
 from parley.tools.workspace import Workspace, default_workspace
 
@@ -53,6 +61,8 @@ logger = logging.getLogger("parley.tools")
 
 _FENCE = re.compile(r"^\s*```[\w+-]*[ \t]*\n(.*?)\n?```\s*$", re.DOTALL)
 _IDLE_TIMEOUT = 600.0
+# How long a cancelled call is waited for: the worker's grace, then parley's own margin.
+_CANCEL_GRACE = INTERRUPT_GRACE + 10.0
 _MAX_SESSIONS = 16
 _ABOUT = (
     "A Python sandbox: runs Python code and returns its output. Variables, imports and files "
@@ -76,10 +86,11 @@ def _copy_in(files: Sequence[str], work_dir: Path, roots: Sequence[Path]) -> lis
 
     Only files under the work directory itself (already in reach) or under the configured
     `file_roots` are taken: a caller naming `/etc/passwd` or another thread's file gets a
-    refusal, not a copy.
+    refusal, not a copy. The code may have planted links in its directory: the copy is read
+    from its root without following links and written link-safe (`_hostfs.copy_into`).
     """
     refused = []
-    uid = worker_uid()
+    home = work_dir.resolve()
     for item in files:
         parts = urlsplit(item)
         if parts.scheme not in ("", "file"):
@@ -87,16 +98,34 @@ def _copy_in(files: Sequence[str], work_dir: Path, roots: Sequence[Path]) -> lis
             continue
         # A relative path is the conversation's: it names a file of the work directory.
         path = (work_dir / (unquote(parts.path) if parts.scheme == "file" else item)).resolve()
-        if not _inside(path, [work_dir.resolve(), *roots]):
+        root = next((r for r in (home, *roots) if _inside(path, [r])), None)
+        if root is None:
             refused.append(f"{item} (outside this conversation's files and the file_roots)")
-        elif not path.is_file():
-            refused.append(f"{item} (no such file)")
-        elif not _inside(path, [work_dir.resolve()]):
-            target = work_dir / path.name
-            shutil.copy2(path, target)
-            if uid != os.getuid():
-                os.chown(target, uid, uid)
+        elif root == home:  # used where it is
+            if not path.is_file():
+                refused.append(f"{item} (no such file)")
+        elif why := _copy_one(Located(root, path.relative_to(root).parts), item, work_dir):
+            refused.append(f"{item} ({why})")
     return refused
+
+
+def _copy_one(located: Located, shown: str, work_dir: Path) -> str | None:
+    """Copy one file of the file_roots in; None, or why it was not."""
+    try:
+        source = open_beneath(located, shown=shown, tool_name="code_interpreter")
+    except NotAFileError:
+        return "no such file"
+    except ToolExecutionError as exc:
+        return str(exc)
+    try:
+        copy_into(work_dir, located.parts[-1], source, worker_uid())
+    except IsADirectoryError:
+        return "a folder of that name is in the conversation's directory"
+    except OSError as exc:
+        return f"it could not be copied: {exc.strerror or exc}"
+    finally:
+        os.close(source)
+    return None
 
 
 def _limits(cfg: Mapping[str, Any]) -> SandboxLimits:
@@ -217,11 +246,13 @@ class CodeInterpreter(Tool):
         timeout: float | None = None,
         ctx: RunContext[Any] | None = None,
         user_id: str | None = None,
+        cancel: Cancellation | None = None,
     ) -> Execution:
         """Run code in a conversation and wait for it (blocking; see `execute` for async).
 
         The conversation is `ctx`'s user and thread when given, else `session` (a thread of
-        `user_id`, the local user by default).
+        `user_id`, the local user by default). `cancel.request()`, from any thread, stops
+        the code (see the module).
         """
         if not self._finalizer.alive:
             raise ConfigurationError("this code interpreter was closed")
@@ -233,7 +264,8 @@ class CodeInterpreter(Tool):
             if timeout is None
             else dataclasses.replace(self.limits, wall_time=float(timeout))
         )
-        execution = self._pool.run(session_key(user, thread), work_dir, _strip_fence(code), limits)
+        key = session_key(user, thread)
+        execution = self._pool.run(key, work_dir, _strip_fence(code), limits, cancel)
         if refused:
             note = "Files not copied: " + "; ".join(refused)
             execution.notice = f"{execution.notice}\n{note}" if execution.notice else note
@@ -249,8 +281,13 @@ class CodeInterpreter(Tool):
         ctx: RunContext[Any] | None = None,
         user_id: str | None = None,
     ) -> Execution:
-        """Run code in a conversation (the worker is driven from a tool thread)."""
-        return await run_in_tool_thread(
+        """Run code in a conversation (the worker is driven from a tool thread).
+
+        Cancelling the awaiting task stops the code; the `Execution` returned then says so
+        (see the module).
+        """
+        cancel = Cancellation()
+        return await run_interruptible(
             self.run_code,
             code,
             session=session,
@@ -258,6 +295,9 @@ class CodeInterpreter(Tool):
             timeout=timeout,
             ctx=ctx,
             user_id=user_id,
+            cancel=cancel,
+            interrupt=cancel.request,
+            grace=_CANCEL_GRACE,
         )
 
     def execute_sync(
@@ -277,7 +317,12 @@ class CodeInterpreter(Tool):
             )
         )
 
-    def _from_call(self, params: str | dict[str, Any], kwargs: dict[str, Any]) -> Execution:
+    def _from_call(
+        self,
+        params: str | dict[str, Any],
+        kwargs: dict[str, Any],
+        cancel: Cancellation | None = None,
+    ) -> Execution:
         arguments = self._verify_json_format_args(params)
         ctx = kwargs.get("ctx")
         user_id = kwargs.get("user_id")
@@ -288,6 +333,7 @@ class CodeInterpreter(Tool):
             timeout=kwargs.get("timeout"),
             ctx=ctx if isinstance(ctx, RunContext) else None,
             user_id=str(user_id) if user_id is not None else None,
+            cancel=cancel,
         )
 
     def call(self, params: str | dict[str, Any], **kwargs: Any) -> ToolOutput:
@@ -295,10 +341,17 @@ class CodeInterpreter(Tool):
         return self._from_call(params, kwargs).to_output()
 
     async def acall(self, params: dict[str, Any], **kwargs: Any) -> ToolOutput:
-        """Run the code without blocking the event loop."""
+        """Run the code without blocking the event loop.
+
+        A cancelled call (its run cancelled) stops the code and returns what happened
+        ("Stopped by cancel", with the output so far), which the agent loop records.
+        """
         # The tools' own threads, not asyncio's default pool: a hung sync tool elsewhere must
         # not keep code from running (parley.tools.executor).
-        execution = await run_in_tool_thread(self._from_call, params, kwargs)
+        cancel = Cancellation()
+        execution = await run_interruptible(
+            self._from_call, params, kwargs, cancel, interrupt=cancel.request, grace=_CANCEL_GRACE
+        )
         return execution.to_output()
 
     async def end_session(self, user_id: str | None, thread_id: str) -> None:

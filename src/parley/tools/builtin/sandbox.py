@@ -43,6 +43,15 @@ starting processes and every `ctypes` call. It is Python-level: native code that
 it would not be stopped. Use that fallback for a model's ordinary code on your own machine,
 never to contain hostile code; parley logs a warning when it is in use.
 
+In every mode the worker is two processes: a supervisor that holds parley's pipes and runs
+no code it is sent, and its REPL child, which runs the cells and holds none of parley's
+descriptors (`_worker.py`, `_repl.py`). The supervisor is not dumpable (the code, under the
+same uid, cannot open its `/proc/<pid>/mem` or `/fd`), reads the child's replies with a line
+limit and checks each, reads stdout, stderr and the changed files itself, and on a cancel
+interrupts the cell (SIGINT), then kills it after a short grace. Parley reads the supervisor
+with a line limit and a strict schema (`_protocol.py`), and never follows a link in the work
+directory, which the code writes (`_hostfs.py`).
+
 Resource limits (`setrlimit`) apply in every mode: CPU seconds per call (`RLIMIT_CPU`),
 address space per process (`RLIMIT_AS`, so an allocation past it raises `MemoryError`; under
 bubblewrap each child process has its own), the size of any file written (`RLIMIT_FSIZE`),
@@ -86,6 +95,7 @@ SANDBOX_USER = 65534
 _MODES: tuple[SandboxMode, ...] = get_args(SandboxMode)
 WORKER_FILES = (
     Path(__file__).with_name("_worker.py"),
+    Path(__file__).with_name("_repl.py"),
     Path(__file__).with_name("_confine.py"),
     Path(__file__).with_name("_guard.py"),
 )

@@ -91,10 +91,21 @@ class Storage(Tool):
         """The folder of a conversation's keys (made if missing), links followed."""
         if self.root is not None:
             folder = self.root
-        else:
-            folder = workspace_from(self.cfg).for_context(ctx) / "storage"
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        return real_path(folder)
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            return real_path(folder)
+        folder = workspace_from(self.cfg).for_context(ctx) / "storage"
+        with suppress(FileExistsError):
+            folder.mkdir(mode=0o700)
+        # The conversation's code may write here (the code interpreter): a link it put in
+        # place of the folder would make this tool read and write where the link points.
+        if real_path(folder) != folder or not folder.is_dir():
+            raise ToolExecutionError(
+                "the conversation's storage folder is a link or a file (code in the "
+                "conversation may have replaced it), so storage is not used; remove "
+                "'storage' from the conversation's files to use it again",
+                tool_name=self.name,
+            )
+        return folder
 
     def _parts(self, key: str) -> list[str]:
         if "\x00" in key:

@@ -1,0 +1,120 @@
+"""What parley itself does in a work directory the sandboxed code can write, link-safe.
+
+Code in the sandbox may replace anything in its work directory with a symbolic link to a
+place of the host (`.parley` -> `/etc`, `data.csv` -> the service's `.env`), then wait for
+parley, which runs as root in containers, to touch it. So parley never opens, changes or
+copies through a path there. It opens the work directory itself from its parent's
+descriptor with `O_NOFOLLOW | O_DIRECTORY` (the parents are parley's own: the workspace
+root and the user's folder, which the code cannot write), and everything below through
+that descriptor: `fchown` on it, names looked at without following links, files made with
+`O_CREAT | O_EXCL | O_NOFOLLOW` under a fresh name and renamed into place (a rename
+replaces a link, never what it points to). The worker makes its scratch folder (`.parley`)
+itself, after it has dropped root (see `_worker.py`).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import shutil
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+__all__ = ["UnsafeWorkDirError", "copy_into", "open_work_dir", "prepare_work_dir"]
+
+SCRATCH = ".parley"
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_COPYING = ".parley-copy-"  # the prefix of a file being copied in
+
+
+class UnsafeWorkDirError(OSError):
+    """The work directory is not a plain folder (a link, a file): it is not used."""
+
+
+@contextmanager
+def open_work_dir(work_dir: Path) -> Iterator[int]:
+    """A descriptor of the work directory, opened from its parent's without following links.
+
+    Raises:
+        UnsafeWorkDirError: It is a link or not a folder.
+        OSError: It or its parent cannot be opened.
+    """
+    parent = os.open(work_dir.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        descriptor = os.open(work_dir.name, _DIRECTORY, dir_fd=parent)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise UnsafeWorkDirError(
+                exc.errno, f"{work_dir.name} is a link or a file, not a folder: it is not used"
+            ) from exc
+        raise
+    finally:
+        os.close(parent)
+    try:
+        yield descriptor
+    finally:
+        os.close(descriptor)
+
+
+def prepare_work_dir(work_dir: Path, uid: int) -> None:
+    """Give the work directory to the worker's user (`uid`), through descriptors only.
+
+    A scratch folder `.parley` that is not that user's (left by a version of parley that
+    made it as root) is removed by `shutil.rmtree`'s descriptor walk, which never follows a
+    link; the worker makes a new one. Anything else in the directory is left alone.
+
+    Raises:
+        UnsafeWorkDirError: The work directory is a link or not a folder.
+    """
+    with open_work_dir(work_dir) as folder:
+        if uid == os.getuid():
+            return
+        os.fchown(folder, uid, uid)
+        try:
+            found = os.stat(SCRATCH, dir_fd=folder, follow_symlinks=False)
+        except FileNotFoundError:
+            return
+        if stat.S_ISDIR(found.st_mode) and found.st_uid != uid:
+            shutil.rmtree(SCRATCH, dir_fd=folder)
+
+
+def copy_into(work_dir: Path, name: str, source: int, uid: int) -> None:
+    """Copy the open file `source` into the work directory as `name` (replacing what is there).
+
+    Written to a new file (`O_EXCL | O_NOFOLLOW`) owned by `uid`, with the source's
+    permission bits and times, then renamed over `name`: a link at `name` is replaced, never
+    followed.
+
+    Raises:
+        IsADirectoryError: A folder named `name` is in the work directory.
+        UnsafeWorkDirError: The work directory is a link or not a folder.
+    """
+    info = os.fstat(source)
+    with open_work_dir(work_dir) as folder:
+        pending = f"{_COPYING}{secrets.token_hex(8)}"
+        target = os.open(pending, _NEW_FILE, 0o600, dir_fd=folder)
+        try:
+            try:
+                _copy_bytes(source, target)
+                if uid != os.getuid():
+                    os.fchown(target, uid, uid)
+                os.fchmod(target, (info.st_mode & 0o777) | 0o600)
+                os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
+            finally:
+                os.close(target)
+            os.rename(pending, name, src_dir_fd=folder, dst_dir_fd=folder)
+        except BaseException:
+            with suppress(OSError):
+                os.unlink(pending, dir_fd=folder)
+            raise
+
+
+def _copy_bytes(source: int, target: int) -> None:
+    while chunk := os.read(source, 1 << 20):
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(target, view) :]
