@@ -425,7 +425,8 @@ async def test_a_model_info_lists_is_taken(service: MakeService) -> None:
 
 
 async def test_auth_and_ownership_are_the_services(service: MakeService) -> None:
-    svc = await service(Agent("helper", ScriptedModel(["Hi alice."], stream=True)), api_keys=True)
+    model = ScriptedModel(["Hi alice.", "Hi bob."], stream=True)
+    svc = await service(Agent("helper", model), api_keys=True)
     alice, _ = await svc.state.store.create_api_key("alice")
     bob, _ = await svc.state.store.create_api_key("bob")
     body = run_input("t-alice", user("hi"))
@@ -441,15 +442,24 @@ async def test_auth_and_ownership_are_the_services(service: MakeService) -> None
         "/agui/helper/run", json=body, headers={"Authorization": f"Bearer {alice}"}
     )
     assert parse(mine.text)[-1].type == EventType.RUN_FINISHED
-    # Another user's thread is not found, exactly like an unknown one; nothing runs.
-    for other in ({"command": {"resume": True}}, {}):
-        theirs = await svc.client.post(
+    # Bob has no thread t-alice: resuming one is 404, as for any id he does not have; a
+    # message makes his own thread of that id, apart from alice's.
+    as_bob = {"Authorization": f"Bearer {bob}"}
+    for thread_id in ("t-alice", "t-nobody"):
+        resumed = await svc.client.post(
             "/agui/helper/run",
-            json=run_input("t-alice", user("mine now?"), forwardedProps=other),
-            headers={"Authorization": f"Bearer {bob}"},
+            json=run_input(thread_id, user("x"), forwardedProps={"command": {"resume": True}}),
+            headers=as_bob,
         )
-        assert theirs.status_code == 404
-    assert len(await svc.state.store.get_messages("t-alice")) == 2
+        assert resumed.status_code == 404
+        assert resumed.json() == {"detail": f"thread {thread_id!r} not found"}
+    theirs = await svc.client.post(
+        "/agui/helper/run", json=run_input("t-alice", user("mine now?")), headers=as_bob
+    )
+    snapshot = next(e for e in parse(theirs.text) if isinstance(e, MessagesSnapshotEvent))
+    assert [m.content for m in snapshot.messages] == ["mine now?", "Hi bob."]
+    assert len(await svc.state.store.get_messages("t-alice", "alice")) == 2
+    assert len(await svc.state.store.get_messages("t-alice", "bob")) == 2
 
 
 # -- over a socket, as a front end sees it ----------------------------------------------------
