@@ -10,6 +10,7 @@ what it sends back on the next run.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,7 +37,7 @@ from ag_ui.encoder import EventEncoder
 from pydantic import TypeAdapter
 
 from parley.agents import Agent
-from parley.errors import ModelError
+from parley.errors import ConflictError, ModelError
 from parley.messages import TextBlock, ThinkingBlock
 from parley.models.response import ChatResponse
 from parley.models.testing import ScriptedModel
@@ -44,6 +45,7 @@ from parley.service import ServiceSettings, create_app
 from tests.sample_tools import add, send_email
 from tests.service._agents import echo_agent
 from tests.service._live import running
+from tests.service._support import wait_for_run
 from tests.service.conftest import MakeService, Service
 
 EVENTS: TypeAdapter[Event] = TypeAdapter(Event)
@@ -419,6 +421,47 @@ async def test_a_model_info_lists_is_taken(service: MakeService) -> None:
     svc = await service(Agent("helper", ScriptedModel(["Hi."], stream=True)))
     body = run_input("t-model", user("hi"), forwardedProps={"configurable": {"model": "fake"}})
     assert isinstance((await run(svc, body))[-1], RunFinishedEvent)
+
+
+# -- the snapshot, under the thread's lock ------------------------------------------------------
+
+
+async def test_the_snapshot_is_read_while_the_run_holds_its_thread(
+    service: MakeService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = ScriptedModel(
+        ["first answer", "second answer"], stream=True, chunk_size=2, chunk_delay=0.01
+    )
+    svc = await service(Agent("helper", model))
+    store, locks = svc.state.store, svc.state.locks
+    read = store.get_messages
+    lock_held: list[bool] = []
+
+    async def watched(thread_id: str, user_id: str) -> Any:
+        # Whether a run could take the thread as this read happens.
+        try:
+            lease = await locks.acquire(thread_id, user_id, 0)
+        except ConflictError:
+            lock_held.append(True)
+        else:
+            await lease.release()
+            lock_held.append(False)
+        return await read(thread_id, user_id)
+
+    monkeypatch.setattr(store, "get_messages", watched)
+    first = asyncio.create_task(run(svc, run_input("t", user("first"))))
+    await wait_for_run(svc.state)
+    # Another run asks for the thread meanwhile: it gets it when the first lets it go.
+    second = asyncio.create_task(
+        svc.client.post("/helper/invoke", json={"message": "second", "thread_id": "t"})
+    )
+    events = await first
+    assert (await second).status_code == 200
+    assert lock_held == [True]  # the snapshot's one read, before the thread was let go
+    # So the second run's question cannot be in it, though it is in the thread now.
+    assert [m["content"] for m in snapshot(events)] == ["first", "first answer"]
+    stored = [m.text for m, _ in await read("t", "local")]
+    assert stored == ["first", "first answer", "second", "second answer"]
 
 
 # -- auth ---------------------------------------------------------------------------------------

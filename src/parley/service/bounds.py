@@ -133,18 +133,26 @@ class ClientConnection:
     def __init__(self, send: Send) -> None:
         owner = getattr(send, "__self__", None)
         transport: Any = getattr(owner, "transport", None)
-        self._transport = transport if callable(getattr(transport, "abort", None)) else None
+        usable = all(callable(getattr(transport, name, None)) for name in ("abort", "is_closing"))
+        self._transport = transport if usable else None
 
     @property
     def can_abort(self) -> bool:
         """Whether `abort` drops the connection itself (else the server closes it its way)."""
         return self._transport is not None
 
+    def abort_now(self) -> None:
+        """Close the connection now, unsent data dropped (the server hears of it soon after).
+
+        A response waiting for the client to take data gives up then (the server sees a
+        client gone), so a stream blocked on a client that does not read ends too.
+        """
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.abort()
+
     async def abort(self) -> None:
         """Close the connection now, unsent data dropped; then let the server notice."""
-        if self._transport is None:
-            return
-        self._transport.abort()
+        self.abort_now()
         # The transport tells the server at the loop's next turn: once it has, the server
         # takes the unfinished response as the client's leaving, not as the app's mistake.
         await asyncio.sleep(0)

@@ -13,12 +13,14 @@ each message between them in one of its own. So when the run's end is told (an `
 answered, a stream's last frame), its question, answer, record and usage are stored; if
 that last transaction fails, the run is told as failed.
 
-A run's events wait for their reader in a queue of their own, bounded by `buffer_bytes`
-(about: text and audio by their size, other events at a kilobyte). A reader that falls that
-far behind (a client that does not read its stream) is let go: the queue is emptied, the
-reader gets `ReaderDropped`, and later events are thrown away, while the run goes on to its
-end and is stored as any other. A reader that leaves of its own accord (a client gone)
-cancels the run instead.
+A run's events wait for their reader in a queue of their own. When the reader is a client's
+stream (`RunHandle.limit_reader`), the queue is bounded by `buffer_bytes` (about: text and
+audio by their size, and half a kilobyte an event): a reader that falls that far behind (a
+client that does not read its stream) is let go: the queue is emptied, the reader gets
+`ReaderDropped`, and later events are thrown away, while the run goes on to its end and is
+stored as any other. A reader that leaves of its own accord (a client gone) cancels the run
+instead. A reader in this process (`/invoke` waiting for the answer) takes every event as it
+comes, unbounded.
 
 `POST /runs/{id}/cancel` reaches a run in this process at once, and one in another process
 through the store: every process polls the cancel flags of its own runs. A run whose
@@ -32,7 +34,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
 from parley.agents import Agent, AgentRun, Memory, Middleware
 from parley.agents.approval import unanswered_calls
@@ -62,8 +64,9 @@ CANCEL_POLL_SECONDS = 0.5
 _SHUTDOWN_GRACE = 5.0
 DEFAULT_BUFFER_BYTES = 4 * 1024 * 1024
 """How far (about, in bytes) a run's events may run ahead of their reader by default."""
-_EVENT_WEIGHT = 1024
-"""What a queued event counts for beyond its text or audio: its object, its other fields."""
+_EVENT_WEIGHT = 512
+"""What a queued event counts for beyond its text or audio: its object, its other fields
+(a small `TextDelta` takes about 550 bytes in all)."""
 
 
 class ThreadMemory(Memory):
@@ -146,8 +149,8 @@ class RunHandle:
     """A started run: its ids, its events (for one reader), and a way to stop it.
 
     Args:
-        buffer_bytes: How far (about, in bytes) the run's events may get ahead of their
-            reader before the reader is dropped (see the module's docstring).
+        buffer_bytes: How far (about, in bytes) the run's events may get ahead of a client's
+            stream before it is dropped (`limit_reader`; see the module's docstring).
     """
 
     def __init__(
@@ -176,6 +179,8 @@ class RunHandle:
         self.dropped = False
         """Whether the reader was let go (it fell behind); the run goes on without it."""
         self._buffer_bytes = buffer_bytes
+        self._limited = False
+        self._on_drop: Callable[[], None] | None = None
         self._queue: deque[tuple[AgentEvent | None, int]] = deque()
         self._queued = 0
         self._ready = asyncio.Event()
@@ -217,7 +222,7 @@ class RunHandle:
         if self.dropped:
             return
         weight = _weight(event)
-        if self._queued + weight > self._buffer_bytes:
+        if self._limited and self._queued + weight > self._buffer_bytes:
             log.warning(
                 "run %s: its reader is %d bytes behind; dropped (the run goes on)",
                 self.run_id,
@@ -229,15 +234,31 @@ class RunHandle:
         self._queued += weight
         self._ready.set()
 
+    def limit_reader(self) -> None:
+        """Bound the queue by `buffer_bytes`: the reader is a client's stream, which may stall.
+
+        Called as the stream is made, before the run's first event (the run's task has not
+        run yet: starting it awaits nothing after making it).
+        """
+        self._limited = True
+
+    def on_drop(self, callback: Callable[[], None] | None) -> None:
+        """Call `callback` when the reader is let go (to close its client's connection)."""
+        self._on_drop = callback
+
     def drop(self) -> None:
         """Let the reader go: what waits for it is freed, and later events are thrown away.
 
         The run is not stopped: it goes on to its end, and is stored as any other.
         """
+        if self.dropped:
+            return
         self.dropped = True
         self._queue.clear()
         self._queued = 0
         self._ready.set()
+        if self._on_drop is not None:
+            self._on_drop()
 
 
 class RunManager:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator
@@ -104,7 +105,10 @@ def _build_voice(spec: str) -> TTSModel:
     from parley.tts.spec import tts_model_from_spec  # noqa: PLC0415  # only when asked
 
     try:
-        return tts_model_from_spec(spec, realtime=True)
+        # Streamed: the audio left at a block's end comes in the voice's own pieces. Whole,
+        # it is one event of the block's every second of audio (12 MB for four minutes),
+        # which no stream's buffer can bound.
+        return tts_model_from_spec(spec, realtime=True, stream=True)
     except ConfigurationError:  # the provider has no realtime model: its plain one
         return tts_model_from_spec(spec, realtime=False)
 
@@ -227,18 +231,26 @@ class RunStream(StreamingResponse):
         super().__init__(frames, media_type="text/event-stream", headers=headers)
         self.handle = handle
         self.send_timeout = send_timeout
+        handle.limit_reader()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Stream the frames; drop the client if it does not keep up."""
+        connection = scope.get(CONNECTION)
+        if isinstance(connection, ClientConnection):
+            # The run drops a reader too far behind from its own task: the connection goes
+            # then, which frees a send waiting on the client.
+            self.handle.on_drop(connection.abort_now)
         try:
             await super().__call__(scope, receive, send)
         except (_ClientTooSlow, ReaderDropped) as exc:
             self.handle.drop()
             log.warning("run %s: dropped a client that does not read (%s)", self.handle.run_id, exc)
-            connection = scope.get(CONNECTION)
-            if isinstance(connection, ClientConnection):
+            if isinstance(connection, ClientConnection) and connection.can_abort:
                 await connection.abort()
+            else:  # a server whose connection is out of reach: end the response, unfinished
+                await self._end(send)
         finally:
+            self.handle.on_drop(None)
             await self._close_frames()
 
     async def stream_response(self, send: Send) -> None:
@@ -255,6 +267,12 @@ class RunStream(StreamingResponse):
                 ) from None
 
         await super().stream_response(timed)
+
+    async def _end(self, send: Send) -> None:
+        """End the response without `[DONE]` (the server closes the connection its way)."""
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(self.send_timeout):
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _close_frames(self) -> None:
         # Now rather than whenever the collector gets to it: its `finally` stops the run of
