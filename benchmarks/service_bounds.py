@@ -44,8 +44,7 @@ sys.path.insert(0, str(HERE))
 import _serve  # noqa: E402  (the server process's side, beside this file)
 
 SENTENCES = (
-    "Paris is the capital of France. It lies on the Seine, and many people visit it every "
-    "year. "
+    "Paris is the capital of France. It lies on the Seine, and many people visit it every year. "
 )
 CHUNK = 1 << 20
 
@@ -110,7 +109,9 @@ def server(repeat: int, voice: str) -> Iterator[Server]:
             assert process.stdout is not None
             line = process.stdout.readline().decode()
             if not line.startswith("PORT "):
-                raise RuntimeError(f"the server did not start: {(Path(tmp) / 'server.log').read_text()[-2000:]}")
+                raise RuntimeError(
+                    f"the server did not start: {(Path(tmp) / 'server.log').read_text()[-2000:]}"
+                )
             port = int(line.split()[1])
             yield Server(process, f"http://127.0.0.1:{port}", port)
         finally:
@@ -143,7 +144,11 @@ def _read_response(sock: socket.socket, timeout: float) -> str:
             if b"\r\n\r\n" in data:
                 head, _, rest = data.partition(b"\r\n\r\n")
                 length = next(
-                    (int(h.split(b":")[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length:")),
+                    (
+                        int(h.split(b":")[1])
+                        for h in head.split(b"\r\n")
+                        if h.lower().startswith(b"content-length:")
+                    ),
                     None,
                 )
                 if length is not None and len(rest) >= length:
@@ -217,7 +222,12 @@ def open_stream(port: int, thread_id: str) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.connect(("127.0.0.1", port))
     body = json.dumps(
-        {"message": "Tell me about Paris.", "thread_id": thread_id, "speak": True, "events": "parley"}
+        {
+            "message": "Tell me about Paris.",
+            "thread_id": thread_id,
+            "speak": True,
+            "events": "parley",
+        }
     ).encode()
     head = (
         f"POST /stream HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
@@ -264,13 +274,14 @@ def slow_clients(args: argparse.Namespace) -> None:
             print("  the runs did not end in 600 s")
         else:
             answers = [len(d["messages"][-1]["content"][0]["text"]) for d in details]
-            statuses = sorted({d["messages"][-1]["role"] for d in details})
-            print(f"  stored: {len(details)} threads, last messages {statuses}, answers {set(answers)} characters")
+            roles = sorted({d["messages"][-1]["role"] for d in details})
+            print(f"  stored: {len(details)} threads, last {roles}, answers {set(answers)} chars")
         held_since = None
         while True:
             waited = time.monotonic() - ended
             held = srv.sockets() - idle_sockets
-            print(f"  +{waited:4.0f}s after the runs ended: RSS {mib(srv.status('VmRSS'))}, {held} of their connections held")
+            rss = mib(srv.status("VmRSS"))
+            print(f"  +{waited:4.0f}s after the runs ended: RSS {rss}, {held} connections held")
             if held <= 0:
                 held_since = waited
                 break

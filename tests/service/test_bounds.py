@@ -93,6 +93,8 @@ def _send_big_body(port: int, size: int, *, chunked: bool, thread_id: str) -> tu
                 sock.sendall(data)
             except OSError:  # it stopped taking the body
                 break
+        else:
+            sock.sendall(b"0\r\n\r\n" if chunked else b"")  # all of it went
         return _response(sock)
 
 
