@@ -120,6 +120,15 @@ async def _answers(svc: Service, headers: dict[str, str], thread_id: str) -> lis
         "/invoke", json={"message": "q", "thread_id": thread_id}, headers=headers
     )
     await keep(invoked, {k: invoked.json()[k] for k in ("type", "content", "thread_id")})
+    streamed = await client.post(
+        "/stream", json={"message": "more", "thread_id": thread_id}, headers=headers
+    )
+    said = [
+        f["content"]["content"]
+        for f in frames(streamed.text)
+        if f != "[DONE]" and f["type"] == "message"
+    ]
+    await keep(streamed, said)
     v1 = await client.post(
         "/v1/chat/completions",
         json={"model": "echo", "messages": [{"role": "user", "content": "again"}]},
@@ -143,7 +152,7 @@ async def test_no_route_tells_whether_another_user_has_a_thread_id(
     about_hers = await _answers(svc, bob, "t-alice")
     about_none = await _answers(svc, bob, "t-nobody")
     assert about_hers == about_none
-    assert [status for status, _ in about_hers] == [404, 200, 200, 404, 404, 200, 200]
+    assert [status for status, _ in about_hers] == [404, 200, 200, 404, 404, 200, 200, 200]
     assert all("alice" not in body for _, body in about_hers)
 
     # Alice's thread is as it was; bob's, of the same id, is his own.
@@ -152,9 +161,19 @@ async def test_no_route_tells_whether_another_user_has_a_thread_id(
     assert _texts((await svc.client.get("/threads/t-alice", headers=bob)).json()) == [
         "q",
         "turn 1: q",
+        "more",
+        "turn 2: more",
         "again",
-        "turn 2: again",
+        "turn 3: again",
     ]
+
+    # A run of alice's is unknown to bob, as a run that does not exist.
+    theirs = {"run_id": made.headers["X-Run-Id"], "key": "k", "score": 1}
+    none = {**theirs, "run_id": "run_nobody"}
+    on_hers = await svc.client.post("/feedback", json=theirs, headers=bob)
+    on_none = await svc.client.post("/feedback", json=none, headers=bob)
+    assert on_hers.status_code == on_none.status_code == 404
+    assert _same(on_hers.text, theirs["run_id"]) == _same(on_none.text, "run_nobody")
 
 
 async def test_another_users_run_on_an_id_does_not_hold_yours(
