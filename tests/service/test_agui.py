@@ -10,6 +10,7 @@ what it sends back on the next run.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,7 +37,7 @@ from ag_ui.encoder import EventEncoder
 from pydantic import TypeAdapter
 
 from parley.agents import Agent
-from parley.errors import ModelError
+from parley.errors import ConflictError, ModelError
 from parley.messages import TextBlock, ThinkingBlock
 from parley.models.response import ChatResponse
 from parley.models.testing import ScriptedModel
@@ -44,6 +45,7 @@ from parley.service import ServiceSettings, create_app
 from tests.sample_tools import add, send_email
 from tests.service._agents import echo_agent
 from tests.service._live import running
+from tests.service._support import wait_for_run
 from tests.service.conftest import MakeService, Service
 
 EVENTS: TypeAdapter[Event] = TypeAdapter(Event)
@@ -421,11 +423,53 @@ async def test_a_model_info_lists_is_taken(service: MakeService) -> None:
     assert isinstance((await run(svc, body))[-1], RunFinishedEvent)
 
 
+# -- the snapshot, under the thread's lock ------------------------------------------------------
+
+
+async def test_the_snapshot_is_read_while_the_run_holds_its_thread(
+    service: MakeService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = ScriptedModel(
+        ["first answer", "second answer"], stream=True, chunk_size=2, chunk_delay=0.01
+    )
+    svc = await service(Agent("helper", model))
+    store, locks = svc.state.store, svc.state.locks
+    read = store.get_messages
+    lock_held: list[bool] = []
+
+    async def watched(thread_id: str, user_id: str) -> Any:
+        # Whether a run could take the thread as this read happens.
+        try:
+            lease = await locks.acquire(thread_id, user_id, 0)
+        except ConflictError:
+            lock_held.append(True)
+        else:
+            await lease.release()
+            lock_held.append(False)
+        return await read(thread_id, user_id)
+
+    monkeypatch.setattr(store, "get_messages", watched)
+    first = asyncio.create_task(run(svc, run_input("t", user("first"))))
+    await wait_for_run(svc.state)
+    # Another run asks for the thread meanwhile: it gets it when the first lets it go.
+    second = asyncio.create_task(
+        svc.client.post("/helper/invoke", json={"message": "second", "thread_id": "t"})
+    )
+    events = await first
+    assert (await second).status_code == 200
+    assert lock_held == [True]  # the snapshot's one read, before the thread was let go
+    # So the second run's question cannot be in it, though it is in the thread now.
+    assert [m["content"] for m in snapshot(events)] == ["first", "first answer"]
+    stored = [m.text for m, _ in await read("t", "local")]
+    assert stored == ["first", "first answer", "second", "second answer"]
+
+
 # -- auth ---------------------------------------------------------------------------------------
 
 
 async def test_auth_and_ownership_are_the_services(service: MakeService) -> None:
-    svc = await service(Agent("helper", ScriptedModel(["Hi alice."], stream=True)), api_keys=True)
+    model = ScriptedModel(["Hi alice.", "Hi bob."], stream=True)
+    svc = await service(Agent("helper", model), api_keys=True)
     alice, _ = await svc.state.store.create_api_key("alice")
     bob, _ = await svc.state.store.create_api_key("bob")
     body = run_input("t-alice", user("hi"))
@@ -441,15 +485,24 @@ async def test_auth_and_ownership_are_the_services(service: MakeService) -> None
         "/agui/helper/run", json=body, headers={"Authorization": f"Bearer {alice}"}
     )
     assert parse(mine.text)[-1].type == EventType.RUN_FINISHED
-    # Another user's thread is not found, exactly like an unknown one; nothing runs.
-    for other in ({"command": {"resume": True}}, {}):
-        theirs = await svc.client.post(
+    # Bob has no thread t-alice: resuming one is 404, as for any id he does not have; a
+    # message makes his own thread of that id, apart from alice's.
+    as_bob = {"Authorization": f"Bearer {bob}"}
+    for thread_id in ("t-alice", "t-nobody"):
+        resumed = await svc.client.post(
             "/agui/helper/run",
-            json=run_input("t-alice", user("mine now?"), forwardedProps=other),
-            headers={"Authorization": f"Bearer {bob}"},
+            json=run_input(thread_id, user("x"), forwardedProps={"command": {"resume": True}}),
+            headers=as_bob,
         )
-        assert theirs.status_code == 404
-    assert len(await svc.state.store.get_messages("t-alice")) == 2
+        assert resumed.status_code == 404
+        assert resumed.json() == {"detail": f"thread {thread_id!r} not found"}
+    theirs = await svc.client.post(
+        "/agui/helper/run", json=run_input("t-alice", user("mine now?")), headers=as_bob
+    )
+    snapshot = next(e for e in parse(theirs.text) if isinstance(e, MessagesSnapshotEvent))
+    assert [m.content for m in snapshot.messages] == ["mine now?", "Hi bob."]
+    assert len(await svc.state.store.get_messages("t-alice", "alice")) == 2
+    assert len(await svc.state.store.get_messages("t-alice", "bob")) == 2
 
 
 # -- over a socket, as a front end sees it ----------------------------------------------------

@@ -32,8 +32,8 @@ async def test_a_parked_run_lives_in_the_store_not_in_the_shared_agent(
     model.assert_consumed()
     # One agent serves every thread: what it parked is the store's to keep.
     assert agent.pending_approvals == []
-    assert len(await svc.state.store.pending_approvals("one")) == 1
-    assert len(await svc.state.store.pending_approvals("two")) == 1
+    assert len(await svc.state.store.pending_approvals("one", "local")) == 1
+    assert len(await svc.state.store.pending_approvals("two", "local")) == 1
 
 
 async def test_a_database_that_cannot_be_reached_is_a_503(

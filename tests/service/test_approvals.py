@@ -199,7 +199,7 @@ async def test_answers_sent_at_once_only_one_counts(service: MakeService) -> Non
     assert sorted(a.status_code for a in answers) == [200, 409, 409, 409]
     assert len(tools.ran) <= 1
     assert len(model.requests) == 2  # one resumed run asked the model again
-    roles = [m.role for m, _ in await svc.state.store.get_messages("t")]
+    roles = [m.role for m, _ in await svc.state.store.get_messages("t", "local")]
     assert roles == ["user", "assistant", "tool", "assistant"]
 
 

@@ -1,7 +1,7 @@
 """Who is asking: no auth (user `local`, loopback only), API keys, the toolkit's shared secret.
 
-And what one user may do with another's threads and runs: nothing, and learn nothing (404,
-exactly as for what does not exist).
+And what one user may do with another's runs: nothing, and learn nothing (404, exactly as
+for what does not exist). Threads are per user: `test_thread_ids.py`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from parley.agents import Agent
 from parley.models.testing import ScriptedModel
 from parley.service import ServiceSettings
 from parley.service.store import hash_key
-from tests.service._support import run_records
 from tests.service.conftest import MakeService, Service
 
 
@@ -161,51 +160,6 @@ async def two_users(service: MakeService) -> tuple[Service, dict[str, str], dict
     return svc, _bearer(alice), _bearer(bob)
 
 
-async def test_another_users_thread_is_not_found_everywhere(
-    two_users: tuple[Service, dict[str, str], dict[str, str]],
-) -> None:
-    svc, alice, bob = two_users
-    client, store = svc.client, svc.state.store
-    made = await client.post(
-        "/invoke", json={"message": "bob's secret", "thread_id": "t-bob"}, headers=bob
-    )
-    assert made.status_code == 200
-    before = await store.get_messages("t-bob")
-
-    listed = await client.get("/threads", headers=alice)
-    assert listed.json()["threads"] == []
-    for response in (
-        await client.get("/threads/t-bob", headers=alice),
-        await client.delete("/threads/t-bob", headers=alice),
-        await client.post("/invoke", json={"message": "hi", "thread_id": "t-bob"}, headers=alice),
-        await client.post("/stream", json={"message": "hi", "thread_id": "t-bob"}, headers=alice),
-        await client.post(
-            "/helper/invoke", json={"message": "hi", "thread_id": "t-bob"}, headers=alice
-        ),
-    ):
-        assert response.status_code == 404, response.text
-        assert "bob" not in response.text.replace("t-bob", "")
-    # Exactly what a thread that does not exist answers.
-    missing = await client.get("/threads/t-nobody", headers=alice)
-    mine = await client.get("/threads/t-bob", headers=alice)
-    assert missing.status_code == mine.status_code == 404
-    assert missing.json()["detail"].replace("t-nobody", "X") == mine.json()["detail"].replace(
-        "t-bob", "X"
-    )
-
-    history = await client.post("/history", json={"thread_id": "t-bob"}, headers=alice)
-    assert history.status_code == 200
-    assert history.json()["messages"] == []
-
-    # Bob's thread is untouched, and still his.
-    assert await store.get_messages("t-bob") == before
-    assert [m.text for m, _ in before] == ["bob's secret", "answer 0"]
-    assert len(await run_records(store, "t-bob")) == 1
-    own = await client.get("/threads/t-bob", headers=bob)
-    assert own.status_code == 200
-    assert own.json()["title"] == "bob's secret"
-
-
 async def test_another_users_run_is_not_found(
     two_users: tuple[Service, dict[str, str], dict[str, str]],
 ) -> None:
@@ -223,23 +177,6 @@ async def test_another_users_run_is_not_found(
     assert (await client.get(f"/runs/{run_id}", headers=bob)).json()["status"] == "completed"
     assert (await client.post("/feedback", json=feedback, headers=bob)).status_code == 200
     assert [f["user_id"] for f in await store.get_feedback(run_id)] == ["bob"]
-
-
-async def test_the_same_thread_id_is_per_user_first_come(
-    two_users: tuple[Service, dict[str, str], dict[str, str]],
-) -> None:
-    svc, alice, bob = two_users
-    ok = await svc.client.post("/invoke", json={"message": "a", "thread_id": "t"}, headers=alice)
-    assert ok.status_code == 200
-    taken = await svc.client.post("/invoke", json={"message": "b", "thread_id": "t"}, headers=bob)
-    assert taken.status_code == 404
-    # Bob's own new threads are fine, and separate.
-    fresh = await svc.client.post("/invoke", json={"message": "b"}, headers=bob)
-    assert fresh.status_code == 200
-    alice_threads = (await svc.client.get("/threads", headers=alice)).json()["threads"]
-    bob_threads = (await svc.client.get("/threads", headers=bob)).json()["threads"]
-    assert [t["thread_id"] for t in alice_threads] == ["t"]
-    assert [t["thread_id"] for t in bob_threads] == [fresh.json()["thread_id"]]
 
 
 # -- the toolkit's shared secret ---------------------------------------------------------------

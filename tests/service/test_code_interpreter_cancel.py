@@ -96,7 +96,7 @@ async def test_cancel_over_http_stops_the_cell_and_the_thread_says_so(
         assert cancelled.json()["status"] == "interrupted"
         assert (await invoke).status_code == 200
 
-        stored = [m for m, _ in await svc.state.store.get_messages("t")]
+        stored = [m for m, _ in await svc.state.store.get_messages("t", "local")]
         output = stopped_result(stored)
         assert "Stopped by cancel: the run was cancelled while this code ran" in output
         assert "partial output" in output

@@ -241,13 +241,17 @@ async def test_a_body_not_sent_as_json_is_refused(
 
 
 async def test_huge_strings(service: MakeService) -> None:
-    app = await answering_service(service)
+    # A message within the limits (raised here) is stored whole; past them, refused.
+    app = await answering_service(service, max_message_chars=5_000_000)
     message = "x" * 5_000_000
     response = await app.client.post("/invoke", json={"message": message})
     assert response.status_code == 200
     thread_id = response.json()["thread_id"]
     history = await app.client.post("/history", json={"thread_id": thread_id})
     assert history.json()["messages"][0]["content"] == message
+    response = await app.client.post("/invoke", json={"message": message + "x"})
+    assert response.status_code == 422
+    assert "at most 5000000 characters" in response.json()["detail"][0]["msg"]
 
     response = await app.client.post("/invoke", json={"message": "x", "thread_id": "t" * 100_000})
     assert response.status_code == 422

@@ -575,22 +575,26 @@ async def test_api_keys_guard_v1_with_openai_errors(db_url: str) -> None:
         bobs, _ = await store.create_api_key("bob")
     finally:
         await store.close()
-    helper, model = agent("helper", "Hello, Alice.")
+    helper, model = agent("helper", "Hello, Alice.", "Hello, Bob.")
     async with serve(db_url, helper, api_key=key, api_keys=True) as (sdk, http):
         raw = await sdk.chat.completions.with_raw_response.create(
             model="helper", messages=[user("Hi")]
         )
         assert raw.parse().choices[0].message.content == "Hello, Alice."
 
-        # Alice's thread is not Bob's to continue: not found, as a thread that does not exist.
+        # Alice's thread id names a thread of Bob's own when he sends it: hers is untouched.
         bob = sdk.with_options(api_key=bobs)
-        with pytest.raises(openai.NotFoundError) as hidden:
-            await bob.chat.completions.create(
-                model="helper",
-                messages=[user("Let me in")],
-                extra_headers={"X-Thread-Id": raw.headers["x-thread-id"]},
-            )
-        assert "not found" in hidden.value.message
+        thread_id = raw.headers["x-thread-id"]
+        his = await bob.chat.completions.with_raw_response.create(
+            model="helper", messages=[user("Let me in")], extra_headers={"X-Thread-Id": thread_id}
+        )
+        assert his.headers["x-thread-id"] == thread_id
+        assert his.parse().choices[0].message.content == "Hello, Bob."
+        hers = await http.get(f"/threads/{thread_id}", headers={"Authorization": f"Bearer {key}"})
+        assert [m["content"][0]["text"] for m in hers.json()["messages"]] == [
+            "Hi",
+            "Hello, Alice.",
+        ]
 
         wrong = sdk.with_options(api_key="not-a-key")
         with pytest.raises(openai.AuthenticationError) as caught:

@@ -131,7 +131,7 @@ async def test_migrations_are_recorded_and_idempotent(postgres_db_url: str) -> N
             )
     finally:
         await engine.dispose()
-    assert version == "0001"
+    assert version == "0002"
     assert {"threads", "messages", "runs", "approvals", "feedback", "api_keys"} <= tables
 
 

@@ -87,7 +87,7 @@ async def test_a_second_message_waits_for_the_first_run(service: MakeService) ->
     assert one.status_code == two.status_code == 200
     assert one.json()["content"] == f"echo: one{PADDING}"
     assert two.json()["content"] == f"echo: two{PADDING}"
-    stored = [(m.role, m.text) for m, _ in await svc.state.store.get_messages("t")]
+    stored = [(m.role, m.text) for m, _ in await svc.state.store.get_messages("t", "local")]
     assert stored == [
         ("user", "one"),
         ("assistant", f"echo: one{PADDING}"),
@@ -110,7 +110,7 @@ async def test_messages_sent_at_once_never_interleave(service: MakeService) -> N
     )
     assert [a.status_code for a in answers] == [200] * 4
 
-    stored = [(m.role, m.text) for m, _ in await svc.state.store.get_messages("t")]
+    stored = [(m.role, m.text) for m, _ in await svc.state.store.get_messages("t", "local")]
     assert [role for role, _ in stored] == ["user", "assistant"] * 4
     for (_, question), (_, answer) in zip(stored[::2], stored[1::2], strict=True):
         assert answer == f"echo: {question}{PADDING}"
@@ -138,7 +138,7 @@ async def test_a_busy_thread_is_409_without_waiting(service: MakeService, path: 
     await svc.client.post(f"/runs/{handle.run_id}/cancel")
     assert (await first).status_code == 200
     # The refused message was never stored, and no run was recorded for it.
-    stored = [m.text for m, _ in await svc.state.store.get_messages("t")]
+    stored = [m.text for m, _ in await svc.state.store.get_messages("t", "local")]
     assert "two" not in stored
     assert len(await run_records(svc.state.store, "t")) == 1
 
@@ -215,7 +215,7 @@ async def test_a_run_records_its_usage_and_how_it_ended(service: MakeService) ->
     assert [c["id"] for c in body["tool_calls"]] == ["call_2"]
     run = (await svc.client.get(f"/runs/{capped.headers['X-Run-Id']}")).json()
     assert run["status"] == "max_iters"
-    stored = [m for m, _ in await svc.state.store.get_messages("t")]
+    stored = [m for m, _ in await svc.state.store.get_messages("t", "local")]
     assert [m.role for m in stored][-3:] == ["user", "assistant", "tool"]  # nothing left open
 
 
@@ -226,7 +226,7 @@ async def _read_back(url: str, thread_id: str, run_id: str) -> tuple[list[Any], 
     """The thread's messages and the run's record, read through a store of its own."""
     store = await Store.open(url, migrate=False)
     try:
-        return await store.get_messages(thread_id), await store.get_run(run_id, "local")
+        return await store.get_messages(thread_id, "local"), await store.get_run(run_id, "local")
     finally:
         await store.close()
 
@@ -297,7 +297,7 @@ async def test_an_answer_the_store_cannot_keep_fails_the_run(
     run = (await svc.client.get(f"/runs/{failed.headers['X-Run-Id']}")).json()
     assert run["status"] == "error"
     assert "disk I/O error" in run["error"]
-    stored = [(m.role, m.text) for m, _ in await store.get_messages("t")]
+    stored = [(m.role, m.text) for m, _ in await store.get_messages("t", "local")]
     assert stored == [("user", "capital?")]  # told as failed, as stored
 
     monkeypatch.setattr(store, "end_run", end_run)
@@ -332,7 +332,7 @@ async def test_cancel_stops_a_run_and_keeps_its_partial_answer(service: MakeServ
     assert partial == _long()[:12]  # what streamed before the cancel, all of it
     assert answer.json()["custom_data"]["parley"]["metadata"]["interrupted"] is True
 
-    stored = [m for m, _ in await svc.state.store.get_messages("t")]
+    stored = [m for m, _ in await svc.state.store.get_messages("t", "local")]
     assert [m.role for m in stored] == ["user", "assistant"]
     assert stored[1].text == partial
     assert stored[1].metadata["interrupted"] is True
@@ -383,7 +383,7 @@ async def test_a_cancel_flag_in_the_store_stops_the_run(service: MakeService) ->
     assert record is not None
     assert record.status == "interrupted"
     assert record.cancel_requested
-    stored = [m for m, _ in await svc.state.store.get_messages("t")]
+    stored = [m for m, _ in await svc.state.store.get_messages("t", "local")]
     assert stored[-1].metadata.get("interrupted") is True
     assert stored[-1].text == answer.json()["content"]
 
@@ -417,7 +417,7 @@ async def test_cancel_stops_a_tool_that_is_running(service: MakeService) -> None
     assert cancelled.json()["status"] == "interrupted"
     assert stopped.is_set()  # the tool was stopped, not left running
     assert (await invoke).status_code == 200
-    stored = [m for m, _ in await svc.state.store.get_messages("t")]
+    stored = [m for m, _ in await svc.state.store.get_messages("t", "local")]
     # The call is answered as it ended: cancelled before it finished (not "not run").
     assert [m.role for m in stored] == ["user", "assistant", "tool"]
     assert [(r.tool_call_id, r.output) for r in stored[2].tool_results] == [("call_w", CANCELLED)]
@@ -450,7 +450,7 @@ async def test_shutting_down_interrupts_the_runs_and_records_them(sqlite_url: st
     store = await Store.open(sqlite_url)
     try:
         record = await store.get_run(handle.run_id, "local")
-        stored = [m for m, _ in await store.get_messages("t")]
+        stored = [m for m, _ in await store.get_messages("t", "local")]
     finally:
         await store.close()
     assert record is not None
@@ -568,7 +568,7 @@ async def test_text_with_unicode_line_breaks_keeps_each_frame_on_one_line(
         final = [f["msg"]["content"][0]["text"] for f in parsed if f["type"] == "message_completed"]
     assert streamed == answer
     assert final == [answer]
-    stored = await svc.state.store.get_messages("t")
+    stored = await svc.state.store.get_messages("t", "local")
     assert stored[-1][0].text == answer
 
 
@@ -603,7 +603,7 @@ async def test_a_failing_model_is_502_on_invoke_and_the_thread_goes_on(
     again = await svc.client.post("/invoke", json={"message": "try again", "thread_id": "t"})
     assert again.status_code == 200
     assert again.json()["content"] == "recovered"
-    stored = [(m.role, m.text) for m, _ in await svc.state.store.get_messages("t")]
+    stored = [(m.role, m.text) for m, _ in await svc.state.store.get_messages("t", "local")]
     assert stored == [("user", "hi"), ("user", "try again"), ("assistant", "recovered")]
 
 
@@ -739,7 +739,7 @@ async def test_a_process_killed_mid_run_leaves_a_consistent_store(
 
     store = await Store.open(sqlite_url)
     try:
-        rows = await store.get_messages("t-killed")  # every row parses as a Msg
+        rows = await store.get_messages("t-killed", "local")  # every row parses as a Msg
         record = await store.get_run(run_id, "local")
     finally:
         await store.close()
@@ -766,7 +766,7 @@ async def test_a_process_killed_mid_run_leaves_a_consistent_store(
     assert dead["status"] == "interrupted"
     assert dead["error"]
     assert dead["ended_at"] is not None
-    stored = [m for m, _ in await svc.state.store.get_messages("t-killed")]
+    stored = [m for m, _ in await svc.state.store.get_messages("t-killed", "local")]
     assert [m.role for m in stored] == ["user", "assistant", "tool", "user", "assistant"]
     (result,) = stored[2].tool_results
     assert result.tool_call_id == "call_slow"

@@ -41,7 +41,7 @@ async def _count(store: Store, table: Table, **where: str) -> int:
 async def test_migrations_are_idempotent(sqlite_url: str) -> None:
     first = await Store.open(sqlite_url)
     await first.ensure_thread("t", "alice", "helper")
-    await first.add_messages("t", [Msg.user("kept across opens")], None)
+    await first.add_messages("t", "alice", [Msg.user("kept across opens")], None)
     await first.migrate()  # again, on the same engine: nothing to do
     await first.close()
 
@@ -58,7 +58,7 @@ async def test_migrations_are_idempotent(sqlite_url: str) -> None:
             }
         assert len(versions) == 1
         assert {"threads", "messages", "runs", "approvals", "feedback", "api_keys"} <= tables
-        assert [m.text for m, _ in await second.get_messages("t")] == ["kept across opens"]
+        assert [m.text for m, _ in await second.get_messages("t", "alice")] == ["kept across opens"]
     finally:
         await second.close()
 
@@ -107,10 +107,10 @@ def _conversation() -> list[Msg]:
 async def test_messages_round_trip_exactly(store: Store) -> None:
     await store.ensure_thread("t", "alice", "helper")
     convo = _conversation()
-    await store.add_messages("t", convo[:2], None)
-    await store.add_messages("t", convo[2:], "run_1")
+    await store.add_messages("t", "alice", convo[:2], None)
+    await store.add_messages("t", "alice", convo[2:], "run_1")
 
-    rows = await store.get_messages("t")
+    rows = await store.get_messages("t", "alice")
     assert [m for m, _ in rows] == convo
     assert [r for _, r in rows] == [None, None, "run_1", "run_1", "run_1", "run_1"]
     for (msg, _), original in zip(rows, convo, strict=True):
@@ -121,13 +121,15 @@ async def test_messages_round_trip_exactly(store: Store) -> None:
 
 async def test_title_is_the_first_question(store: Store) -> None:
     await store.ensure_thread("t", "alice", "helper")
-    await store.add_messages("t", [Msg.system("rules")], None)
+    await store.add_messages("t", "alice", [Msg.system("rules")], None)
     before = await store.get_thread("t", "alice")
     assert before is not None
     assert before.title == ""
 
-    await store.add_messages("t", [Msg.user("  first\n\nquestion  "), Msg.assistant("a")], None)
-    await store.add_messages("t", [Msg.user("second question")], None)
+    await store.add_messages(
+        "t", "alice", [Msg.user("  first\n\nquestion  "), Msg.assistant("a")], None
+    )
+    await store.add_messages("t", "alice", [Msg.user("second question")], None)
     after = await store.get_thread("t", "alice")
     assert after is not None
     assert after.title == "first question"
@@ -137,8 +139,8 @@ async def test_title_is_the_first_question(store: Store) -> None:
 
 async def test_no_messages_is_a_no_op(store: Store) -> None:
     thread = await store.ensure_thread("t", "alice", "helper")
-    await store.add_messages("t", [], "run_1")
-    assert await store.get_messages("t") == []
+    await store.add_messages("t", "alice", [], "run_1")
+    assert await store.get_messages("t", "alice") == []
     again = await store.get_thread("t", "alice")
     assert again is not None
     assert again.updated_at == thread.updated_at
@@ -150,11 +152,11 @@ async def test_concurrent_writes_all_land_in_order(store: Store) -> None:
 
     async def write(t: int) -> None:
         for i in range(20):
-            await store.add_messages(f"t{t}", [Msg.user(f"{t}-{i}")], None)
+            await store.add_messages(f"t{t}", "alice", [Msg.user(f"{t}-{i}")], None)
 
     await asyncio.gather(*(write(t) for t in range(5)))
     for t in range(5):
-        assert [m.text for m, _ in await store.get_messages(f"t{t}")] == [
+        assert [m.text for m, _ in await store.get_messages(f"t{t}", "alice")] == [
             f"{t}-{i}" for i in range(20)
         ]
 
@@ -162,9 +164,9 @@ async def test_concurrent_writes_all_land_in_order(store: Store) -> None:
 async def test_clear_messages_keeps_the_thread_and_its_runs(store: Store) -> None:
     await store.ensure_thread("t", "alice", "helper")
     await store.start_run("run_1", "t", "alice", "helper", "m")
-    await store.add_messages("t", [Msg.user("hi")], "run_1")
-    await store.clear_messages("t")
-    assert await store.get_messages("t") == []
+    await store.add_messages("t", "alice", [Msg.user("hi")], "run_1")
+    await store.clear_messages("t", "alice")
+    assert await store.get_messages("t", "alice") == []
     assert await store.get_thread("t", "alice") is not None
     assert await store.get_run("run_1", "alice") is not None
 
@@ -172,7 +174,7 @@ async def test_clear_messages_keeps_the_thread_and_its_runs(store: Store) -> Non
 # -- threads -----------------------------------------------------------------------------------
 
 
-async def test_ensure_thread_belongs_to_its_first_user(store: Store) -> None:
+async def test_ensure_thread_is_the_users_own(store: Store) -> None:
     made = await store.ensure_thread("t", "alice", "helper")
     assert (made.thread_id, made.user_id, made.agent, made.title) == ("t", "alice", "helper", "")
     assert made.created_at.tzinfo is not None
@@ -182,13 +184,27 @@ async def test_ensure_thread_belongs_to_its_first_user(store: Store) -> None:
     assert again.agent == "helper"  # the thread keeps its agent
     assert again.created_at == made.created_at
 
-    with pytest.raises(NotFoundError) as caught:
-        await store.ensure_thread("t", "bob", "helper")
-    assert caught.value.status_code == 404
-    assert await store.get_thread("t", "bob") is None
-    assert await store.list_threads("bob") == []
+
+async def test_two_users_with_one_thread_id_have_two_threads(store: Store) -> None:
+    await store.ensure_thread("t", "alice", "helper")
+    await store.add_messages("t", "alice", [Msg.user("alice's")], None)
+    assert await store.get_thread("t", "bob") is None  # nothing of alice's shows
+    assert await store.get_messages("t", "bob") == []
     assert not await store.delete_thread("t", "bob")
-    assert await store.get_thread("t", "alice") is not None
+
+    bobs = await store.ensure_thread("t", "bob", "other")
+    assert (bobs.user_id, bobs.agent) == ("bob", "other")
+    await store.add_messages("t", "bob", [Msg.user("bob's")], None)
+    await store.start_run("run_b", "t", "bob", "other", "m")
+    assert [m.text for m, _ in await store.get_messages("t", "alice")] == ["alice's"]
+    assert [m.text for m, _ in await store.get_messages("t", "bob")] == ["bob's"]
+    assert [t.thread_id for t in await store.list_threads("bob")] == ["t"]
+    assert (await store.list_threads("bob"))[0].status == "running"
+    assert (await store.list_threads("alice"))[0].status == "idle"  # bob's run is not hers
+
+    assert await store.delete_thread("t", "bob")
+    assert [m.text for m, _ in await store.get_messages("t", "alice")] == ["alice's"]
+    assert await store.get_run("run_b", "bob") is None
 
 
 async def test_ensure_thread_at_once_makes_one_thread(store: Store) -> None:
@@ -203,7 +219,7 @@ async def test_thread_status_follows_its_runs_and_approvals(store: Store) -> Non
     assert (await store.list_threads("alice"))[0].status == "running"
     await store.end_run("run_1", "awaiting_approval", None, None)
     pending = PendingApproval(agent="helper", message_id="m1", calls=[], awaiting=[], iterations=1)
-    await store.add_approval(pending, "t", "run_1")
+    await store.add_approval(pending, "t", "alice", "run_1")
     thread = await store.get_thread("t", "alice")
     assert thread is not None
     assert thread.status == "awaiting_approval"
@@ -216,7 +232,7 @@ async def test_thread_status_follows_its_runs_and_approvals(store: Store) -> Non
 async def test_list_threads_pages_by_cursor(store: Store) -> None:
     for i in range(5):
         await store.ensure_thread(f"t{i}", "alice", "helper")
-        await store.add_messages(f"t{i}", [Msg.user(f"q{i}")], None)
+        await store.add_messages(f"t{i}", "alice", [Msg.user(f"q{i}")], None)
     await store.ensure_thread("other", "bob", "helper")
 
     everything = await store.list_threads("alice", limit=10)
@@ -233,12 +249,12 @@ async def test_delete_thread_removes_all_it_holds(store: Store) -> None:
     for t in ("doomed", "kept"):
         await store.ensure_thread(t, "alice", "helper")
         await store.start_run(f"run_{t}", t, "alice", "helper", "m")
-        await store.add_messages(t, [Msg.user("hi")], f"run_{t}")
+        await store.add_messages(t, "alice", [Msg.user("hi")], f"run_{t}")
         await store.add_feedback(f"run_{t}", "alice", "stars", 1.0, {})
         pending = PendingApproval(
             agent="helper", message_id="m", calls=[], awaiting=[], iterations=1
         )
-        await store.add_approval(pending, t, f"run_{t}")
+        await store.add_approval(pending, t, "alice", f"run_{t}")
 
     assert await store.delete_thread("doomed", "alice")
     assert not await store.delete_thread("doomed", "alice")
@@ -288,8 +304,8 @@ async def test_cancel_flags_and_stale_runs(store: Store) -> None:
     assert await store.cancel_requested(["run_live", "run_done", "run_nope"]) == {"run_live"}
     assert await store.cancel_requested([]) == set()
 
-    assert await store.interrupt_stale_runs("t") == 1
-    assert await store.interrupt_stale_runs("t") == 0
+    assert await store.interrupt_stale_runs("t", "alice") == 1
+    assert await store.interrupt_stale_runs("t", "alice") == 0
     stale = await store.get_run("run_live", "alice")
     done = await store.get_run("run_done", "alice")
     assert stale is not None
@@ -316,19 +332,19 @@ def _pending() -> PendingApproval:
 async def test_an_approval_is_answered_once(store: Store) -> None:
     await store.ensure_thread("t", "alice", "helper")
     pending = _pending()
-    await store.add_approval(pending, "t", "run_1")
+    await store.add_approval(pending, "t", "alice", "run_1")
 
     found = await store.get_approval(pending.interrupt_id, "alice")
     assert found == (pending, "t", "pending")
     assert await store.get_approval(pending.interrupt_id, "bob") is None
     assert await store.get_approval("int_nope", "alice") is None
-    assert await store.pending_approvals("t") == [pending]
+    assert await store.pending_approvals("t", "alice") == [pending]
 
     await store.answer_approval(pending.interrupt_id)
     with pytest.raises(ConflictError) as caught:
         await store.answer_approval(pending.interrupt_id)
     assert caught.value.status_code == 409
-    assert await store.pending_approvals("t") == []
+    assert await store.pending_approvals("t", "alice") == []
     answered = await store.get_approval(pending.interrupt_id, "alice")
     assert answered is not None
     assert answered[2] == "answered"
@@ -337,7 +353,7 @@ async def test_an_approval_is_answered_once(store: Store) -> None:
 async def test_answers_at_once_only_one_wins(store: Store) -> None:
     await store.ensure_thread("t", "alice", "helper")
     pending = _pending()
-    await store.add_approval(pending, "t", "run_1")
+    await store.add_approval(pending, "t", "alice", "run_1")
     outcomes = await asyncio.gather(
         *(store.answer_approval(pending.interrupt_id) for _ in range(8)), return_exceptions=True
     )
@@ -349,12 +365,12 @@ async def test_expired_approvals_cannot_be_answered(store: Store) -> None:
     await store.ensure_thread("t", "alice", "helper")
     await store.ensure_thread("other", "alice", "helper")
     pending, elsewhere = _pending(), _pending()
-    await store.add_approval(pending, "t", "run_1")
-    await store.add_approval(elsewhere, "other", "run_2")
+    await store.add_approval(pending, "t", "alice", "run_1")
+    await store.add_approval(elsewhere, "other", "alice", "run_2")
 
-    await store.expire_approvals("t")
-    assert await store.pending_approvals("t") == []
-    assert await store.pending_approvals("other") == [elsewhere]  # only that thread's
+    await store.expire_approvals("t", "alice")
+    assert await store.pending_approvals("t", "alice") == []
+    assert await store.pending_approvals("other", "alice") == [elsewhere]  # only that thread's
     with pytest.raises(ConflictError):
         await store.answer_approval(pending.interrupt_id)
     expired = await store.get_approval(pending.interrupt_id, "alice")

@@ -30,7 +30,7 @@ async def test_thread_detail_names_each_messages_run(service: MakeService) -> No
 async def test_messages_no_run_wrote_have_no_run_id(service: MakeService) -> None:
     svc = await service(calc_agent("ok"))
     await svc.client.post("/invoke", json={"message": "hi", "thread_id": "seeded"})
-    await svc.state.store.add_messages("seeded", [Msg.system("a note")], None)
+    await svc.state.store.add_messages("seeded", "local", [Msg.system("a note")], None)
     detail = (await svc.client.get("/threads/seeded")).json()
     assert detail["run_ids"][-1] is None
     assert len(detail["run_ids"]) == len(detail["messages"]) == 3

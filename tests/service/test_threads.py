@@ -174,7 +174,7 @@ async def test_thread_detail_has_the_messages_as_msg_json(service: MakeService) 
     assert detail["status"] == "idle"
     assert detail["pending"] == []
     msgs = [Msg.model_validate(m) for m in detail["messages"]]
-    stored = [m for m, _ in await svc.state.store.get_messages(thread_id)]
+    stored = [m for m, _ in await svc.state.store.get_messages(thread_id, "local")]
     assert msgs == stored
     assert [(m.role, m.text) for m in msgs] == [
         ("user", "first question"),
@@ -215,7 +215,7 @@ async def test_delete_removes_messages_runs_and_feedback(service: MakeService) -
     assert deleted.content == b""
 
     assert await store.get_thread("doomed", "local") is None
-    assert await store.get_messages("doomed") == []
+    assert await store.get_messages("doomed", "local") == []
     assert await run_records(store, "doomed") == []
     assert await store.get_run(run_id, "local") is None
     assert await store.get_feedback(run_id) == []
@@ -223,13 +223,16 @@ async def test_delete_removes_messages_runs_and_feedback(service: MakeService) -
     assert (await svc.client.delete("/threads/doomed")).status_code == 404
     assert (await svc.client.get(f"/runs/{run_id}")).status_code == 404
     # The other thread is untouched.
-    assert len(await store.get_messages(kept)) == 2
+    assert len(await store.get_messages(kept, "local")) == 2
     listed = (await svc.client.get("/threads")).json()["threads"]
     assert [t["thread_id"] for t in listed] == ["kept"]
     # The id is free again.
     again = await svc.client.post("/invoke", json={"message": "reborn", "thread_id": "doomed"})
     assert again.status_code == 200
-    assert [m.text for m, _ in await store.get_messages("doomed")] == ["reborn", "echo: reborn"]
+    assert [m.text for m, _ in await store.get_messages("doomed", "local")] == [
+        "reborn",
+        "echo: reborn",
+    ]
 
 
 async def test_a_thread_with_a_run_going_cannot_be_deleted(service: MakeService) -> None:
@@ -263,7 +266,7 @@ async def test_a_thread_is_not_deleted_while_a_run_takes_it(service: MakeService
     )
     assert made.status_code == 200
     # A run holds the thread's lock before it is recorded as running (while it starts).
-    lease = await svc.state.locks.acquire("t", 1)
+    lease = await svc.state.locks.acquire("t", "alice", 1)
     try:
         refused = await svc.client.delete("/threads/t", headers=as_alice)
         assert refused.status_code == 409
@@ -280,13 +283,13 @@ async def test_a_message_waiting_on_a_thread_deleted_meanwhile_starts_it_again(
     svc = await _service(service)
     store, locks = svc.state.store, svc.state.locks
     await _new_thread(svc, "old question", "t")
-    lease = await locks.acquire("t", 1)  # a run is on the thread
+    lease = await locks.acquire("t", "local", 1)  # a run is on the thread
     waits = asyncio.Event()
     acquire = locks.acquire
 
-    async def tell_and_acquire(thread_id: str, timeout: float) -> Lease:
+    async def tell_and_acquire(thread_id: str, user_id: str, timeout: float) -> Lease:
         waits.set()  # the request checked the thread, and now waits for its lock
-        return await acquire(thread_id, timeout)
+        return await acquire(thread_id, user_id, timeout)
 
     monkeypatch.setattr(locks, "acquire", tell_and_acquire)
     waiting = asyncio.create_task(
@@ -301,7 +304,7 @@ async def test_a_message_waiting_on_a_thread_deleted_meanwhile_starts_it_again(
     answer = await waiting
     assert answer.status_code == 200, answer.text
     assert answer.json()["content"] == "echo: new question"
-    stored = [m.text for m, _ in await svc.state.store.get_messages("t")]
+    stored = [m.text for m, _ in await svc.state.store.get_messages("t", "local")]
     assert stored == ["new question", "echo: new question"]
     detail = (await svc.client.get("/threads/t")).json()
     assert detail["title"] == "new question"
@@ -325,7 +328,7 @@ async def test_a_client_chosen_thread_id_is_used(service: MakeService) -> None:
     assert thread is not None
     # The same id continues it.
     await svc.client.post("/invoke", json={"message": "again", "thread_id": chosen})
-    assert len(await svc.state.store.get_messages(chosen)) == 4
+    assert len(await svc.state.store.get_messages(chosen, "local")) == 4
     # And it is addressable as a path segment, `/` and all.
     assert (await svc.client.delete(f"/threads/{quote(chosen, safe='')}")).status_code == 204
     assert await svc.state.store.get_thread(chosen, "local") is None

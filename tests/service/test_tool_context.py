@@ -100,7 +100,8 @@ async def test_a_tool_for_this_machine_only_is_refused_to_other_machines(
 
     risky = Agent("risky", ScriptedModel(["local answer"]), tools=[LocalOnly()])
     safe = Agent("safe", ScriptedModel(["remote answer"]), tools=[harmless])
-    svc = await service(risky, safe, auth_secret="s3cret")
+    # Nothing proxies to this service: a request from this machine is this machine's.
+    svc = await service(risky, safe, auth_secret="s3cret", trusted_proxies=[])
     transport = httpx.ASGITransport(app=svc.app, client=("10.1.2.3", 50000))
     async with httpx.AsyncClient(
         transport=transport, base_url="http://parley.test", headers=bearer("s3cret")
@@ -131,7 +132,7 @@ async def test_the_code_interpreter_outside_bubblewrap_serves_this_machine_only(
         assert interpreter.local_only is (mode != "bwrap")
         agent = Agent("coder", ScriptedModel(script), tools=[interpreter])
         caplog.set_level("WARNING", logger="parley.service")
-        svc = await service(agent, auth_secret="s3cret")
+        svc = await service(agent, auth_secret="s3cret", trusted_proxies=[])
         transport = httpx.ASGITransport(app=svc.app, client=("10.1.2.3", 50000))
         async with httpx.AsyncClient(
             transport=transport, base_url="http://parley.test", headers=bearer("s3cret")

@@ -216,7 +216,7 @@ async def test_history_leaves_system_messages_out(service: MakeService) -> None:
     svc = await service(calc_agent("ok"))
     await svc.client.post("/invoke", json={"message": "hi", "thread_id": "t1"})
     # A system message in a thread (an announcement, a summary) is the agent's business.
-    await svc.state.store.add_messages("t1", [Msg.system("Be brief.")], None)
+    await svc.state.store.add_messages("t1", "local", [Msg.system("Be brief.")], None)
     response = await svc.client.post("/history", json={"thread_id": "t1"})
     assert [m["type"] for m in response.json()["messages"]] == ["human", "ai"]
 

@@ -15,7 +15,9 @@ or end with `RUN_ERROR` (nothing after it) when the run fails. What is open (a t
 reasoning message, a tool call) is closed before anything else starts and before the end, so
 the stream keeps every rule an AG-UI client's verifier checks. Streamed messages get ids of
 their own (parley names a message only once it is whole); the snapshot at the end carries
-the stored ids, and replaces the client's copy, so the next request sends those back.
+the stored ids, and replaces the client's copy, so the next request sends those back. It is
+read as the run ends, before the thread's lock is released (`RunManager.start(snapshot=True)`),
+so no message of a later run on the thread can slip into it.
 
 An approval is one AG-UI interrupt per awaiting call, its id `<interrupt_id>:<call_id>`,
 answered by a later run's `resume` entries (`resolved`, optionally with a payload
@@ -96,7 +98,6 @@ from parley.messages import (
 from parley.models.accumulator import parse_arguments
 from parley.service.runs import RunHandle
 from parley.service.sse import interrupt_of
-from parley.service.store import Store
 
 __all__ = [
     "INTERRUPT_EVENT",
@@ -160,17 +161,22 @@ class AguiEvents:
             return [*self._close_all(), RunErrorEvent(message=event.message, code=event.kind)]
         return []
 
-    def ended(self, ended: RunEnded, thread: Sequence[Msg]) -> list[BaseEvent]:
-        """The run's last events: the thread's snapshot and `RUN_FINISHED` (or `RUN_ERROR`)."""
+    def ended(self, ended: RunEnded, thread: Sequence[Msg] | None) -> list[BaseEvent]:
+        """The run's last events: the thread's snapshot and `RUN_FINISHED` (or `RUN_ERROR`).
+
+        `thread` is the snapshot's messages; None leaves the snapshot out (the thread could
+        not be read: the client keeps its own copy).
+        """
         if self.failed:
             return []
         if ended.status == "error":  # no RunError came: still, the run failed
             self.failed = True
             return [*self._close_all(), RunErrorEvent(message="the run failed", code="error")]
         usage = ended.usage
+        snapshot = [] if thread is None else [snapshot_event(thread)]
         return [
             *self._close_all(),
-            MessagesSnapshotEvent(messages=snapshot_messages(thread)),
+            *snapshot,
             RunFinishedEvent(
                 thread_id=self.given.thread_id,
                 run_id=self.given.run_id,
@@ -319,17 +325,18 @@ def split_interrupt_id(agui_id: str) -> tuple[str, str]:
 
 
 async def agui_frames(
-    handle: RunHandle, given: RunAgentInput, store: Store, encoder: EventEncoder
+    handle: RunHandle, given: RunAgentInput, encoder: EventEncoder
 ) -> AsyncIterator[str]:
-    """The SSE frames of a run's AG-UI events, encoded by `encoder`."""
+    """The SSE frames of a run's AG-UI events, encoded by `encoder`.
+
+    The run is one started with `snapshot=True`: its thread, read as it ended, is the
+    `MESSAGES_SNAPSHOT`.
+    """
     events = AguiEvents(handle, given)
     yield encoder.encode(events.started())
     while (event := await handle.next_event()) is not None:
         if isinstance(event, RunEnded):
-            thread = (
-                [] if events.failed else [m for m, _ in await store.get_messages(handle.thread_id)]
-            )
-            for last in events.ended(event, thread):
+            for last in events.ended(event, handle.snapshot):
                 yield encoder.encode(last)
             return
         for out in events.events(event):
@@ -337,6 +344,11 @@ async def agui_frames(
 
 
 # -- messages -----------------------------------------------------------------------------------
+
+
+def snapshot_event(thread: Sequence[Msg]) -> MessagesSnapshotEvent:
+    """The `MESSAGES_SNAPSHOT` of a thread's messages (see `snapshot_messages`)."""
+    return MessagesSnapshotEvent(messages=snapshot_messages(thread))
 
 
 def snapshot_messages(thread: Sequence[Msg]) -> list[Message]:

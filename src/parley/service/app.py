@@ -9,6 +9,9 @@ app = create_app(ServiceSettings(database_url=...), agents=[my_agent])
 Errors are JSON `{"detail": ...}`: parley's `ServiceError`s with their status, a usage
 mistake as 422, and anything unexpected as a bare 500 (logged here, never a stack trace in
 the answer). On `/v1/...` the same answers come in OpenAI's error shape (`openai_compat`).
+
+Every request's body is bounded (`max_body_bytes`: 413 as it arrives) and every stream's
+client must keep up (`send_timeout`, `stream_buffer_bytes`): `parley.service.bounds`.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import logging
 from collections.abc import AsyncIterator, Iterable
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy.exc
 from fastapi import FastAPI, Request, Response
@@ -26,6 +30,7 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Receive, Scope, Send
 
 from parley import tracing
 from parley.agents import Agent
@@ -33,6 +38,7 @@ from parley.errors import ConfigurationError, ParleyError, ServiceError, UserErr
 from parley.models.spec import model_from_spec
 from parley.service import openai_compat, routes_agui, routes_threads, routes_toolkit
 from parley.service.auth import local_only_tools
+from parley.service.bounds import CONNECTION, ClientConnection, limit_body
 from parley.service.documents import DOCUMENTS_KEY, DocumentsService
 from parley.service.registry import AgentRegistry, builtin_agent
 from parley.service.runs import RunManager
@@ -116,13 +122,19 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if not settings.auth_enabled:
             log.warning(NO_AUTH_WARNING)
+        _tell_proxies(settings)
         store = await Store.open(settings.database_url)
         locks = thread_locks(settings.database_url)
-        runs = RunManager(store, locks, busy_timeout=settings.busy_timeout)
+        runs = RunManager(
+            store,
+            locks,
+            busy_timeout=settings.busy_timeout,
+            buffer_bytes=settings.stream_buffer_bytes,
+        )
         app.state.parley = ServiceState(settings, registry, store, locks, runs)
         if documents is not None:
             await documents.start()
-        warm = asyncio.create_task(_warm_up(registry))
+        warm = asyncio.create_task(_warm_up(registry, settings))
         try:
             yield
         finally:
@@ -133,7 +145,8 @@ def create_app(
             await locks.close()
             await store.close()
 
-    app = FastAPI(
+    app = _App(
+        settings.max_body_bytes,
         title="parley",
         summary="LLM agents over HTTP: agent-service-toolkit's protocol, AG-UI, threads, "
         "approvals and an OpenAI-compatible endpoint.",
@@ -161,6 +174,26 @@ def create_app(
     return app
 
 
+class _App(FastAPI):
+    """FastAPI, with the server's connection kept and the request body bounded.
+
+    Here, before any middleware wraps them: `send` is the server's own (what drops a client
+    that does not read, `ClientConnection`), and a body over the limit is refused before
+    tracing or anything else reads it.
+    """
+
+    def __init__(self, max_body_bytes: int, **options: Any) -> None:
+        super().__init__(**options)
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve a request, its body bounded and its connection at hand."""
+        if scope["type"] == "http":
+            scope[CONNECTION] = ClientConnection(send)
+            receive = limit_body(scope, receive, self.max_body_bytes)
+        await super().__call__(scope, receive, send)
+
+
 def _trace(app: FastAPI, settings: ServiceSettings) -> None:
     """Trace the app's requests when tracing is on (the setting, `OTEL_*`, or a provider set).
 
@@ -173,11 +206,11 @@ def _trace(app: FastAPI, settings: ServiceSettings) -> None:
         tracing.instrument_app(app)
 
 
-async def _warm_up(registry: AgentRegistry) -> None:
+async def _warm_up(registry: AgentRegistry, settings: ServiceSettings) -> None:
     """Build the default agent and load its model now, so the first question is quick."""
     try:
         agent = await asyncio.to_thread(lambda: registry.get(registry.default).agent)
-        _tell_local_only(agent)
+        _tell_local_only(agent, settings)
         load = getattr(agent.model, "load", None)
         if callable(load):
             await load()
@@ -185,16 +218,41 @@ async def _warm_up(registry: AgentRegistry) -> None:
         log.warning("could not prepare the default agent", exc_info=True)
 
 
-def _tell_local_only(agent: Agent) -> None:
-    names = local_only_tools(agent)
-    if names:
-        log.warning(
-            "parley: agent %r has tools that serve this machine only (%s: the code "
-            "interpreter's sandbox here is weaker than bubblewrap); requests from other "
-            "machines that would run it are refused (403)",
-            agent.name,
-            ", ".join(names),
+def _tell_proxies(settings: ServiceSettings) -> None:
+    """Say how the service tells a request from this machine (see `parley.service.local`)."""
+    proxies = settings.trusted_proxies
+    if proxies:
+        log.info(
+            "parley: requests from %s are taken as a reverse proxy's: their client is the one "
+            "X-Forwarded-For names, and without it they are not from this machine",
+            ", ".join(proxies),
         )
+    elif proxies is None:
+        log.info(
+            "parley: PARLEY_TRUSTED_PROXIES is not set: a request is from its connection's "
+            "address, or, carrying a proxy's forwarding header, from no one known"
+        )
+
+
+def _tell_local_only(agent: Agent, settings: ServiceSettings) -> None:
+    names = local_only_tools(agent)
+    if not names:
+        return
+    if settings.auth_enabled and settings.trusted_proxies is None:
+        served = (
+            "they are refused to every request (403) until PARLEY_TRUSTED_PROXIES says which "
+            "reverse proxies stand in front of this service ('[]' for none): behind one on "
+            "this machine, every request would look local"
+        )
+    else:
+        served = "requests from other machines that would run them are refused (403)"
+    log.warning(
+        "parley: agent %r has tools that serve this machine only (%s: the code "
+        "interpreter's sandbox here is weaker than bubblewrap); %s",
+        agent.name,
+        ", ".join(names),
+        served,
+    )
 
 
 def _static_dir() -> Path:

@@ -9,7 +9,10 @@ from this machine, addressed to it by a loopback name, from its own pages
 
 Some tools serve this machine only, whatever the auth (`Tool.local_only`: the code interpreter
 in a sandbox weaker than bubblewrap): a run of an agent holding one is refused (403) for a
-request from another machine.
+request that is not from this machine (`parley.service.local.client_address`: a proxy's
+request is its client's, or no one's). With auth that is not enough: a reverse proxy on this
+machine that names no client makes every request look local, so such tools are served only
+once `PARLEY_TRUSTED_PROXIES` says which proxies stand in front of the service (`[]`: none).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from parley.agents import Agent
 from parley.errors import AuthenticationError
-from parley.service.local import check_local_request
+from parley.service.local import UNNAMED_CLIENT_HINT, check_local_request, client_address
 from parley.service.settings import ServiceSettings, is_loopback
 from parley.service.store import Store
 
@@ -33,6 +36,7 @@ __all__ = [
     "check_tools_reachable",
     "current_user",
     "local_only_tools",
+    "local_tools_refusal",
 ]
 
 LOCAL_USER = "local"
@@ -40,10 +44,18 @@ LOCAL_USER = "local"
 SECRET_USER = "default"
 """The user who holds the shared secret."""
 
-# Whether the request being handled came from another machine: set by `current_user`, which
-# every route that starts a run depends on (an async dependency runs in the request's task,
-# so the endpoint sees it); runs started outside a request (tests, scripts) count as local.
-_remote_client: ContextVar[bool] = ContextVar("parley_remote_client", default=False)
+# Why the request being handled may not run tools for this machine only (None: it may): set
+# by `current_user`, which every route that starts a run depends on (an async dependency runs
+# in the request's task, so the endpoint sees it); runs started outside a request (tests,
+# scripts) may.
+_local_tools_refused: ContextVar[str | None] = ContextVar("parley_local_tools", default=None)
+
+_UNSET_PROXIES = (
+    "PARLEY_TRUSTED_PROXIES is not set, and behind a reverse proxy on this machine every "
+    "request would look local: set it to '[]' when no proxy forwards to this service, or to "
+    "the proxies' addresses (they must send X-Forwarded-For)"
+)
+_NOT_NAMED = f"this request came through a proxy that did not say for whom: {UNNAMED_CLIENT_HINT}"
 
 _bearer = HTTPBearer(auto_error=False, description="An API key, or the shared AUTH_SECRET.")
 
@@ -86,16 +98,27 @@ async def current_user(
             `parley.service.local`.
     """
     state = request.app.state.parley
-    _remote_client.set(not _from_this_machine(request))
+    _local_tools_refused.set(local_tools_refusal(request, state.settings))
     if not state.settings.auth_enabled:
         check_local_request(request, state.settings)
     token = credentials.credentials if credentials is not None else None
     return await authenticate(state.settings, state.store, token)
 
 
-def _from_this_machine(request: Request) -> bool:
-    # No client address (a Unix socket, an in-process transport) is this machine too.
-    return request.client is None or is_loopback(request.client.host)
+def local_tools_refusal(request: Request, settings: ServiceSettings) -> str | None:
+    """Why `request` may not run tools that serve this machine only; None when it may.
+
+    It may when it comes from this machine (`client_address`) and, with auth, the service
+    knows which proxies stand in front of it (`trusted_proxies` set).
+    """
+    client = client_address(request, settings)
+    if client is None:
+        return _NOT_NAMED
+    if not is_loopback(client):
+        return "the request came from another machine; install bubblewrap to serve it to others"
+    if settings.auth_enabled and settings.trusted_proxies is None:
+        return _UNSET_PROXIES
+    return None
 
 
 def local_only_tools(agent: Agent) -> list[str]:
@@ -104,18 +127,18 @@ def local_only_tools(agent: Agent) -> list[str]:
 
 
 def check_tools_reachable(agent: Agent) -> None:
-    """Refuse a run for another machine when the agent holds a tool for this machine only.
+    """Refuse a run that may not use the agent's tools for this machine only, if it has any.
 
     Raises:
-        AuthenticationError: The request being handled came from another machine (403).
+        AuthenticationError: The request being handled may not (`local_tools_refusal`): 403.
     """
-    if not _remote_client.get():
+    reason = _local_tools_refused.get()
+    if reason is None:
         return
     names = local_only_tools(agent)
     if names:
         raise AuthenticationError(
             f"agent {agent.name!r} has tools that serve this machine only ({', '.join(names)}:"
-            " the code interpreter without bubblewrap cannot contain hostile code); install "
-            "bubblewrap to serve it to others",
+            f" the code interpreter without bubblewrap cannot contain hostile code), and {reason}",
             status_code=403,
         )

@@ -2,6 +2,8 @@
 
 `parley serve` passes its options on as `PARLEY_*` environment variables and starts uvicorn
 on the app factory, so every worker process builds the same app from the same settings.
+uvicorn's own reading of `X-Forwarded-For` is off: the app reads it, from the proxies
+`PARLEY_TRUSTED_PROXIES` names only (`parley.service.local.client_address`).
 """
 
 from __future__ import annotations
@@ -74,6 +76,12 @@ def add_commands(commands: Any) -> None:
     )
     serve_parser.add_argument("--default-agent", help="the agent /invoke and /stream use")
     serve_parser.add_argument(
+        "--trusted-proxies",
+        metavar="ADDRESSES",
+        help="the reverse proxies in front of the service, comma-separated addresses or "
+        "networks ('' for none): their requests are judged by X-Forwarded-For",
+    )
+    serve_parser.add_argument(
         "--tts",
         metavar="SPEC",
         help="the voice for requests asking for speech, provider[:model] (default local)",
@@ -112,6 +120,10 @@ def _export(args: argparse.Namespace) -> None:
 
     if args.agents:
         os.environ["PARLEY_AGENTS"] = json.dumps(args.agents)
+    trusted = getattr(args, "trusted_proxies", None)
+    if trusted is not None:
+        proxies = [p.strip() for p in trusted.split(",") if p.strip()]
+        os.environ["PARLEY_TRUSTED_PROXIES"] = json.dumps(proxies)
     if args.docs:
         # Resolved here: uvicorn's workers may start elsewhere than the working directory.
         docs = [d if "://" in d else os.path.abspath(d) for d in args.docs]
@@ -155,6 +167,9 @@ def serve(args: argparse.Namespace) -> int:
         timeout_graceful_shutdown=10,
         loop=loop,
         http=http,
+        # The app reads X-Forwarded-For itself, from the proxies the settings name only; left
+        # on, uvicorn would take it from any client on 127.0.0.1 before the app saw the peer.
+        proxy_headers=False,
     )
     return 0
 

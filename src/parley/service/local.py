@@ -7,7 +7,9 @@ on this machine. So, without auth, a request must pass these checks (with auth n
 a page cannot send the user's key, and the service may be served under any name):
 
 1. Its client is this machine (a loopback address), else 403: the app may be served some
-   other way than `parley serve` (uvicorn on 0.0.0.0, a container).
+   other way than `parley serve` (uvicorn on 0.0.0.0, a container). Who the client is, is
+   `client_address`'s answer: behind a reverse proxy (`PARLEY_TRUSTED_PROXIES`), the client
+   its `X-Forwarded-For` names, and none when the proxy names none.
 2. `Host` names this machine, else 421. DNS rebinding: a page from `http://evil.example:8080`
    points its own name at 127.0.0.1, and its scripts then reach the service as same-origin
    requests, carrying `Host: evil.example:8080`. A name of this machine is `localhost` or a
@@ -37,9 +39,23 @@ from urllib.parse import urlsplit
 from fastapi import Request
 
 from parley.errors import AuthenticationError, ServiceError
-from parley.service.settings import ServiceSettings, is_loopback
+from parley.service.settings import IPNetwork, ServiceSettings, is_loopback
 
-__all__ = ["check_local_request", "is_local_name"]
+__all__ = [
+    "FORWARDING_HEADERS",
+    "UNNAMED_CLIENT_HINT",
+    "check_local_request",
+    "client_address",
+    "is_local_name",
+]
+
+FORWARDING_HEADERS = ("x-forwarded-for", "forwarded", "x-real-ip")
+"""Headers a reverse proxy adds to name the client it forwards for."""
+UNNAMED_CLIENT_HINT = (
+    "list the proxies in front of this service in PARLEY_TRUSTED_PROXIES (their addresses, "
+    "as JSON: '[\"127.0.0.1\"]'), and have them send X-Forwarded-For"
+)
+"""What to do about a request whose client a proxy did not name."""
 
 _NO_AUTH = "this service has no auth configured"
 _SET_AUTH = "set PARLEY_API_KEYS=true or AUTH_SECRET to serve others"
@@ -55,7 +71,14 @@ def check_local_request(request: Request, settings: ServiceSettings) -> None:
         ServiceError: A `Host` that is not a name of this machine (421), or a JSON body not
             declared as JSON (415).
     """
-    if request.client is not None and not is_loopback(request.client.host):
+    client = client_address(request, settings)
+    if client is None:
+        raise AuthenticationError(
+            f"{_NO_AUTH}, so it answers this machine only, and this request came through a "
+            f"proxy that did not say for whom; {UNNAMED_CLIENT_HINT}, or {_SET_AUTH}",
+            status_code=403,
+        )
+    if not is_loopback(client):
         raise AuthenticationError(
             f"{_NO_AUTH}, so it answers this machine only; {_SET_AUTH}", status_code=403
         )
@@ -80,6 +103,50 @@ def check_local_request(request: Request, settings: ServiceSettings) -> None:
             "auth configured, so it takes no body a web page of another site could send)",
             status_code=415,
         )
+
+
+def client_address(request: Request, settings: ServiceSettings) -> str | None:
+    """The address of the client a request comes from; None when it cannot be told.
+
+    - No connection address (an in-process transport, a Unix socket): this machine.
+    - `trusted_proxies` unset: the connection's address, unless the request carries a header
+      a proxy adds (`X-Forwarded-For`, `Forwarded`, `X-Real-IP`): then a proxy sent it, and
+      its client is unknown (None). A proxy that adds none cannot be told from a client.
+    - Set: from one of those proxies, the client `X-Forwarded-For` names (the last address
+      in it that is not a trusted proxy: the ones before it are the client's own to write),
+      or None without that header; from anyone else, the connection's address.
+    """
+    if request.client is None:
+        return "127.0.0.1"
+    peer = request.client.host
+    proxies = settings.trusted_proxies
+    if proxies is None:
+        forwarded = any(name in request.headers for name in FORWARDING_HEADERS)
+        return None if forwarded else peer
+    networks = settings.proxy_networks
+    if not _in(peer, networks):
+        return peer
+    hops = [
+        hop.strip()
+        for value in request.headers.getlist("x-forwarded-for")
+        for hop in value.split(",")
+        if hop.strip()
+    ]
+    for hop in reversed(hops):
+        if not _in(hop, networks):
+            return hop
+    return hops[0] if hops else None  # all proxies: the first one asked for itself
+
+
+def _in(address: str, networks: tuple[IPNetwork, ...]) -> bool:
+    """Whether an address (as a connection or a header gives it) is in one of `networks`."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False  # not an address (a name, `unknown`): no proxy of ours
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return any(ip in network for network in networks)
 
 
 def is_local_name(name: str) -> bool:

@@ -82,6 +82,7 @@ from parley.messages import (
 )
 from parley.models.accumulator import parse_arguments
 from parley.service.auth import current_user
+from parley.service.bounds import check_messages
 from parley.service.openai_schema import (
     UNION_TAGS,
     AssistantMessage,
@@ -138,7 +139,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     for status, description in [
         (400, "A field the service rejected (`param` names it)."),
         (401, "Missing or wrong API key."),
-        (404, "Unknown model (agent) or thread."),
+        (404, "Unknown model (agent)."),
         (409, "The thread is busy with another run."),
         (502, "The run failed (the model or the agent)."),
     ]
@@ -234,8 +235,9 @@ async def chat_completions(
     _refuse_unsupported(body)
     _check_model(state, body.model)
     history, message = request_messages(body.messages)
+    check_messages([*history, message], state.settings.max_message_chars, ("body", "messages"))
     entry = state.registry.get(body.model)
-    # Started before any response, so a busy thread (409) or another's (404) is an HTTP error.
+    # Started before any response, so a busy thread (409) is an HTTP error, not a chunk.
     handle = await state.runs.start(
         entry.agent,
         agent_key=entry.key,
@@ -247,7 +249,8 @@ async def chat_completions(
     completion = _Completion.of(handle)
     if body.stream:
         include_usage = body.stream_options is not None and body.stream_options.include_usage
-        return _stream(handle, completion, include_usage=include_usage)
+        send_timeout = state.settings.send_timeout
+        return _stream(handle, completion, include_usage=include_usage, send_timeout=send_timeout)
     return await _whole(handle, completion)
 
 
@@ -456,8 +459,11 @@ async def _whole(handle: RunHandle, completion: _Completion) -> JSONResponse:
     return JSONResponse(body.model_dump(mode="json"), headers=headers)
 
 
-def _stream(handle: RunHandle, completion: _Completion, *, include_usage: bool) -> Response:
-    return run_stream_response(handle, _chunks(handle, completion, include_usage=include_usage))
+def _stream(
+    handle: RunHandle, completion: _Completion, *, include_usage: bool, send_timeout: float
+) -> Response:
+    chunks = _chunks(handle, completion, include_usage=include_usage)
+    return run_stream_response(handle, chunks, send_timeout=send_timeout)
 
 
 async def _chunks(

@@ -3,8 +3,9 @@
 - `POST /agui/run`: the default agent; `POST /agui/{agent_id}/run`: that agent.
 - The body is AG-UI's `RunAgentInput`; the answer is AG-UI events as server-sent events
   (`parley.service.agui` says which, in what order).
-- `threadId` is a parley thread, with the same rules as everywhere: the caller's own (another
-  user's is 404, exactly like an unknown agent), one run at a time (409), made when new. Only
+- `threadId` is a parley thread, with the same rules as everywhere: the caller's own (each
+  user has thread ids of their own: another user's thread of that id is another thread), one
+  run at a time (409), made when new. Only
   the last of `messages` is new and must be the user's; the earlier ones seed a new thread
   and are otherwise ignored (the stored thread is the truth), as the OpenAI endpoint does.
   `tools` and `context` (a front end's own tools) are ignored: the agent brings its own.
@@ -33,6 +34,7 @@ from pydantic import TypeAdapter, ValidationError
 from parley.errors import ConflictError, MessageError, NotFoundError, ServiceError
 from parley.service.agui import agui_frames, input_messages, split_interrupt_id
 from parley.service.auth import current_user
+from parley.service.bounds import check_messages
 from parley.service.runs import RunHandle
 from parley.service.schema import error_responses
 from parley.service.state import ServiceState, get_state, new_thread_id, run_stream_response
@@ -90,12 +92,14 @@ async def _run(
         start = {"resume": verdicts}
     else:
         history, message = _new_input(body)
+        check_messages([*history, message], state.settings.max_message_chars, ("body", "messages"))
         start = {"message": message, "history": history}
     handle: RunHandle = await state.runs.start(
-        agent, agent_key=entry.key, user_id=user, thread_id=thread_id, **start
+        agent, agent_key=entry.key, user_id=user, thread_id=thread_id, snapshot=True, **start
     )
     encoder = EventEncoder(accept=request.headers.get("accept", ""))
-    return run_stream_response(handle, agui_frames(handle, body, state.store, encoder))
+    frames = agui_frames(handle, body, encoder)
+    return run_stream_response(handle, frames, send_timeout=state.settings.send_timeout)
 
 
 def _invalid(loc: tuple[str | int, ...], msg: str, value: Any) -> RequestValidationError:
@@ -160,7 +164,7 @@ async def _resume(
     """The interrupt this run answers and its verdicts; None when it answers none.
 
     An interrupt named in `resume` entries is looked up as the caller's when the run starts
-    (another user's is 404 there).
+    (another user's is 404 there, as an unknown one).
     """
     command = forwarded.get("command")
     if body.resume:
@@ -175,9 +179,9 @@ async def _resume(
             "resume with true or false for every awaiting call, or {call_id: bool}",
             command["resume"],
         ) from None
-    if await state.store.get_thread(thread_id, user) is None:  # another's is 404, never 409
+    if await state.store.get_thread(thread_id, user) is None:
         raise NotFoundError(f"thread {thread_id!r} not found", status_code=404)
-    pending = await state.store.pending_approvals(thread_id)
+    pending = await state.store.pending_approvals(thread_id, user)
     if not pending:
         raise ConflictError(f"thread {thread_id!r} has no interrupt to resume", status_code=409)
     return pending[-1].interrupt_id, verdict

@@ -119,8 +119,8 @@ async def get_thread(thread_id: str, state: State, user: User, response: Respons
     """A thread with its messages (parley `Msg` JSON) and its unanswered interrupts."""
     thread = await _own_thread(state, thread_id, user)
     response.headers["X-Thread-Id"] = thread_id
-    rows = await state.store.get_messages(thread_id)
-    pending = await state.store.pending_approvals(thread_id)
+    rows = await state.store.get_messages(thread_id, user)
+    pending = await state.store.pending_approvals(thread_id, user)
     interrupts = [
         make_interrupt(
             p.interrupt_id,
@@ -156,12 +156,12 @@ async def delete_thread(thread_id: str, state: State, user: User) -> Response:
 
     The tools' state for it goes too: the code interpreter's process and the thread's files.
     """
-    await _own_thread(state, thread_id, user)  # first: another's thread is 404, never 409
+    await _own_thread(state, thread_id, user)  # first: a thread they do not have is 404
     busy = ConflictError(f"thread {thread_id!r} has a run going; cancel it first", status_code=409)
     # Under the thread's lock, as a run holds it: no run starts (stores its first message)
     # while the thread goes, nor between the status read here and the delete.
     try:
-        lease = await state.locks.acquire(thread_id, 0)
+        lease = await state.locks.acquire(thread_id, user, 0)
     except ConflictError:
         raise busy from None
     try:
@@ -229,7 +229,7 @@ async def _resume(
     thread = await _own_thread(state, thread_id, user)
     # The agent of the run that parked answers, not the thread's first: a conversation may
     # switch agents between messages (the toolkit's app lets it).
-    rows = await state.store.get_messages(thread_id)
+    rows = await state.store.get_messages(thread_id, user)
     parked = await state.store.get_run(_run_of(rows, pending.message_id), user)
     entry = state.registry.get(parked.agent if parked is not None else thread.agent)
     return await state.runs.start(
@@ -268,7 +268,12 @@ async def approve_stream(
 ) -> StreamingResponse:
     """Answer an interrupt and stream the run as it goes on (frames as `/stream`)."""
     handle = await _resume(state, user, interrupt_id, body)
-    return sse_response(handle, mode=body.events, stream_tokens=body.stream_tokens)
+    return sse_response(
+        handle,
+        mode=body.events,
+        stream_tokens=body.stream_tokens,
+        send_timeout=state.settings.send_timeout,
+    )
 
 
 @router.get("/agents", tags=["agents"])

@@ -23,6 +23,7 @@ from parley.compat.service_toolkit import (
 from parley.errors import ServiceError
 from parley.messages import Msg
 from parley.service.auth import current_user
+from parley.service.bounds import check_messages
 from parley.service.runs import RunHandle
 from parley.service.schema import (
     ServiceChatHistory,
@@ -50,7 +51,7 @@ State = Annotated[ServiceState, Depends(get_state)]
 User = Annotated[str, Depends(current_user)]
 
 _AUTH = error_responses(401)
-# A run: an unknown agent or another user's thread (404), a busy thread (409), and for an
+# A run: an unknown agent (404), a busy thread (409), and for an
 # answer waited for, a failed run (502); a stream reports that last one in a frame.
 _INVOKE = error_responses(401, 404, 409, 502)
 _SSE: dict[int | str, dict[str, Any]] = {
@@ -86,12 +87,14 @@ async def _start(state: ServiceState, user: str, agent_id: str, body: UserInput)
     speech = state.speech(speak)
     agent = state.agent_for(entry, body.model)
     thread_id = new_thread_id(body.thread_id)
+    message = Msg.user(body.message)
+    check_messages([message], state.settings.max_message_chars, ("body", "message"))
     return await state.runs.start(
         agent,
         agent_key=entry.key,
         user_id=user,
         thread_id=thread_id,
-        message=Msg.user(body.message),
+        message=message,
         middleware=speech,
     )
 
@@ -165,7 +168,12 @@ async def _stream(
     # Started before the response, so an unknown agent (404), a busy thread (409) or a bad
     # model (422) is an HTTP error, not a frame.
     handle = await _start(state, user, agent_id, body)
-    return sse_response(handle, mode=body.events, stream_tokens=body.stream_tokens)
+    return sse_response(
+        handle,
+        mode=body.events,
+        stream_tokens=body.stream_tokens,
+        send_timeout=state.settings.send_timeout,
+    )
 
 
 @router.post("/history", responses=_AUTH)
@@ -197,7 +205,7 @@ async def _history(
     thread = await state.store.get_thread(body.thread_id, user)
     if thread is None:
         return ServiceChatHistory(messages=[], thread_id=body.thread_id)
-    rows = await state.store.get_messages(body.thread_id)
+    rows = await state.store.get_messages(body.thread_id, user)
     messages = [
         ServiceChatMessage.model_validate(data)
         for msg, run_id in rows

@@ -13,6 +13,15 @@ each message between them in one of its own. So when the run's end is told (an `
 answered, a stream's last frame), its question, answer, record and usage are stored; if
 that last transaction fails, the run is told as failed.
 
+A run's events wait for their reader in a queue of their own. When the reader is a client's
+stream (`RunHandle.limit_reader`), the queue is bounded by `buffer_bytes` (about: text and
+audio by their size, and half a kilobyte an event): a reader that falls that far behind (a
+client that does not read its stream) is let go: the queue is emptied, the reader gets
+`ReaderDropped`, and later events are thrown away, while the run goes on to its end and is
+stored as any other. A reader that leaves of its own accord (a client gone) cancels the run
+instead. A reader in this process (`/invoke` waiting for the answer) takes every event as it
+comes, unbounded.
+
 `POST /runs/{id}/cancel` reaches a run in this process at once, and one in another process
 through the store: every process polls the cancel flags of its own runs. A run whose
 process was killed is marked `interrupted` by the cancel itself (nobody holds its thread's
@@ -24,24 +33,40 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
 from parley.agents import Agent, AgentRun, Memory, Middleware
 from parley.agents.approval import unanswered_calls
-from parley.agents.events import AgentEvent, ApprovalRequested, RunEnded, RunError
+from parley.agents.events import (
+    AgentEvent,
+    ApprovalRequested,
+    AudioDelta,
+    MessageCompleted,
+    RunEnded,
+    RunError,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallArgumentsDelta,
+)
 from parley.errors import ConflictError, NotFoundError
 from parley.messages import Msg
 from parley.service.auth import check_tools_reachable
 from parley.service.store import RunRecord, Store, ThreadLocks
 from parley.service.store.locks import Lease
 
-__all__ = ["RunHandle", "RunManager", "ThreadMemory"]
+__all__ = ["DEFAULT_BUFFER_BYTES", "ReaderDropped", "RunHandle", "RunManager", "ThreadMemory"]
 
 log = logging.getLogger("parley.service")
 
 CANCEL_POLL_SECONDS = 0.5
 """How often a process checks the store for cancel requests of its runs (made elsewhere)."""
 _SHUTDOWN_GRACE = 5.0
+DEFAULT_BUFFER_BYTES = 4 * 1024 * 1024
+"""How far (about, in bytes) a run's events may run ahead of their reader by default."""
+_EVENT_WEIGHT = 512
+"""What a queued event counts for beyond its text or audio: its object, its other fields
+(a small `TextDelta` takes about 550 bytes in all)."""
 
 
 class ThreadMemory(Memory):
@@ -54,9 +79,12 @@ class ThreadMemory(Memory):
     transaction (`take_held`), and written first by any later `add`.
     """
 
-    def __init__(self, store: Store, thread_id: str, msgs: Sequence[Msg] = ()) -> None:
+    def __init__(
+        self, store: Store, thread_id: str, user_id: str, msgs: Sequence[Msg] = ()
+    ) -> None:
         self.store = store
         self.thread_id = thread_id
+        self.user_id = user_id
         self.run_id: str | None = None
         self._msgs = list(msgs)
         self._ahead: set[str] = set()
@@ -76,7 +104,7 @@ class ThreadMemory(Memory):
         if fresh and _is_answer(fresh[-1]):
             self._held = unwritten
         else:
-            await self.store.add_messages(self.thread_id, unwritten, self.run_id)
+            await self.store.add_messages(self.thread_id, self.user_id, unwritten, self.run_id)
             self._held = []
         self._msgs.extend(batch)
 
@@ -91,7 +119,7 @@ class ThreadMemory(Memory):
 
     async def clear(self) -> None:
         """Forget the thread's messages, in the store too."""
-        await self.store.clear_messages(self.thread_id)
+        await self.store.clear_messages(self.thread_id, self.user_id)
         self._msgs.clear()
         self._held.clear()
 
@@ -100,20 +128,62 @@ def _is_answer(msg: Msg) -> bool:
     return msg.role == "assistant" and not msg.tool_calls
 
 
+class ReaderDropped(Exception):  # noqa: N818 - what happened, not a failure of the run
+    """The run's reader fell too far behind and was let go; the run goes on without it."""
+
+
+def _weight(event: AgentEvent | None) -> int:
+    """About how many bytes an event holds while it waits: its text or audio, and a bit."""
+    if isinstance(event, AudioDelta):
+        return _EVENT_WEIGHT + len(event.data)
+    if isinstance(event, TextDelta | ThinkingDelta):
+        return _EVENT_WEIGHT + len(event.text)
+    if isinstance(event, ToolCallArgumentsDelta):
+        return _EVENT_WEIGHT + len(event.delta)
+    if isinstance(event, MessageCompleted):
+        return _EVENT_WEIGHT + len(event.msg.text)
+    return _EVENT_WEIGHT
+
+
 class RunHandle:
-    """A started run: its ids, its events (for one reader), and a way to stop it."""
+    """A started run: its ids, its events (for one reader), and a way to stop it.
+
+    Args:
+        buffer_bytes: How far (about, in bytes) the run's events may get ahead of a client's
+            stream before it is dropped (`limit_reader`; see the module's docstring).
+    """
 
     def __init__(
-        self, run: AgentRun, thread_id: str, agent: str, memory: ThreadMemory | None = None
+        self,
+        run: AgentRun,
+        thread_id: str,
+        agent: str,
+        memory: ThreadMemory | None = None,
+        *,
+        user_id: str,
+        buffer_bytes: int = DEFAULT_BUFFER_BYTES,
+        wants_snapshot: bool = False,
     ) -> None:
         self.run = run
         self.run_id = run.run_id
         self.memory = memory
         self.thread_id = thread_id
+        self.user_id = user_id
         self.agent = agent
         self.done = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
-        self._queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
+        self.wants_snapshot = wants_snapshot
+        self.snapshot: list[Msg] | None = None
+        """With `wants_snapshot`, the thread's messages as stored when the run ended, read
+        before its lock was released; None until then, or when they could not be read."""
+        self.dropped = False
+        """Whether the reader was let go (it fell behind); the run goes on without it."""
+        self._buffer_bytes = buffer_bytes
+        self._limited = False
+        self._on_drop: Callable[[], None] | None = None
+        self._queue: deque[tuple[AgentEvent | None, int]] = deque()
+        self._queued = 0
+        self._ready = asyncio.Event()
 
     def cancel(self) -> None:
         """Ask the run to stop; it ends `interrupted`, keeping its partial answer."""
@@ -121,8 +191,12 @@ class RunHandle:
             self.run.cancel()
 
     async def events(self) -> AsyncIterator[AgentEvent]:
-        """The run's events as they happen, ending with `RunEnded`."""
-        while (event := await self._queue.get()) is not None:
+        """The run's events as they happen, ending with `RunEnded`.
+
+        Raises:
+            ReaderDropped: The reader fell too far behind and was let go.
+        """
+        while (event := await self.next_event()) is not None:
             yield event
 
     async def next_event(self) -> AgentEvent | None:
@@ -130,21 +204,78 @@ class RunHandle:
 
         For a reader that stops at `RunEnded`: an `events()` generator left there unfinished
         is closed by the garbage collector, through a wake-up of the event loop.
+
+        Raises:
+            ReaderDropped: The reader fell too far behind and was let go.
         """
-        return await self._queue.get()
+        while not self._queue:
+            if self.dropped:
+                raise ReaderDropped(f"the reader of run {self.run_id} fell behind")
+            self._ready.clear()
+            await self._ready.wait()
+        event, weight = self._queue.popleft()
+        self._queued -= weight
+        return event
 
     def put(self, event: AgentEvent | None) -> None:
-        """Hand an event (None: the end) to the reader."""
-        self._queue.put_nowait(event)
+        """Hand an event (None: the end) to the reader; drop the reader if it is too far behind."""
+        if self.dropped:
+            return
+        weight = _weight(event)
+        if self._limited and self._queued + weight > self._buffer_bytes:
+            log.warning(
+                "run %s: its reader is %d bytes behind; dropped (the run goes on)",
+                self.run_id,
+                self._queued,
+            )
+            self.drop()
+            return
+        self._queue.append((event, weight))
+        self._queued += weight
+        self._ready.set()
+
+    def limit_reader(self) -> None:
+        """Bound the queue by `buffer_bytes`: the reader is a client's stream, which may stall.
+
+        Called as the stream is made, before the run's first event (the run's task has not
+        run yet: starting it awaits nothing after making it).
+        """
+        self._limited = True
+
+    def on_drop(self, callback: Callable[[], None] | None) -> None:
+        """Call `callback` when the reader is let go (to close its client's connection)."""
+        self._on_drop = callback
+
+    def drop(self) -> None:
+        """Let the reader go: what waits for it is freed, and later events are thrown away.
+
+        The run is not stopped: it goes on to its end, and is stored as any other.
+        """
+        if self.dropped:
+            return
+        self.dropped = True
+        self._queue.clear()
+        self._queued = 0
+        self._ready.set()
+        if self._on_drop is not None:
+            self._on_drop()
 
 
 class RunManager:
     """Starts, tracks and cancels the runs of this process."""
 
-    def __init__(self, store: Store, locks: ThreadLocks, *, busy_timeout: float) -> None:
+    def __init__(
+        self,
+        store: Store,
+        locks: ThreadLocks,
+        *,
+        busy_timeout: float,
+        buffer_bytes: int = DEFAULT_BUFFER_BYTES,
+    ) -> None:
         self.store = store
         self.locks = locks
         self.busy_timeout = busy_timeout
+        self.buffer_bytes = buffer_bytes
         self.active: dict[str, RunHandle] = {}
         self._poller: asyncio.Task[None] | None = None
 
@@ -159,6 +290,7 @@ class RunManager:
         resume: tuple[str, bool | Mapping[str, bool]] | None = None,
         history: Sequence[Msg] = (),
         middleware: Sequence[Middleware] = (),
+        snapshot: bool = False,
     ) -> RunHandle:
         """Start a run of `agent` on the thread: a new `message`, or an approval's answer.
 
@@ -166,10 +298,14 @@ class RunManager:
         (OpenAI's API): stored first when the thread holds no messages yet, ignored when it
         does (the stored thread is the truth). Checked under the thread's lock, so two
         requests seeding one new thread store it once. `middleware` is this run's own (a
-        voice speaking its answer), after the agent's.
+        voice speaking its answer), after the agent's. With `snapshot`, the thread's messages
+        are read as the run ends, before its lock is released (`RunHandle.snapshot`): no other
+        run's message can be in them.
+
+        A thread is `user_id`'s own: another user's thread of the same id is another thread.
 
         Raises:
-            NotFoundError: The thread or interrupt is another user's (or unknown, to resume).
+            NotFoundError: The interrupt is another user's or unknown (to resume).
             ConflictError: The thread stayed busy for `busy_timeout`, or the interrupt was
                 answered already.
             AuthenticationError: The request came from another machine and the agent has a
@@ -177,12 +313,12 @@ class RunManager:
             UserError: A verdict names a call that does not wait.
         """
         check_tools_reachable(agent)
-        lease = await self._lock(thread_id, user_id)
+        lease = await self.locks.acquire(thread_id, user_id, self.busy_timeout)
         try:
-            memory = ThreadMemory(self.store, thread_id)
+            memory = ThreadMemory(self.store, thread_id, user_id)
             run = await self._prepare(agent, user_id, thread_id, memory, message, resume)
             run.use(*middleware)
-            # In one transaction: the thread claimed (made, or a 404), the run recorded, and
+            # In one transaction: the thread claimed (made when new), the run recorded, and
             # its question stored unless a call left open must be answered first (the run
             # stores that answer, then the question).
             question = [message] if message is not None else []
@@ -200,22 +336,19 @@ class RunManager:
         except BaseException:
             await lease.release()
             raise
-        handle = RunHandle(run, thread_id, agent_key, memory)
+        handle = RunHandle(
+            run,
+            thread_id,
+            agent_key,
+            memory,
+            user_id=user_id,
+            buffer_bytes=self.buffer_bytes,
+            wants_snapshot=snapshot,
+        )
         self.active[handle.run_id] = handle
         handle.task = asyncio.create_task(self._drive(handle, lease), name=handle.run_id)
         self._ensure_poller()
         return handle
-
-    async def _lock(self, thread_id: str, user_id: str) -> Lease:
-        """The thread's lock: at once when free; else, unless it is another's, once free.
-
-        Another user's thread is a 404 at once, not after waiting for its run.
-        """
-        try:
-            return await self.locks.acquire(thread_id, 0)
-        except ConflictError:
-            await self.store.check_owner(thread_id, user_id)
-            return await self.locks.acquire(thread_id, self.busy_timeout)
 
     async def _prepare(
         self,
@@ -252,7 +385,9 @@ class RunManager:
                     if isinstance(event, RunError):
                         error = event.message
                     elif isinstance(event, ApprovalRequested) and run.pending is not None:
-                        await self.store.add_approval(run.pending, handle.thread_id, handle.run_id)
+                        await self.store.add_approval(
+                            run.pending, handle.thread_id, handle.user_id, handle.run_id
+                        )
                         # The store holds it now; the shared agent keeping every parked run
                         # of every thread in memory would grow without end.
                         run.agent.forget_pending(run.pending.message_id)
@@ -273,8 +408,9 @@ class RunManager:
         held = handle.memory.take_held() if handle.memory is not None else []
         try:
             usage = ended.usage.model_dump(mode="json")
-            last = (handle.thread_id, held) if held else None
+            last = (handle.thread_id, handle.user_id, held) if held else None
             await self.store.end_run(handle.run_id, ended.status, usage, error, last=last)
+            await self._snapshot(handle)
         except Exception as exc:
             log.exception("could not record the end of run %s", handle.run_id)
             if held:  # its answer is not stored: the run failed
@@ -285,6 +421,17 @@ class RunManager:
             handle.done.set()
             handle.put(ended)
             handle.put(None)
+
+    async def _snapshot(self, handle: RunHandle) -> None:
+        """Read the thread for the handle's snapshot, if asked: the lock is still held."""
+        if not handle.wants_snapshot:
+            return
+        try:
+            rows = await self.store.get_messages(handle.thread_id, handle.user_id)
+        except Exception:  # the run is recorded: only the snapshot is lost
+            log.warning("could not read the thread of run %s", handle.run_id, exc_info=True)
+            return
+        handle.snapshot = [msg for msg, _ in rows]
 
     async def _failed_to_store(
         self, handle: RunHandle, ended: RunEnded, exc: Exception
@@ -311,7 +458,7 @@ class RunManager:
         handle = self.active.get(run_id)
         if handle is None:
             await self.store.request_cancel(run_id)
-            await self._interrupt_if_dead(record.thread_id)
+            await self._interrupt_if_dead(record.thread_id, user_id)
         else:
             handle.cancel()
             with contextlib.suppress(TimeoutError):
@@ -320,7 +467,7 @@ class RunManager:
         again = await self.store.get_run(run_id, user_id)
         return again or record
 
-    async def _interrupt_if_dead(self, thread_id: str) -> None:
+    async def _interrupt_if_dead(self, thread_id: str, user_id: str) -> None:
         """Mark the thread's runs interrupted if no process runs them (theirs was killed).
 
         A live run holds its thread's lock, here or in another process (PostgreSQL's lock is
@@ -328,11 +475,11 @@ class RunManager:
         marked `running` has nobody to stop it, or to record its end.
         """
         try:
-            lease = await self.locks.acquire(thread_id, 0)
+            lease = await self.locks.acquire(thread_id, user_id, 0)
         except ConflictError:  # a process runs it: that process polls the cancel flag
             return
         try:
-            await self.store.interrupt_stale_runs(thread_id)
+            await self.store.interrupt_stale_runs(thread_id, user_id)
         finally:
             await lease.release()
 

@@ -50,7 +50,8 @@ class ErrorDetail(BaseModel):
 
 _ERRORS = {
     401: "Missing, unknown or revoked credentials (when auth is on).",
-    404: "An unknown agent, thread, run or interrupt, or one of another user's.",
+    404: "An unknown agent, thread, run or interrupt (another user's is unknown too: each "
+    "user has thread ids of their own).",
     409: "The thread is busy with another run, or the interrupt was answered already.",
     502: "The run failed: the model or the agent failed.",
     503: "The database does not answer.",

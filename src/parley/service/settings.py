@@ -18,7 +18,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from parley.compat.service_toolkit import DEFAULT_MODEL
 
-__all__ = ["DEFAULT_DATABASE_URL", "ServiceSettings", "is_loopback"]
+__all__ = ["DEFAULT_DATABASE_URL", "IPNetwork", "ServiceSettings", "is_loopback"]
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///parley.db"
 """The embedded default: an SQLite file in the working directory."""
@@ -99,6 +101,41 @@ class ServiceSettings(BaseSettings):
     busy_timeout: float = Field(
         30.0, ge=0, description="Seconds a request waits for a busy thread before a 409."
     )
+    max_body_bytes: int = Field(
+        10 * 1024 * 1024,
+        ge=1,
+        description="The largest request body taken, in bytes (inline images and files "
+        "included); a larger one is refused with 413 as it arrives, before it is read whole.",
+    )
+    max_message_chars: int = Field(
+        200_000,
+        ge=1,
+        description="The most characters one message of a request may hold (its text, tool "
+        "calls' arguments and results; media count against max_body_bytes); a longer one is "
+        "refused (422, or 400 on /v1).",
+    )
+    send_timeout: float = Field(
+        30.0,
+        gt=0,
+        description="Seconds a stream waits for a client to take its next frame; a client "
+        "slower than that is dropped (its connection closed), and its run goes on and is "
+        "stored.",
+    )
+    stream_buffer_bytes: int = Field(
+        4 * 1024 * 1024,
+        ge=1,
+        description="How much of a run's events (text, audio) may wait for a client that "
+        "reads slower than the run writes; past it, the client is dropped as above.",
+    )
+    trusted_proxies: list[str] | None = Field(
+        None,
+        description="The reverse proxies in front of this service (addresses or networks, "
+        '`["127.0.0.1"]`), or `[]` for none. A request from one of them is judged by the '
+        "client its X-Forwarded-For names, and is not from this machine without that header. "
+        "Tools that serve this machine only (the code interpreter outside bubblewrap) are "
+        "served with auth only once this is set: a proxy on this machine makes every request "
+        "look local. Unset, forwarding headers from this machine mean a proxy: not local.",
+    )
     cors_origins: list[str] = Field(
         default_factory=list,
         description="Origins (`https://chat.example`) whose pages may call the API from a "
@@ -130,6 +167,19 @@ class ServiceSettings(BaseSettings):
         # would turn auth on with a secret no request can send (and lift the loopback bind).
         return None if value == "" else value
 
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxy_networks(cls, proxies: list[str] | None) -> list[str] | None:
+        for proxy in proxies or []:
+            try:
+                ipaddress.ip_network(proxy, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"trusted_proxies: {proxy!r} is not an IP address or network (a name "
+                    "cannot be checked against a connection's address)"
+                ) from None
+        return proxies
+
     @field_validator("database_url")
     @classmethod
     def _known_database(cls, url: str) -> str:
@@ -149,6 +199,11 @@ class ServiceSettings(BaseSettings):
     def is_sqlite(self) -> bool:
         """Whether the store is an SQLite file (one process serves it)."""
         return self.database_url.startswith("sqlite")
+
+    @functools.cached_property
+    def proxy_networks(self) -> tuple[IPNetwork, ...]:
+        """`trusted_proxies` as networks (empty when unset)."""
+        return tuple(ipaddress.ip_network(p, strict=False) for p in self.trusted_proxies or [])
 
     def bind_host(self) -> str:
         """The host to bind: loopback whatever was asked when no auth is configured."""

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -10,14 +13,16 @@ from typing import Any
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import StreamingResponse
+from starlette.types import Message, Receive, Scope, Send
 
 from parley.agents import Agent, Middleware
 from parley.agents.events import RunEnded
 from parley.compat.service_toolkit import DEFAULT_MODEL
 from parley.errors import ConfigurationError
 from parley.models.spec import model_from_spec
+from parley.service.bounds import CONNECTION, ClientConnection
 from parley.service.registry import AgentEntry, AgentRegistry
-from parley.service.runs import RunHandle, RunManager
+from parley.service.runs import ReaderDropped, RunHandle, RunManager
 from parley.service.schema import EventsMode
 from parley.service.settings import ServiceSettings
 from parley.service.sse import stream_frames
@@ -27,6 +32,7 @@ from parley.tts.middleware import TTSMiddleware
 
 __all__ = [
     "MAX_THREAD_ID",
+    "RunStream",
     "ServiceState",
     "get_state",
     "is_thread_id",
@@ -37,6 +43,8 @@ __all__ = [
 ]
 
 MAX_THREAD_ID = 128
+
+log = logging.getLogger("parley.service")
 
 
 @dataclass
@@ -97,7 +105,10 @@ def _build_voice(spec: str) -> TTSModel:
     from parley.tts.spec import tts_model_from_spec  # noqa: PLC0415  # only when asked
 
     try:
-        return tts_model_from_spec(spec, realtime=True)
+        # Streamed: the audio left at a block's end comes in the voice's own pieces. Whole,
+        # it is one event of the block's every second of audio (12 MB for four minutes),
+        # which no stream's buffer can bound.
+        return tts_model_from_spec(spec, realtime=True, stream=True)
     except ConfigurationError:  # the provider has no realtime model: its plain one
         return tts_model_from_spec(spec, realtime=False)
 
@@ -164,7 +175,9 @@ async def collect(handle: RunHandle) -> tuple[RunEnded, str | None]:
     raise RuntimeError("a run ended without RunEnded")  # _drive always sends one
 
 
-def sse_response(handle: RunHandle, *, mode: EventsMode, stream_tokens: bool) -> StreamingResponse:
+def sse_response(
+    handle: RunHandle, *, mode: EventsMode, stream_tokens: bool, send_timeout: float
+) -> StreamingResponse:
     """Stream a run's frames (the toolkit's or parley's); see `run_stream_response`."""
     frames = stream_frames(
         handle.events(),
@@ -173,18 +186,97 @@ def sse_response(handle: RunHandle, *, mode: EventsMode, stream_tokens: bool) ->
         mode=mode,
         stream_tokens=stream_tokens,
     )
-    return run_stream_response(handle, frames)
+    return run_stream_response(handle, frames, send_timeout=send_timeout)
 
 
-def run_stream_response(handle: RunHandle, frames: AsyncIterator[str]) -> StreamingResponse:
-    """Send a run's SSE `frames`; a client going away stops the run (it keeps what it wrote)."""
+def run_stream_response(
+    handle: RunHandle, frames: AsyncIterator[str], *, send_timeout: float
+) -> StreamingResponse:
+    """Send a run's SSE `frames` (see `RunStream`)."""
 
     async def body() -> AsyncIterator[str]:
         try:
             async for text in frames:
                 yield text
         finally:
-            handle.cancel()  # nothing when the run ended; else the reader left mid-way
+            if not handle.dropped:
+                handle.cancel()  # nothing when the run ended; else the reader left mid-way
 
     headers = run_headers(handle) | {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-    return StreamingResponse(body(), media_type="text/event-stream", headers=headers)
+    return RunStream(handle, body(), send_timeout=send_timeout, headers=headers)
+
+
+class _ClientTooSlow(Exception):  # noqa: N818 - what the client is
+    """The client took no frame for the send timeout."""
+
+
+class RunStream(StreamingResponse):
+    """A run's frames as server-sent events, to a client that keeps up, or to none.
+
+    A client that goes away stops the run (it keeps what it wrote, marked interrupted). A
+    client that stays but does not read is dropped instead, and its run goes on and is
+    stored: when a frame waits `send_timeout` seconds to be taken, or the run gets too far
+    ahead of it (`ReaderDropped`), its connection is closed at once (`ClientConnection`), with
+    no `[DONE]`, so that it cannot take the stream for whole.
+    """
+
+    def __init__(
+        self,
+        handle: RunHandle,
+        frames: AsyncIterator[str],
+        *,
+        send_timeout: float,
+        headers: dict[str, str],
+    ) -> None:
+        super().__init__(frames, media_type="text/event-stream", headers=headers)
+        self.handle = handle
+        self.send_timeout = send_timeout
+        handle.limit_reader()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Stream the frames; drop the client if it does not keep up."""
+        connection = scope.get(CONNECTION)
+        if isinstance(connection, ClientConnection):
+            # The run drops a reader too far behind from its own task: the connection goes
+            # then, which frees a send waiting on the client.
+            self.handle.on_drop(connection.abort_now)
+        try:
+            await super().__call__(scope, receive, send)
+        except (_ClientTooSlow, ReaderDropped) as exc:
+            self.handle.drop()
+            log.warning("run %s: dropped a client that does not read (%s)", self.handle.run_id, exc)
+            if isinstance(connection, ClientConnection) and connection.can_abort:
+                await connection.abort()
+            else:  # a server whose connection is out of reach: end the response, unfinished
+                await self._end(send)
+        finally:
+            self.handle.on_drop(None)
+            await self._close_frames()
+
+    async def stream_response(self, send: Send) -> None:
+        """Send the response, each send bounded by `send_timeout`."""
+
+        async def timed(message: Message) -> None:
+            try:
+                async with asyncio.timeout(self.send_timeout):
+                    await send(message)
+            except TimeoutError:
+                self.handle.drop()  # before the frames' generator closes: the run goes on
+                raise _ClientTooSlow(
+                    f"no frame taken for {self.send_timeout:g}s (PARLEY_SEND_TIMEOUT)"
+                ) from None
+
+        await super().stream_response(timed)
+
+    async def _end(self, send: Send) -> None:
+        """End the response without `[DONE]` (the server closes the connection its way)."""
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(self.send_timeout):
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _close_frames(self) -> None:
+        # Now rather than whenever the collector gets to it: its `finally` stops the run of
+        # a client that left.
+        close = getattr(self.body_iterator, "aclose", None)
+        if close is not None:
+            await close()

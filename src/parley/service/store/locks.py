@@ -1,12 +1,14 @@
 """One run per thread at a time: in this process, and on PostgreSQL across processes.
 
-A run holds its thread's lock from before its first message is stored until its last one is.
-A second request on a busy thread waits up to a timeout, then gets `ConflictError` (409).
+A thread is named by its id and its user together (each user has thread ids of their own),
+so one user's runs never wait for, nor tell anything about, another's. A run holds its
+thread's lock from before its first message is stored until its last one is. A second
+request on a busy thread waits up to a timeout, then gets `ConflictError` (409).
 
 In one process an `asyncio.Lock` per thread does it. On PostgreSQL the holder also takes a
-session-level advisory lock, keyed by a hash of the thread id, on the one connection the
-process keeps for its locks: the server releases them when that connection ends, so a process
-killed mid-run frees its threads.
+session-level advisory lock, keyed by a hash of the thread's user and id, on the one
+connection the process keeps for its locks: the server releases them when that connection
+ends, so a process killed mid-run frees its threads.
 """
 
 from __future__ import annotations
@@ -44,8 +46,8 @@ class ThreadLocks(ABC):
     """Hands out per-thread leases."""
 
     @abstractmethod
-    async def acquire(self, thread_id: str, timeout: float) -> Lease:
-        """Wait up to `timeout` seconds for the thread's lock.
+    async def acquire(self, thread_id: str, user_id: str, timeout: float) -> Lease:
+        """Wait up to `timeout` seconds for the lock of `user_id`'s thread `thread_id`.
 
         Raises:
             ConflictError: Another run held it all that time.
@@ -63,60 +65,67 @@ def _busy(thread_id: str, timeout: float) -> ConflictError:
     )
 
 
+_Key = tuple[str, str]
+"""A thread's lock key: (user id, thread id)."""
+
+
 class _LocalLease(Lease):
-    def __init__(self, locks: LocalThreadLocks, thread_id: str, lock: asyncio.Lock) -> None:
+    def __init__(self, locks: LocalThreadLocks, key: _Key, lock: asyncio.Lock) -> None:
         self._locks = locks
-        self._thread_id = thread_id
+        self._key = key
         self._lock = lock
 
     async def release(self) -> None:
         self._lock.release()
-        self._locks.forget(self._thread_id, self._lock)
+        self._locks.forget(self._key, self._lock)
 
 
 class LocalThreadLocks(ThreadLocks):
     """Per-thread `asyncio.Lock`s, dropped when nobody holds or waits for them."""
 
     def __init__(self) -> None:
-        self._locks: dict[str, asyncio.Lock] = {}
-        self._users: dict[str, int] = {}
+        self._locks: dict[_Key, asyncio.Lock] = {}
+        self._users: dict[_Key, int] = {}
 
-    async def acquire(self, thread_id: str, timeout: float) -> Lease:
+    async def acquire(self, thread_id: str, user_id: str, timeout: float) -> Lease:
         """Wait up to `timeout` seconds for the thread's lock (see `ThreadLocks`)."""
-        lock = self._locks.get(thread_id)
+        key = (user_id, thread_id)
+        lock = self._locks.get(key)
         if lock is None:  # nobody holds or waits for it: take it, no timeout to arm
-            lock = self._locks[thread_id] = asyncio.Lock()
-            self._users[thread_id] = 1
+            lock = self._locks[key] = asyncio.Lock()
+            self._users[key] = 1
             await lock.acquire()
-            return _LocalLease(self, thread_id, lock)
-        self._users[thread_id] = self._users.get(thread_id, 0) + 1
+            return _LocalLease(self, key, lock)
+        self._users[key] = self._users.get(key, 0) + 1
         try:
             async with asyncio.timeout(timeout):
                 await lock.acquire()
         except TimeoutError:
-            self.forget(thread_id, lock)
+            self.forget(key, lock)
             raise _busy(thread_id, timeout) from None
         except BaseException:
-            self.forget(thread_id, lock)
+            self.forget(key, lock)
             raise
-        return _LocalLease(self, thread_id, lock)
+        return _LocalLease(self, key, lock)
 
-    def forget(self, thread_id: str, lock: asyncio.Lock) -> None:
+    def forget(self, key: _Key, lock: asyncio.Lock) -> None:
         """One user of the lock is done; drop it when it was the last."""
-        left = self._users.get(thread_id, 1) - 1
+        left = self._users.get(key, 1) - 1
         if left > 0:
-            self._users[thread_id] = left
-        elif self._locks.get(thread_id) is lock:
-            del self._locks[thread_id]
-            del self._users[thread_id]
+            self._users[key] = left
+        elif self._locks.get(key) is lock:
+            del self._locks[key]
+            del self._users[key]
 
     def __len__(self) -> int:
         return len(self._locks)
 
 
-def advisory_key(thread_id: str) -> int:
-    """The thread's advisory lock key: a signed 64-bit hash of its id."""
-    digest = hashlib.blake2b(thread_id.encode(), digest_size=8, person=b"parley-thread").digest()
+def advisory_key(thread_id: str, user_id: str) -> int:
+    """The thread's advisory lock key: a signed 64-bit hash of its user and id."""
+    # The user's length first: ("ab", "c") and ("a", "bc") are different threads.
+    named = f"{len(user_id)}:{user_id}:{thread_id}".encode()
+    digest = hashlib.blake2b(named, digest_size=8, person=b"parley-thread").digest()
     return int.from_bytes(digest, "big", signed=True)
 
 
@@ -184,11 +193,11 @@ class PostgresThreadLocks(ThreadLocks):
         self._session = _LockSession(self._engine)
         self._background: set[asyncio.Task[Any]] = set()
 
-    async def acquire(self, thread_id: str, timeout: float) -> Lease:
+    async def acquire(self, thread_id: str, user_id: str, timeout: float) -> Lease:
         """Wait up to `timeout` seconds for the thread's lock (see `ThreadLocks`)."""
         deadline = time.monotonic() + timeout
-        local = await self._local.acquire(thread_id, timeout)
-        key = advisory_key(thread_id)
+        local = await self._local.acquire(thread_id, user_id, timeout)
+        key = advisory_key(thread_id, user_id)
         try:
             await self._wait(key, deadline, thread_id, timeout)
         except BaseException:

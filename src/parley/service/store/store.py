@@ -7,7 +7,9 @@ and its writes take turns, so a write never meets SQLite's "database is locked";
 serves an SQLite store. PostgreSQL (asyncpg, through SQLAlchemy's greenlet bridge) takes any
 number of processes.
 
-Every method is one transaction: a message is stored whole with its thread's new
+A thread is named by its user and its id together: every method on a thread takes both, and
+one user's ids say nothing about another's (see `tables`). Every method is one transaction: a
+message is stored whole with its thread's new
 `updated_at`, a run's end with its status and usage, so a process killed at any point leaves
 the store consistent (a run left `running` by a dead process is marked `interrupted` by the
 next run on its thread, `interrupt_stale_runs`). A run takes two at least: `open_run` (its
@@ -34,8 +36,10 @@ from typing import Any, TypeVar
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import (
+    ColumnElement,
     Connection,
     Engine,
+    Table,
     and_,
     bindparam,
     case,
@@ -169,6 +173,10 @@ class _Runner(ABC):
     async def close(self) -> None:
         """Close the runner's connections."""
 
+    async def migrate(self, work: Callable[[Connection], None]) -> None:
+        """Run the migrations `work` applies, as one transaction."""
+        await self.write(work)
+
 
 class _GreenletRunner(_Runner):
     """PostgreSQL: the work runs on an asyncpg connection through SQLAlchemy's greenlet bridge."""
@@ -216,6 +224,33 @@ class _ThreadRunner(_Runner):
     def _write(self, work: Callable[[Connection], T]) -> T:
         with self._write_turn, self._engine.begin() as conn:
             return work(conn)
+
+    async def migrate(self, work: Callable[[Connection], None]) -> None:
+        """Run the migrations with foreign keys off, then check every key still holds.
+
+        SQLite alters a table by copying it and dropping the old one; with foreign keys on,
+        dropping `threads` would delete every message, run and approval (ON DELETE CASCADE).
+        The pragma is a no-op inside a transaction, so it is set before one begins.
+        """
+
+        def migrate(conn: Connection) -> None:
+            conn.exec_driver_sql("PRAGMA foreign_keys=OFF")
+            conn.commit()
+            try:
+                with conn.begin():
+                    work(conn)
+                    broken = conn.exec_driver_sql("PRAGMA foreign_key_check").all()
+                    if broken:
+                        raise RuntimeError(f"the migration broke foreign keys: {broken[:5]}")
+            finally:
+                conn.exec_driver_sql("PRAGMA foreign_keys=ON")
+                conn.commit()
+
+        def run() -> None:
+            with self._write_turn, self._engine.connect() as conn:
+                migrate(conn)
+
+        await asyncio.get_running_loop().run_in_executor(self._pool, run)
 
     async def close(self) -> None:
         await asyncio.get_running_loop().run_in_executor(self._pool, self._engine.dispose)
@@ -268,14 +303,17 @@ class Store:
         await self.engine.dispose()
 
     async def migrate(self) -> None:
-        """Apply the migrations not yet applied (one process at a time on PostgreSQL)."""
+        """Apply the migrations not yet applied (one process at a time on PostgreSQL).
+
+        On SQLite with foreign keys off (see `_ThreadRunner.migrate`), checked after.
+        """
 
         def work(conn: Connection) -> None:
             if conn.dialect.name == "postgresql":
                 conn.execute(select(func.pg_advisory_xact_lock(_MIGRATION_LOCK)))
             _upgrade(conn)
 
-        await self._runner.write(work)
+        await self._runner.migrate(work)
 
     # -- API keys --------------------------------------------------------------------------------
 
@@ -329,7 +367,7 @@ class Store:
     # -- threads ---------------------------------------------------------------------------------
 
     async def get_thread(self, thread_id: str, user_id: str) -> ThreadRecord | None:
-        """The thread if it exists and `user_id` owns it (another's thread is None too)."""
+        """`user_id`'s thread `thread_id`, or None (another user's thread of that id is theirs)."""
 
         def work(conn: Connection) -> ThreadRecord | None:
             row = conn.execute(
@@ -337,41 +375,34 @@ class Store:
             ).one_or_none()
             if row is None:
                 return None
-            return _thread(row, _thread_statuses(conn, [thread_id]).get(thread_id, "idle"))
+            statuses = _thread_statuses(conn, user_id, [thread_id])
+            return _thread(row, statuses.get(thread_id, "idle"))
 
         return await self._runner.read(work)
 
     async def ensure_thread(self, thread_id: str, user_id: str, agent: str) -> ThreadRecord:
-        """The caller's thread `thread_id`, made now if it does not exist.
-
-        Raises:
-            NotFoundError: The id belongs to another user's thread (told apart from nothing).
-        """
+        """`user_id`'s thread `thread_id`, made now if they have none of that id."""
         found = await self.get_thread(thread_id, user_id)
         if found is not None:
             return found
         now = utcnow()
+        values = {"_thread": thread_id, "_user": user_id, "_agent": agent, "_now": now}
 
-        def make(conn: Connection) -> str | None:
-            owner = _owner(conn, thread_id)
-            if owner is None:
-                values = {"_thread": thread_id, "_user": user_id, "_agent": agent, "_now": now}
-                conn.execute(_Run.make_thread, {**values, "_title": ""})
-            return owner
+        def make(conn: Connection) -> bool:
+            if _exists(conn, thread_id, user_id):
+                return False
+            conn.execute(_Run.make_thread, {**values, "_title": ""})
+            return True
 
         try:
-            owner = await self._runner.write(make)
-            if owner is None:
+            if await self._runner.write(make):
                 return ThreadRecord(thread_id, user_id, agent, "", now, now)
         except IntegrityError:
-            # PostgreSQL: another request inserted it after our read (SQLite's writes take
-            # turns, so there the read sees it). It exists now: whose is it?
-            owner = await self._runner.read(lambda conn: _owner(conn, thread_id))
-        if owner != user_id:
-            raise NotFoundError(f"thread {thread_id!r} not found", status_code=404)
-        # Another request made it between our read and our write: read it again.
+            # PostgreSQL: another request of theirs made it after our read (SQLite's writes
+            # take turns, so there the read sees it).
+            pass
         again = await self.get_thread(thread_id, user_id)
-        assert again is not None  # the row exists and is ours
+        assert again is not None  # the row exists now
         return again
 
     async def list_threads(
@@ -391,7 +422,7 @@ class Store:
 
         def work(conn: Connection) -> list[ThreadRecord]:
             rows = conn.execute(query).all()
-            statuses = _thread_statuses(conn, [r.id for r in rows])
+            statuses = _thread_statuses(conn, user_id, [r.id for r in rows])
             return [_thread(r, statuses.get(r.id, "idle")) for r in rows]
 
         return await self._runner.read(work)
@@ -400,50 +431,47 @@ class Store:
         """Delete the thread and all it holds; False when the caller has no such thread."""
 
         def work(conn: Connection) -> bool:
-            if _owner(conn, thread_id) != user_id:
+            if not _exists(conn, thread_id, user_id):
                 return False
             # Children first: the cascade is the database's, but being explicit keeps an
             # SQLite file opened without foreign keys consistent too.
-            run_ids = select(runs.c.id).where(runs.c.thread_id == thread_id)
+            run_ids = select(runs.c.id).where(_of_thread(runs, thread_id, user_id))
             conn.execute(delete(feedback).where(feedback.c.run_id.in_(run_ids)))
             for table in (messages, approvals, runs):
-                conn.execute(delete(table).where(table.c.thread_id == thread_id))
-            conn.execute(delete(threads).where(threads.c.id == thread_id))
+                conn.execute(delete(table).where(_of_thread(table, thread_id, user_id)))
+            conn.execute(delete(threads).where(_is_thread(thread_id, user_id)))
             return True
 
         return await self._runner.write(work)
 
     # -- messages --------------------------------------------------------------------------------
 
-    async def add_messages(self, thread_id: str, msgs: Sequence[Msg], run_id: str | None) -> None:
+    async def add_messages(
+        self, thread_id: str, user_id: str, msgs: Sequence[Msg], run_id: str | None
+    ) -> None:
         """Append messages to a thread (one transaction), naming it after its first question."""
         if not msgs:
             return
         now = utcnow()
-        await self._runner.write(lambda conn: _append(conn, thread_id, msgs, run_id, now))
+        thread = (thread_id, user_id)
+        await self._runner.write(lambda conn: _append(conn, thread, msgs, run_id, now))
 
-    async def get_messages(self, thread_id: str) -> list[tuple[Msg, str | None]]:
+    async def get_messages(self, thread_id: str, user_id: str) -> list[tuple[Msg, str | None]]:
         """A thread's messages, oldest first, each with the run that added it."""
         query = (
             select(messages.c.data, messages.c.run_id)
-            .where(messages.c.thread_id == thread_id)
+            .where(_of_thread(messages, thread_id, user_id))
             .order_by(messages.c.seq)
         )
         rows = await self._runner.read(lambda conn: conn.execute(query).all())
         return [(Msg.model_validate_json(r.data), r.run_id) for r in rows]
 
-    async def clear_messages(self, thread_id: str) -> None:
+    async def clear_messages(self, thread_id: str, user_id: str) -> None:
         """Forget a thread's messages (its runs and feedback stay)."""
-        statement = delete(messages).where(messages.c.thread_id == thread_id)
+        statement = delete(messages).where(_of_thread(messages, thread_id, user_id))
         await self._runner.write(lambda conn: conn.execute(statement))
 
     # -- runs ------------------------------------------------------------------------------------
-
-    async def check_owner(self, thread_id: str, user_id: str) -> None:
-        """Raise `NotFoundError` when `thread_id` is another user's thread (none is fine)."""
-        owner = await self._runner.read(lambda conn: _owner(conn, thread_id))
-        if owner is not None and owner != user_id:
-            raise NotFoundError(f"thread {thread_id!r} not found", status_code=404)
 
     async def open_run(
         self,
@@ -466,12 +494,11 @@ class Store:
         expire: the conversation goes past them. The run is recorded `running`. `seed` is
         stored (as no run's) when the thread holds no messages yet. Then `then(history)`
         names the messages to store with the run now (its question), after the history.
-
-        Raises:
-            NotFoundError: The thread is another user's.
         """
         now = utcnow()
         values = _run_values(run_id, thread_id, user_id, agent, model, now)
+
+        thread = (thread_id, user_id)
 
         def work(conn: Connection) -> OpenedRun:
             found = conn.execute(_Run.claim, values).one_or_none()
@@ -480,22 +507,20 @@ class Store:
                 added = list(then(history)) if then is not None else []
                 conn.execute(_Run.make_thread, {**values, "_title": _title([*history, *added])})
                 conn.execute(_Run.record, values)
-                _insert(conn, thread_id, history, None, now)
-                _insert(conn, thread_id, added, run_id, now)
+                _insert(conn, thread, history, None, now)
+                _insert(conn, thread, added, run_id, now)
                 return OpenedRun(history, added)
-            if found.user_id != user_id:
-                raise NotFoundError(f"thread {thread_id!r} not found", status_code=404)
             if found.running:
                 conn.execute(_Run.interrupt_running, values)
             if expire_approvals and found.pending:
                 conn.execute(_Run.expire_pending, values)
             conn.execute(_Run.record, values)
-            history = _history(conn, thread_id)
+            history = _history(conn, values)
             if seed and not history:
-                _append(conn, thread_id, seed, None, now)
+                _append(conn, thread, seed, None, now)
                 history = list(seed)
             added = list(then(history)) if then is not None else []
-            _append(conn, thread_id, added, run_id, now)
+            _append(conn, thread, added, run_id, now)
             return OpenedRun(history, added)
 
         return await self._runner.write(work)
@@ -514,9 +539,9 @@ class Store:
         usage: dict[str, Any] | None,
         error: str | None,
         *,
-        last: tuple[str, Sequence[Msg]] | None = None,
+        last: tuple[str, str, Sequence[Msg]] | None = None,
     ) -> None:
-        """Record how a run ended; with `last`, (its thread, messages), those messages too.
+        """Record how a run ended; with `last`, (its thread, its user, messages), those too.
 
         One transaction: a run's last message (its answer) and its end are stored together.
         """
@@ -525,7 +550,8 @@ class Store:
 
         def work(conn: Connection) -> None:
             if last is not None:
-                _append(conn, last[0], last[1], run_id, now)
+                thread_id, user_id, msgs = last
+                _append(conn, (thread_id, user_id), msgs, run_id, now)
             conn.execute(_Run.end, values)
 
         await self._runner.write(work)
@@ -553,13 +579,13 @@ class Store:
         query = select(runs.c.id).where(runs.c.id.in_(ids), runs.c.cancel_requested.is_(True))
         return await self._runner.read(lambda conn: set(conn.execute(query).scalars()))
 
-    async def interrupt_stale_runs(self, thread_id: str) -> int:
+    async def interrupt_stale_runs(self, thread_id: str, user_id: str) -> int:
         """Mark runs still `running` on a thread as `interrupted`; call holding its lock.
 
         Whoever holds a thread's lock is its only runner, so such runs belong to a process
         that died mid-run.
         """
-        values = {"_thread": thread_id, "_now": utcnow()}
+        values = {"_thread": thread_id, "_user": user_id, "_now": utcnow()}
         count: int = await self._runner.write(
             lambda conn: conn.execute(_Run.interrupt_running, values).rowcount
         )
@@ -567,10 +593,13 @@ class Store:
 
     # -- approvals -------------------------------------------------------------------------------
 
-    async def add_approval(self, pending: PendingApproval, thread_id: str, run_id: str) -> None:
+    async def add_approval(
+        self, pending: PendingApproval, thread_id: str, user_id: str, run_id: str
+    ) -> None:
         """Keep a parked run's state until someone answers it."""
         statement = insert(approvals).values(
             id=pending.interrupt_id,
+            user_id=user_id,
             thread_id=thread_id,
             run_id=run_id,
             data=pending.model_dump_json(),
@@ -583,10 +612,8 @@ class Store:
         self, interrupt_id: str, user_id: str
     ) -> tuple[PendingApproval, str, str] | None:
         """A pending approval of `user_id`'s: the state, its thread id and its status."""
-        query = (
-            select(approvals.c.data, approvals.c.thread_id, approvals.c.status)
-            .join(threads, threads.c.id == approvals.c.thread_id)
-            .where(approvals.c.id == interrupt_id, threads.c.user_id == user_id)
+        query = select(approvals.c.data, approvals.c.thread_id, approvals.c.status).where(
+            approvals.c.id == interrupt_id, approvals.c.user_id == user_id
         )
         row = await self._runner.read(lambda conn: conn.execute(query).one_or_none())
         if row is None:
@@ -611,16 +638,16 @@ class Store:
                 status_code=409,
             )
 
-    async def expire_approvals(self, thread_id: str) -> None:
+    async def expire_approvals(self, thread_id: str, user_id: str) -> None:
         """Drop a thread's pending approvals: a new message goes past them."""
-        values = {"_thread": thread_id, "_now": utcnow()}
+        values = {"_thread": thread_id, "_user": user_id, "_now": utcnow()}
         await self._runner.write(lambda conn: conn.execute(_Run.expire_pending, values))
 
-    async def pending_approvals(self, thread_id: str) -> list[PendingApproval]:
+    async def pending_approvals(self, thread_id: str, user_id: str) -> list[PendingApproval]:
         """A thread's unanswered approvals, oldest first."""
         query = (
             select(approvals.c.data)
-            .where(approvals.c.thread_id == thread_id, approvals.c.status == "pending")
+            .where(_of_thread(approvals, thread_id, user_id), approvals.c.status == "pending")
             .order_by(approvals.c.created_at)
         )
         rows = await self._runner.read(lambda conn: conn.execute(query).scalars().all())
@@ -684,35 +711,50 @@ def _upgrade(connection: Connection) -> None:
     command.upgrade(config, "head")
 
 
-def _owner(conn: Connection, thread_id: str) -> str | None:
-    owner: str | None = conn.execute(
-        select(threads.c.user_id).where(threads.c.id == thread_id)
-    ).scalar_one_or_none()
-    return owner
+# A thread's id and user: values, or the bound parameters of statements built once.
+_Name = str | ColumnElement[str]
+
+
+def _is_thread(thread_id: _Name, user_id: _Name) -> ColumnElement[bool]:
+    """The condition naming the thread in `threads`."""
+    return and_(threads.c.id == thread_id, threads.c.user_id == user_id)
+
+
+def _of_thread(table: Table, thread_id: _Name, user_id: _Name) -> ColumnElement[bool]:
+    """The condition naming the rows of a child table (messages, runs...) of one thread."""
+    return and_(table.c.thread_id == thread_id, table.c.user_id == user_id)
+
+
+def _exists(conn: Connection, thread_id: str, user_id: str) -> bool:
+    found = conn.execute(select(threads.c.id).where(_is_thread(thread_id, user_id)))
+    return found.first() is not None
+
+
+# The statements below name their thread by these two parameters.
+_THREAD: ColumnElement[str] = bindparam("_thread")
+_USER: ColumnElement[str] = bindparam("_user")
 
 
 class _Run:
     """The statements of a run's path, built once: parameters by name (`_thread`, ...)."""
 
-    # The thread's owner, and whether a run opening on it has anything to settle: one query.
+    # Whether the thread exists (a row), and whether a run opening on it has anything to
+    # settle: one query.
     claim = select(
-        threads.c.user_id,
         exists()
-        .where(runs.c.thread_id == threads.c.id, runs.c.status == "running")
+        .where(_of_thread(runs, _THREAD, _USER), runs.c.status == "running")
         .label("running"),
         exists()
-        .where(approvals.c.thread_id == threads.c.id, approvals.c.status == "pending")
+        .where(_of_thread(approvals, _THREAD, _USER), approvals.c.status == "pending")
         .label("pending"),
-    ).where(threads.c.id == bindparam("_thread"))
+    ).where(_is_thread(_THREAD, _USER))
     add_messages = insert(messages)
     history = (
-        select(messages.c.data)
-        .where(messages.c.thread_id == bindparam("_thread"))
-        .order_by(messages.c.seq)
+        select(messages.c.data).where(_of_thread(messages, _THREAD, _USER)).order_by(messages.c.seq)
     )
     make_thread = insert(threads).values(
-        id=bindparam("_thread"),
-        user_id=bindparam("_user"),
+        id=_THREAD,
+        user_id=_USER,
         agent=bindparam("_agent"),
         title=bindparam("_title"),
         created_at=bindparam("_now", type_=threads.c.created_at.type),
@@ -720,7 +762,7 @@ class _Run:
     )
     touch = (
         update(threads)
-        .where(threads.c.id == bindparam("_thread"))
+        .where(_is_thread(_THREAD, _USER))
         .values(updated_at=bindparam("_now", type_=threads.c.updated_at.type))
     )
     # The first question names the thread; later ones leave the name alone.
@@ -729,7 +771,7 @@ class _Run:
     )
     interrupt_running = (
         update(runs)
-        .where(runs.c.thread_id == bindparam("_thread"), runs.c.status == "running")
+        .where(_of_thread(runs, _THREAD, _USER), runs.c.status == "running")
         .values(
             status="interrupted",
             error=STALE_RUN_ERROR,
@@ -738,13 +780,13 @@ class _Run:
     )
     expire_pending = (
         update(approvals)
-        .where(approvals.c.thread_id == bindparam("_thread"), approvals.c.status == "pending")
+        .where(_of_thread(approvals, _THREAD, _USER), approvals.c.status == "pending")
         .values(status="expired", answered_at=bindparam("_now", type_=approvals.c.answered_at.type))
     )
     record = insert(runs).values(
         id=bindparam("_run"),
-        thread_id=bindparam("_thread"),
-        user_id=bindparam("_user"),
+        thread_id=_THREAD,
+        user_id=_USER,
         agent=bindparam("_agent"),
         model=bindparam("_model"),
         status="running",
@@ -763,8 +805,9 @@ class _Run:
     )
 
 
-def _history(conn: Connection, thread_id: str) -> list[Msg]:
-    rows = conn.execute(_Run.history, {"_thread": thread_id}).scalars()
+def _history(conn: Connection, values: dict[str, Any]) -> list[Msg]:
+    """The messages of the thread `values` names (`_thread`, `_user`), oldest first."""
+    rows = conn.execute(_Run.history, values).scalars()
     return [Msg.model_validate_json(data) for data in rows]
 
 
@@ -783,11 +826,17 @@ def _run_values(
 
 
 def _insert(
-    conn: Connection, thread_id: str, msgs: Sequence[Msg], run_id: str | None, now: datetime
+    conn: Connection,
+    thread: tuple[str, str],
+    msgs: Sequence[Msg],
+    run_id: str | None,
+    now: datetime,
 ) -> None:
-    """Store messages at the end of a thread."""
+    """Store messages at the end of a thread, named (thread id, user id)."""
+    thread_id, user_id = thread
     rows = [
         {
+            "user_id": user_id,
             "thread_id": thread_id,
             "id": m.id,
             "run_id": run_id,
@@ -804,32 +853,41 @@ def _insert(
 
 
 def _append(
-    conn: Connection, thread_id: str, msgs: Sequence[Msg], run_id: str | None, now: datetime
+    conn: Connection,
+    thread: tuple[str, str],
+    msgs: Sequence[Msg],
+    run_id: str | None,
+    now: datetime,
 ) -> None:
     """Store messages at the end of a thread and touch it (named after its first question)."""
     if not msgs:
         return
-    _insert(conn, thread_id, msgs, run_id, now)
+    _insert(conn, thread, msgs, run_id, now)
     title = _title(msgs)
-    touch = {"_thread": thread_id, "_now": now}
+    touch = {"_thread": thread[0], "_user": thread[1], "_now": now}
     if title:
         conn.execute(_Run.touch_titled, {**touch, "_title": title})
     else:
         conn.execute(_Run.touch, touch)
 
 
-def _thread_statuses(conn: Connection, ids: list[str]) -> dict[str, str]:
+def _thread_statuses(conn: Connection, user_id: str, ids: list[str]) -> dict[str, str]:
+    """The status of each of `user_id`'s threads `ids` that is not idle."""
     if not ids:
         return {}
     statuses: dict[str, str] = {}
     waiting = conn.execute(
         select(approvals.c.thread_id).where(
-            approvals.c.thread_id.in_(ids), approvals.c.status == "pending"
+            approvals.c.user_id == user_id,
+            approvals.c.thread_id.in_(ids),
+            approvals.c.status == "pending",
         )
     )
     statuses.update(dict.fromkeys(waiting.scalars(), "awaiting_approval"))
     running = conn.execute(
-        select(runs.c.thread_id).where(runs.c.thread_id.in_(ids), runs.c.status == "running")
+        select(runs.c.thread_id).where(
+            runs.c.user_id == user_id, runs.c.thread_id.in_(ids), runs.c.status == "running"
+        )
     )
     statuses.update(dict.fromkeys(running.scalars(), "running"))
     return statuses

@@ -1,5 +1,8 @@
 """The store's tables (SQLAlchemy Core): the schema the migrations build.
 
+A thread is named by its user and its id together (the primary key `(user_id, id)`): ids
+are the clients' choice, so each user has ids of their own, and one user's thread `t` tells
+nothing about another's. Its messages, runs and approvals point at it by both columns.
 Messages are kept whole, as `Msg` JSON, with the few columns queries need beside them
 (thread, run, role, order). Times are UTC. Deleting a thread deletes its messages, runs,
 approvals and feedback (foreign keys cascade; SQLite enforces them with `PRAGMA
@@ -18,6 +21,7 @@ from sqlalchemy import (
     DateTime,
     Float,
     ForeignKey,
+    ForeignKeyConstraint,
     Index,
     Integer,
     MetaData,
@@ -50,14 +54,14 @@ def _time(name: str, *, nullable: bool = False, index: bool = False) -> Column[d
     return Column(name, DateTime(timezone=True), nullable=nullable, index=index)
 
 
-def _thread_column(*, index: bool) -> Column[str]:
-    """The thread a row belongs to; deleting the thread deletes the row."""
-    return Column(
-        "thread_id",
-        String(128),
-        ForeignKey("threads.id", ondelete="CASCADE"),
-        nullable=False,
-        index=index,
+def _thread_columns(*, index: bool) -> tuple[Column[str], Column[str], ForeignKeyConstraint]:
+    """The thread a row belongs to (its user and id); deleting the thread deletes the row."""
+    return (
+        Column("user_id", String(128), nullable=False),
+        Column("thread_id", String(128), nullable=False, index=index),
+        ForeignKeyConstraint(
+            ["user_id", "thread_id"], ["threads.user_id", "threads.id"], ondelete="CASCADE"
+        ),
     )
 
 
@@ -77,8 +81,8 @@ api_keys = Table(
 threads = Table(
     "threads",
     metadata,
+    Column("user_id", String(128), primary_key=True),
     Column("id", String(128), primary_key=True),
-    Column("user_id", String(128), nullable=False),
     Column("agent", String(128), nullable=False),
     Column("title", String(200), nullable=False, default=""),
     _time("created_at"),
@@ -90,7 +94,7 @@ messages = Table(
     "messages",
     metadata,
     Column("seq", _SEQ, primary_key=True, autoincrement=True),
-    _thread_column(index=False),
+    *_thread_columns(index=False),
     Column("id", String(64), nullable=False),
     Column("run_id", String(64), nullable=True, index=True),
     Column("role", String(16), nullable=False),
@@ -103,8 +107,7 @@ runs = Table(
     "runs",
     metadata,
     Column("id", String(64), primary_key=True),
-    _thread_column(index=True),
-    Column("user_id", String(128), nullable=False),
+    *_thread_columns(index=True),
     Column("agent", String(128), nullable=False),
     Column("model", String(200), nullable=False, default=""),
     Column("status", String(24), nullable=False),
@@ -119,7 +122,7 @@ approvals = Table(
     "approvals",
     metadata,
     Column("id", String(64), primary_key=True),
-    _thread_column(index=True),
+    *_thread_columns(index=True),
     Column("run_id", String(64), nullable=False),
     Column("data", Text, nullable=False),  # the PendingApproval, as JSON
     Column("status", String(16), nullable=False),  # pending, answered, expired
