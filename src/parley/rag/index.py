@@ -9,9 +9,10 @@
 `add` reads each source (capped at `max_file_bytes`; URLs through the fetcher that refuses
 private addresses), hashes its bytes, and skips it when the index holds the same bytes made
 the same way (`DocumentRecord.pipeline`: chunk settings and embedding model). Otherwise it is
-parsed (`doc_parser`), cut into chunks (`Chunker`), embedded, and put in the store in one
-transaction, replacing its previous version. One bad source never stops the others: every
-source is tried, and the failures are raised together at the end (or reported, with
+parsed (`doc_parser`, in a parser process under `parse_limits`), cut into chunks
+(`Chunker`), embedded, and put in the store in one transaction, replacing its previous
+version. One bad source (a parse stopped at its time or memory limit too) never stops the
+others: every source is tried, and the failures are raised together at the end (or reported, with
 `errors="report"`). `sync(folder)` does the same for every supported file under a folder and
 drops the documents of files no longer there.
 
@@ -55,7 +56,7 @@ from parley.rag.store import IndexStore
 from parley.rag.text import keyword_query
 from parley.rag.types import Chunk, DocumentRecord, SearchHit, SearchMode, document_id
 from parley.tools.builtin._net import FetchPolicy
-from parley.tools.builtin.doc_parser import detect_format
+from parley.tools.builtin.doc_parser import ParsedDocument, ParseLimits, detect_format
 
 __all__ = ["DEFAULT", "DocumentIndex", "IngestReport", "Progress"]
 
@@ -133,6 +134,8 @@ class DocumentIndex:
         roots: Folders that paths must lie in (None: any path).
         front_page_chunks: How many first chunks of each document the front page gives.
         max_rows: The most rows read of each table.
+        parse_limits: What parsing one document may cost (time, memory, pages, characters
+            read: `ParseLimits()` by default); each is parsed in a parser process.
     """
 
     def __init__(
@@ -147,6 +150,7 @@ class DocumentIndex:
         roots: Sequence[Source] | None = None,
         front_page_chunks: int = 2,
         max_rows: int = 1000,
+        parse_limits: ParseLimits | None = None,
     ) -> None:
         self.store = store
         self.embedding_model = embedding_model
@@ -154,6 +158,7 @@ class DocumentIndex:
         self.reader = Reader(max_file_bytes, fetch_policy, roots)
         self.front_page_chunks = front_page_chunks
         self.max_rows = max_rows
+        self.parse_limits = parse_limits or ParseLimits()
         self._write_lock = asyncio.Lock()
 
     @classmethod
@@ -170,6 +175,7 @@ class DocumentIndex:
         roots: Sequence[Source] | None = None,
         front_page_chunks: int = 2,
         max_rows: int = 1000,
+        parse_limits: ParseLimits | None = None,
     ) -> DocumentIndex:
         """Open the index at `path`, or in `store`.
 
@@ -201,6 +207,7 @@ class DocumentIndex:
                 roots=roots,
                 front_page_chunks=front_page_chunks,
                 max_rows=max_rows,
+                parse_limits=parse_limits,
             )
             await index._check_model()
         except BaseException:
@@ -337,7 +344,9 @@ class DocumentIndex:
     async def _index(self, loaded: Loaded) -> DocumentRecord:
         """Parse, chunk, embed and store one document; DocumentError on any failure."""
         doc_id = document_id(loaded.source)
-        document, chunks = await asyncio.to_thread(self._parse, loaded, doc_id)
+        parsed = await self._parse(loaded)
+        chunks = await asyncio.to_thread(self.chunker.chunks, parsed, doc_id, loaded.source)
+        document = parsed.format
         vectors = await self._embed_chunks(loaded.source, chunks)
         record = DocumentRecord(
             doc_id=doc_id,
@@ -355,16 +364,18 @@ class DocumentIndex:
         await self.store.put_document(record, chunks, vectors)
         return record
 
-    def _parse(self, loaded: Loaded, doc_id: str) -> tuple[str, list[Chunk]]:
+    async def _parse(self, loaded: Loaded) -> ParsedDocument:
         try:
-            parsed = loaded.parse(self.max_rows)
+            parsed = await loaded.parse(self.max_rows, self.parse_limits)
         except DocumentError:
             raise
         except UserError as exc:  # a parser library missing: this document fails, not all
             raise DocumentError(
                 f"cannot index {loaded.source}: {exc}", source=loaded.source
             ) from exc
-        return parsed.format, self.chunker.chunks(parsed, doc_id, loaded.source)
+        if parsed.note:
+            logger.warning("only part of %s is indexed: %s", loaded.source, parsed.note)
+        return parsed
 
     async def _embed_chunks(
         self, source: str, chunks: list[Chunk]
