@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import http.server
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,9 +19,9 @@ from parley.errors import MissingDependencyError, ToolExecutionError
 from parley.messages import ToolCallBlock
 from parley.tools import TOOL_REGISTRY, RunContext, Toolkit, Workspace
 from parley.tools.builtin import DocParser, parse_document
+from parley.tools.builtin._doc_pool import parser_pool
 from parley.tools.builtin._net import FetchNotAllowedError
 from parley.tools.builtin._paths import PathNotAllowedError
-from parley.tools.builtin._doc_pool import parser_pool
 from parley.tools.builtin.doc_parser import ParseLimits, parse_bytes
 from tests._requires import require_module
 

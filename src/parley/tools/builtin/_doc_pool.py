@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import concurrent.futures
 import contextlib
 import json
 import logging
@@ -47,6 +46,7 @@ from parley.errors import MissingDependencyError, ToolExecutionError
 from parley.tools.builtin import _confine
 from parley.tools.builtin._doc_formats import Extracted, Item, ReadLimits, Section
 from parley.tools.builtin.sandbox import SANDBOX_USER, drops_root, read_paths
+from parley.tools.executor import tool_executor
 
 __all__ = [
     "WORKER_SCRIPT",
@@ -63,6 +63,7 @@ WORKER_SCRIPT = Path(__file__).with_name("_doc_worker.py")
 _LENGTH = struct.Struct(">Q")
 _START_SECONDS = 30.0
 _READY_BYTES = 64 * 1024
+_ONE_WRITE = 1024 * 1024
 _TOOL = "doc_parser"
 # openpyxl's `MimeTypes()` reads the system's tables once (`mimetypes.init`).
 _MIME_TYPES = [f for f in mimetypes.knownfiles if os.path.isfile(f)]
@@ -229,11 +230,17 @@ class _Worker:
             raise _StoppedError from None
 
     def send(self, header: dict[str, Any], payload: Payload) -> None:
-        """Send a request and its document."""
-        self._send(json.dumps(header).encode())
+        """Send a request and its document (a small one in one write: one wake-up)."""
+        head = json.dumps(header).encode()
         if isinstance(payload, FilePayload):
+            self._send(head)
             self._send_file(payload)
+        elif len(payload) <= _ONE_WRITE:
+            self._write(
+                b"".join([_LENGTH.pack(len(head)), head, _LENGTH.pack(len(payload)), payload])
+            )
         else:
+            self._send(head)
             self._send(payload)
 
     def _read(self, size: int, deadline: float) -> bytes:
@@ -363,6 +370,9 @@ class ParserPool:
         self._busy: set[_Worker] = set()
         self._starting = 0
         self._warned = False
+        self.layers: dict[str, Any] = {}
+        """How the newest process is confined: `identity`, `landlock`, `seccomp` (True, or
+        why not), and `uid`."""
 
     @property
     def pids(self) -> list[int]:
@@ -390,21 +400,15 @@ class ParserPool:
         return self._parse(_Call(), request, payload)
 
     async def aparse(self, request: ParseRequest, payload: Payload) -> Extracted:
-        """`parse` without blocking the loop; cancelling it kills the process at once."""
+        """`parse` without blocking the loop; cancelling it kills the process at once.
+
+        The waiting is done on the tools' threads (`tool_executor`): a killed process ends
+        the wait at once, so no thread is left parsing for a call that gave up.
+        """
         call = _Call()
-        future: concurrent.futures.Future[Extracted] = concurrent.futures.Future()
-
-        def run() -> None:
-            if not future.set_running_or_notify_cancel():
-                return
-            try:
-                future.set_result(self._parse(call, request, payload))
-            except BaseException as exc:  # handed to the awaiting task
-                future.set_exception(exc)
-
-        threading.Thread(target=run, name="parley-doc-parse", daemon=True).start()
+        job = tool_executor().submit(self._parse, call, request, payload)
         try:
-            return await asyncio.wrap_future(future)
+            return await asyncio.wrap_future(job.future)
         except asyncio.CancelledError:
             self._cancel(call)
             raise
@@ -429,7 +433,7 @@ class ParserPool:
         if answer.get("error") == "memory":
             worker.kill("memory")  # it exits by itself; killed not to wait for it
         elif answer.get("peak", 0) > self.recycle_bytes:
-            worker.kill("recycle")
+            worker.kill("recycle")  # Python keeps what it grew to: a fresh one is smaller
         return answer
 
     def _stopped(self, worker: _Worker, request: ParseRequest) -> ParseLimitError:
@@ -460,14 +464,19 @@ class ParserPool:
         error = answer.get("error")
         if error == "missing":
             raise MissingDependencyError(str(answer["package"]), str(answer["extra"]))
-        if error == "format":
-            raise ToolExecutionError(str(answer["message"]), tool_name=_TOOL)
-        if error == "memory":
+        # lxml and others report a failed allocation as an error of theirs ("unknown error"):
+        # a parse that failed with its memory all but spent is taken for out of memory.
+        spent = answer.get("peak", 0) >= 0.8 * self.memory_bytes
+        if error == "memory" or (error == "format" and spent):
+            said = f" ({answer['message']})" if error == "format" else ""
             raise ParseLimitError(
                 f"cannot read {request.name}: parsing it needed more memory than the "
-                f"{_mib(self.memory_bytes)} a parser may use (memory_bytes), so it was stopped",
+                f"{_mib(self.memory_bytes)} a parser may use (memory_bytes), so it was "
+                f"stopped{said}",
                 tool_name=_TOOL,
             )
+        if error == "format":
+            raise ToolExecutionError(str(answer["message"]), tool_name=_TOOL)
         logger.warning("the document parser failed on %s: %s", request.name, answer.get("message"))
         raise ParseLimitError(
             f"cannot read {request.name}: its parser failed (see the server's log)",
@@ -477,26 +486,24 @@ class ParserPool:
     # -- workers --------------------------------------------------------------------------------
 
     def _checkout(self, call: _Call) -> _Worker:
+        """An idle worker, else a new one when fewer than `max_workers` run, else wait."""
         with self._lock:
             stale = self._take_stale()
-        for worker in stale:
-            worker.close()
+        for old in stale:
+            old.close()
         with self._lock:
-            while True:
+            while not self._idle and len(self._busy) + self._starting >= self.max_workers:
                 if call.cancelled:
                     raise _CancelledError
-                if self._idle:
-                    worker = self._idle.pop()
-                    break
-                if len(self._busy) + self._starting < self.max_workers:
-                    self._starting += 1
-                    worker = None
-                    break
                 self._lock.wait()
-            if worker is not None:
+            if call.cancelled:
+                raise _CancelledError
+            if self._idle:
+                worker = self._idle.pop()
                 self._busy.add(worker)
                 call.worker = worker
                 return worker
+            self._starting += 1
         return self._start(call)
 
     def _start(self, call: _Call) -> _Worker:
@@ -518,6 +525,7 @@ class ParserPool:
         return worker
 
     def _note_layers(self, layers: Mapping[str, Any]) -> None:
+        self.layers = dict(layers)
         failed = {k: v for k, v in layers.items() if isinstance(v, str)}
         if failed and not self._warned:
             self._warned = True

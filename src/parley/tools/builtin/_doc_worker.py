@@ -35,6 +35,7 @@ import select
 import struct
 import sys
 import traceback
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -110,7 +111,7 @@ def confine(config: dict[str, Any]) -> dict[str, Any]:
     """Apply the kernel's measures the parent asked for; what was applied (or why not)."""
     kernel = _sibling("_confine")
     layers: dict[str, Any] = {}
-    steps = [
+    steps: list[tuple[str, Callable[[Any], object]]] = [
         ("identity", lambda v: kernel.drop_root(v[0], v[1], keep_read_search=bool(v[2]))),
         ("landlock", lambda v: kernel.restrict_files(v, [], [])),
         ("seccomp", lambda v: kernel.deny_syscalls(processes=True, sockets=True, signals=True)),
@@ -172,7 +173,9 @@ def parse(formats: ModuleType, header: dict[str, Any], data: bytes) -> dict[str,
     except formats.MissingLibraryError as exc:
         return {"ok": False, "error": "missing", "package": exc.package, "extra": exc.extra}
     except formats.FormatError as exc:
-        return {"ok": False, "error": "format", "message": str(exc)[:_MESSAGE_CHARS]}
+        # The peak tells a library's "unknown error" when it was an allocation that failed.
+        message = str(exc)[:_MESSAGE_CHARS]
+        return {"ok": False, "error": "format", "message": message, "peak": _peak()}
     return {
         "ok": True,
         "kind": extracted.kind,
