@@ -17,8 +17,10 @@ from parley.rag import DocumentIndex
 from parley.service import ServiceSettings, create_app
 from parley.service.cli import _export
 from parley.service.documents import DocumentsService
+from parley.tools.builtin._doc_pool import parser_pool
 from tests._requires import require_module
 from tests.service._live import running
+from tests.tools._hostile import MIB, expanding_xlsx, inflating_pdf, resident_growth
 
 HANDBOOK = """# Refund policy
 
@@ -103,6 +105,40 @@ def test_the_documents_agent_answers_and_its_index_follows_the_folder(
     assert "1 added" in logged
     assert "1 updated" in logged
     assert "1 removed" in logged
+
+
+def test_documents_built_to_pin_the_parser_fail_alone_and_cost_the_service_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    require_module("pypdf", "tools")
+    require_module("openpyxl", "tools")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "handbook.md").write_text(HANDBOOK)
+    inflating_pdf(docs / "inflating.pdf", pages=3)  # minutes of parsing, once
+    expanding_xlsx(docs / "flood.xlsx", 40 * MIB)  # 2.5 GB in the parsing process, once
+    location = tmp_path / "docs.sqlite"
+    settings = ServiceSettings(
+        database_url=f"sqlite+aiosqlite:///{tmp_path / 'service.db'}",
+        docs=[str(docs)],
+        docs_index=str(location),
+        docs_embedding="none",
+        docs_parse_timeout=3,
+        docs_parse_memory_bytes=256 * MIB,
+    )
+    caplog.set_level(logging.INFO, logger="parley.service")
+    with running(create_app(settings)) as url, httpx.Client(base_url=url, timeout=30) as api:
+        with resident_growth() as growth:
+            assert api.get("/info").status_code == 200  # answering while it parses
+            wait_until(lambda: "documents index up to date" in caplog.text, "the update")
+        assert indexed(location) == ["handbook.md"]
+        assert api.get("/info").status_code == 200
+    assert growth.peak < 64 * MIB
+    logged = caplog.text
+    assert "1 added, 0 updated, 0 unchanged, 0 removed, 2 failed" in logged
+    assert "cannot read inflating.pdf: parsing it took longer than 3 seconds" in logged
+    assert "cannot read flood.xlsx: parsing it needed more memory than the 256 MiB" in logged
+    parser_pool(256 * MIB).close()
 
 
 def test_docs_need_a_source_and_paths_are_made_absolute(
