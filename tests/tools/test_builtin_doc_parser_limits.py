@@ -232,6 +232,26 @@ async def test_calls_beyond_the_pool_wait_and_a_cancelled_wait_starts_nothing(
     pool.close()
 
 
+def test_a_parser_started_by_a_large_process_is_kept_for_the_next_document(
+    tmp_path: Path,
+) -> None:
+    # Linux carries a process's peak memory (ru_maxrss) across execve: a parser started by
+    # a server that once held 300 MB looked that large and was closed after each document.
+    held = b"x" * (300 * MIB)
+    del held
+    limits = ParseLimits(memory_bytes=1024 * MIB + 16384)  # a pool of its own, started now
+    pool = parser_pool(limits.memory_bytes)
+    path = str(many_pages_pdf(tmp_path / "a.pdf", 1))
+    try:
+        parse_document(path, limits=limits)
+        first = pool.pids
+        parse_document(path, limits=limits)
+        assert pool.pids == first
+        assert len(first) == 1
+    finally:
+        pool.close()
+
+
 # -- what a parser process may do ---------------------------------------------------------------
 
 

@@ -319,7 +319,8 @@ def _config(memory_bytes: int, idle_seconds: float) -> dict[str, Any]:
         # Like the code interpreter's weak modes: `nobody`, reading Python where `nobody` may
         # not look (under /root) through CAP_DAC_READ_SEARCH, bounded by Landlock.
         "identity": [SANDBOX_USER, SANDBOX_USER, True] if drops_root() else None,
-        "landlock": [*read_paths(), *paths, *_MIME_TYPES, str(WORKER_SCRIPT.parent)]
+        # /proc/self: its own peak memory (VmHWM).
+        "landlock": [*read_paths(), *paths, *_MIME_TYPES, str(WORKER_SCRIPT.parent), "/proc/self"]
         if landlock
         else None,
         "seccomp": _confine.seccomp_supported(),

@@ -161,7 +161,19 @@ def _sections(extracted: Any) -> list[list[Any]]:
 
 
 def _peak() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    """The most memory this process has held resident (VmHWM), in bytes; 0 if unknown.
+
+    Not `ru_maxrss`: Linux carries it across `execve`, so a worker started by a large
+    parent would start at the parent's peak.
+    """
+    try:
+        with open("/proc/self/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
 
 
 def parse(formats: ModuleType, header: dict[str, Any], data: bytes) -> dict[str, Any]:
