@@ -160,19 +160,27 @@ class _Worker:
     """One parser process, used by one call at a time."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-B", str(WORKER_SCRIPT)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,  # until it is ready: why it could not start
-            env=_ENVIRONMENT,
-            cwd="/",
-            start_new_session=True,  # a terminal's Ctrl-C is the parent's to handle
-        )
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-B", str(WORKER_SCRIPT)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,  # until it is ready: why it could not start
+                env=_ENVIRONMENT,
+                cwd="/",
+                start_new_session=True,  # a terminal's Ctrl-C is the parent's to handle
+            )
+        except OSError as exc:
+            logger.warning("cannot start a document parser process: %r", exc)
+            raise ToolExecutionError(
+                f"the document parser process could not start: {exc.strerror}", tool_name=_TOOL
+            ) from None
         assert self.proc.stdin is not None
         assert self.proc.stdout is not None
         self._in = self.proc.stdin.fileno()
         self._out = self.proc.stdout.fileno()
+        self._poll = select.poll()
+        self._poll.register(self._out, select.POLLIN)
         self.killed: str | None = None
         self.documents = 0
         self.last_used = time.monotonic()
@@ -251,8 +259,8 @@ class _Worker:
             if remaining <= 0:
                 self.kill("timeout")
                 raise _StoppedError
-            readable, _, _ = select.select([self._out], [], [], remaining)
-            if not readable:
+            # poll, not select: a server's descriptors may number past select's 1024.
+            if not self._poll.poll(remaining * 1000):
                 continue
             chunk = os.read(self._out, min(left, 1 << 20))
             if not chunk:
