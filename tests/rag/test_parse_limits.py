@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from parley.errors import DocumentError
-from parley.rag import DocumentIndex
+from parley.rag import DocumentIndex, document_id
 from parley.tools.builtin import ParseLimits
 from parley.tools.builtin._doc_pool import parser_pool
 from tests._requires import require_module
@@ -120,3 +120,25 @@ async def test_cancelling_an_update_kills_its_parser(tmp_path: Path) -> None:
             await task
         await wait_until(lambda: process_gone(found[0]), "the parser to be gone")
         assert await index.documents() == []
+
+
+async def test_sources_read_ahead_are_reported_in_their_order_and_a_repeat_stored_once(
+    tmp_path: Path, folder: Path
+) -> None:
+    # Up to three sources are read and parsed at once, while the one before is stored.
+    names = [f"n{number}.md" for number in range(7)]
+    for number, name in enumerate(names):
+        (folder / name).write_text(f"Note {number} about topic{number}.\n")
+    sources = [folder / name for name in names]
+    told: list[str] = []
+    async with await DocumentIndex.open(tmp_path / "i.db", embedding_model=None) as index:
+        report = await index.add(
+            [*sources, sources[2], folder / "missing.md"],
+            errors="report",
+            progress=lambda done, total, source: told.append(f"{done}/{total} {Path(source).name}"),
+        )
+        assert report.added == [str(s) for s in sources]
+        assert report.unchanged == [str(sources[2])]
+        assert list(report.failed) == [str(folder / "missing.md")]
+        assert len(await index.store.chunks(document_id(str(sources[2])))) == 1
+    assert told == [f"{n}/9 {name}" for n, name in enumerate([*names, "n2.md", "missing.md"], 1)]

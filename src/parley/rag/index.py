@@ -31,11 +31,13 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import itertools
 import logging
 import os
 import stat
 import time
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -69,6 +71,25 @@ Source = str | os.PathLike[str]
 
 Progress = Callable[[int, int, str], None]
 """Told of each source indexed: (sources done, sources in all, the source)."""
+
+
+# Sources in flight: the one being stored, and two read and parsed meanwhile (the parser
+# pool has at least two processes).
+_AHEAD = 3
+
+
+@dataclass
+class _Read:
+    """A source read ahead: its bytes and chunks, or why it could not be read.
+
+    `chunks` None: the index holds it as it is (it was not parsed).
+    """
+
+    shown: str
+    loaded: Loaded | None = None
+    format: str | None = None
+    chunks: list[Chunk] | None = None
+    error: DocumentError | None = None
 
 
 class _Default(enum.Enum):
@@ -296,13 +317,31 @@ class DocumentIndex:
     async def _add_all(
         self, listed: Sequence[Source], reader: Reader, progress: Progress | None
     ) -> IngestReport:
+        """Read and parse up to `_AHEAD` sources ahead while the one before them is stored.
+
+        Each document is parsed in a parser process: reading ahead keeps the pool's processes
+        busy, so that their round trips overlap the store's writes (and two PDFs parse at
+        once). Sources are committed, reported and told to `progress` in their order.
+        """
         report = IngestReport()
         async with self._write_lock:
             held = {d.doc_id: d for d in await self.store.documents()}
-            for done, source in enumerate(listed, start=1):
-                await self._add_one(source, held, report, reader)
-                if progress is not None:
-                    progress(done, len(listed), os.fspath(source))
+            waiting = iter(listed)
+            ahead: deque[tuple[Source, asyncio.Task[_Read]]] = deque()
+            try:
+                for done in range(1, len(listed) + 1):
+                    for source in itertools.islice(waiting, _AHEAD - len(ahead)):
+                        ahead.append(
+                            (source, asyncio.create_task(self._read(source, held, reader)))
+                        )
+                    source, task = ahead.popleft()
+                    await self._commit(await task, held, report)
+                    if progress is not None:
+                        progress(done, len(listed), os.fspath(source))
+            finally:  # stopped (cancelled, a store failing): what was read ahead is dropped
+                for _, task in ahead:
+                    task.cancel()
+                await asyncio.gather(*(task for _, task in ahead), return_exceptions=True)
         return report
 
     def add_sync(
@@ -311,28 +350,44 @@ class DocumentIndex:
         """The sync twin of `add`."""
         return run_sync(self.add(sources, errors=errors))
 
-    async def _add_one(
-        self,
-        source: Source,
-        held: dict[str, DocumentRecord],
-        report: IngestReport,
-        reader: Reader,
-    ) -> None:
+    async def _read(
+        self, source: Source, held: Mapping[str, DocumentRecord], reader: Reader
+    ) -> _Read:
+        """Read a source, and parse and chunk it unless the index holds it as it is."""
         shown = os.fspath(source)
         try:
             name = normalize_source(source)
             shown = name
             loaded = await _load(reader, name)
-            previous = held.get(document_id(name))
-            if self._unchanged(previous, loaded):
-                report.unchanged.append(name)
-                return
-            record = await self._index(loaded)
+            if self._unchanged(held.get(document_id(name)), loaded):
+                return _Read(shown, loaded)
+            parsed = await self._parse(loaded)
+            chunks = await asyncio.to_thread(self.chunker.chunks, parsed, document_id(name), name)
         except DocumentError as exc:
-            report.failed[shown] = exc
+            return _Read(shown, error=exc)
+        return _Read(shown, loaded, parsed.format, chunks)
+
+    async def _commit(
+        self, read: _Read, held: dict[str, DocumentRecord], report: IngestReport
+    ) -> None:
+        """Embed and store a source read (unless unchanged), and report it."""
+        if read.error is not None:
+            report.failed[read.shown] = read.error
+            return
+        loaded = read.loaded
+        assert loaded is not None
+        previous = held.get(document_id(loaded.source))
+        # Checked again: the same source named twice was read ahead twice, stored once.
+        if read.chunks is None or self._unchanged(previous, loaded):
+            report.unchanged.append(loaded.source)
+            return
+        try:
+            record = await self._store(loaded, read.format or "text", read.chunks)
+        except DocumentError as exc:
+            report.failed[read.shown] = exc
             return
         held[record.doc_id] = record
-        (report.updated if previous else report.added).append(name)
+        (report.updated if previous else report.added).append(loaded.source)
 
     def _unchanged(self, previous: DocumentRecord | None, loaded: Loaded) -> bool:
         return (
@@ -341,15 +396,11 @@ class DocumentIndex:
             and previous.pipeline == self.pipeline
         )
 
-    async def _index(self, loaded: Loaded) -> DocumentRecord:
-        """Parse, chunk, embed and store one document; DocumentError on any failure."""
-        doc_id = document_id(loaded.source)
-        parsed = await self._parse(loaded)
-        chunks = await asyncio.to_thread(self.chunker.chunks, parsed, doc_id, loaded.source)
-        document = parsed.format
+    async def _store(self, loaded: Loaded, document: str, chunks: list[Chunk]) -> DocumentRecord:
+        """Embed and store one parsed document; DocumentError on any failure."""
         vectors = await self._embed_chunks(loaded.source, chunks)
         record = DocumentRecord(
-            doc_id=doc_id,
+            doc_id=document_id(loaded.source),
             source=loaded.source,
             content_hash=loaded.content_hash,
             pipeline=self.pipeline,

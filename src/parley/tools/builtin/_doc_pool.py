@@ -64,6 +64,9 @@ _LENGTH = struct.Struct(">Q")
 _START_SECONDS = 30.0
 _READY_BYTES = 64 * 1024
 _ONE_WRITE = 1024 * 1024
+# A request this small fits an empty pipe (64 KiB) whole: written from the loop, it cannot
+# block it. Larger ones are written from a thread.
+_ON_THE_LOOP = 32 * 1024
 _TOOL = "doc_parser"
 # openpyxl's `MimeTypes()` reads the system's tables once (`mimetypes.init`).
 _MIME_TYPES = [f for f in mimetypes.knownfiles if os.path.isfile(f)]
@@ -280,6 +283,25 @@ class _Worker:
         )
         return answer
 
+    @property
+    def out_fd(self) -> int:
+        """The descriptor its answers come on."""
+        return self._out
+
+    def read_ready(self) -> bytes:
+        """What it has written (the descriptor is readable: this does not block).
+
+        Raises:
+            _StoppedError: It closed its output (it died, or was killed).
+        """
+        try:
+            chunk = os.read(self._out, 1 << 20)
+        except OSError:
+            chunk = b""
+        if not chunk:
+            raise _StoppedError
+        return chunk
+
     def kill(self, why: str) -> None:
         """Kill the process now (its memory goes with it); `why` is kept for the error."""
         if self.killed is None:
@@ -308,6 +330,34 @@ class _Worker:
         except subprocess.TimeoutExpired:
             self.kill("close")
             self.proc.wait(timeout=10)
+
+
+class _Framer:
+    """An answer put together from what the worker writes, as it comes."""
+
+    def __init__(self, most: int) -> None:
+        self.most = most
+        self.too_long = False
+        self._buffer = bytearray()
+
+    def feed(self, chunk: bytes) -> dict[str, Any] | None:
+        """Add what came; the answer once whole, else None.
+
+        Raises:
+            _StoppedError: The answer announces more than `most` bytes.
+        """
+        self._buffer += chunk
+        if len(self._buffer) < _LENGTH.size:
+            return None
+        (size,) = _LENGTH.unpack_from(self._buffer)
+        if size > self.most:
+            self.too_long = True
+            raise _StoppedError
+        if len(self._buffer) < _LENGTH.size + size:
+            return None
+        body = bytes(self._buffer[_LENGTH.size : _LENGTH.size + size])
+        answer: dict[str, Any] = json.loads(body.decode("utf-8", "surrogatepass"))
+        return answer
 
 
 @dataclass(eq=False)
@@ -411,9 +461,19 @@ class ParserPool:
     async def aparse(self, request: ParseRequest, payload: Payload) -> Extracted:
         """`parse` without blocking the loop; cancelling it kills the process at once.
 
-        The waiting is done on the tools' threads (`tool_executor`): a killed process ends
-        the wait at once, so no thread is left parsing for a call that gave up.
+        A small document given to an idle process is sent and awaited on the loop itself
+        (one round trip, no thread). Otherwise the waiting is done on the tools' threads
+        (`tool_executor`); either way a cancelled call kills its process, which ends the
+        wait at once, so no thread is left parsing for a call that gave up.
         """
+        if isinstance(payload, bytes) and len(payload) <= _ON_THE_LOOP:
+            worker = self._take_idle()
+            if worker is not None:
+                try:
+                    answer = await self._exchange_on_loop(worker, request, payload)
+                finally:
+                    self._checkin(worker)
+                return self._result(request, answer)
         call = _Call()
         job = tool_executor().submit(self._parse, call, request, payload)
         try:
@@ -438,6 +498,51 @@ class ParserPool:
             answer = worker.receive(deadline, request.most_answer_bytes())
         except _StoppedError:
             raise self._stopped(worker, request) from None
+        return self._answered(worker, answer)
+
+    async def _exchange_on_loop(
+        self, worker: _Worker, request: ParseRequest, payload: bytes
+    ) -> dict[str, Any]:
+        """Send a small request and await the answer through the loop's selector.
+
+        The request fits the empty pipe whole, so writing it from the loop cannot block.
+        """
+        loop = asyncio.get_running_loop()
+        answered: asyncio.Future[dict[str, Any]] = loop.create_future()
+        framer = _Framer(request.most_answer_bytes())
+
+        def readable() -> None:
+            if answered.done():
+                return
+            try:
+                done = framer.feed(worker.read_ready())
+            except _StoppedError as exc:
+                answered.set_exception(exc)
+                return
+            if done is not None:
+                answered.set_result(done)
+
+        try:
+            worker.send(request.header(len(payload)), payload)
+            loop.add_reader(worker.out_fd, readable)
+            try:
+                async with asyncio.timeout(request.timeout):
+                    answer = await answered
+            finally:
+                loop.remove_reader(worker.out_fd)
+        except TimeoutError:
+            worker.kill("timeout")
+            raise self._stopped(worker, request) from None
+        except asyncio.CancelledError:
+            worker.kill("cancelled")
+            raise
+        except _StoppedError:
+            if framer.too_long:
+                worker.kill("too long")
+            raise self._stopped(worker, request) from None
+        return self._answered(worker, answer)
+
+    def _answered(self, worker: _Worker, answer: dict[str, Any]) -> dict[str, Any]:
         worker.documents += 1
         if answer.get("error") == "memory":
             worker.kill("memory")  # it exits by itself; killed not to wait for it
@@ -462,8 +567,6 @@ class ParserPool:
             message = f"cannot read {name}: the file got shorter while it was read"
         else:
             message = f"cannot read {name}: its parser process {end}"
-            if "signal" in end or "crashed" in end or "killed" in end:
-                message += f"; it may need more than the {_mib(self.memory_bytes)} allowed"
             logger.warning("a document parser process %s while parsing %s", end, name)
         return ParseLimitError(message, tool_name=_TOOL)
 
@@ -493,6 +596,17 @@ class ParserPool:
         )
 
     # -- workers --------------------------------------------------------------------------------
+
+    def _take_idle(self) -> _Worker | None:
+        """An idle worker if one is ready now (never waits; stale ones closed aside)."""
+        with self._lock:
+            stale = self._take_stale()
+            worker = self._idle.pop() if self._idle else None
+            if worker is not None:
+                self._busy.add(worker)
+        if stale:  # closing waits for the processes: not on the caller's loop
+            tool_executor().submit(_close_all, stale)
+        return worker
 
     def _checkout(self, call: _Call) -> _Worker:
         """An idle worker, else a new one when fewer than `max_workers` run, else wait."""
@@ -575,6 +689,11 @@ class ParserPool:
             worker.kill("close")
         for worker in idle:
             worker.close()
+
+
+def _close_all(workers: list[_Worker]) -> None:
+    for worker in workers:
+        worker.close()
 
 
 def _mib(size: int) -> str:
