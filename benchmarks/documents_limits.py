@@ -16,7 +16,8 @@ parley imported from that path), printed side by side:
 2. **Indexing a folder of small files.** `--files` files (half Markdown, a quarter text, a
    quarter one-page PDFs, about 1 KB each) are synced into a fresh keyword index
    (`DocumentIndex.sync`, no embedding model) `--repeat` times, each into a new index file;
-   the first run (which starts any parser processes) and the median of the others.
+   the first run (which starts any parser processes) and the median of the others. Then
+   `--pdfs` PDFs of `--pdf-pages` pages the same way (the median after the first).
 
 Run: `python benchmarks/documents_limits.py --src before=/path/to/main/src --src after=src`
 (default: `after=src` of this checkout only). Nothing fails on a slow result.
@@ -172,22 +173,48 @@ async def measure_pdf(options: argparse.Namespace) -> dict[str, Any]:
         }
 
 
-async def measure_index(options: argparse.Namespace) -> dict[str, Any]:
+def pdf_folder(folder: Path, count: int, pages: int) -> Path:
+    """`count` PDFs of `pages` pages of about 600 characters each."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for number in range(count):
+        streams = []
+        for page in range(pages):
+            lines = " T* ".join(
+                f"(Report {number} page {page} line {line} of the quarterly figures) Tj"
+                for line in range(10)
+            )
+            streams.append(f"BT /F1 12 Tf 14 TL 72 720 Td {lines} ET".encode())
+        write_pdf(folder / f"report{number:03}.pdf", streams)
+    return folder
+
+
+async def _sync_times(folder: Path, scratch: Path, repeat: int, expected: int) -> list[float]:
     from parley.rag import DocumentIndex  # noqa: PLC0415
 
     times = []
+    for run in range(repeat):
+        started = time.perf_counter()
+        index = await DocumentIndex.open(scratch / f"{folder.name}{run}.db", embedding_model=None)
+        try:
+            report = await index.sync(folder)
+        finally:
+            await index.close()
+        times.append(time.perf_counter() - started)
+        assert len(report.added) == expected, report
+    return times
+
+
+async def measure_index(options: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as scratch:
-        folder = small_folder(Path(scratch) / "docs", options.files)
-        for run in range(options.repeat):
-            started = time.perf_counter()
-            index = await DocumentIndex.open(Path(scratch) / f"i{run}.db", embedding_model=None)
-            try:
-                report = await index.sync(folder)
-            finally:
-                await index.close()
-            times.append(time.perf_counter() - started)
-            assert len(report.added) == options.files, report
-    return {"index_first": times[0], "index_median": statistics.median(times[1:] or times)}
+        small = small_folder(Path(scratch) / "docs", options.files)
+        times = await _sync_times(small, Path(scratch), options.repeat, options.files)
+        pdfs = pdf_folder(Path(scratch) / "pdfs", options.pdfs, options.pdf_pages)
+        pdf_times = await _sync_times(pdfs, Path(scratch), options.repeat, options.pdfs)
+    return {
+        "index_first": times[0],
+        "index_median": statistics.median(times[1:] or times),
+        "pdfs_median": statistics.median(pdf_times[1:] or pdf_times),
+    }
 
 
 # -- the side-by-side table -----------------------------------------------------------------------
@@ -200,6 +227,7 @@ def run_child(src: str, what: str, options: argparse.Namespace) -> dict[str, Any
         "--measure",
         what,
         *("--files", str(options.files), "--repeat", str(options.repeat)),
+        *("--pdfs", str(options.pdfs), "--pdf-pages", str(options.pdf_pages)),
         *("--bomb-pages", str(options.bomb_pages), "--tool-timeout", str(options.tool_timeout)),
         *("--settle", str(options.settle)),
     ]
@@ -229,6 +257,7 @@ ROWS = [
     ("the tool answered", "answer", str),
     ("index: first sync", "index_first", _seconds),
     ("index: median of the others", "index_median", _seconds),
+    ("index PDFs: median", "pdfs_median", _seconds),
 ]
 
 
@@ -236,7 +265,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--src", action="append", help="label=path of a source tree")
     parser.add_argument("--files", type=int, default=200)
-    parser.add_argument("--repeat", type=int, default=4)
+    parser.add_argument("--repeat", type=int, default=6)
+    parser.add_argument("--pdfs", type=int, default=40)
+    parser.add_argument("--pdf-pages", type=int, default=20)
     parser.add_argument("--bomb-pages", type=int, default=20)
     parser.add_argument("--tool-timeout", type=float, default=20.0)
     parser.add_argument("--settle", type=float, default=5.0)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 from urllib.parse import unquote, urlsplit
@@ -115,8 +115,9 @@ _NAMES = {
 class ParseLimits:
     """What parsing one document may cost; past a limit, parsing stops.
 
-    Every document is parsed in a parser process of its own (`_doc_pool`), never in the
-    caller's, so that a document built to inflate cannot pin the process that reads it.
+    Every document is parsed in a parser process (`_doc_pool`: a small pool, reused), never
+    in the caller's, so that a document built to inflate cannot pin the process that reads
+    it.
 
     Attributes:
         timeout: Seconds a document's parse may take; its parser process is killed past them
@@ -187,7 +188,7 @@ class ParsedDocument:
     name: str
     format: str
     sections: list[Section]
-    note: str | None = field(default=None)
+    note: str | None = None
 
     def _header(self) -> str:
         kinds = {s.kind for s in self.sections}
