@@ -210,7 +210,7 @@ async def test_calls_beyond_the_pool_wait_and_a_cancelled_wait_starts_nothing(
     tmp_path: Path,
 ) -> None:
     inflating_pdf(tmp_path / "slow.pdf", pages=3)
-    (tmp_path / "ok.md").write_text("Fine.")
+    ok = str(many_pages_pdf(tmp_path / "ok.pdf", 1))
     limits = ParseLimits(memory_bytes=1024 * MIB + 8192)  # a pool of its own
     pool = parser_pool(limits.memory_bytes)
     slow = [
@@ -218,17 +218,18 @@ async def test_calls_beyond_the_pool_wait_and_a_cancelled_wait_starts_nothing(
         for _ in range(pool.max_workers)
     ]
     await wait_until(lambda: len(pool.busy_pids) == pool.max_workers, "every parser busy")
-    waiting = asyncio.create_task(aparse_document(str(tmp_path / "ok.md"), limits=limits))
+    waiting = asyncio.create_task(aparse_document(ok, limits=limits))
     await asyncio.sleep(0.2)
-    assert not waiting.done()  # no parser free for it
+    assert not waiting.done()  # no parser free for it: the slow ones take minutes
     waiting.cancel()
     busy = pool.busy_pids
     for task in slow:
         task.cancel()
     await asyncio.gather(*slow, waiting, return_exceptions=True)
     await wait_until(lambda: all(process_gone(p) for p in busy), "the parsers to be gone")
-    document = await aparse_document(str(tmp_path / "ok.md"), limits=limits)
-    assert document.to_text() == "Document: ok.md (Markdown)\n\nFine."
+    assert pool.pids == []  # the cancelled wait started none
+    document = await aparse_document(ok, limits=limits)
+    assert document.to_text().endswith("--- page 1 ---\n\nPage 1")
     pool.close()
 
 
@@ -344,3 +345,30 @@ def test_a_parser_taken_over_by_a_document_reaches_nothing(tmp_path: Path) -> No
         assert results["socket"] == errno.EPERM
         assert results["fork"] == errno.EPERM
         assert results["signal"] == errno.EPERM
+
+
+def test_short_text_is_read_here_and_anything_else_by_a_parser(tmp_path: Path) -> None:
+    # A text or Markdown file is decoded and split at blank lines: nothing in it can inflate,
+    # so up to 256 KiB it is read in this process (a round trip costs more than the reading).
+    limits = ParseLimits(memory_bytes=1024 * MIB + 20480)  # a pool of its own
+    pool = parser_pool(limits.memory_bytes)
+    short = tmp_path / "short.md"
+    short.write_text("# Notes\n\nShort.")
+    longer = tmp_path / "longer.txt"
+    longer.write_text("word " * 60_000)  # 300 KB
+    page = many_pages_pdf(tmp_path / "page.pdf", 1)
+    try:
+        assert parse_document(str(short), limits=limits).to_text() == (
+            "Document: short.md (Markdown)\n\n# Notes\n\nShort."
+        )
+        assert pool.pids == []
+        assert (
+            parse_document(str(longer), limits=limits)
+            .sections[0]
+            .items[0]
+            .text.startswith("word word")
+        )
+        assert len(pool.pids) == 1
+        assert parse_document(str(page), limits=limits).to_text().endswith("Page 1")
+    finally:
+        pool.close()

@@ -76,6 +76,7 @@ Progress = Callable[[int, int, str], None]
 # Sources in flight: the one being stored, and two read and parsed meanwhile (the parser
 # pool has at least two processes).
 _AHEAD = 3
+_CHUNK_ON_THE_LOOP = 8_000  # characters: about half a millisecond of chunking
 
 
 @dataclass
@@ -362,10 +363,17 @@ class DocumentIndex:
             if self._unchanged(held.get(document_id(name)), loaded):
                 return _Read(shown, loaded)
             parsed = await self._parse(loaded)
-            chunks = await asyncio.to_thread(self.chunker.chunks, parsed, document_id(name), name)
+            chunks = await self._chunks(parsed, name)
         except DocumentError as exc:
             return _Read(shown, error=exc)
         return _Read(shown, loaded, parsed.format, chunks)
+
+    async def _chunks(self, parsed: ParsedDocument, source: str) -> list[Chunk]:
+        """The document's chunks: on the loop when it is short, else in a thread."""
+        size = sum(len(item.text) for section in parsed.sections for item in section.items)
+        if size <= _CHUNK_ON_THE_LOOP:  # a thread's round trip would cost more than this
+            return self.chunker.chunks(parsed, document_id(source), source)
+        return await asyncio.to_thread(self.chunker.chunks, parsed, document_id(source), source)
 
     async def _commit(
         self, read: _Read, held: dict[str, DocumentRecord], report: IngestReport

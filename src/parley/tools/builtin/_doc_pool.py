@@ -2,8 +2,10 @@
 
 A document from a user or a model may be built to pin whoever parses it: a PDF of 660 KiB
 whose pages inflate to millions of text operators took 42 s and 800 MB in the server's own
-thread, and went on after the tool's call had timed out. So parley never parses in its own
-process. Each document goes to a parser process (`_doc_worker.py`) with an address-space
+thread, and went on after the tool's call had timed out. So parley does not parse documents
+in its own process (save short text and Markdown files, which are decoded and split at blank
+lines: nothing there can inflate, and a round trip would cost more than the reading). Each
+document goes to a parser process (`_doc_worker.py`) with an address-space
 limit, a CPU limit, no file writes, no new processes, sockets or signals where the kernel
 can refuse them, and as `nobody` where parley runs as root; the process is killed at the
 document's timeout, or when the call waiting for it is cancelled, and its memory goes with
@@ -25,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import io
 import json
 import logging
 import math
@@ -44,7 +47,14 @@ from typing import Any
 
 from parley.errors import MissingDependencyError, ToolExecutionError
 from parley.tools.builtin import _confine
-from parley.tools.builtin._doc_formats import Extracted, Item, ReadLimits, Section
+from parley.tools.builtin._doc_formats import (
+    Extracted,
+    FormatError,
+    Item,
+    ReadLimits,
+    Section,
+    read_document,
+)
 from parley.tools.builtin.sandbox import SANDBOX_USER, drops_root, read_paths
 from parley.tools.executor import tool_executor
 
@@ -68,6 +78,8 @@ _ONE_WRITE = 1024 * 1024
 # block it. Larger ones are written from a thread.
 _ON_THE_LOOP = 32 * 1024
 _TOOL = "doc_parser"
+_INLINE_KINDS = ("text", "markdown")
+_INLINE_BYTES = 256 * 1024
 # openpyxl's `MimeTypes()` reads the system's tables once (`mimetypes.init`).
 _MIME_TYPES = [f for f in mimetypes.knownfiles if os.path.isfile(f)]
 # Nothing of the parent's environment (keys, tokens) reaches a parser.
@@ -456,7 +468,7 @@ class ParserPool:
                 `memory_bytes`, or its process died; the process is gone.
             MissingDependencyError: The format's library is not installed.
         """
-        return self._parse(_Call(), request, payload)
+        return self._inline(request, payload) or self._parse(_Call(), request, payload)
 
     async def aparse(self, request: ParseRequest, payload: Payload) -> Extracted:
         """`parse` without blocking the loop; cancelling it kills the process at once.
@@ -466,6 +478,9 @@ class ParserPool:
         (`tool_executor`); either way a cancelled call kills its process, which ends the
         wait at once, so no thread is left parsing for a call that gave up.
         """
+        inline = self._inline(request, payload)
+        if inline is not None:
+            return inline
         if isinstance(payload, bytes) and len(payload) <= _ON_THE_LOOP:
             worker = self._take_idle()
             if worker is not None:
@@ -481,6 +496,27 @@ class ParserPool:
         except asyncio.CancelledError:
             self._cancel(call)
             raise
+
+    def _inline(self, request: ParseRequest, payload: Payload) -> Extracted | None:
+        """A short text or Markdown file, read here; None for anything else.
+
+        Reading one is decoding it and splitting it at blank lines: linear in its size, with
+        nothing to inflate, so a file of at most `_INLINE_BYTES` cannot pin this process,
+        and a parser's round trip would cost more than the reading (indexing a folder of
+        small notes took half as long again).
+        """
+        if request.kind not in _INLINE_KINDS:
+            return None
+        if isinstance(payload, FilePayload):
+            if payload.size > _INLINE_BYTES:
+                return None
+            payload = os.pread(payload.fd, payload.size, 0)
+        if len(payload) > _INLINE_BYTES:
+            return None
+        try:
+            return read_document(io.BytesIO(payload), request.name, request.kind, request.limits)
+        except FormatError as exc:
+            raise ToolExecutionError(str(exc), tool_name=_TOOL) from exc
 
     def _parse(self, call: _Call, request: ParseRequest, payload: Payload) -> Extracted:
         worker = self._checkout(call)

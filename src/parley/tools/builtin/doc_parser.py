@@ -15,9 +15,11 @@ and then through `_net.fetch`: no loopback, private or link-local address unless
 `allowed_hosts` (or `allow_private`) says so, every redirect checked, at most
 `max_download_bytes` read.
 
-Documents are never parsed in the caller's process: each goes to a parser process with
+Documents are not parsed in the caller's process: each goes to a parser process with
 limits (`_doc_pool`, `ParseLimits`): its time (killed past `timeout`, or as soon as the call
-is cancelled), its memory, its pages and the characters read. A document cut by a limit says
+is cancelled), its memory, its pages and the characters read. Only text and Markdown files
+of at most 256 KiB are split at blank lines in the caller's process (nothing in them can
+inflate; a parser's round trip would cost more). A document cut by a limit says
 so in its text ("Only pages 1-1000 of 5000 were read").
 
 `parse_document` is for programs rather than models: it reads any path its caller gives
@@ -115,9 +117,10 @@ _NAMES = {
 class ParseLimits:
     """What parsing one document may cost; past a limit, parsing stops.
 
-    Every document is parsed in a parser process (`_doc_pool`: a small pool, reused), never
+    Every document is parsed in a parser process (`_doc_pool`: a small pool, reused), not
     in the caller's, so that a document built to inflate cannot pin the process that reads
-    it.
+    it; only text and Markdown files of at most 256 KiB, which nothing can inflate, are split
+    in the caller's process.
 
     Attributes:
         timeout: Seconds a document's parse may take; its parser process is killed past them
