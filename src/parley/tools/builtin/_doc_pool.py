@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import errno
 import io
 import json
 import logging
@@ -240,17 +241,24 @@ class _Worker:
             raise _StoppedError from None
 
     def _send_file(self, payload: FilePayload) -> None:
+        """The file's bytes, never all in this process: `sendfile`, else a block at a time."""
         self._write(_LENGTH.pack(payload.size))
         offset = 0
-        try:
-            while offset < payload.size:
-                sent = os.sendfile(self._in, payload.fd, offset, payload.size - offset)
-                if sent == 0:  # the file shrank while it was sent
-                    self.kill("shrunk")
-                    raise _StoppedError
-                offset += sent
-        except OSError:
-            raise _StoppedError from None
+        while offset < payload.size:
+            left = payload.size - offset
+            try:
+                sent = os.sendfile(self._in, payload.fd, offset, left)
+            except OSError as exc:
+                if exc.errno == errno.EPIPE:
+                    raise _StoppedError from None
+                # No sendfile to a pipe here (macOS sends only to sockets).
+                block = os.pread(payload.fd, min(left, 1 << 20), offset)
+                self._write(block)
+                sent = len(block)
+            if sent == 0:  # the file shrank while it was sent
+                self.kill("shrunk")
+                raise _StoppedError
+            offset += sent
 
     def send(self, header: dict[str, Any], payload: Payload) -> None:
         """Send a request and its document (a small one in one write: one wake-up)."""

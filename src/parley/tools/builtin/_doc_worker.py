@@ -95,16 +95,24 @@ def _sibling(name: str) -> ModuleType:
     return module
 
 
-def _limit(which: int, value: int) -> None:
-    resource.setrlimit(which, (value, value))
+def apply_limits(memory_bytes: int) -> dict[str, Any]:
+    """The limits that hold for the worker's life (CPU is set per document).
 
-
-def apply_limits(memory_bytes: int) -> None:
-    """The limits that hold for the worker's life (CPU is set per document)."""
-    _limit(resource.RLIMIT_AS, memory_bytes)
-    _limit(resource.RLIMIT_CORE, 0)
-    _limit(resource.RLIMIT_FSIZE, 0)
-    _limit(resource.RLIMIT_NOFILE, _FILES)
+    Each the kernel refuses (macOS has no `RLIMIT_AS` to speak of) is said in the answer,
+    for the parent to log, rather than keeping the worker from starting.
+    """
+    refused: dict[str, Any] = {}
+    for name, value in (
+        ("RLIMIT_AS", memory_bytes),
+        ("RLIMIT_CORE", 0),
+        ("RLIMIT_FSIZE", 0),
+        ("RLIMIT_NOFILE", _FILES),
+    ):
+        try:
+            resource.setrlimit(getattr(resource, name), (value, value))
+        except (ValueError, OSError) as exc:
+            refused[name] = f"{type(exc).__name__}: {exc}"
+    return refused
 
 
 def confine(config: dict[str, Any]) -> dict[str, Any]:
@@ -234,8 +242,8 @@ def main() -> None:
     config = json.loads(config_bytes)
     sys.path[:] = [str(p) for p in config["path"]]
     formats = _sibling("_doc_formats")
-    apply_limits(int(config["memory_bytes"]))
-    layers = confine(config)
+    refused = apply_limits(int(config["memory_bytes"]))
+    layers = {**confine(config), **refused}
     os.dup2(quiet, 2)  # the parent stops reading it once ready
     write_frame(sink, encode({"ready": True, "layers": layers}))
     try:
