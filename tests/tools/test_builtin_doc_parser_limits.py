@@ -20,7 +20,8 @@ import pytest
 from parley.messages import ToolCallBlock
 from parley.tools import Toolkit
 from parley.tools.builtin import DocParser, ParseLimitError, ParseLimits, _confine, parse_document
-from parley.tools.builtin._doc_pool import WORKER_SCRIPT, _config, parser_pool
+from parley.tools.builtin._doc_pool import parser_pool
+from parley.tools.builtin._doc_process import WORKER_SCRIPT, config
 from parley.tools.builtin.doc_parser import aparse_document
 from parley.tools.builtin.sandbox import SANDBOX_USER, drops_root
 from tests._requires import require_module
@@ -327,8 +328,8 @@ def test_a_parser_taken_over_by_a_document_reaches_nothing(tmp_path: Path) -> No
     scratch = tmp_path / "scratch"
     scratch.mkdir(mode=0o777)
     scratch.chmod(0o777)
-    config = json.dumps(_config(512 * MIB, 60.0))
-    argv = [sys.executable, "-I", "-c", _ATTEMPTS, str(WORKER_SCRIPT), config, str(secret)]
+    settings = json.dumps(config(512 * MIB, 60.0))
+    argv = [sys.executable, "-I", "-c", _ATTEMPTS, str(WORKER_SCRIPT), settings, str(secret)]
     done = subprocess.run(
         [*argv, str(scratch)],
         capture_output=True,

@@ -47,13 +47,8 @@ from parley.tools.builtin._doc_formats import (
     ReadLimits,
     Section,
 )
-from parley.tools.builtin._doc_pool import (
-    FilePayload,
-    ParseLimitError,
-    ParseRequest,
-    ParserPool,
-    parser_pool,
-)
+from parley.tools.builtin._doc_pool import ParseLimitError, ParseRequest, ParserPool, parser_pool
+from parley.tools.builtin._doc_process import FilePayload
 from parley.tools.builtin._net import FetchNotAllowedError, FetchPolicy, fetch
 from parley.tools.builtin._paths import Roots, open_beneath
 from parley.tools.context import RunContext
