@@ -12,13 +12,19 @@ from pathlib import Path
 import httpx
 import pytest
 
+from parley.agents import Agent
 from parley.errors import ConfigurationError
+from parley.messages import ToolResultBlock
+from parley.models.testing import ScriptedModel
 from parley.rag import DocumentIndex
 from parley.service import ServiceSettings, create_app
 from parley.service.cli import _export
 from parley.service.documents import DocumentsService
+from parley.tools.builtin import DocParser
+from parley.tools.builtin._doc_pool import parser_pool
 from tests._requires import require_module
 from tests.service._live import running
+from tests.tools._hostile import MIB, expanding_xlsx, inflating_pdf, resident_growth
 
 HANDBOOK = """# Refund policy
 
@@ -103,6 +109,72 @@ def test_the_documents_agent_answers_and_its_index_follows_the_folder(
     assert "1 added" in logged
     assert "1 updated" in logged
     assert "1 removed" in logged
+
+
+def test_documents_built_to_pin_the_parser_fail_alone_and_cost_the_service_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    require_module("pypdf", "tools")
+    require_module("openpyxl", "tools")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "handbook.md").write_text(HANDBOOK)
+    inflating_pdf(docs / "inflating.pdf", pages=3)  # minutes of parsing, once
+    expanding_xlsx(docs / "flood.xlsx", 40 * MIB)  # 2.5 GB in the parsing process, once
+    location = tmp_path / "docs.sqlite"
+    settings = ServiceSettings(
+        database_url=f"sqlite+aiosqlite:///{tmp_path / 'service.db'}",
+        docs=[str(docs)],
+        docs_index=str(location),
+        docs_embedding="none",
+        docs_parse_timeout=3,
+        docs_parse_memory_bytes=256 * MIB,
+    )
+    caplog.set_level(logging.INFO, logger="parley.service")
+    with running(create_app(settings)) as url, httpx.Client(base_url=url, timeout=30) as api:
+        with resident_growth() as growth:
+            assert api.get("/info").status_code == 200  # answering while it parses
+            wait_until(lambda: "documents index up to date" in caplog.text, "the update")
+        assert indexed(location) == ["handbook.md"]
+        assert api.get("/info").status_code == 200
+    assert growth.peak < 64 * MIB
+    logged = caplog.text
+    assert "1 added, 0 updated, 0 unchanged, 0 removed, 2 failed" in logged
+    assert "cannot read inflating.pdf: parsing it took longer than 3 seconds" in logged
+    assert "cannot read flood.xlsx: parsing it needed more memory than the 256 MiB" in logged
+    parser_pool(256 * MIB).close()
+
+
+def test_a_hostile_pdf_read_over_http_stops_with_the_call_and_leaves_nothing_running(
+    tmp_path: Path,
+) -> None:
+    # The issue's case: over HTTP the tool timed out while the parse went on in an abandoned
+    # thread of the server, which stayed at 990 MB.
+    require_module("pypdf", "tools")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    inflating_pdf(docs / "report.pdf", pages=3)
+    parser = DocParser({"root": str(docs)})
+    parser.timeout = 2.0  # the toolkit's limit on the call (60 s by default)
+    model = ScriptedModel(
+        [ScriptedModel.tool_call("doc_parser", {"url": "report.pdf"}), "It could not be read."]
+    )
+    settings = ServiceSettings(database_url=f"sqlite+aiosqlite:///{tmp_path / 'service.db'}")
+    app = create_app(settings, agents=[Agent("reader", model, tools=[parser])])
+    pool = parser_pool(parser.limits.memory_bytes)
+    with running(app) as url, httpx.Client(base_url=url, timeout=60) as api:
+        with resident_growth() as growth:
+            answer = api.post("/invoke", json={"message": "Summarize report.pdf"})
+            # Its parser was killed with the call (else it would parse on for minutes).
+            wait_until(lambda: pool.busy_pids == [], "the parser to be killed", timeout=20)
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["content"] == "It could not be read."
+        result = model.requests[1].messages[-1].content[0]
+        assert isinstance(result, ToolResultBlock)
+        assert result.is_error
+        assert str(result.output) == "doc_parser did not finish within 2.0 seconds"
+        assert growth.peak < 64 * MIB
+        assert growth.after < 64 * MIB
 
 
 def test_docs_need_a_source_and_paths_are_made_absolute(

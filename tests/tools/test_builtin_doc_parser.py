@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import http.server
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,9 +19,10 @@ from parley.errors import MissingDependencyError, ToolExecutionError
 from parley.messages import ToolCallBlock
 from parley.tools import TOOL_REGISTRY, RunContext, Toolkit, Workspace
 from parley.tools.builtin import DocParser, parse_document
+from parley.tools.builtin._doc_pool import parser_pool
 from parley.tools.builtin._net import FetchNotAllowedError
 from parley.tools.builtin._paths import PathNotAllowedError
-from parley.tools.builtin.doc_parser import parse_bytes
+from parley.tools.builtin.doc_parser import ParseLimits, parse_bytes
 from tests._requires import require_module
 
 pytestmark = pytest.mark.timeout(60)
@@ -162,7 +162,12 @@ def test_docx_styles_are_looked_up_once_per_style_not_per_paragraph(
         return real.fget(self)
 
     monkeypatch.setattr(paragraph, "style", property(counting))
-    text = parse_document(str(tmp_path / "long.docx")).to_text()
+    # The reader itself, in this process: the parser process would not see the counting.
+    from parley.tools.builtin._doc_formats import read_document  # noqa: PLC0415
+
+    with (tmp_path / "long.docx").open("rb") as stream:
+        [section] = read_document(stream, "long.docx", "docx").sections
+    text = "\n\n".join(item.text for item in section.items)
     assert len(looked_up) == 2  # the body style and the heading's
     assert text.count("## Part ") == 4
     assert "Line 199." in text
@@ -274,9 +279,17 @@ def test_file_urls_missing_files_and_broken_files(tmp_path: Path) -> None:
 
 def test_a_missing_library_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = write_pdf(tmp_path / "a.pdf", [["x"]])
-    monkeypatch.setitem(sys.modules, "pypdf", None)  # makes `import pypdf` fail
-    with pytest.raises(MissingDependencyError, match=r"parley\[tools\]"):
-        parse_document(str(path))
+    # The parser process takes this process's path: a `pypdf` first on it that cannot load.
+    blocked = tmp_path / "blocked" / "pypdf"
+    blocked.mkdir(parents=True)
+    (blocked / "__init__.py").write_text("raise ImportError('not installed, for the test')\n")
+    monkeypatch.syspath_prepend(str(blocked.parent))
+    limits = ParseLimits(memory_bytes=ParseLimits().memory_bytes + 4096)  # a pool of its own
+    try:
+        with pytest.raises(MissingDependencyError, match=r"parley\[tools\]"):
+            parse_document(str(path), limits=limits)
+    finally:
+        parser_pool(limits.memory_bytes).close()
 
 
 # -- http(s) ---------------------------------------------------------------------------------

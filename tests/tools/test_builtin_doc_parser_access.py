@@ -81,7 +81,9 @@ async def test_paths_outside_the_folder_are_refused_naming_it(
     failed, text = await read(parser, url.format(root=workspace.root))
     assert failed
     assert "PathNotAllowedError" in text
-    assert f"may only use files under {workspace.for_context(ANN)}" in text
+    # Named as the model knows it, not by where the server keeps it.
+    assert "may only use this conversation's files (a relative path starts there)" in text
+    assert str(workspace.for_context(ANN)) not in text
     assert "SECRET" not in text
 
 
@@ -145,7 +147,9 @@ async def test_configured_roots_replace_the_conversations_folder(tmp_path: Path)
     assert "in shared" in (await read(parser, str(second / "b.txt")))[1]
     failed, text = await read(parser, "../c.txt")
     assert failed
-    assert f"may only use files under {first} or {second}" in text
+    assert "may only use files in its folders docs or shared" in text
+    assert "(a relative path starts in the first)" in text
+    assert str(tmp_path) not in text
 
 
 # -- downloads ---------------------------------------------------------------------------------

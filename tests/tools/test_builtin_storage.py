@@ -172,6 +172,45 @@ def test_a_link_swapped_in_after_the_check_is_not_followed(
     assert (outside / "value").read_text() == "SECRET"
 
 
+async def test_errors_name_the_conversations_storage_never_where_the_server_keeps_it(
+    tmp_path: Path,
+) -> None:
+    # The code interpreter's code writes in the conversation's folder: a file where the
+    # storage folder goes used to fail with the workspace's absolute path in the message.
+    (Workspace(tmp_path).for_context(ANN) / "storage").write_text("planted")
+    toolkit = Toolkit([{"name": "storage", "work_dir": str(tmp_path)}])
+    put = {"operate": "put", "key": "k", "value": "v"}
+    result = await toolkit.run(ToolCallBlock(id="1", name="storage", input=put), ctx=ANN)
+    assert result.is_error
+    assert str(result.output) == (
+        "storage failed: ToolExecutionError: cannot use this conversation's storage: "
+        "'storage' in its files is not a folder (a file or a link is there); remove or "
+        "rename it"
+    )
+    assert str(tmp_path) not in str(result.output)
+    configured = Storage({"root": str(tmp_path / "blocked" / "keys")})
+    (tmp_path / "blocked").write_text("a file where a folder should be")
+    with pytest.raises(ToolExecutionError) as raised:
+        configured.put("k", "v")
+    assert str(raised.value) == "cannot use the storage folder keys: Not a directory"
+
+
+@pytest.mark.parametrize("operate", ["get", "put", "list"])
+def test_a_link_put_in_place_of_the_storage_folder_is_not_followed(
+    tmp_path: Path, operate: str
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "hostname").write_text("SECRET")
+    (Workspace(tmp_path / "ws").for_context(ANN) / "storage").symlink_to(outside)
+    storage = Storage({"work_dir": str(tmp_path / "ws")})
+    arguments = {"operate": operate, "key": "hostname", "value": "overwritten"}
+    with pytest.raises(ToolExecutionError, match="'storage' in its files is not a folder"):
+        storage.call(arguments, ctx=ANN)
+    assert (outside / "hostname").read_text() == "SECRET"
+    assert sorted(p.name for p in outside.iterdir()) == ["hostname"]
+
+
 def test_qwen_style_calls(storage: Storage) -> None:
     assert storage.call('{"operate": "put", "key": "/a/b", "value": "1"}') == "SUCCESS"
     assert storage.call({"operate": "get", "key": "/a/b"}) == "1"

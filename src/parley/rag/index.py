@@ -9,9 +9,10 @@
 `add` reads each source (capped at `max_file_bytes`; URLs through the fetcher that refuses
 private addresses), hashes its bytes, and skips it when the index holds the same bytes made
 the same way (`DocumentRecord.pipeline`: chunk settings and embedding model). Otherwise it is
-parsed (`doc_parser`), cut into chunks (`Chunker`), embedded, and put in the store in one
-transaction, replacing its previous version. One bad source never stops the others: every
-source is tried, and the failures are raised together at the end (or reported, with
+parsed (`doc_parser`, in a parser process under `parse_limits`), cut into chunks
+(`Chunker`), embedded, and put in the store in one transaction, replacing its previous
+version. One bad source (a parse stopped at its time or memory limit too) never stops the
+others: every source is tried, and the failures are raised together at the end (or reported, with
 `errors="report"`). `sync(folder)` does the same for every supported file under a folder and
 drops the documents of files no longer there.
 
@@ -30,11 +31,13 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import itertools
 import logging
 import os
 import stat
 import time
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -55,7 +58,7 @@ from parley.rag.store import IndexStore
 from parley.rag.text import keyword_query
 from parley.rag.types import Chunk, DocumentRecord, SearchHit, SearchMode, document_id
 from parley.tools.builtin._net import FetchPolicy
-from parley.tools.builtin.doc_parser import detect_format
+from parley.tools.builtin.doc_parser import ParsedDocument, ParseLimits, detect_format
 
 __all__ = ["DEFAULT", "DocumentIndex", "IngestReport", "Progress"]
 
@@ -68,6 +71,26 @@ Source = str | os.PathLike[str]
 
 Progress = Callable[[int, int, str], None]
 """Told of each source indexed: (sources done, sources in all, the source)."""
+
+
+# Sources in flight: the one being stored, and two read and parsed meanwhile (the parser
+# pool has at least two processes).
+_AHEAD = 3
+_CHUNK_ON_THE_LOOP = 8_000  # characters: about half a millisecond of chunking
+
+
+@dataclass
+class _Read:
+    """A source read ahead: its bytes and chunks, or why it could not be read.
+
+    `chunks` None: the index holds it as it is (it was not parsed).
+    """
+
+    shown: str
+    loaded: Loaded | None = None
+    format: str | None = None
+    chunks: list[Chunk] | None = None
+    error: DocumentError | None = None
 
 
 class _Default(enum.Enum):
@@ -133,6 +156,8 @@ class DocumentIndex:
         roots: Folders that paths must lie in (None: any path).
         front_page_chunks: How many first chunks of each document the front page gives.
         max_rows: The most rows read of each table.
+        parse_limits: What parsing one document may cost (time, memory, pages, characters
+            read: `ParseLimits()` by default); each is parsed in a parser process.
     """
 
     def __init__(
@@ -147,6 +172,7 @@ class DocumentIndex:
         roots: Sequence[Source] | None = None,
         front_page_chunks: int = 2,
         max_rows: int = 1000,
+        parse_limits: ParseLimits | None = None,
     ) -> None:
         self.store = store
         self.embedding_model = embedding_model
@@ -154,6 +180,7 @@ class DocumentIndex:
         self.reader = Reader(max_file_bytes, fetch_policy, roots)
         self.front_page_chunks = front_page_chunks
         self.max_rows = max_rows
+        self.parse_limits = parse_limits or ParseLimits()
         self._write_lock = asyncio.Lock()
 
     @classmethod
@@ -170,6 +197,7 @@ class DocumentIndex:
         roots: Sequence[Source] | None = None,
         front_page_chunks: int = 2,
         max_rows: int = 1000,
+        parse_limits: ParseLimits | None = None,
     ) -> DocumentIndex:
         """Open the index at `path`, or in `store`.
 
@@ -201,6 +229,7 @@ class DocumentIndex:
                 roots=roots,
                 front_page_chunks=front_page_chunks,
                 max_rows=max_rows,
+                parse_limits=parse_limits,
             )
             await index._check_model()
         except BaseException:
@@ -289,13 +318,31 @@ class DocumentIndex:
     async def _add_all(
         self, listed: Sequence[Source], reader: Reader, progress: Progress | None
     ) -> IngestReport:
+        """Read and parse up to `_AHEAD` sources ahead while the one before them is stored.
+
+        Each document is parsed in a parser process: reading ahead keeps the pool's processes
+        busy, so that their round trips overlap the store's writes (and two PDFs parse at
+        once). Sources are committed, reported and told to `progress` in their order.
+        """
         report = IngestReport()
         async with self._write_lock:
             held = {d.doc_id: d for d in await self.store.documents()}
-            for done, source in enumerate(listed, start=1):
-                await self._add_one(source, held, report, reader)
-                if progress is not None:
-                    progress(done, len(listed), os.fspath(source))
+            waiting = iter(listed)
+            ahead: deque[tuple[Source, asyncio.Task[_Read]]] = deque()
+            try:
+                for done in range(1, len(listed) + 1):
+                    for source in itertools.islice(waiting, _AHEAD - len(ahead)):
+                        ahead.append(
+                            (source, asyncio.create_task(self._read(source, held, reader)))
+                        )
+                    source, task = ahead.popleft()
+                    await self._commit(await task, held, report)
+                    if progress is not None:
+                        progress(done, len(listed), os.fspath(source))
+            finally:  # stopped (cancelled, a store failing): what was read ahead is dropped
+                for _, task in ahead:
+                    task.cancel()
+                await asyncio.gather(*(task for _, task in ahead), return_exceptions=True)
         return report
 
     def add_sync(
@@ -304,28 +351,51 @@ class DocumentIndex:
         """The sync twin of `add`."""
         return run_sync(self.add(sources, errors=errors))
 
-    async def _add_one(
-        self,
-        source: Source,
-        held: dict[str, DocumentRecord],
-        report: IngestReport,
-        reader: Reader,
-    ) -> None:
+    async def _read(
+        self, source: Source, held: Mapping[str, DocumentRecord], reader: Reader
+    ) -> _Read:
+        """Read a source, and parse and chunk it unless the index holds it as it is."""
         shown = os.fspath(source)
         try:
             name = normalize_source(source)
             shown = name
             loaded = await _load(reader, name)
-            previous = held.get(document_id(name))
-            if self._unchanged(previous, loaded):
-                report.unchanged.append(name)
-                return
-            record = await self._index(loaded)
+            if self._unchanged(held.get(document_id(name)), loaded):
+                return _Read(shown, loaded)
+            parsed = await self._parse(loaded)
+            chunks = await self._chunks(parsed, name)
         except DocumentError as exc:
-            report.failed[shown] = exc
+            return _Read(shown, error=exc)
+        return _Read(shown, loaded, parsed.format, chunks)
+
+    async def _chunks(self, parsed: ParsedDocument, source: str) -> list[Chunk]:
+        """The document's chunks: on the loop when it is short, else in a thread."""
+        size = sum(len(item.text) for section in parsed.sections for item in section.items)
+        if size <= _CHUNK_ON_THE_LOOP:  # a thread's round trip would cost more than this
+            return self.chunker.chunks(parsed, document_id(source), source)
+        return await asyncio.to_thread(self.chunker.chunks, parsed, document_id(source), source)
+
+    async def _commit(
+        self, read: _Read, held: dict[str, DocumentRecord], report: IngestReport
+    ) -> None:
+        """Embed and store a source read (unless unchanged), and report it."""
+        if read.error is not None:
+            report.failed[read.shown] = read.error
+            return
+        loaded = read.loaded
+        assert loaded is not None
+        previous = held.get(document_id(loaded.source))
+        # Checked again: the same source named twice was read ahead twice, stored once.
+        if read.chunks is None or self._unchanged(previous, loaded):
+            report.unchanged.append(loaded.source)
+            return
+        try:
+            record = await self._store(loaded, read.format or "text", read.chunks)
+        except DocumentError as exc:
+            report.failed[read.shown] = exc
             return
         held[record.doc_id] = record
-        (report.updated if previous else report.added).append(name)
+        (report.updated if previous else report.added).append(loaded.source)
 
     def _unchanged(self, previous: DocumentRecord | None, loaded: Loaded) -> bool:
         return (
@@ -334,13 +404,11 @@ class DocumentIndex:
             and previous.pipeline == self.pipeline
         )
 
-    async def _index(self, loaded: Loaded) -> DocumentRecord:
-        """Parse, chunk, embed and store one document; DocumentError on any failure."""
-        doc_id = document_id(loaded.source)
-        document, chunks = await asyncio.to_thread(self._parse, loaded, doc_id)
+    async def _store(self, loaded: Loaded, document: str, chunks: list[Chunk]) -> DocumentRecord:
+        """Embed and store one parsed document; DocumentError on any failure."""
         vectors = await self._embed_chunks(loaded.source, chunks)
         record = DocumentRecord(
-            doc_id=doc_id,
+            doc_id=document_id(loaded.source),
             source=loaded.source,
             content_hash=loaded.content_hash,
             pipeline=self.pipeline,
@@ -355,16 +423,18 @@ class DocumentIndex:
         await self.store.put_document(record, chunks, vectors)
         return record
 
-    def _parse(self, loaded: Loaded, doc_id: str) -> tuple[str, list[Chunk]]:
+    async def _parse(self, loaded: Loaded) -> ParsedDocument:
         try:
-            parsed = loaded.parse(self.max_rows)
+            parsed = await loaded.parse(self.max_rows, self.parse_limits)
         except DocumentError:
             raise
         except UserError as exc:  # a parser library missing: this document fails, not all
             raise DocumentError(
                 f"cannot index {loaded.source}: {exc}", source=loaded.source
             ) from exc
-        return parsed.format, self.chunker.chunks(parsed, doc_id, loaded.source)
+        if parsed.note:
+            logger.warning("only part of %s is indexed: %s", loaded.source, parsed.note)
+        return parsed
 
     async def _embed_chunks(
         self, source: str, chunks: list[Chunk]

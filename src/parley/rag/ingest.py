@@ -7,12 +7,13 @@ after the check (`doc_parser`'s `Roots` and `open_beneath`). A folder being sync
 root for its files (`Reader.beneath`). Only regular files are read: a FIFO, a device or a
 socket is refused without being opened for reading (a FIFO would block the read forever).
 URLs are downloaded through the fetcher that refuses private addresses
-(`tools/builtin/_net.py`). Parsing is `doc_parser`'s (`parse_bytes`), on the very bytes that
-were hashed.
+(`tools/builtin/_net.py`). Parsing is `doc_parser`'s (`aparse_bytes`), on the very bytes that
+were hashed, in a parser process under the index's `ParseLimits` (killed at the timeout or
+when the indexing is cancelled; pages and characters capped).
 
 Every failure is a `DocumentError` naming the source: a missing file, a folder, a FIFO or
 device, a file or download over the byte cap, a private address, an unknown format, a
-corrupt file.
+corrupt file, a parse stopped at its time or memory limit.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from urllib.parse import unquote, urlsplit
 from parley.errors import DocumentError, MissingDependencyError, ToolError
 from parley.tools.builtin._net import FetchPolicy, fetch
 from parley.tools.builtin._paths import Roots, open_beneath
-from parley.tools.builtin.doc_parser import ParsedDocument, parse_bytes
+from parley.tools.builtin.doc_parser import ParsedDocument, ParseLimits, aparse_bytes
 
 __all__ = ["Loaded", "Reader", "is_url", "normalize_source"]
 
@@ -87,16 +88,22 @@ class Loaded:
         """SHA-256 of the bytes, hex."""
         return hashlib.sha256(self.data).hexdigest()
 
-    def parse(self, max_rows: int) -> ParsedDocument:
-        """The parsed document (`doc_parser`), run in a worker thread by the caller.
+    async def parse(self, max_rows: int, limits: ParseLimits | None = None) -> ParsedDocument:
+        """The parsed document (`doc_parser`, in a parser process under `limits`).
 
         Raises:
-            DocumentError: The format is unknown or the file cannot be read as its format.
+            DocumentError: The format is unknown, the file cannot be read as its format, or
+                its parse was stopped at a limit.
             MissingDependencyError: The format's library is not installed.
         """
         try:
-            return parse_bytes(
-                self.source, self.name, self.data, media_type=self.media_type, max_rows=max_rows
+            return await aparse_bytes(
+                self.source,
+                self.name,
+                self.data,
+                media_type=self.media_type,
+                max_rows=max_rows,
+                limits=limits,
             )
         except MissingDependencyError:
             raise

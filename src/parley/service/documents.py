@@ -4,6 +4,10 @@ At start-up the index is opened (so the `documents` agent can answer at once fro
 already holds) and brought up to date in the background, each document logged as it is done.
 Then the folders and files are watched (`watchfiles`): a file added, changed or removed is
 indexed again or dropped within a second or two. URLs are fetched at start-up only.
+
+Each document is parsed in a parser process under `docs_parse_timeout` and
+`docs_parse_memory_bytes` (`ParseLimits`): a document built to pin its parser fails alone,
+logged, and never costs the service its memory or its other documents.
 """
 
 from __future__ import annotations
@@ -35,7 +39,8 @@ class DocumentsService:
     """The documents' index for the service's lifetime, and the agent that answers from it.
 
     Args:
-        settings: `docs` (what to index), `docs_index` (where), `docs_embedding` (how).
+        settings: `docs` (what to index), `docs_index` (where), `docs_embedding` (how),
+            `docs_parse_timeout` and `docs_parse_memory_bytes` (each document's parse).
         build_model: Makes the agent's chat model from a spec (the settings' `model`).
     """
 
@@ -45,6 +50,11 @@ class DocumentsService:
         self.sources = list(settings.docs)
         self.location = settings.docs_index
         self.embedding = settings.docs_embedding
+        from parley.tools.builtin.doc_parser import ParseLimits  # noqa: PLC0415
+
+        self.parse_limits = ParseLimits(
+            timeout=settings.docs_parse_timeout, memory_bytes=settings.docs_parse_memory_bytes
+        )
         self.model_spec = settings.model
         self.build_model = build_model
         self.index: DocumentIndex | None = None
@@ -71,7 +81,9 @@ class DocumentsService:
 
             embedder = embedding_model_from_spec(self.embedding)
         location = self.location or default_index_path(self.sources, embedder)
-        self.index = await DocumentIndex.open(location, embedding_model=embedder)
+        self.index = await DocumentIndex.open(
+            location, embedding_model=embedder, parse_limits=self.parse_limits
+        )
         log.info("parley: documents index at %s; updating it from %s", location, self.sources)
         self._task = asyncio.create_task(self._keep_current(), name="parley-documents")
 

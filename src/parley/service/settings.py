@@ -90,6 +90,18 @@ class ServiceSettings(BaseSettings):
         description="The documents' embedding model as `provider:model` (`local`: offline), "
         "or `none` for keyword search only.",
     )
+    docs_parse_timeout: float = Field(
+        120.0,
+        gt=0,
+        description="Seconds a document's parse may take; its parser process is killed past "
+        "them and the document is not indexed.",
+    )
+    docs_parse_memory_bytes: int = Field(
+        1024 * 1024 * 1024,
+        ge=64 * 1024 * 1024,
+        description="The address space of a document's parser process; a document that "
+        "needs more is not indexed.",
+    )
     model_aliases: dict[str, str | None] = Field(
         default_factory=_default_aliases,
         description="Model names clients may send (`UserInput.model`), each mapped to a "

@@ -12,6 +12,8 @@ from parley.tools.builtin.code_interpreter import CodeInterpreter, Execution
 from parley.tools.builtin.doc_parser import (
     DocParser,
     ParsedDocument,
+    ParseLimitError,
+    ParseLimits,
     aparse_document,
     parse_document,
 )
@@ -40,6 +42,8 @@ __all__ = [
     "FetchNotAllowedError",
     "FetchPolicy",
     "KeyNotExistsError",
+    "ParseLimitError",
+    "ParseLimits",
     "ParsedDocument",
     "PathNotAllowedError",
     "ResponseTooLargeError",

@@ -3,7 +3,8 @@
 A model names files; a file tool reads and writes only under its roots (by default the
 conversation's directory of the workspace). `Roots.locate` resolves a name (relative to the
 first root, absolute, or a `file://` URL) with every symbolic link followed, and refuses it
-unless the result lies under a root, with an error naming the roots.
+unless the result lies under a root, with an error naming the roots (as `shown` says them: a
+tool names the conversation's folder "this conversation's files", not by its path).
 
 A check on a path is worth nothing if the path changes before the file is opened (a link put in
 place of a folder in between: time of check to time of use). So the file is not opened by its
@@ -79,13 +80,23 @@ class Roots:
     Args:
         directories: The roots (made absolute, links followed, once here).
         tool_name: The tool, for its error messages.
+        shown: What the tool may use, as its errors say it to a model or a client ("this
+            conversation's files"): a server's folders are not theirs to know. None: "files
+            under" the roots' paths, for a program that gave them.
     """
 
-    def __init__(self, directories: Sequence[str | os.PathLike[str]], *, tool_name: str) -> None:
+    def __init__(
+        self,
+        directories: Sequence[str | os.PathLike[str]],
+        *,
+        tool_name: str,
+        shown: str | None = None,
+    ) -> None:
         if not directories:
             raise ConfigurationError(f"{tool_name}: roots needs at least one directory")
         self.directories = tuple(real_path(d) for d in directories)
         self.tool_name = tool_name
+        self.shown = shown
 
     @property
     def base(self) -> Path:
@@ -93,13 +104,16 @@ class Roots:
         return self.directories[0]
 
     def describe(self) -> str:
-        """The roots as an error message names them."""
-        return " or ".join(str(d) for d in self.directories)
+        """What the tool may use, as an error message says it."""
+        if self.shown is not None:
+            return self.shown
+        return "files under " + " or ".join(str(d) for d in self.directories)
 
     def _refusal(self, name: str, why: str) -> PathNotAllowedError:
+        start = "there" if len(self.directories) == 1 else "in the first"
         return PathNotAllowedError(
-            f"{name!r} {why}; {self.tool_name} may only use files under {self.describe()} "
-            "(a relative path starts there)",
+            f"{name!r} {why}; {self.tool_name} may only use {self.describe()} "
+            f"(a relative path starts {start})",
             tool_name=self.tool_name,
         )
 

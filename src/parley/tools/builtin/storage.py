@@ -9,7 +9,10 @@ code interpreter and `doc_parser` see as files. `storage_root_path` (Qwen-Agent'
 No key reaches another file: `..` and NUL bytes are refused, a key whose path resolves outside
 the folder (through a symbolic link) is refused, and files are opened one component at a time
 from the folder's descriptor without following links (`_paths`), so a link swapped in after
-the check is refused too. A value is replaced atomically (written aside, then renamed).
+the check is refused too. In the workspace the walk starts at the conversation's folder, so a
+link put in place of `storage` itself (the code interpreter's code can write there) is
+refused as well. A value is replaced atomically (written aside, then renamed). Errors name
+the folder as "this conversation's storage" and keys as given, never a path on the server.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from parley.tools.registry import register_tool
 __all__ = ["KeyNotExistsError", "Storage"]
 
 _OPERATIONS = ("put", "get", "delete", "scan", "list")
+_FOLDER = "storage"  # in the conversation's folder
 _PENDING = ".put-"  # the prefix of a value being written
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -87,25 +91,44 @@ class Storage(Tool):
 
     # -- keys ---------------------------------------------------------------------------------
 
-    def folder(self, ctx: Context = None) -> Path:
-        """The folder of a conversation's keys (made if missing), links followed."""
+    def _where(self) -> str:
+        """The keys' folder as errors name it: never by its place on the server."""
+        if self.root is None:
+            return "this conversation's storage"
+        return f"the storage folder {self.root.name}"
+
+    def _unusable(self, why: str) -> ToolExecutionError:
+        return ToolExecutionError(f"cannot use {self._where()}: {why}", tool_name=self.name)
+
+    def _home(self, ctx: Context) -> Located:
+        """The keys' folder (made if missing), as a root and the parts to walk below it.
+
+        In the workspace it is `storage` in the conversation's folder, which the code
+        interpreter's code can write: it is made and opened beneath that folder, never
+        through a link put in its place (which would take the keys anywhere).
+        """
         if self.root is not None:
-            folder = self.root
-            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-            return real_path(folder)
-        folder = workspace_from(self.cfg).for_context(ctx) / "storage"
-        with suppress(FileExistsError):
-            folder.mkdir(mode=0o700)
-        # The conversation's code may write here (the code interpreter): a link it put in
-        # place of the folder would make this tool read and write where the link points.
-        if real_path(folder) != folder or not folder.is_dir():
-            raise ToolExecutionError(
-                "the conversation's storage folder is a link or a file (code in the "
-                "conversation may have replaced it), so storage is not used; remove "
-                "'storage' from the conversation's files to use it again",
-                tool_name=self.name,
-            )
-        return folder
+            try:
+                self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            except OSError as exc:
+                raise self._unusable(str(exc.strerror)) from None
+            return Located(real_path(self.root), ())
+        try:
+            conversation = workspace_from(self.cfg).for_context(ctx)
+        except OSError as exc:
+            raise self._unusable(str(exc.strerror)) from None
+        home = Located(real_path(conversation), (_FOLDER,))
+        try:
+            with open_folder_beneath(home, shown=_FOLDER, tool_name=self.name, create=True):
+                pass
+        except ToolExecutionError:
+            why = f"{_FOLDER!r} in its files is not a folder (a file or a link is there)"
+            raise self._unusable(f"{why}; remove or rename it") from None
+        return home
+
+    def folder(self, ctx: Context = None) -> Path:
+        """The folder of a conversation's keys (made if missing)."""
+        return self._home(ctx).path
 
     def _parts(self, key: str) -> list[str]:
         if "\x00" in key:
@@ -115,18 +138,21 @@ class Storage(Tool):
             raise ToolArgumentsError(f"a key cannot contain '..': {key!r}", tool_name=self.name)
         return parts
 
-    def _locate(self, key: str, ctx: Context) -> Located:
-        root = self.folder(ctx)
-        real = real_path(root.joinpath(*self._parts(key)))
-        if not real.is_relative_to(root):
+    def _locate(self, key: str, ctx: Context) -> tuple[Located, tuple[str, ...]]:
+        """Where a key's file is (walked from the root without links), and the key's parts."""
+        home = self._home(ctx)
+        top = home.path
+        real = real_path(top.joinpath(*self._parts(key)))
+        if not real.is_relative_to(top):
             raise ToolArgumentsError(
                 f"the key {key!r} leads outside the storage", tool_name=self.name
             )
-        return Located(root, real.relative_to(root).parts)
+        parts = real.relative_to(top).parts
+        return Located(home.root, (*home.parts, *parts)), parts
 
     def _value(self, key: str, ctx: Context) -> Located:
-        located = self._locate(key, ctx)
-        if not located.parts:
+        located, parts = self._locate(key, ctx)
+        if not parts:
             raise ToolArgumentsError("the key is empty", tool_name=self.name)
         return located
 
@@ -136,7 +162,7 @@ class Storage(Tool):
         Raises:
             ToolArgumentsError: The key would reach outside the folder.
         """
-        return self._locate(key, ctx).path
+        return self._locate(key, ctx)[0].path
 
     def _missing(self, key: str) -> KeyNotExistsError:
         return KeyNotExistsError(f"no value is stored under {key!r}", tool_name=self.name)
@@ -203,7 +229,7 @@ class Storage(Tool):
 
     def keys(self, prefix: str = "/", *, ctx: Context = None) -> list[str]:
         """The keys under a folder key, sorted."""
-        located = self._locate(prefix, ctx)
+        located, parts = self._locate(prefix, ctx)
         found: list[str] = []
         try:
             with open_folder_beneath(located, shown=prefix, tool_name=self.name) as folder:
@@ -212,7 +238,7 @@ class Storage(Tool):
                     for name in files:
                         mode = os.stat(name, dir_fd=where_fd, follow_symlinks=False).st_mode
                         if stat.S_ISREG(mode) and not name.startswith(_PENDING):
-                            found.append("/" + str(PurePosixPath(*located.parts, where, name)))
+                            found.append("/" + str(PurePosixPath(*parts, where, name)))
         except NotAFileError:
             return []
         return sorted(found)
