@@ -177,7 +177,7 @@ def test_a_storage_folder_replaced_by_a_link_is_refused(
         lambda: storage.get("key.pem", ctx=CTX),
         lambda: storage.keys(ctx=CTX),
     ):
-        with pytest.raises(Exception, match="storage folder is a link or a file"):
+        with pytest.raises(Exception, match=r"not a folder \(a file or a link is there\)"):
             attempt()
     assert host.fingerprint() == before
 
