@@ -10,11 +10,11 @@ STAMP := $(VENV)/.installed
 
 # .venv is installed from uv.lock, which pins every package (with its hashes) for every extra
 # and the dev group, so a fresh machine and CI install exactly what was tested. uv is itself
-# pinned, with its hashes, in scripts/uv-requirements.txt, and pip installs it into a virtualenv
-# of its own: a fresh machine needs only python3. uv reads no pip configuration (pip.conf,
+# pinned, with its hashes, in scripts/uv-requirements.txt, and pip installs it into a folder of
+# its own: a fresh machine needs only python3 and pip. uv reads no pip configuration (pip.conf,
 # PIP_*): it installs from the lock's own URLs on PyPI, and it never downloads a Python.
-UV_VENV ?= .venv-uv
-UV := $(UV_VENV)/bin/uv
+TOOLS ?= .tools
+UV := $(TOOLS)/bin/uv
 UV_RUN := UV_PROJECT_ENVIRONMENT=$(VENV) UV_PYTHON_DOWNLOADS=never $(UV)
 comma := ,
 UV_EXTRAS := $(foreach extra,$(subst $(comma), ,$(EXTRAS)),--extra $(extra))
@@ -24,10 +24,11 @@ UV_EXTRAS := $(foreach extra,$(subst $(comma), ,$(EXTRAS)),--extra $(extra))
 
 install: $(STAMP)
 
+# --target: uv's wheel holds one binary and needs no environment of its own (pip then checks
+# no EXTERNALLY-MANAGED marker either, so a system's python3 will do).
 $(UV): scripts/uv-requirements.txt
-	test -x $(UV_VENV)/bin/python || $(PYTHON) -m venv $(UV_VENV)
-	$(UV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes \
-		--only-binary :all: -r scripts/uv-requirements.txt
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check --upgrade --target $(TOOLS) \
+		--require-hashes --only-binary :all: -r scripts/uv-requirements.txt
 	touch $(UV)
 
 # `--locked`: a uv.lock that no longer matches pyproject.toml is an error (`make lock` renews
@@ -118,4 +119,4 @@ bench: install
 	$(PY) benchmarks/service.py --toolkit-python $(BENCH_VENV)/toolkit/bin/python $(BENCH_SERVICE_ARGS)
 
 clean:
-	rm -rf $(VENV) $(UV_VENV) $(BENCH_VENV) site dist .mypy_cache .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(TOOLS) $(BENCH_VENV) site dist .mypy_cache .pytest_cache .ruff_cache .hypothesis

@@ -14,7 +14,7 @@
 #
 # Usage: scripts/release-check.sh BUILD_PYTHON UV [BASE_PYTHON]
 #   BUILD_PYTHON  an interpreter with `build` installed (the dev virtualenv's)
-#   UV            the uv that reads uv.lock (`make install` installs it into .venv-uv)
+#   UV            the uv that reads uv.lock (`make install` installs it into .tools)
 #   BASE_PYTHON   the interpreter the clean virtualenv is made from (default python3)
 # The wheel and sdist are left in dist/.
 set -euo pipefail
