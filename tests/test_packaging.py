@@ -1,4 +1,6 @@
-"""What `pip install parley[...]` brings: only packages the code uses, and never torch.
+"""What `pip install parley[...]` brings: only packages the code uses, and never torch; and
+uv.lock, what `make install` installs: made from pyproject.toml, every package pinned to
+PyPI's files by hash, no torch on any platform, and exactly what this environment holds.
 
 Read from pyproject.toml. "Used" means found in src/ by a source scan: imported (`import x`,
 `from x`, `optional_import("x")`, `import_module("x")`), or used another way that `OTHER_USES`
