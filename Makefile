@@ -27,8 +27,9 @@ install: $(STAMP)
 # --target: uv's wheel holds one binary and needs no environment of its own (pip then checks
 # no EXTERNALLY-MANAGED marker either, so a system's python3 will do).
 $(UV): scripts/uv-requirements.txt
-	$(PYTHON) -m pip install --quiet --disable-pip-version-check --upgrade --target $(TOOLS) \
-		--require-hashes --only-binary :all: -r scripts/uv-requirements.txt
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check --root-user-action ignore \
+		--upgrade --target $(TOOLS) --require-hashes --only-binary :all: \
+		-r scripts/uv-requirements.txt
 	touch $(UV)
 
 # `--locked`: a uv.lock that no longer matches pyproject.toml is an error (`make lock` renews
