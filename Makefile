@@ -4,22 +4,58 @@
 PYTHON ?= python3
 VENV ?= .venv
 # Every extra: the suite exercises them all, and checks what each pulls in (tests/test_packaging.py).
-# llama-cpp-python compiles once, then pip's cache serves it.
 EXTRAS ?= all
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install system lint format typecheck test docs check release-check bench chat serve clean
+# .venv is installed from uv.lock, which pins every package (with its hashes) for every extra
+# and the dev group, so a fresh machine and CI install exactly what was tested. uv is itself
+# pinned, with its hashes, in scripts/uv-requirements.txt, and pip installs it into a folder of
+# its own: a fresh machine needs only python3 and pip. uv reads no pip configuration (pip.conf,
+# PIP_*): it installs from the lock's own URLs on PyPI, and it never downloads a Python.
+TOOLS ?= .tools
+UV := $(TOOLS)/bin/uv
+UV_RUN := UV_PROJECT_ENVIRONMENT=$(VENV) UV_PYTHON_DOWNLOADS=never $(UV)
+comma := ,
+UV_EXTRAS := $(foreach extra,$(subst $(comma), ,$(EXTRAS)),--extra $(extra))
+
+.PHONY: install lock upgrade system lint format typecheck test docs check release-check bench \
+	chat serve clean
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml Makefile scripts/install-llama.sh
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade "pip>=25.1"
-	# llama.cpp built for a CPU baseline, not this machine's (see the script for why).
+# --target: uv's wheel holds one binary and needs no environment of its own (pip then checks
+# no EXTERNALLY-MANAGED marker either, so a system's python3 will do).
+$(UV): scripts/uv-requirements.txt
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check --root-user-action ignore \
+		--upgrade --target $(TOOLS) --require-hashes --only-binary :all: \
+		-r scripts/uv-requirements.txt
+	touch $(UV)
+
+# `--locked`: a uv.lock that no longer matches pyproject.toml is an error (`make lock` renews
+# it), never silently re-resolved. The sync is exact: what the lock does not name is removed.
+# llama.cpp is built for a CPU baseline, not this machine's (see the script for why), at the
+# version uv.lock pins: uv leaves it out, and the script installs it after the sync.
+$(STAMP): pyproject.toml uv.lock Makefile scripts/install-llama.sh $(UV)
+	$(UV_RUN) sync --quiet --locked --python $(PYTHON) $(UV_EXTRAS) --group dev \
+		--no-install-package llama-cpp-python
 	case ",$(EXTRAS)," in *,local,* | *,all,*) bash scripts/install-llama.sh $(PY) ;; esac
-	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[$(EXTRAS)]" --group dev
 	touch $(STAMP)
+
+# uv.lock again after pyproject.toml changed (a dependency added, a bound moved): the packages
+# it already pins keep their versions where the new requirements allow. Commit the new lock.
+lock: $(UV)
+	$(UV_RUN) lock --python $(PYTHON)
+
+# The newest releases: uv itself, then every package pyproject.toml allows, installed into .venv
+# and run through every gate. When it passes, commit uv.lock and scripts/uv-requirements.txt;
+# when it fails, the failure is a newer release's (`git diff uv.lock` names them).
+upgrade: $(UV)
+	echo uv | $(UV_RUN) pip compile --quiet --upgrade --universal --generate-hashes \
+		--custom-compile-command "make upgrade" -o scripts/uv-requirements.txt -
+	$(MAKE) $(UV)
+	$(UV_RUN) lock --upgrade --python $(PYTHON)
+	$(MAKE) check
 
 # The system packages the tests drive for real: bubblewrap, PostgreSQL, Chromium. It runs apt
 # only as root and only for what is missing; otherwise it is a no-op, so every run can call it.
@@ -53,7 +89,7 @@ check: system lint typecheck test docs
 # clean virtualenv, and the README's quick start run against it (`parley chat`, `parley
 # serve` answering /info and /invoke). See scripts/release-check.sh.
 release-check: install
-	bash scripts/release-check.sh $(PY) $(PYTHON)
+	bash scripts/release-check.sh $(PY) $(UV) $(PYTHON)
 
 # The main job on the embedded defaults: the service with its web page, the local model and
 # its code interpreter, threads in an SQLite file (parley.db), no keys. Ctrl+C stops it.
@@ -84,4 +120,4 @@ bench: install
 	$(PY) benchmarks/service.py --toolkit-python $(BENCH_VENV)/toolkit/bin/python $(BENCH_SERVICE_ARGS)
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) site dist .mypy_cache .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(TOOLS) $(BENCH_VENV) site dist .mypy_cache .pytest_cache .ruff_cache .hypothesis

@@ -6,17 +6,21 @@
 # `parley chat` on the embedded model, then `parley serve` answering `/info` and `/invoke`
 # (scripts/release_smoke.py).
 #
+# The clean virtualenv gets the versions uv.lock pins, as `make install` does: pip installs the
+# wheel and its dependencies from the lock's requirements (`uv export`), every file checked
+# against its hash (the wheel's own too), so nothing the lock does not name comes in.
 # llama-cpp-python comes from scripts/install-llama.sh's wheel cache (built once for a CPU
-# baseline, as `make install` does); every other package installs normally, from pip's cache
-# when it has them.
+# baseline at the lock's version, as `make install` does).
 #
-# Usage: scripts/release-check.sh BUILD_PYTHON [BASE_PYTHON]
+# Usage: scripts/release-check.sh BUILD_PYTHON UV [BASE_PYTHON]
 #   BUILD_PYTHON  an interpreter with `build` installed (the dev virtualenv's)
+#   UV            the uv that reads uv.lock (`make install` installs it into .tools)
 #   BASE_PYTHON   the interpreter the clean virtualenv is made from (default python3)
 # The wheel and sdist are left in dist/.
 set -euo pipefail
 build_python="$1"
-base_python="${2:-python3}"
+uv="$2"
+base_python="${3:-python3}"
 cd "$(dirname "$0")/.."
 
 rm -rf dist
@@ -46,7 +50,13 @@ trap 'rm -rf "$work"' EXIT
 "$base_python" -m venv "$work/venv"
 py="$work/venv/bin/python"
 bash scripts/install-llama.sh "$py"
-"$py" -m pip install --quiet --disable-pip-version-check "$(pwd)/$wheel[local,service]"
+# The lock's packages for `local` and `service` (llama-cpp-python is installed above), then the
+# wheel, each with its hash: pip's hash-checking mode refuses any package without one.
+"$uv" export --quiet --locked --format requirements-txt --no-header --no-emit-project --no-dev \
+    --extra local --extra service --no-emit-package llama-cpp-python -o "$work/locked.txt"
+echo "parley[local,service] @ file://$(pwd)/$wheel --hash=sha256:$(sha256sum "$wheel" | cut -d' ' -f1)" \
+    >>"$work/locked.txt"
+"$py" -m pip install --quiet --disable-pip-version-check --require-hashes -r "$work/locked.txt"
 
 # Run from elsewhere, with no path pointing back here: only the installed wheel can answer.
 smoke="$(pwd)/scripts/release_smoke.py"

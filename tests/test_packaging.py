@@ -1,4 +1,6 @@
-"""What `pip install parley[...]` brings: only packages the code uses, and never torch.
+"""What `pip install parley[...]` brings: only packages the code uses, and never torch; and
+uv.lock, what `make install` installs: made from pyproject.toml, every package pinned to
+PyPI's files by hash, no torch on any platform, and exactly what this environment holds.
 
 Read from pyproject.toml. "Used" means found in src/ by a source scan: imported (`import x`,
 `from x`, `optional_import("x")`, `import_module("x")`), or used another way that `OTHER_USES`
@@ -14,16 +16,20 @@ import re
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from packaging.markers import default_environment
+from packaging.markers import Marker, default_environment
 from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from tests._requires import unavailable
 
 ROOT = Path(__file__).parents[1]
-PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+PROJECT = PYPROJECT["project"]
 EXTRAS: dict[str, list[str]] = PROJECT["optional-dependencies"]
 SOURCE = "\n".join(p.read_text() for p in sorted((ROOT / "src").rglob("*.py")))
 
@@ -163,3 +169,98 @@ def test_no_extra_pulls_torch(scope: str | None) -> None:
 def test_the_walk_finds_what_a_package_pulls_in() -> None:
     # pydantic pulls pydantic-core, two levels down from fastapi.
     assert {"pydantic", "pydantic-core"} <= set(_tree(Requirement("fastapi"), set()))
+
+
+# -- the lock: what `make install` installs ----------------------------------------------------
+
+LOCK = tomllib.loads((ROOT / "uv.lock").read_text())
+LOCKED: list[dict[str, Any]] = LOCK["package"]
+PYPI = "https://pypi.org/simple"
+
+
+def _pins(requirements: list[Requirement]) -> set[tuple[str, str]]:
+    return {(canonicalize_name(r.name), str(r.specifier)) for r in requirements}
+
+
+def test_the_lock_is_made_from_pyproject() -> None:
+    # Every requirement pyproject.toml names (the core, every extra, the dev group) with its
+    # bounds, as uv.lock recorded them when it was made. A dependency added or a bound moved
+    # since needs `make lock` (`make install` refuses a stale lock: `uv sync --locked`).
+    [parley] = [p for p in LOCKED if p["name"] == "parley"]
+    metadata = parley["metadata"]
+    recorded = [*metadata["requires-dist"], *metadata["requires-dev"]["dev"]]
+    locked = {
+        (canonicalize_name(r["name"]), str(SpecifierSet(r.get("specifier", "")))) for r in recorded
+    }
+    declared = [r for scope in SCOPES for r in requirements(scope)]
+    declared += [Requirement(line) for line in PYPROJECT["dependency-groups"]["dev"]]
+    assert _pins(declared) == locked, "uv.lock is older than pyproject.toml: run `make lock`"
+
+
+def test_the_lock_pins_every_package_to_pypi_files_with_hashes() -> None:
+    for package in LOCKED:
+        if package["name"] == "parley":
+            assert package["source"] == {"editable": "."}
+            continue
+        name = f"{package['name']} {package.get('version')}"
+        assert package["source"] == {"registry": PYPI}, name  # no local index, no mirror
+        assert package["version"], name
+        files = [*package.get("wheels", []), *([package["sdist"]] if "sdist" in package else [])]
+        assert files, name
+        for file in files:
+            assert file["url"].startswith("https://files.pythonhosted.org/"), name
+            assert re.fullmatch(r"sha256:[0-9a-f]{64}", file["hash"]), name
+
+
+def test_the_lock_pulls_no_torch_on_any_platform() -> None:
+    # The lock resolves every platform and Python version at once, which the installed tree
+    # above (this machine's markers) cannot show.
+    assert not [p["name"] for p in LOCKED if FORBIDDEN.match(p["name"])]
+
+
+def _locked_for_this_environment() -> dict[str, str]:
+    """Name to version of every package uv.lock installs here: every extra, the dev group."""
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for package in LOCKED:
+        by_name.setdefault(package["name"], []).append(package)
+    environment = {**default_environment(), "extra": ""}
+
+    def applies(marker: str | None) -> bool:
+        return marker is None or Marker(marker).evaluate(environment)
+
+    [root] = by_name.pop("parley")
+    edges = [*root["dependencies"], *root["dev-dependencies"]["dev"]]
+    edges += [edge for extra in root["optional-dependencies"].values() for edge in extra]
+    found: dict[str, str] = {}
+    while edges:
+        edge = edges.pop()
+        if not applies(edge.get("marker")) or edge["name"] == "parley":
+            continue
+        [package] = [
+            p for p in by_name[edge["name"]] if edge.get("version", p["version"]) == p["version"]
+        ]
+        if found.setdefault(package["name"], package["version"]) != package["version"]:
+            continue
+        edges += package.get("dependencies", [])
+        for extra in edge.get("extra", []):
+            edges += package["optional-dependencies"][extra]
+    return found
+
+
+def test_this_environment_is_the_lock_s() -> None:
+    # What CI tests is what uv.lock pins: `make install` syncs .venv to it exactly (a newer
+    # release on PyPI changes nothing until `make upgrade` moves the lock).
+    locked = _locked_for_this_environment()
+    assert {"anthropic", "openai", "llama-cpp-python", "pytest", "pydantic-core"} <= set(locked)
+    missing, moved = [], []
+    for name, version in sorted(locked.items()):
+        try:
+            installed = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            missing.append(name)
+            continue
+        if Version(installed) != Version(version):
+            moved.append(f"{name} {installed} (uv.lock: {version})")
+    assert not moved, f"installed other than uv.lock pins them, run `make install`: {moved}"
+    if missing:
+        unavailable(f"uv.lock's {missing} not installed", "`make install` installs them")

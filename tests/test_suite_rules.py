@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import ast
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+from tests._requires import require_module
 
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent
@@ -167,3 +171,51 @@ def test_ci_runs_draw_the_same_examples_and_developer_runs_new_ones(
     monkeypatch.delenv("CI")
     mine, again = _draws(pytester, monkeypatch, "dev1"), _draws(pytester, monkeypatch, "dev2")
     assert mine != again
+
+
+# -- a program the suite cannot assume ---------------------------------------------------------
+
+NEEDS_A_PROGRAM = """
+from tests._requires import require_program
+
+def test_speaks():
+    require_program("espeak-ng")
+"""
+
+
+def test_a_missing_program_skips_here_and_fails_under_ci(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makepyfile(test_program=NEEDS_A_PROGRAM)
+    monkeypatch.syspath_prepend(str(ROOT))
+    monkeypatch.setenv("PATH", str(pytester.path))  # a folder without espeak-ng
+    monkeypatch.delenv("CI", raising=False)
+    result = pytester.runpytest("-p", "tests._ci", "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*espeak-ng is not on PATH (Debian package `espeak-ng`)*"])
+    monkeypatch.setenv("CI", "true")
+    result = pytester.runpytest("-p", "tests._ci", "-rf")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*espeak-ng is not on PATH*CI=true, so this fails*"])
+
+
+def test_the_speech_tests_ask_for_espeak_ng(tmp_path: Path) -> None:
+    # The local voice's espeak-ng engine is a Debian program, not a Python package: without it
+    # on PATH, a test that speaks with it skips here (it failed with MissingDependencyError).
+    require_module("piper", "tts-piper")  # the module's own need, which would skip it first
+    node = "tests/tts/test_middleware.py::test_a_run_takes_middleware_before_it_is_read_only"
+    env = {**os.environ, "PATH": str(tmp_path)}
+    env.pop("CI", None)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", node, "-p", "no:cacheprovider", "-q", "-rs"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "1 skipped" in run.stdout
+    assert "espeak-ng is not on PATH" in run.stdout

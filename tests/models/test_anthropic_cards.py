@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
 import pytest
 
+from parley import Msg
 from parley.errors import ConfigurationError
 from parley.models import CredentialFactory, ModelCard
 from parley.models.anthropic import AnthropicChatModel, AnthropicCredential
 from parley.models.cards import THINKING
 from parley.models.spec import model_from_spec
-from tests._requires import require_module
+from parley.testing.anthropic_server import AnthropicServer, Reply
 
-sdk_types = require_module("anthropic.types", "anthropic")
+pytest_plugins = ["tests.models.anthropic_fixtures"]
+
+ROOT = Path(__file__).parents[2]
 
 CURRENT = {"claude-fable-5-2", "claude-opus-5-5", "claude-sonnet-5-5", "claude-haiku-5-5"}
-RETIRED = {"claude-mythos-preview"}
-"""In the SDK's `Model` literal, but past its end of life (June 30th, 2026)."""
+"""The models Anthropic recommends today (its models overview, 2026-11): parley offers each."""
 
 
 LIST_PRICES = {
@@ -46,11 +53,41 @@ def cards() -> dict[str, ModelCard]:
     return {card.name: card for card in AnthropicChatModel.list_models()}
 
 
-def test_every_model_the_sdk_names_has_a_card() -> None:
-    literal = set(sdk_types.Model.__args__[0].__args__)
-    aliases = {name for name in literal if not name[-8:].isdigit()} - RETIRED
-    assert set(cards()) == aliases
-    assert aliases >= CURRENT
+CLAUDE = re.compile(r"\bclaude-[a-z0-9]+(?:-[a-z0-9]+)*")
+
+
+def named_models() -> set[str]:
+    """Every Claude model that parley's code, docs and README name (snapshots included)."""
+    texts = [p.read_text() for p in (ROOT / "src" / "parley").rglob("*.py")]
+    texts += [p.read_text() for p in (ROOT / "docs").rglob("*.md")]
+    texts.append((ROOT / "README.md").read_text())
+    return {name for text in texts for name in CLAUDE.findall(text)}
+
+
+def test_every_model_parley_names_has_a_card() -> None:
+    # What parley offers (the default, the current models) and every name its code and docs
+    # show a user: each has a card, a dated snapshot its alias's. Not the SDK's `Model`
+    # literal: a release of the SDK that drops or adds a name changes nothing parley offers.
+    assert AnthropicChatModel.default_model in cards()
+    assert set(cards()) >= CURRENT
+    named = named_models()
+    assert {"claude-sonnet-5-5", "claude-haiku-4-5-20251001"} <= named  # the scan finds them
+    credential = AnthropicCredential(api_key="k")  # type: ignore[arg-type]
+    cardless = sorted(n for n in named if AnthropicChatModel(credential, n).card() is None)
+    assert not cardless, f"named in src/, docs/ or README.md without a card: {cardless}"
+
+
+async def test_the_sdk_sends_every_card_s_model_as_named(
+    server: AnthropicServer, make_model: Callable[..., Any]
+) -> None:
+    # Through the installed SDK, to the local Messages API server: each card's name is a
+    # model the SDK takes, sent and answered unchanged.
+    names = sorted(cards())
+    server.add(*(Reply(text="ok") for _ in names))
+    answered = [(await make_model(name).chat([Msg.user("Hi")])).model for name in names]
+    assert answered == names
+    assert [body["model"] for body in server.bodies()] == names
+    server.assert_consumed()
 
 
 def test_every_card_is_complete() -> None:

@@ -16,7 +16,6 @@ from parley.tts.local import LocalRealtimeTTSModel, LocalTTSModel, default_local
 from parley.tts.local.model import split_ready
 from parley.tts.spec import tts_model_from_spec
 
-ENGINES = ["piper-joe", "espeak-ng"]
 SENTENCE = "The quick brown fox jumps over the lazy dog."
 
 
@@ -36,7 +35,6 @@ def seconds(response: TTSResponse) -> float:
     return fmt.duration(len(pcm))
 
 
-@pytest.mark.parametrize("engine", ENGINES)
 async def test_a_sentence_is_a_wav_file_of_plausible_length_and_sound(engine: str) -> None:
     voice = LocalTTSModel(model=engine)
     response = await voice.synthesize(SENTENCE)
@@ -51,7 +49,6 @@ async def test_a_sentence_is_a_wav_file_of_plausible_length_and_sound(engine: st
     assert response.usage.time > 0
 
 
-@pytest.mark.parametrize("engine", ENGINES)
 async def test_streamed_pieces_concatenate_to_the_whole(engine: str) -> None:
     # variation=0 makes Piper repeatable; espeak-ng always is.
     voice = LocalTTSModel(
@@ -76,7 +73,6 @@ async def test_piper_is_repeatable_without_variation_and_varies_with_it() -> Non
     assert (await varied.synthesize_whole(SENTENCE)).audio_bytes != first
 
 
-@pytest.mark.parametrize("engine", ENGINES)
 async def test_speed_changes_the_length(engine: str) -> None:
     slow = LocalTTSModel(model=engine, parameters={"speed": 0.75})
     fast = LocalTTSModel(model=engine, parameters={"speed": 1.5})
@@ -85,6 +81,7 @@ async def test_speed_changes_the_length(engine: str) -> None:
     assert fast_s < slow_s * 0.75
 
 
+@pytest.mark.usefixtures("espeak_ng")
 async def test_espeak_voices_differ_and_unknown_ones_are_refused() -> None:
     us = await LocalTTSModel(model="espeak-ng").synthesize_whole("tomato")
     gb = await LocalTTSModel(model="espeak-ng", parameters={"voice": "en-gb"}).synthesize_whole(
@@ -95,6 +92,7 @@ async def test_espeak_voices_differ_and_unknown_ones_are_refused() -> None:
         LocalTTSModel(model="espeak-ng", parameters={"voice": "--help"})
 
 
+@pytest.mark.usefixtures("espeak_ng")
 async def test_text_that_looks_like_an_option_is_spoken() -> None:
     # The text goes to espeak-ng on stdin: "--version" is read aloud, not obeyed.
     response = await LocalTTSModel(model="espeak-ng").synthesize_whole("--version")
@@ -117,6 +115,7 @@ async def test_leaving_a_piper_stream_early_stops_its_thread() -> None:
     assert not any(t.name == "parley-piper" for t in threading.enumerate())
 
 
+@pytest.mark.usefixtures("espeak_ng")
 def test_unknown_model_and_empty_text_are_refused() -> None:
     with pytest.raises(UserError, match=r"no local voice 'nobody'.*piper-joe, espeak-ng"):
         LocalTTSModel(model="nobody")
@@ -140,7 +139,6 @@ def test_sentences_are_cut_where_they_end(text: str, ready: list[str], rest: str
     assert split_ready(text) == (ready, rest)
 
 
-@pytest.mark.parametrize("engine", ENGINES)
 async def test_realtime_speaks_each_sentence_once_it_is_complete(engine: str) -> None:
     options = {"variation": 0} if engine != "espeak-ng" else {}
     whole = LocalTTSModel(model=engine, parameters=options)
@@ -161,6 +159,7 @@ async def test_realtime_speaks_each_sentence_once_it_is_complete(engine: str) ->
     assert got == first + second
 
 
+@pytest.mark.usefixtures("espeak_ng")
 async def test_realtime_cold_start_holds_text_until_enough_words() -> None:
     voice = LocalRealtimeTTSModel(model="espeak-ng", cold_start_words=4)
     async with voice:
@@ -174,6 +173,7 @@ async def test_realtime_cold_start_holds_text_until_enough_words() -> None:
     assert whole.content is not None
 
 
+@pytest.mark.usefixtures("espeak_ng")
 async def test_realtime_without_text_is_refused() -> None:
     voice = LocalRealtimeTTSModel(model="espeak-ng")
     with pytest.raises(UserError, match="nothing was pushed"):
@@ -181,6 +181,7 @@ async def test_realtime_without_text_is_refused() -> None:
     await voice.close()
 
 
+@pytest.mark.usefixtures("espeak_ng")
 def test_the_default_voice_is_piper_and_specs_build_models() -> None:
     assert default_local_voice() == "piper-joe"
     model = tts_model_from_spec("local")
@@ -201,6 +202,7 @@ def test_the_default_voice_is_piper_and_specs_build_models() -> None:
     assert "pitch" not in card.parameter_schema["properties"]
 
 
+@pytest.mark.usefixtures("espeak_ng")
 async def test_a_drain_left_early_does_not_leak_into_the_next_utterance() -> None:
     voice = LocalRealtimeTTSModel(model="espeak-ng", stream=True)
     whole = LocalTTSModel(model="espeak-ng")

@@ -190,6 +190,7 @@ async def test_a_failing_voice_leaves_the_answer_intact(voice_class: type[LocalT
     assert [e.status for e in ends] == ["completed"]
 
 
+@pytest.mark.usefixtures("espeak_ng")
 async def test_a_run_takes_middleware_before_it_is_read_only() -> None:
     voice = LocalTTSModel(model="espeak-ng")
     model = ScriptedModel(["Hello there."], stream=True)
