@@ -91,6 +91,10 @@ class _Channel:
         _wake(self._writer)
         return item
 
+    def unget(self, item: Any) -> None:
+        """Put an item taken back in front, for the reader's next `get`."""
+        self._items.appendleft(item)
+
 
 def _wake(waiter: asyncio.Future[None] | None) -> None:
     if waiter is not None and not waiter.done():
@@ -249,6 +253,10 @@ class ChatStream:
                 self._finish("interrupted")
                 raise
             if item is _END:
+                held = self._accumulator.release()
+                if held is not None:  # a tool call still waiting for its id: shown first
+                    self._queue.unget(_END)
+                    return held
                 return self._finish(None)
             if item is _CANCEL:
                 return self._finish("interrupted")
