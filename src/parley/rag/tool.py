@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from parley._terminal import visible
 from parley.agents.budget import text_token_counter
 from parley.rag.index import DocumentIndex
 from parley.rag.types import SearchHit, SearchMode
@@ -41,25 +42,6 @@ RETRIEVAL_TOOL_NAME = "retrieval"
 """The tool's name, as Qwen-Agent names its own."""
 
 NO_RESULTS = "No passage of the documents matches the query."
-
-
-# C0 and C1 control characters (a terminal's escape sequences among them) and the bidi
-# controls that make a name read otherwise than it is (U+202E: `txt.exe` shown as `exe.txt`).
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def visible(text: str, keep: str = "") -> str:
-    r"""`text` with its control characters written as escapes (`\x1b`), but those in `keep`.
-
-    A file name or a document's text may hold a terminal's escape sequences, or a line break
-    that would split a `[n] source` line in two: what is shown to a reader goes through here.
-    """
-
-    def escaped(match: re.Match[str]) -> str:
-        char = match.group()
-        return char if char in keep else char.encode("unicode_escape").decode("ascii")
-
-    return _CONTROL.sub(escaped, text)
 
 
 def source_name(hit: SearchHit) -> str:
