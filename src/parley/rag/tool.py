@@ -134,6 +134,8 @@ class RetrievalTool(Tool):
         sources: Search only these documents (paths, folders or URLs); None: all.
         front_page: Put a lone document's opening first, as Qwen-Agent's `front_page_search`
             does (`DocumentIndex.search`'s `front_page_tokens`, this tool's budget).
+        front_page_fallback: Give a query that names nothing to search for the documents'
+            openings, as Qwen-Agent's keyword search does (`DocumentIndex.search`'s).
     """
 
     name: ClassVar[str] = RETRIEVAL_TOOL_NAME
@@ -163,6 +165,7 @@ class RetrievalTool(Tool):
         max_ref_token: int = 4000,
         sources: Sequence[str] | None = None,
         front_page: bool = False,
+        front_page_fallback: bool = False,
     ) -> None:
         super().__init__()
         self.index = index
@@ -172,6 +175,7 @@ class RetrievalTool(Tool):
         self.max_ref_token = max_ref_token
         self.sources = list(sources) if sources is not None else None
         self.front_page = front_page
+        self.front_page_fallback = front_page_fallback
 
     async def search(self, query: str) -> list[SearchHit]:
         """The passages for `query`, best first, as this tool is set to search."""
@@ -182,6 +186,7 @@ class RetrievalTool(Tool):
             score_threshold=self.score_threshold,
             sources=self.sources,
             front_page_tokens=self.max_ref_token if self.front_page else None,
+            front_page_fallback=self.front_page_fallback,
         )
 
     async def acall(self, params: dict[str, Any], **kwargs: Any) -> str:
