@@ -20,8 +20,8 @@ How each way of stopping leaves things:
 - `max_iters`: `MaxItersReached`, then `RunEnded(status="max_iters")` whose `final` is the
   last assistant message (a paused turn's parts so far). The tools of that last turn have
   run, so memory never ends on a call without its result. It may end on a paused turn,
-  though: Anthropic refuses a server tool call left there without its result once another
-  message follows it (a 400 naming the call).
+  though, with a server tool call left without its result: the Anthropic formatter leaves
+  such a call out once another message follows it (Claude refuses it there).
 - Errors (a model failure; tool failures never get here, they go back to the model):
   `RunError`, then `RunEnded(status="error")`; the iterator itself does not raise, so an
   event stream (the service's SSE) always ends with `RunEnded`. `agent.reply()` re-raises.

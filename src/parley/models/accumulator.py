@@ -32,6 +32,7 @@ __all__ = [
     "TextDelta",
     "ThinkingDelta",
     "ToolCallDelta",
+    "made_by",
     "parse_arguments",
 ]
 
@@ -91,6 +92,17 @@ class MetaDelta:
 
 
 Delta = TextDelta | ThinkingDelta | ToolCallDelta | BlockDelta | MetaDelta
+
+
+def made_by(content: list[Block], provider: str) -> None:
+    """Record `provider` on the thinking blocks of an answer's content that name none.
+
+    A thinking block's signature and fields are its provider's (`ThinkingBlock.provider`):
+    each formatter sends them to that provider only.
+    """
+    for block in content:
+        if isinstance(block, ThinkingBlock) and block.provider is None:
+            block.provider = provider
 
 
 def parse_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
@@ -336,6 +348,7 @@ def _thinking_block(thinking: str, signature: str | None, extra: dict[str, Any] 
     _set(block, "thinking", thinking)
     _set(block, "signature", signature)
     _set(block, "extra", None if extra is None else dict(extra))  # not the provider's dict
+    _set(block, "provider", None)
     return block
 
 
