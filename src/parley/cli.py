@@ -231,7 +231,7 @@ def remote_chat(args: argparse.Namespace) -> int:
                     print(describe_usage(usage), file=sys.stderr)
         finally:
             if conversation.thread_id:
-                print(f"thread: {conversation.thread_id}", file=sys.stderr)
+                print(visible(f"thread: {conversation.thread_id}"), file=sys.stderr)
     return 0
 
 

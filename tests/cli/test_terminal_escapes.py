@@ -104,25 +104,35 @@ async def test_an_agents_calls_results_and_answer_are_shown_not_obeyed(
     assert f"[lookup result] {SHOWN}found\n\tit" in err
 
 
+THREAD_ID = f"{THREAD}{HOSTILE}"  # a service's thread id, printed at the end
+
+
 def _hostile_routes() -> Routes:
     call = {"name": f"add{HOSTILE}", "args": {"a": HOSTILE}, "id": "call_1", "type": "tool_call"}
-    interrupt = {"interrupt_id": "int-1", "thread_id": THREAD, "run_id": RUN, "calls": [call]}
+    interrupt = {"interrupt_id": "int-1", "thread_id": THREAD_ID, "run_id": RUN, "calls": [call]}
     result = message(
         "tool",
         f"{HOSTILE}3",
         tool_call_id="call_1",
         custom_data={"parley": {"tool_name": f"add{HOSTILE}"}},
+        thread_id=THREAD_ID,
     )
     return {
         "/helper/stream": lambda request: frames(
-            {"type": "message", "content": message("ai", "", tool_calls=[call])},
+            {
+                "type": "message",
+                "content": message("ai", "", tool_calls=[call], thread_id=THREAD_ID),
+            },
             {"type": "interrupt", "content": interrupt},
         ),
         "/approvals/int-1/stream": lambda request: frames(
             {"type": "message", "content": result},
             {"type": "token", "content": HOSTILE[:3]},  # a sequence cut between tokens
             {"type": "token", "content": HOSTILE[3:] + "It is 3."},
-            {"type": "message", "content": message("ai", f"{HOSTILE}It is 3.")},
+            {
+                "type": "message",
+                "content": message("ai", f"{HOSTILE}It is 3.", thread_id=THREAD_ID),
+            },
             {"type": "error", "content": f"the model is down{HOSTILE}"},
         ),
     }
@@ -143,6 +153,7 @@ def test_a_services_stream_and_approval_prompt_are_shown_not_obeyed(
     assert f"Run add{SHOWN} {visible(prompt)}? [y/N] " in err
     assert f"[add{SHOWN} result] {SHOWN}3" in err
     assert f"the model is down{SHOWN}" in err
+    assert f"thread: {THREAD}{SHOWN}" in err
 
 
 async def test_serve_docs_logs_file_names_as_escapes(

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from parley.agents import Agent, InMemoryMemory
-from parley.messages import Msg, ThinkingBlock
+from parley.messages import Msg, ThinkingBlock, ToolCallBlock
 from parley.models.anthropic import AnthropicChatModel
 from parley.models.anthropic.formatter import AnthropicChatFormatter
 from parley.models.gemini import GeminiChatModel
@@ -158,3 +158,30 @@ def test_a_thinking_block_stored_before_providers_were_recorded_loads_and_is_sen
     # Its maker unknown, it goes back as before (it was Claude's, most likely).
     [turn] = AnthropicChatFormatter().format([msg])
     assert turn["content"][0] == {"type": "thinking", "thinking": "Hm.", "signature": "sig-old"}
+
+
+@pytest.mark.parametrize(
+    ("name", "checks"),
+    [
+        ("gemini-2.5-flash", False),
+        ("gemini-3-pro-preview", True),
+        ("models/gemini-3-flash", True),
+        ("gemini-4-ultra", True),
+        ("gemini-flash-latest", False),
+    ],
+)
+def test_gemini_3_and_later_get_placeholders_in_multi_agent_talks_too(
+    name: str, checks: bool
+) -> None:
+    require_module("google.genai", "gemini")
+    from parley.models.gemini import GeminiCredential  # noqa: PLC0415
+    from parley.models.gemini.chat import requires_signatures  # noqa: PLC0415
+
+    assert requires_signatures(name) is checks
+    model = GeminiChatModel(GeminiCredential(api_key="AIza-test"), name)
+    called = Msg(role="assistant", content=[ToolCallBlock(id="toolu_1", name="add", input={})])
+    formatter = model.multi_agent_formatter("me")
+    assert formatter is not None
+    parts = every_part(formatter.format([Msg.user("Go."), called]))
+    [call] = [p for p in parts if "functionCall" in p]
+    assert (call.get("thoughtSignature") == SKIP_VALIDATOR) is checks
