@@ -215,3 +215,19 @@ async def test_an_agent_announces_a_call_with_a_late_id_once(
     # The id the server gave is the one sent back with the result.
     sent = server.bodies()[-1]["messages"]
     assert sent[1]["tool_calls"][0]["id"] == sent[2]["tool_call_id"] == "call_late"
+
+
+async def test_a_call_that_never_gets_an_id_is_announced_before_the_stream_ends(
+    server: OpenAIServer, make_model: Any
+) -> None:
+    # A server that sends no id at all: the call is held to the end, then shown once.
+    no_id = {"index": 0, "type": "function", "function": {"name": "add", "arguments": "{}"}}
+    body = _sse(_chunk({"role": "assistant", "tool_calls": [no_id]}), _chunk({}, "tool_calls"))
+    server.add(Raw(body, content_type="text/event-stream"), Reply(text="Done."))
+    events = [e async for e in Agent("calc", make_model(), tools=[add]).stream("add")]
+    kinds = [type(e).__name__ for e in events]
+    assert kinds.index("ToolCallStarted") < kinds.index("ToolCallEnded")
+    [started] = [e for e in events if isinstance(e, ToolCallStarted)]
+    [ended] = [e for e in events if isinstance(e, ToolCallEnded)]
+    assert started.call_id == ended.call.id
+    assert started.call_id.startswith("call_")  # parley's own, standing in
