@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from parley import __version__
+from parley._terminal import visible
 from parley.errors import ConfigurationError, ParleyError
 from parley.messages import Msg
 
@@ -75,7 +76,7 @@ async def _answer(model: object, history: list[Msg], out: TextIO, verbose: bool 
     stream = model.chat_stream(history)
     async for chunk in stream:
         if not chunk.is_last:
-            out.write(chunk.text)
+            out.write(visible(chunk.text, keep=LINES))
             out.flush()
     out.write("\n")
     assert stream.response is not None
@@ -94,6 +95,10 @@ def _load(spec: str) -> object:
             loader()
     return model
 
+
+LINES = "\n\t"
+"""The control characters an answer or a tool's result is printed with: its lines and tabs
+(every other one is shown as an escape, never obeyed by the terminal: `parley._terminal`)."""
 
 DEFAULT_TOOLS = ("code_interpreter",)
 """The built-in tools `--tools` gives when no `--tool` names others."""
@@ -114,15 +119,14 @@ async def _agent_answer(
         if sink is not None:
             await sink.take(event)
         if isinstance(event, TextDelta):
-            out.write(event.text)
+            out.write(visible(event.text, keep=LINES))
             out.flush()
         elif isinstance(event, ToolCallEnded):
-            arguments = json.dumps(event.call.input, ensure_ascii=False)
-            print(f"[{event.call.name}] {arguments}", file=sys.stderr)
+            _show_call(event.call.name, event.call.input)
         elif isinstance(event, ToolResult):
-            print(f"[{event.result.name} result] {event.result.text[:500]}", file=sys.stderr)
+            _show_result(event.result.name, event.result.text)
         elif isinstance(event, RunError):
-            print(f"parley: {event.message}", file=sys.stderr)
+            print(visible(f"parley: {event.message}", keep="\n"), file=sys.stderr)
         elif isinstance(event, RunEnded) and verbose:
             out.write("\n")
             print(describe_usage(event.usage), file=sys.stderr)
@@ -227,7 +231,7 @@ def remote_chat(args: argparse.Namespace) -> int:
                     print(describe_usage(usage), file=sys.stderr)
         finally:
             if conversation.thread_id:
-                print(f"thread: {conversation.thread_id}", file=sys.stderr)
+                print(visible(f"thread: {conversation.thread_id}"), file=sys.stderr)
     return 0
 
 
@@ -272,11 +276,11 @@ class _Conversation:
 def _show_item(item: str | ServiceChatMessage, streamed: bool, out: TextIO) -> bool:
     """Print a token, or a message not streamed already; whether text is pending a message."""
     if isinstance(item, str):
-        out.write(item)
+        out.write(visible(item, keep=LINES))
         out.flush()
         return True
     if item.type == "ai" and item.content and not streamed:
-        out.write(item.content)  # a model that did not stream its text
+        out.write(visible(item.content, keep=LINES))  # a model that did not stream its text
         out.flush()
     _show_tools(item)
     return False
@@ -284,18 +288,28 @@ def _show_item(item: str | ServiceChatMessage, streamed: bool, out: TextIO) -> b
 
 def _show_tools(message: ServiceChatMessage) -> None:
     for call in message.tool_calls:
-        arguments = json.dumps(call["args"], ensure_ascii=False)
-        print(f"[{call['name']}] {arguments}", file=sys.stderr)
+        _show_call(call["name"], call["args"])
     if message.type == "tool":
         name = message.custom_data.get("parley", {}).get("tool_name") or "tool"
-        print(f"[{name} result] {message.content[:500]}", file=sys.stderr)
+        _show_result(name, message.content)
+
+
+def _show_call(name: str, arguments: Any) -> None:
+    """A tool call on one line: its name and its arguments as JSON."""
+    shown = json.dumps(arguments, ensure_ascii=False)
+    print(visible(f"[{name}] {shown}"), file=sys.stderr)
+
+
+def _show_result(name: str, text: str) -> None:
+    """A tool's result, its first 500 characters (its lines kept)."""
+    print(visible(f"[{name} result] {text[:500]}", keep=LINES), file=sys.stderr)
 
 
 def _approval(interrupt: Interrupt) -> bool | dict[str, bool]:
     """Ask on the terminal whether each call may run; deny when no one can answer."""
     names = ", ".join(call["name"] for call in interrupt.calls)
     if not sys.stdin.isatty():
-        print(f"parley: denied {names} (approving needs a terminal)", file=sys.stderr)
+        print(visible(f"parley: denied {names} (approving needs a terminal)"), file=sys.stderr)
         return False
     verdicts = {call["id"]: _confirm(call["name"], call["args"]) for call in interrupt.calls}
     if len(verdicts) == 1 or None in verdicts:
@@ -304,8 +318,9 @@ def _approval(interrupt: Interrupt) -> bool | dict[str, bool]:
 
 
 def _confirm(name: str, arguments: dict[str, Any]) -> bool:
+    # One line the model wrote all of but the question: nothing in it may move the cursor.
     shown = json.dumps(arguments, ensure_ascii=False)
-    print(f"Run {name} {shown}? [y/N] ", end="", file=sys.stderr, flush=True)
+    print(visible(f"Run {name} {shown}? [y/N] "), end="", file=sys.stderr, flush=True)
     return sys.stdin.readline().strip().lower() in {"y", "yes"}
 
 
@@ -477,8 +492,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return int(args.run(args))
-    except ParleyError as exc:
-        print(f"parley: {exc}", file=sys.stderr)
+    except ParleyError as exc:  # its message may quote a server or a model
+        print(visible(f"parley: {exc}", keep="\n"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

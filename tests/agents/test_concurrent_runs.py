@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from parley.agents import Agent, InMemoryMemory
+from parley.agents import Agent, InMemoryMemory, TextDelta
 from parley.errors import UserError
 from parley.messages import ToolCallBlock
 from parley.models import ChatResponse
@@ -96,3 +98,56 @@ async def test_a_closed_or_failed_run_frees_its_memory() -> None:
     with pytest.raises(UnexpectedCallError, match="unexpected"):
         await failing.reply("hello")
     assert failing.memory.active_run is None
+
+
+@pytest.fixture
+def no_collector() -> Iterator[None]:
+    """The garbage collector off: only what the run does itself may free its memory."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
+
+
+def talker() -> Agent:
+    words = "one two three four five six seven eight"
+    return Agent("talker", ScriptedModel([words, "again"], stream=True, chunk_size=4))
+
+
+async def test_leaving_an_async_for_early_frees_the_memory(no_collector: None) -> None:
+    agent = talker()
+    async for event in agent.stream("first"):
+        if isinstance(event, TextDelta):
+            break  # no aclose, no `async with`: the loop is just left
+    assert (await agent.reply("second")).text == "again"
+    # The first run was closed as a cancel closes one: its answer so far kept, marked, before
+    # the second question.
+    history = await agent.memory.get()
+    assert [m.role for m in history] == ["user", "assistant", "user", "assistant"]
+    assert history[1].text.startswith("one ")
+    assert history[1].metadata["interrupted"] is True
+    assert [history[2].text, history[3].text] == ["second", "again"]
+    assert agent.memory.active_run is None
+
+
+async def test_a_run_held_after_its_loop_was_left_is_closed_too(no_collector: None) -> None:
+    agent = talker()
+    run = agent.stream("first")
+    async for event in run:
+        if isinstance(event, TextDelta):
+            break
+    assert (await agent.reply("second")).text == "again"
+    assert run.status == "interrupted"
+    await run.aclose()  # closing it again is harmless
+    assert [e async for e in run] == []  # and it has nothing more to say
+
+
+def test_leaving_a_sync_stream_early_frees_the_memory(no_collector: None) -> None:
+    agent = talker()
+    for event in agent.stream_sync("first"):
+        if isinstance(event, TextDelta):
+            break
+    assert agent.reply_sync("second").text == "again"

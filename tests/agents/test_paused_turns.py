@@ -235,3 +235,152 @@ def test_a_non_agent_caller_reads_the_flag_on_chat(server: AnthropicServer) -> N
     model.close_sync()
     assert answer.text == "Bergen is wet."
     assert server.bodies()[1]["messages"][-1] == {"role": "assistant", "content": PAUSED_WIRE}
+
+
+# -- what a paused turn leaves for the next request ------------------------------------------------
+
+
+def assert_server_calls_answered(body: dict[str, Any]) -> None:
+    """What the Messages API checks: in an assistant turn another message follows, each
+    server tool call has its result after it (unless the turn also calls client tools,
+    whose results come next and let the server run its own)."""
+    messages = body["messages"]
+    for turn in messages[:-1]:
+        if turn["role"] != "assistant":
+            continue
+        blocks = turn["content"]
+        if any(block["type"] == "tool_use" for block in blocks):
+            continue
+        for position, block in enumerate(blocks):
+            if block["type"] == "server_tool_use":
+                later = {b.get("tool_use_id") for b in blocks[position + 1 :]}
+                assert block["id"] in later, f"{block['id']} has no result in {turn}"
+
+
+async def test_a_turn_paused_at_max_iters_leaves_a_valid_next_request(
+    server: AnthropicServer, make_model: ModelFactory
+) -> None:
+    server.add(
+        Reply(content=PAUSED_REPLY, stop_reason="pause_turn"), Reply(text="As far as I got.")
+    )
+    model = make_model(parameters={"server_tools": [WEB_SEARCH]})
+    memory = InMemoryMemory()
+    agent = Agent("weather", model, max_iters=1)
+    run = agent.stream("Weather in Oslo and Bergen?", memory=memory)
+    await collect(run)
+    assert run.status == "max_iters"
+    # Memory keeps the turn as it came, its last search without a result.
+    assert (await memory.get())[-1].metadata["paused"] is True
+
+    await agent.reply("Stop there, thanks.", memory=memory)
+    second = server.bodies()[1]
+    assert_server_calls_answered(second)
+    # The unanswered search is left out; what was answered stays as the API sent it.
+    assert second["messages"] == [
+        QUESTION,
+        {"role": "assistant", "content": PAUSED_WIRE[:-1]},
+        {"role": "user", "content": [{"type": "text", "text": "Stop there, thanks."}]},
+    ]
+    server.assert_consumed()
+
+
+async def test_a_cancelled_turn_leaves_a_valid_next_request(
+    server: AnthropicServer, make_model: ModelFactory
+) -> None:
+    waiting = "Waiting for the search to come back with something useful. " * 8
+    server.add(
+        Reply(
+            content=[Text("Searching. "), search("srvtoolu_9", "Oslo weather"), Text(waiting)],
+            chunk_delay=0.005,  # slow enough to be cancelled while it writes
+        ),
+        Reply(text="All right."),
+    )
+    model = make_model(parameters={"server_tools": [WEB_SEARCH]})
+    memory = InMemoryMemory()
+    agent = Agent("weather", model)
+    run = agent.stream("Weather in Oslo?", memory=memory)
+    async for event in run:
+        if isinstance(event, TextDelta) and event.text.startswith("Wait"):
+            run.cancel()  # the search's call is in, its result will never be
+    assert run.status == "interrupted"
+    partial = (await memory.get())[-1]
+    assert partial.metadata["interrupted"] is True
+
+    await agent.reply("Never mind.", memory=memory)
+    second = server.bodies()[1]
+    assert_server_calls_answered(second)
+    [answer] = [m for m in second["messages"] if m["role"] == "assistant"]
+    assert [b["type"] for b in answer["content"]] == ["text", "text"]
+    assert answer["content"][0]["text"] == "Searching. "
+
+
+CODE = {"type": "code_execution_20250825", "name": "code_execution"}
+CONTAINER = {"id": "container_011CRfE7", "expires_at": "2026-12-01T12:00:00Z"}
+
+
+def code_run(call_id: str, output: str) -> ServerBlock:
+    return ServerBlock(
+        {
+            "type": "bash_code_execution_tool_result",
+            "tool_use_id": call_id,
+            "content": {
+                "type": "bash_code_execution_result",
+                "stdout": output,
+                "stderr": "",
+                "return_code": 0,
+                "content": [],
+            },
+        }
+    )
+
+
+def code_call(call_id: str, command: str) -> ToolUse:
+    return ToolUse("bash_code_execution", {"command": command}, call_id, kind="server_tool_use")
+
+
+async def test_a_paused_code_execution_turn_goes_on_in_its_container(
+    server: AnthropicServer, make_model: ModelFactory
+) -> None:
+    server.add(
+        Reply(
+            content=[
+                code_call("srvtoolu_c1", "echo 6*7 | bc"),
+                code_run("srvtoolu_c1", "42\n"),
+                code_call("srvtoolu_c2", "ls"),
+            ],
+            stop_reason="pause_turn",
+            container=CONTAINER,
+        ),
+        Reply(
+            content=[code_run("srvtoolu_c2", "out.txt\n"), Text("It is 42.")], container=CONTAINER
+        ),
+    )
+    model = make_model(parameters={"server_tools": [CODE]})
+    memory = InMemoryMemory()
+    reply = await Agent("coder", model).reply("What is 6*7? Use code.", memory=memory)
+
+    assert reply.text == "It is 42."
+    first, second = server.bodies()
+    assert "container" not in first
+    assert second["container"] == CONTAINER["id"]  # the continuation runs where it began
+    assert (await memory.get())[1].metadata["container"] == CONTAINER["id"]
+    server.assert_consumed()
+
+
+def test_a_non_agent_caller_continues_in_the_container_too(server: AnthropicServer) -> None:
+    from parley.models.anthropic import AnthropicChatModel  # noqa: PLC0415  (needs the SDK)
+
+    server.add(
+        Reply(
+            content=[code_call("srvtoolu_c1", "ls")], stop_reason="pause_turn", container=CONTAINER
+        ),
+        Reply(content=[code_run("srvtoolu_c1", "a.txt\n"), Text("One file.")]),
+    )
+    model = AnthropicChatModel(server.credential(), "claude-sonnet-5-5")
+    history = [Msg.user("Which files are there?")]
+    answer = model.chat_sync(history)  # whole: the container in the message
+    assert answer.paused
+    history.append(answer.to_msg())
+    assert model.chat_sync(history).text == "One file."
+    model.close_sync()
+    assert server.bodies()[1]["container"] == CONTAINER["id"]

@@ -18,6 +18,7 @@ from parley.messages import (
     TextBlock,
     ThinkingBlock,
     ToolCallBlock,
+    ToolResultBlock,
     VideoBlock,
 )
 from parley.models.anthropic import AnthropicChatFormatter, AnthropicMultiAgentFormatter
@@ -279,3 +280,45 @@ def test_multi_agent_formatter_keeps_tool_sequences_native() -> None:
         {"role": "assistant", "content": [text("A four.")]},
         {"role": "user", "content": [text("<history>\nalice: Nice.\n</history>")]},
     ]
+
+
+# -- server tool calls a turn left without their results --------------------------------------
+
+
+def _raw(block: dict[str, Any]) -> ThinkingBlock:
+    return ThinkingBlock(thinking="", extra={"anthropic_block": block}, provider="anthropic")
+
+
+SERVER_CALL = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}
+
+
+def test_an_unanswered_server_call_is_sent_while_its_turn_is_last() -> None:
+    # A paused turn sent back to be continued: as it came.
+    paused = Msg(role="assistant", content=[TextBlock(text="Searching."), _raw(SERVER_CALL)])
+    messages = AnthropicChatFormatter().format([Msg.user("Search."), paused])
+    assert messages[-1]["content"][-1] == SERVER_CALL
+
+
+def test_an_unanswered_server_call_is_dropped_once_a_message_follows() -> None:
+    paused = Msg(role="assistant", content=[_raw(SERVER_CALL)])  # nothing else in the turn
+    messages = AnthropicChatFormatter().format([Msg.user("Search."), paused, Msg.user("Stop.")])
+    # The turn left empty goes, and the two user turns around it make one.
+    assert messages == [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "Search."}, {"type": "text", "text": "Stop."}],
+        }
+    ]
+
+
+def test_a_server_call_beside_a_client_call_waits_for_the_client_s_result() -> None:
+    # The API runs the server tool once the client tool's result is sent (server tools guide).
+    turn = Msg(
+        role="assistant",
+        content=[_raw(SERVER_CALL), ToolCallBlock(id="toolu_1", name="add", input={})],
+    )
+    result = Msg(
+        role="tool", content=[ToolResultBlock(tool_call_id="toolu_1", name="add", output="3")]
+    )
+    messages = AnthropicChatFormatter().format([Msg.user("Go."), turn, result])
+    assert messages[1]["content"][0] == SERVER_CALL

@@ -316,9 +316,9 @@ async def test_thinking_streamed_with_its_signature(
     final = chunks[-1]
     # The trailing empty text part's signature is kept after the text it ends.
     assert final.content == [
-        ThinkingBlock(thinking="abcdef", signature="sig"),
+        ThinkingBlock(thinking="abcdef", signature="sig", provider="gemini"),
         TextBlock(text="Hi!"),
-        ThinkingBlock(thinking="", extra={PART_SIGNATURE: "end"}),
+        ThinkingBlock(thinking="", extra={PART_SIGNATURE: "end"}, provider="gemini"),
     ]
 
 

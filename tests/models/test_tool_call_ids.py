@@ -14,9 +14,17 @@ import warnings
 from typing import Any
 
 from parley import Msg
+from parley.agents import (
+    Agent,
+    ToolCallArgumentsDelta,
+    ToolCallEnded,
+    ToolCallStarted,
+    ToolResult,
+)
 from parley.messages import new_id
-from parley.models.accumulator import StreamAccumulator, ToolCallDelta
-from parley.testing.openai_server import OpenAIServer, Raw
+from parley.models.accumulator import MetaDelta, StreamAccumulator, TextDelta, ToolCallDelta
+from parley.testing.openai_server import OpenAIServer, Raw, Reply
+from tests.sample_tools import add
 
 pytest_plugins = ["tests.models.openai_fixtures"]
 
@@ -101,11 +109,45 @@ def test_a_provider_id_arriving_after_the_first_fragment_is_kept() -> None:
     accumulator = StreamAccumulator()
     first = accumulator.add(ToolCallDelta(0, name="weather", arguments='{"city": '))
     later = accumulator.add(ToolCallDelta(0, id="call_provider", arguments='"Paris"}'))
-    assert first is not None
+    # Held back until its id came, the call is shown once, under that id, with all so far.
+    assert first is None
     assert later is not None
-    assert later.tool_calls[0].id == "call_provider"
+    [shown] = later.tool_calls
+    assert (shown.id, shown.name, shown.raw_input) == (
+        "call_provider",
+        "weather",
+        '{"city": "Paris"}',
+    )
+    next_part = accumulator.add(ToolCallDelta(0, arguments=" "))
+    assert next_part is not None
+    assert next_part.tool_calls[0].id == "call_provider"
     [call] = accumulator.final().tool_calls
     assert (call.id, call.name, call.input) == ("call_provider", "weather", {"city": "Paris"})
+
+
+def test_a_call_whose_id_never_comes_is_shown_once_something_else_comes() -> None:
+    accumulator = StreamAccumulator()
+    assert accumulator.add(ToolCallDelta(0, name="a", arguments="{}")) is None
+    assert accumulator.add(MetaDelta(response_id="r")) is None  # not an answer's part
+    # The next call comes: the first one is shown before it, under a generated id.
+    chunk = accumulator.add(ToolCallDelta(1, name="b", arguments="{}"))
+    assert chunk is not None
+    [first] = chunk.tool_calls
+    assert (first.name, first.raw_input, first.id.startswith("call_")) == ("a", "{}", True)
+    # The second has no id either: held until the stream ends.
+    held = accumulator.release()
+    assert held is not None
+    assert [c.name for c in held.tool_calls] == ["b"]
+    assert accumulator.release() is None
+    assert [c.name for c in accumulator.final().tool_calls] == ["a", "b"]
+
+
+def test_text_after_a_held_call_comes_after_it() -> None:
+    accumulator = StreamAccumulator()
+    accumulator.add(ToolCallDelta(0, name="a", arguments="{}"))
+    chunk = accumulator.add(TextDelta("done"))
+    assert chunk is not None
+    assert [b.type for b in chunk.content] == ["tool_call", "text"]
 
 
 def test_the_first_provider_id_wins_over_a_later_one() -> None:
@@ -129,15 +171,63 @@ def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
     }
 
 
+def late_id_stream() -> Raw:
+    """A server that names the call and starts its arguments first, then sends its id."""
+    first = {"index": 0, "type": "function", "function": {"name": "add", "arguments": '{"a": 2,'}}
+    with_id = {"index": 0, "id": "call_late", "function": {"arguments": ' "b"'}}
+    body = _sse(
+        _chunk({"role": "assistant", "content": None, "tool_calls": [first]}),
+        _chunk({"tool_calls": [with_id]}),
+        _chunk({"tool_calls": [{"index": 0, "function": {"arguments": ": 2}"}}]}),
+        _chunk({}, "tool_calls"),
+    )
+    return Raw(body, content_type="text/event-stream")
+
+
 async def test_a_late_id_from_an_openai_compatible_server_is_kept(
     server: OpenAIServer, make_model: Any
 ) -> None:
-    # A server that names the call first and sends its id with the arguments.
-    body = _sse(
-        _chunk({"role": "assistant", "tool_calls": [{"index": 0, "function": {"name": "f"}}]}),
-        _chunk({"tool_calls": [{"index": 0, "id": "call_late", "function": {"arguments": "{}"}}]}),
-        _chunk({}, "tool_calls"),
-    )
-    server.add(Raw(body, content_type="text/event-stream"))
-    final = await make_model().chat_stream([Msg.user("Hi")]).collect()
-    assert [(c.id, c.name) for c in final.tool_calls] == [("call_late", "f")]
+    server.add(late_id_stream())
+    stream = make_model().chat_stream([Msg.user("Hi")])
+    shown = [c.id for chunk in [chunk async for chunk in stream] for c in chunk.tool_calls]
+    assert set(shown) == {"call_late"}  # every chunk, the final one too, names one call
+    assert stream.response is not None
+    [call] = stream.response.tool_calls
+    assert (call.id, call.name, call.input) == ("call_late", "add", {"a": 2, "b": 2})
+
+
+async def test_an_agent_announces_a_call_with_a_late_id_once(
+    server: OpenAIServer, make_model: Any
+) -> None:
+    server.add(late_id_stream())
+    server.add(Reply(text="It is 4."))
+    events = [e async for e in Agent("calc", make_model(), tools=[add]).stream("2+2?")]
+
+    started = [e for e in events if isinstance(e, ToolCallStarted)]
+    assert [(e.call_id, e.name) for e in started] == [("call_late", "add")]
+    deltas = [e for e in events if isinstance(e, ToolCallArgumentsDelta)]
+    assert {e.call_id for e in deltas} == {"call_late"}
+    assert json.loads("".join(e.delta for e in deltas)) == {"a": 2, "b": 2}
+    [ended] = [e for e in events if isinstance(e, ToolCallEnded)]
+    assert (ended.call.id, ended.call.input) == ("call_late", {"a": 2, "b": 2})
+    [result] = [e for e in events if isinstance(e, ToolResult)]
+    assert (result.result.tool_call_id, result.result.output) == ("call_late", "4")
+    # The id the server gave is the one sent back with the result.
+    sent = server.bodies()[-1]["messages"]
+    assert sent[1]["tool_calls"][0]["id"] == sent[2]["tool_call_id"] == "call_late"
+
+
+async def test_a_call_that_never_gets_an_id_is_announced_before_the_stream_ends(
+    server: OpenAIServer, make_model: Any
+) -> None:
+    # A server that sends no id at all: the call is held to the end, then shown once.
+    no_id = {"index": 0, "type": "function", "function": {"name": "add", "arguments": "{}"}}
+    body = _sse(_chunk({"role": "assistant", "tool_calls": [no_id]}), _chunk({}, "tool_calls"))
+    server.add(Raw(body, content_type="text/event-stream"), Reply(text="Done."))
+    events = [e async for e in Agent("calc", make_model(), tools=[add]).stream("add")]
+    kinds = [type(e).__name__ for e in events]
+    assert kinds.index("ToolCallStarted") < kinds.index("ToolCallEnded")
+    [started] = [e for e in events if isinstance(e, ToolCallStarted)]
+    [ended] = [e for e in events if isinstance(e, ToolCallEnded)]
+    assert started.call_id == ended.call.id
+    assert started.call_id.startswith("call_")  # parley's own, standing in

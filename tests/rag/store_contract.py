@@ -13,12 +13,14 @@ The SQLite store runs it in `test_sqlite_contract.py`, the PostgreSQL store in
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from parley.errors import IndexMismatchError
-from parley.rag import IndexStore, document_id
+from parley.rag import DocumentIndex, IndexStore, document_id
 from tests.rag.test_sqlite_store import chunks_for, record
 
 Reopen = Callable[[], Awaitable[IndexStore]]
@@ -191,6 +193,59 @@ class StoreContract:
         await store.put_document(record("a"), chunks_for("a", ["a0"]), None)
         front = await store.front_chunks(2)
         assert [c.text for c in front] == ["a0", "b0", "b1"]
+
+    async def test_front_chunks_read_no_more_than_their_limit(self, store: IndexStore) -> None:
+        for name in ("c", "b", "a"):
+            texts = [f"{name}{i}" for i in range(3)]
+            await store.put_document(record(name), chunks_for(name, texts), None)
+        assert [c.text for c in await store.front_chunks(2, limit=3)] == ["a0", "a1", "b0"]
+        assert len(await store.front_chunks(2, limit=None)) == 6
+        assert await store.front_chunks(2, limit=0) == []
+        only = [document_id("c"), document_id("b")]
+        assert [c.text for c in await store.front_chunks(2, only, limit=3)] == ["b0", "b1", "c0"]
+
+    async def test_a_query_without_terms_finds_nothing_by_keyword(
+        self, store: IndexStore, tmp_path: Path
+    ) -> None:
+        # A question of stop words, a lone sign, an operator: no term to rank on. The
+        # documents' openings at score 1.0 are no answer to them.
+        reads = _FrontReads(store)
+        index = DocumentIndex(reads, None)  # type: ignore[arg-type]
+        for n in range(6):
+            (tmp_path / f"doc{n}.md").write_text(f"# Part {n}\n\nPumps and valves, part {n}.\n")
+        await index.add(sorted(tmp_path.glob("*.md")))
+        for query in ("What is it?", "*", "AND", "the"):
+            assert await index.search(query, mode="keyword") == [], query
+        assert reads.sizes == []  # no front page was read for them
+        # The front page, asked for, reads no more than top_k chunks.
+        hits = await index.search("anything", mode="front_page", top_k=2)
+        assert [(Path(h.source).name, h.mode) for h in hits] == [
+            ("doc0.md", "front_page"),
+            ("doc1.md", "front_page"),
+        ]
+        # Qwen-Agent's keyword search gives such a query the front page, bounded alike.
+        fallback = await index.search("What is it?", top_k=3, front_page_fallback=True)
+        assert [h.mode for h in fallback] == ["front_page"] * 3
+        assert reads.sizes == [2, 3]
+        # A query with a term is ranked as ever, fallback or not.
+        ranked = await index.search("valves part 4", top_k=1, front_page_fallback=True)
+        assert [(Path(h.source).name, h.mode) for h in ranked] == [("doc4.md", "keyword")]
+
+
+class _FrontReads:
+    """A store whose `front_chunks` reads are counted (each call's chunks read)."""
+
+    def __init__(self, store: IndexStore) -> None:
+        self.store = store
+        self.sizes: list[int] = []
+
+    async def front_chunks(self, *args: Any, **kwargs: Any) -> Any:
+        chunks = await self.store.front_chunks(*args, **kwargs)
+        self.sizes.append(len(chunks))
+        return chunks
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
 
     async def test_a_second_store_on_the_index_sees_every_commit(
         self, store: IndexStore, reopen: Reopen

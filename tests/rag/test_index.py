@@ -176,16 +176,20 @@ async def test_remove_drops_documents_by_path(index: DocumentIndex, folder: Path
     assert len(await index.documents()) == 7
 
 
-async def test_summary_questions_get_each_documents_opening(
+async def test_summary_questions_get_each_documents_opening_when_asked(
     index: DocumentIndex, folder: Path
 ) -> None:
     await index.add([folder / "guide.md", folder / "notes.txt"])
-    hits = await index.search("Please summarize the document")
+    question = "Please summarize the document"
+    assert await index.search(question, mode="keyword") == []
+    hits = await index.search(question, mode="keyword", front_page_fallback=True)
     assert [(Path(h.source).name, h.mode) for h in hits] == [
         ("guide.md", "front_page"),
         ("notes.txt", "front_page"),
     ]
-    only = await index.search("总结一下", sources=[folder / "notes.txt"])
+    only = await index.search(
+        "总结一下", sources=[folder / "notes.txt"], mode="keyword", front_page_fallback=True
+    )
     assert [Path(h.source).name for h in only] == ["notes.txt"]
 
 

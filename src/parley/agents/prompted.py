@@ -85,6 +85,10 @@ class PromptedToolsModel(ChatModel):
             response_format=request.response_format,
         )
 
+    def thinking_provider(self) -> str | None:
+        """The inner model's: the thinking is its own."""
+        return self.inner.thinking_provider()
+
     async def _stream(self, request: ChatRequest) -> AsyncIterator[Delta]:
         parse = bool(request.tools) and request.tool_choice != "none"
         parser = NousParser() if parse else None

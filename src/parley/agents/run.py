@@ -20,8 +20,8 @@ How each way of stopping leaves things:
 - `max_iters`: `MaxItersReached`, then `RunEnded(status="max_iters")` whose `final` is the
   last assistant message (a paused turn's parts so far). The tools of that last turn have
   run, so memory never ends on a call without its result. It may end on a paused turn,
-  though: Anthropic refuses a server tool call left there without its result once another
-  message follows it (a 400 naming the call).
+  though, with a server tool call left without its result: the Anthropic formatter leaves
+  such a call out once another message follows it (Claude refuses it there).
 - Errors (a model failure; tool failures never get here, they go back to the model):
   `RunError`, then `RunEnded(status="error")`; the iterator itself does not raise, so an
   event stream (the service's SSE) always ends with `RunEnded`. `agent.reply()` re-raises.
@@ -31,9 +31,11 @@ How each way of stopping leaves things:
   and waited for: a tool may answer the cancel with a result saying what it did (the code
   interpreter stops its cell: "Stopped by cancel", with the output so far), and the round's
   tool message records those results, and `CANCELLED` for the calls that did not finish.
-- The consumer stops early (`aclose()`) or its task is cancelled: the same clean-up, with no
-  further event (the task's cancellation propagates). Each message goes into memory before
-  the events that report it, so stopping at any event loses nothing that was complete.
+- The consumer stops early (`aclose()`, or leaves its `async for` with `break`) or its task
+  is cancelled: the same clean-up, with no further event (the task's cancellation
+  propagates). Each message goes into memory before the events that report it, so stopping
+  at any event loses nothing that was complete. A loop left early closes the run at once, in
+  a task (`_Iteration`); a run that starts on the memory meanwhile waits for that closing.
 
 Calls left unanswered by an interrupted or parked run (a turn cut off before its calls ran,
 an approval never given) are answered with the error result `NOT_RUN` when the conversation
@@ -50,14 +52,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import threading
 import uuid
-from collections.abc import AsyncGenerator, Coroutine, Mapping
+import weakref
+from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from pydantic import BaseModel
 
 from parley import tracing
+from parley.agents._claim import claim, close_soon, closing, release
 from parley.agents.approval import (
     CANCELLED,
     DENIED,
@@ -133,27 +136,6 @@ def _whole_turn(parts: list[Msg]) -> Msg:
     )
 
 
-_claims = threading.Lock()  # runs on one memory may start from different loops' threads
-
-
-def _claim(memory: Memory, run_id: str) -> None:
-    with _claims:
-        holder = memory.active_run
-        if holder is not None:
-            raise UserError(
-                f"{memory!r} is in use by run {holder}: one run at a time on a memory. Await "
-                "that run first, or give each concurrent conversation its own memory "
-                "(`agent.reply(..., memory=InMemoryMemory())`)"
-            )
-        memory.active_run = run_id
-
-
-def _release(memory: Memory, run_id: str) -> None:
-    with _claims:
-        if memory.active_run == run_id:
-            memory.active_run = None
-
-
 def _being_cancelled() -> bool:
     """Whether this task itself is being cancelled (not just a task it awaited)."""
     task = asyncio.current_task()
@@ -180,7 +162,8 @@ class AgentRun:
     `final` (the last assistant message, or the whole of a turn the model paused and
     continued: see the module), `usage` (summed over its model calls), `error`,
     `pending` (when parked for approval) and `parsed` (a structured answer) tell how it went.
-    Close it (`await run.aclose()`, or `async with`) when you stop iterating early. Runs on
+    Leaving an `async for` over it early (`break`) closes it, as `await run.aclose()` or
+    `async with` do; a run iterated with `anext()` alone is closed with `aclose()`. Runs on
     one memory go one at a time (two at once would interleave their messages): the service
     keeps to one run per thread.
     """
@@ -227,25 +210,56 @@ class AgentRun:
         """What the run's events pass through on their way out (`parley.agents.middleware`);
         the agent's, then any added with `use()`."""
         self._events: AsyncGenerator[AgentEvent, None] | None = None
+        self._lent: weakref.ref[AsyncGenerator[AgentEvent, None]] | None = None
+        """The events while an `async for` holds them (see `_Iteration`)."""
         self._trace = tracing.agent_run(self, self._input)  # None when tracing is off
 
     # -- the iterator ------------------------------------------------------------------------------
 
-    def __aiter__(self) -> Self:
-        return self
+    def __aiter__(self) -> AsyncIterator[AgentEvent]:
+        # An `async for` of its own: leaving it early closes the run at once (`_Iteration`).
+        return _Iteration(self)
 
     async def __anext__(self) -> AgentEvent:
-        if self._events is None:
-            run = self._run()
-            if self._trace is not None:
-                run = self._trace.wrap(run)  # the agent's span around its own events
-            self._events = through(run, self.middleware, self) if self.middleware else run
-        return await self._events.__anext__()
+        return await self._generator().__anext__()
+
+    def _generator(self) -> AsyncGenerator[AgentEvent, None]:
+        """The run's events, made on first use (its middleware fixed then).
+
+        Raises:
+            StopAsyncIteration: An `async for` had them and was left: the run is closed.
+        """
+        if self._events is not None:
+            return self._events
+        if self._lent is not None:
+            lent = self._lent()
+            if lent is None:
+                raise StopAsyncIteration
+            return lent
+        run = self._run()
+        if self._trace is not None:
+            run = self._trace.wrap(run)  # the agent's span around its own events
+        self._events = through(run, self.middleware, self) if self.middleware else run
+        return self._events
+
+    def _lend(self) -> AsyncGenerator[AgentEvent, None]:
+        """The events, for an `async for` to hold: the run keeps only a weak reference."""
+        events = self._generator()
+        self._events = None
+        self._lent = weakref.ref(events)
+        return events
 
     async def aclose(self) -> None:
         """Stop the run (if still going) and clean up; no further event."""
-        if self._events is not None:
-            await self._events.aclose()
+        ending = closing(self.run_id)
+        if ending is not None:  # closing already: its consumer left its `async for`
+            await asyncio.shield(asyncio.wrap_future(ending))
+            return
+        events = self._events
+        if events is None and self._lent is not None:
+            events = self._lent()
+        if events is not None:
+            await events.aclose()
 
     def use(self, *middleware: Middleware) -> Self:
         """Pass this run's events through `middleware` too (after the agent's own).
@@ -254,7 +268,7 @@ class AgentRun:
             UserError: The run's events are being iterated already, or an item is not a
                 middleware.
         """
-        if self._events is not None:
+        if self._events is not None or self._lent is not None:
             raise UserError("middleware must be added before the run's events are read")
         self.middleware.extend(check_middleware(middleware))
         return self
@@ -288,7 +302,7 @@ class AgentRun:
     # -- the loop ----------------------------------------------------------------------------------
 
     async def _run(self) -> AsyncGenerator[AgentEvent, None]:
-        _claim(self.memory, self.run_id)  # a usage mistake raises here, before any event
+        await claim(self.memory, self.run_id)  # a usage mistake raises here, before any event
         try:
             await self._begin()
             yield RunStarted(run_id=self.run_id, agent=self.agent.name)
@@ -309,7 +323,7 @@ class AgentRun:
                 yield RunError(message=str(exc) or type(exc).__name__, kind=type(exc).__name__)
             yield RunEnded(status=self.status or "completed", final=self.final, usage=self.usage)
         finally:
-            _release(self.memory, self.run_id)
+            release(self.memory, self.run_id)
 
     async def _body(self) -> AsyncGenerator[AgentEvent, None]:
         if self._resume is not None:
@@ -561,3 +575,35 @@ class AgentRun:
         self.final = msg
         self.parsed = answer.parsed if answer.parsed is not None else answer.content
         yield MessageCompleted(msg=msg)
+
+
+class _Iteration:
+    """One `async for` over a run; leaving it early closes the run at once.
+
+    Python's `async for` never closes what it iterates: a run left with `break` stayed open,
+    holding its memory, until the garbage collector found it (the run and its events refer
+    to each other, so only a collection frees them). The loop holds this object alone, and
+    the run's events through it, so the object goes when the loop is left: if the run is
+    still going, it is closed then, as `aclose()` would, in a task (`close_soon`); the
+    memory's next run waits for that closing.
+    """
+
+    __slots__ = ("events", "run")
+
+    def __init__(self, run: AgentRun) -> None:
+        self.run = run
+        self.events: AsyncGenerator[AgentEvent, None] | None = None
+
+    def __aiter__(self) -> _Iteration:
+        return self
+
+    async def __anext__(self) -> AgentEvent:
+        if self.events is None:
+            self.events = self.run._lend()
+        return await self.run.__anext__()
+
+    def __del__(self) -> None:
+        events = self.events
+        # A generator still under way has its frame (a finished or closed one has none).
+        if events is not None and getattr(events, "ag_frame", None) is not None:
+            close_soon(self.run.run_id, events)

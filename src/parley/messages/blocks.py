@@ -154,7 +154,11 @@ class ThinkingBlock(DictLikeModel):
 
     `signature` is the provider's proof of the trace (Anthropic's `signature`, an encrypted
     reasoning item); `extra` keeps any other provider fields (ids, redacted data, summaries)
-    so the trace can be sent back unchanged.
+    so the trace can be sent back unchanged. `provider` names the provider whose model made
+    it (`ChatModel.provider`: `anthropic`, `gemini`, `openai`, ...): a signature and the
+    provider's fields go back to that provider only, another gets the thinking as text or
+    not at all. None: not recorded (blocks made before parley recorded it, or by hand),
+    sent as it is.
     """
 
     model_config = _STRICT
@@ -162,6 +166,7 @@ class ThinkingBlock(DictLikeModel):
     thinking: str
     signature: str | None = None
     extra: dict[str, Any] | None = None
+    provider: str | None = None
 
 
 class _OrString:

@@ -32,6 +32,7 @@ __all__ = [
     "TextDelta",
     "ThinkingDelta",
     "ToolCallDelta",
+    "made_by",
     "parse_arguments",
 ]
 
@@ -58,7 +59,9 @@ class ToolCallDelta:
 
     `key` tells calls apart within one response (OpenAI's `index`, Anthropic's block index);
     `name` may come only with the first part, `id` with any part (the first one given is
-    kept; until it comes, the call carries a generated id).
+    kept). A call whose first part has no id is held back, keyed by `key`, until its id
+    comes (or anything else does: then it carries a generated id), so that it is announced
+    once, under the id it keeps.
     """
 
     key: int | str
@@ -89,6 +92,17 @@ class MetaDelta:
 
 
 Delta = TextDelta | ThinkingDelta | ToolCallDelta | BlockDelta | MetaDelta
+
+
+def made_by(content: list[Block], provider: str) -> None:
+    """Record `provider` on the thinking blocks of an answer's content that name none.
+
+    A thinking block's signature and fields are its provider's (`ThinkingBlock.provider`):
+    each formatter sends them to that provider only.
+    """
+    for block in content:
+        if isinstance(block, ThinkingBlock) and block.provider is None:
+            block.provider = provider
 
 
 def parse_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
@@ -149,10 +163,16 @@ class StreamAccumulator:
         self.metadata: dict[str, Any] = {}
         self._slots: list[_Slot] = []
         self._calls: dict[int | str, _Slot] = {}
+        self._held: _Slot | None = None
+        """A tool call not announced yet: it has no id of the provider's so far."""
         self.chunks = 0
 
     def add(self, delta: Delta) -> ChatResponse | None:
         """Take one delta; return the chunk to hand to the caller, or None (nothing visible)."""
+        released = None
+        if self._held is not None and self._ends_hold(delta):
+            # Something else came first: the held call will have no id of the provider's.
+            released = self._release_held()
         block: Block | None
         if isinstance(delta, TextDelta):
             block = self._text(delta)
@@ -166,10 +186,40 @@ class StreamAccumulator:
         else:
             self._meta(delta)
             block = None
+        if released is not None:
+            return self._chunk([released] if block is None else [released, block])
         if block is None:
             return None
         self.chunks += 1
         return _delta_chunk(block, self.response_id, self.model)
+
+    def release(self) -> ChatResponse | None:
+        """The chunk announcing a tool call still held back (at the stream's end), or None."""
+        if self._held is None:
+            return None
+        return self._chunk([self._release_held()])
+
+    def _ends_hold(self, delta: Delta) -> bool:
+        """Whether `delta` shows something besides the held call (which then comes first)."""
+        if isinstance(delta, ToolCallDelta):
+            return self._calls.get(delta.key) is not self._held
+        if isinstance(delta, TextDelta):
+            return bool(delta.text)
+        if isinstance(delta, ThinkingDelta):
+            return bool(delta.thinking or delta.signature or delta.extra)
+        return isinstance(delta, BlockDelta)
+
+    def _release_held(self) -> Block:
+        """The held call as one delta: its name and its arguments so far."""
+        slot, self._held = self._held, None
+        assert slot is not None
+        return _call_block(slot.call_id, slot.name, "".join(slot.parts) or None)
+
+    def _chunk(self, blocks: list[Block]) -> ChatResponse:
+        self.chunks += 1
+        chunk = _delta_chunk(blocks[0], self.response_id, self.model)
+        chunk.content.extend(blocks[1:])
+        return chunk
 
     def _last(self, kind: str) -> _Slot:
         if not self._slots or self._slots[-1].kind != kind:
@@ -202,16 +252,19 @@ class StreamAccumulator:
             return None
         return _thinking_block(delta.thinking, delta.signature, delta.extra)
 
-    def _tool_call(self, delta: ToolCallDelta) -> Block:
+    def _tool_call(self, delta: ToolCallDelta) -> Block | None:
         slot = self._calls.get(delta.key)
         if slot is None:
             given = delta.id or None
             slot = _Slot("tool_call", call_id=given or new_call_id(), generated_id=given is None)
             self._calls[delta.key] = slot
             self._slots.append(slot)
+            if given is None:
+                # Some servers name the call first and send its id with a later part
+                # (the provider's id is the one its API expects back with the result):
+                # announced under the generated id, it would look like two calls.
+                self._held = slot
         elif delta.id and slot.generated_id:
-            # Some servers name the call first and send its id with a later part: the
-            # provider's id is the one its API expects back with the result.
             slot.call_id = delta.id
             slot.generated_id = False
         if delta.name:
@@ -219,6 +272,8 @@ class StreamAccumulator:
             slot.name += delta.name
         if delta.arguments:
             slot.parts.append(delta.arguments)
+        if slot is self._held:
+            return self._release_held() if not slot.generated_id else None
         return _call_block(slot.call_id, slot.name, delta.arguments or None)
 
     def _meta(self, delta: MetaDelta) -> None:
@@ -293,6 +348,7 @@ def _thinking_block(thinking: str, signature: str | None, extra: dict[str, Any] 
     _set(block, "thinking", thinking)
     _set(block, "signature", signature)
     _set(block, "extra", None if extra is None else dict(extra))  # not the provider's dict
+    _set(block, "provider", None)
     return block
 
 

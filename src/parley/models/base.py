@@ -33,7 +33,13 @@ from parley._sync import iterate_sync, run_sync
 from parley.errors import UserError
 from parley.messages import Msg, ToolCallBlock
 from parley.models._provider import adopt_provider_class, check_credential, check_parameters
-from parley.models.accumulator import Delta, MetaDelta, StreamAccumulator, ToolCallDelta
+from parley.models.accumulator import (
+    Delta,
+    MetaDelta,
+    StreamAccumulator,
+    ToolCallDelta,
+    made_by,
+)
 from parley.models.cache import ResponseCache, block_delta, replay
 from parley.models.cards import ModelCard, Pricing, load_cards
 from parley.models.credentials import Credential
@@ -342,6 +348,8 @@ class ChatModel:
                     usage.cost = self.pricing.usage_cost(usage)
                 response.usage = usage
             response.model = response.model or self.model
+            if (maker := self.thinking_provider()) is not None:
+                made_by(response.content, maker)
             span.response(response)
         if key is not None and self.cache is not None:
             self.cache.put(key, response)
@@ -363,7 +371,9 @@ class ChatModel:
         key = self._cache_key(request)
         cache = self.cache
         if key is not None and cache is not None and (hit := cache.get(key)):
-            return ChatStream(lambda: replay(hit), model=self.model)
+            return ChatStream(
+                lambda: replay(hit), model=self.model, provider=self.thinking_provider()
+            )
         on_final = (lambda final: cache.put(key, final)) if key and cache else None
         trace = tracing.chat_stream(self, request)  # None when tracing is off
         open_source = lambda: self._stream(request)  # noqa: E731
@@ -374,7 +384,16 @@ class ChatModel:
             on_final=on_final,
             pricing=self.pricing,
             trace=trace,
+            provider=self.thinking_provider(),
         )
+
+    def thinking_provider(self) -> str | None:
+        """The provider recorded on the thinking blocks of this model's answers.
+
+        `ThinkingBlock.provider`: formatters send a block's signature to its maker only. The
+        model's `provider` by default; None leaves blocks as they come (a scripted model).
+        """
+        return self.provider
 
     def _cache_key(self, request: ChatRequest) -> str | None:
         if self.cache is None:

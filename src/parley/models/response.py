@@ -9,11 +9,23 @@ from pydantic import BaseModel, ConfigDict, Field
 from parley.messages import Block, Msg, ToolCallBlock, Usage, new_id
 from parley.messages._base import DictLikeModel
 
-__all__ = ["PAUSED", "ChatResponse", "ChatUsage", "FinishReason", "StructuredResponse"]
+__all__ = [
+    "CONTAINER",
+    "PAUSED",
+    "ChatResponse",
+    "ChatUsage",
+    "FinishReason",
+    "StructuredResponse",
+]
 
 PAUSED = "paused"
 """The `metadata` key a provider sets to True on an answer whose turn the model paused rather
 than ended (`ChatResponse.paused`); the assistant `Msg` made from it keeps the mark."""
+
+CONTAINER = "container"
+"""The `metadata` key holding the id of the container the answer's server tools ran in
+(Anthropic's code execution); the assistant `Msg` keeps it, so that a paused turn's
+continuation runs in the same container."""
 
 ChatUsage = Usage
 """A model call's usage: input, output and cached tokens, and the seconds it took."""
@@ -70,13 +82,16 @@ class ChatResponse(DictLikeModel):
     def to_msg(self, *, name: str | None = None) -> Msg:
         """The assistant message this response makes, usage included.
 
-        Its `metadata` has the response's id and model, and `paused: True` for a paused turn.
+        Its `metadata` has the response's id and model, `paused: True` for a paused turn, and
+        the `container` its server tools ran in, if any.
         """
         metadata: dict[str, Any] = {"response_id": self.id}
         if self.model:
             metadata["model"] = self.model
         if self.paused:
             metadata[PAUSED] = True
+        if container := self.metadata.get(CONTAINER):
+            metadata[CONTAINER] = container
         return Msg(
             role="assistant",
             content=list(self.content),

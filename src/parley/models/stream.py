@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from parley.errors import ModelError
-from parley.models.accumulator import Delta, MetaDelta, StreamAccumulator
+from parley.models.accumulator import Delta, MetaDelta, StreamAccumulator, made_by
 from parley.models.cards import Pricing
 from parley.models.response import ChatResponse, ChatUsage, FinishReason
 from parley.models.retry import RetryPolicy, logger
@@ -90,6 +90,10 @@ class _Channel:
         item = self._items.popleft()
         _wake(self._writer)
         return item
+
+    def unget(self, item: Any) -> None:
+        """Put an item taken back in front, for the reader's next `get`."""
+        self._items.appendleft(item)
 
 
 def _wake(waiter: asyncio.Future[None] | None) -> None:
@@ -190,6 +194,7 @@ class ChatStream:
         on_final: Called with the final chunk of a stream that ended normally.
         pricing: The model's prices: the final chunk's usage then carries its `cost`.
         trace: Its tracing span (`parley.tracing`), ended with the stream.
+        provider: The model's provider, recorded on the final chunk's thinking blocks.
     """
 
     def __init__(
@@ -201,8 +206,10 @@ class ChatStream:
         on_final: Callable[[ChatResponse], None] | None = None,
         pricing: Pricing | None = None,
         trace: StreamTrace | None = None,
+        provider: str | None = None,
     ) -> None:
         self._pricing = pricing
+        self._provider = provider
         self._trace = trace
         self._pumping = _Pump(open_source, policy or RetryPolicy(max_retries=0))
         self._queue = self._pumping.channel
@@ -249,6 +256,10 @@ class ChatStream:
                 self._finish("interrupted")
                 raise
             if item is _END:
+                held = self._accumulator.release()
+                if held is not None:  # a tool call still waiting for its id: shown first
+                    self._queue.unget(_END)
+                    return held
                 return self._finish(None)
             if item is _CANCEL:
                 return self._finish("interrupted")
@@ -305,6 +316,8 @@ class ChatStream:
 
     def _finish(self, reason: FinishReason | None) -> ChatResponse:
         final = self._accumulator.final(reason)
+        if self._provider is not None:
+            made_by(final.content, self._provider)
         usage = final.usage.model_copy() if final.usage else ChatUsage()
         usage.elapsed = time.monotonic() - self._started
         if self._pricing is not None:

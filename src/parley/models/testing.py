@@ -128,7 +128,7 @@ class ScriptedModel(ChatModel):
             if block.type == "text":
                 for start in range(0, len(block.text), size):
                     yield TextDelta(block.text[start : start + size])
-            elif block.type == "thinking":
+            elif block.type == "thinking" and block.provider is None:
                 yield ThinkingDelta(block.thinking, block.signature, block.extra)
             elif block.type == "tool_call":
                 raw = block.raw_input or json.dumps(block.input, ensure_ascii=False)
@@ -143,6 +143,10 @@ class ScriptedModel(ChatModel):
             finish_reason=response.finish_reason,
             metadata=response.metadata or None,
         )
+
+    def thinking_provider(self) -> str | None:
+        """None: a script's thinking blocks keep the provider they name (or none)."""
+        return None
 
     async def _stream(self, request: ChatRequest) -> AsyncIterator[Delta]:
         response = self._next(request)

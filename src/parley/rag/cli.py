@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from parley._terminal import visible
+
 if TYPE_CHECKING:
     from parley.rag.index import DocumentIndex, IngestReport
 
@@ -76,8 +78,6 @@ class _Bar:
         self.bar: Any = None
 
     def __call__(self, done: int, total: int, source: str) -> None:
-        from parley.rag.tool import visible  # noqa: PLC0415
-
         name = visible(Path(source).name if "://" not in source else source)
         if not self.out.isatty():
             print(f"indexed {done}/{total} {name}", file=self.out, flush=True)
@@ -157,8 +157,6 @@ def index(args: argparse.Namespace) -> int:
 
 
 def _print_failures(report: IngestReport, verb: str) -> None:
-    from parley.rag.tool import visible  # noqa: PLC0415
-
     for source, error in report.failed.items():
         print(visible(f"parley: {verb}{source}: {error}", keep="\n"), file=sys.stderr)
 
@@ -187,7 +185,7 @@ def ask(args: argparse.Namespace) -> int:
 
 async def _answer(assistant: Any, question: str, out: TextIO) -> int:
     from parley.agents import RunEnded, TextDelta, ToolResult  # noqa: PLC0415
-    from parley.rag.tool import citations, visible  # noqa: PLC0415
+    from parley.rag.tool import citations  # noqa: PLC0415
 
     sources: list[str] = []
     status = "completed"

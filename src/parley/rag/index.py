@@ -18,11 +18,13 @@ drops the documents of files no longer there.
 
 `search` ranks by BM25 (`keyword`), cosine similarity (`vector`), both fused by reciprocal
 rank (`hybrid`, the default when the index has an embedding model), or returns each
-document's first chunks (`front_page`, for "summarize this" questions). A keyword or hybrid
-query that names nothing to search for ("summarize the document") gets the front page too,
-as Qwen-Agent's keyword search does. With `front_page_tokens`, a search over a single
-document puts that document's opening first, as Qwen-Agent's `front_page_search` searcher
-does beside its other searchers (its default `rag_searchers`).
+document's first chunks (`front_page`, for "summarize this" questions; `top_k` at most). A
+query that names nothing to search for ("summarize the document", `*`, `AND`) finds nothing
+by keyword (a hybrid one finds what its vector half finds), unless `front_page_fallback`
+asks for Qwen-Agent's keyword search, which gives it the front page (the compat layer
+does). With `front_page_tokens`, a search over a single document puts that document's
+opening first, as Qwen-Agent's `front_page_search` searcher does beside its other searchers
+(its default `rag_searchers`).
 
 Every method has a sync twin (`add_sync`, `sync_sync`, `search_sync`, ...).
 """
@@ -527,6 +529,7 @@ class DocumentIndex:
         score_threshold: float | None = None,
         sources: Sequence[Source] | None = None,
         front_page_tokens: int | None = None,
+        front_page_fallback: bool = False,
     ) -> list[SearchHit]:
         """The chunks that best answer `query`, best first.
 
@@ -534,7 +537,8 @@ class DocumentIndex:
             query: The question or keywords.
             mode: `keyword`, `vector`, `hybrid` or `front_page`; default `hybrid` when the
                 index has an embedding model, else `keyword`.
-            top_k: The most hits returned (besides the front page's lead).
+            top_k: The most hits returned (besides the front page's lead), and read: the
+                front page reads at most this many chunks.
             score_threshold: Drop hits scoring below it (on the mode's scale: see
                 `SearchHit.score`).
             sources: Search only these documents: paths or URLs, a folder standing for the
@@ -545,12 +549,18 @@ class DocumentIndex:
                 mode `front_page`), stopping at one longer than a quarter of the budget, as
                 Qwen-Agent keeps its front pages to half of its `max_ref_token`. With more
                 documents it adds nothing, as in Qwen-Agent. None: no lead.
+            front_page_fallback: Qwen-Agent's keyword search: a keyword or hybrid query that
+                names nothing to search for (only stop words or signs: `What is it?`, `*`)
+                gets the documents' first chunks (mode `front_page`, at most `top_k`) instead
+                of no keyword hits.
 
         Raises:
             UserError: A vector or hybrid search on an index without an embedding model, or
                 an unknown mode.
         """
         chosen = mode or ("hybrid" if self.embedding_model else "keyword")
+        if front_page_fallback and chosen in ("keyword", "hybrid") and not keyword_query(query):
+            chosen = "front_page"
         doc_ids = await self._doc_ids(sources)
         with tracing.retrieval(self.store, query, chosen, top_k) as span:
             hits = await self._search(query, chosen, top_k, doc_ids)
@@ -571,6 +581,7 @@ class DocumentIndex:
         score_threshold: float | None = None,
         sources: Sequence[Source] | None = None,
         front_page_tokens: int | None = None,
+        front_page_fallback: bool = False,
     ) -> list[SearchHit]:
         """The sync twin of `search`."""
         return run_sync(
@@ -581,6 +592,7 @@ class DocumentIndex:
                 score_threshold=score_threshold,
                 sources=sources,
                 front_page_tokens=front_page_tokens,
+                front_page_fallback=front_page_fallback,
             )
         )
 
@@ -616,8 +628,8 @@ class DocumentIndex:
     async def _search(
         self, query: str, mode: str, top_k: int, doc_ids: list[str] | None
     ) -> list[SearchHit]:
-        if mode == "front_page" or (mode in ("keyword", "hybrid") and not keyword_query(query)):
-            return await self._front_page(doc_ids)
+        if mode == "front_page":
+            return await self._front_page(doc_ids, top_k)
         if mode == "keyword":
             return await self.store.keyword_search(query, top_k, doc_ids)
         if mode == "vector":
@@ -636,8 +648,8 @@ class DocumentIndex:
             return reciprocal_rank_fusion([keyword, close])
         raise UserError(f"unknown search mode {mode!r}: use keyword, vector, hybrid or front_page")
 
-    async def _front_page(self, doc_ids: list[str] | None) -> list[SearchHit]:
-        chunks = await self.store.front_chunks(self.front_page_chunks, doc_ids)
+    async def _front_page(self, doc_ids: list[str] | None, top_k: int) -> list[SearchHit]:
+        chunks = await self.store.front_chunks(self.front_page_chunks, doc_ids, limit=top_k)
         return [SearchHit(chunk, 1.0, "front_page") for chunk in chunks]
 
     async def _embed_query(self, query: str) -> npt.NDArray[np.float32]:

@@ -676,18 +676,22 @@ class PostgresIndexStore:
         return [SearchHit(_chunk(row), float(row["score"]), "vector") for row in rows]
 
     async def front_chunks(
-        self, per_document: int, doc_ids: Sequence[str] | None = None
+        self, per_document: int, doc_ids: Sequence[str] | None = None, limit: int | None = None
     ) -> list[Chunk]:
-        """The first `per_document` chunks of each document, documents in source order."""
-        if per_document <= 0 or (doc_ids is not None and not doc_ids):
+        """The first `per_document` chunks of each document, documents in source order.
+
+        At most `limit` chunks are read (None: every document's).
+        """
+        if per_document <= 0 or (doc_ids is not None and not doc_ids) or limit == 0:
             return []
-        where, parameters = "", list[object]([per_document])
+        where, parameters = "", list[object]([per_document, limit])  # LIMIT NULL: none
         if doc_ids is not None:
-            where, parameters = "AND c.doc_id = ANY($2::text[])", [per_document, list(doc_ids)]
+            where = "AND c.doc_id = ANY($3::text[])"
+            parameters.append(list(doc_ids))
         async with self._errors("cannot read"), self._connection() as db:
             rows = await db.fetch(
                 f"SELECT {_CHUNK_COLUMNS} FROM {self._joined} WHERE c.idx < $1 {where} "
-                'ORDER BY d.source COLLATE "C", c.idx',
+                'ORDER BY d.source COLLATE "C", c.idx LIMIT $2',
                 *parameters,
             )
         return [_chunk(row) for row in rows]

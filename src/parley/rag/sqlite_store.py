@@ -586,22 +586,28 @@ class SQLiteIndexStore:
         return matrix
 
     async def front_chunks(
-        self, per_document: int, doc_ids: Sequence[str] | None = None
+        self, per_document: int, doc_ids: Sequence[str] | None = None, limit: int | None = None
     ) -> list[Chunk]:
-        """The first `per_document` chunks of each document, documents in source order."""
-        if per_document <= 0 or (doc_ids is not None and not doc_ids):
-            return []
-        return await self._run(self._front, per_document, doc_ids)
+        """The first `per_document` chunks of each document, documents in source order.
 
-    def _front(self, per_document: int, doc_ids: Sequence[str] | None) -> list[Chunk]:
+        At most `limit` chunks are read (None: every document's).
+        """
+        if per_document <= 0 or (doc_ids is not None and not doc_ids) or limit == 0:
+            return []
+        return await self._run(self._front, per_document, doc_ids, limit)
+
+    def _front(
+        self, per_document: int, doc_ids: Sequence[str] | None, limit: int | None
+    ) -> list[Chunk]:
         where, parameters = "", list[object]([per_document])
         if doc_ids is not None:
             where = f"AND c.doc_id IN ({_in(doc_ids)})"
             parameters += list(doc_ids)
+        parameters.append(-1 if limit is None else limit)  # SQLite: a negative LIMIT is none
         with self._read() as db:
             rows = db.execute(
                 f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d USING (doc_id) "
-                f"WHERE c.idx < ? {where} ORDER BY d.source, c.idx",
+                f"WHERE c.idx < ? {where} ORDER BY d.source, c.idx LIMIT ?",
                 parameters,
             ).fetchall()
         return [_chunk(row) for row in rows]

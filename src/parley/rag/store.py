@@ -103,9 +103,12 @@ class IndexStore(Protocol):
         ...
 
     async def front_chunks(
-        self, per_document: int, doc_ids: Sequence[str] | None = None
+        self, per_document: int, doc_ids: Sequence[str] | None = None, limit: int | None = None
     ) -> list[Chunk]:
-        """The first `per_document` chunks of each document, documents in source order."""
+        """The first `per_document` chunks of each document, documents in source order.
+
+        At most `limit` chunks are read (None: every document's).
+        """
         ...
 
     async def close(self) -> None:

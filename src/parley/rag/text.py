@@ -9,7 +9,7 @@ characters and needs no word list. A single character between non-CJK text stays
 
 Queries drop common words (English function words, Chinese particles, and the words of a
 "summarize this document" request) so that BM25 ranks on what the question is about, and a
-query of nothing but such words asks for no keywords (the front page answers it).
+query of nothing but such words asks for no keywords (no keyword hit answers it).
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from parley._terminal import visible
 from parley.agents.budget import text_token_counter
 from parley.rag.index import DocumentIndex
 from parley.rag.types import SearchHit, SearchMode
@@ -41,25 +42,6 @@ RETRIEVAL_TOOL_NAME = "retrieval"
 """The tool's name, as Qwen-Agent names its own."""
 
 NO_RESULTS = "No passage of the documents matches the query."
-
-
-# C0 and C1 control characters (a terminal's escape sequences among them) and the bidi
-# controls that make a name read otherwise than it is (U+202E: `txt.exe` shown as `exe.txt`).
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def visible(text: str, keep: str = "") -> str:
-    r"""`text` with its control characters written as escapes (`\x1b`), but those in `keep`.
-
-    A file name or a document's text may hold a terminal's escape sequences, or a line break
-    that would split a `[n] source` line in two: what is shown to a reader goes through here.
-    """
-
-    def escaped(match: re.Match[str]) -> str:
-        char = match.group()
-        return char if char in keep else char.encode("unicode_escape").decode("ascii")
-
-    return _CONTROL.sub(escaped, text)
 
 
 def source_name(hit: SearchHit) -> str:
@@ -152,6 +134,8 @@ class RetrievalTool(Tool):
         sources: Search only these documents (paths, folders or URLs); None: all.
         front_page: Put a lone document's opening first, as Qwen-Agent's `front_page_search`
             does (`DocumentIndex.search`'s `front_page_tokens`, this tool's budget).
+        front_page_fallback: Give a query that names nothing to search for the documents'
+            openings, as Qwen-Agent's keyword search does (`DocumentIndex.search`'s).
     """
 
     name: ClassVar[str] = RETRIEVAL_TOOL_NAME
@@ -181,6 +165,7 @@ class RetrievalTool(Tool):
         max_ref_token: int = 4000,
         sources: Sequence[str] | None = None,
         front_page: bool = False,
+        front_page_fallback: bool = False,
     ) -> None:
         super().__init__()
         self.index = index
@@ -190,6 +175,7 @@ class RetrievalTool(Tool):
         self.max_ref_token = max_ref_token
         self.sources = list(sources) if sources is not None else None
         self.front_page = front_page
+        self.front_page_fallback = front_page_fallback
 
     async def search(self, query: str) -> list[SearchHit]:
         """The passages for `query`, best first, as this tool is set to search."""
@@ -200,6 +186,7 @@ class RetrievalTool(Tool):
             score_threshold=self.score_threshold,
             sources=self.sources,
             front_page_tokens=self.max_ref_token if self.front_page else None,
+            front_page_fallback=self.front_page_fallback,
         )
 
     async def acall(self, params: dict[str, Any], **kwargs: Any) -> str:

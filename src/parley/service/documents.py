@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from parley._terminal import visible
 from parley.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -107,14 +108,15 @@ class DocumentsService:
 
         assert self.index is not None
 
+        # A file's name is anyone's, and the log is read on a terminal: shown, never obeyed.
         def progress(done: int, total: int, source: str) -> None:
-            log.info("parley: indexed %d/%d %s", done, total, source)
+            log.info("parley: indexed %d/%d %s", done, total, visible(source))
 
         report = await add_sources(
             self.index, self.sources, progress=None if quiet else progress, errors="report"
         )
         for source, error in report.failed.items():
-            log.warning("parley: could not index %s: %s", source, error)
+            log.warning("parley: could not index %s", visible(f"{source}: {error}", keep="\n"))
         if quiet and not (report.added or report.updated or report.removed):
             return
         log.info(

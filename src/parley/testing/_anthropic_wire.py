@@ -199,6 +199,8 @@ class Reply:
         malformed_at: Replace this stream event (0-based) with broken JSON.
         error_at: Send an `error` event at this position and end the stream.
         error: The `error` event's `error` object.
+        container: The code execution container the answer ran in (`{"id", "expires_at"}`),
+            in the message, or in a stream's `message_delta`, as the API reports it.
     """
 
     text: str = ""
@@ -222,6 +224,7 @@ class Reply:
     error: dict[str, Any] = field(
         default_factory=lambda: {"type": "overloaded_error", "message": "Overloaded"}
     )
+    container: dict[str, Any] | None = None
 
     def blocks(self) -> list[Block]:
         """The content blocks, in order."""
@@ -269,6 +272,7 @@ def message_object(reply: Reply, model: str) -> dict[str, Any]:
         "stop_reason": reply.reason(),
         "stop_sequence": reply.stop_sequence,
         "usage": reply.usage(output=reply.out_tokens()),
+        "container": reply.container,
     }
 
 
@@ -280,6 +284,7 @@ def message_events(reply: Reply, model: str) -> Iterator[Event]:
         "stop_reason": None,
         "stop_sequence": None,
         "usage": reply.usage(output=1),
+        "container": None,  # told with the stop reason
     }
     yield "message_start", {"type": "message_start", "message": message}
     for index, block in enumerate(reply.blocks()):
@@ -288,7 +293,9 @@ def message_events(reply: Reply, model: str) -> Iterator[Event]:
         if index == 0:
             yield "ping", {"type": "ping"}
         yield from events[1:]
-    delta = {"stop_reason": reply.reason(), "stop_sequence": reply.stop_sequence}
+    delta: dict[str, Any] = {"stop_reason": reply.reason(), "stop_sequence": reply.stop_sequence}
+    if reply.container is not None:
+        delta["container"] = reply.container
     # As the API sends it: the output count only; the input side came in `message_start`.
     usage = {"output_tokens": reply.out_tokens()}
     yield "message_delta", {"type": "message_delta", "delta": delta, "usage": usage}

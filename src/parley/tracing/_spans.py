@@ -20,7 +20,11 @@ from urllib.parse import urlsplit
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as ga
-from opentelemetry.semconv.attributes import error_attributes, server_attributes
+from opentelemetry.semconv.attributes import (
+    error_attributes,
+    exception_attributes,
+    server_attributes,
+)
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
 from parley.tracing import ChatScope, EmbeddingsScope, RetrievalScope, ToolScope, error_type
@@ -88,12 +92,32 @@ COST = "parley.usage.cost"
 # -- shared pieces ------------------------------------------------------------------------------
 
 
+WITHHELD = "not recorded: content capture is off"
+"""An exception's message where its text may not be recorded."""
+
+
 def fail(span: Span, kind: str, message: str, error: BaseException | None = None) -> None:
-    """Mark `span` failed: status ERROR, `error.type`, and the exception as an event."""
+    """Mark `span` failed: status ERROR, `error.type`, and the exception as an event.
+
+    With content capture off the message and the traceback stay out of the span: a tool's
+    error quotes its arguments (`boom: <argument>`), a provider's may quote the prompt, and
+    a traceback holds both. The event then has the exception's type and a generic message.
+    """
     span.set_attribute(error_attributes.ERROR_TYPE, kind)
+    if capture_content():
+        if error is not None:
+            span.record_exception(error)
+        span.set_status(Status(StatusCode.ERROR, message))
+        return
     if error is not None:
-        span.record_exception(error)
-    span.set_status(Status(StatusCode.ERROR, message))
+        span.add_event(
+            "exception",
+            {
+                exception_attributes.EXCEPTION_TYPE: error_type(error),
+                exception_attributes.EXCEPTION_MESSAGE: WITHHELD,
+            },
+        )
+    span.set_status(Status(StatusCode.ERROR, f"{kind} ({WITHHELD})"))
 
 
 def fail_by(span: Span, error: BaseException) -> None:

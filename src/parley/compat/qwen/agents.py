@@ -194,6 +194,7 @@ class FnCallAgent(Agent):
             score_threshold=settings.score_threshold,
             max_ref_token=settings.max_ref_token,
             front_page=settings.front_page,
+            front_page_fallback=True,  # Qwen-Agent's keyword search
         )
 
     async def close(self) -> None:

@@ -131,6 +131,7 @@ class Assistant(FnCallAgent):
                 score_threshold=settings.score_threshold,
                 sources=sources,
                 front_page_tokens=settings.front_page_tokens,
+                front_page_fallback=True,  # Qwen-Agent's keyword search
             )
         )
         budget = settings.max_ref_token if max_ref_token is None else max_ref_token

@@ -25,7 +25,8 @@ and `content_block_stop`, then `message_delta` (stop reason, usage) and `message
 - Stop reasons map to parley's finish reasons; `stop_reason` and `stop_sequence` are also
   kept as sent in the response's `metadata`. `pause_turn` (the server paused a long turn of
   server tools) is `stop` with `metadata["paused"] = True` (`ChatResponse.paused`): the
-  answer goes back as it is, last, for Claude to continue the turn.
+  answer goes back as it is, last, for Claude to continue the turn, in the same code
+  execution container: its id is kept as `metadata["container"]`.
 - Citations on text (`citations_delta`) are not kept: parley's text blocks carry none.
 """
 
@@ -50,7 +51,7 @@ from parley.models.accumulator import (
 )
 from parley.models.anthropic._errors import error_from_event
 from parley.models.anthropic.formatter import RAW_BLOCK
-from parley.models.response import PAUSED, ChatUsage, FinishReason
+from parley.models.response import CONTAINER, PAUSED, ChatUsage, FinishReason
 
 __all__ = [
     "MessageStreamReader",
@@ -79,16 +80,23 @@ def finish_reason(value: Any) -> FinishReason | None:
 
 
 def stop_metadata(stop: dict[str, Any]) -> dict[str, Any] | None:
-    """`stop_reason` and `stop_sequence` as sent, for the response's `metadata`.
+    """`stop_reason` and `stop_sequence` as sent, and the container's id, for `metadata`.
 
     Several stop reasons share one finish reason; a caller tells them apart here. A
     `pause_turn` answer is also marked `paused` (`ChatResponse.paused`): the server paused
     the turn, which goes on when the answer is sent back as it is, as the last message
-    (Anthropic's server tools guide); `end_turn` is final.
+    (Anthropic's server tools guide); `end_turn` is final. The `container` code execution
+    ran in (the message's, or in a stream `message_delta`'s) is kept by id: the request
+    continuing the turn names it.
     """
-    kept = {name: stop[name] for name in ("stop_reason", "stop_sequence") if stop.get(name)}
+    kept: dict[str, Any] = {
+        name: stop[name] for name in ("stop_reason", "stop_sequence") if stop.get(name)
+    }
     if stop.get("stop_reason") == "pause_turn":
         kept[PAUSED] = True
+    container = stop.get("container")
+    if isinstance(container, dict) and isinstance(container.get("id"), str):
+        kept[CONTAINER] = container["id"]
     return kept or None
 
 

@@ -32,11 +32,13 @@ from parley.models.cards import ModelCard
 from parley.models.credentials import APIKeyCredential, Credential
 from parley.models.formatter import Formatter
 from parley.models.parameters import Parameters
-from parley.models.response import ChatResponse
+from parley.models.response import CONTAINER, ChatResponse
 
 if TYPE_CHECKING:
     import httpx2
     from anthropic import AsyncAnthropic
+
+    from parley.messages import Msg
 
 __all__ = ["AnthropicChatModel"]
 
@@ -46,6 +48,19 @@ _MESSAGES_PATH = "/v1/messages"
 
 # A snapshot's date suffix (`claude-haiku-4-5-20251001`): its card is the alias's.
 _SNAPSHOT = re.compile(r"-\d{8}$")
+
+
+def _continued_container(messages: list[Msg]) -> str | None:
+    """The container of the turn a request continues: its last message's, if an answer's.
+
+    A paused turn whose server tools ran code goes on in the same container: the request
+    names it (the `container` parameter), as Anthropic's code execution guide asks.
+    """
+    last = messages[-1] if messages else None
+    if last is None or last.role != "assistant":
+        return None
+    container = last.metadata.get(CONTAINER)
+    return container if isinstance(container, str) else None
 
 
 class AnthropicChatModel(PooledConnections, ChatModel):
@@ -239,6 +254,8 @@ class AnthropicChatModel(PooledConnections, ChatModel):
         )
         if parameters.cache_system or parameters.cache_messages:
             mark_cache(body, parameters)
+        if container := _continued_container(request.messages):
+            body["container"] = container
         return body
 
     # -- calling --------------------------------------------------------------------------

@@ -44,6 +44,10 @@ sends it back unchanged, as Anthropic asks for these blocks."""
 
 Payload = dict[str, Any]
 
+PROVIDER = "anthropic"
+"""`ThinkingBlock.provider` of the blocks Claude made: the only ones whose signatures and raw
+blocks go back."""
+
 
 def tool_input(call: ToolCallBlock) -> dict[str, Any]:
     """A tool call's input as an object: parsed, or repaired from the raw argument text."""
@@ -75,12 +79,16 @@ def _text(block: TextBlock) -> Payload | None:
 
 
 def _thinking(block: ThinkingBlock) -> Payload | None:
+    if block.provider not in (None, PROVIDER):
+        # Another provider's reasoning: its signature would fail Claude's check (a 400), and
+        # Claude takes no unsigned thinking. Dropped.
+        return None
     raw = (block.extra or {}).get(RAW_BLOCK)
     if isinstance(raw, dict):
         return raw
     if block.signature:
         return {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
-    # Unsigned reasoning (another provider's) is refused by Claude: dropped.
+    # Unsigned reasoning is refused by Claude: dropped.
     return None
 
 
@@ -112,21 +120,62 @@ def _tool_result(result: ToolResultBlock) -> Payload:
     return entry
 
 
+_SERVER_CALLS = frozenset({"server_tool_use", "mcp_tool_use"})
+"""Calls Anthropic's side runs; each is answered by a block naming it in `tool_use_id`."""
+
+
+def _add(turns: list[tuple[str, list[Payload]]], role: str, blocks: list[Payload]) -> None:
+    """Add a message's blocks: a turn of their own, or the previous one's if of the same role."""
+    if not blocks:
+        return
+    if turns and turns[-1][0] == role:
+        turns[-1][1].extend(blocks)
+    else:
+        turns.append((role, blocks))
+
+
+def _settled(turns: list[tuple[str, list[Payload]]]) -> list[tuple[str, list[Payload]]]:
+    """The turns with server tool calls left unanswered dropped where others follow them.
+
+    A server tool's result follows its call in the same assistant turn. A turn that ended
+    before it came (paused at `max_iters`, cancelled) may be sent back last, which continues
+    it; followed by another message, the API refuses it (400, a call "without a
+    corresponding result"), so the calls without results are dropped from it. Not when the
+    turn also calls client tools: the API runs its server tools once their results are sent
+    (Anthropic's server tools guide).
+    """
+    out: list[tuple[str, list[Payload]]] = []
+    last = len(turns) - 1
+    for position, (role, blocks) in enumerate(turns):
+        followed = role == "assistant" and position < last
+        _add(out, role, _answered(blocks) if followed else blocks)
+    return out
+
+
+def _answered(blocks: list[Payload]) -> list[Payload]:
+    if any(block.get("type") == "tool_use" for block in blocks):
+        return blocks
+    answered = {block.get("tool_use_id") for block in blocks}
+    return [b for b in blocks if b.get("type") not in _SERVER_CALLS or b.get("id") in answered]
+
+
 class AnthropicChatFormatter(Formatter):
     """Messages to Messages API `messages` (leading system messages first, see the module).
 
     - Consecutive messages of one role are merged into one turn; messages left empty (an
-      empty text, unsigned thinking) are dropped, as the API refuses empty content.
+      empty text, unsigned thinking) are dropped, as the API refuses empty content. A server
+      tool call without its result (a paused or cancelled turn's last) is dropped when a
+      message follows its turn (see `_settled`).
     - User turns: text, images (`image` blocks: URL, base64 or a local file read and
       inlined) and files (`document` blocks: PDFs by URL, base64 or file; text files
       inline).
     - Tool results (`tool` messages) go in the next user turn as `tool_result` blocks, ahead
       of its text, as the API requires; a tool's text and media become the result's content.
     - Assistant turns: text, `tool_use` blocks, thinking blocks with their signature (the API
-      checks it; unsigned thinking is dropped), and the blocks kept raw in
-      `ThinkingBlock.extra["anthropic_block"]` (redacted thinking, server tool blocks) as
-      they came. Media in an assistant turn are refused (API version 2026-10-21 answers 400
-      to a document there).
+      checks it; unsigned thinking, and thinking another provider made, are dropped), and
+      the blocks kept raw in `ThinkingBlock.extra["anthropic_block"]` (redacted thinking,
+      server tool blocks) as they came. Media in an assistant turn are refused (API version
+      2026-10-21 answers 400 to a document there).
     - A system message after the first other message is sent in place as a `system` turn
       when `mid_conversation_system` is set (Claude Opus 4.8 and later take these: Anthropic's
       "mid-conversation system messages" guide); otherwise it goes in a user turn, wrapped in
@@ -147,13 +196,8 @@ class AnthropicChatFormatter(Formatter):
         for msg in msgs:
             role, blocks = self._turn(msg, leading)
             leading = leading and role == "system"
-            if not blocks:
-                continue
-            if turns and turns[-1][0] == role:
-                turns[-1][1].extend(blocks)
-            else:
-                turns.append((role, blocks))
-        return [{"role": role, "content": blocks} for role, blocks in turns]
+            _add(turns, role, blocks)
+        return [{"role": role, "content": blocks} for role, blocks in _settled(turns)]
 
     def _turn(self, msg: Msg, leading: bool) -> tuple[str, list[Payload]]:
         if msg.role == "system":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -60,6 +61,20 @@ def tool_fields(request: ChatRequest) -> dict[str, Any]:
     return fields
 
 
+_GENERATION = re.compile(r"gemini-(\d+)")
+
+
+def requires_signatures(model: str) -> bool:
+    """Whether the model refuses a function call without a thought signature: Gemini 3 on.
+
+    Google's thought-signatures guide: Gemini 3 models answer 400 to a history whose model
+    turns call functions without the signature they came with, as a turn another model
+    wrote does; earlier models do not check.
+    """
+    found = _GENERATION.search(model)
+    return found is not None and int(found.group(1)) >= 3
+
+
 class GeminiChatModel(PooledConnections, ChatModel):
     """A Gemini model, through the official `google-genai` SDK.
 
@@ -99,8 +114,14 @@ class GeminiChatModel(PooledConnections, ChatModel):
     # -- the request ----------------------------------------------------------------------
 
     def default_formatter(self) -> Formatter:
-        """The formatter used when none was given."""
-        return GeminiChatFormatter()
+        """The formatter used when none was given (signatures filled in for Gemini 3)."""
+        return GeminiChatFormatter(fill_missing_signatures=requires_signatures(self.model))
+
+    def multi_agent_formatter(self, self_name: str) -> Formatter | None:
+        """The multi-agent formatter, on this model's own formatter (see `default_formatter`)."""
+        if self.formatter is None:
+            return GeminiMultiAgentFormatter(self_name, self.default_formatter())
+        return super().multi_agent_formatter(self_name)
 
     def request_body(self, request: ChatRequest) -> dict[str, Any]:
         """The JSON body of a `generateContent` request."""

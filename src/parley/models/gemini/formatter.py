@@ -14,6 +14,11 @@ empty text part at the end of a stream). parley keeps them on thinking blocks:
   just before it (`extra={"gemini_part_signature": ...}`, most often with no thinking text),
   and is put back on the part that follows when the turn is sent again.
 
+Thinking another provider made (`ThinkingBlock.provider`) is not sent: its signature is
+no thought signature. A model turn another model wrote has no signatures of Gemini's, which
+Gemini 3 requires on function calls: `fill_missing_signatures` (on for Gemini 3 models)
+gives its first call Google's documented placeholder, `skip_thought_signature_validator`.
+
 Signed parts are never merged with others, as Google's guide asks. A streamed thought run
 (several thought parts, the last one signed) comes back as one thought part with the run's
 text and signature: parley's accumulator joins a run into one thinking block.
@@ -56,6 +61,9 @@ __all__ = [
 
 PART_SIGNATURE = "gemini_part_signature"
 """The `ThinkingBlock.extra` key holding the thought signature of the part that follows."""
+
+PROVIDER = "gemini"
+"""`ThinkingBlock.provider` of the blocks Gemini made: the only ones whose signatures go back."""
 
 _MEDIA = (ImageBlock, AudioBlock, VideoBlock, FileBlock)
 _MADE_ID = re.compile(r"call_[0-9a-f]{32}")
@@ -102,6 +110,10 @@ class _Turn:
         self.parts.append(part)
 
     def thinking(self, block: ThinkingBlock) -> None:
+        if block.provider not in (None, PROVIDER):
+            # Another provider's reasoning: its signature is no thought signature (Gemini
+            # answers 400), and a thought part without one is Gemini's own to write. Dropped.
+            return
         if block.thinking or block.signature:
             # Thought text, or an empty thought part that carries the run's signature.
             part: dict[str, Any] = {"text": block.thinking, "thought": True}
