@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
@@ -97,24 +98,27 @@ def worker_uid() -> int:
     return SANDBOX_USER if drops_root() else os.getuid()
 
 
-def _worker_limits(limits: SandboxLimits) -> dict[str, Any]:
+def _worker_limits(limits: SandboxLimits, uid: int) -> dict[str, Any]:
     values = limits.to_json()
     if sys.platform.startswith("linux"):
-        values["processes"] = _user_tasks(worker_uid()) + limits.processes
+        values["processes"] = _user_tasks(uid) + limits.processes
     return values
 
 
-def worker_config(mode: SandboxMode, work_dir: Path, limits: SandboxLimits) -> dict[str, Any]:
-    """The worker's first message: its limits and how it confines itself."""
+def worker_config(
+    mode: SandboxMode, work_dir: Path, limits: SandboxLimits, uid: int | None = None
+) -> dict[str, Any]:
+    """The worker's first message: its limits and how it confines itself (as `uid`)."""
     weak = mode != "bwrap"
     kernel = kernel_confinement()  # Landlock and seccomp: without them, the strict guard
+    uid = worker_uid() if uid is None else uid
     return {
-        "limits": _worker_limits(limits),
+        "limits": _worker_limits(limits, uid),
         "guard": {**_GUARDS[mode], "strict": weak and not kernel},
         # A weak mode's worker reaches a Python and a work directory `nobody` may not (under
         # /root, a private workspace) through CAP_DAC_READ_SEARCH, bounded by Landlock;
         # bubblewrap binds them where anyone may look.
-        "identity": [SANDBOX_USER, SANDBOX_USER, weak] if drops_root() else None,
+        "identity": [uid, uid, weak] if drops_root() else None,
         "read": [*read_paths(), *device_paths(), "/proc/self"],
         "landlock": {
             "read": [*read_paths(), "/proc/self"],
@@ -123,13 +127,15 @@ def worker_config(mode: SandboxMode, work_dir: Path, limits: SandboxLimits) -> d
         }
         if weak and kernel
         else None,
-        "seccomp": {"processes": weak, "sockets": weak} if kernel else None,
+        # Without an IPC namespace (rlimits) System V IPC would join sessions.
+        "seccomp": {"processes": weak, "sockets": weak, "ipc": mode == "rlimits"}
+        if kernel
+        else None,
     }
 
 
-def _own(work_dir: Path) -> None:
+def _own(work_dir: Path, uid: int) -> None:
     """Give the work directory (and the worker's scratch folder) to the worker's user."""
-    uid = worker_uid()
     if uid == os.getuid():
         return
     os.chown(work_dir, uid, uid)
@@ -155,7 +161,8 @@ def describe_exit(code: int | None, mode: SandboxMode, limits: SandboxLimits) ->
     """Why the worker ended, from its exit status (bubblewrap reports 128 + signal)."""
     if code is None:
         return "it stopped answering"
-    number = -code if code < 0 else code - 128 if mode == "bwrap" and code > 128 else 0
+    # bubblewrap and the PID namespace's init under unshare report 128 + the signal.
+    number = -code if code < 0 else code - 128 if mode != "rlimits" and code > 128 else 0
     if number == signal.SIGXCPU:
         return f"it used more than its CPU time limit ({limits.cpu_time} s per call)"
     if number == signal.SIGKILL:
@@ -172,23 +179,35 @@ class WorkerProcess:
         mode: The sandbox mode to run it in.
         work_dir: Its work directory (made if missing).
         limits: Its resource limits.
+        uid: The uid it runs as when parley is root (default: `worker_uid()`).
+        launch: Wraps its command (to start it in its session's cgroup).
 
     Raises:
         WorkerGoneError: It failed to start; the reason includes its error output.
     """
 
-    def __init__(self, mode: SandboxMode, work_dir: Path, limits: SandboxLimits) -> None:
+    def __init__(
+        self,
+        mode: SandboxMode,
+        work_dir: Path,
+        limits: SandboxLimits,
+        *,
+        uid: int | None = None,
+        launch: Callable[[list[str]], list[str]] | None = None,
+    ) -> None:
         self.mode = mode
         self.limits = limits
         # kill() and log_tail() may run on two threads at once (a thread deleted mid-call).
         self._lock = threading.Lock()
         work_dir.mkdir(parents=True, exist_ok=True)
-        _own(work_dir)
+        uid = worker_uid() if uid is None else uid
+        _own(work_dir, uid)
         argv = [sys.executable, "-I", "-B", str(WORKER_SCRIPT)]
+        command = sandbox_command(mode, work_dir, argv)
         # The worker's own error output; closed with the process (see _release).
         self._log: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115
         try:
-            self._proc = _spawn(sandbox_command(mode, work_dir, argv), work_dir, self._log)
+            self._proc = _spawn(launch(command) if launch else command, work_dir, self._log)
         except OSError as exc:
             self._log.close()
             raise WorkerGoneError(f"it could not be started: {exc}") from exc
@@ -196,7 +215,7 @@ class WorkerProcess:
         self._reader = threading.Thread(target=self._read, name="parley-ci-reader", daemon=True)
         self._reader.start()
         try:
-            ready = self._exchange(worker_config(mode, work_dir, limits), _STARTUP_SECONDS)
+            ready = self._exchange(worker_config(mode, work_dir, limits, uid), _STARTUP_SECONDS)
         except WorkerTimeoutError:
             raise WorkerGoneError("it did not start in time") from None
         self.layers: dict[str, Any] = dict(ready.get("layers") or {})
@@ -239,14 +258,17 @@ class WorkerProcess:
         reply: dict[str, Any] = json.loads(line)
         return reply
 
-    def request(self, code: str, timeout: float) -> dict[str, Any]:
-        """Run a cell and return the worker's reply.
+    def request(self, code: str, timeout: float, *, file_size: int | None = None) -> dict[str, Any]:
+        """Run a cell and return the worker's reply; `file_size`: its soft RLIMIT_FSIZE.
 
         Raises:
             WorkerTimeoutError: No reply within `timeout` seconds; the worker was killed.
             WorkerGoneError: The worker ended while running it.
         """
-        return self._exchange({"code": code, "cpu_time": self.limits.cpu_time}, timeout)
+        message: dict[str, Any] = {"code": code, "cpu_time": self.limits.cpu_time}
+        if file_size is not None:
+            message["file_size"] = file_size
+        return self._exchange(message, timeout)
 
     def _gone(self) -> WorkerGoneError:
         try:

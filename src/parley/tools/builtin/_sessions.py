@@ -23,6 +23,7 @@ from pathlib import Path
 from parley.errors import ConfigurationError
 from parley.messages import ImageBlock, OutputBlock, TextBlock
 from parley.tools.base import ToolOutput
+from parley.tools.builtin._limits import Cell, Enforcement, SessionBox, SessionLimitError
 from parley.tools.builtin._process import WorkerGoneError, WorkerProcess, WorkerTimeoutError
 from parley.tools.builtin.sandbox import SandboxLimits, SandboxMode
 
@@ -96,12 +97,16 @@ class Session:
         work_dir: Its directory.
         mode: The sandbox mode its worker runs in.
         lost: Why an earlier worker of this conversation was stopped, if one was.
+        box: Its limits as a session (uid, cgroup, watch: `_limits`).
     """
 
-    def __init__(self, key: str, work_dir: Path, mode: SandboxMode, lost: str | None) -> None:
+    def __init__(
+        self, key: str, work_dir: Path, mode: SandboxMode, lost: str | None, box: SessionBox
+    ) -> None:
         self.key = key
         self.work_dir = work_dir
         self.mode = mode
+        self.box = box
         self.lock = threading.Lock()
         self.worker: WorkerProcess | None = None
         self.lost = lost
@@ -136,32 +141,56 @@ class Session:
         self, code: str, limits: SandboxLimits, make_room: Callable[[Session], str | None]
     ) -> Execution:
         if self.worker is not None and not self.worker.alive:
-            self._drop("it exited")
+            self._drop(self.box.take_stop_reason() or "it exited")
         notice = None
         if self.worker is None:
             refusal = make_room(self)
             if refusal:
                 return Execution(error=refusal, sandbox=self.mode)
             try:
-                self.worker = WorkerProcess(self.mode, self.work_dir, limits)
-            except WorkerGoneError as exc:
+                self.box.prepare(limits)
+                self.worker = WorkerProcess(
+                    self.mode, self.work_dir, limits, uid=self.box.uid, launch=self.box.command
+                )
+            except (WorkerGoneError, SessionLimitError) as exc:
                 error = f"The interpreter failed to start: {exc.reason}"
                 return Execution(error=error, sandbox=self.mode)
+            self.box.started(self.worker, limits)
             notice = _restart_notice(self.lost) if self.lost else None
             self.lost = None
-        return self._request(self.worker, code, limits, notice)
+        with self.box.cell(limits) as cell:
+            execution = self._request(self.worker, code, limits, notice, cell.file_size)
+        return self._limited(execution, cell)
+
+    def _limited(self, execution: Execution, cell: Cell) -> Execution:
+        """The call as the session's limits left it: stopped by the watch, or over quota."""
+        if cell.stopped and self.worker is None:  # the watch, not the code, ended the worker
+            self.box.take_stop_reason()
+            self.lost = cell.stopped
+            execution.error = (
+                f"Stopped: {cell.stopped}. The interpreter's state is lost (files remain)."
+            )
+        if cell.note:
+            execution.notice = f"{execution.notice}\n{cell.note}" if execution.notice else cell.note
+        return execution
 
     def _drop(self, reason: str) -> None:
         if self.worker is not None:
             self.worker.kill()
+        self.box.worker_ended()
         self.worker = None
         self.lost = reason
 
     def _request(
-        self, worker: WorkerProcess, code: str, limits: SandboxLimits, notice: str | None
+        self,
+        worker: WorkerProcess,
+        code: str,
+        limits: SandboxLimits,
+        notice: str | None,
+        file_size: int | None,
     ) -> Execution:
         try:
-            reply = worker.request(code, limits.wall_time)
+            reply = worker.request(code, limits.wall_time, file_size=file_size)
         except WorkerTimeoutError:
             self._drop("the previous call ran past its time limit")
             error = (
@@ -196,6 +225,7 @@ class Session:
                 self.worker.close()
                 self.worker = None
                 self.lost = reason
+            self.box.close()
             self.removed = True
             return True
         finally:
@@ -209,6 +239,7 @@ class Session:
             worker.kill()  # a running call sees its worker gone and returns
         with self.lock:
             self.worker = None
+            self.box.close()
             self.removed = True
 
     def close(self) -> None:
@@ -217,6 +248,7 @@ class Session:
             if self.worker is not None:
                 self.worker.close()
             self.worker = None
+            self.box.close()
             self.removed = True
 
 
@@ -227,9 +259,17 @@ class SessionPool:
         mode: The sandbox mode of its workers.
         idle_timeout: Seconds after its last call that a session's worker is stopped.
         max_sessions: Workers alive at once; starting one more stops the least recently used.
+        enforcement: How sessions are held to their limits (default: `Enforcement()`); the
+            pool closes it with itself.
     """
 
-    def __init__(self, mode: SandboxMode, idle_timeout: float, max_sessions: int) -> None:
+    def __init__(
+        self,
+        mode: SandboxMode,
+        idle_timeout: float,
+        max_sessions: int,
+        enforcement: Enforcement | None = None,
+    ) -> None:
         if idle_timeout <= 0 or max_sessions < 1:
             raise ConfigurationError(
                 "code_interpreter: idle_timeout must be > 0 and max_sessions >= 1, got "
@@ -243,6 +283,7 @@ class SessionPool:
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
         self._closed = False
+        self.enforcement = enforcement if enforcement is not None else Enforcement()
 
     def run(self, key: str, work_dir: Path, code: str, limits: SandboxLimits) -> Execution:
         """Run a cell in the session of `key` (made if needed), blocking until it is done."""
@@ -259,7 +300,8 @@ class SessionPool:
                 raise ConfigurationError("this code interpreter was closed")
             found = self._sessions.get(key)
             if found is None:
-                found = Session(key, work_dir, self.mode, self._lost.pop(key, None))
+                box = self.enforcement.open(key, work_dir)
+                found = Session(key, work_dir, self.mode, self._lost.pop(key, None), box)
                 self._sessions[key] = found
             self._sessions.move_to_end(key)
             return found
@@ -347,3 +389,4 @@ class SessionPool:
             timer.cancel()
         for session in sessions:
             session.close()
+        self.enforcement.close()

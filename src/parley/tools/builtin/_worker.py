@@ -12,9 +12,9 @@ and child processes is captured too and can never corrupt the protocol.
     -> {"limits": {...}, "guard": {"writes": bool, "network": bool, "processes": bool,
         "strict": bool}, "identity": [uid, gid, keep_read_search] | null,
         "read": [...], "landlock": {"read": [...], "write": [...], "devices": [...]} | null,
-        "seccomp": {"processes": bool, "sockets": bool} | null}
+        "seccomp": {"processes": bool, "sockets": bool, "ipc": bool} | null}
     <- {"ready": true, "pid": ..., "layers": {"uid": ..., "landlock": abi, "seccomp": bool}}
-    -> {"code": "...", "cpu_time": 30}
+    -> {"code": "...", "cpu_time": 30, "file_size": bytes | absent}
     <- {"stdout": ..., "stderr": ..., "error": ..., "result": ..., "images": [...],
         "files": [...]}
 """
@@ -75,6 +75,19 @@ def budget_cpu(seconds: int) -> None:
     if hard != resource.RLIM_INFINITY:
         soft = min(soft, hard)
     resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+
+
+def budget_file_size(size: int | None) -> None:
+    """Let this call write files up to `size` bytes (what remains of the disk quota).
+
+    The soft limit only: the hard one stays the per-file cap, and the host's watch, not this,
+    is what holds the quota against code that raises it again.
+    """
+    _soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    soft = hard if size is None else size
+    if hard != resource.RLIM_INFINITY:
+        soft = min(soft, hard)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
 
 
 # -- running a cell ---------------------------------------------------------------------------
@@ -211,6 +224,7 @@ def run_cell(
     root = os.getcwd()
     before = snapshot(root)
     budget_cpu(int(request.get("cpu_time", config["limits"]["cpu_time"])))
+    budget_file_size(request.get("file_size"))
     capture = Capture(config["scratch"], int(config["limits"]["output_chars"]))
     with capture:
         error, result = execute(str(request["code"]), namespace, f"<cell-{number}>")
@@ -284,6 +298,7 @@ def confine(config: dict[str, Any], root: str) -> dict[str, Any]:
             sockets=bool(seccomp["sockets"]),
             signals=bool(seccomp["processes"]),
             truncate=bool(landlock) and abi < 3,
+            ipc=bool(seccomp.get("ipc")),
         )
         layers["seccomp"] = True
     return layers

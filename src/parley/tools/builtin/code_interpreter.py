@@ -25,7 +25,7 @@ import shutil
 import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 from urllib.parse import unquote, urlsplit
 
 from parley._sync import run_sync
@@ -33,8 +33,9 @@ from parley.errors import ConfigurationError
 from parley.models.tools import ToolSpec
 from parley.tools.base import Tool, ToolOutput
 from parley.tools.builtin import _common
-from parley.tools.builtin._process import worker_uid
+from parley.tools.builtin._limits import Backend, Enforcement, check_disk_quota
 from parley.tools.builtin._sessions import Execution, SessionPool
+from parley.tools.builtin._uids import UidRange
 from parley.tools.builtin.sandbox import (
     SandboxLimits,
     SandboxMode,
@@ -71,15 +72,18 @@ def _inside(path: Path, roots: Sequence[Path]) -> bool:
     return any(path == root or path.is_relative_to(root) for root in roots)
 
 
-def _copy_in(files: Sequence[str], work_dir: Path, roots: Sequence[Path]) -> list[str]:
+def _copy_in(
+    files: Sequence[str], work_dir: Path, roots: Sequence[Path], limits: SandboxLimits
+) -> list[str]:
     """Copy local files into the work directory; each one refused, with why.
 
     Only files under the work directory itself (already in reach) or under the configured
     `file_roots` are taken: a caller naming `/etc/passwd` or another thread's file gets a
-    refusal, not a copy.
+    refusal, not a copy; nor is a file that would pass the session's disk quota.
     """
     refused = []
-    uid = worker_uid()
+    # The session's uid owns its directory (`_uids`); a new one's is given it at its start.
+    uid = work_dir.stat().st_uid
     for item in files:
         parts = urlsplit(item)
         if parts.scheme not in ("", "file"):
@@ -92,6 +96,10 @@ def _copy_in(files: Sequence[str], work_dir: Path, roots: Sequence[Path]) -> lis
         elif not path.is_file():
             refused.append(f"{item} (no such file)")
         elif not _inside(path, [work_dir.resolve()]):
+            too_much = check_disk_quota(work_dir, path.stat().st_size, limits)
+            if too_much:
+                refused.append(f"{item} ({too_much})")
+                continue
             target = work_dir / path.name
             shutil.copy2(path, target)
             if uid != os.getuid():
@@ -123,6 +131,24 @@ def _conversation(
     return user_id, session or "default"
 
 
+def _enforcement(cfg: Mapping[str, Any]) -> Enforcement:
+    uids = cfg.get("session_uids", UidRange())
+    if isinstance(uids, Sequence) and not isinstance(uids, str) and len(uids) == 2:
+        uids = UidRange(int(uids[0]), int(uids[1]))
+    if uids is False:
+        uids = None
+    if uids is not None and not isinstance(uids, UidRange):
+        raise ConfigurationError(
+            f"code_interpreter: session_uids must be [first, count] or false, got {uids!r}"
+        )
+    parent = cfg.get("cgroup_parent")
+    return Enforcement(
+        cast("Backend", str(cfg.get("session_limits", "auto"))),  # checked there
+        cgroup_parent=Path(parent) if parent else None,
+        uids=uids,
+    )
+
+
 @register_tool("code_interpreter")
 class CodeInterpreter(Tool):
     """Runs Python in a sandboxed, stateful worker per conversation.
@@ -132,8 +158,12 @@ class CodeInterpreter(Tool):
             `sandbox` (`"auto"`, `"bwrap"`, `"unshare"` or `"rlimits"`), `limits`
             (`SandboxLimits` or a dict of its fields), `timeout` (the wall time per call, as
             Qwen-Agent's), `idle_timeout` (seconds before an idle session's worker is
-            stopped, default 600), `max_sessions` (workers alive at once, default 16) and
-            `file_roots` (folders whose files a call's `files` may copy in; none by default).
+            stopped, default 600), `max_sessions` (workers alive at once, default 16),
+            `file_roots` (folders whose files a call's `files` may copy in; none by default),
+            `session_limits` (how memory and processes are capped per session: `"auto"`,
+            `"cgroup"` or `"watchdog"`; see `_limits`), `cgroup_parent` (a delegated cgroup
+            v2 for the sessions' groups) and `session_uids` (`[first, count]`: the uids
+            sessions run as when parley is root; `false`: all run as `nobody`).
     """
 
     description = (
@@ -156,10 +186,12 @@ class CodeInterpreter(Tool):
         self.workspace = Workspace(given) if given else default_workspace()
         self.root = self.workspace.root
         self.file_roots = [Path(p).resolve() for p in self.cfg.get("file_roots") or ()]
+        self.enforcement = _enforcement(self.cfg)
         self._pool = SessionPool(
             self.sandbox,
             idle_timeout=float(self.cfg.get("idle_timeout", _IDLE_TIMEOUT)),
             max_sessions=int(self.cfg.get("max_sessions", _MAX_SESSIONS)),
+            enforcement=self.enforcement,
         )
         self._finalizer = weakref.finalize(self, self._pool.close)
         logger.info("code_interpreter: sandbox %s", self.sandbox_description)
@@ -181,13 +213,13 @@ class CodeInterpreter(Tool):
 
     @property
     def sandbox_description(self) -> str:
-        """What the code can reach in this interpreter's mode, for logs and people."""
-        return describe_sandbox(self.sandbox)
+        """What the code can reach in this interpreter's mode, and how limits hold."""
+        return f"{describe_sandbox(self.sandbox)}; {self.enforcement.details()}"
 
     @property
     def model_description(self) -> str:
         """The description the model reads, true of the sandbox mode in use."""
-        return f"{_ABOUT} {model_note(self.sandbox)}"
+        return f"{_ABOUT} {model_note(self.sandbox)} {self.enforcement.describe(self.limits)}"
 
     def tool_spec(self) -> ToolSpec:
         """The tool's description for a model, with what its sandbox mode allows."""
@@ -227,7 +259,7 @@ class CodeInterpreter(Tool):
             raise ConfigurationError("this code interpreter was closed")
         user, thread = _conversation(ctx, session, user_id)
         work_dir = self.workspace.session_dir(user, thread)
-        refused = _copy_in(files, work_dir, self.file_roots) if files else []
+        refused = _copy_in(files, work_dir, self.file_roots, self.limits) if files else []
         limits = (
             self.limits
             if timeout is None
