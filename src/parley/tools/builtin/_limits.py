@@ -305,6 +305,7 @@ class SessionBox:
             if used is not None:
                 cell.file_size = min(max(quota - used, _SLACK), limits.file_size_bytes)
                 self.disk_allowed = max(quota, used) + _SLACK
+        watch = self._watch
         with self._lock:
             self._cell = cell
         try:
@@ -312,6 +313,8 @@ class SessionBox:
         finally:
             with self._lock:
                 self._cell = None
+            if watch is not None and cell.stopped is None:
+                self._settle(watch, cell)
             if quota is not None and cell.stopped is None:
                 used = _measure_disk(self.work_dir)
                 if used is not None and used >= quota:
@@ -320,6 +323,15 @@ class SessionBox:
                         f"quota of {size_text(quota)}: writing more fails; delete files to make "
                         "room."
                     )
+
+    def _settle(self, watch: _Watch, cell: Cell) -> None:
+        """The kernel may have killed for memory between the watch's looks: stop it now."""
+        reason = watch.killed_for_memory()
+        if reason is None:
+            return
+        with self._lock:
+            self._stopped = cell.stopped = reason
+        watch.worker.kill()
 
     def worker_ended(self) -> None:
         """The worker is gone: stop watching it (its cgroup and uid stay for the next)."""
@@ -369,16 +381,21 @@ class _Watch(threading.Thread):
                 self.box.stop(self.worker, reason)
                 return
 
-    def _memory_and_tasks(self) -> str | None:
-        group, limits = self.box.group, self.limits
-        memory = size_text(limits.memory_bytes)
-        if group is not None:
-            if group.oom_kills() > self._ooms:
-                return (
-                    "the conversation's processes together used more memory than its limit "
-                    f"({memory}); the kernel killed one of them"
-                )
+    def killed_for_memory(self) -> str | None:
+        """Why the session must stop if the kernel killed one of its processes for memory."""
+        group = self.box.group
+        if group is None or group.oom_kills() <= self._ooms:
             return None
+        return (
+            "the conversation's processes together used more memory than its limit "
+            f"({size_text(self.limits.memory_bytes)}); the kernel killed one of them"
+        )
+
+    def _memory_and_tasks(self) -> str | None:
+        limits = self.limits
+        memory = size_text(limits.memory_bytes)
+        if self.box.group is not None:
+            return self.killed_for_memory()
         now = _usage.Processes.measure(self.worker.pid)
         if now.memory > limits.memory_bytes:
             return (

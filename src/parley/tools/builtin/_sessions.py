@@ -170,6 +170,10 @@ class Session:
             execution.error = (
                 f"Stopped: {cell.stopped}. The interpreter's state is lost (files remain)."
             )
+        elif cell.stopped:  # stopped as the call ended: its result stands, its state does not
+            self._drop(self.box.take_stop_reason() or cell.stopped)
+            note = f"The interpreter was stopped after this call: {cell.stopped}."
+            execution.notice = f"{execution.notice}\n{note}" if execution.notice else note
         if cell.note:
             execution.notice = f"{execution.notice}\n{cell.note}" if execution.notice else cell.note
         return execution

@@ -133,7 +133,9 @@ class SandboxLimits:
 
     def __post_init__(self) -> None:
         sizes = {"memory_bytes": self.memory_bytes, "file_size_bytes": self.file_size_bytes}
-        sizes.update(processes=self.processes, disk_bytes=self.disk_bytes or 1)
+        sizes.update(
+            processes=self.processes, disk_bytes=1 if self.disk_bytes is None else self.disk_bytes
+        )
         wrong = [name for name, value in sizes.items() if value < 1]
         if wrong:
             raise ConfigurationError(
