@@ -376,8 +376,12 @@ class _Watch(threading.Thread):
         looks = 0
         while not self._done.wait(WATCH_INTERVAL) and self.worker.alive:
             looks += 1
-            reason = self._memory_and_tasks() or self._disk(looks)
-            if reason:
+            try:
+                reason = self._memory_and_tasks() or self._disk(looks)
+            except OSError as exc:  # /proc or the cgroup changed under it: look again
+                logger.warning("code_interpreter: the session's watch could not look: %s", exc)
+                continue
+            if reason and not self._done.is_set():
                 self.box.stop(self.worker, reason)
                 return
 

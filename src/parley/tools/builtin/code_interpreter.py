@@ -10,10 +10,11 @@ workspace`), which `storage` and `doc_parser` see too.
 The worker runs under the strongest sandbox this machine offers (see
 `parley.tools.builtin.sandbox`): no network, files only in the work directory, limits on CPU,
 memory, processes, file size and wall time; memory, processes and disk also for the whole
-session, however many processes it runs (`_limits`), and as root a uid per session. A worker that crashed, was killed, or was
-stopped because it sat idle (`idle_timeout`) or more sessions were live (`max_sessions`) is
-started again on the next call, which says that the earlier state is gone. Deleting the
-thread (`end_session`) stops its worker and removes its files.
+session, however many processes it runs (`_limits`), and as root a uid per session. A worker
+that crashed, was killed, or was stopped because it sat idle (`idle_timeout`), more sessions
+were live (`max_sessions`) or the session passed a limit is started again on the next call,
+which says that the earlier state is gone. Deleting the thread (`end_session`) stops its
+worker and removes its files.
 """
 
 from __future__ import annotations
