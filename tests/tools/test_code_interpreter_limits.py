@@ -200,13 +200,16 @@ def test_the_watchdog_stops_a_session_past_its_processes_when_the_uid_is_shared(
     tmp_path: Path,
 ) -> None:
     # Without a uid per session RLIMIT_NPROC counts every session's threads: alice's was set
-    # when bob's 6 threads ran, so once they end she could start 6 more than her 8.
-    limits = SandboxLimits(wall_time=60, cpu_time=30, processes=8, memory_bytes=2048 * MiB)
+    # while bob (of another interpreter, allowed 40) ran 30, so once they end she could start
+    # far more than her 8. The watchdog counts hers alone.
+    mode = require_mode("rlimits")
     cfg = {**limits_cfg("watchdog"), "session_uids": False}
-    with make(require_mode("rlimits"), tmp_path, limits, **cfg) as ci:
-        assert run(ci, HOLD_THREADS.format(count=6), ctx=BOB).error is None
+    many = SandboxLimits(wall_time=60, cpu_time=30, processes=40, memory_bytes=4096 * MiB)
+    few = SandboxLimits(wall_time=60, cpu_time=30, processes=8, memory_bytes=2048 * MiB)
+    with make(mode, tmp_path / "bob", many, **cfg) as bobs, make(mode, tmp_path, few, **cfg) as ci:
+        assert run(bobs, HOLD_THREADS.format(count=30), ctx=BOB).error is None
         assert run(ci, "1").result == "1"
-        assert run(ci, "release.set()\nfor t in held:\n    t.join()", ctx=BOB).error is None
+        assert run(bobs, "release.set()\nfor t in held:\n    t.join()", ctx=BOB).error is None
         stopped = run(
             ci,
             """
@@ -214,7 +217,7 @@ def test_the_watchdog_stops_a_session_past_its_processes_when_the_uid_is_shared(
             threading.stack_size(256 * 1024)
             release, started = threading.Event(), []
             try:
-                while len(started) < 12:
+                while len(started) < 14:
                     thread = threading.Thread(target=release.wait, args=(30,), daemon=True)
                     thread.start()
                     started.append(thread)
