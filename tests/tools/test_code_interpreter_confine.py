@@ -8,6 +8,7 @@ fresh Python process, which then tries what it must refuse and what it must stil
 from __future__ import annotations
 
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -267,12 +268,19 @@ def victim() -> Iterator[subprocess.Popen[bytes]]:
         process.wait()
 
 
+def scheduling_of(pid: int) -> tuple[str, list[str], set[int]]:
+    """A process's limits, priority, nice value, policy and CPUs (what the calls change)."""
+    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    scheduling = [stat[15], stat[16], stat[37], stat[38]]  # priority nice rt_priority policy
+    return Path(f"/proc/{pid}/limits").read_text(), scheduling, os.sched_getaffinity(pid)
+
+
 @pytest.mark.usefixtures("seccomp")
 def test_seccomp_refuses_changing_another_process_and_allows_the_process_itself(
     tmp_path: Path, victim: subprocess.Popen[bytes]
 ) -> None:
     pid = victim.pid
-    before = (Path(f"/proc/{pid}/limits").read_text(), Path(f"/proc/{pid}/stat").read_text())
+    before = scheduling_of(pid)
     out = confined(
         "import struct\n"
         + OTHERS
@@ -312,7 +320,7 @@ def test_seccomp_refuses_changing_another_process_and_allows_the_process_itself(
         ),
         cwd=tmp_path,
     )
-    after = (Path(f"/proc/{pid}/limits").read_text(), Path(f"/proc/{pid}/stat").read_text())
+    after = scheduling_of(pid)
     others = {name: result for name, result in out.items() if not name.startswith("own:")}
     assert others == dict.fromkeys(others, "EPERM")
     assert len(others) == 14
@@ -326,7 +334,7 @@ def test_seccomp_refuses_changing_another_process_and_allows_the_process_itself(
         "own: ioprio": "ok",
         "own: robust list": "ok",
     }
-    assert after == before  # its limits, nice value, policy: all as they were
+    assert after == before  # its limits, nice value, policy, CPUs: all as they were
 
 
 @pytest.mark.usefixtures("seccomp")

@@ -75,23 +75,31 @@ def interpreter(mode: SandboxMode, tmp_path: Path) -> Iterator[CodeInterpreter]:
 
 
 def worker_pid(work_dir: Path) -> int:
-    """The host pid of the Python worker running in `work_dir` (under any sandbox)."""
-    for name in os.listdir("/proc"):
+    """The host pid of the Python worker running in `work_dir` (under any sandbox).
+
+    Where the worker forks the process that runs the code, that child (the deepest match).
+    """
+    found: dict[int, int] = {}  # pid -> parent
+    for name in filter(str.isdigit, os.listdir("/proc")):
         try:
             argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
             if argv[0] == sys.executable.encode() and os.readlink(f"/proc/{name}/cwd") == str(
                 work_dir
             ):
-                return int(name)
-        except (OSError, ValueError):
+                stat = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()
+                found[int(name)] = int(stat[1])
+        except (OSError, ValueError, IndexError):
             continue
-    raise AssertionError(f"no worker runs in {work_dir}")
+    deepest = [pid for pid in found if pid not in found.values()]
+    assert len(deepest) == 1, f"workers in {work_dir}: {found}"
+    return deepest[0]
 
 
-def state_of(pid: int) -> tuple[str, str, set[int]]:
-    """What the attack would change: limits, the stat line (nice, policy), the CPUs."""
-    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1]
-    return Path(f"/proc/{pid}/limits").read_text(), stat, os.sched_getaffinity(pid)
+def state_of(pid: int) -> tuple[str, list[str], set[int]]:
+    """What the attack would change: limits, priority, nice, policy, the CPUs."""
+    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    scheduling = [stat[15], stat[16], stat[37], stat[38]]  # priority nice rt_priority policy
+    return Path(f"/proc/{pid}/limits").read_text(), scheduling, os.sched_getaffinity(pid)
 
 
 def uid_of(ci: CodeInterpreter, ctx: RunContext[None]) -> int:
