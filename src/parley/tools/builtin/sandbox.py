@@ -15,7 +15,9 @@ starts a real worker in each to find out). What the code can do in each:
 ``unshare``
     util-linux's `unshare`: network, IPC, UTS, PID and mount namespaces (a `/proc` of its
     own: the processes of other sessions and of the machine are not there to see or
-    signal), and a user namespace when parley does not run as root. The file system is
+    signal; where a new `/proc` is refused, as in containers that mask parts of theirs,
+    they are listed but out of reach; where no PID namespace can be made, as before), and a
+    user namespace when parley does not run as root. The file system is
     confined by Landlock: readable only under the same paths bubblewrap binds (plus
     `/proc/self`), writable only under the session's directory, whatever the route
     (`dir_fd`, symlinks, links, renames). seccomp refuses starting processes, opening sockets
@@ -63,6 +65,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import subprocess
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -240,17 +243,37 @@ def _bwrap_args(work_dir: Path) -> list[str]:
 # The PID namespace's first process (its init) ignores every signal it has no handler for,
 # the kernel's SIGXCPU at the CPU limit too: a shell is that init, the worker its child.
 _INIT = ["/bin/sh", "-c", '"$@"; exit $?', "sh"]
+# Strongest first: a PID namespace with its own /proc (so a mount namespace) hides every
+# other process; without --mount-proc (a container that masks parts of /proc refuses a new
+# one) other processes are listed but out of reach; without a PID namespace, as before.
+_UNSHARE_SETS = (
+    ["--net", "--ipc", "--uts", "--pid", "--fork", "--kill-child", "--mount-proc"],
+    ["--net", "--ipc", "--uts", "--pid", "--fork", "--kill-child"],
+    ["--net", "--ipc", "--uts"],
+)
 
 
-def _unshare_args() -> list[str]:
-    # A PID namespace (with its own /proc, so a mount namespace) hides every other process;
-    # --kill-child ends it with unshare.
-    namespaces = ["--net", "--ipc", "--uts", "--pid", "--fork", "--kill-child", "--mount-proc"]
+def _unshare_prefix(namespaces: list[str]) -> list[str]:
     if drops_root():
-        return ["unshare", *namespaces, "--", *_INIT]
+        return ["unshare", *namespaces, "--"]
     # Not root: a user namespace first, for the right to make the others; it also drops the
     # capabilities of the initial namespace, so the network namespace cannot be left.
-    return ["unshare", "--user", "--map-root-user", *namespaces, "--", *_INIT]
+    return ["unshare", "--user", "--map-root-user", *namespaces, "--"]
+
+
+@functools.cache
+def _unshare_args() -> list[str]:
+    """The strongest set of namespaces `unshare` makes on this machine (tried once)."""
+    for namespaces in _UNSHARE_SETS[:-1]:
+        command = [*_unshare_prefix(namespaces), "/bin/true"]
+        try:
+            done = subprocess.run(command, capture_output=True, timeout=10, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if done.returncode == 0:
+            return [*_unshare_prefix(namespaces), *_INIT]
+        logger.info("unshare %s: %s", " ".join(namespaces), done.stderr.decode().strip())
+    return _unshare_prefix(_UNSHARE_SETS[-1])
 
 
 def sandbox_command(mode: SandboxMode, work_dir: Path, argv: list[str]) -> list[str]:
