@@ -211,8 +211,9 @@ class Enforcement:
             f"Limits: {together}, and {memory} per process (past it, MemoryError); "
             f"{limits.processes} processes and threads; {disk}"
             f"{size_text(limits.file_size_bytes)} per file; {limits.cpu_time} s of CPU and "
-            f"{limits.wall_time:g} s per call. A call that goes past a limit for the whole "
-            "conversation is stopped and its variables are lost (files stay)."
+            f"{limits.wall_time:g} s per call. A call that goes past its time or a limit for "
+            "the whole conversation is stopped, with the output it had printed; its variables "
+            "are lost (files stay)."
         )
 
     def details(self) -> str:

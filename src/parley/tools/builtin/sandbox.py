@@ -336,7 +336,10 @@ def describe_sandbox(mode: SandboxMode) -> str:
             "conversation's directory, network, processes and ctypes; native code could get "
             "past it: do not run untrusted code"
         )
-    isolation = "network namespace" if mode == "unshare" else "no namespaces"
+    isolation = "no namespaces"
+    if mode == "unshare":
+        pid = " and PID" if "--pid" in _unshare_args() else ""
+        isolation = f"network, IPC{pid} namespaces"
     return (
         f"{mode} ({isolation}, Landlock, seccomp): the code reads only the Python "
         "installation and its conversation's directory, writes only there; no network; "
