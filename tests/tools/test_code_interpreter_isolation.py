@@ -24,7 +24,7 @@ import pytest
 
 from parley.tools import RunContext
 from parley.tools.builtin import CodeInterpreter
-from parley.tools.builtin._uids import UidRange
+from parley.tools.builtin._uids import DEFAULT_LOCK_DIR, UidRange
 from parley.tools.builtin.sandbox import SANDBOX_USER, SandboxMode, drops_root
 from tests._requires import unavailable
 from tests.tools._sandbox_modes import ALL_MODES, make, require_mode
@@ -229,3 +229,42 @@ def test_a_session_whose_uid_runs_a_process_moves_to_a_free_one_with_its_files(
     assert (work_dir / "link").lstat().st_uid == moved  # the link itself, never its target
     assert host.stat().st_uid == 0
     assert host.read_text() == "the host's"
+
+
+HOLD_LOCK = """
+import fcntl, os, time
+fd = os.open({path!r}, os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("locked", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_uids_lock_file_lives_as_long_as_its_session(tmp_path: Path) -> None:
+    require_root()
+    first, size = small_range(3)
+    lock = {uid: DEFAULT_LOCK_DIR / str(uid) for uid in range(first, first + size)}
+    DEFAULT_LOCK_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+    lock[first].touch()  # left by a parley that was killed: no process holds it
+    holder = subprocess.Popen(  # another parley process's live session holds this one
+        [sys.executable, "-c", HOLD_LOCK.format(path=str(lock[first + 1]))],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline() == b"locked\n"
+        with make(require_mode("rlimits"), tmp_path / "ws", session_uids=[first, size]) as ci:
+            assert not lock[first].exists()  # removed as the interpreter started
+            alice, bob = uid_of(ci, ALICE), uid_of(ci, BOB)
+            assert {alice, bob} == {first, first + 2}  # the held uid is passed over
+            assert lock[alice].exists()
+            assert lock[bob].exists()
+            asyncio.run(ci.end_session("alice", "notes"))
+            assert not lock[alice].exists()
+            assert lock[bob].exists()
+        assert not lock[bob].exists()
+        assert lock[first + 1].exists()  # another process's, held: left alone
+    finally:
+        holder.kill()
+        holder.communicate()
+        lock[first + 1].unlink(missing_ok=True)
