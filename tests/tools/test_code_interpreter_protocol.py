@@ -217,6 +217,12 @@ def test_parley_holds_the_process_that_runs_the_code(mode: SandboxMode, tmp_path
         assert int(status["NSpid"].split()[-1]) == inner
         assert int(status["Uid"].split()[0]) == uid
         assert pid in worker_process.session_processes(worker.pid)
+        # The kernel's out-of-memory killer takes the code's process before the supervisor
+        # (which then reports the cell's output); the supervisor's score is parley's.
+        supervisor = int(status["PPid"])
+        assert Path(f"/proc/{pid}/oom_score_adj").read_text() == "1000\n"
+        own = Path("/proc/self/oom_score_adj").read_text()
+        assert Path(f"/proc/{supervisor}/oom_score_adj").read_text() == own
     finally:
         worker.kill()
 

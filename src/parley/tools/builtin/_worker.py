@@ -297,11 +297,11 @@ class OomScore:
     """
 
     def __init__(self) -> None:
-        try:
-            self.fd: int | None = os.open("/proc/self/oom_score_adj", os.O_RDWR | os.O_CLOEXEC)
-            self.own = os.read(self.fd, 32).strip() or b"0"
-        except OSError:
-            self.fd = None
+        self.fd: int | None = None
+        self.own = b"0"
+        with contextlib.suppress(OSError):
+            self.fd = os.open("/proc/self/oom_score_adj", os.O_RDWR | os.O_CLOEXEC)
+            self.own = os.read(self.fd, 32).strip() or self.own
 
     def set(self, value: bytes) -> None:
         """Write a score (nothing where the kernel refuses it)."""
