@@ -7,6 +7,8 @@ kernels CI runs on offer user namespaces, Landlock and seccomp).
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,3 +42,13 @@ def require_mode(name: SandboxMode, *, kernel: bool = False) -> SandboxMode:
 def make(mode: str, work_dir: Path, limits: SandboxLimits = LIMITS, **cfg: Any) -> CodeInterpreter:
     """An interpreter in `mode` whose workspace is `work_dir`."""
     return CodeInterpreter({"sandbox": mode, "work_dir": str(work_dir), "limits": limits, **cfg})
+
+
+def wait_until(condition: Callable[[], bool], what: str) -> None:
+    """Wait (up to 20 s) for what the code under test does on its own; no timing asserted."""
+    done = threading.Event()
+    for _ in range(1000):
+        if condition():
+            return
+        done.wait(0.02)
+    raise AssertionError(f"never happened: {what}")

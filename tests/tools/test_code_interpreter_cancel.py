@@ -142,6 +142,20 @@ async def test_a_call_cancelled_before_its_turn_does_not_run(ci: CodeInterpreter
     let_go(ci, folder)
 
 
+def test_a_cell_past_its_wall_time_returns_the_output_it_made(ci: CodeInterpreter) -> None:
+    # The REPL child is killed first, so its supervisor can still report what it printed.
+    run = ci.run_code(
+        "import time\nprint('before the wait', flush=True)\ntime.sleep(60)", ctx=CTX, timeout=3
+    )
+    assert run.error is not None
+    assert run.error.startswith("Timeout: the code ran for more than 3 seconds")
+    assert run.stdout == "before the wait\n"
+    again = ci.run_code("print('again')", ctx=CTX)
+    assert again.stdout == "again\n"
+    assert again.notice is not None
+    assert "ran past its time limit" in again.notice
+
+
 # -- the agent loop ---------------------------------------------------------------------------
 
 

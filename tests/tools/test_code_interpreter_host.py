@@ -11,6 +11,7 @@ and file keep their owner, mode and contents, and that each call gets a clear re
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import os
 import textwrap
@@ -22,7 +23,6 @@ import pytest
 
 from parley.tools import RunContext
 from parley.tools.builtin import CodeInterpreter
-from parley.tools.builtin._process import worker_uid
 from parley.tools.builtin.sandbox import SandboxMode
 from parley.tools.builtin.storage import Storage
 from tests.tools._sandbox_modes import ALL_MODES, make, require_mode
@@ -128,14 +128,37 @@ def test_a_link_planted_where_a_file_is_copied_in_is_replaced_not_followed(
     assert planted.error is None, planted.error
     before = host.fingerprint()
     data = tmp_path / "shared" / "data.txt"
-    run = ci.run_code("open('data.txt').read()", ctx=CTX, files=[data.as_uri()])
+    run = ci.run_code(
+        "import os\nopen('data.txt').read(), os.getuid()", ctx=CTX, files=[data.as_uri()]
+    )
     assert run.error is None, run.error
-    assert run.result == "'payload'"
+    assert run.result is not None
+    text, uid = ast.literal_eval(run.result)
+    assert text == "payload"
     assert run.notice is None  # nothing refused
     assert host.fingerprint() == before
     copied = ci.work_dir("t", "alice") / "data.txt"
     assert not copied.is_symlink()
-    assert copied.stat().st_uid == worker_uid()
+    assert copied.stat().st_uid == uid  # the session's own user (its directory's owner)
+
+
+def test_a_file_copied_in_before_the_first_worker_is_the_sessions_own(
+    ci: CodeInterpreter, tmp_path: Path
+) -> None:
+    # Copied while the new directory is still parley's (root's), then given, with the
+    # directory, to the uid the session's first worker runs as: the code may change it.
+    data = tmp_path / "shared" / "data.txt"
+    run = ci.run_code(
+        "import os\nopen('data.txt', 'a').write('!')\nopen('data.txt').read(), os.getuid()",
+        ctx=CTX,
+        files=[data.as_uri()],
+    )
+    assert run.error is None, run.error
+    assert run.result is not None
+    text, uid = ast.literal_eval(run.result)
+    assert text == "payload!"
+    work_dir = ci.work_dir("t", "alice")
+    assert (work_dir / "data.txt").stat().st_uid == work_dir.stat().st_uid == uid
 
 
 def test_a_folder_where_a_file_is_copied_in_is_a_clear_refusal(

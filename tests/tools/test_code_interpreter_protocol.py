@@ -15,7 +15,6 @@ import json
 import os
 import sys
 import textwrap
-import threading
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +25,7 @@ from parley.tools import RunContext
 from parley.tools.builtin import CodeInterpreter, SandboxLimits
 from parley.tools.builtin import _process as worker_process
 from parley.tools.builtin.sandbox import SandboxMode
-from tests.tools._sandbox_modes import ALL_MODES, make, require_mode
+from tests.tools._sandbox_modes import ALL_MODES, make, require_mode, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -43,16 +42,6 @@ def mode(request: pytest.FixtureRequest) -> SandboxMode:
 def ci(mode: SandboxMode, tmp_path: Path) -> Iterator[CodeInterpreter]:
     with make(mode, tmp_path / "ws") as interpreter:
         yield interpreter
-
-
-def wait_until(condition: object, what: str) -> None:
-    """Wait (bounded) for something the code does on its own; no timing is asserted."""
-    done = threading.Event()
-    for _ in range(1000):
-        if callable(condition) and condition():
-            return
-        done.wait(0.02)
-    raise AssertionError(f"never happened: {what}")
 
 
 def own_pipes() -> set[str]:
@@ -202,6 +191,40 @@ def test_the_supervisor_is_out_of_the_codes_reach(ci: CodeInterpreter) -> None:
     )
     assert run.error is None, run.error
     assert run.stdout == "reached: []\n"
+
+
+def pid_behind(pidfd: int) -> int:
+    """The process a pidfd names, in this process's PID namespace (its fdinfo says)."""
+    for line in Path(f"/proc/self/fdinfo/{pidfd}").read_text().splitlines():
+        if line.startswith("Pid:"):
+            return int(line.split()[1])
+    raise AssertionError("not a pidfd")
+
+
+def test_parley_holds_the_process_that_runs_the_code(mode: SandboxMode, tmp_path: Path) -> None:
+    # Under bubblewrap and unshare's PID namespace the supervisor names its child by a pid
+    # of that namespace (3), which on the host is another process (a kernel thread here):
+    # the child parley signals on a timeout, a cancel or a limit must be the code's own.
+    worker = worker_process.WorkerProcess(mode, tmp_path, SandboxLimits())
+    try:
+        reply = worker.request("import os\nos.getpid(), os.getuid()", 30)
+        inner, uid = ast.literal_eval(reply.result or "")
+        assert worker._child is not None
+        pid = pid_behind(worker._child)
+        status = dict(
+            line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+        )
+        assert int(status["NSpid"].split()[-1]) == inner
+        assert int(status["Uid"].split()[0]) == uid
+        assert pid in worker_process.session_processes(worker.pid)
+        # The kernel's out-of-memory killer takes the code's process before the supervisor
+        # (which then reports the cell's output); the supervisor's score is parley's.
+        supervisor = int(status["PPid"])
+        assert Path(f"/proc/{pid}/oom_score_adj").read_text() == "1000\n"
+        own = Path("/proc/self/oom_score_adj").read_text()
+        assert Path(f"/proc/{supervisor}/oom_score_adj").read_text() == own
+    finally:
+        worker.kill()
 
 
 # -- a supervisor that misbehaves -----------------------------------------------------------

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,7 +20,7 @@ from parley.tools import RunContext
 from parley.tools.builtin import CodeInterpreter
 from parley.tools.builtin.sandbox import SandboxMode
 from parley.tools.workspace import Workspace
-from tests.tools._sandbox_modes import ALL_MODES, make, require_mode
+from tests.tools._sandbox_modes import ALL_MODES, make, require_mode, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -44,16 +44,6 @@ BLOCKING = (
 def ci(tmp_path: Path) -> Iterator[CodeInterpreter]:
     with make(require_mode("rlimits"), tmp_path / "ws") as interpreter:
         yield interpreter
-
-
-def wait_until(condition: Callable[[], bool], what: str) -> None:
-    """Wait for something the code under test does on its own (bounded; no timing asserted)."""
-    done = threading.Event()
-    for _ in range(1000):
-        if condition():
-            return
-        done.wait(0.02)
-    raise AssertionError(f"never happened: {what}")
 
 
 def is_running(pid: int) -> bool:

@@ -12,11 +12,15 @@ included (`ctypes`, a C extension), which an in-process audit hook cannot promis
   links and renames out of the work directory are refused (`EXDEV`).
 - **seccomp** (a BPF filter, x86-64 and AArch64): system calls no code here needs (mount,
   ptrace, kernel modules, new namespaces, io_uring, another process's descriptors, ...), and
-  on request every way to start a process (fork, vfork, execve, clone without CLONE_THREAD),
-  to open a socket (`socket`; `socketpair`, which asyncio uses, stays), to signal another
-  process, and to truncate by path (for Landlock ABIs before 3), fail with EPERM.
-- **An unprivileged uid**: a worker started as root switches to `nobody`, so that the kernel
-  applies `RLIMIT_NPROC` to it (it never does to uid 0) and file permissions protect the rest.
+  changing another process's limits, priority, scheduling or memory placement (`prlimit64`,
+  `setpriority`, `sched_setaffinity`, ... on any pid but the caller's), fail with EPERM; on
+  request also every way to start a process (fork, vfork, execve, clone without
+  CLONE_THREAD), to open a socket (`socket`; `socketpair`, which asyncio uses, stays), to
+  signal another process, to truncate by path (for Landlock ABIs before 3), and System V IPC
+  and message queues (for a worker without an IPC namespace).
+- **An unprivileged uid**: a worker started as root switches to its session's own uid
+  (`_uids`), so that the kernel applies `RLIMIT_NPROC` to it (it never does to uid 0), file
+  permissions protect the rest, and no other session's process is its to signal or change.
 """
 
 from __future__ import annotations
@@ -59,6 +63,12 @@ _X86_64 = {
     "process_madvise": 440, "kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129,
     "rt_tgsigqueueinfo": 297, "pidfd_send_signal": 424,
     "landlock_create_ruleset": 444, "landlock_add_rule": 445, "landlock_restrict_self": 446,
+    "prlimit64": 302, "setpriority": 141, "sched_setparam": 142, "sched_setscheduler": 144,
+    "sched_setaffinity": 203, "sched_setattr": 314, "ioprio_set": 251, "migrate_pages": 256,
+    "move_pages": 279, "get_robust_list": 274, "pidfd_open": 434, "process_mrelease": 448,
+    "shmget": 29, "shmat": 30, "shmctl": 31, "semget": 64, "semop": 65, "semctl": 66,
+    "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71, "semtimedop": 220, "mq_open": 240,
+    "mq_unlink": 241,
 }  # fmt: skip
 _AARCH64 = {
     "execve": 221, "execveat": 281, "clone": 220, "clone3": 435, "socket": 198,
@@ -77,6 +87,12 @@ _AARCH64 = {
     "process_madvise": 440, "kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138,
     "rt_tgsigqueueinfo": 240, "pidfd_send_signal": 424,
     "landlock_create_ruleset": 444, "landlock_add_rule": 445, "landlock_restrict_self": 446,
+    "prlimit64": 261, "setpriority": 140, "sched_setparam": 118, "sched_setscheduler": 119,
+    "sched_setaffinity": 122, "sched_setattr": 274, "ioprio_set": 30, "migrate_pages": 238,
+    "move_pages": 239, "get_robust_list": 100, "pidfd_open": 434, "process_mrelease": 448,
+    "shmget": 194, "shmat": 196, "shmctl": 195, "semget": 190, "semop": 193, "semctl": 191,
+    "msgget": 186, "msgsnd": 189, "msgrcv": 188, "msgctl": 187, "semtimedop": 192,
+    "mq_open": 180, "mq_unlink": 181,
 }  # fmt: skip
 _TABLES = {"x86_64": (0xC000003E, _X86_64), "aarch64": (0xC00000B7, _AARCH64)}
 _DANGEROUS = (
@@ -90,12 +106,30 @@ _DANGEROUS = (
     "open_by_handle_at", "name_to_handle_at", "open_tree", "move_mount", "fsopen",
     "fsconfig", "fsmount", "fspick", "mount_setattr", "acct", "quotactl", "settimeofday",
     "clock_settime", "adjtimex", "clock_adjtime", "iopl", "ioperm",
-    # Another process's descriptors and memory, by pidfd or by comparison.
-    "kcmp", "pidfd_getfd", "process_madvise",
+    # Another process's descriptors and memory, by pidfd or by comparison; reaping the
+    # memory of a process being killed (an out-of-memory killer's call).
+    "kcmp", "pidfd_getfd", "process_madvise", "process_mrelease",
 )  # fmt: skip
 _PROCESS_CALLS = ("fork", "vfork", "execve", "execveat")
 # Signals: their first argument is the target (a pid; a thread id for tkill).
 _SIGNAL_CALLS = ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
+# Calls that change another process's limits, priority, CPUs or memory placement when their
+# first argument names it: allowed for 0 (the caller) and the filtered process's own pid.
+# Without this rule one session's code set another's memory limit (issue 18).
+_PID_CALLS = (
+    "prlimit64", "sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr",
+    "migrate_pages", "move_pages", "get_robust_list",
+)  # fmt: skip
+# setpriority and ioprio_set take (which, who): only "a process" (PRIO_PROCESS 0,
+# IOPRIO_WHO_PROCESS 1) that is the caller; a process group or a user is refused.
+_WHICH_CALLS = {"setpriority": 0, "ioprio_set": 1}
+# System V IPC and POSIX message queues: objects that outlive the worker and that any process
+# of the machine with the same uid (or a guessed id) reaches; without an IPC namespace
+# (`rlimits`) they would join sessions and hold memory no limit of the session counts.
+_IPC_CALLS = (
+    "shmget", "shmat", "shmctl", "semget", "semop", "semtimedop", "semctl", "msgget", "msgsnd",
+    "msgrcv", "msgctl", "mq_open", "mq_unlink",
+)  # fmt: skip
 
 _PR_SET_SECUREBITS = 28
 # NOROOT and NO_SETUID_FIXUP, each locked: uid 0 regains nothing by execve, and changing uid
@@ -264,11 +298,45 @@ def seccomp_supported() -> bool:
     return _table() is not None and os.path.exists("/proc/self/status")
 
 
+_Instruction = tuple[int, str | int, str | int, int]
+
+
+def _targets(own_pid: int, *, signals: bool, child: int) -> dict[str, list[_Instruction]]:
+    """The blocks that check a call's target: each ends in `allow` or `deny`."""
+    # Offsets 16 and 24: the low halves of seccomp_data.args[0] and args[1]. A pid is an int,
+    # and the kernel reads only those 32 bits of the register.
+    caller: list[_Instruction] = [
+        (_LD_ABS, 0, 0, 24),
+        (_JEQ, "allow", 0, 0),
+        (_JEQ, "allow", "deny", own_pid),
+    ]
+    blocks: dict[str, list[_Instruction]] = {
+        "pid": [(_LD_ABS, 0, 0, 16), (_JEQ, "allow", 0, 0), (_JEQ, "allow", "deny", own_pid)],
+    }
+    for name, which in _WHICH_CALLS.items():
+        blocks[name] = [(_LD_ABS, 0, 0, 16), (_JEQ, 0, "deny", which), *caller]
+    if signals:  # a signal goes through only to this very process (and its child, if named)
+        others: list[_Instruction] = [(_JEQ, "allow", "deny", child)] if child else []
+        blocks["self"] = [
+            (_LD_ABS, 0, 0, 16),
+            (_JEQ, "allow", 0 if child else "deny", own_pid),
+            *others,
+        ]
+    return blocks
+
+
 def _filter(
-    arch: int, numbers: dict[str, int], denied_names: list[str], *, processes: bool, own_pid: int
+    arch: int,
+    numbers: dict[str, int],
+    denied_names: list[str],
+    *,
+    processes: bool,
+    own_pid: int,
+    signals: bool,
+    child: int = 0,
 ) -> bytes:
     """The BPF program: labels are resolved into the relative jumps BPF takes."""
-    code: list[tuple[int, str | int, str | int, int]] = [
+    code: list[_Instruction] = [
         (_LD_ABS, 0, 0, 4),  # seccomp_data.arch
         (_JEQ, 0, "deny", arch),  # another ABI (i386 on x86-64): refuse everything
         (_LD_ABS, 0, 0, 0),  # seccomp_data.nr
@@ -276,8 +344,10 @@ def _filter(
     if arch == _TABLES["x86_64"][0]:
         code.append((_JGE, "deny", 0, 0x40000000))  # the x32 ABI's numbers
     code += [(_JEQ, "deny", 0, numbers[name]) for name in denied_names if name in numbers]
-    if own_pid:
-        code += [(_JEQ, "self", 0, numbers[name]) for name in _SIGNAL_CALLS]
+    code += [(_JEQ, "pid", 0, numbers[name]) for name in _PID_CALLS]
+    code += [(_JEQ, name, 0, numbers[name]) for name in _WHICH_CALLS]
+    if signals:
+        code += [(_JEQ, "self", 0, numbers[name]) for name in (*_SIGNAL_CALLS, "pidfd_open")]
     if processes:
         # clone3 hides its flags in memory a filter cannot read: ENOSYS makes glibc fall
         # back to clone, whose flags it can (threads pass CLONE_THREAD, processes do not).
@@ -286,8 +356,10 @@ def _filter(
         code.append((_LD_ABS, 0, 0, 16))  # the low half of seccomp_data.args[0]
         code.append((_JSET, "allow", "deny", _CLONE_THREAD))
     code.append((_RET, 0, 0, _ALLOW))  # every other call
-    labels = {"self": len(code)}  # a signal goes through only to this very process
-    code += [(_LD_ABS, 0, 0, 16), (_JEQ, "allow", "deny", own_pid)]
+    labels: dict[str, int] = {}
+    for label, block in _targets(own_pid, signals=signals, child=child).items():
+        labels[label] = len(code)
+        code += block
     # BPF jumps only forward: the verdicts come last.
     labels.update(allow=len(code), deny=len(code) + 1, enosys=len(code) + 2)
     code += [(_RET, 0, 0, _ALLOW), (_RET, 0, 0, _ERRNO | _EPERM), (_RET, 0, 0, _ERRNO | _ENOSYS)]
@@ -295,22 +367,42 @@ def _filter(
     for index, (op, true, false, k) in enumerate(code):
         jt = labels[true] - index - 1 if isinstance(true, str) else true
         jf = labels[false] - index - 1 if isinstance(false, str) else false
+        if not (0 <= jt <= 255 and 0 <= jf <= 255):  # BPF's conditional jumps are 8 bits
+            raise ValueError(f"seccomp filter too long: a jump of {max(jt, jf)} at {index}")
         out += struct.pack("HBBI", op, jt, jf, k)
     return bytes(out)
 
 
 def deny_syscalls(
-    *, processes: bool, sockets: bool, signals: bool = False, truncate: bool = False
+    *,
+    processes: bool,
+    sockets: bool,
+    signals: bool = False,
+    truncate: bool = False,
+    ipc: bool = False,
+    child: int = 0,
 ) -> None:
     """Install the seccomp filter on every thread of this process (and its children).
+
+    Always refused: the dangerous calls (module docstring), and changing another process's
+    resource limits, priority, scheduling, CPU affinity, I/O priority or memory placement
+    (`prlimit64`, `setpriority`, `sched_set*`, `ioprio_set`, `migrate_pages`, `move_pages`;
+    also `get_robust_list`): those pass only for pid 0 or this process's own pid, and
+    `setpriority` / `ioprio_set` only for a single process, never a group or a user. A
+    child (under bubblewrap) may name itself only as 0, and a thread only itself as 0.
 
     Args:
         processes: Also refuse fork, vfork, execve and clone without CLONE_THREAD.
         sockets: Also refuse `socket()` (every family: no network, no UNIX socket).
         signals: Also refuse signals to any process but this one (what Landlock's signal
-            scope does from ABI 6 on; `pidfd_send_signal` is refused outright).
+            scope does from ABI 6 on; `pidfd_send_signal` is refused outright, `pidfd_open`
+            for any process but this one).
         truncate: Also refuse `truncate()` by path (Landlock governs it from ABI 3 on;
             `ftruncate` of a file opened for writing stays).
+        ipc: Also refuse System V IPC and POSIX message queues (for a worker without an IPC
+            namespace of its own).
+        child: With `signals`, the one other process that signals (and `pidfd_open`) may
+            reach: the supervisor's REPL child.
 
     Raises:
         OSError: No filter for this architecture, or the kernel refused it.
@@ -327,8 +419,17 @@ def deny_syscalls(
         names.append("pidfd_send_signal")
     if truncate:
         names.append("truncate")
-    own_pid = os.getpid() if signals else 0
-    program = _filter(table[0], table[1], names, processes=processes, own_pid=own_pid)
+    if ipc:
+        names += _IPC_CALLS
+    program = _filter(
+        table[0],
+        table[1],
+        names,
+        processes=processes,
+        own_pid=os.getpid(),
+        signals=signals,
+        child=child if signals else 0,
+    )
     buffer = ctypes.create_string_buffer(program, len(program))
     fprog = _Program(len=len(program) // 8, filter=ctypes.addressof(buffer))
     no_new_privs()

@@ -63,9 +63,12 @@ def open_work_dir(work_dir: Path) -> Iterator[int]:
 def prepare_work_dir(work_dir: Path, uid: int) -> None:
     """Give the work directory to the worker's user (`uid`), through descriptors only.
 
-    A scratch folder `.parley` that is not that user's (left by a version of parley that
-    made it as root) is removed by `shutil.rmtree`'s descriptor walk, which never follows a
-    link; the worker makes a new one. Anything else in the directory is left alone.
+    When it was another's (root: a new directory, or files parley copied in before any
+    worker ran; an earlier session uid that is now taken), what that owner or root owned
+    beneath it goes to `uid` too (`_reown`). A scratch folder `.parley` that is not the
+    user's (left by a version of parley that made it as root) is removed first by
+    `shutil.rmtree`'s descriptor walk, which never follows a link; the worker makes a new
+    one. Nothing else is changed.
 
     Raises:
         UnsafeWorkDirError: The work directory is a link or not a folder.
@@ -73,19 +76,40 @@ def prepare_work_dir(work_dir: Path, uid: int) -> None:
     with open_work_dir(work_dir) as folder:
         if uid == os.getuid():
             return
-        os.fchown(folder, uid, uid)
-        try:
+        with suppress(FileNotFoundError):
             found = os.stat(SCRATCH, dir_fd=folder, follow_symlinks=False)
-        except FileNotFoundError:
-            return
-        if stat.S_ISDIR(found.st_mode) and found.st_uid != uid:
-            shutil.rmtree(SCRATCH, dir_fd=folder)
+            if stat.S_ISDIR(found.st_mode) and found.st_uid != uid:
+                shutil.rmtree(SCRATCH, dir_fd=folder)
+        owner = os.fstat(folder).st_uid
+        if owner != uid:
+            _reown(folder, owner, uid)
 
 
-def copy_into(work_dir: Path, name: str, source: int, uid: int) -> None:
+def _reown(folder: int, old: int, new: int) -> None:
+    """Give the directory open as `folder`, and what `old` or root owns beneath it, to `new`.
+
+    `os.fwalk` opens each folder beneath the one before without following links (and checks
+    that what it opened is what it listed); each entry is changed with `fchownat` and
+    AT_SYMLINK_NOFOLLOW, so a planted link is changed itself, never what it names. A file
+    with other hard links may be another's (a root file linked in): only `old`'s are
+    changed, and none of root's.
+    """
+    owners = {old, 0}
+    os.fchown(folder, new, new)
+    for _path, dirs, files, dir_fd in os.fwalk(".", follow_symlinks=False, dir_fd=folder):
+        for name in (*dirs, *files):
+            with suppress(FileNotFoundError):
+                entry = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                shared = entry.st_nlink > 1 and not stat.S_ISDIR(entry.st_mode)
+                if entry.st_uid in owners and not (shared and (old == 0 or entry.st_uid != old)):
+                    os.chown(name, new, new, dir_fd=dir_fd, follow_symlinks=False)
+
+
+def copy_into(work_dir: Path, name: str, source: int) -> None:
     """Copy the open file `source` into the work directory as `name` (replacing what is there).
 
-    Written to a new file (`O_EXCL | O_NOFOLLOW`) owned by `uid`, with the source's
+    Written to a new file (`O_EXCL | O_NOFOLLOW`) owned by the work directory's owner (the
+    session's uid, found by `fstat` of the directory's descriptor), with the source's
     permission bits and times, then renamed over `name`: a link at `name` is replaced, never
     followed.
 
@@ -95,13 +119,14 @@ def copy_into(work_dir: Path, name: str, source: int, uid: int) -> None:
     """
     info = os.fstat(source)
     with open_work_dir(work_dir) as folder:
+        owner = os.fstat(folder)
         pending = f"{_COPYING}{secrets.token_hex(8)}"
         target = os.open(pending, _NEW_FILE, 0o600, dir_fd=folder)
         try:
             try:
                 _copy_bytes(source, target)
-                if uid != os.getuid():
-                    os.fchown(target, uid, uid)
+                if owner.st_uid != os.getuid():
+                    os.fchown(target, owner.st_uid, owner.st_gid)
                 os.fchmod(target, (info.st_mode & 0o777) | 0o600)
                 os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
             finally:

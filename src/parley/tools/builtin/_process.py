@@ -10,8 +10,14 @@ itself (`worker_config`): the uid to switch to, the Landlock paths, the seccomp 
 in-process guard of its mode. A cancelled call (`Cancellation`) sends it an interrupt: the
 cell gets KeyboardInterrupt, and is killed after `INTERRUPT_GRACE` seconds if it goes on.
 
-Before it starts, the work directory is given to the worker's user through descriptors only
-(`_hostfs.prepare_work_dir`): parley never follows a link the code may have planted there.
+Parley holds the REPL child as a pidfd, found among the worker's descendants by its pid in
+its own PID namespace (bubblewrap's, `unshare`'s). Killing the worker (its wall time, a limit
+of its session, its end) kills that child first: the supervisor then reports the output the
+cell had made, and exits; then the process group goes.
+
+Before it starts, the work directory is given to the worker's user (the session's uid)
+through descriptors only (`_hostfs.prepare_work_dir`): parley never follows a link the code
+may have planted there. It may start inside a wrapper (`launch`: the session's cgroup).
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ from parley.tools.builtin._protocol import (
     line_limit,
     parse_message,
 )
+from parley.tools.builtin._usage import session_processes, status_values, user_tasks
 from parley.tools.builtin.sandbox import (
     SANDBOX_USER,
     WORKER_FILES,
@@ -70,6 +77,7 @@ __all__ = [
 WORKER_SCRIPT = WORKER_FILES[0]
 _STARTUP_SECONDS = 30.0
 _EXIT_SECONDS = 5.0
+_OUTPUT_SECONDS = 2.0  # how long a timed-out cell's supervisor has to report its output
 INTERRUPT_GRACE = 1.0
 """Seconds a cancelled cell has to stop after its KeyboardInterrupt before it is killed."""
 # The in-process guard gives the code a clear error before the kernel's EPERM / EACCES (and
@@ -112,44 +120,33 @@ def _spawn(command: list[str], work_dir: Path, log: IO[bytes]) -> subprocess.Pop
     return spawner.submit(start).result()
 
 
-def _user_tasks(uid: int) -> int:
-    """Processes and threads a user runs now: RLIMIT_NPROC counts them all, not the worker's."""
-    total = 0
-    for status in Path("/proc").glob("[0-9]*/status"):
-        try:
-            lines = status.read_text().splitlines()
-        except OSError:
-            continue
-        fields = dict(line.split(":", 1) for line in lines if ":" in line)
-        if fields.get("Uid", "").split()[:1] == [str(uid)]:
-            total += int(fields.get("Threads", "1").strip() or 1)
-    return total
-
-
 def worker_uid() -> int:
     """The uid the workers run as: `nobody` when parley runs as root, else parley's own."""
     return SANDBOX_USER if drops_root() else os.getuid()
 
 
-def _worker_limits(limits: SandboxLimits) -> dict[str, Any]:
+def _worker_limits(limits: SandboxLimits, uid: int) -> dict[str, Any]:
     values = limits.to_json()
     if sys.platform.startswith("linux"):
         # One more for the supervisor, which runs beside the code's process.
-        values["processes"] = _user_tasks(worker_uid()) + limits.processes + 1
+        values["processes"] = user_tasks(uid) + limits.processes + 1
     return values
 
 
-def worker_config(mode: SandboxMode, work_dir: Path, limits: SandboxLimits) -> dict[str, Any]:
-    """The worker's first message: its limits and how it confines itself."""
+def worker_config(
+    mode: SandboxMode, work_dir: Path, limits: SandboxLimits, uid: int | None = None
+) -> dict[str, Any]:
+    """The worker's first message: its limits and how it confines itself (as `uid`)."""
     weak = mode != "bwrap"
     kernel = kernel_confinement()  # Landlock and seccomp: without them, the strict guard
+    uid = worker_uid() if uid is None else uid
     return {
-        "limits": _worker_limits(limits),
+        "limits": _worker_limits(limits, uid),
         "guard": {**_GUARDS[mode], "strict": weak and not kernel},
-        # A weak mode's worker reaches a Python and a work directory `nobody` may not (under
+        # A weak mode's worker reaches a Python and a work directory its user may not (under
         # /root, a private workspace) through CAP_DAC_READ_SEARCH, bounded by Landlock;
         # bubblewrap binds them where anyone may look.
-        "identity": [SANDBOX_USER, SANDBOX_USER, weak] if drops_root() else None,
+        "identity": [uid, uid, weak] if drops_root() else None,
         "read": [*read_paths(), *device_paths(), "/proc/self"],
         "landlock": {
             "read": [*read_paths(), "/proc/self"],
@@ -158,7 +155,10 @@ def worker_config(mode: SandboxMode, work_dir: Path, limits: SandboxLimits) -> d
         }
         if weak and kernel
         else None,
-        "seccomp": {"processes": weak, "sockets": weak} if kernel else None,
+        # Without an IPC namespace (rlimits) System V IPC would join sessions.
+        "seccomp": {"processes": weak, "sockets": weak, "ipc": mode == "rlimits"}
+        if kernel
+        else None,
         "interrupt_grace": INTERRUPT_GRACE,
         "reply_bytes": REPLY_BYTES,
     }
@@ -186,7 +186,17 @@ class WorkerGoneError(Exception):
 
 
 class WorkerTimeoutError(Exception):
-    """The worker did not answer in time (it has been killed)."""
+    """The worker did not answer in time (it has been killed).
+
+    Attributes:
+        stdout: What the running cell had printed, when the supervisor could still say.
+        stderr: What it had written to standard error.
+    """
+
+    def __init__(self, stdout: str = "", stderr: str = "") -> None:
+        self.stdout = stdout
+        self.stderr = stderr
+        super().__init__("the worker did not answer in time")
 
 
 def describe_status(status: int | None, limits: SandboxLimits) -> str:
@@ -204,8 +214,12 @@ def describe_status(status: int | None, limits: SandboxLimits) -> str:
 
 
 def describe_exit(code: int | None, mode: SandboxMode, limits: SandboxLimits) -> str:
-    """Why the worker ended, from its exit status (bubblewrap reports 128 + signal)."""
-    if code is not None and mode == "bwrap" and code > 128:
+    """Why the worker ended, from its exit status.
+
+    bubblewrap, and the shell that is the PID namespace's init under `unshare`, report a
+    signal as 128 + its number.
+    """
+    if code is not None and mode != "rlimits" and code > 128:
         code = 128 - code
     return describe_status(code, limits)
 
@@ -274,12 +288,22 @@ class WorkerProcess:
         mode: The sandbox mode to run it in.
         work_dir: Its work directory (made if missing).
         limits: Its resource limits.
+        uid: The uid it runs as when parley is root (default: `worker_uid()`).
+        launch: Wraps its command (to start it in its session's cgroup).
 
     Raises:
         WorkerGoneError: It failed to start; the reason includes its error output.
     """
 
-    def __init__(self, mode: SandboxMode, work_dir: Path, limits: SandboxLimits) -> None:
+    def __init__(
+        self,
+        mode: SandboxMode,
+        work_dir: Path,
+        limits: SandboxLimits,
+        *,
+        uid: int | None = None,
+        launch: Callable[[list[str]], list[str]] | None = None,
+    ) -> None:
         self.mode = mode
         self.limits = limits
         self._line_limit = line_limit(limits)
@@ -288,22 +312,24 @@ class WorkerProcess:
         # kill() and log_tail() may run on two threads at once (a thread deleted mid-call).
         self._lock = threading.Lock()
         work_dir.mkdir(parents=True, exist_ok=True)
+        uid = worker_uid() if uid is None else uid
         try:
-            prepare_work_dir(work_dir, worker_uid())
+            prepare_work_dir(work_dir, uid)
         except OSError as exc:
             raise WorkerGoneError(f"its work directory cannot be used: {exc.strerror}") from exc
         argv = [sys.executable, "-I", "-B", str(WORKER_SCRIPT)]
+        command = sandbox_command(mode, work_dir, argv)
         # The worker's own error output; closed with the process (see _release).
         self._log: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115
         try:
-            self._proc = _spawn(sandbox_command(mode, work_dir, argv), work_dir, self._log)
+            self._proc = _spawn(launch(command) if launch else command, work_dir, self._log)
         except OSError as exc:
             self._log.close()
             raise WorkerGoneError(f"it could not be started: {exc}") from exc
         self._replies: queue.Queue[_Item] = queue.Queue()
         self._reader = threading.Thread(target=self._read, name="parley-ci-reader", daemon=True)
         self._reader.start()
-        self._send(worker_config(mode, work_dir, limits))
+        self._send(worker_config(mode, work_dir, limits, uid))
         try:
             ready = self._receive(time.monotonic() + _STARTUP_SECONDS, cell=None)
         except WorkerTimeoutError:
@@ -312,9 +338,8 @@ class WorkerProcess:
             self.kill()
             raise WorkerGoneError(f"it sent {ready.kind!r} before it was ready")
         self.layers: dict[str, Any] = dict(ready.layers)
-        # The REPL child is the supervisor's: `kill` waits for it through this descriptor.
-        # Under bubblewrap its pid is its namespace's (and the namespace dies with it).
-        self._child = _pidfd(ready.pid) if mode != "bwrap" else None
+        # The REPL child is the supervisor's: `kill` stops it first through this descriptor.
+        self._child = _repl_child(self._proc.pid, ready.pid)
 
     @property
     def pid(self) -> int:
@@ -364,8 +389,7 @@ class WorkerProcess:
             try:
                 item = self._replies.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
-                self.kill()
-                raise WorkerTimeoutError from None
+                raise self._timed_out() from None
             if isinstance(item, _Interrupt):
                 if item.cell == cell:
                     self._send({"kind": "interrupt", "cell": cell})
@@ -382,20 +406,37 @@ class WorkerProcess:
             except ValidationError as exc:
                 raise self._malformed(_describe(exc)) from None
 
-    def request(self, code: str, timeout: float, cancel: Cancellation | None = None) -> CellReply:
+    def request(
+        self,
+        code: str,
+        timeout: float,
+        cancel: Cancellation | None = None,
+        *,
+        file_size: int | None = None,
+    ) -> CellReply:
         """Run a cell and return the worker's reply.
+
+        `file_size` is the cell's soft `RLIMIT_FSIZE` (what remains of the session's disk
+        quota; the per-file limit when None), set in the REPL child before the cell.
 
         A cancel (`cancel.request()`, from any thread) interrupts the cell: the reply then
         says `interrupted`, or, when the cell did not stop within the grace and was killed,
         `WorkerGoneError` with cause `killed` carries the output it had made.
 
         Raises:
-            WorkerTimeoutError: No reply within `timeout` seconds; the worker was killed.
+            WorkerTimeoutError: No reply within `timeout` seconds; the worker was killed (the
+                error carries the cell's output, when the supervisor could still say).
             WorkerGoneError: The worker ended while running it, or sent a malformed reply.
         """
         self._cells += 1
         cell = self._cells
-        message = {"kind": "cell", "cell": cell, "code": code, "cpu_time": self.limits.cpu_time}
+        message = {
+            "kind": "cell",
+            "cell": cell,
+            "code": code,
+            "cpu_time": self.limits.cpu_time,
+            "file_size": file_size,
+        }
         self._send(message)
         hook = functools.partial(self._replies.put, _Interrupt(cell))
         with cancel.hooked(hook) if cancel is not None else contextlib.nullcontext():
@@ -416,6 +457,42 @@ class WorkerProcess:
         else:
             reason = describe_status(ended.status, self.limits)
         raise WorkerGoneError(reason, cause=ended.cause, stdout=ended.stdout, stderr=ended.stderr)
+
+    def _timed_out(self) -> WorkerTimeoutError:
+        """Past the deadline: kill the cell, then the worker; the error carries its output.
+
+        The REPL child goes first, so that its supervisor reports the output it had made
+        (`ended`).
+        """
+        with self._lock:
+            waits = self._signal_child()
+        stdout = stderr = ""
+        end = time.monotonic() + (_OUTPUT_SECONDS if waits else 0.0)
+        while (left := end - time.monotonic()) > 0:
+            try:
+                item = self._replies.get(timeout=left)
+            except queue.Empty:
+                break
+            if not isinstance(item, bytes | _Interrupt):
+                break  # the end of the pipe, or a line past the limit
+            with contextlib.suppress(ValidationError):
+                message = parse_message(item) if isinstance(item, bytes) else None
+                if isinstance(message, Ended):
+                    stdout, stderr = message.stdout, message.stderr
+                    break
+        self.kill()
+        return WorkerTimeoutError(stdout, stderr)
+
+    def _signal_child(self) -> bool:
+        """SIGKILL the REPL child, holding `_lock`; whether it was there to kill.
+
+        Its supervisor then reports it gone, with its cell's output, and exits.
+        """
+        if self._child is None or self._proc.returncode is not None:
+            return False
+        with contextlib.suppress(OSError):
+            signal.pidfd_send_signal(self._child, signal.SIGKILL)
+        return True
 
     def _malformed(self, what: str) -> WorkerGoneError:
         self.kill()
@@ -444,11 +521,9 @@ class WorkerProcess:
     def kill(self) -> None:
         """Kill the worker's whole process group and release its pipes."""
         with self._lock:
-            if self._proc.returncode is None and self._child is not None:
-                # The REPL child first, so that the supervisor reaps it (killed together, it
-                # would be left to init to reap) and exits.
-                with contextlib.suppress(OSError):
-                    signal.pidfd_send_signal(self._child, signal.SIGKILL)
+            # The REPL child first, so that the supervisor reaps it (killed together, it
+            # would be left to init to reap), says so with its output, and exits.
+            if self._signal_child():
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     self._proc.wait(timeout=_EXIT_SECONDS)
             if self._proc.returncode is None:  # once reaped, its pid may be another's
@@ -478,6 +553,31 @@ class WorkerProcess:
         if self._child is not None:
             os.close(self._child)
             self._child = None
+
+
+def _innermost_pid(pid: int) -> int | None:
+    """A process's pid in its own PID namespace (the last of `NSpid`); None if unreadable."""
+    values = status_values(pid, "NSpid")
+    return values[-1] if values else None
+
+
+def _repl_child(root: int, pid: int) -> int | None:
+    """A pidfd of the REPL child, which the supervisor names `pid`; None if not found.
+
+    Under bubblewrap and `unshare` the supervisor runs in a PID namespace of its own, where
+    its child's pid is another process's on the host (`unshare`'s pid 3 is a kernel thread
+    here): the child is the one among the worker's descendants whose pid in its innermost
+    namespace is `pid`, checked again once its descriptor is open.
+    """
+    for candidate in session_processes(root)[1:]:
+        if _innermost_pid(candidate) != pid:
+            continue
+        fd = _pidfd(candidate)
+        if fd is not None and _innermost_pid(candidate) != pid:  # it ended meanwhile
+            os.close(fd)
+            fd = None
+        return fd
+    return None
 
 
 def _pidfd(pid: int) -> int | None:

@@ -1,21 +1,24 @@
 """The code interpreter's REPL child: the one process that runs the cells.
 
 Standard library only; the supervisor (`_worker.py`) loads it by path and calls
-`child_main` in the child it forks, after the shared confinement (limits, the unprivileged
+`child_main` in the child it forks, after the shared confinement (limits, the session's
 uid). Before it reads a cell, the child keeps only its own descriptors (0: /dev/null; 1 and
 2: the supervisor's capture files; 3 and 4: its requests and replies), so nothing the code
 can reach speaks to parley; then it confines itself further (Landlock and seccomp of its own,
 whose own-pid rules name this process; the audit hook).
 
     <- {"ready": {"landlock": abi, "seccomp": bool}}
-    -> {"cell": n, "code": "...", "cpu_time": 30}
+    -> {"cell": n, "code": "...", "cpu_time": 30, "file_size": bytes | null}
     -> {"interrupt": n}
     <- {"cell": n, "error": ..., "result": ..., "images": [...]}
 
-The supervisor reads stdout, stderr and the changed files itself. An interrupt (a cancelled
-run) comes as a line, then SIGINT: SIGINT raises KeyboardInterrupt in a running cell and is
-ignored outside one, and a cell about to start finds the line and stops before its first
-statement, so an interrupt is never lost between the two nor taken for the next cell's.
+Before each cell the child sets its own limits for it (resource limits are per process):
+CPU seconds from now, and the largest file it may write (`RLIMIT_FSIZE`, what remains of
+the session's disk quota). The supervisor reads stdout, stderr and the changed files
+itself. An interrupt (a cancelled run) comes as a line, then SIGINT: SIGINT raises
+KeyboardInterrupt in a running cell and is ignored outside one, and a cell about to start
+finds the line and stops before its first statement, so an interrupt is never lost between
+the two nor taken for the next cell's.
 """
 
 from __future__ import annotations
@@ -63,15 +66,27 @@ def _on_interrupt(signum: int, frame: FrameType | None) -> None:
 # -- limits ------------------------------------------------------------------------------------
 
 
+def _set_soft(kind: int, value: int | None) -> None:
+    """Set a soft limit to `value`, at most the hard one (None: the hard one)."""
+    _soft, hard = resource.getrlimit(kind)
+    if value is None or (hard != resource.RLIM_INFINITY and value > hard):
+        value = hard
+    resource.setrlimit(kind, (value, hard))
+
+
 def budget_cpu(seconds: int) -> None:
     """Allow `seconds` more CPU time from now (the soft limit; the hard one is the session's)."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    used = usage.ru_utime + usage.ru_stime
-    _soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
-    soft = math.ceil(used + seconds)
-    if hard != resource.RLIM_INFINITY:
-        soft = min(soft, hard)
-    resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+    _set_soft(resource.RLIMIT_CPU, math.ceil(usage.ru_utime + usage.ru_stime + seconds))
+
+
+def budget_file_size(size: int | None) -> None:
+    """Let this cell write files up to `size` bytes (what remains of the disk quota).
+
+    The soft limit only: the hard one stays the per-file cap, and parley's watch, not this,
+    holds the quota against code that raises it again. None: the per-file cap.
+    """
+    _set_soft(resource.RLIMIT_FSIZE, None if size is None else int(size))
 
 
 # -- running a cell ----------------------------------------------------------------------------
@@ -163,6 +178,7 @@ def run_cell(
     """Run one request and build the reply (the supervisor adds the output and files)."""
     cell = int(request["cell"])
     budget_cpu(int(request["cpu_time"]))
+    budget_file_size(request.get("file_size"))
     error, result = execute(str(request["code"]), namespace, f"<cell-{cell}>", interrupted)
     try:
         images = figures()
@@ -213,6 +229,7 @@ def confine(config: dict[str, Any], root: str, kernel: ModuleType) -> dict[str, 
             sockets=bool(seccomp["sockets"]),
             signals=bool(seccomp["processes"]),
             truncate=bool(landlock) and abi < 3,
+            ipc=bool(seccomp.get("ipc")),
         )
         layers["seccomp"] = True
     return layers

@@ -13,6 +13,13 @@ A call may be cancelled (`Cancellation`, from any thread): one waiting for its s
 not start, and a running one is interrupted (see `WorkerProcess.request`). Its `Execution`
 then says "Stopped by cancel" (`STOPPED`), with the output the cell had made; a cell killed
 because it did not stop loses the session's state, and the next call says so.
+
+Each session holds its limits as a session (`_limits.SessionBox`): its uid, its cgroup and a
+watch over its worker, from its first worker until it ends. A call runs inside the box's
+`cell`: its file-size allowance (what remains of the disk quota) goes to the worker, and
+what the watch did comes back. A call past a limit of the session ("Stopped: ... which
+limit"), past its wall time ("Timeout: ...") or cancelled ("Stopped by cancel") keeps the
+output the cell had made.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from pathlib import Path
 from parley.errors import ConfigurationError
 from parley.messages import ImageBlock, OutputBlock, TextBlock
 from parley.tools.base import ToolOutput
+from parley.tools.builtin._limits import Cell, Enforcement, SessionBox, SessionLimitError
 from parley.tools.builtin._process import (
     Cancellation,
     WorkerGoneError,
@@ -64,6 +72,10 @@ class Execution:
     files: list[str] = field(default_factory=list)
     notice: str | None = None
     sandbox: SandboxMode = "rlimits"
+
+    def add_notice(self, note: str) -> None:
+        """Add a line to the notice."""
+        self.notice = f"{self.notice}\n{note}" if self.notice else note
 
     def to_text(self) -> str:
         """The run as the model reads it (Qwen-Agent's section names)."""
@@ -123,12 +135,16 @@ class Session:
         work_dir: Its directory.
         mode: The sandbox mode its worker runs in.
         lost: Why an earlier worker of this conversation was stopped, if one was.
+        box: Its limits as a session (uid, cgroup, watch: `_limits`).
     """
 
-    def __init__(self, key: str, work_dir: Path, mode: SandboxMode, lost: str | None) -> None:
+    def __init__(
+        self, key: str, work_dir: Path, mode: SandboxMode, lost: str | None, box: SessionBox
+    ) -> None:
         self.key = key
         self.work_dir = work_dir
         self.mode = mode
+        self.box = box
         self.lock = threading.Lock()
         self.worker: WorkerProcess | None = None
         self.lost = lost
@@ -182,26 +198,53 @@ class Session:
         cancel: Cancellation | None,
     ) -> Execution:
         if self.worker is not None and not self.worker.alive:
-            self._drop("it exited")
+            self._drop(self.box.take_stop_reason() or "it exited")
         notice = None
         if self.worker is None:
-            refusal = make_room(self)
+            refusal = make_room(self) or self._start(limits)
             if refusal:
                 return Execution(error=refusal, sandbox=self.mode)
-            try:
-                self.worker = WorkerProcess(self.mode, self.work_dir, limits)
-            except WorkerGoneError as exc:
-                error = f"The interpreter failed to start: {exc.reason}"
-                return Execution(error=error, sandbox=self.mode)
             notice = _restart_notice(self.lost) if self.lost else None
             self.lost = None
+        assert self.worker is not None
         if cancel is not None and cancel.requested:
             return Execution(error=_STOPPED_BEFORE, notice=notice, sandbox=self.mode)
-        return self._request(self.worker, code, limits, notice, cancel)
+        with self.box.cell(limits) as cell:
+            execution = self._request(self.worker, code, limits, cancel, cell.file_size)
+        execution.notice = notice
+        return self._limited(execution, cell)
+
+    def _start(self, limits: SandboxLimits) -> str | None:
+        """Start a worker as the session's uid, in its cgroup, watched; None, or why not."""
+        try:
+            self.box.prepare(limits)
+            self.worker = WorkerProcess(
+                self.mode, self.work_dir, limits, uid=self.box.uid, launch=self.box.command
+            )
+        except (WorkerGoneError, SessionLimitError) as exc:
+            return f"The interpreter failed to start: {exc.reason}"
+        self.box.started(self.worker, limits)
+        return None
+
+    def _limited(self, execution: Execution, cell: Cell) -> Execution:
+        """The call as the session's limits left it: stopped by the watch, or over quota."""
+        if cell.stopped and self.worker is None:  # the watch, not the code, ended the worker
+            self.box.take_stop_reason()
+            self.lost = cell.stopped
+            execution.error = (
+                f"Stopped: {cell.stopped}. The interpreter's state is lost (files remain)."
+            )
+        elif cell.stopped:  # stopped as the call ended: its result stands, its state does not
+            self._drop(self.box.take_stop_reason() or cell.stopped)
+            execution.add_notice(f"The interpreter was stopped after this call: {cell.stopped}.")
+        if cell.note:
+            execution.add_notice(cell.note)
+        return execution
 
     def _drop(self, reason: str) -> None:
         if self.worker is not None:
             self.worker.kill()
+        self.box.worker_ended()
         self.worker = None
         self.lost = reason
 
@@ -210,23 +253,25 @@ class Session:
         worker: WorkerProcess,
         code: str,
         limits: SandboxLimits,
-        notice: str | None,
         cancel: Cancellation | None,
+        file_size: int | None,
     ) -> Execution:
         try:
-            reply = worker.request(code, limits.wall_time, cancel)
-        except WorkerTimeoutError:
+            reply = worker.request(code, limits.wall_time, cancel, file_size=file_size)
+        except WorkerTimeoutError as exc:
             if cancel is not None and cancel.requested:
-                gone = WorkerGoneError("it stopped answering", cause="killed")
-                return self._killed_by_cancel(gone, notice)
+                gone = WorkerGoneError(
+                    "it stopped answering", cause="killed", stdout=exc.stdout, stderr=exc.stderr
+                )
+                return self._killed_by_cancel(gone)
             self._drop("the previous call ran past its time limit")
             error = (
                 f"Timeout: the code ran for more than {limits.wall_time:g} seconds and was "
                 "stopped. The interpreter's state is lost."
             )
-            return Execution(error=error, notice=notice, sandbox=self.mode)
+            return Execution(stdout=exc.stdout, stderr=exc.stderr, error=error, sandbox=self.mode)
         except WorkerGoneError as exc:
-            return self._gone(exc, notice, cancelled=cancel is not None and cancel.requested)
+            return self._gone(exc, cancelled=cancel is not None and cancel.requested)
         return Execution(
             stdout=reply.stdout,
             stderr=reply.stderr,
@@ -234,35 +279,31 @@ class Session:
             result=reply.result,
             images=list(reply.images),
             files=list(reply.files),
-            notice=notice,
             sandbox=self.mode,
         )
 
-    def _gone(self, exc: WorkerGoneError, notice: str | None, *, cancelled: bool) -> Execution:
+    def _gone(self, exc: WorkerGoneError, *, cancelled: bool) -> Execution:
         if self.ended:
             error = "This conversation was deleted while the code ran; it was stopped."
-            return Execution(error=error, notice=notice, sandbox=self.mode)
+            return Execution(error=error, sandbox=self.mode)
         if exc.cause == "killed" or (cancelled and exc.cause == "exit"):
-            return self._killed_by_cancel(exc, notice)
+            return self._killed_by_cancel(exc)
         self._drop(exc.reason.splitlines()[0])
         return Execution(
             stdout=exc.stdout,
             stderr=exc.stderr,
             error=f"The interpreter stopped: {exc.reason}. Its state is lost.",
-            notice=notice,
             sandbox=self.mode,
         )
 
-    def _killed_by_cancel(self, exc: WorkerGoneError, notice: str | None) -> Execution:
+    def _killed_by_cancel(self, exc: WorkerGoneError) -> Execution:
         self._drop("the previous call was stopped by cancel")
         if exc.cause == "killed":
             how = "it did not stop when interrupted, so the interpreter was killed"
         else:
             how = f"the interpreter ended ({exc.reason.splitlines()[0]})"
         error = f"{STOPPED}; {how}, and its state is lost."
-        return Execution(
-            stdout=exc.stdout, stderr=exc.stderr, error=error, notice=notice, sandbox=self.mode
-        )
+        return Execution(stdout=exc.stdout, stderr=exc.stderr, error=error, sandbox=self.mode)
 
     def try_stop(self, reason: str) -> bool:
         """Stop the worker and retire the session, unless a call is running in it."""
@@ -273,6 +314,7 @@ class Session:
                 self.worker.close()
                 self.worker = None
                 self.lost = reason
+            self.box.close()
             self.removed = True
             return True
         finally:
@@ -286,6 +328,7 @@ class Session:
             worker.kill()  # a running call sees its worker gone and returns
         with self.lock:
             self.worker = None
+            self.box.close()
             self.removed = True
 
     def close(self) -> None:
@@ -294,6 +337,7 @@ class Session:
             if self.worker is not None:
                 self.worker.close()
             self.worker = None
+            self.box.close()
             self.removed = True
 
 
@@ -304,9 +348,17 @@ class SessionPool:
         mode: The sandbox mode of its workers.
         idle_timeout: Seconds after its last call that a session's worker is stopped.
         max_sessions: Workers alive at once; starting one more stops the least recently used.
+        enforcement: How sessions are held to their limits (default: `Enforcement()`); the
+            pool closes it with itself.
     """
 
-    def __init__(self, mode: SandboxMode, idle_timeout: float, max_sessions: int) -> None:
+    def __init__(
+        self,
+        mode: SandboxMode,
+        idle_timeout: float,
+        max_sessions: int,
+        enforcement: Enforcement | None = None,
+    ) -> None:
         if idle_timeout <= 0 or max_sessions < 1:
             raise ConfigurationError(
                 "code_interpreter: idle_timeout must be > 0 and max_sessions >= 1, got "
@@ -320,6 +372,7 @@ class SessionPool:
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
         self._closed = False
+        self.enforcement = enforcement if enforcement is not None else Enforcement()
 
     def run(
         self,
@@ -346,7 +399,8 @@ class SessionPool:
                 raise ConfigurationError("this code interpreter was closed")
             found = self._sessions.get(key)
             if found is None:
-                found = Session(key, work_dir, self.mode, self._lost.pop(key, None))
+                box = self.enforcement.open(key, work_dir)
+                found = Session(key, work_dir, self.mode, self._lost.pop(key, None), box)
                 self._sessions[key] = found
             self._sessions.move_to_end(key)
             return found
@@ -434,3 +488,4 @@ class SessionPool:
             timer.cancel()
         for session in sessions:
             session.close()
+        self.enforcement.close()

@@ -7,15 +7,20 @@ imports nothing of parley; it loads its siblings by path: `_repl.py` (the child'
     parley ==(fds 0, 1)==> supervisor ==(pipes)==> REPL child: runs the cells
 
 The supervisor holds parley's pipes and runs no code it is sent. It reads parley's
-configuration line, applies what both processes share (resource limits, the unprivileged
+configuration line, applies what both processes share (resource limits, the session's
 uid), makes the scratch folder (`.parley`, as that user: parley never touches it), opens the
 stdout and stderr capture files, clears its `PR_SET_DUMPABLE` flag (so a process of the same
-uid cannot open its `/proc/<pid>/mem` or `/fd`) and forks the child. The child keeps only its
-own descriptors and confines itself (`_repl.py`); the supervisor applies Landlock and a
-seccomp filter of its own (it may still signal the child), and answers `ready`.
+uid cannot open its `/proc/<pid>/mem` or `/fd`) and forks the child, with the highest
+out-of-memory score (`OomScore`). The child keeps only its own descriptors and confines
+itself (`_repl.py`: Landlock, and seccomp whose own-pid rules name the child); the
+supervisor's Landlock layer holds the child's (so it may signal the child), and its seccomp
+filter, installed after the fork, refuses all the child's does and more: no process, no
+socket, no System V IPC, no truncation by path, signals to itself and its child alone. It
+answers `ready` with the child's pid (in its PID namespace, where it has one).
 
 Then, per cell, the supervisor empties the capture files, notes the work directory's files,
-passes the code to the child and waits for the child's reply, reading it with a line limit
+passes the code to the child (with its file-size allowance, which the child sets as its own
+`RLIMIT_FSIZE`) and waits for the child's reply, reading it with a line limit
 and checking it: a line too long, not JSON or not the reply due (another cell's number, an
 extra line) ends the child, and the supervisor tells parley the child sent a malformed reply.
 It adds stdout and stderr (head and tail, from its own descriptors) and the changed files.
@@ -26,9 +31,9 @@ output it had made) and exits. The messages are listed in parley's `_protocol.py
     -> {"limits": {...}, "guard": {"writes": bool, "network": bool, "processes": bool,
         "strict": bool}, "identity": [uid, gid, keep_read_search] | null,
         "read": [...], "landlock": {"read": [...], "write": [...], "devices": [...]} | null,
-        "seccomp": {"processes": bool, "sockets": bool} | null, "interrupt_grace": seconds,
-        "reply_bytes": n}
-    -> {"kind": "cell", "cell": n, "code": "...", "cpu_time": 30}
+        "seccomp": {"processes": bool, "sockets": bool, "ipc": bool} | null,
+        "interrupt_grace": seconds, "reply_bytes": n}
+    -> {"kind": "cell", "cell": n, "code": "...", "cpu_time": 30, "file_size": bytes | null}
     -> {"kind": "interrupt", "cell": n}
 """
 
@@ -281,6 +286,38 @@ def _protocol_fds() -> tuple[int, int]:
     return reader, writer
 
 
+class OomScore:
+    """This process's `/proc/self/oom_score_adj`, opened while it may (before dropping root).
+
+    The REPL child is forked with the highest score, and the supervisor goes back to its
+    own: where the session's memory runs out (its cgroup, or the machine), the kernel's
+    out-of-memory killer takes the code's processes before the supervisor, which then
+    reports the cell's output. Raising a score and lowering it back needs no privilege;
+    opened later, the file would be root's (the supervisor is not dumpable).
+    """
+
+    def __init__(self) -> None:
+        self.fd: int | None = None
+        self.own = b"0"
+        with contextlib.suppress(OSError):
+            self.fd = os.open("/proc/self/oom_score_adj", os.O_RDWR | os.O_CLOEXEC)
+            self.own = os.read(self.fd, 32).strip() or self.own
+
+    def set(self, value: bytes) -> None:
+        """Write a score (nothing where the kernel refuses it)."""
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.lseek(self.fd, 0, os.SEEK_SET)
+                os.write(self.fd, value)
+
+    def close(self) -> None:
+        """Back to its own score, for good."""
+        if self.fd is not None:
+            self.set(self.own)
+            os.close(self.fd)
+            self.fd = None
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -331,7 +368,7 @@ class Supervisor:
 
     # -- the child ------------------------------------------------------------------------
 
-    def start_child(self, dumpable: int, kernel: ModuleType) -> None:
+    def start_child(self, dumpable: int, kernel: ModuleType, oom: OomScore) -> None:
         """Fork the REPL child (see `_repl.py`); this process keeps the other pipe ends."""
         repl, guard = _sibling("_repl"), _sibling("_guard")
         requests_read, requests_write = os.pipe()
@@ -344,10 +381,12 @@ class Supervisor:
         signal.signal(signal.SIGCHLD, lambda *_: None)
         signal.set_wakeup_fd(wake_write, warn_on_full_buffer=False)
         parent = os.getpid()
+        oom.set(b"1000")
         pid = os.fork()
         if pid == 0:
             fds = (requests_read, replies_write, *self.capture.fds)
             repl.child_main(self.config, parent, fds, dumpable, kernel, guard)
+        oom.close()
         os.close(requests_read)
         os.close(replies_write)
         self.child, self.requests, self.wake = pid, requests_write, wake_read
@@ -460,7 +499,7 @@ class Supervisor:
             self.capture.clear()
             self.before = snapshot(self.root)
             self.cell = int(message["cell"])
-            request = {k: message[k] for k in ("cell", "code", "cpu_time")}
+            request = {k: message.get(k) for k in ("cell", "code", "cpu_time", "file_size")}
             # If it closed its requests, check_child finds it gone, or the wall time ends it.
             with contextlib.suppress(OSError):
                 self.tell_child(request)
@@ -531,14 +570,16 @@ def landlock_supervisor(config: dict[str, Any], root: str, kernel: ModuleType) -
         kernel.restrict_files([*read, "/proc"], [*landlock["write"], root], landlock["devices"])
 
 
-def seccomp_supervisor(config: dict[str, Any], kernel: ModuleType) -> None:
+def seccomp_supervisor(config: dict[str, Any], kernel: ModuleType, child: int) -> None:
     """The supervisor's seccomp filter, after the fork (a filter is inherited).
 
-    No signal rule: it signals the child.
+    At least the child's in every mode: the supervisor starts no process, opens no socket,
+    uses no System V IPC, truncates no path, and signals only itself and its child.
     """
-    seccomp = config.get("seccomp")
-    if seccomp:
-        kernel.deny_syscalls(processes=bool(seccomp["processes"]), sockets=bool(seccomp["sockets"]))
+    if config.get("seccomp"):
+        kernel.deny_syscalls(
+            processes=True, sockets=True, signals=True, truncate=True, ipc=True, child=child
+        )
 
 
 def main() -> int:
@@ -552,6 +593,7 @@ def main() -> int:
     root = os.getcwd()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     apply_limits(config["limits"])
+    oom = OomScore()
     kernel = _sibling("_confine")
     layers: dict[str, Any] = {}
     identity = config.get("identity")
@@ -565,8 +607,8 @@ def main() -> int:
     dumpable = _prctl(_PR_GET_DUMPABLE)
     _prctl(_PR_SET_DUMPABLE, 0)
     landlock_supervisor(config, root, kernel)
-    supervisor.start_child(dumpable, kernel)
-    seccomp_supervisor(config, kernel)
+    supervisor.start_child(dumpable, kernel, oom)
+    seccomp_supervisor(config, kernel, supervisor.child)
     child_layers = supervisor.child_ready()
     if child_layers is None:
         return 1

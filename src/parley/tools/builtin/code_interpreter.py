@@ -9,10 +9,12 @@ workspace`), which `storage` and `doc_parser` see too.
 
 The worker runs under the strongest sandbox this machine offers (see
 `parley.tools.builtin.sandbox`): no network, files only in the work directory, limits on CPU,
-memory, processes, file size and wall time. A worker that crashed, was killed, or was
-stopped because it sat idle (`idle_timeout`) or more sessions were live (`max_sessions`) is
-started again on the next call, which says that the earlier state is gone. Deleting the
-thread (`end_session`) stops its worker and removes its files.
+memory, processes, file size and wall time; memory, processes and disk also for the whole
+session, however many processes it runs (`_limits`), and as root a uid per session. A worker
+that crashed, was killed, or was stopped because it sat idle (`idle_timeout`), more sessions
+were live (`max_sessions`) or the session passed a limit is started again on the next call,
+which says that the earlier state is gone. Deleting the thread (`end_session`) stops its
+worker and removes its files.
 
 Cancelling a call (the run is cancelled: `run.cancel()`, the service's cancel, a client that
 leaves, or the task awaiting `acall` / `execute` cancelled) interrupts its code: the cell
@@ -31,7 +33,7 @@ import re
 import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 from urllib.parse import unquote, urlsplit
 
 from parley._sync import run_sync
@@ -40,9 +42,11 @@ from parley.models.tools import ToolSpec
 from parley.tools.base import Tool, ToolOutput
 from parley.tools.builtin import _common
 from parley.tools.builtin._hostfs import copy_into
+from parley.tools.builtin._limits import Backend, Enforcement, check_disk_quota
 from parley.tools.builtin._paths import Located, NotAFileError, open_beneath
-from parley.tools.builtin._process import INTERRUPT_GRACE, Cancellation, worker_uid
+from parley.tools.builtin._process import INTERRUPT_GRACE, Cancellation
 from parley.tools.builtin._sessions import Execution, SessionPool
+from parley.tools.builtin._uids import UidRange
 from parley.tools.builtin.sandbox import (
     SandboxLimits,
     SandboxMode,
@@ -81,13 +85,16 @@ def _inside(path: Path, roots: Sequence[Path]) -> bool:
     return any(path == root or path.is_relative_to(root) for root in roots)
 
 
-def _copy_in(files: Sequence[str], work_dir: Path, roots: Sequence[Path]) -> list[str]:
+def _copy_in(
+    files: Sequence[str], work_dir: Path, roots: Sequence[Path], limits: SandboxLimits
+) -> list[str]:
     """Copy local files into the work directory; each one refused, with why.
 
     Only files under the work directory itself (already in reach) or under the configured
     `file_roots` are taken: a caller naming `/etc/passwd` or another thread's file gets a
-    refusal, not a copy. The code may have planted links in its directory: the copy is read
-    from its root without following links and written link-safe (`_hostfs.copy_into`).
+    refusal, not a copy; nor is a file that would take the conversation past its disk quota.
+    The code may have planted links in its directory: the copy is read from its root
+    without following links and written link-safe (`_hostfs.copy_into`).
     """
     refused = []
     home = work_dir.resolve()
@@ -104,13 +111,13 @@ def _copy_in(files: Sequence[str], work_dir: Path, roots: Sequence[Path]) -> lis
         elif root == home:  # used where it is
             if not path.is_file():
                 refused.append(f"{item} (no such file)")
-        elif why := _copy_one(Located(root, path.relative_to(root).parts), item, work_dir):
+        elif why := _copy_one(Located(root, path.relative_to(root).parts), item, work_dir, limits):
             refused.append(f"{item} ({why})")
     return refused
 
 
-def _copy_one(located: Located, shown: str, work_dir: Path) -> str | None:
-    """Copy one file of the file_roots in; None, or why it was not."""
+def _copy_one(located: Located, shown: str, work_dir: Path, limits: SandboxLimits) -> str | None:
+    """Copy one file of the file_roots in (if it fits the disk quota); None, or why not."""
     try:
         source = open_beneath(located, shown=shown, tool_name="code_interpreter")
     except NotAFileError:
@@ -118,7 +125,10 @@ def _copy_one(located: Located, shown: str, work_dir: Path) -> str | None:
     except ToolExecutionError as exc:
         return str(exc)
     try:
-        copy_into(work_dir, located.parts[-1], source, worker_uid())
+        too_much = check_disk_quota(work_dir, os.fstat(source).st_size, limits)
+        if too_much:
+            return too_much
+        copy_into(work_dir, located.parts[-1], source)
     except IsADirectoryError:
         return "a folder of that name is in the conversation's directory"
     except OSError as exc:
@@ -152,6 +162,24 @@ def _conversation(
     return user_id, session or "default"
 
 
+def _enforcement(cfg: Mapping[str, Any]) -> Enforcement:
+    uids = cfg.get("session_uids", UidRange())
+    if isinstance(uids, Sequence) and not isinstance(uids, str) and len(uids) == 2:
+        uids = UidRange(int(uids[0]), int(uids[1]))
+    if uids is False:
+        uids = None
+    if uids is not None and not isinstance(uids, UidRange):
+        raise ConfigurationError(
+            f"code_interpreter: session_uids must be [first, count] or false, got {uids!r}"
+        )
+    parent = cfg.get("cgroup_parent")
+    return Enforcement(
+        cast("Backend", str(cfg.get("session_limits", "auto"))),  # checked there
+        cgroup_parent=Path(parent) if parent else None,
+        uids=uids,
+    )
+
+
 @register_tool("code_interpreter")
 class CodeInterpreter(Tool):
     """Runs Python in a sandboxed, stateful worker per conversation.
@@ -161,8 +189,12 @@ class CodeInterpreter(Tool):
             `sandbox` (`"auto"`, `"bwrap"`, `"unshare"` or `"rlimits"`), `limits`
             (`SandboxLimits` or a dict of its fields), `timeout` (the wall time per call, as
             Qwen-Agent's), `idle_timeout` (seconds before an idle session's worker is
-            stopped, default 600), `max_sessions` (workers alive at once, default 16) and
-            `file_roots` (folders whose files a call's `files` may copy in; none by default).
+            stopped, default 600), `max_sessions` (workers alive at once, default 16),
+            `file_roots` (folders whose files a call's `files` may copy in; none by default),
+            `session_limits` (how memory and processes are capped per session: `"auto"`,
+            `"cgroup"` or `"watchdog"`; see `_limits`), `cgroup_parent` (a delegated cgroup
+            v2 for the sessions' groups) and `session_uids` (`[first, count]`: the uids
+            sessions run as when parley is root; `false`: all run as `nobody`).
     """
 
     description = (
@@ -185,10 +217,12 @@ class CodeInterpreter(Tool):
         self.workspace = Workspace(given) if given else default_workspace()
         self.root = self.workspace.root
         self.file_roots = [Path(p).resolve() for p in self.cfg.get("file_roots") or ()]
+        self.enforcement = _enforcement(self.cfg)
         self._pool = SessionPool(
             self.sandbox,
             idle_timeout=float(self.cfg.get("idle_timeout", _IDLE_TIMEOUT)),
             max_sessions=int(self.cfg.get("max_sessions", _MAX_SESSIONS)),
+            enforcement=self.enforcement,
         )
         self._finalizer = weakref.finalize(self, self._pool.close)
         logger.info("code_interpreter: sandbox %s", self.sandbox_description)
@@ -210,13 +244,13 @@ class CodeInterpreter(Tool):
 
     @property
     def sandbox_description(self) -> str:
-        """What the code can reach in this interpreter's mode, for logs and people."""
-        return describe_sandbox(self.sandbox)
+        """What the code can reach in this interpreter's mode, and how limits hold."""
+        return f"{describe_sandbox(self.sandbox)}; {self.enforcement.details()}"
 
     @property
     def model_description(self) -> str:
         """The description the model reads, true of the sandbox mode in use."""
-        return f"{_ABOUT} {model_note(self.sandbox)}"
+        return f"{_ABOUT} {model_note(self.sandbox)} {self.enforcement.describe(self.limits)}"
 
     def tool_spec(self) -> ToolSpec:
         """The tool's description for a model, with what its sandbox mode allows."""
@@ -258,7 +292,7 @@ class CodeInterpreter(Tool):
             raise ConfigurationError("this code interpreter was closed")
         user, thread = _conversation(ctx, session, user_id)
         work_dir = self.workspace.session_dir(user, thread)
-        refused = _copy_in(files, work_dir, self.file_roots) if files else []
+        refused = _copy_in(files, work_dir, self.file_roots, self.limits) if files else []
         limits = (
             self.limits
             if timeout is None

@@ -13,28 +13,37 @@ starts a real worker in each to find out). What the code can do in each:
     namespaces; it dies with its parent. Child processes may run (inside the same sandbox),
     as many as `SandboxLimits.processes`.
 ``unshare``
-    util-linux's `unshare`: a network namespace (no network), IPC and UTS namespaces, and a
-    user namespace when parley does not run as root. The file system is confined by
-    Landlock: readable only under the same paths bubblewrap binds (plus `/proc/self`),
-    writable only under the session's directory, whatever the route (`dir_fd`, symlinks,
-    links, renames). seccomp refuses starting processes, opening sockets and signalling any
-    process but the worker, for native code (`ctypes`, C extensions) too.
+    util-linux's `unshare`: network, IPC, UTS, PID and mount namespaces (a `/proc` of its
+    own: the processes of other sessions and of the machine are not there to see or
+    signal; where a new `/proc` is refused, as in containers that mask parts of theirs,
+    they are listed but out of reach; where no PID namespace can be made, none), and a user
+    namespace when parley does not run as root. In the PID namespace a shell is pid 1 (an
+    init ignores signals it has no handler for, the kernel's SIGXCPU too), the supervisor
+    pid 2 and the REPL child pid 3. The file system is confined by Landlock: readable only
+    under the same paths bubblewrap binds (plus `/proc/self`), writable only under the
+    session's directory, whatever the route (`dir_fd`, symlinks, links, renames). seccomp
+    refuses starting processes, opening sockets and signalling any process but the code's
+    own, for native code (`ctypes`, C extensions) too.
 ``rlimits``
     No namespaces (for machines that refuse them): the same Landlock and seccomp rules as
     `unshare`. Network access is refused by seccomp (no socket can be opened; `socketpair`,
-    which asyncio needs, remains).
+    which asyncio needs, remains), and so are System V IPC and message queues, which would
+    outlive the worker and join sessions.
 
-In every mode a worker started by root switches to the unprivileged user `nobody`
-(`SANDBOX_USER`), so the kernel applies `RLIMIT_NPROC` to it (it never does to root), and
-seccomp refuses system calls no code here needs (mount, ptrace, kernel modules, new
-namespaces, io_uring, opening files by handle, ...). In the weak modes the worker keeps
-one capability, `CAP_DAC_READ_SEARCH`: its Python installation and its work directory may
-be where `nobody` may not look (`/root/.pyenv`, a workspace under a private folder);
-Landlock then decides what it may read (without Landlock, only the guard below does).
+In every mode a worker started by root switches to a uid of its session's own
+(`parley.tools.builtin._uids`; `SANDBOX_USER`, `nobody`, where that is turned off), so the
+kernel applies `RLIMIT_NPROC` to it (it never does to root) and no other session's process
+is its to signal or change; seccomp refuses system calls no code here needs (mount, ptrace,
+kernel modules, new namespaces, io_uring, opening files by handle, ...) and changing another
+process's limits, priority or scheduling (`prlimit`, `setpriority`, `sched_setaffinity`,
+...). In the weak modes the worker keeps one capability, `CAP_DAC_READ_SEARCH`: its Python
+installation and its work directory may be where its user may not look (`/root/.pyenv`, a
+workspace under a private folder); Landlock then decides what it may read (without
+Landlock, only the guard below does).
 
 What the weak modes leave open: `stat` (the names, sizes and dates of files outside the
-allowed paths, though not their contents), and the resources of the machine beyond the
-limits below.
+allowed paths, though not their contents; in `rlimits`, whether a process id exists), and
+the resources of the machine beyond the limits below.
 
 Without Landlock (Linux before 5.13) or seccomp (another architecture, another OS), the weak
 modes fall back to a guard inside the Python process (an audit hook): it refuses reading
@@ -48,15 +57,21 @@ no code it is sent, and its REPL child, which runs the cells and holds none of p
 descriptors (`_worker.py`, `_repl.py`). The supervisor is not dumpable (the code, under the
 same uid, cannot open its `/proc/<pid>/mem` or `/fd`), reads the child's replies with a line
 limit and checks each, reads stdout, stderr and the changed files itself, and on a cancel
-interrupts the cell (SIGINT), then kills it after a short grace. Parley reads the supervisor
-with a line limit and a strict schema (`_protocol.py`), and never follows a link in the work
-directory, which the code writes (`_hostfs.py`).
+interrupts the cell (SIGINT), then kills it after a short grace. The seccomp rules above are
+the child's (its own-pid rules name it); the supervisor's filter refuses the same and more
+(it starts no process, opens no socket) and lets signals reach its child alone. Parley
+reads the supervisor with a line limit and a strict schema (`_protocol.py`), and never
+follows a link in the work directory, which the code writes (`_hostfs.py`).
 
 Resource limits (`setrlimit`) apply in every mode: CPU seconds per call (`RLIMIT_CPU`),
-address space per process (`RLIMIT_AS`, so an allocation past it raises `MemoryError`; under
-bubblewrap each child process has its own), the size of any file written (`RLIMIT_FSIZE`),
-processes and threads (`RLIMIT_NPROC`) and no core files; the wall time of each call is
-enforced from outside by killing the worker's process group.
+address space per process (`RLIMIT_AS`, so an allocation past it raises `MemoryError`), the
+size of any file written (`RLIMIT_FSIZE`, lowered before each call to what remains of the
+session's disk quota), processes and threads (`RLIMIT_NPROC`, counting the supervisor) and
+no core files; the wall time of each call is enforced from outside by killing the worker
+(its REPL child first, so that the supervisor reports the cell's output). Memory and
+processes are also capped for the whole session, supervisor and child and the code's
+children together, by a cgroup or else a watchdog, and its directory by a disk quota
+(`parley.tools.builtin._limits`).
 """
 
 from __future__ import annotations
@@ -64,6 +79,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import subprocess
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -113,12 +129,15 @@ class SandboxLimits:
         wall_time: Seconds a call may run before the worker is killed.
         cpu_time: CPU seconds a call may use (`RLIMIT_CPU`, raised before each call).
         session_cpu_time: CPU seconds a whole session may use before it is killed.
-        memory_bytes: Address space of each process (`RLIMIT_AS`); past it allocations fail
-            with MemoryError.
+        memory_bytes: Memory of the whole session, all its processes together (a cgroup, or
+            a watchdog that stops the call past it), and address space of each process
+            (`RLIMIT_AS`: past it allocations fail with MemoryError).
         file_size_bytes: The largest file the code may write (`RLIMIT_FSIZE`).
-        processes: Processes and threads the session may add to those its user already runs
-            (`RLIMIT_NPROC` counts them all).
+        processes: Processes and threads the session may add to those of its sandbox (its
+            cgroup's task cap, or the watchdog's; `RLIMIT_NPROC` of its uid).
         output_chars: Characters of stdout and of stderr kept per call (head and tail).
+        disk_bytes: What the session's directory may hold in total (None: no quota). Past
+            it writes fail and a call that keeps writing is stopped; nothing is deleted.
     """
 
     wall_time: float = 30.0
@@ -128,6 +147,18 @@ class SandboxLimits:
     file_size_bytes: int = 64 * 1024 * 1024
     processes: int = 64
     output_chars: int = 20_000
+    disk_bytes: int | None = 1024 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        sizes = {"memory_bytes": self.memory_bytes, "file_size_bytes": self.file_size_bytes}
+        sizes.update(
+            processes=self.processes, disk_bytes=1 if self.disk_bytes is None else self.disk_bytes
+        )
+        wrong = [name for name, value in sizes.items() if value < 1]
+        if wrong:
+            raise ConfigurationError(
+                f"SandboxLimits: {', '.join(wrong)} must be positive (disk_bytes may be None)"
+            )
 
     def to_json(self) -> dict[str, Any]:
         """The limits as the worker reads them."""
@@ -224,12 +255,40 @@ def _bwrap_args(work_dir: Path) -> list[str]:
     ]
 
 
-def _unshare_args() -> list[str]:
+# The PID namespace's first process (its init) ignores every signal it has no handler for,
+# the kernel's SIGXCPU at the CPU limit too: a shell is that init, the worker its child.
+_INIT = ["/bin/sh", "-c", '"$@"; exit $?', "sh"]
+# Strongest first: a PID namespace with its own /proc (so a mount namespace) hides every
+# other process; without --mount-proc (a container that masks parts of /proc refuses a new
+# one) other processes are listed but out of reach; without a PID namespace, as before.
+_UNSHARE_SETS = (
+    ["--net", "--ipc", "--uts", "--pid", "--fork", "--kill-child", "--mount-proc"],
+    ["--net", "--ipc", "--uts", "--pid", "--fork", "--kill-child"],
+    ["--net", "--ipc", "--uts"],
+)
+
+
+def _unshare_prefix(namespaces: list[str]) -> list[str]:
     if drops_root():
-        return ["unshare", "--net", "--ipc", "--uts", "--"]
+        return ["unshare", *namespaces, "--"]
     # Not root: a user namespace first, for the right to make the others; it also drops the
     # capabilities of the initial namespace, so the network namespace cannot be left.
-    return ["unshare", "--user", "--map-root-user", "--net", "--ipc", "--uts", "--"]
+    return ["unshare", "--user", "--map-root-user", *namespaces, "--"]
+
+
+@functools.cache
+def _unshare_args() -> list[str]:
+    """The strongest set of namespaces `unshare` makes on this machine (tried once)."""
+    for namespaces in _UNSHARE_SETS[:-1]:
+        command = [*_unshare_prefix(namespaces), "/bin/true"]
+        try:
+            done = subprocess.run(command, capture_output=True, timeout=10, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if done.returncode == 0:
+            return [*_unshare_prefix(namespaces), *_INIT]
+        logger.info("unshare %s: %s", " ".join(namespaces), done.stderr.decode().strip())
+    return _unshare_prefix(_UNSHARE_SETS[-1])
 
 
 def sandbox_command(mode: SandboxMode, work_dir: Path, argv: list[str]) -> list[str]:
@@ -277,7 +336,10 @@ def describe_sandbox(mode: SandboxMode) -> str:
             "conversation's directory, network, processes and ctypes; native code could get "
             "past it: do not run untrusted code"
         )
-    isolation = "network namespace" if mode == "unshare" else "no namespaces"
+    isolation = "no namespaces"
+    if mode == "unshare":
+        pid = " and PID" if "--pid" in _unshare_args() else ""
+        isolation = f"network, IPC{pid} namespaces"
     return (
         f"{mode} ({isolation}, Landlock, seccomp): the code reads only the Python "
         "installation and its conversation's directory, writes only there; no network; "
@@ -286,7 +348,7 @@ def describe_sandbox(mode: SandboxMode) -> str:
 
 
 def model_note(mode: SandboxMode) -> str:
-    """What the tool's description tells the model about the sandbox."""
+    """What the tool's description tells the model about the sandbox (limits aside)."""
     children = (
         "Child processes are allowed."
         if mode == "bwrap"
