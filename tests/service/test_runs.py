@@ -650,6 +650,32 @@ async def test_a_failing_model_in_parley_events_is_run_error_then_run_ended(
     assert events[-1] == DONE
 
 
+async def test_a_streams_error_frame_comes_after_the_runs_end_is_recorded(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Recording the end is made slow: a frame sent before it is recorded would reach the
+    # client while the run still reads "running" (a client stops at the error frame).
+    record = Store.end_run
+
+    async def slow_end_run(self: Store, *args: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(1.0)
+        return await record(self, *args, **kwargs)
+
+    monkeypatch.setattr(Store, "end_run", slow_end_run)
+    model = ScriptedModel([ModelConnectionError("connection reset by peer")])
+    async with _live(sqlite_url, Agent("helper", model)) as client:
+        body = {"message": "hi", "thread_id": "t"}
+        async with client.stream("POST", "/stream", json=body) as response:
+            run_id = response.headers["X-Run-Id"]
+            async with asyncio.timeout(10):
+                async for line in response.aiter_lines():
+                    if line.startswith("data: {") and '"type":"error"' in line:
+                        break
+            run = (await client.get(f"/runs/{run_id}")).json()
+        assert run["status"] == "error"
+        assert "connection reset by peer" in run["error"]
+
+
 # -- a process killed mid-run ------------------------------------------------------------------
 
 

@@ -375,7 +375,9 @@ class RunManager:
 
     async def _drive(self, handle: RunHandle, lease: Lease) -> None:
         ended: RunEnded | None = None
-        error: str | None = None
+        # A run's error reaches its reader after the run's end is recorded, as its end does:
+        # a client that stops at the error and reads the run at once must see it ended.
+        failure: RunError | None = None
         try:
             async with contextlib.aclosing(handle.run) as run:
                 async for event in run:
@@ -383,8 +385,9 @@ class RunManager:
                         ended = event
                         break
                     if isinstance(event, RunError):
-                        error = event.message
-                    elif isinstance(event, ApprovalRequested) and run.pending is not None:
+                        failure = event
+                        continue
+                    if isinstance(event, ApprovalRequested) and run.pending is not None:
                         await self.store.add_approval(
                             run.pending, handle.thread_id, handle.user_id, handle.run_id
                         )
@@ -394,18 +397,18 @@ class RunManager:
                     handle.put(event)
         except Exception as exc:  # a usage mistake found as the run began (resume checks)
             log.warning("run %s failed to start: %s", handle.run_id, exc)
-            error = str(exc)
-            handle.put(RunError(message=error, kind=type(exc).__name__))
+            failure = RunError(message=str(exc), kind=type(exc).__name__)
         finally:
             ended = ended or RunEnded(status=handle.run.status or "error")
-            await self._finish(handle, lease, ended, error)
+            await self._finish(handle, lease, ended, failure)
 
     async def _finish(
-        self, handle: RunHandle, lease: Lease, ended: RunEnded, error: str | None
+        self, handle: RunHandle, lease: Lease, ended: RunEnded, failure: RunError | None
     ) -> None:
-        # Recorded and unlocked before the reader hears of the end: a client that reads the
-        # run or continues the thread right after sees it ended.
+        # Recorded and unlocked before the reader hears of the end (or of the error before
+        # it): a client that reads the run or continues the thread right after sees it ended.
         held = handle.memory.take_held() if handle.memory is not None else []
+        error = failure.message if failure is not None else None
         try:
             usage = ended.usage.model_dump(mode="json")
             last = (handle.thread_id, handle.user_id, held) if held else None
@@ -419,6 +422,8 @@ class RunManager:
             await lease.release()
             self.active.pop(handle.run_id, None)
             handle.done.set()
+            if failure is not None:
+                handle.put(failure)
             handle.put(ended)
             handle.put(None)
 
@@ -438,10 +443,10 @@ class RunManager:
     ) -> RunEnded:
         """Tell the reader the run failed (its answer was not stored); record that if possible."""
         error = f"could not store the run's answer: {exc}"
-        handle.put(RunError(message=error, kind=type(exc).__name__))
         with contextlib.suppress(Exception):
             usage = ended.usage.model_dump(mode="json")
             await self.store.end_run(handle.run_id, "error", usage, error)
+        handle.put(RunError(message=error, kind=type(exc).__name__))
         return RunEnded(status="error", final=ended.final, usage=ended.usage)
 
     async def cancel(self, run_id: str, user_id: str, *, wait: float = 2.0) -> RunRecord:
