@@ -37,65 +37,16 @@ import sys
 import tempfile
 import threading
 import time
-import zlib
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-_LINE = b"BT /F1 12 Tf 72 720 Td (Lorem ipsum dolor sit amet) Tj ET\n"  # 10 tokens
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))  # tests._hostile: the tests' PDF writer and hostile PDF
 
+from tests.tools._hostile import inflating_pdf, text_pdf  # noqa: E402
 
 # -- inputs ---------------------------------------------------------------------------------------
-
-
-def _flate(chunk: bytes, total: int) -> bytes:
-    """`chunk` repeated to `total` bytes, deflated a block at a time (never held whole)."""
-    packer = zlib.compressobj(9)
-    block = chunk * max(1, (1 << 20) // len(chunk))
-    parts, sent = [], 0
-    while sent < total:
-        parts.append(packer.compress(block))
-        sent += len(block)
-    parts.append(packer.flush())
-    return b"".join(parts)
-
-
-def write_pdf(path: Path, streams: list[bytes], *, deflated: bool = False) -> Path:
-    """A PDF with one page per content stream (Helvetica as F1) and an xref table."""
-    count = len(streams)
-    kids = " ".join(f"{4 + 2 * i} 0 R" for i in range(count))
-    bodies = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        f"<< /Type /Pages /Kids [{kids}] /Count {count} >>".encode(),
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-    ]
-    flate = b" /Filter /FlateDecode" if deflated else b""
-    for index, stream in enumerate(streams):
-        bodies.append(
-            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
-            b"/Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R >>" % (5 + 2 * index)
-        )
-        bodies.append(b"<< /Length %d%s >>\nstream\n%s\nendstream" % (len(stream), flate, stream))
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(bodies, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(bodies) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
-        len(bodies) + 1,
-        xref,
-    )
-    path.write_bytes(bytes(out))
-    return path
-
-
-def hostile_pdf(path: Path, pages: int) -> Path:
-    """Each page's stream: 190,000 text operators (1.9 million tokens, 11 MB), deflated."""
-    stream = _flate(_LINE, 190_000 * len(_LINE))
-    return write_pdf(path, [stream] * pages, deflated=True)
 
 
 def small_folder(folder: Path, count: int) -> Path:
@@ -104,8 +55,7 @@ def small_folder(folder: Path, count: int) -> Path:
     for number in range(count):
         words = " ".join(f"word{(number * 7 + k) % 997}" for k in range(120))
         if number % 4 == 3:
-            line = f"BT /F1 12 Tf 72 720 Td (Document {number} {words[:200]}) Tj ET".encode()
-            write_pdf(folder / f"doc{number:04}.pdf", [line])
+            text_pdf(folder / f"doc{number:04}.pdf", [[f"Document {number} {words[:200]}"]])
         elif number % 4 == 2:
             (folder / f"doc{number:04}.txt").write_text(f"Document {number}\n\n{words}\n")
         else:
@@ -151,7 +101,7 @@ async def measure_pdf(options: argparse.Namespace) -> dict[str, Any]:
 
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch)
-        path = hostile_pdf(folder / "hostile.pdf", options.bomb_pages)
+        path = inflating_pdf(folder / "hostile.pdf", options.bomb_pages)
         parser = DocParser({"root": str(folder)})
         parser.timeout = options.tool_timeout
         toolkit = Toolkit([parser])
@@ -179,14 +129,11 @@ def pdf_folder(folder: Path, count: int, pages: int) -> Path:
     """`count` PDFs of `pages` pages of about 600 characters each."""
     folder.mkdir(parents=True, exist_ok=True)
     for number in range(count):
-        streams = []
-        for page in range(pages):
-            lines = " T* ".join(
-                f"(Report {number} page {page} line {line} of the quarterly figures) Tj"
-                for line in range(10)
-            )
-            streams.append(f"BT /F1 12 Tf 14 TL 72 720 Td {lines} ET".encode())
-        write_pdf(folder / f"report{number:03}.pdf", streams)
+        text = [
+            [f"Report {number} page {page} line {n} of the quarterly figures" for n in range(10)]
+            for page in range(pages)
+        ]
+        text_pdf(folder / f"report{number:03}.pdf", text)
     return folder
 
 
@@ -295,7 +242,7 @@ def main() -> None:
         measure = measure_pdf if options.measure == "pdf" else measure_index
         print(json.dumps(asyncio.run(measure(options))))
         return
-    sources = dict(s.split("=", 1) for s in options.src or [f"after={HERE.parent / 'src'}"])
+    sources = dict(s.split("=", 1) for s in options.src or [f"after={ROOT / 'src'}"])
     columns: dict[str, dict[str, Any]] = {}
     for label, src in sources.items():
         # Indexing first, alone: a parse left running in the other process cannot slow it.

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from parley.tools import tool
+from typing import Any
 
-__all__ = ["add", "send_email"]
+from parley.tools import Tool, tool
+
+__all__ = ["LocalOnly", "add", "send_email"]
 
 
 @tool
@@ -26,3 +28,19 @@ def send_email(to: str) -> str:
         to: The address.
     """
     return f"sent to {to}"
+
+
+class LocalOnly(Tool):
+    """A tool that serves this machine only, as the code interpreter without bubblewrap."""
+
+    name = "weak_sandbox"
+    description = "Runs code in a weak sandbox."
+
+    @property
+    def local_only(self) -> bool:
+        """Always: the service refuses its agents to other machines."""
+        return True
+
+    def call(self, params: str | dict[str, Any], **kwargs: Any) -> str:
+        """Run nothing."""
+        return "ran"

@@ -48,7 +48,7 @@ from parley.compat.qwen import (
 )
 from parley.models.testing import ScriptedModel
 from parley.testing.openai_server import OpenAIServer, Reply, ToolCall
-from tests.tools.test_builtin_doc_parser import write_pdf
+from tests.tools._hostile import text_pdf
 
 
 @pytest.fixture(autouse=True)
@@ -82,7 +82,7 @@ INSTRUCTION = "First draw the picture, then pick an operation from the document 
 
 
 def test_the_readmes_assistant_calls_its_custom_tool_and_reads_its_pdf(tmp_path: Path) -> None:
-    pdf = write_pdf(
+    pdf = text_pdf(
         tmp_path / "doc.pdf",
         [["Image operations for pictures."], ["To rotate a picture, call Image.rotate(90)."]],
     )

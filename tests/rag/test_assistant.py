@@ -25,7 +25,7 @@ from parley.rag.assistant import PASSAGES_INTRO, Assistant, default_index_path, 
 from parley.rag.tool import NO_RESULTS, RetrievalTool, format_hits
 from parley.testing.openai_server import OpenAIServer, Reply, ToolCall
 from tests._requires import require_module
-from tests.tools.test_builtin_doc_parser import write_pdf
+from tests.tools._hostile import text_pdf
 
 HANDBOOK = """# Refund policy
 
@@ -43,7 +43,7 @@ def docs(tmp_path: Path) -> Path:
     folder = tmp_path / "docs"
     folder.mkdir()
     (folder / "handbook.md").write_text(HANDBOOK)
-    write_pdf(
+    text_pdf(
         folder / "manual.pdf",
         [["The kettle holds 1.7 litres."], ["Descale the kettle with citric acid every month."]],
     )

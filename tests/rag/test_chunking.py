@@ -16,7 +16,8 @@ from parley.rag import Chunk, Chunker
 from parley.tools.builtin import parse_document
 from parley.tools.builtin.doc_parser import parse_bytes
 from tests._requires import require_module, unavailable
-from tests.tools.test_builtin_doc_parser import write_pdf, write_pptx, write_xlsx
+from tests.tools._hostile import text_pdf
+from tests.tools.test_builtin_doc_parser import write_pptx, write_xlsx
 
 
 def exact_counter() -> Callable[[str], int]:
@@ -96,7 +97,7 @@ def test_pdf_chunks_know_their_page(tmp_path: Path) -> None:
     pages = [
         [f"Page {p} line {i} about the subject of page {p}." for i in range(4)] for p in (1, 2, 3)
     ]
-    document = parse_document(str(write_pdf(tmp_path / "r.pdf", pages)))
+    document = parse_document(str(text_pdf(tmp_path / "r.pdf", pages)))
     chunks = Chunker(30, 0, estimate_text_tokens).chunks(document, "d", "r.pdf")
     assert {c.page for c in chunks} == {1, 2, 3}
     for chunk in chunks:

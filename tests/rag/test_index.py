@@ -18,8 +18,9 @@ from parley.rag import index as index_module
 from parley.tools.builtin import _doc_formats
 from parley.tools.builtin._net import FetchPolicy
 from tests._requires import require_module
+from tests.tools._hostile import text_pdf
 from tests.tools._web import Body, Redirect, Site, serve
-from tests.tools.test_builtin_doc_parser import write_docx, write_pdf, write_pptx, write_xlsx
+from tests.tools.test_builtin_doc_parser import write_docx, write_pptx, write_xlsx
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -30,7 +31,7 @@ def folder(tmp_path: Path) -> Path:
     docs = tmp_path / "docs"
     docs.mkdir()
     require_module("pypdf", "tools")
-    write_pdf(
+    text_pdf(
         docs / "manual.pdf",
         [
             ["Installing the pump", "Bolt it to the floor."],

@@ -19,6 +19,7 @@ from parley.tools.builtin import ParseLimits
 from parley.tools.builtin._doc_pool import parser_pool
 from tests._requires import require_module
 from tests.tools._hostile import (
+    GROWTH_BOUND,
     MIB,
     expanding_xlsx,
     inflating_pdf,
@@ -29,8 +30,6 @@ from tests.tools._hostile import (
 )
 
 pytestmark = pytest.mark.timeout(120)
-
-BOUND = 48 * MIB
 
 
 @pytest.fixture(autouse=True)
@@ -64,7 +63,7 @@ async def test_a_parse_stopped_at_its_limit_fails_its_document_only_and_loses_no
     ) as index:
         with resident_growth() as growth:
             report = await index.sync(folder, errors="report")
-        assert growth.peak < BOUND
+        assert growth.peak < GROWTH_BOUND
         assert sorted(Path(s).name for s in report.failed) == ["flood.xlsx", "report.pdf"]
         pdf = report.failed[str(folder / "report.pdf")]
         assert isinstance(pdf, DocumentError)

@@ -40,6 +40,28 @@ class Service:
 MakeService = Callable[..., Awaitable[Service]]
 
 
+AMBIENT = (
+    "AUTH_SECRET",
+    "PARLEY_AUTH_SECRET",
+    "PARLEY_API_KEYS",
+    "PARLEY_HOST",
+    "PARLEY_TRUSTED_PROXIES",
+    "PARLEY_CORS_ORIGINS",
+)
+"""The variables of the machine that would turn auth on or change whom the service serves."""
+
+
+@pytest.fixture
+def no_ambient_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Settings come from the test only: none of `AMBIENT`, and no .env of the machine.
+
+    A module asks for it with `pytestmark = pytest.mark.usefixtures("no_ambient_settings")`.
+    """
+    monkeypatch.chdir(tmp_path)  # a .env is read from the working folder
+    for name in AMBIENT:
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     """An SQLite database file of this test's own."""

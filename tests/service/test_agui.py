@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -48,14 +47,9 @@ from tests.service._live import running
 from tests.service._support import wait_for_run
 from tests.service.conftest import MakeService, Service
 
+pytestmark = pytest.mark.usefixtures("no_ambient_settings")
+
 EVENTS: TypeAdapter[Event] = TypeAdapter(Event)
-
-
-@pytest.fixture(autouse=True)
-def _no_ambient_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.chdir(tmp_path)
-    for name in ("AUTH_SECRET", "PARLEY_AUTH_SECRET", "PARLEY_API_KEYS"):
-        monkeypatch.delenv(name, raising=False)
 
 
 # -- an AG-UI client's view ---------------------------------------------------------------

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from ag_ui.core import ToolCallArgsEvent, ToolCallEndEvent, ToolCallResultEvent, ToolCallStartEvent
@@ -23,12 +22,7 @@ from tests.sample_tools import add
 from tests.service.conftest import MakeService
 from tests.service.test_agui import of, run, run_input, user
 
-
-@pytest.fixture(autouse=True)
-def _no_ambient_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.chdir(tmp_path)
-    for name in ("AUTH_SECRET", "PARLEY_AUTH_SECRET", "PARLEY_API_KEYS"):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("no_ambient_settings")
 
 
 @pytest.fixture

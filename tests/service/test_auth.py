@@ -17,13 +17,7 @@ from parley.service import ServiceSettings
 from parley.service.store import hash_key
 from tests.service.conftest import MakeService, Service
 
-
-@pytest.fixture(autouse=True)
-def _no_ambient_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Settings come from these tests only: no AUTH_SECRET, PARLEY_* or .env of the machine."""
-    monkeypatch.chdir(tmp_path)
-    for name in ("AUTH_SECRET", "PARLEY_AUTH_SECRET", "PARLEY_API_KEYS", "PARLEY_HOST"):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("no_ambient_settings")
 
 
 def _agent(*answers: str) -> Agent:

@@ -1,11 +1,11 @@
 """Cancelling a run over HTTP stops the code the interpreter runs, and the thread says so.
 
-The agent's model calls the code interpreter with a cell that prints, says it started, and
-waits (boundedly) before it writes `late.txt`; the run is cancelled (`POST /runs/{id}/cancel`,
-in every sandbox mode; a client that leaves its stream, in the plain mode). The run ends
-interrupted, the thread records the call's result as the interpreter gave it ("Stopped by
-cancel" with the output so far), the next message runs at once in the same interpreter, and
-`late.txt` is never written.
+The agent's model (`coding_agent` of tests/tools/_sandbox_modes.py) calls the code
+interpreter with a cell that prints, says it started, and waits (boundedly) before it writes
+`late.txt`; the run is cancelled (`POST /runs/{id}/cancel`, in every sandbox mode; a client
+that leaves its stream, in the plain mode). The run ends interrupted, the thread records the
+call's result as the interpreter gave it ("Stopped by cancel" with the output so far), the
+next message runs at once in the same interpreter, and `late.txt` is never written.
 """
 
 from __future__ import annotations
@@ -17,46 +17,15 @@ from typing import Any
 import httpx
 import pytest
 
-from parley.agents import Agent
 from parley.messages import Msg
-from parley.models.testing import ScriptedModel
 from parley.service import ServiceSettings, create_app
-from parley.tools.builtin import CodeInterpreter
 from parley.tools.builtin.sandbox import SandboxMode
 from tests.service._live import running
 from tests.service._support import wait_for, wait_for_run
 from tests.service.conftest import MakeService
-from tests.tools._sandbox_modes import ALL_MODES, make, require_mode
+from tests.tools._sandbox_modes import ALL_MODES, coding_agent, make, require_mode, until_started
 
 pytestmark = pytest.mark.timeout(120)
-
-SLOW = """
-import os, time
-print('partial output', flush=True)
-open('started', 'w').close()
-for _ in range(400):
-    if os.path.exists('go'):
-        break
-    time.sleep(0.05)
-open('late.txt', 'w').write('written after the cancel')
-"""
-CHECK = "import os\n(kept, os.path.exists('late.txt'))"
-
-
-def coder(ci: CodeInterpreter) -> Agent:
-    model = ScriptedModel(
-        [
-            ScriptedModel.tool_call("code_interpreter", {"code": "kept = 'state'"}, "c1"),
-            ScriptedModel.tool_call("code_interpreter", {"code": SLOW}, "c2"),
-            ScriptedModel.tool_call("code_interpreter", {"code": CHECK}, "c3"),
-            "checked",
-        ]
-    )
-    return Agent("coder", model, tools=[ci])
-
-
-async def started(folder: Path) -> None:
-    await wait_for((folder / "started").exists, "the cell to start", timeout=30)
 
 
 def stopped_result(messages: list[Msg]) -> str:
@@ -72,7 +41,7 @@ async def goes_on(client: httpx.AsyncClient, folder: Path) -> None:
     """The next message runs at once, in the same interpreter; late.txt never comes."""
     again = await client.post("/invoke", json={"message": "and?", "thread_id": "t"})
     assert again.status_code == 200
-    assert again.json()["content"] == "checked"
+    assert again.json()["content"] == "done"
     detail = (await client.get("/threads/t")).json()
     check = Msg.model_validate(detail["messages"][-2])
     assert "('state', False)" in str(check.tool_results[0].output)
@@ -85,13 +54,13 @@ async def test_cancel_over_http_stops_the_cell_and_the_thread_says_so(
     service: MakeService, tmp_path: Path, mode: SandboxMode
 ) -> None:
     with make(require_mode(mode), tmp_path / "ws") as ci:
-        svc = await service(coder(ci))
+        svc = await service(coding_agent(ci)[0])
         folder = ci.work_dir("t", "local")
         invoke = asyncio.create_task(
             svc.client.post("/invoke", json={"message": "go", "thread_id": "t"})
         )
         handle = await wait_for_run(svc.state)
-        await started(folder)
+        await until_started(folder)
         cancelled = await svc.client.post(f"/runs/{handle.run_id}/cancel")
         assert cancelled.json()["status"] == "interrupted"
         assert (await invoke).status_code == 200
@@ -108,14 +77,14 @@ async def test_cancel_over_http_stops_the_cell_and_the_thread_says_so(
 async def test_a_client_leaving_its_stream_stops_the_cell(sqlite_url: str, tmp_path: Path) -> None:
     with make(require_mode("rlimits"), tmp_path / "ws") as ci:
         settings = ServiceSettings(database_url=sqlite_url)
-        app = create_app(settings, agents=[coder(ci)])
+        app = create_app(settings, agents=[coding_agent(ci)[0]])
         folder = ci.work_dir("t", "local")
         with running(app) as url:
             async with httpx.AsyncClient(base_url=url, timeout=30) as client:
                 body = {"message": "go", "thread_id": "t"}
                 async with client.stream("POST", "/stream", json=body) as response:
                     run_id = response.headers["X-Run-Id"]
-                    await started(folder)
+                    await until_started(folder)
                 # Left: the response closed while the cell runs.
 
                 async def ended() -> dict[str, Any] | None:

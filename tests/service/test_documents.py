@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -31,6 +32,25 @@ HANDBOOK = """# Refund policy
 Customers may return any item within 30 days of delivery. Refunds are paid to the original
 payment method within 14 days after the returned item arrives at our warehouse in Lyon.
 """
+
+
+def handbook_service(tmp_path: Path, **more: Any) -> tuple[Path, Path, ServiceSettings]:
+    """`parley serve --docs` on a folder holding the handbook, keyword search only.
+
+    The folder, where its index file goes (made by the service), and the settings.
+    """
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "handbook.md").write_text(HANDBOOK)
+    location = tmp_path / "docs.sqlite"
+    settings = ServiceSettings(
+        database_url=f"sqlite+aiosqlite:///{tmp_path / 'service.db'}",
+        docs=[str(docs)],
+        docs_index=str(location),
+        docs_embedding="none",
+        **more,
+    )
+    return docs, location, settings
 
 
 def indexed(location: Path) -> list[str]:
@@ -74,16 +94,7 @@ def test_the_documents_agent_answers_and_its_index_follows_the_folder(
 ) -> None:
     require_module("llama_cpp", "local")
     require_module("watchfiles", "rag")
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    (docs / "handbook.md").write_text(HANDBOOK)
-    location = tmp_path / "docs.sqlite"
-    settings = ServiceSettings(
-        database_url=f"sqlite+aiosqlite:///{tmp_path / 'service.db'}",
-        docs=[str(docs)],
-        docs_index=str(location),
-        docs_embedding="none",
-    )
+    docs, location, settings = handbook_service(tmp_path)
     caplog.set_level(logging.INFO, logger="parley.service")
     with running(create_app(settings)) as url, httpx.Client(base_url=url, timeout=120) as api:
         info = api.get("/info").json()
@@ -116,20 +127,11 @@ def test_documents_built_to_pin_the_parser_fail_alone_and_cost_the_service_nothi
 ) -> None:
     require_module("pypdf", "tools")
     require_module("openpyxl", "tools")
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    (docs / "handbook.md").write_text(HANDBOOK)
+    docs, location, settings = handbook_service(
+        tmp_path, docs_parse_timeout=3, docs_parse_memory_bytes=256 * MIB
+    )
     inflating_pdf(docs / "inflating.pdf", pages=3)  # minutes of parsing, once
     expanding_xlsx(docs / "flood.xlsx", 40 * MIB)  # 2.5 GB in the parsing process, once
-    location = tmp_path / "docs.sqlite"
-    settings = ServiceSettings(
-        database_url=f"sqlite+aiosqlite:///{tmp_path / 'service.db'}",
-        docs=[str(docs)],
-        docs_index=str(location),
-        docs_embedding="none",
-        docs_parse_timeout=3,
-        docs_parse_memory_bytes=256 * MIB,
-    )
     caplog.set_level(logging.INFO, logger="parley.service")
     with running(create_app(settings)) as url, httpx.Client(base_url=url, timeout=30) as api:
         with resident_growth() as growth:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import socket
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -24,6 +23,8 @@ from parley.service.local import is_local_name
 from tests.service._agents import echo_agent
 from tests.service._live import running
 from tests.service.conftest import MakeService, Service
+
+pytestmark = pytest.mark.usefixtures("no_ambient_settings")
 
 LOCAL_HOSTS = [
     "localhost",
@@ -48,14 +49,6 @@ FOREIGN_HOSTS = [
     "localhost:99999",
     "localhost/x",
 ]
-
-
-@pytest.fixture(autouse=True)
-def _no_ambient_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No AUTH_SECRET, PARLEY_* or .env of the machine: these tests need auth off."""
-    monkeypatch.chdir(tmp_path)
-    for name in ("AUTH_SECRET", "PARLEY_AUTH_SECRET", "PARLEY_API_KEYS", "PARLEY_CORS_ORIGINS"):
-        monkeypatch.delenv(name, raising=False)
 
 
 def _agent() -> Agent:

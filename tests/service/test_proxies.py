@@ -27,36 +27,15 @@ import pytest
 from parley.agents import Agent
 from parley.models.testing import ScriptedModel
 from parley.service import ServiceSettings, create_app
-from parley.tools import Tool
+from tests.sample_tools import LocalOnly
 from tests.service._live import free_port, running
 from tests.service._support import wait_for
+
+pytestmark = pytest.mark.usefixtures("no_ambient_settings")
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = {"Authorization": "Bearer s3cret"}
 UNSET = "unset"
-
-
-class LocalOnly(Tool):
-    """A tool that serves this machine only, as the code interpreter without bubblewrap."""
-
-    name = "weak_sandbox"
-    description = "Runs code in a weak sandbox."
-
-    @property
-    def local_only(self) -> bool:
-        """Always: this is what the test is about."""
-        return True
-
-    def call(self, params: str | dict[str, Any], **kwargs: Any) -> str:
-        """Run nothing."""
-        return "ran"
-
-
-@pytest.fixture(autouse=True)
-def _no_ambient_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.chdir(tmp_path)
-    for name in ("AUTH_SECRET", "PARLEY_AUTH_SECRET", "PARLEY_TRUSTED_PROXIES"):
-        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from parley.models import ChatResponse
 from parley.models.testing import ScriptedModel
 from parley.tools import RunContext, Tool, tool
 from parley.tools.builtin.sandbox import SandboxMode
+from tests.sample_tools import LocalOnly
 from tests.service._support import wait_for
 from tests.service.conftest import MakeService
 from tests.tools._sandbox_modes import make, require_mode
@@ -82,17 +83,6 @@ async def test_each_call_knows_its_user_and_thread_and_delete_ends_the_session(
 async def test_a_tool_for_this_machine_only_is_refused_to_other_machines(
     service: MakeService,
 ) -> None:
-    class LocalOnly(Tool):
-        name = "local_only_tool"
-        description = "Runs code in a weak sandbox."
-
-        @property
-        def local_only(self) -> bool:
-            return True
-
-        def call(self, params: str | dict[str, Any], **kwargs: Any) -> str:
-            return "ran"
-
     @tool
     def harmless() -> str:
         """Harmless."""
@@ -108,7 +98,7 @@ async def test_a_tool_for_this_machine_only_is_refused_to_other_machines(
     ) as remote:
         refused = await remote.post("/risky/invoke", json={"message": "run it"})
         assert refused.status_code == 403
-        assert "local_only_tool" in refused.json()["detail"]
+        assert "weak_sandbox" in refused.json()["detail"]
         assert "bubblewrap" in refused.json()["detail"]
         served = await remote.post("/safe/invoke", json={"message": "hi"})
         assert served.status_code == 200

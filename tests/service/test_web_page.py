@@ -591,12 +591,12 @@ def test_an_answer_from_documents_lists_its_sources(
 ) -> None:
     from parley.rag import DocumentIndex  # noqa: PLC0415
     from parley.rag.assistant import Assistant  # noqa: PLC0415
-    from tests.tools.test_builtin_doc_parser import write_pdf  # noqa: PLC0415
+    from tests.tools._hostile import text_pdf  # noqa: PLC0415
 
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "handbook.md").write_text("# Kettles\n\nOur kettle must be descaled monthly.\n")
-    write_pdf(docs / "manual.pdf", [["Safety first."], ["Descale the kettle with citric acid."]])
+    text_pdf(docs / "manual.pdf", [["Safety first."], ["Descale the kettle with citric acid."]])
     # A file name written to break the page: it must show as text.
     (docs / "<img src=x onerror=alert(1)>.md").write_text("Descale kettle notes.\n")
 

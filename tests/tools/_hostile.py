@@ -4,6 +4,9 @@ Each document is small on disk and costs its parser far more: content streams th
 to millions of PDF operators, thousands of pages, Word and Excel parts that unpack to tens of
 megabytes of XML. They are built a block at a time, so that building one never costs this
 process (the one whose memory the tests watch) what parsing it would.
+
+The PDF writer here (`write_pdf`, and `text_pdf` for pages of plain lines) is the one the
+document tests and benchmarks/documents_limits.py write every PDF with, hostile or not.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MIB = 1024 * 1024
+GROWTH_BOUND = 48 * MIB
+"""What this process may grow by while a parser process works on a hostile document."""
 # Ten PDF tokens: a page of 190,000 of them is just under pypdf's 2,000,000 tokens a stream.
 _OPERATORS = b"BT /F1 12 Tf 72 720 Td (Lorem ipsum dolor sit amet) Tj ET\n"
 
@@ -66,6 +71,15 @@ def write_pdf(path: Path, streams: list[bytes], *, deflated: bool = False) -> Pa
     )
     path.write_bytes(bytes(out))
     return path
+
+
+def text_pdf(path: Path, pages: list[list[str]]) -> Path:
+    """A PDF whose pages show these lines of text, one under the other."""
+    streams = []
+    for lines in pages:
+        shown = " T* ".join(f"({line}) Tj" for line in lines)
+        streams.append(f"BT /F1 12 Tf 14 TL 72 720 Td {shown} ET".encode())
+    return write_pdf(path, streams)
 
 
 def inflating_pdf(path: Path, pages: int = 3) -> Path:

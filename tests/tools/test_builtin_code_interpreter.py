@@ -1,9 +1,10 @@
 """The code interpreter and its sandbox, in every sandbox mode.
 
-Tests are parametrized by mode (`[bwrap]`, `[unshare]`, `[rlimits]`); a mode the machine
-lacks is skipped with the reason on a developer's machine and fails under CI. The escapes
-each mode must stop are in test_code_interpreter_escapes.py; sessions per conversation,
-reaping and deletion in test_code_interpreter_sessions.py.
+Tests are parametrized by mode (`[bwrap]`, `[unshare]`, `[rlimits]`: the fixtures `mode` and
+`ci` of tests/tools/conftest.py); a mode the machine lacks is skipped with the reason on a
+developer's machine and fails under CI. The escapes each mode must stop are in
+test_code_interpreter_escapes.py; sessions per conversation, reaping and deletion in
+test_code_interpreter_sessions.py.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,24 +28,12 @@ from parley.tools.builtin import (
     available_sandbox_modes,
     detect_sandbox_mode,
 )
-from parley.tools.builtin.sandbox import SandboxMode
 from tests._requires import require_module
-from tests.tools._sandbox_modes import ALL_MODES, make, require_mode
+from tests.tools._sandbox_modes import ALL_MODES, make
 
 pytestmark = pytest.mark.timeout(120)
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(params=ALL_MODES)
-def mode(request: pytest.FixtureRequest) -> SandboxMode:
-    return require_mode(request.param)
-
-
-@pytest.fixture
-def interpreter(mode: str, tmp_path: Path) -> Iterator[CodeInterpreter]:
-    with make(mode, tmp_path / "ci") as ci:
-        yield ci
 
 
 # -- the mode --------------------------------------------------------------------------------
@@ -72,7 +60,7 @@ def test_unknown_or_unavailable_modes_are_configuration_errors() -> None:
 # -- what the sandbox refuses ----------------------------------------------------------------
 
 
-def test_network_is_refused(interpreter: CodeInterpreter) -> None:
+def test_network_is_refused(ci: CodeInterpreter) -> None:
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
         code = (
@@ -83,7 +71,7 @@ def test_network_is_refused(interpreter: CodeInterpreter) -> None:
             "except OSError as exc:\n"
             "    print('refused:', type(exc).__name__, exc)\n"
         )
-        run = interpreter.run_code(code)
+        run = ci.run_code(code)
         assert run.error is None, run.error
         assert "refused:" in run.stdout
         assert "CONNECTED" not in run.stdout
@@ -93,25 +81,23 @@ def test_network_is_refused(interpreter: CodeInterpreter) -> None:
 
 
 @pytest.mark.parametrize("where", ["tmp", "repo"])
-def test_writes_outside_the_work_directory_are_refused(
-    interpreter: CodeInterpreter, where: str
-) -> None:
+def test_writes_outside_the_work_directory_are_refused(ci: CodeInterpreter, where: str) -> None:
     folder = Path("/tmp") if where == "tmp" else REPO
     target = folder / f"parley-escape-{uuid.uuid4().hex}"
-    run = interpreter.run_code(f"open({str(target)!r}, 'w').write('escaped')")
+    run = ci.run_code(f"open({str(target)!r}, 'w').write('escaped')")
     assert run.error is not None
     assert "Read-only file system" in run.error or "not allowed in this sandbox" in run.error
     assert not target.exists()
 
 
 def test_removing_or_linking_out_of_the_work_directory_is_refused(
-    interpreter: CodeInterpreter, tmp_path: Path
+    ci: CodeInterpreter, tmp_path: Path
 ) -> None:
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me")
-    removed = interpreter.run_code(f"import os\nos.remove({str(victim)!r})")
+    removed = ci.run_code(f"import os\nos.remove({str(victim)!r})")
     assert removed.error is not None
-    linked = interpreter.run_code(
+    linked = ci.run_code(
         f"import os\nos.symlink({str(victim)!r}, 'link')\nopen('link', 'w').write('x')"
     )
     assert linked.error is not None
@@ -119,19 +105,19 @@ def test_removing_or_linking_out_of_the_work_directory_is_refused(
 
 
 def test_writes_inside_the_work_directory_work_and_are_listed(
-    interpreter: CodeInterpreter,
+    ci: CodeInterpreter,
 ) -> None:
-    run = interpreter.run_code("open('out.csv', 'w').write('a,b\\n1,2\\n')\nprint('ok')")
+    run = ci.run_code("open('out.csv', 'w').write('a,b\\n1,2\\n')\nprint('ok')")
     assert run.error is None, run.error
     assert run.files == ["out.csv"]
-    assert (interpreter.work_dir() / "out.csv").read_text() == "a,b\n1,2\n"
+    assert (ci.work_dir() / "out.csv").read_text() == "a,b\n1,2\n"
     assert "files written in the work directory: out.csv" in run.to_text()
 
 
 def test_files_and_folders_inside_the_work_directory_can_be_changed(
-    interpreter: CodeInterpreter,
+    ci: CodeInterpreter,
 ) -> None:
-    run = interpreter.run_code(
+    run = ci.run_code(
         "import os, shutil\n"
         "os.makedirs('a/b')\n"
         "open('a/b/f.txt', 'w').write('x')\n"
@@ -147,10 +133,8 @@ def test_files_and_folders_inside_the_work_directory_can_be_changed(
     assert run.result == "['b', 'g.txt', 'hard', 'link']"
 
 
-def test_child_processes_run_only_inside_bubblewrap(
-    interpreter: CodeInterpreter, mode: str
-) -> None:
-    run = interpreter.run_code("import subprocess\nsubprocess.run(['echo', 'from a child'])")
+def test_child_processes_run_only_inside_bubblewrap(ci: CodeInterpreter, mode: str) -> None:
+    run = ci.run_code("import subprocess\nsubprocess.run(['echo', 'from a child'])")
     if mode == "bwrap":
         assert run.error is None, run.error
         assert "from a child" in run.stdout  # fd-level output of a child is captured
@@ -160,10 +144,10 @@ def test_child_processes_run_only_inside_bubblewrap(
 
 
 def test_the_parents_environment_does_not_leak(
-    interpreter: CodeInterpreter, monkeypatch: pytest.MonkeyPatch
+    ci: CodeInterpreter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PARLEY_TEST_SECRET", "s3cret")
-    run = interpreter.run_code("import os\nos.environ.get('PARLEY_TEST_SECRET')")
+    run = ci.run_code("import os\nos.environ.get('PARLEY_TEST_SECRET')")
     assert run.error is None
     assert run.result is None
 
@@ -196,13 +180,13 @@ def test_a_cpu_bound_loop_is_stopped_by_rlimit_cpu(mode: str, tmp_path: Path) ->
 
 
 def test_a_memory_hog_gets_memory_error_and_the_session_survives(
-    interpreter: CodeInterpreter,
+    ci: CodeInterpreter,
 ) -> None:
-    interpreter.run_code("kept = 7")
-    run = interpreter.run_code("hog = bytearray(4 * 1024 ** 3)")
+    ci.run_code("kept = 7")
+    run = ci.run_code("hog = bytearray(4 * 1024 ** 3)")
     assert run.error is not None
     assert "MemoryError" in run.error
-    after = interpreter.run_code("kept")
+    after = ci.run_code("kept")
     assert after.result == "7"
     assert after.notice is None
 
@@ -228,32 +212,32 @@ def test_long_output_is_cut_in_the_middle(mode: str, tmp_path: Path) -> None:
 
 
 def test_state_is_kept_within_a_session_and_apart_between_sessions(
-    interpreter: CodeInterpreter,
+    ci: CodeInterpreter,
 ) -> None:
-    assert interpreter.run_code("x = 41", session="a").error is None
-    assert interpreter.run_code("x + 1", session="a").result == "42"
-    other = interpreter.run_code("x", session="b")
+    assert ci.run_code("x = 41", session="a").error is None
+    assert ci.run_code("x + 1", session="a").result == "42"
+    other = ci.run_code("x", session="b")
     assert other.error is not None
     assert "NameError" in other.error
-    assert interpreter.work_dir("a") != interpreter.work_dir("b")
+    assert ci.work_dir("a") != ci.work_dir("b")
 
 
-def test_a_session_outlives_the_thread_that_started_it(interpreter: CodeInterpreter) -> None:
+def test_a_session_outlives_the_thread_that_started_it(ci: CodeInterpreter) -> None:
     # bubblewrap's --die-with-parent follows the starting *thread*; workers must not.
-    starter = threading.Thread(target=interpreter.run_code, args=("kept = 5",))
+    starter = threading.Thread(target=ci.run_code, args=("kept = 5",))
     starter.start()
     starter.join()
     time.sleep(0.3)
-    after = interpreter.run_code("kept")
+    after = ci.run_code("kept")
     assert after.notice is None
     assert after.result == "5"
 
 
-def test_stdout_stderr_and_the_traceback_come_back(interpreter: CodeInterpreter) -> None:
+def test_stdout_stderr_and_the_traceback_come_back(ci: CodeInterpreter) -> None:
     code = (
         "import sys\nprint('to out')\nprint('to err', file=sys.stderr)\n\ndef f():\n    1 / 0\nf()"
     )
-    run = interpreter.run_code(code)
+    run = ci.run_code(code)
     assert run.stdout == "to out\n"
     assert run.stderr == "to err\n"
     assert run.error is not None
@@ -268,36 +252,36 @@ def test_stdout_stderr_and_the_traceback_come_back(interpreter: CodeInterpreter)
     assert "error:" in text
 
 
-def test_a_syntax_error_is_reported(interpreter: CodeInterpreter) -> None:
-    run = interpreter.run_code("def broken(:\n    pass")
+def test_a_syntax_error_is_reported(ci: CodeInterpreter) -> None:
+    run = ci.run_code("def broken(:\n    pass")
     assert run.error is not None
     assert "SyntaxError" in run.error
 
 
-def test_sys_exit_does_not_end_the_session(interpreter: CodeInterpreter) -> None:
-    interpreter.run_code("y = 3")
-    run = interpreter.run_code("import sys\nsys.exit(2)")
+def test_sys_exit_does_not_end_the_session(ci: CodeInterpreter) -> None:
+    ci.run_code("y = 3")
+    run = ci.run_code("import sys\nsys.exit(2)")
     assert run.error is not None
     assert "SystemExit: 2" in run.error
-    assert interpreter.run_code("y").result == "3"
+    assert ci.run_code("y").result == "3"
 
 
-def test_a_crashed_worker_restarts_and_says_so(interpreter: CodeInterpreter) -> None:
-    interpreter.run_code("z = 1")
-    crashed = interpreter.run_code("import os\nos._exit(3)")
+def test_a_crashed_worker_restarts_and_says_so(ci: CodeInterpreter) -> None:
+    ci.run_code("z = 1")
+    crashed = ci.run_code("import os\nos._exit(3)")
     assert crashed.error is not None
     assert "exited with status 3" in crashed.error
-    after = interpreter.run_code("print('again')")
+    after = ci.run_code("print('again')")
     assert after.stdout == "again\n"
     assert after.notice is not None
     assert "restarted" in after.notice
 
 
-def test_a_markdown_fence_around_the_code_is_removed(interpreter: CodeInterpreter) -> None:
-    assert interpreter.run_code("```python\n6 * 7\n```").result == "42"
+def test_a_markdown_fence_around_the_code_is_removed(ci: CodeInterpreter) -> None:
+    assert ci.run_code("```python\n6 * 7\n```").result == "42"
 
 
-def test_a_matplotlib_figure_comes_back_as_an_image(interpreter: CodeInterpreter) -> None:
+def test_a_matplotlib_figure_comes_back_as_an_image(ci: CodeInterpreter) -> None:
     require_module("matplotlib", "tools")  # the worker runs this same Python
     code = (
         "import matplotlib.pyplot as plt\n"
@@ -306,7 +290,7 @@ def test_a_matplotlib_figure_comes_back_as_an_image(interpreter: CodeInterpreter
         "plt.savefig('squares.png')\n"
         "plt.show()"
     )
-    run = interpreter.run_code(code)
+    run = ci.run_code(code)
     assert run.error is None, run.error
     assert run.stderr == ""
     assert len(run.images) == 1
@@ -317,7 +301,7 @@ def test_a_matplotlib_figure_comes_back_as_an_image(interpreter: CodeInterpreter
     assert isinstance(output[0], TextBlock)
     assert isinstance(output[1], ImageBlock)
     assert output[1].source.media_type == "image/png"
-    assert interpreter.run_code("1").images == []  # figures are closed once returned
+    assert ci.run_code("1").images == []  # figures are closed once returned
 
 
 # -- as a tool -------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The document parser on real files of every format, written here by their own libraries.
 
-The PDF is written byte by byte (a two-page PDF with Helvetica text); DOCX, PPTX and XLSX
-are written by python-docx, python-pptx and openpyxl; the rest are text.
+The PDF is written byte by byte (`tests.tools._hostile.text_pdf`, Helvetica text); DOCX, PPTX
+and XLSX are written by python-docx, python-pptx and openpyxl; the rest are text.
 """
 
 from __future__ import annotations
@@ -24,44 +24,12 @@ from parley.tools.builtin._net import FetchNotAllowedError
 from parley.tools.builtin._paths import PathNotAllowedError
 from parley.tools.builtin.doc_parser import ParseLimits, parse_bytes
 from tests._requires import require_module
+from tests.tools._hostile import text_pdf
 
 pytestmark = pytest.mark.timeout(60)
 
 
 # -- fixture files ---------------------------------------------------------------------------
-
-
-def write_pdf(path: Path, pages: list[list[str]]) -> Path:
-    """A minimal valid PDF: one content stream of text lines per page, and an xref table."""
-    count = len(pages)
-    kids = " ".join(f"{4 + 2 * i} 0 R" for i in range(count))
-    bodies = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        f"<< /Type /Pages /Kids [{kids}] /Count {count} >>".encode(),
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-    ]
-    for index, lines in enumerate(pages):
-        shown = " T* ".join(f"({line}) Tj" for line in lines)
-        content = f"BT /F1 12 Tf 14 TL 72 720 Td {shown} ET".encode()
-        bodies.append(
-            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
-            b"/Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R >>" % (5 + 2 * index)
-        )
-        bodies.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(content), content))
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(bodies, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(bodies) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
-        len(bodies) + 1,
-        xref,
-    )
-    path.write_bytes(bytes(out))
-    return path
 
 
 def write_docx(path: Path) -> Path:
@@ -116,7 +84,7 @@ def write_xlsx(path: Path) -> Path:
 
 def test_pdf_pages_are_marked(tmp_path: Path) -> None:
     require_module("pypdf", "tools")
-    path = write_pdf(tmp_path / "report.pdf", [["Page one text", "second line"], ["Page two"]])
+    path = text_pdf(tmp_path / "report.pdf", [["Page one text", "second line"], ["Page two"]])
     document = parse_document(str(path))
     assert document.format == "pdf"
     assert [s.kind for s in document.sections] == ["page", "page"]
@@ -278,7 +246,7 @@ def test_file_urls_missing_files_and_broken_files(tmp_path: Path) -> None:
 
 
 def test_a_missing_library_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = write_pdf(tmp_path / "a.pdf", [["x"]])
+    path = text_pdf(tmp_path / "a.pdf", [["x"]])
     # The parser process takes this process's path: a `pypdf` first on it that cannot load.
     blocked = tmp_path / "blocked" / "pypdf"
     blocked.mkdir(parents=True)
@@ -318,7 +286,7 @@ def served(tmp_path: Path) -> Iterator[tuple[str, Path]]:
 
 def test_http_urls_are_refused_unless_allowed(served: tuple[str, Path]) -> None:
     base, folder = served
-    write_pdf(folder / "remote.pdf", [["Fetched over HTTP"]])
+    text_pdf(folder / "remote.pdf", [["Fetched over HTTP"]])
     with pytest.raises(ToolExecutionError, match="not allowed"):
         DocParser().call({"url": f"{base}/remote.pdf"})
     # Downloads on, but the server is on a loopback address: refused unless allowed too.
@@ -381,7 +349,7 @@ async def test_it_runs_as_a_tool_and_failures_come_back_as_errors(tmp_path: Path
 
 def test_bytes_already_read_parse_as_the_file_would(tmp_path: Path) -> None:
     require_module("pypdf", "tools")
-    path = write_pdf(tmp_path / "report.pdf", [["Page one text"], ["Page two"]])
+    path = text_pdf(tmp_path / "report.pdf", [["Page one text"], ["Page two"]])
     from_bytes = parse_bytes(str(path), "report.pdf", path.read_bytes())
     assert from_bytes.to_text() == parse_document(str(path)).to_text()
     # Without a telling name, the media type decides.

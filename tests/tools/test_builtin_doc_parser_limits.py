@@ -26,6 +26,7 @@ from parley.tools.builtin.doc_parser import aparse_document
 from parley.tools.builtin.sandbox import SANDBOX_USER, drops_root
 from tests._requires import require_module
 from tests.tools._hostile import (
+    GROWTH_BOUND,
     MIB,
     bloated_pdf_page,
     expanding_docx,
@@ -38,8 +39,6 @@ from tests.tools._hostile import (
 )
 
 pytestmark = pytest.mark.timeout(120)
-
-BOUND = 48 * MIB  # what this process may grow by while a parser works on a hostile document
 
 
 @pytest.fixture(autouse=True)
@@ -57,7 +56,7 @@ def test_a_pdf_whose_pages_inflate_is_stopped_at_the_timeout(tmp_path: Path) -> 
         "cannot read inflating.pdf: parsing it took longer than 2 seconds (the parser's "
         "timeout), so it was stopped"
     )
-    assert growth.peak < BOUND
+    assert growth.peak < GROWTH_BOUND
     assert parser_pool(ParseLimits().memory_bytes).busy_pids == []
 
 
@@ -70,7 +69,7 @@ def test_a_page_past_the_memory_limit_fails_naming_the_limit(tmp_path: Path) -> 
         "cannot read bloated.pdf: parsing it needed more memory than the 192 MiB a parser "
         "may use (memory_bytes), so it was stopped"
     )
-    assert growth.peak < BOUND
+    assert growth.peak < GROWTH_BOUND
     # The process that ran out is gone; the next document gets a fresh one and parses.
     small = many_pages_pdf(tmp_path / "small.pdf", 1)
     assert parse_document(str(small), limits=limits).to_text().endswith("Page 1")
@@ -93,7 +92,7 @@ def test_an_office_file_that_expands_is_stopped_at_the_memory_limit(
     assert f"cannot read {name}: parsing it needed more memory than the 256 MiB" in str(
         raised.value
     )
-    assert growth.peak < BOUND
+    assert growth.peak < GROWTH_BOUND
     parser_pool(limits.memory_bytes).close()
 
 
@@ -125,7 +124,7 @@ def test_a_text_file_too_big_is_read_to_max_text_chars_and_the_text_says_so(
         "Only the first 1000000 characters were read (the limit max_text_chars)."
     )
     assert sum(len(item.text) for item in document.sections[0].items) == 1_000_000
-    assert growth.peak < BOUND
+    assert growth.peak < GROWTH_BOUND
     # The tool reads only what it can show (`max_chars`): the same note, sooner.
     parser = DocParser({"root": str(tmp_path), "max_chars": 5000})
     text = parser.call({"url": "huge.txt"})
@@ -183,7 +182,7 @@ async def test_a_cancelled_call_kills_its_parser(tmp_path: Path) -> None:
             await task
         await wait_until(lambda: process_gone(pid), f"parser {pid} to be gone")
     assert pid not in pool.pids
-    assert growth.after < BOUND
+    assert growth.after < GROWTH_BOUND
 
 
 async def test_a_call_past_the_tools_timeout_kills_its_parser(tmp_path: Path) -> None:

@@ -1,42 +1,28 @@
 """Cancel stops the code: the cell is interrupted (then killed), and the call says so.
 
-A cell prints, says it started, then waits (boundedly) for a `go` file the test never gives
-before it has checked what followed, and writes `late.txt` after the wait: the file a
-cancelled cell must never write. The next call runs at once (it could not, had the cell gone
-on: calls in a session run one after another). Every sandbox mode; the agent loop's side
-(`agent.stream()` cancelled by its caller) in the plain mode.
+A cell (`SLOW`, in tests/tools/_sandbox_modes.py) prints, says it started, then waits
+(boundedly) for a `go` file the test never gives before it has checked what followed, and
+writes `late.txt` after the wait: the file a cancelled cell must never write. The next call
+runs at once (it could not, had the cell gone on: calls in a session run one after another).
+Every sandbox mode; the agent loop's side (`agent.stream()` cancelled by its caller) in the
+plain mode.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from parley.agents import Agent, MessageCompleted, ToolResult
-from parley.models.testing import ScriptedModel
+from parley.agents import MessageCompleted, ToolResult
 from parley.tools import RunContext
 from parley.tools.builtin import CodeInterpreter
-from parley.tools.builtin.sandbox import SandboxMode
-from tests.tools._sandbox_modes import ALL_MODES, make, require_mode
+from tests.tools._sandbox_modes import CHECK, SLOW, coding_agent, make, require_mode, until_started
 
 pytestmark = pytest.mark.timeout(120)
 
 CTX = RunContext.detached(thread_id="t", user_id="alice")
-# Waits up to 20 s: on a parley whose cancel does not stop the code, it writes late.txt
-# then, and the next call waits for it.
-SLOW = """
-import os, time
-print('partial output', flush=True)
-open('started', 'w').close()
-for _ in range(400):
-    if os.path.exists('go'):
-        break
-    time.sleep(0.05)
-open('late.txt', 'w').write('written after the cancel')
-"""
 # Ignores the interrupt: it is killed after the grace.
 STUBBORN = """
 import os, time
@@ -51,26 +37,6 @@ for _ in range(400):
         pass
 open('late.txt', 'w').write('written after the cancel')
 """
-CHECK = "import os\n(kept, os.path.exists('late.txt'))"
-
-
-@pytest.fixture(params=ALL_MODES)
-def mode(request: pytest.FixtureRequest) -> SandboxMode:
-    return require_mode(request.param)
-
-
-@pytest.fixture
-def ci(mode: SandboxMode, tmp_path: Path) -> Iterator[CodeInterpreter]:
-    with make(mode, tmp_path / "ws") as interpreter:
-        yield interpreter
-
-
-async def until_started(folder: Path) -> None:
-    for _ in range(1000):
-        if (folder / "started").exists():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("the cell never started")
 
 
 def let_go(ci: CodeInterpreter, folder: Path) -> None:
@@ -159,21 +125,9 @@ def test_a_cell_past_its_wall_time_returns_the_output_it_made(ci: CodeInterprete
 # -- the agent loop ---------------------------------------------------------------------------
 
 
-def code_agent(ci: CodeInterpreter) -> tuple[Agent, ScriptedModel]:
-    model = ScriptedModel(
-        [
-            ScriptedModel.tool_call("code_interpreter", {"code": "kept = 'state'"}, "c1"),
-            ScriptedModel.tool_call("code_interpreter", {"code": SLOW}, "c2"),
-            ScriptedModel.tool_call("code_interpreter", {"code": CHECK}, "c3"),
-            "done",
-        ]
-    )
-    return Agent("coder", model, tools=[ci]), model
-
-
 async def test_run_cancel_records_what_the_interpreter_did(tmp_path: Path) -> None:
     with make(require_mode("rlimits"), tmp_path / "ws") as ci:
-        agent, model = code_agent(ci)
+        agent, model = coding_agent(ci)
         folder = ci.work_dir(agent.memory.thread_id)
         run = agent.stream("go")
         canceller = asyncio.create_task(until_started(folder))
@@ -203,7 +157,7 @@ async def test_run_cancel_records_what_the_interpreter_did(tmp_path: Path) -> No
 
 async def test_a_cancelled_task_records_what_the_interpreter_did(tmp_path: Path) -> None:
     with make(require_mode("rlimits"), tmp_path / "ws") as ci:
-        agent, _ = code_agent(ci)
+        agent, _ = coding_agent(ci)
         folder = ci.work_dir(agent.memory.thread_id)
         task = asyncio.create_task(agent.reply("go"))
         await until_started(folder)

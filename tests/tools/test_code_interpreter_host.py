@@ -25,7 +25,7 @@ from parley.tools import RunContext
 from parley.tools.builtin import CodeInterpreter
 from parley.tools.builtin.sandbox import SandboxMode
 from parley.tools.builtin.storage import Storage
-from tests.tools._sandbox_modes import ALL_MODES, make, require_mode
+from tests.tools._sandbox_modes import make
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -62,11 +62,6 @@ def host(tmp_path: Path) -> Host:
     env.write_text("OPENAI_API_KEY=sk-host-secret\n")
     env.chmod(0o600)
     return Host(folder, env)
-
-
-@pytest.fixture(params=ALL_MODES)
-def mode(request: pytest.FixtureRequest) -> SandboxMode:
-    return require_mode(request.param)
 
 
 @pytest.fixture

@@ -17,7 +17,6 @@ import random
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -65,13 +64,8 @@ IOPRIO_SET = {"x86_64": 251, "aarch64": 30}
 
 @pytest.fixture(params=ALL_MODES)
 def mode(request: pytest.FixtureRequest) -> SandboxMode:
+    """Each mode with Landlock and seccomp (the `ci` of tests/tools/conftest.py runs in it)."""
     return require_mode(request.param, kernel=True)
-
-
-@pytest.fixture
-def interpreter(mode: SandboxMode, tmp_path: Path) -> Iterator[CodeInterpreter]:
-    with make(mode, tmp_path / "ws") as ci:
-        yield ci
 
 
 def worker_pid(work_dir: Path) -> int:
@@ -114,21 +108,21 @@ def require_root() -> None:
 
 
 def test_one_sessions_code_cannot_change_stop_or_limit_anothers_worker(
-    interpreter: CodeInterpreter,
+    ci: CodeInterpreter,
 ) -> None:
-    bob = interpreter.run_code("kept = 'bob'", ctx=BOB)
+    bob = ci.run_code("kept = 'bob'", ctx=BOB)
     assert bob.error is None, bob.error
-    pid = worker_pid(interpreter.workspace.for_context(BOB))
+    pid = worker_pid(ci.workspace.for_context(BOB))
     before = state_of(pid)
     machine = os.uname().machine
     code = ATTACK.format(pid=pid, ioprio_set=IOPRIO_SET.get(machine, -1))
-    run = interpreter.run_code(textwrap.dedent(code), ctx=ALICE)
+    run = ci.run_code(textwrap.dedent(code), ctx=ALICE)
     assert run.error is None, run.error
     results = json.loads(run.stdout)
     assert len(results) == 8
     assert [name for name, result in results.items() if result == "DONE"] == []
     assert state_of(pid) == before
-    after = interpreter.run_code("len(bytearray(200 * 1024 * 1024)), kept", ctx=BOB)
+    after = ci.run_code("len(bytearray(200 * 1024 * 1024)), kept", ctx=BOB)
     assert after.error is None, after.error
     assert after.result == "(209715200, 'bob')"
     assert after.notice is None  # the same worker, never stopped

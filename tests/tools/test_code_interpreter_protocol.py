@@ -16,7 +16,6 @@ import os
 import sys
 import textwrap
 import tracemalloc
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,23 +24,12 @@ from parley.tools import RunContext
 from parley.tools.builtin import CodeInterpreter, SandboxLimits
 from parley.tools.builtin import _process as worker_process
 from parley.tools.builtin.sandbox import SandboxMode
-from tests.tools._sandbox_modes import ALL_MODES, make, require_mode, wait_until
+from tests.tools._sandbox_modes import make, require_mode, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
 CTX = RunContext.detached(thread_id="t", user_id="alice")
 MALFORMED = "the interpreter sent a malformed reply"
-
-
-@pytest.fixture(params=ALL_MODES)
-def mode(request: pytest.FixtureRequest) -> SandboxMode:
-    return require_mode(request.param)
-
-
-@pytest.fixture
-def ci(mode: SandboxMode, tmp_path: Path) -> Iterator[CodeInterpreter]:
-    with make(mode, tmp_path / "ws") as interpreter:
-        yield interpreter
 
 
 def own_pipes() -> set[str]:

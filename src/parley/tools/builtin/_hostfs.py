@@ -16,18 +16,18 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
 import shutil
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+from parley.tools.builtin._paths import replacing
+
 __all__ = ["UnsafeWorkDirError", "copy_into", "open_work_dir", "prepare_work_dir"]
 
 SCRATCH = ".parley"
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _COPYING = ".parley-copy-"  # the prefix of a file being copied in
 
 
@@ -120,22 +120,12 @@ def copy_into(work_dir: Path, name: str, source: int) -> None:
     info = os.fstat(source)
     with open_work_dir(work_dir) as folder:
         owner = os.fstat(folder)
-        pending = f"{_COPYING}{secrets.token_hex(8)}"
-        target = os.open(pending, _NEW_FILE, 0o600, dir_fd=folder)
-        try:
-            try:
-                _copy_bytes(source, target)
-                if owner.st_uid != os.getuid():
-                    os.fchown(target, owner.st_uid, owner.st_gid)
-                os.fchmod(target, (info.st_mode & 0o777) | 0o600)
-                os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
-            finally:
-                os.close(target)
-            os.rename(pending, name, src_dir_fd=folder, dst_dir_fd=folder)
-        except BaseException:
-            with suppress(OSError):
-                os.unlink(pending, dir_fd=folder)
-            raise
+        with replacing(folder, name, _COPYING) as target:
+            _copy_bytes(source, target)
+            if owner.st_uid != os.getuid():
+                os.fchown(target, owner.st_uid, owner.st_gid)
+            os.fchmod(target, (info.st_mode & 0o777) | 0o600)
+            os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
 
 
 def _copy_bytes(source: int, target: int) -> None:

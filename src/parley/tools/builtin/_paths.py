@@ -15,6 +15,10 @@ instead of following it. This is what Linux's `openat2(RESOLVE_BENEATH)` does, i
 POSIX calls. The last component must be a regular file: devices, FIFOs (opened without
 blocking) and sockets are refused. Links inside a root that point inside a root are fine.
 
+A file is replaced the same way (`replacing`): written under a fresh name made with `O_CREAT |
+O_EXCL | O_NOFOLLOW` in the folder's descriptor, then renamed over the old name, so a link
+there is replaced, never followed, and a reader sees the old content or the whole new one.
+
 What a path cannot show is not checked: a hard link made inside a root to a file elsewhere
 reads as that file. Making one takes a process that can already reach the file (the code
 interpreter's sandbox decides what its code reaches).
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import errno
 import os
+import secrets
 import stat
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -42,10 +47,12 @@ __all__ = [
     "open_beneath",
     "open_folder_beneath",
     "real_path",
+    "replacing",
 ]
 
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class PathNotAllowedError(ToolArgumentsError):
@@ -236,3 +243,28 @@ def open_beneath(located: Located, *, shown: str, tool_name: str) -> int:
         raise NotAFileError(f"{shown} is {kind}, not a regular file", tool_name=tool_name)
     os.set_blocking(descriptor, True)
     return descriptor
+
+
+@contextmanager
+def replacing(folder: int, name: str, prefix: str) -> Iterator[int]:
+    """A new file (mode 0600) to fill, renamed over `name` in `folder` when the block ends.
+
+    The file is made in the folder's descriptor as `prefix` and a random suffix (readers of
+    the folder skip that prefix), and closed when the block ends. If the block or the rename
+    fails, it is removed and `name` is left as it was.
+
+    Raises:
+        IsADirectoryError: `name` is a folder.
+    """
+    pending = f"{prefix}{secrets.token_hex(8)}"
+    descriptor = os.open(pending, _NEW_FILE, 0o600, dir_fd=folder)
+    try:
+        try:
+            yield descriptor
+        finally:
+            os.close(descriptor)
+        os.replace(pending, name, src_dir_fd=folder, dst_dir_fd=folder)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(pending, dir_fd=folder)
+        raise

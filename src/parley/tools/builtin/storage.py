@@ -18,7 +18,6 @@ the folder as "this conversation's storage" and keys as given, never a path on t
 from __future__ import annotations
 
 import os
-import secrets
 import stat
 from contextlib import suppress
 from pathlib import Path, PurePosixPath
@@ -33,6 +32,7 @@ from parley.tools.builtin._paths import (
     open_beneath,
     open_folder_beneath,
     real_path,
+    replacing,
 )
 from parley.tools.context import RunContext
 from parley.tools.registry import register_tool
@@ -42,7 +42,6 @@ __all__ = ["KeyNotExistsError", "Storage"]
 _OPERATIONS = ("put", "get", "delete", "scan", "list")
 _FOLDER = "storage"  # in the conversation's folder
 _PENDING = ".put-"  # the prefix of a value being written
-_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 Context = RunContext[Any] | None
 
@@ -182,16 +181,11 @@ class Storage(Tool):
             with suppress(FileNotFoundError):
                 if stat.S_ISDIR(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode):
                     raise ToolExecutionError(f"{key!r} is a folder of keys", tool_name=self.name)
-            pending = f"{_PENDING}{secrets.token_hex(8)}"
-            descriptor = os.open(pending, _NEW_FILE, 0o600, dir_fd=folder)
-            try:
-                with os.fdopen(descriptor, "w", encoding="utf-8") as out:
-                    out.write(value)
-                os.replace(pending, name, src_dir_fd=folder, dst_dir_fd=folder)
-            except BaseException:
-                with suppress(OSError):
-                    os.unlink(pending, dir_fd=folder)
-                raise
+            with (
+                replacing(folder, name, _PENDING) as descriptor,
+                os.fdopen(descriptor, "w", encoding="utf-8", closefd=False) as out,
+            ):
+                out.write(value)
         return "SUCCESS"
 
     def get(self, key: str, *, ctx: Context = None) -> str:
