@@ -71,7 +71,7 @@ image) raise `MessageError`, naming the message.
 
 from parley.compat.qwen.agent import Agent, BasicAgent, FunctionListEntry, QwenResponse
 from parley.compat.qwen.agents import MAX_LLM_CALL_PER_RUN, FnCallAgent
-from parley.compat.qwen.assistant import Assistant
+from parley.compat.qwen.agents.assistant import Assistant
 from parley.compat.qwen.convert import as_dicts_like, from_msgs, to_msgs
 from parley.compat.qwen.schema import (
     ASSISTANT,

@@ -28,7 +28,7 @@ from typing import Any
 from parley._sync import run_sync
 from parley.agents.budget import text_token_counter
 from parley.compat.qwen._response import QwenMessages
-from parley.compat.qwen.agents import FnCallAgent
+from parley.compat.qwen.agents.fncall_agent import FnCallAgent
 from parley.compat.qwen.schema import SYSTEM, USER, Message
 from parley.rag.tool import location, source_name
 from parley.rag.types import SearchHit
