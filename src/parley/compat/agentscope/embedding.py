@@ -1,0 +1,282 @@
+"""AgentScope's embedding models under `agentscope.embedding`'s names, on parley's.
+
+As in AgentScope: `dimensions` is the constructor's third argument and required (a legacy
+`parameters.dimensions` stands in for it), sent to the provider (OpenAI's only when
+`pass_dimensions`); `embedding_cache=` takes an `EmbeddingCacheBase` such as
+`FileEmbeddingCache()` (by default in `./.cache/embeddings`); `await model(inputs)` answers an
+`EmbeddingResponse` (`embeddings`, `usage.tokens`, `usage.time`, `source` "api" or "cache").
+Vectors travel as floats, as AgentScope asks for them. Each wraps parley's model of the same
+provider (`to_parley()`), which batches, retries and caches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import abstractmethod
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from parley.compat.agentscope.message import DataBlock, TextBlock
+from parley.embeddings import EmbeddingCache as EmbeddingCacheBase
+from parley.embeddings import EmbeddingModelCard, EmbeddingResponse, EmbeddingUsage
+from parley.embeddings import FileEmbeddingCache as _FileCache
+from parley.embeddings.base import EmbeddingModel
+from parley.embeddings.ollama import OllamaEmbeddingModel as _Ollama
+from parley.embeddings.openai import OpenAIEmbeddingModel as _OpenAI
+from parley.errors import UserError
+
+__all__ = [
+    "EmbeddingCacheBase",
+    "EmbeddingModelBase",
+    "EmbeddingModelCard",
+    "EmbeddingResponse",
+    "EmbeddingUsage",
+    "FileEmbeddingCache",
+    "OllamaEmbeddingModel",
+    "OpenAIEmbeddingModel",
+]
+
+
+class FileEmbeddingCache(_FileCache):
+    """parley's file cache, in AgentScope's default folder (`./.cache/embeddings`)."""
+
+    def __init__(
+        self,
+        cache_dir: str | Path = "./.cache/embeddings",
+        max_file_number: int | None = None,
+        max_cache_size: float | None = None,
+    ) -> None:
+        super().__init__(cache_dir, max_file_number, max_cache_size)
+
+
+def _resolve_dimensions(dimensions: int | None, parameters: BaseModel) -> tuple[int, BaseModel]:
+    """`dimensions`, else the legacy `parameters.dimensions` (taken out of the parameters)."""
+    fields = parameters.model_dump()
+    legacy = fields.pop("dimensions", None)
+    if legacy is not None:
+        parameters = type(parameters)(**fields)
+    chosen = dimensions if dimensions is not None else legacy
+    if chosen is None:
+        raise UserError(
+            "dimensions is required: pass the size of the model's vectors, e.g. "
+            "dimensions=1024 (or the older parameters=Parameters(dimensions=...))"
+        )
+    if int(chosen) <= 0:
+        raise UserError(f"dimensions must be a positive integer, got {chosen}")
+    return int(chosen), parameters
+
+
+def _as_input(item: Any) -> Any:
+    # AgentScope unpacks text blocks to their text; data blocks go to multimodal models.
+    if isinstance(item, TextBlock):
+        return item.text
+    if isinstance(item, DataBlock):
+        raise UserError("this embedding model takes text only, not a DataBlock")
+    return item
+
+
+class EmbeddingModelBase:
+    """The base of AgentScope-style embedding models.
+
+    A custom model implements `_call_api(inputs)` for one batch of at most `batch_size`
+    inputs; `await model(inputs)` splits, calls the batches concurrently, retries the
+    exceptions `_get_retryable_exceptions` names and joins the answers in order.
+    """
+
+    class Parameters(BaseModel):
+        """A provider's tunables other than `dimensions`."""
+
+        model_config = ConfigDict(extra="allow")
+
+    supports_multimodal: bool = False
+
+    def __init__(
+        self,
+        credential: Any,
+        model: str,
+        dimensions: int | None,
+        parameters: BaseModel | None,
+        context_size: int,
+        batch_size: int,
+        max_retries: int,
+        retry_delay: float,
+    ) -> None:
+        self.credential = credential
+        self.model = model
+        self.dimensions, self.parameters = _resolve_dimensions(
+            dimensions, parameters or self.Parameters()
+        )
+        self.context_size = context_size
+        self.batch_size = batch_size
+        self.max_retries = max_retries
+        self.retry_delay = retry_delay
+
+    @classmethod
+    def _get_retryable_exceptions(cls) -> tuple[type[Exception], ...]:
+        """The exceptions worth another try; none by default."""
+        return ()
+
+    async def __call__(self, inputs: Sequence[Any], **kwargs: Any) -> EmbeddingResponse:
+        """The vectors of `inputs`, in order."""
+        items = [_as_input(item) for item in inputs]
+        if not items:
+            return EmbeddingResponse(embeddings=[], usage=EmbeddingUsage(tokens=0, time=0))
+        size = max(1, self.batch_size)
+        batches = [items[i : i + size] for i in range(0, len(items), size)]
+        answers = await asyncio.gather(*(self._retried(batch, kwargs) for batch in batches))
+        tokens = [a.usage.tokens for a in answers if a.usage is not None]
+        return EmbeddingResponse(
+            embeddings=[vector for a in answers for vector in a.embeddings],
+            usage=EmbeddingUsage(
+                tokens=sum(t for t in tokens if t is not None),
+                time=max((a.usage.time for a in answers if a.usage), default=0.0),
+            ),
+            source="cache" if all(a.source == "cache" for a in answers) else "api",
+        )
+
+    async def _retried(self, batch: list[Any], kwargs: dict[str, Any]) -> EmbeddingResponse:
+        retryable = self._get_retryable_exceptions()
+        for attempt in range(self.max_retries + 1):
+            try:
+                return await self._call_api(batch, **kwargs)
+            except Exception as error:
+                if not retryable or not isinstance(error, retryable):
+                    raise
+                if attempt == self.max_retries:
+                    raise
+                await asyncio.sleep(self.retry_delay)
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    @abstractmethod
+    async def _call_api(self, inputs: list[Any], **kwargs: Any) -> EmbeddingResponse:
+        """One batch's vectors."""
+
+
+class _ParleyEmbeddingModel(EmbeddingModelBase):
+    """An AgentScope-style embedding model on one of parley's."""
+
+    parley_class: ClassVar[type[EmbeddingModel[Any]]]
+    send_dimensions: bool = True
+
+    def __init__(
+        self,
+        credential: Any,
+        model: str,
+        dimensions: int | None,
+        parameters: BaseModel | None,
+        embedding_cache: EmbeddingCacheBase | None,
+        context_size: int,
+        max_retries: int,
+        retry_delay: float,
+    ) -> None:
+        super().__init__(
+            credential,
+            model,
+            dimensions,
+            parameters,
+            context_size,
+            self.parley_class.batch_size,
+            max_retries,
+            retry_delay,
+        )
+        self.embedding_cache = embedding_cache
+        fields: dict[str, Any] = {**self.parameters.model_dump(), **self.wire_fields()}
+        if self.send_dimensions:
+            fields["dimensions"] = self.dimensions
+        self._parley = self.parley_class(
+            credential,
+            model,
+            fields,
+            embedding_cache=embedding_cache,
+            context_size=context_size,
+            max_retries=max_retries,
+            retry_delay=retry_delay,
+        )
+
+    def wire_fields(self) -> dict[str, Any]:
+        """Parameters this provider always sends, as AgentScope does."""
+        return {}
+
+    def to_parley(self) -> EmbeddingModel[Any]:
+        """The parley model this one wraps."""
+        return self._parley
+
+    async def __call__(self, inputs: Sequence[Any], **kwargs: Any) -> EmbeddingResponse:
+        """The vectors of `inputs`, in order (parley's model batches, retries and caches)."""
+        items = [_as_input(item) for item in inputs]
+        if not items:
+            return EmbeddingResponse(embeddings=[], usage=EmbeddingUsage(tokens=0, time=0))
+        return await self._parley(items, **kwargs)
+
+    async def _call_api(self, inputs: list[Any], **kwargs: Any) -> EmbeddingResponse:
+        return await self._parley(inputs, **kwargs)
+
+    async def aclose(self) -> None:
+        """Close the wrapped model's connections (parley's models hold a pool)."""
+        await self._parley.aclose()
+
+
+class OpenAIEmbeddingModel(_ParleyEmbeddingModel):
+    """OpenAI's `/v1/embeddings` (and servers that speak it), as AgentScope's class."""
+
+    parley_class = _OpenAI
+
+    def __init__(
+        self,
+        credential: Any,
+        model: str,
+        dimensions: int | None,
+        parameters: BaseModel | None = None,
+        pass_dimensions: bool = True,
+        embedding_cache: EmbeddingCacheBase | None = None,
+        context_size: int = 8191,
+        max_retries: int = 3,
+        retry_delay: float = 1.0,
+    ) -> None:
+        self.pass_dimensions = pass_dimensions
+        self.send_dimensions = pass_dimensions
+        super().__init__(
+            credential,
+            model,
+            dimensions,
+            parameters,
+            embedding_cache,
+            context_size,
+            max_retries,
+            retry_delay,
+        )
+
+    def wire_fields(self) -> dict[str, Any]:
+        """Floats, as AgentScope asks for them."""
+        return {"encoding_format": "float"}
+
+
+class OllamaEmbeddingModel(_ParleyEmbeddingModel):
+    """Ollama's `/api/embed`, as AgentScope's class."""
+
+    parley_class = _Ollama
+
+    def __init__(
+        self,
+        credential: Any,
+        model: str,
+        dimensions: int | None,
+        parameters: BaseModel | None = None,
+        embedding_cache: EmbeddingCacheBase | None = None,
+        context_size: int = 8192,
+        max_retries: int = 3,
+        retry_delay: float = 1.0,
+    ) -> None:
+        super().__init__(
+            credential,
+            model,
+            dimensions,
+            parameters,
+            embedding_cache,
+            context_size,
+            max_retries,
+            retry_delay,
+        )
