@@ -24,6 +24,7 @@ from parley.compat.agentscope.credential import (
     OpenAICredential,
 )
 from parley.compat.agentscope.embedding import (
+    DashScopeEmbeddingModel,
     EmbeddingModelBase,
     EmbeddingResponse,
     EmbeddingUsage,
@@ -53,6 +54,8 @@ from parley.compat.agentscope.tts import OpenAITTSModel
 from parley.errors import UserError
 from parley.testing.anthropic_server import AnthropicServer
 from parley.testing.anthropic_server import Reply as AnthropicReply
+from parley.testing.dashscope_server import DashScopeServer
+from parley.testing.dashscope_server import Embeddings as DashScopeEmbeddings
 from parley.testing.gemini_server import GeminiServer
 from parley.testing.gemini_server import Reply as GeminiReply
 from parley.testing.ollama_server import OllamaServer
@@ -484,6 +487,28 @@ async def test_embeddings_with_dimensions_and_a_file_cache(tmp_path: Path) -> No
     assert body["dimensions"] == 256
     assert body["encoding_format"] == "float"
     assert any(tmp_path.iterdir())
+
+
+async def test_rag_example_dashscope_embedding(monkeypatch: pytest.MonkeyPatch) -> None:
+    # examples/rag/index_and_search.py: the key only; the native API's URL comes from the
+    # environment, as the dashscope SDK reads it for AgentScope.
+    with DashScopeServer([DashScopeEmbeddings()]) as server:
+        monkeypatch.setenv("DASHSCOPE_HTTP_BASE_URL", server.url)
+        embedding_model = DashScopeEmbeddingModel(
+            credential=DashScopeCredential(api_key="sk-test"),
+            model="text-embedding-v4",
+            dimensions=1024,
+        )
+        response = await embedding_model(["AgentScope is a framework.", "Qwen is a model."])
+        await embedding_model.aclose()
+    assert response.embeddings == [
+        vector_for("AgentScope is a framework.", 1024),
+        vector_for("Qwen is a model.", 1024),
+    ]
+    (request,) = server.requests
+    assert request.path.endswith("/services/embeddings/text-embedding/text-embedding")
+    assert request.headers["authorization"] == "Bearer sk-test"
+    assert request.json["parameters"]["dimension"] == 1024
 
 
 def test_embedding_dimensions_are_required_and_pass_dimensions_off() -> None:

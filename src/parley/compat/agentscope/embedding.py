@@ -24,11 +24,13 @@ from parley.embeddings import EmbeddingCache as EmbeddingCacheBase
 from parley.embeddings import EmbeddingModelCard, EmbeddingResponse, EmbeddingUsage
 from parley.embeddings import FileEmbeddingCache as _FileCache
 from parley.embeddings.base import EmbeddingModel
+from parley.embeddings.dashscope import DashScopeEmbeddingModel as _DashScope
 from parley.embeddings.ollama import OllamaEmbeddingModel as _Ollama
 from parley.embeddings.openai import OpenAIEmbeddingModel as _OpenAI
 from parley.errors import UserError
 
 __all__ = [
+    "DashScopeEmbeddingModel",
     "EmbeddingCacheBase",
     "EmbeddingModelBase",
     "EmbeddingModelCard",
@@ -187,7 +189,7 @@ class _ParleyEmbeddingModel(EmbeddingModelBase):
         if self.send_dimensions:
             fields["dimensions"] = self.dimensions
         self._parley = self.parley_class(
-            credential,
+            self.parley_credential(credential),
             model,
             fields,
             embedding_cache=embedding_cache,
@@ -199,6 +201,10 @@ class _ParleyEmbeddingModel(EmbeddingModelBase):
     def wire_fields(self) -> dict[str, Any]:
         """Parameters this provider always sends, as AgentScope does."""
         return {}
+
+    def parley_credential(self, credential: Any) -> Any:
+        """The credential the wrapped parley model takes."""
+        return credential
 
     def to_parley(self) -> EmbeddingModel[Any]:
         """The parley model this one wraps."""
@@ -280,3 +286,43 @@ class OllamaEmbeddingModel(_ParleyEmbeddingModel):
             max_retries,
             retry_delay,
         )
+
+
+class DashScopeEmbeddingModel(_ParleyEmbeddingModel):
+    """DashScope's native embedding API (text-embedding-v4, ...), as AgentScope's class.
+
+    It takes AgentScope's `DashScopeCredential` (the compatible mode's, whose `base_url` is
+    for chat) and, as AgentScope through the `dashscope` SDK, calls the native API: at
+    `DASHSCOPE_HTTP_BASE_URL` when set, else DashScope's (Beijing) endpoint. Text only here.
+    """
+
+    parley_class = _DashScope
+
+    def __init__(
+        self,
+        credential: Any,
+        model: str,
+        dimensions: int | None,
+        parameters: BaseModel | None = None,
+        embedding_cache: EmbeddingCacheBase | None = None,
+        context_size: int = 8192,
+        max_retries: int = 3,
+        retry_delay: float = 1.0,
+    ) -> None:
+        super().__init__(
+            credential,
+            model,
+            dimensions,
+            parameters,
+            embedding_cache,
+            context_size,
+            max_retries,
+            retry_delay,
+        )
+
+    def parley_credential(self, credential: Any) -> Any:
+        """The native API's credential (parley's `DashScopeCredential`), with the same key."""
+        from parley.models.dashscope import DashScopeCredential  # noqa: PLC0415
+
+        key = getattr(credential, "api_key", None)
+        return DashScopeCredential(api_key=key) if key is not None else None
