@@ -405,6 +405,13 @@ def test_parameters_are_the_inner_class_with_agentscope_defaults() -> None:
     assert (model.stream, model.max_retries, model.retry_delay) == (True, 3, 1.0)
     assert model.context_size == 128000
     assert DashScopeChatModel(DashScopeCredential(api_key="k"), "qwen-plus").context_size == 131072
+    anthropic = AnthropicChatModel(AnthropicCredential(api_key="k"), "claude-sonnet-4-5")
+    assert anthropic.context_size == 200000
+    assert OpenAITTSModel.Parameters().model_dump() == {
+        "voice": "alloy",
+        "response_format": "mp3",
+        "instructions": None,
+    }
     assert isinstance(model, ChatModelBase)
     with pytest.raises(UserError, match="voice"):
         OpenAIChatModel(

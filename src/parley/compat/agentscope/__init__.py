@@ -1,5 +1,10 @@
 """AgentScope's message JSON, read and written both ways, in its Python and Java forms.
 
+AgentScope 2.x's model layer is in the submodules named as AgentScope's own, so that its code
+runs with `agentscope.` imports changed to `parley.compat.agentscope.`: `model`,
+`credential`, `message`, `formatter`, `embedding`, `tts` and `tool` (see
+docs/migration/agentscope.md).
+
 * The **Python form** is what AgentScope 2.x writes (`Msg.model_dump(mode="json")`): roles
   `user` / `assistant` / `system`, `created_at`, blocks `text`, `thinking`, `data` (media with a
   `url` or `base64` source), `hint`, `tool_call` (arguments as a raw JSON string) and
