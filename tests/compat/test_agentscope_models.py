@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, Field
 
+from parley.agents import Agent
 from parley.compat.agentscope.credential import (
     AnthropicCredential,
     DashScopeCredential,
@@ -467,8 +468,71 @@ async def test_custom_model_retries_and_gets_a_whole_answer() -> None:
     assert [c.is_last for c in chunks] == [False, False, True]
     assert chunks[-1].content[0].text == "echo"  # type: ignore[union-attr]
     assert EchoModel.failures == 1
-    with pytest.raises(UserError, match="wraps no parley model"):
-        await model.generate_structured_output([user("x")], structured_model=Weather)
+
+
+class WeatherModel(ChatModelBase):
+    """A custom model answering with a tool call, recording what it was called with."""
+
+    class Parameters(BaseModel):
+        pass
+
+    calls: list[dict[str, Any]] = []
+
+    async def _call_api(
+        self,
+        model_name: str,
+        messages: list[Any],
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: ToolChoice | None = None,
+        **kwargs: Any,
+    ) -> ChatResponse:
+        WeatherModel.calls.append({"messages": messages, "tools": tools, "choice": tool_choice})
+        assert tools is not None
+        assert tool_choice is not None
+        name = tool_choice.mode
+        call = ToolCallBlock(id="c1", name=name, input='{"city": "Oslo", "temperature": -3}')
+        return ChatResponse(content=[call])
+
+
+async def test_custom_model_gets_structured_output_through_parley() -> None:
+    model = WeatherModel(None, "weather", WeatherModel.Parameters(), stream=False)
+    result = await model.generate_structured_output(
+        [user("Weather in Oslo?")], structured_model=Weather
+    )
+    assert result.content == {"city": "Oslo", "temperature": -3}
+    (call,) = WeatherModel.calls
+    assert isinstance(call["messages"][0], Msg)
+    assert call["messages"][0].get_text_content() == "Weather in Oslo?"
+    (tool,) = call["tools"]
+    assert call["choice"].mode == tool["function"]["name"]
+    assert model.to_parley() is model.to_parley()
+
+
+def get_weather(city: str) -> str:
+    """Get the weather of a city.
+
+    Args:
+        city: The city.
+    """
+    return f"Sunny in {city}"
+
+
+async def test_wrapped_model_drives_a_parley_agent() -> None:
+    steps = [
+        Reply(tool_calls=[ToolCall(name="get_weather", arguments={"city": "Paris"}, id="c1")]),
+        Reply(text="Sunny in Paris."),
+    ]
+    with OpenAIServer(steps) as server:
+        model = DashScopeChatModel(
+            credential=DashScopeCredential(api_key="sk-test", base_url=server.url),
+            model="qwen3.6-plus",
+        )
+        agent = Agent("Friday", model.to_parley(), tools=[get_weather])
+        answer = await agent.reply("Weather in Paris?")
+        await model.aclose()
+    assert answer.text == "Sunny in Paris."
+    second = server.bodies()[1]["messages"]
+    assert second[-1] == {"role": "tool", "tool_call_id": "c1", "content": "Sunny in Paris"}
 
 
 # -- embeddings -----------------------------------------------------------------------------

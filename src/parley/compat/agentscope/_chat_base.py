@@ -149,7 +149,8 @@ class ChatModelBase:
         """An answer validated against `structured_model` (a pydantic model or JSON schema).
 
         Raises:
-            UserError: No messages, or a model that does not wrap a parley model.
+            UserError: No messages.
+            ModelOutputError: No valid answer, after parley's strategies.
         """
         if not messages:
             raise UserError("generate_structured_output needs at least one message")
@@ -160,15 +161,18 @@ class ChatModelBase:
         )
 
     def to_parley(self) -> ChatModel:
-        """The parley model this one wraps (for parley's agents).
+        """This model as a parley `ChatModel` (for parley's agents and structured output).
 
-        Raises:
-            UserError: A custom model that implements `_call_api` itself wraps none.
+        A custom model (its own `_call_api`) is adapted: parley's calls go through its
+        `__call__`, the parameters set passed as keywords.
         """
-        raise UserError(
-            f"{type(self).__name__} implements _call_api itself and wraps no parley model; "
-            "generate_structured_output and to_parley need one of the provider classes"
-        )
+        adapted = self.__dict__.get("_adapted")
+        if adapted is None:
+            from parley.compat.agentscope._adapter import AgentScopeBacked  # noqa: PLC0415
+
+            adapted = self.__dict__["_adapted"] = AgentScopeBacked(self)
+        assert isinstance(adapted, ChatModel)
+        return adapted
 
 
 async def _visible(chunks: AsyncIterator[ChatResponse]) -> AsyncGenerator[ChatResponse, None]:
