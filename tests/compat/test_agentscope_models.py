@@ -20,6 +20,7 @@ from parley.agents import Agent
 from parley.compat.agentscope.credential import (
     AnthropicCredential,
     DashScopeCredential,
+    DeepSeekCredential,
     GeminiCredential,
     OllamaCredential,
     OpenAICredential,
@@ -34,6 +35,7 @@ from parley.compat.agentscope.embedding import (
 )
 from parley.compat.agentscope.formatter import OpenAIChatFormatter
 from parley.compat.agentscope.message import (
+    Base64Source,
     DataBlock,
     Msg,
     TextBlock,
@@ -45,6 +47,7 @@ from parley.compat.agentscope.model import (
     ChatModelBase,
     ChatResponse,
     DashScopeChatModel,
+    DeepSeekChatModel,
     GeminiChatModel,
     OllamaChatModel,
     OpenAIChatModel,
@@ -184,6 +187,26 @@ async def test_openai_whole_answer_and_per_call_parameters() -> None:
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
 
 
+async def test_deepseek_thinking_switch_and_effort() -> None:
+    with OpenAIServer(
+        [Reply(text="Sure.", reasoning="Hmm.", reasoning_field="reasoning_content")]
+    ) as server:
+        model = DeepSeekChatModel(
+            credential=DeepSeekCredential(api_key="sk-test", base_url=server.url),
+            model="deepseek-v4-pro",
+            parameters=DeepSeekChatModel.Parameters(
+                thinking_enable=True, reasoning_effort="max", max_tokens=300
+            ),
+        )
+        chunks = await collect(await model([user("Think.")]))
+        await model.aclose()
+    assert [b.type for b in chunks[-1].content] == ["thinking", "text"]
+    body = server.bodies()[0]
+    assert body["thinking"] == {"type": "enabled"}
+    assert body["reasoning_effort"] == "max"
+    assert body["max_tokens"] == 300
+
+
 async def test_anthropic_thinking_parameters_as_agentscope_sends_them() -> None:
     reply = AnthropicReply(text="Done.", thinking="Plan first.")
     with AnthropicServer([reply]) as server:
@@ -222,6 +245,31 @@ async def test_gemini_chat() -> None:
     assert config["maxOutputTokens"] == 64
     # AgentScope: thinking on means thoughts included, with a budget of 1024 by default.
     assert config["thinkingConfig"] == {"includeThoughts": True, "thinkingBudget": 1024}
+
+
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n-an-image").decode()
+
+
+async def test_media_in_and_out_are_data_blocks() -> None:
+    image_part = {"inlineData": {"mimeType": "image/png", "data": PNG}}
+    with GeminiServer([GeminiReply(text="Here:", parts=[image_part])]) as server:
+        model = GeminiChatModel(
+            credential=GeminiCredential(api_key="test-key", base_url=server.url),
+            model="gemini-2.5-flash-image",
+            stream=False,
+        )
+        picture = DataBlock(source=Base64Source(data=PNG, media_type="image/png"))
+        response = await model(
+            [Msg(name="user", role="user", content=[TextBlock(text="Edit this:"), picture])]
+        )
+        await model.aclose()
+    assert isinstance(response, ChatResponse)
+    _text, image = response.content
+    assert isinstance(image, DataBlock)
+    assert isinstance(image.source, Base64Source)
+    assert (image.source.media_type, image.source.data) == ("image/png", PNG)
+    sent = server.bodies()[0]["contents"][0]["parts"]
+    assert sent[1] == {"inlineData": {"mimeType": "image/png", "data": PNG}}
 
 
 async def test_ollama_chat_streams_and_sends_think() -> None:

@@ -32,6 +32,7 @@ from parley.models.cards import ModelCard
 from parley.models.gemini import GeminiChatModel as _Gemini
 from parley.models.ollama import OllamaChatModel as _Ollama
 from parley.models.openai import DashScopeCompatibleChatModel as _DashScope
+from parley.models.openai import DeepSeekChatModel as _DeepSeek
 from parley.models.openai import OpenAIChatModel as _OpenAI
 from parley.models.parameters import Parameters
 
@@ -41,6 +42,7 @@ __all__ = [
     "ChatResponse",
     "ChatUsage",
     "DashScopeChatModel",
+    "DeepSeekChatModel",
     "FinishedReason",
     "GeminiChatModel",
     "ModelCard",
@@ -77,6 +79,10 @@ class _OpenAIWire(_ExtraBody, _OpenAI):
 
 
 class _DashScopeWire(_ExtraBody, _DashScope):
+    pass
+
+
+class _DeepSeekWire(_ExtraBody, _DeepSeek):
     pass
 
 
@@ -380,3 +386,68 @@ class OllamaChatModel(ParleyChatModel):
         p = self.parameters
         assert isinstance(p, OllamaChatModel.Parameters)
         return _given(max_tokens=p.max_tokens, temperature=p.temperature, think=p.thinking_enable)
+
+
+class DeepSeekChatModel(ParleyChatModel):
+    """DeepSeek's API, as AgentScope's class (the thinking switch sent on every call)."""
+
+    class Parameters(BaseModel):
+        """DeepSeek parameters, as AgentScope names them."""
+
+        max_tokens: int | None = Field(default=None, gt=0, description="Most output tokens.")
+        thinking_enable: bool = Field(default=False, description="Think before answering.")
+        reasoning_effort: Literal["high", "max"] | None = Field(
+            default=None, description="How hard to think."
+        )
+        temperature: float | None = Field(default=None, ge=0, le=2)
+        top_p: float | None = Field(default=None, gt=0, le=1)
+
+    parley_class: ClassVar[type[ChatModel]] = _DeepSeekWire
+
+    def __init__(
+        self,
+        credential: Any,
+        model: str,
+        parameters: DeepSeekChatModel.Parameters | None = None,
+        stream: bool = True,
+        max_retries: int = 3,
+        retry_delay: float = 1.0,
+        context_size: int = 65536,
+        formatter: Any = None,
+        client_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(
+            credential,
+            model,
+            parameters,
+            stream,
+            max_retries,
+            retry_delay,
+            context_size,
+            formatter,
+            client_kwargs,
+        )
+
+    def _build(self) -> ChatModel:
+        inner = super()._build()
+        assert isinstance(inner, _DeepSeekWire)
+        p = self.parameters
+        assert isinstance(p, DeepSeekChatModel.Parameters)
+        # parley's DeepSeek parameters have no effort: it goes as a field of its own.
+        inner.extra_body = _given(reasoning_effort=p.reasoning_effort)
+        return inner
+
+    def for_call(self, kwargs: dict[str, Any]) -> ChatModel:
+        """The wrapped model, sending the call's `extra_body` if it has one."""
+        return _with_call_extra_body(self._parley, kwargs)
+
+    def parley_parameters(self) -> dict[str, Any]:
+        """AgentScope's fields as parley's DeepSeek parameters."""
+        p = self.parameters
+        assert isinstance(p, DeepSeekChatModel.Parameters)
+        return _given(
+            max_tokens=p.max_tokens,
+            temperature=p.temperature,
+            top_p=p.top_p,
+            enable_thinking=p.thinking_enable,
+        )
