@@ -189,8 +189,13 @@ async def _visible(chunks: AsyncIterator[ChatResponse]) -> AsyncGenerator[ChatRe
                     continue  # usage-only carriers are not shown, as in AgentScope
             yield chunk
     except asyncio.CancelledError:
+        # As AgentScope: a cancelled stream ends with what came, marked interrupted.
         whole = _joined(pieces)
         whole.finished_reason = FinishedReason.INTERRUPTED
+    finally:
+        close = getattr(chunks, "aclose", None)
+        if close is not None:
+            await close()  # a consumer that stops early closes the provider's stream now
     if whole is None or whole.finished_reason == FinishedReason.INTERRUPTED:
         yield whole if whole is not None else _joined(pieces)
 
