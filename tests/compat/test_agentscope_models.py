@@ -31,6 +31,7 @@ from parley.compat.agentscope.embedding import (
     EmbeddingResponse,
     EmbeddingUsage,
     FileEmbeddingCache,
+    OllamaEmbeddingModel,
     OpenAIEmbeddingModel,
 )
 from parley.compat.agentscope.formatter import OpenAIChatFormatter
@@ -51,6 +52,7 @@ from parley.compat.agentscope.model import (
     GeminiChatModel,
     OllamaChatModel,
     OpenAIChatModel,
+    OpenAIResponseModel,
     StructuredResponse,
 )
 from parley.compat.agentscope.tool import ToolChoice
@@ -62,6 +64,7 @@ from parley.testing.dashscope_server import DashScopeServer
 from parley.testing.dashscope_server import Embeddings as DashScopeEmbeddings
 from parley.testing.gemini_server import GeminiServer
 from parley.testing.gemini_server import Reply as GeminiReply
+from parley.testing.ollama_server import Embeddings as OllamaEmbeddings
 from parley.testing.ollama_server import OllamaServer
 from parley.testing.ollama_server import Reply as OllamaReply
 from parley.testing.openai_server import (
@@ -205,6 +208,29 @@ async def test_deepseek_thinking_switch_and_effort() -> None:
     assert body["thinking"] == {"type": "enabled"}
     assert body["reasoning_effort"] == "max"
     assert body["max_tokens"] == 300
+
+
+async def test_openai_responses_api() -> None:
+    steps = [Reply(text="Use a map.", tool_calls=[ToolCall(name="get_weather", id="c9")])]
+    with OpenAIServer(steps) as server:
+        model = OpenAIResponseModel(
+            credential=OpenAICredential(api_key="sk-test", base_url=server.url),
+            model="o4-mini",
+            parameters=OpenAIResponseModel.Parameters(
+                max_tokens=200, thinking_enable=True, reasoning_effort="low"
+            ),
+        )
+        chunks = await collect(await model([user("Where?")], tools=[WEATHER_TOOL]))
+        await model.aclose()
+    text, call = chunks[-1].content
+    assert text.text == "Use a map."  # type: ignore[union-attr]
+    assert isinstance(call, ToolCallBlock)
+    assert call.name == "get_weather"
+    assert isinstance(call.input, str)
+    (request,) = server.requests
+    assert request.path == "/v1/responses"
+    assert request.json["max_output_tokens"] == 200
+    assert request.json["reasoning"] == {"effort": "low"}
 
 
 async def test_anthropic_thinking_parameters_as_agentscope_sends_them() -> None:
@@ -628,6 +654,21 @@ async def test_rag_example_dashscope_embedding(monkeypatch: pytest.MonkeyPatch) 
     assert request.path.endswith("/services/embeddings/text-embedding/text-embedding")
     assert request.headers["authorization"] == "Bearer sk-test"
     assert request.json["parameters"]["dimension"] == 1024
+
+
+async def test_ollama_embeddings_send_dimensions() -> None:
+    with OllamaServer([OllamaEmbeddings()]) as server:
+        model = OllamaEmbeddingModel(
+            credential=OllamaCredential(host=server.url),
+            model="qwen3-embedding:0.6b",
+            dimensions=64,
+        )
+        response = await model(["first", "second"])
+        await model.aclose()
+    assert response.embeddings == [vector_for("first", 64), vector_for("second", 64)]
+    (body,) = server.bodies("/api/embed")
+    assert body["input"] == ["first", "second"]
+    assert body["dimensions"] == 64
 
 
 def test_embedding_dimensions_are_required_and_pass_dimensions_off() -> None:

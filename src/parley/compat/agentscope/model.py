@@ -34,6 +34,7 @@ from parley.models.ollama import OllamaChatModel as _Ollama
 from parley.models.openai import DashScopeCompatibleChatModel as _DashScope
 from parley.models.openai import DeepSeekChatModel as _DeepSeek
 from parley.models.openai import OpenAIChatModel as _OpenAI
+from parley.models.openai import OpenAIResponseModel as _OpenAIResponses
 from parley.models.parameters import Parameters
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "ModelCard",
     "OllamaChatModel",
     "OpenAIChatModel",
+    "OpenAIResponseModel",
     "StructuredResponse",
 ]
 
@@ -450,4 +452,56 @@ class DeepSeekChatModel(ParleyChatModel):
             temperature=p.temperature,
             top_p=p.top_p,
             enable_thinking=p.thinking_enable,
+        )
+
+
+class OpenAIResponseModel(ParleyChatModel):
+    """OpenAI's Responses API, as AgentScope's class."""
+
+    class Parameters(BaseModel):
+        """Responses API parameters, as AgentScope names them."""
+
+        max_tokens: int | None = Field(default=None, gt=0, description="Most output tokens.")
+        thinking_enable: bool = Field(
+            default=False, description="Reason first (reasoning models; see reasoning_effort)."
+        )
+        reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = (
+            Field(default=None, description="How hard to reason, when thinking_enable is on.")
+        )
+        temperature: float | None = Field(default=None, ge=0, le=2)
+
+    parley_class: ClassVar[type[ChatModel]] = _OpenAIResponses
+
+    def __init__(
+        self,
+        credential: Any,
+        model: str,
+        parameters: OpenAIResponseModel.Parameters | None = None,
+        stream: bool = True,
+        max_retries: int = 3,
+        retry_delay: float = 1.0,
+        context_size: int = 200000,
+        formatter: Any = None,
+        client_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(
+            credential,
+            model,
+            parameters,
+            stream,
+            max_retries,
+            retry_delay,
+            context_size,
+            formatter,
+            client_kwargs,
+        )
+
+    def parley_parameters(self) -> dict[str, Any]:
+        """AgentScope's fields as parley's Responses parameters."""
+        p = self.parameters
+        assert isinstance(p, OpenAIResponseModel.Parameters)
+        return _given(
+            max_tokens=p.max_tokens,
+            temperature=p.temperature,
+            reasoning_effort=p.reasoning_effort if p.thinking_enable else None,
         )
