@@ -42,6 +42,7 @@ from parley.compat.agentscope.message import (
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
+    UserMsg,
 )
 from parley.compat.agentscope.model import (
     AnthropicChatModel,
@@ -507,6 +508,9 @@ async def test_formatter_formats_agentscope_messages() -> None:
     parts = formatted[0]["content"]
     assert parts[0] == {"type": "text", "text": "What is this?"}
     assert parts[1]["image_url"]["url"] == "https://e.org/a.png"
+    # AgentScope's shorthands, None meaning the default, as its examples call them.
+    (shorthand,) = await formatter.format([UserMsg("alice", "Hi", id=None, metadata=None)])
+    assert shorthand == {"role": "user", "content": "Hi", "name": "alice"}
 
 
 # -- a custom provider, AgentScope's way ----------------------------------------------------

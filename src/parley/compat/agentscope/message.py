@@ -231,19 +231,25 @@ class Msg(BaseModel):
         return bool(self.get_content_blocks(block_type))
 
 
+def _made(name: str, content: Any, role: str, fields: dict[str, Any]) -> Msg:
+    # AgentScope's shorthands take None for "the default" (a new id, the time now).
+    given = {key: value for key, value in fields.items() if value is not None}
+    return Msg.model_validate({"name": name, "content": content, "role": role, **given})
+
+
 def UserMsg(name: str, content: str | list[ContentBlock], **kwargs: Any) -> Msg:  # noqa: N802
     """A user message (AgentScope's shorthand)."""
-    return Msg(name=name, content=content, role="user", **kwargs)  # type: ignore[arg-type]
+    return _made(name, content, "user", kwargs)
 
 
 def AssistantMsg(name: str, content: str | list[ContentBlock], **kwargs: Any) -> Msg:  # noqa: N802
     """An assistant message (AgentScope's shorthand)."""
-    return Msg(name=name, content=content, role="assistant", **kwargs)  # type: ignore[arg-type]
+    return _made(name, content, "assistant", kwargs)
 
 
 def SystemMsg(name: str, content: str | list[TextBlock], **kwargs: Any) -> Msg:  # noqa: N802
     """A system message (AgentScope's shorthand)."""
-    return Msg(name=name, content=content, role="system", **kwargs)  # type: ignore[arg-type]
+    return _made(name, content, "system", kwargs)
 
 
 # -- to and from parley ---------------------------------------------------------------------
