@@ -7,6 +7,8 @@ repeatable) and answers with it. A reply that is not such a list, or `["<|STOP|>
 
 As in Qwen-Agent, its instructions apply only when a `system_message` is given (they go
 before it); roles are the simulator's own: the assistant under test speaks as `user` to it.
+With no user turn yet, a user message asking for the first request opens the game, after
+the system message (Qwen-Agent puts it before the system message).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 
 from parley.compat.qwen._response import QwenMessages
 from parley.compat.qwen.agent import Agent, FunctionListEntry
-from parley.compat.qwen.schema import USER, Message
+from parley.compat.qwen.schema import SYSTEM, USER, Message
 from parley.models.base import ChatModel
 
 __all__ = ["DEFAULT_HUMAN_SIMULATOR_PROMPT", "STOP", "HumanSimulator"]
@@ -75,8 +77,11 @@ class HumanSimulator(Agent):
         self, messages: list[Message], lang: str = "en", **kwargs: Any
     ) -> Iterator[QwenMessages]:
         """One question, picked from the model's four."""
-        if not messages or messages[0].role != USER:
-            messages = [Message(USER, _BEGIN), *messages]
+        head = 1 if messages and messages[0].role == SYSTEM else 0
+        if len(messages) == head or messages[head].role != USER:
+            # The model (the "user") needs a user turn to answer first: the game's start.
+            # After the system message (Qwen-Agent puts it before, which models reject).
+            messages = [*messages[:head], Message(USER, _BEGIN), *messages[head:]]
         *_, reply = self._call_llm(messages=messages)
         last = reply[-1]
         message = last if isinstance(last, Message) else Message.model_validate(last)
