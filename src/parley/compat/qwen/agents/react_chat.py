@@ -114,7 +114,7 @@ class ReActChat(FnCallAgent):
         result = self._call_tool(action, arguments, messages=messages, **extra)
         if isinstance(result, str):
             return result
-        return "\n".join(item.text or str(item.value) for item in result)
+        return "\n".join(_observed(item) for item in result)
 
     @staticmethod
     def _extend_prompt(last: Message, thought: str, action: str, args: str, step: str) -> None:
@@ -186,6 +186,16 @@ def _arguments(function: dict[str, Any], action_input: str) -> str | dict[str, A
     if isinstance(required, list) and len(required) == 1:
         return {str(required[0]): action_input}
     return action_input
+
+
+def _observed(item: ContentItem) -> str:
+    """A result item as ReAct text: its text, a media URL, or `[image]` for inline data."""
+    if item.text is not None:
+        return item.text
+    value = item.value
+    if isinstance(value, str) and not value.startswith("data:"):
+        return value
+    return f"[{item.type}]"  # inline bytes would flood the prompt
 
 
 def _text(message: Message) -> str:
