@@ -8,6 +8,9 @@ llm configs, which name DashScope's models), `image_gen` (a network tool) stands
 locally, and `code_interpreter` is parley's sandbox.
 """
 
+# The example's Chinese text keeps its full-width punctuation.
+# ruff: noqa: RUF001
+
 from __future__ import annotations
 
 import json
@@ -68,9 +71,15 @@ def init_agent_service(server: OpenAIServer) -> Router:
     return Router(llm=llm_cfg, agents=[bot_vl, bot_tool])
 
 
+def close(bot: Router) -> None:
+    for agent in [bot, *bot.agents]:
+        agent.close_sync()
+    bot.agents[1].function_map["code_interpreter"].close()  # type: ignore[attr-defined]
+
+
 def ask(bot: Router, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     response: list[dict[str, Any]] = []
-    for response in bot.run(messages):  # noqa: B007  (streamed; the last is the whole)
+    for response in bot.run(messages):
         print("bot response:", response)
     return response
 
@@ -91,15 +100,18 @@ def test_the_router_hands_the_image_question_then_the_tool_work_to_its_helpers(
     ]
     with OpenAIServer(steps) as server:
         bot = init_agent_service(server)
-        # test(): text, an image and a file in one message
-        messages: list[dict[str, Any]] = [
-            {"role": "user", "content": [{"text": "hello"}, {"image": IMAGE}, {"file": file}]}
-        ]
-        first = ask(bot, messages)
-        # app_tui(): the chat goes on with the response as history
-        messages.extend(first)
-        messages.append({"role": "user", "content": "画一只猫，再算一下 2 ** 10"})
-        second = ask(bot, messages)
+        try:
+            # test(): text, an image and a file in one message
+            messages: list[dict[str, Any]] = [
+                {"role": "user", "content": [{"text": "hello"}, {"image": IMAGE}, {"file": file}]}
+            ]
+            first = ask(bot, messages)
+            # app_tui(): the chat goes on with the response as history
+            messages.extend(first)
+            messages.append({"role": "user", "content": "画一只猫，再算一下 2 ** 10"})
+            second = ask(bot, messages)
+        finally:
+            close(bot)
         server.assert_consumed()
         bodies = server.bodies()
 

@@ -24,8 +24,7 @@ PRICES = """,Date,Open,High,Low,Close
 2,2020/1/5,74.08,74.29,73.82,73.93
 """
 QUERY = (
-    "pd.head the file first and then help me draw a line chart to show the changes in "
-    "stock prices"
+    "pd.head the file first and then help me draw a line chart to show the changes in stock prices"
 )
 HEAD = """Look at the file first.
 Action: code_interpreter
@@ -77,12 +76,15 @@ def test_react_chat_reads_the_csv_and_draws_the_chart_in_the_sandbox() -> None:
         file = work_dir / "stock_prices.csv"
         file.write_text(PRICES)
         try:
-            messages: list[Any] = [{"role": "user", "content": [{"text": QUERY}, {"file": str(file)}]}]
+            messages: list[Any] = [
+                {"role": "user", "content": [{"text": QUERY}, {"file": str(file)}]}
+            ]
             response: list[Any] = []
             for response in bot.run(messages):
                 pprint(response, indent=2)
         finally:
             interpreter.close()  # type: ignore[attr-defined]
+            bot.close_sync()
         server.assert_consumed()
         first, second, third = server.bodies()
 
@@ -103,5 +105,7 @@ def test_react_chat_reads_the_csv_and_draws_the_chart_in_the_sandbox() -> None:
     assert (work_dir / "prices.png").read_bytes().startswith(b"\x89PNG")
     [answer] = response
     assert answer["name"] == "code interpreter"
-    assert answer["content"].startswith("Thought: Look at the file first.\nAction: code_interpreter")
+    assert answer["content"].startswith(
+        "Thought: Look at the file first.\nAction: code_interpreter"
+    )
     assert answer["content"].endswith("Final Answer: The chart is in prices.png.")

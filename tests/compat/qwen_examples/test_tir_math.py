@@ -53,6 +53,7 @@ def test_tir_agent_runs_the_models_program_and_lets_it_go_on_from_the_output() -
                 pprint(response, indent=2)
         finally:
             bot.function_map["code_interpreter"].close()  # type: ignore[attr-defined]
+            bot.close_sync()
         server.assert_consumed()
         first, second = server.bodies()
 

@@ -120,6 +120,8 @@ class GroupChat(Agent, MultiAgentHub):
             )
         super().__init__(**kwargs)
         self.agent_selection_method = agent_selection_method
+        # Members made from a config are the chat's to close; members passed in, the caller's.
+        self._owns_members = isinstance(agents, Mapping)
         if isinstance(agents, Mapping):
             self._agents = self._init_agents_from_config(agents, llm=llm)
         else:
@@ -129,6 +131,15 @@ class GroupChat(Agent, MultiAgentHub):
             self.host = GroupChatAutoRouter(
                 function_list=function_list, llm=llm, agents=self.agents, name="host"
             )
+
+    async def close(self) -> None:
+        """Close what the chat opened: its host, and the members it made from a config."""
+        await super().close()
+        if self.agent_selection_method == "auto":
+            await self.host.close()
+        if self._owns_members:
+            for member in self.agents:
+                await member.close()
 
     def _run(
         self,
