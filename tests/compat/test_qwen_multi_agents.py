@@ -7,13 +7,18 @@ speaks, and the shape of what `run` yields.
 
 from __future__ import annotations
 
+import functools
 import json
+import threading
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from parley.compat.qwen import ASSISTANT, FUNCTION, USER, Message, MultiAgentHub
 from parley.compat.qwen.agents import (
+    ArticleAgent,
     BasicAgent,
     DialogueSimulator,
     GroupChat,
@@ -32,7 +37,11 @@ from parley.compat.qwen.agents.tir_agent import extract_program
 from parley.compat.qwen.agents.user_agent import PENDING_USER_INPUT
 from parley.compat.qwen.gui import WebUI, WebUIUnavailableError
 from parley.compat.qwen.utils.output_beautify import typewriter_print
-from parley.compat.qwen.utils.utils import format_as_text_message, merge_generate_cfgs
+from parley.compat.qwen.utils.utils import (
+    format_as_text_message,
+    merge_generate_cfgs,
+    save_url_to_local_work_dir,
+)
 from parley.errors import ConfigurationError
 from parley.models.base import ChatRequest
 from parley.models.testing import ScriptedModel
@@ -477,3 +486,66 @@ def test_utils_text_and_generate_cfg_helpers() -> None:
         "top_p": 0.5,
         "seed": 1,
     }
+
+
+def test_group_chat_manual_selection_asks_until_a_member_is_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    typed = iter(["nobody", "bob"])
+    monkeypatch.setattr("builtins.input", lambda prompt: next(typed))
+    models = members("ann", "bob")
+    models["bob"].add("Bob here.")
+    agents = [BasicAgent(llm=m, name=n) for n, m in models.items()]
+    bot = GroupChat(agents=agents, agent_selection_method="manual")
+    response = bot.run_nonstream(
+        [{"role": "user", "content": "Hi", "name": "tom"}], need_batch_response=False
+    )
+    assert named(response) == [("bob", "Bob here.")]
+
+
+def test_article_agent_shows_what_it_found_then_continues_the_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Lighthouses\n\nThe Pharos of Alexandria was a lighthouse.\n")
+    model = ScriptedModel(["It stood for centuries."])
+    bot = ArticleAgent(llm=model, files=[str(notes)])
+    try:
+        response = bot.run_nonstream([{"role": "user", "content": "The Pharos of Alexandria"}])
+    finally:
+        bot.close_sync()
+
+    found, heading, written = (m["content"] for m in response)
+    assert found.startswith(">\n> Search for relevant information: \n")
+    assert "The Pharos of Alexandria was a lighthouse." in found
+    assert heading == ">\n> Writing Text: \n"
+    assert written == "It stood for centuries."
+    prompt = model.requests[0].messages[-1].text
+    assert "continue the text" in prompt
+    assert "The Pharos of Alexandria was a lighthouse." in prompt  # the material, in the prompt
+
+
+def test_save_url_to_local_work_dir_copies_paths_and_downloads_urls(tmp_path: Path) -> None:
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "pic.jpg").write_bytes(b"JPEG")
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(served))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    out = tmp_path / "out"
+    out.mkdir()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/pic.jpg"
+        saved = save_url_to_local_work_dir(url, str(out), save_filename="dl.jpg")
+        assert Path(saved).read_bytes() == b"JPEG"
+        with pytest.raises(ValueError, match="could not download"):
+            save_url_to_local_work_dir(url.replace("pic", "missing"), str(out))
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+    copied = save_url_to_local_work_dir(f"file://{served / 'pic.jpg'}", str(out))
+    assert Path(copied) == out / "pic.jpg"
+    assert Path(copied).read_bytes() == b"JPEG"

@@ -76,7 +76,12 @@ _ABOUT = {"en": " About you: {}", "zh": "你的简介：{}"}
 
 
 def mentioned_names(text: str, names: Sequence[str]) -> list[str]:
-    """The names `@`-mentioned in `text`, in order, each once (a name right after an `@`)."""
+    """The names `@`-mentioned in `text`, in order, each once (a name right after an `@`).
+
+    Qwen-Agent's rule, not `parley.agents.multi.selection.mentioned` (the first mention
+    only, a whole word): every mention queues a turn, and a name may run straight into the
+    text after it, as Chinese names do (`@小塘一起去吧`).
+    """
     found: list[str] = []
     for piece in text.split("@")[1:]:
         name = next((n for n in names if piece.startswith(n)), None)
