@@ -73,6 +73,7 @@ from parley.compat.qwen.agent import Agent, BasicAgent, FunctionListEntry, QwenR
 from parley.compat.qwen.agents import MAX_LLM_CALL_PER_RUN, FnCallAgent
 from parley.compat.qwen.agents.assistant import Assistant
 from parley.compat.qwen.convert import as_dicts_like, from_msgs, to_msgs
+from parley.compat.qwen.multi_agent_hub import MultiAgentHub
 from parley.compat.qwen.schema import (
     ASSISTANT,
     AUDIO,
@@ -128,6 +129,7 @@ __all__ = [
     "FunctionListEntry",
     "Message",
     "ModelResponse",
+    "MultiAgentHub",
     "QwenResponse",
     "Usage",
     "as_dicts_like",

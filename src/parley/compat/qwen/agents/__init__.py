@@ -5,12 +5,45 @@ Assistant`; each agent lives in the module of Qwen-Agent's name (`fncall_agent`,
 `assistant`, ...), built on parley's agent loop, retrieval and multi-agent parts.
 """
 
+from parley.compat.qwen.agent import Agent, BasicAgent
+from parley.compat.qwen.agents.article_agent import ArticleAgent
 from parley.compat.qwen.agents.assistant import Assistant
+from parley.compat.qwen.agents.dialogue_simulator import DialogueSimulator
 from parley.compat.qwen.agents.fncall_agent import (
     MAX_LLM_CALL_PER_RUN,
     FnCallAgent,
     FunctionListEntry,
     QwenResponse,
 )
+from parley.compat.qwen.agents.group_chat import GroupChat
+from parley.compat.qwen.agents.group_chat_auto_router import GroupChatAutoRouter
+from parley.compat.qwen.agents.group_chat_creator import GroupChatCreator
+from parley.compat.qwen.agents.human_simulator import HumanSimulator
+from parley.compat.qwen.agents.react_chat import ReActChat
+from parley.compat.qwen.agents.router import Router
+from parley.compat.qwen.agents.tir_agent import TIRMathAgent
+from parley.compat.qwen.agents.user_agent import UserAgent
+from parley.compat.qwen.agents.write_from_scratch import WriteFromScratch
+from parley.compat.qwen.multi_agent_hub import MultiAgentHub
 
-__all__ = ["MAX_LLM_CALL_PER_RUN", "Assistant", "FnCallAgent", "FunctionListEntry", "QwenResponse"]
+__all__ = [
+    "MAX_LLM_CALL_PER_RUN",
+    "Agent",
+    "ArticleAgent",
+    "Assistant",
+    "BasicAgent",
+    "DialogueSimulator",
+    "FnCallAgent",
+    "FunctionListEntry",
+    "GroupChat",
+    "GroupChatAutoRouter",
+    "GroupChatCreator",
+    "HumanSimulator",
+    "MultiAgentHub",
+    "QwenResponse",
+    "ReActChat",
+    "Router",
+    "TIRMathAgent",
+    "UserAgent",
+    "WriteFromScratch",
+]

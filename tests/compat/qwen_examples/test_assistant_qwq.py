@@ -1,0 +1,106 @@
+"""Qwen-Agent's `examples/assistant_qwq.py`, run with only its imports changed.
+
+The example: an `Assistant` on the reasoning model QwQ-32B, tools through the prompt
+(`fncall_prompt_type: "nous"`), `image_gen`; its `test()` prints the streamed response with
+`typewriter_print`. Here the model is a `parley.testing` OpenAI-wire server: the example's
+llm config names DashScope (`model_type: "qwen_dashscope"`); `model_server` (the stand-in's
+URL) takes its place. `image_gen` (a network tool) stands in locally.
+"""
+
+# The example's Chinese text keeps its full-width punctuation.
+# ruff: noqa: RUF001
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar
+
+import pytest
+
+from parley.compat.qwen import BaseTool
+from parley.compat.qwen.agents import Assistant
+from parley.compat.qwen.gui import WebUI  # noqa: F401  (imported by the example, unused here)
+from parley.compat.qwen.utils.output_beautify import typewriter_print
+from parley.testing.openai_server import OpenAIServer, Reply
+from parley.tools import TOOL_REGISTRY
+
+QUERY = "画一只猫，再画一只狗，最后画他们一起玩的画面，给我三张图"
+
+
+class LocalImageGen(BaseTool):
+    """`image_gen` standing in locally: a picture URL made from the prompt."""
+
+    name = "image_gen"
+    description = "Draws a picture from a text description and returns its URL."
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {"prompt": {"type": "string"}},
+        "required": ["prompt"],
+    }
+
+    def call(self, params: str | dict[str, Any], **kwargs: Any) -> str:
+        prompt = self._verify_json_format_args(params)["prompt"]
+        return f"https://images.test/{prompt}.png"
+
+
+@pytest.fixture(autouse=True)
+def _image_gen(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(TOOL_REGISTRY, "image_gen", LocalImageGen)
+
+
+def init_agent_service(server: OpenAIServer) -> Assistant:
+    llm_cfg = {
+        "model": "qwq-32b",
+        "model_server": server.url,  # the example: "model_type": "qwen_dashscope"
+        "api_key": "EMPTY",
+        "generate_cfg": {"fncall_prompt_type": "nous"},
+    }
+    tools = ["image_gen"]
+    return Assistant(
+        llm=llm_cfg,
+        function_list=tools,
+        name="QwQ-32B Tool-calling Demo",
+        description="I'm a demo using the QwQ-32B tool calling. Welcome to add and play with "
+        "your own tools!",
+    )
+
+
+def call(prompt: str) -> str:
+    arguments = json.dumps({"prompt": prompt}, ensure_ascii=False)
+    return f'<tool_call>\n{{"name": "image_gen", "arguments": {arguments}}}\n</tool_call>'
+
+
+def test_typewriter_print_shows_the_streamed_thinking_calls_results_and_answer(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    steps = [
+        Reply(reasoning="先画猫。", text=call("猫")),
+        Reply(reasoning="再画狗。", text=call("狗")),
+        Reply(text="三张图都画好了。"),
+    ]
+    with OpenAIServer(steps) as server:
+        bot = init_agent_service(server)
+        try:
+            messages = [{"role": "user", "content": QUERY}]
+            response_plain_text = ""
+            for response in bot.run(messages=messages):
+                response_plain_text = typewriter_print(response, response_plain_text)
+        finally:
+            bot.close_sync()
+        server.assert_consumed()
+        first, *_ = server.bodies()
+
+    assert "tools" not in first  # nous: the tools are in the system prompt
+    assert "<tools>" in first["messages"][0]["content"]
+    printed = capsys.readouterr().out
+    # Printed piece by piece as the response grew, it reads as the whole rendering once.
+    assert printed == response_plain_text
+    assert response_plain_text == (
+        "[THINK]\n先画猫。\n"
+        '[TOOL_CALL] image_gen\n{"prompt": "猫"}\n'
+        "[TOOL_RESPONSE] image_gen\nhttps://images.test/猫.png\n"
+        "[THINK]\n再画狗。\n"
+        '[TOOL_CALL] image_gen\n{"prompt": "狗"}\n'
+        "[TOOL_RESPONSE] image_gen\nhttps://images.test/狗.png\n"
+        "[ANSWER]\n三张图都画好了。"
+    )
