@@ -240,7 +240,7 @@ class ChatModel:
         """
         formatter = self.formatter
         if isinstance(formatter, MultiAgentFormatter):
-            return type(formatter)(self_name, formatter.formatter)
+            return type(formatter)(self_name, formatter.formatter, layout=formatter.layout)
         cls = self.multi_agent_formatter_class
         return cls(self_name, formatter) if cls is not None else None
 
