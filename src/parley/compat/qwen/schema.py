@@ -7,6 +7,11 @@ default for a missing *or falsy* value, `m[key] = value`), dumps that leave out 
 (`is_multimodal`, `get_parsed_arguments`, ...) come from the Qwen-Agent data-structure notes
 (seed 001) and are not in the library itself.
 
+Where seed 001 is stricter than Qwen-Agent 0.0.34, the seed is followed: `Message.content`
+defaults to `""`, a `function` message must have a `name`, a `FunctionCall` built from input
+has a stripped, non-empty name and JSON arguments (`FunctionCall.partial` builds a call still
+streaming, or as a model wrote it), and `Usage` sums count an unknown cost as 0.
+
 Deliberate differences, all about malformed input:
 
 - Qwen-Agent overrides `__init__` with fixed parameters, so a missing or unknown field given
