@@ -7,6 +7,7 @@ import contextlib
 import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -30,10 +31,27 @@ SETTINGS = settings(max_examples=300, suppress_health_check=[HealthCheck.too_slo
 # -- Msg → Qwen → Msg -------------------------------------------------------------------------
 
 
+def _arguments_are_json(msgs: list[Msg]) -> bool:
+    for call in (call for msg in msgs for call in msg.tool_calls):
+        if call.raw_input is None:
+            continue
+        try:
+            json.loads(call.raw_input)
+        except ValueError:
+            return False
+    return True
+
+
 def assert_msgs_survive(given_msgs: list[Msg]) -> None:
     assert to_msgs(from_msgs(given_msgs)) == given_msgs
-    assert to_msgs(from_msgs(given_msgs, as_dicts=True)) == given_msgs
     as_json = [m.model_dump(mode="json") for m in from_msgs(given_msgs)]
+    if not _arguments_are_json(given_msgs):
+        # A model's malformed arguments come out as they were written; read back as dicts
+        # (messages a user gives), seed 001's validator refuses them, saying why.
+        with pytest.raises(ValidationError, match="must be a JSON string"):
+            to_msgs(from_msgs(given_msgs, as_dicts=True))
+        return
+    assert to_msgs(from_msgs(given_msgs, as_dicts=True)) == given_msgs
     assert to_msgs(json.loads(json.dumps(as_json))) == given_msgs
 
 
@@ -189,9 +207,9 @@ _call_extras = st.none() | st.dictionaries(
     st.sampled_from(["model", "parley"]) | text, json_values, max_size=2
 )
 _objects = json_objects.map(lambda o: json.dumps(o, ensure_ascii=False))
-arguments = (
-    _objects | json_objects.map(json.dumps) | _objects.map(lambda s: s[: len(s) // 2]) | text
-)
+json_arguments = _objects | json_objects.map(json.dumps)
+# As a model may write them: a prefix while streaming, or not JSON at all.
+arguments = json_arguments | _objects.map(lambda s: s[: len(s) // 2]) | text
 
 
 @st.composite
@@ -200,6 +218,8 @@ def qwen_messages(draw: st.DrawFn) -> Message:
     role = draw(st.sampled_from(["system", "user", "assistant", "assistant", "function"]))
     name = draw(st.none() | names)
     content = draw(contents)
+    if role == "function":
+        name = draw(names)  # seed 001: a function message has a name
     if role in ("system", "user"):
         return Message(role, content, name=name, extra=draw(extras))
     function_id = draw(st.none() | st.sampled_from(["1", "2", "call_a"]) | names)
@@ -214,7 +234,7 @@ def qwen_messages(draw: st.DrawFn) -> Message:
     extra = draw(_call_extras)
     if function_id is not None:
         extra = {**(extra or {}), "function_id": function_id}
-    call = FunctionCall(draw(names), draw(arguments))
+    call = FunctionCall(draw(names), draw(json_arguments))  # seed 001: arguments are JSON
     return Message(role, content, reasoning, name, call, extra)
 
 
@@ -253,12 +273,13 @@ def test_msgs_read_from_qwen_survive_qwen_and_back(messages: list[Message]) -> N
 def loose_messages(draw: st.DrawFn) -> Message:
     """Schema-valid Qwen messages with any fields on any role, some of which parley refuses."""
     function_ids = json_values | names
+    role = draw(st.sampled_from(["system", "user", "assistant", "function"]))
     return Message(
-        draw(st.sampled_from(["system", "user", "assistant", "function"])),
+        role,
         draw(contents),
         draw(st.none() | reasonings | st.lists(text_items | media_items(), max_size=2)),
-        draw(st.none() | names),
-        draw(st.none() | st.builds(FunctionCall, name=names, arguments=arguments)),
+        draw(names if role == "function" else st.none() | names),
+        draw(st.none() | st.builds(FunctionCall.partial, name=names, arguments=arguments)),
         draw(st.none() | st.dictionaries(_extra_keys, function_ids, max_size=3)),
     )
 

@@ -6,7 +6,13 @@
 
 from parley.agents.agent import Agent, AgentInput, ToolChoicePolicy, one_tool_round
 from parley.agents.approval import CANCELLED, DENIED, NOT_RUN, PendingApproval
-from parley.agents.budget import ContextBudget, CountsTokens, TokenCounter, estimate_tokens
+from parley.agents.budget import (
+    ContextBudget,
+    ContextStrategy,
+    CountsTokens,
+    TokenCounter,
+    estimate_tokens,
+)
 from parley.agents.events import (
     AgentEvent,
     AgentEventAdapter,
@@ -46,6 +52,7 @@ __all__ = [
     "AudioEnded",
     "AudioStarted",
     "ContextBudget",
+    "ContextStrategy",
     "CountsTokens",
     "InMemoryMemory",
     "MaxItersReached",

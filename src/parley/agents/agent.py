@@ -26,7 +26,7 @@ from pydantic import BaseModel, ValidationError
 
 from parley._sync import iterate_sync, run_sync
 from parley.agents.approval import PendingApproval
-from parley.agents.budget import ContextBudget, TokenCounter
+from parley.agents.budget import ContextBudget, ContextStrategy, TokenCounter
 from parley.agents.events import AgentEvent, RunEnded
 from parley.agents.memory import InMemoryMemory, Memory
 from parley.agents.middleware import Middleware, check_middleware
@@ -93,6 +93,9 @@ class Agent:
             (`ChatModel.default_tool_choice`: one tool round for the embedded local model).
         output_reserve: Tokens kept free for the answer by the context budget.
         token_counter: Counts tokens for the context budget (see `parley.agents.budget`).
+        context_strategy: What the context budget does with turns past the model's
+            `context_size`: `trim` (drop the oldest) or `summarize` (compress them into a
+            summary the model writes, kept and extended; `parley.agents.compress`).
         middleware: What every run's events pass through on their way to the caller, in
             order (`parley.agents.middleware`; e.g. `TTSMiddleware` to speak the answers).
     """
@@ -112,6 +115,7 @@ class Agent:
         output_reserve: int | None = None,
         token_counter: TokenCounter | None = None,
         middleware: Sequence[Middleware] = (),
+        context_strategy: ContextStrategy = "trim",
     ) -> None:
         if max_iters < 1:
             raise UserError(f"max_iters must be at least 1, got {max_iters}")
@@ -126,7 +130,12 @@ class Agent:
         if isinstance(tool_choice, str):
             check_tool_choice(tool_choice, self.toolkit.specs())
         self.tool_choice = tool_choice
-        self.budget = ContextBudget(model, output_reserve=output_reserve, counter=token_counter)
+        self.budget = ContextBudget(
+            model,
+            output_reserve=output_reserve,
+            counter=token_counter,
+            strategy=context_strategy,
+        )
         self.reply_listeners: list[ReplyListener] = []
         """Awaited with the agent and the final message when a run ends with an answer
         (status `completed` or `max_iters`), before its `RunEnded` reaches the caller."""

@@ -9,6 +9,12 @@ tool results. An assistant message that calls tools and the tool messages answer
 or go together: a provider refuses a result without its call, or a call without its result.
 The memory itself is never changed; only the copy sent to the model is trimmed.
 
+That is the `trim` strategy. With `summarize` (`ContextBudget(..., strategy="summarize")`,
+`Agent(..., context_strategy="summarize")`), the turns that would go are compressed instead,
+as AgentScope does past a model's `context_size`: a model summarizes them, and the summary
+(kept for the next calls, and extended when more turns go) takes their place, as a system
+message after the system prompt. See `parley.agents.compress`.
+
 Counting tokens, in order of preference:
 
 1. the model's own tokenizer, when the model offers the hook `count_tokens(msgs) -> int`
@@ -41,8 +47,10 @@ import re
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, cast, get_args, runtime_checkable
 
+from parley.agents.compress import SUMMARY_TOKENS, Summarizer
+from parley.errors import UserError
 from parley.messages import Msg, TextBlock, ThinkingBlock, ToolCallBlock, ToolResultBlock
 from parley.models.tools import ToolSpec
 
@@ -55,6 +63,7 @@ __all__ = [
     "MESSAGE_OVERHEAD",
     "TIKTOKEN_ENCODING",
     "ContextBudget",
+    "ContextStrategy",
     "CountsTokens",
     "TextCounter",
     "TokenCounter",
@@ -79,6 +88,9 @@ MEDIA_TOKENS = 1000
 
 TIKTOKEN_ENCODING = "o200k_base"
 """The tiktoken encoding used when the model has no tokenizer of its own."""
+
+ContextStrategy = Literal["trim", "summarize"]
+"""What the context budget does with the turns that do not fit: drop them, or summarize them."""
 
 TokenCounter = Callable[[Sequence[Msg]], int]
 """Counts the prompt tokens that messages take."""
@@ -219,6 +231,9 @@ class ContextBudget:
         output_reserve: Tokens kept for the answer; default the model's `max_tokens`
             parameter, else `DEFAULT_OUTPUT_RESERVE`.
         counter: Counts tokens; default `token_counter_for(model)`.
+        strategy: `trim` drops the turns that do not fit; `summarize` compresses them into
+            a summary (`prepare` only; `fit` always trims).
+        summary_model: Writes the summaries; default `model`.
     """
 
     def __init__(
@@ -227,16 +242,29 @@ class ContextBudget:
         *,
         output_reserve: int | None = None,
         counter: TokenCounter | None = None,
+        strategy: ContextStrategy = "trim",
+        summary_model: ChatModel | None = None,
     ) -> None:
+        if strategy not in get_args(ContextStrategy):
+            raise UserError(f"unknown context strategy {strategy!r}; use 'trim' or 'summarize'")
         self.model = model
         self.output_reserve = output_reserve
         self._counter = counter
+        self.strategy: ContextStrategy = strategy
+        self.summary_model = summary_model
+        self._summarizer: Summarizer | None = None
         # Counted once per message: a long run re-reads the same history every iteration.
         self._counts: dict[str, int] = {}
 
     def for_model(self, model: ChatModel) -> ContextBudget:
-        """The same budget (reserve, counter) for another model's context window."""
-        return ContextBudget(model, output_reserve=self.output_reserve, counter=self._counter)
+        """The same budget (reserve, counter, strategy) for another model's context window."""
+        return ContextBudget(
+            model,
+            output_reserve=self.output_reserve,
+            counter=self._counter,
+            strategy=self.strategy,
+            summary_model=self.summary_model,
+        )
 
     @property
     def limit(self) -> int | None:
@@ -285,6 +313,35 @@ class ContextBudget:
         kept = [m for m in msgs if m.id not in dropped]
         logger.info("context budget: %d of %d messages dropped", len(dropped), len(msgs))
         return kept
+
+    async def prepare(self, msgs: Sequence[Msg], tools: Sequence[ToolSpec] = ()) -> list[Msg]:
+        """The messages to send, by the budget's strategy: trimmed, or old turns summarized.
+
+        With `summarize`, room for the summary is made too (a quarter of the prompt's room, at
+        most `SUMMARY_TOKENS`: the summarizing model's `max_tokens`), and the summary follows
+        the system messages. A failed summary call trims instead.
+        """
+        limit = self.limit
+        if self.strategy == "trim" or limit is None:
+            return self.fit(msgs, tools)
+        room = limit - self.tools_tokens(tools)
+        total = sum(self.count(m) for m in msgs)
+        if total <= room:
+            return list(msgs)
+        reserve = min(SUMMARY_TOKENS, max(room // 4, 1))
+        dropped = self._drop(msgs, total - room + reserve)
+        kept = [m for m in msgs if m.id not in dropped]
+        summary = await self._summarize([m for m in msgs if m.id in dropped], reserve)
+        if summary is None:
+            return self.fit(msgs, tools)
+        logger.info("context budget: %d of %d messages summarized", len(dropped), len(msgs))
+        system = [m for m in kept if m.role == "system"]
+        return [*system, summary, *(m for m in kept if m.role != "system")]
+
+    async def _summarize(self, dropped: list[Msg], max_tokens: int) -> Msg | None:
+        if self._summarizer is None:
+            self._summarizer = Summarizer(self.summary_model or self.model)
+        return await self._summarizer.summary(dropped, max_tokens)
 
     def _drop(self, msgs: Sequence[Msg], excess: int) -> set[str]:
         """The ids of the messages to drop to shed `excess` tokens (or all that may go)."""

@@ -422,7 +422,7 @@ class AgentRun:
     async def _prompt(self, tools: list[ToolSpec]) -> list[Msg]:
         history = self.agent.prompt_messages(await self.memory.get())
         system = [Msg.system(self.agent.system_prompt)] if self.agent.system_prompt else []
-        return self.agent.budget.fit([*system, *history], tools)
+        return await self.agent.budget.prepare([*system, *history], tools)
 
     def _open_stream(self, prompt: list[Msg]) -> ChatStream:
         agent = self.agent

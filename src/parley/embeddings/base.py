@@ -39,7 +39,7 @@ from parley.models._provider import adopt_provider_class, check_credential, chec
 from parley.models.cards import EmbeddingModelCard, load_cards
 from parley.models.credentials import Credential
 from parley.models.parameters import ParametersBase
-from parley.models.retry import RetryPolicy, call_with_retries
+from parley.models.retry import DEFAULT_RETRYABLE, Retryable, RetryPolicy, call_with_retries
 
 if TYPE_CHECKING:
     import numpy as np
@@ -263,6 +263,14 @@ class EmbeddingModel(Generic[InputT]):
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r})"
 
+    @classmethod
+    def _get_retryable_exceptions(cls) -> Retryable:
+        """The exception classes a failed call is retried on (AgentScope's hook).
+
+        `DEFAULT_RETRYABLE` unless a provider overrides it (see `parley.models.retry`).
+        """
+        return DEFAULT_RETRYABLE
+
     # -- configuration ------------------------------------------------------------------------
 
     def _check_credential(self, credential: Credential | None) -> Credential | None:
@@ -442,6 +450,7 @@ class EmbeddingModel(Generic[InputT]):
                         self.retry,
                         lambda: self._checked_call(batch, parameters),
                         describe=f"{self.provider} embedding batch {position + 1}/{len(batches)}",
+                        retry_on=self._get_retryable_exceptions(),
                     )
                 except BaseException:
                     failed = True
@@ -514,7 +523,7 @@ class EmbeddingModel(Generic[InputT]):
         """Embed one batch in one request (what a provider implements).
 
         Raise parley's `ModelError` family (`parley.errors`) on failure: the retry policy
-        decides from it whether to try again.
+        decides from it whether to try again (or list your own in `_get_retryable_exceptions`).
         """
         raise NotImplementedError(f"{type(self).__name__} does not implement _call_api")
 

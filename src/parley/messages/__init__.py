@@ -28,6 +28,7 @@ from parley.messages.msg import (
     new_call_id,
     new_id,
 )
+from parley.messages.think import has_think_tags, split_think
 from parley.messages.usage import Usage
 
 __all__ = [
@@ -51,9 +52,11 @@ __all__ = [
     "URLSource",
     "Usage",
     "VideoBlock",
+    "has_think_tags",
     "msgs_from_json",
     "msgs_to_json",
     "new_call_id",
     "new_id",
     "source_from_str",
+    "split_think",
 ]

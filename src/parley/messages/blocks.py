@@ -331,6 +331,10 @@ class ToolCallBlock(DictLikeModel):
 
     `input` holds the parsed arguments; `raw_input` keeps the argument string as the model
     produced it (while streaming, or when it was not valid JSON), so nothing is lost.
+    `name` is stripped of surrounding whitespace and must not be empty (seed 001's rule for a
+    function call). A stream's partial calls are assembled without validation
+    (`parley.models.accumulator`), so the rule holds for the blocks you build and for a
+    model's finished calls, not for a call still arriving.
     """
 
     model_config = _STRICT
@@ -340,9 +344,23 @@ class ToolCallBlock(DictLikeModel):
     input: dict[str, Any] = Field(default_factory=dict)
     raw_input: str | None = None
 
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, name: str) -> str:
+        stripped = name.strip()
+        if not stripped:
+            raise MessageError(f"a tool call needs the tool's name, got {name!r}")
+        return stripped
+
 
 class ToolResultBlock(DictLikeModel):
-    """A tool's answer to the call with `tool_call_id`: text, or a list of text and media."""
+    """A tool's answer to the call with `tool_call_id`: text, or a list of text and media.
+
+    `name` is the tool's name; it may be `""` where the source does not say it (an
+    AgentScope result read without its call), since `tool_call_id` is what links a result
+    to its call. (Seed 001's "a function message has a name" holds in the Qwen-Agent schema,
+    `parley.compat.qwen.schema.Message`, whose function messages are linked by name.)
+    """
 
     model_config = _STRICT
     type: Literal["tool_result"] = "tool_result"

@@ -18,7 +18,9 @@ class Usage(DictLikeModel):
     (written to it, which Anthropic bills above input) are parts of it.
     Usages add up: `total = first + second`, and `sum(usages, Usage())`. A `cost` of None
     means unknown; added to a known one it counts as nothing (seed 001's rule), so a run's
-    cost is what its priced calls cost.
+    cost is what its priced calls cost. A sum that spent no tokens costs 0, as seed 001 says
+    (`(Usage() + Usage()).cost == 0`): nothing used is nothing paid, priced or not. Only a
+    sum of unpriced calls that did use tokens keeps the unknown (None).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -50,9 +52,7 @@ class Usage(DictLikeModel):
             cached_tokens=self.cached_tokens + other.cached_tokens,
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
             elapsed=self.elapsed + other.elapsed,
-            cost=None
-            if self.cost is None and other.cost is None
-            else (self.cost or 0) + (other.cost or 0),
+            cost=_sum_cost(self, other),
         )
 
     def __radd__(self, other: int) -> Usage:
@@ -60,3 +60,9 @@ class Usage(DictLikeModel):
         if other == 0:
             return self
         return NotImplemented
+
+
+def _sum_cost(first: Usage, second: Usage) -> float | None:
+    if first.cost is None and second.cost is None and (first.total_tokens or second.total_tokens):
+        return None  # calls were made and none was priced: the cost is unknown, not 0
+    return (first.cost or 0.0) + (second.cost or 0.0)

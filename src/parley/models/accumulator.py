@@ -143,6 +143,12 @@ class _Slot:
             )
         if self.kind == "tool_call":
             arguments, raw = parse_arguments("".join(self.parts))
+            if not self.name.strip():
+                # A provider sent no name: kept as it came (not a MessageError mid-stream), so
+                # the tool layer answers the model that no tool has that name.
+                return ToolCallBlock.model_construct(
+                    id=self.call_id, name=self.name, input=arguments, raw_input=raw
+                )
             return ToolCallBlock(id=self.call_id, name=self.name, input=arguments, raw_input=raw)
         assert self.block is not None
         return self.block

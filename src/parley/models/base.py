@@ -46,7 +46,7 @@ from parley.models.credentials import Credential
 from parley.models.formatter import Formatter, MultiAgentFormatter
 from parley.models.parameters import Parameters
 from parley.models.response import ChatResponse, StructuredResponse
-from parley.models.retry import RetryPolicy, call_with_retries
+from parley.models.retry import DEFAULT_RETRYABLE, Retryable, RetryPolicy, call_with_retries
 from parley.models.stream import ChatStream
 from parley.models.tools import (
     ToolChoicePolicy,
@@ -197,6 +197,16 @@ class ChatModel:
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r}, stream={self.stream})"
 
+    @classmethod
+    def _get_retryable_exceptions(cls) -> Retryable:
+        """The exception classes a failed call is retried on (AgentScope's hook).
+
+        `DEFAULT_RETRYABLE` (connection errors, timeouts, HTTP errors of retryable statuses);
+        a provider overrides it to add its SDK's transient errors or to retry nothing (`()`).
+        See `parley.models.retry`.
+        """
+        return DEFAULT_RETRYABLE
+
     # -- configuration ------------------------------------------------------------------------
 
     def _check_credential(self, credential: Credential | None) -> Credential | None:
@@ -230,7 +240,7 @@ class ChatModel:
         """
         formatter = self.formatter
         if isinstance(formatter, MultiAgentFormatter):
-            return type(formatter)(self_name, formatter.formatter)
+            return type(formatter)(self_name, formatter.formatter, layout=formatter.layout)
         cls = self.multi_agent_formatter_class
         return cls(self_name, formatter) if cls is not None else None
 
@@ -339,7 +349,10 @@ class ChatModel:
         with tracing.chat_call(self, request) as span:
             started = time.monotonic()
             response = await call_with_retries(
-                self.retry, lambda: self._complete(request), describe=f"{self.provider} call"
+                self.retry,
+                lambda: self._complete(request),
+                describe=f"{self.provider} call",
+                retry_on=self._get_retryable_exceptions(),
             )
             usage = response.usage.model_copy() if response.usage else None
             if usage is not None:
@@ -380,6 +393,7 @@ class ChatModel:
         return ChatStream(
             open_source if trace is None else trace.watch(open_source),
             policy=self.retry,
+            retry_on=self._get_retryable_exceptions(),
             model=self.model,
             on_final=on_final,
             pricing=self.pricing,

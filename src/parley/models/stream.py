@@ -23,11 +23,10 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
-from parley.errors import ModelError
 from parley.models.accumulator import Delta, MetaDelta, StreamAccumulator, made_by
 from parley.models.cards import Pricing
 from parley.models.response import ChatResponse, ChatUsage, FinishReason
-from parley.models.retry import RetryPolicy, logger
+from parley.models.retry import DEFAULT_RETRYABLE, Retryable, RetryPolicy, logger
 
 if TYPE_CHECKING:
     from parley.tracing import StreamTrace
@@ -129,13 +128,17 @@ class _Pump:
     It holds nothing of the `ChatStream`, which may so be collected while the task runs.
     """
 
-    __slots__ = ("_open_source", "_policy", "channel", "sent_visible")
+    __slots__ = ("_open_source", "_policy", "_retry_on", "channel", "sent_visible")
 
     def __init__(
-        self, open_source: Callable[[], AsyncIterator[Delta]], policy: RetryPolicy
+        self,
+        open_source: Callable[[], AsyncIterator[Delta]],
+        policy: RetryPolicy,
+        retry_on: Retryable,
     ) -> None:
         self._open_source = open_source
         self._policy = policy
+        self._retry_on = retry_on
         self.channel = _Channel(256)
         self.sent_visible = False
 
@@ -147,24 +150,22 @@ class _Pump:
                 await self._pump_once()
             except asyncio.CancelledError:
                 raise
-            except ModelError as error:
+            except Exception as error:
                 if self._can_retry(attempt, error):
                     wait = self._policy.delay(attempt, error)
                     logger.warning("stream failed before its first chunk (%s); retrying", error)
                     await asyncio.sleep(wait)
                     continue
                 await self.channel.put(error)
-            except Exception as error:
-                await self.channel.put(error)
             else:
                 await self.channel.put(_END)
             return
 
-    def _can_retry(self, attempt: int, error: ModelError) -> bool:
+    def _can_retry(self, attempt: int, error: Exception) -> bool:
         return (
             not self.sent_visible
             and attempt <= self._policy.max_retries
-            and self._policy.retryable(error)
+            and self._policy.retryable(error, self._retry_on)
         )
 
     async def _pump_once(self) -> None:
@@ -190,6 +191,7 @@ class ChatStream:
     Args:
         open_source: Starts the provider's stream of deltas (called again to retry).
         policy: When to retry a failure that comes before the first chunk.
+        retry_on: The exception classes retried (the model's `_get_retryable_exceptions()`).
         model: The model name for the chunks.
         on_final: Called with the final chunk of a stream that ended normally.
         pricing: The model's prices: the final chunk's usage then carries its `cost`.
@@ -202,6 +204,7 @@ class ChatStream:
         open_source: Callable[[], AsyncIterator[Delta]],
         *,
         policy: RetryPolicy | None = None,
+        retry_on: Retryable = DEFAULT_RETRYABLE,
         model: str | None = None,
         on_final: Callable[[ChatResponse], None] | None = None,
         pricing: Pricing | None = None,
@@ -211,7 +214,7 @@ class ChatStream:
         self._pricing = pricing
         self._provider = provider
         self._trace = trace
-        self._pumping = _Pump(open_source, policy or RetryPolicy(max_retries=0))
+        self._pumping = _Pump(open_source, policy or RetryPolicy(max_retries=0), retry_on)
         self._queue = self._pumping.channel
         self._accumulator = StreamAccumulator(model)
         self._on_final = on_final

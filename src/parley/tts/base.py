@@ -36,7 +36,7 @@ from parley.models._provider import adopt_provider_class, check_credential, chec
 from parley.models.cards import TTSModelCard, load_cards
 from parley.models.credentials import Credential
 from parley.models.parameters import ParametersBase
-from parley.models.retry import RetryPolicy, retry_wait
+from parley.models.retry import DEFAULT_RETRYABLE, Retryable, RetryPolicy, retry_wait
 from parley.tts._audio import PCMFormat, pcm_format, wav_bytes
 
 __all__ = ["AudioChunk", "TTSModel", "TTSParameters", "TTSResponse", "TTSUsage"]
@@ -189,6 +189,14 @@ class TTSModel:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r}, voice={self.parameters.voice!r})"
+
+    @classmethod
+    def _get_retryable_exceptions(cls) -> Retryable:
+        """The exception classes a failed call is retried on (AgentScope's hook).
+
+        `DEFAULT_RETRYABLE` unless a provider overrides it (see `parley.models.retry`).
+        """
+        return DEFAULT_RETRYABLE
 
     # -- cards --------------------------------------------------------------------------------
 
@@ -343,7 +351,13 @@ class TTSModel:
             except Exception as exc:
                 attempt += 1
                 describe = f"{self.provider} speech ({self.model})"
-                wait = retry_wait(self.retry, attempt, exc, describe=describe)
+                wait = retry_wait(
+                    self.retry,
+                    attempt,
+                    exc,
+                    describe=describe,
+                    retry_on=self._get_retryable_exceptions(),
+                )
                 if wait is None:
                     raise
                 await asyncio.sleep(wait)

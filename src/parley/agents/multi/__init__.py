@@ -33,6 +33,7 @@ from parley.agents.multi.hub import Announcement, MsgHub
 from parley.agents.multi.human import HumanParticipant, Participant
 from parley.agents.multi.router import RouteDecision, Router, RouterRun
 from parley.agents.multi.selection import ChatParticipant, ManualSelector, Selection
+from parley.models.formatter import HistoryLayout
 
 __all__ = [
     "Announcement",
@@ -47,6 +48,7 @@ __all__ = [
     "GroupChatEvent",
     "GroupChatEventAdapter",
     "GroupChatResult",
+    "HistoryLayout",
     "HumanParticipant",
     "ManualSelector",
     "MsgHub",

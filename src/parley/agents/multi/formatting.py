@@ -14,6 +14,10 @@ one user message that names each speaker, see `parley.models.formatter.fold_othe
 - any other model (the local model, `ScriptedModel`, `PromptedToolsModel`...): wrapped in a
   `FoldingModel`, which folds the same way before the model formats the messages itself.
 
+Two layouts (`HistoryLayout`): parley's `history` block, one user message per run of turns,
+and AgentScope's `entries`, one `[name]: text` user message per turn (`MsgHub(...,
+multi_agent_format="entries")`).
+
 The agent gets its own copy of the model (`ChatModel.with_formatter`), since one model object
 is often shared by several agents, each with its own name. A copy sends through the
 original's client: closing the model you made closes the copies' connections too.
@@ -30,7 +34,12 @@ from pydantic import BaseModel
 
 from parley.messages import Msg
 from parley.models.base import ChatModel, ChatRequest, MessagesInput
-from parley.models.formatter import MultiAgentFormatter, fold_other_agents
+from parley.models.formatter import (
+    HistoryLayout,
+    MultiAgentFormatter,
+    check_layout,
+    fold_other_agents,
+)
 
 if TYPE_CHECKING:
     from parley.agents.agent import Agent
@@ -68,11 +77,14 @@ class FoldingModel(ChatModel):
     Args:
         inner: The model to wrap.
         self_name: The name of the agent this model speaks for.
+        layout: How other agents' turns are laid out (`HistoryLayout`).
     """
 
     provider: ClassVar[str] = "folding"
 
-    def __init__(self, inner: ChatModel, self_name: str) -> None:
+    def __init__(
+        self, inner: ChatModel, self_name: str, *, layout: HistoryLayout = "history"
+    ) -> None:
         super().__init__(
             None,
             inner.model,
@@ -83,6 +95,7 @@ class FoldingModel(ChatModel):
         )
         self.inner = inner
         self.self_name = self_name
+        self.layout: HistoryLayout = check_layout(layout)
         self.default_tool_choice = inner.default_tool_choice
 
     def __repr__(self) -> str:
@@ -90,7 +103,7 @@ class FoldingModel(ChatModel):
 
     def _fold(self, request: ChatRequest) -> ChatRequest:
         return dataclasses.replace(
-            request, messages=fold_other_agents(request.messages, self.self_name)
+            request, messages=fold_other_agents(request.messages, self.self_name, self.layout)
         )
 
     def open_stream(self, request: ChatRequest) -> ChatStream:
@@ -112,32 +125,39 @@ class FoldingModel(ChatModel):
         **overrides: Any,
     ) -> StructuredResponse:
         """The inner model's structured output, on the folded messages."""
-        msgs = fold_other_agents(self.build_request(messages).messages, self.self_name)
+        msgs = fold_other_agents(self.build_request(messages).messages, self.self_name, self.layout)
         return await self.inner.generate_structured_output(msgs, schema, **overrides)
 
 
-def _speaks_as(model: ChatModel, name: str) -> bool:
-    """Whether `model` already folds other agents' turns for the agent `name`."""
+def _speaks_as(model: ChatModel, name: str, layout: HistoryLayout) -> bool:
+    """Whether `model` already folds other agents' turns for the agent `name`, so laid out."""
     if isinstance(model, FoldingModel):
-        return model.self_name == name
+        return model.self_name == name and model.layout == layout
     formatter = model.formatter
-    return isinstance(formatter, MultiAgentFormatter) and formatter.self_name == name
+    return (
+        isinstance(formatter, MultiAgentFormatter)
+        and formatter.self_name == name
+        and formatter.layout == layout
+    )
 
 
-def multi_agent_model(model: ChatModel, name: str) -> ChatModel:
-    """A copy of `model` that folds other agents' turns for the agent `name`."""
+def multi_agent_model(model: ChatModel, name: str, layout: HistoryLayout = "history") -> ChatModel:
+    """A copy of `model` that folds other agents' turns for the agent `name`, in `layout`."""
+    check_layout(layout)
     if isinstance(model, FoldingModel):
-        return FoldingModel(model.inner, name)
+        return FoldingModel(model.inner, name, layout=layout)
     formatter = model.multi_agent_formatter(name)
     if formatter is None:  # a provider without a multi-agent formatter: fold around it
-        return FoldingModel(model, name)
+        return FoldingModel(model, name, layout=layout)
+    if isinstance(formatter, MultiAgentFormatter):
+        formatter.layout = layout
     return model.with_formatter(formatter)
 
 
-def use_multi_agent_formatting(agent: Agent) -> None:
+def use_multi_agent_formatting(agent: Agent, layout: HistoryLayout = "history") -> None:
     """Switch `agent`'s model to multi-agent formatting (see the module docstring).
 
-    Idempotent: a model that already folds for this agent's name is left as it is.
+    Idempotent: a model that already folds for this agent's name in `layout` is left as it is.
     """
-    if not _speaks_as(agent.model, agent.name):
-        agent.model = multi_agent_model(agent.model, agent.name)
+    if not _speaks_as(agent.model, agent.name, layout):
+        agent.model = multi_agent_model(agent.model, agent.name, layout)

@@ -58,6 +58,7 @@ from parley.agents.run import AgentRun
 from parley.errors import UserError
 from parley.messages import Msg
 from parley.models.base import ChatModel
+from parley.models.formatter import HistoryLayout
 
 __all__ = ["ChatStatus", "GroupChat", "GroupChatResult", "StopCondition"]
 
@@ -122,7 +123,8 @@ class GroupChat:
         mentions: Let an `@name` in the last message pick the next speaker.
         stop_condition: Ends the chat when it returns true for the conversation.
         instructions: What the `auto` selector model is told, before the participant list.
-        multi_agent_format: Switch agents' models to multi-agent formatting (see `MsgHub`).
+        multi_agent_format: Switch agents' models to multi-agent formatting: True or a
+            `HistoryLayout` (`"history"`, `"entries"`), see `MsgHub`; False: off.
     """
 
     def __init__(
@@ -138,7 +140,7 @@ class GroupChat:
         mentions: bool = True,
         stop_condition: StopCondition | None = None,
         instructions: str = SELECTION_INSTRUCTIONS,
-        multi_agent_format: bool = True,
+        multi_agent_format: bool | HistoryLayout = True,
     ) -> None:
         self._check_selection(selection, selector, selector_model, max_rounds)
         self.participants = _unique(participants)

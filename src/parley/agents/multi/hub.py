@@ -27,6 +27,7 @@ from parley.agents.multi.formatting import observable, use_multi_agent_formattin
 from parley.agents.multi.human import Participant
 from parley.errors import UserError
 from parley.messages import Msg
+from parley.models.formatter import HistoryLayout, check_layout
 
 __all__ = ["Announcement", "MsgHub"]
 
@@ -57,7 +58,9 @@ class MsgHub:
         participants: Agents (and `HumanParticipant`s), names unique.
         announcement: Broadcast to everyone on entering.
         auto_broadcast: Broadcast each agent's answers (off: only `broadcast` does).
-        multi_agent_format: Switch each agent's model to multi-agent formatting on entering.
+        multi_agent_format: Switch each agent's model to multi-agent formatting on entering:
+            True or `"history"` (others' turns in a `<history>` block), `"entries"`
+            (AgentScope's layout: one `[name]: text` user message per turn), False: off.
     """
 
     def __init__(
@@ -66,8 +69,10 @@ class MsgHub:
         announcement: Announcement = None,
         *,
         auto_broadcast: bool = True,
-        multi_agent_format: bool = True,
+        multi_agent_format: bool | HistoryLayout = True,
     ) -> None:
+        if isinstance(multi_agent_format, str):
+            check_layout(multi_agent_format)
         self._participants: list[Participant] = []
         self.announcement = _announcement(announcement)
         self.auto_broadcast = auto_broadcast
@@ -115,7 +120,8 @@ class MsgHub:
         if not isinstance(participant, Agent):
             return
         if self.multi_agent_format:
-            use_multi_agent_formatting(participant)
+            layout = "history" if self.multi_agent_format is True else self.multi_agent_format
+            use_multi_agent_formatting(participant, layout)
         if self.auto_broadcast:
             participant.reply_listeners.append(self._on_reply)
 

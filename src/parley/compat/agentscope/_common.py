@@ -77,8 +77,8 @@ class Codec(Protocol):
     def read_head(self, data: dict[str, Any]) -> Head:
         """Read the message-level fields."""
 
-    def read_item(self, raw: Any, where: str, names: Mapping[str, str]) -> Item:
-        """Read one content block."""
+    def read_item(self, raw: Any, where: str, names: Mapping[str, str]) -> Item | list[Item]:
+        """Read one content block (or the blocks it holds: text with `<think>` spans)."""
 
     def write_message(
         self,

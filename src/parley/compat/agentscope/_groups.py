@@ -149,7 +149,10 @@ def _core_read(
     if not isinstance(content, list):
         raise MessageError(f"content must be a list of blocks, got {type(content).__name__}")
     names = {**names, **_raw_call_names(content)}
-    items = [codec.read_item(b, f"content[{i}]", names) for i, b in enumerate(content)]
+    items: list[Item] = []
+    for i, b in enumerate(content):
+        read = codec.read_item(b, f"content[{i}]", names)
+        items.extend(read if isinstance(read, list) else [read])
     return _split(head, items, codec.form)
 
 

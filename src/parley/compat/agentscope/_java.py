@@ -48,6 +48,8 @@ from parley.messages import (
     URLSource,
     Usage,
     VideoBlock,
+    has_think_tags,
+    split_think,
 )
 
 _KNOWN = ("text", "thinking", "image", "audio", "video", "data", "hint", "tool_use", "tool_result")
@@ -84,9 +86,11 @@ class JavaForm:
             usage=usage,
         )
 
-    def read_item(self, raw: Any, where: str, names: Mapping[str, str]) -> Item:
-        """Read one content block."""
+    def read_item(self, raw: Any, where: str, names: Mapping[str, str]) -> Item | list[Item]:
+        """Read one content block; a text's `<think>` spans become thinking blocks (seed 004)."""
         tag = block_type(raw, where)
+        if tag == "text" and isinstance(raw.get("text"), str) and has_think_tags(raw["text"]):
+            return list(split_think(raw["text"]))
         if tag == "tool_use":
             return ToolCallBlock.model_validate(
                 {

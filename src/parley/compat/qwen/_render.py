@@ -115,7 +115,8 @@ def _assistant(
         call = None
         if "f" in held:
             block = next(pending)
-            call = FunctionCall(block.name, call_arguments(block))
+            # As the model wrote it (maybe malformed): checked as parley's block was.
+            call = FunctionCall.partial(block.name, call_arguments(block))
             if block.id != generated_call_id(index + i):
                 extra = {FID: block.id, **metadata}
         reasoning = _reasoning(thinking, i, lists) if "r" in held else None

@@ -92,6 +92,6 @@ class Response:
         if self._text:
             live.append(Message(ASSISTANT, self._text, name=name))
         for call_id, (function, arguments) in self._calls.items():
-            call = FunctionCall(function, arguments)
+            call = FunctionCall.partial(function, arguments)  # still streaming
             live.append(Message(ASSISTANT, "", name=name, function_call=call, extra={FID: call_id}))
         return live

@@ -218,11 +218,12 @@ class Agent(abc.ABC):
 
     # -- running ---------------------------------------------------------------------------------
 
-    def run(self, messages: QwenMessages, **kwargs: Any) -> Iterator[QwenResponse]:
+    def run(self, messages: QwenMessages | str, **kwargs: Any) -> Iterator[QwenResponse]:
         """Run on a conversation, yielding the response so far as `_run` makes it.
 
         Args:
-            messages: The conversation (Qwen-Agent `Message`s or dicts), last message last.
+            messages: The conversation (Qwen-Agent `Message`s or dicts), last message last;
+                or a plain string, one user message (then the response is dicts).
             **kwargs: Handed to `_run`; `lang` is picked from the messages when not given.
 
         Raises:
@@ -234,19 +235,21 @@ class Agent(abc.ABC):
         for response in self._run(messages=prepared.messages, **prepared.kwargs):
             yield self._answer(response, prepared.as_dicts)
 
-    def run_nonstream(self, messages: QwenMessages, **kwargs: Any) -> QwenResponse:
+    def run_nonstream(self, messages: QwenMessages | str, **kwargs: Any) -> QwenResponse:
         """Run on a conversation and return the whole response (`run`'s last list)."""
         last: QwenResponse = []
         for response in self.run(messages, **kwargs):
             last = response
         return last
 
-    async def arun(self, messages: QwenMessages, **kwargs: Any) -> AsyncIterator[QwenResponse]:
+    async def arun(
+        self, messages: QwenMessages | str, **kwargs: Any
+    ) -> AsyncIterator[QwenResponse]:
         """`run`, from async code (on a worker thread: `_run` is synchronous code)."""
         async for response in _in_thread(self.run(messages, **kwargs)):
             yield response
 
-    async def arun_nonstream(self, messages: QwenMessages, **kwargs: Any) -> QwenResponse:
+    async def arun_nonstream(self, messages: QwenMessages | str, **kwargs: Any) -> QwenResponse:
         """`run_nonstream`, from async code."""
         last: QwenResponse = []
         async for response in self.arun(messages, **kwargs):
@@ -266,8 +269,13 @@ class Agent(abc.ABC):
             **kwargs: What the caller gave `run`.
         """
 
-    def _prepare(self, messages: QwenMessages, kwargs: dict[str, Any]) -> Prepared:
-        """The messages and arguments `_run` gets, as Qwen-Agent's `Agent.run` makes them."""
+    def _prepare(self, messages: QwenMessages | str, kwargs: dict[str, Any]) -> Prepared:
+        """The messages and arguments `_run` gets, as Qwen-Agent's `Agent.run` makes them.
+
+        A plain string is one user message (seed 001's string input), answered with dicts.
+        """
+        if isinstance(messages, str):
+            messages = [{ROLE: USER, CONTENT: messages}]
         as_dicts = as_dicts_like(messages)
         given = _MESSAGES.validate_python([copy.deepcopy(m) for m in messages])
         kwargs = dict(kwargs)

@@ -7,6 +7,11 @@ default for a missing *or falsy* value, `m[key] = value`), dumps that leave out 
 (`is_multimodal`, `get_parsed_arguments`, ...) come from the Qwen-Agent data-structure notes
 (seed 001) and are not in the library itself.
 
+Where seed 001 is stricter than Qwen-Agent 0.0.34, the seed is followed: `Message.content`
+defaults to `""`, a `function` message must have a `name`, a `FunctionCall` built from input
+has a stripped, non-empty name and JSON arguments (`FunctionCall.partial` builds a call still
+streaming, or as a model wrote it), and `Usage` sums count an unknown cost as 0.
+
 Deliberate differences, all about malformed input:
 
 - Qwen-Agent overrides `__init__` with fixed parameters, so a missing or unknown field given
@@ -170,7 +175,11 @@ def _merge_positional(
 class FunctionCall(BaseModelCompatibleDict):
     """A function call proposed by the model: its `name` and its `arguments` as a JSON string.
 
-    `arguments` must be a `str` but need not be valid JSON: while streaming it holds a prefix.
+    Seed 001's validators hold for the calls you build (`FunctionCall(name, arguments)`,
+    `model_validate`, a dict in a `Message`): `name` is stripped and must not be empty, and
+    `arguments` must be valid JSON. A call still streaming holds only a prefix of its
+    arguments, so the calls of a response in progress (and of a model's own output, which
+    may be malformed) are built with `FunctionCall.partial`, which checks the types only.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -182,6 +191,38 @@ class FunctionCall(BaseModelCompatibleDict):
     if TYPE_CHECKING:
 
         def __init__(self, name: str, arguments: str) -> None: ...
+
+    @field_validator("name")
+    @classmethod
+    def validate_name(cls, value: str) -> str:
+        """Strip the name; an empty one is refused (seed 001)."""
+        if not value.strip():
+            raise MessageError(f"a function call needs the function's name, got {value!r}")
+        return value.strip()
+
+    @field_validator("arguments")
+    @classmethod
+    def validate_arguments(cls, value: str) -> str:
+        """Check that the arguments are JSON (seed 001)."""
+        try:
+            json.loads(value)
+        except (ValueError, RecursionError) as exc:
+            raise MessageError(
+                f"a function call's arguments must be a JSON string, got {value[:80]!r} ({exc});"
+                " a call still streaming is built with FunctionCall.partial(name, arguments)"
+            ) from None
+        return value
+
+    @classmethod
+    def partial(cls, name: str, arguments: str) -> FunctionCall:
+        """A call as it stands mid-stream, or as a model wrote it: not checked beyond types.
+
+        Raises:
+            MessageError: `name` or `arguments` is not a string.
+        """
+        if not (isinstance(name, str) and isinstance(arguments, str)):
+            raise MessageError("a function call's name and arguments are strings")
+        return cls.model_construct(name=name, arguments=arguments)
 
     def get_parsed_arguments(self) -> dict[str, Any]:
         """Parse `arguments` into a dict.
@@ -289,7 +330,8 @@ class Message(BaseModelCompatibleDict):
     """A Qwen-Agent message.
 
     `role` is `system`, `user`, `assistant` or `function`; `content` is a string or a list of
-    `ContentItem`s (`None` becomes `""`); `reasoning_content` holds the model's reasoning;
+    `ContentItem`s (`""` when not given, as seed 001 has it; `None` becomes `""`);
+    a `function` message must have a `name`; `reasoning_content` holds the model's reasoning;
     `name` names a function message's function (or a speaker); `function_call` is an
     assistant's call; `extra` holds anything else, such as `{"function_id": ...}` pairing a
     call with its result. Unknown keys are dropped, as in Qwen-Agent.
@@ -305,7 +347,7 @@ class Message(BaseModelCompatibleDict):
     )
 
     role: str
-    content: str | list[ContentItem]
+    content: str | list[ContentItem] = ""
     reasoning_content: str | list[ContentItem] | None = None
     name: str | None = None
     function_call: FunctionCall | None = None
@@ -316,7 +358,7 @@ class Message(BaseModelCompatibleDict):
         def __init__(
             self,
             role: str,
-            content: str | Sequence[ContentItem | dict[str, Any]] | None,
+            content: str | Sequence[ContentItem | dict[str, Any]] | None = "",
             reasoning_content: str | Sequence[ContentItem | dict[str, Any]] | None = None,
             name: str | None = None,
             function_call: FunctionCall | dict[str, Any] | None = None,
@@ -337,6 +379,15 @@ class Message(BaseModelCompatibleDict):
     def _none_is_empty(cls, value: Any) -> Any:
         return "" if value is None else value
 
+    @model_validator(mode="after")
+    def check_function_message(self) -> Self:
+        """A function message names its function (seed 001)."""
+        if self.role == FUNCTION and not self.name:
+            raise MessageError(
+                "a function message must have a name: the function whose result it holds"
+            )
+        return self
+
     def is_multimodal(self) -> bool:
         """Whether the content holds an image, audio, video or file."""
         if isinstance(self.content, str):
@@ -351,7 +402,11 @@ class Message(BaseModelCompatibleDict):
 
 
 class Usage(BaseModelCompatibleDict):
-    """Token counts and cost of a model call (seed 001); usages add up with `+` and `sum()`."""
+    """Token counts and cost of a model call (seed 001); usages add up with `+` and `sum()`.
+
+    As seed 001 adds them, an unknown (None) cost counts as 0 in a sum, so a sum always has
+    a cost: `(Usage() + Usage()).cost == 0`.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -361,12 +416,8 @@ class Usage(BaseModelCompatibleDict):
     cost: float | None = None
 
     def __add__(self, other: Usage) -> Usage:
-        # Seed 001 adds `(cost or 0)`, turning two unknown costs into 0; unknown stays None here.
-        cost = (
-            None
-            if self.cost is None and other.cost is None
-            else (self.cost or 0) + (other.cost or 0)
-        )
+        # Seed 001's rule: an unknown cost counts as 0, so a sum always has a cost.
+        cost = (self.cost or 0.0) + (other.cost or 0.0)
         return Usage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,

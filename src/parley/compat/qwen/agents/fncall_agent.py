@@ -227,7 +227,9 @@ class FnCallAgent(Agent):
         """
         return iterate_sync(self._responses(messages, _run_seed(kwargs)))
 
-    async def arun(self, messages: QwenMessages, **kwargs: Any) -> AsyncIterator[QwenResponse]:
+    async def arun(
+        self, messages: QwenMessages | str, **kwargs: Any
+    ) -> AsyncIterator[QwenResponse]:
         """`run`, from async code, on the caller's loop.
 
         A subclass with a `_run` of its own (synchronous code) runs on a worker thread
@@ -245,7 +247,7 @@ class FnCallAgent(Agent):
 
     # -- parley's interface ----------------------------------------------------------------------
 
-    async def stream(self, messages: QwenMessages) -> AsyncIterator[AgentEvent]:
+    async def stream(self, messages: QwenMessages | str) -> AsyncIterator[AgentEvent]:
         """Run on a conversation, yielding parley's events (deltas, tool calls, results...).
 
         A model failure comes as `RunError` then `RunEnded(status="error")`, as from
@@ -256,7 +258,7 @@ class FnCallAgent(Agent):
             async for event in run:
                 yield event
 
-    def stream_sync(self, messages: QwenMessages) -> Iterator[AgentEvent]:
+    def stream_sync(self, messages: QwenMessages | str) -> Iterator[AgentEvent]:
         """`stream`, from synchronous code."""
         return iterate_sync(self.stream(messages))
 
