@@ -92,7 +92,6 @@ from typing import Any, Literal, TypeVar, cast, overload
 from pydantic import TypeAdapter
 
 from parley._sync import run_sync
-from parley.agents import PromptedToolsModel
 from parley.compat.qwen._llm import merge_generate_cfgs
 from parley.compat.qwen._llm_config import LLMConfig
 from parley.compat.qwen._media import item_from_block
@@ -491,13 +490,8 @@ class Agent(abc.ABC):
             from parley.tools.mcp import close_mcp_servers  # noqa: PLC0415  (the mcp extra)
 
             await close_mcp_servers(Toolkit(self._mcp_tools))
-        if self._owns_model and isinstance(self.llm, ParleyChatModel):
-            model = self.llm.chat_model
-            model = model.inner if isinstance(model, PromptedToolsModel) else model
-            # Models holding connections (the OpenAI family) offer `aclose`.
-            aclose = getattr(model, "aclose", None)
-            if callable(aclose):
-                await aclose()
+        if self._owns_model:
+            await self.llm.close()
 
     def close_sync(self) -> None:
         """`close`, from synchronous code."""

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 from parley._sync import iterate_sync, run_sync
+from parley.agents.prompted import PromptedToolsModel
 from parley.compat.qwen._llm import budget_for, merge_generate_cfgs, prepare_call
 from parley.compat.qwen._llm_config import LLMConfig, config_for
 from parley.compat.qwen._response import QwenMessages, QwenResponse, output
@@ -242,6 +243,13 @@ class BaseChatModel(abc.ABC):
         for response in cast("Iterator[QwenResponse]", steps):
             yield to_oai(response)
 
+    async def close(self) -> None:  # noqa: B027  (optional: a model holding nothing)
+        """Close the model's connections, on the running loop (a parley addition)."""
+
+    def close_sync(self) -> None:
+        """`close`, from synchronous code (what `chat` opened is closed on its own loop)."""
+        run_sync(self.close())
+
     # -- the hooks of Qwen-Agent's subclasses ----------------------------------------------------
 
     @abc.abstractmethod
@@ -351,6 +359,15 @@ class ParleyChatModel(BaseChatModel):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.chat_model!r})"
+
+    async def close(self) -> None:
+        """Close the parley model's connections (a later call opens them again)."""
+        model = self.chat_model
+        model = model.inner if isinstance(model, PromptedToolsModel) else model
+        # Models holding connections (the OpenAI family, DashScope's) offer `aclose`.
+        aclose = getattr(model, "aclose", None)
+        if callable(aclose):
+            await aclose()
 
     def chat(
         self,

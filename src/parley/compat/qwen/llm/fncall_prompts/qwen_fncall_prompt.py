@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from parley.agents._nous import held_prefix
-from parley.messages import Block, Msg, TextBlock, ToolCallBlock, new_call_id
+from parley.messages import Block, Msg, TextBlock, ThinkingBlock, ToolCallBlock, new_call_id
 from parley.models.accumulator import Delta, TextDelta, ToolCallDelta
 from parley.models.parameters import Parameters
 from parley.models.tools import ToolSpec
@@ -117,19 +117,22 @@ def tools_section(tools: Sequence[ToolSpec], lang: str, parallel: bool) -> str:
 
 
 def _write(msgs: Sequence[Msg]) -> list[Msg]:
-    """The conversation with calls and results as text; each turn one assistant message."""
+    """The conversation with calls and results as text; each turn one assistant message.
+
+    Media (an image a tool returned) stays in the turn, after the text written before it.
+    """
     out: list[Msg] = []
-    turn: list[str] | None = None
+    turn: list[Block] | None = None
     for msg in msgs:
-        if msg.role in ("assistant", "tool"):
-            if turn is None:
-                turn = []
-                out.append(Msg(role="assistant", content=[], **_named(msg)))
-            _extend(turn, msg)
-            out[-1] = out[-1].model_copy(update={"content": _text_blocks(msg, out[-1], turn)})
+        if msg.role not in ("assistant", "tool"):
+            turn = None
+            out.append(msg)
             continue
-        turn = None
-        out.append(msg)
+        if turn is None:
+            turn = []
+            out.append(Msg(role="assistant", content=[], **_named(msg)))
+        _extend(turn, msg)
+        out[-1] = out[-1].model_copy(update={"content": list(turn)})
     return out
 
 
@@ -137,58 +140,79 @@ def _named(msg: Msg) -> dict[str, Any]:
     return {"name": msg.name} if msg.role == "assistant" and msg.name else {}
 
 
-def _text_blocks(msg: Msg, current: Msg, turn: list[str]) -> list[Block]:
-    media: list[Block] = [b for b in current.content if not isinstance(b, TextBlock)]
-    if msg.role == "assistant":
-        media += [b for b in msg.content if not isinstance(b, (TextBlock, ToolCallBlock))]
-    text = "".join(turn)
-    return [TextBlock(text=text), *media] if text else media
+def _append(turn: list[Block], text: str) -> None:
+    if turn and isinstance(turn[-1], TextBlock):
+        turn[-1] = TextBlock(text=turn[-1].text + text)
+    elif text:
+        turn.append(TextBlock(text=text))
 
 
-def _extend(turn: list[str], msg: Msg) -> None:
+def _text(turn: list[Block]) -> str:
+    return "".join(b.text for b in turn if isinstance(b, TextBlock))
+
+
+def _extend(turn: list[Block], msg: Msg) -> None:
     if msg.role == "assistant":
         for block in msg.content:
-            if isinstance(block, TextBlock):
-                turn.append(block.text)
-            elif isinstance(block, ToolCallBlock):
-                arguments = block.raw_input
-                if arguments is None:
-                    arguments = json.dumps(block.input, ensure_ascii=False)
-                if arguments.startswith("```"):
-                    arguments = "\n" + arguments  # a code block renders on its own line
-                sep = "\n" if "".join(turn) else ""
-                turn.append(f"{sep}{FN_NAME}: {block.name}\n{FN_ARGS}: {arguments}")
+            _assistant_block(turn, block)
         return
     exit_ = f"\n{FN_EXIT}: "
     for result in msg.tool_results:
-        if turn and turn[-1].endswith(exit_):
-            turn[-1] = turn[-1][: -len(exit_)]  # results of one round share one return
-        turn.append(f"\n{FN_RESULT}: {result.text}{exit_}")
+        last = turn[-1] if turn else None
+        if isinstance(last, TextBlock) and last.text.endswith(exit_):
+            turn[-1] = TextBlock(text=last.text[: -len(exit_)])  # one return per round
+        _append(turn, f"\n{FN_RESULT}: ")
+        output = (
+            [TextBlock(text=result.output)] if isinstance(result.output, str) else result.output
+        )
+        for block in output:
+            if isinstance(block, TextBlock):
+                _append(turn, block.text)
+            else:
+                turn.append(block)
+        _append(turn, exit_)
+
+
+def _assistant_block(turn: list[Block], block: Block) -> None:
+    if isinstance(block, TextBlock):
+        _append(turn, block.text)
+    elif isinstance(block, ToolCallBlock):
+        arguments = block.raw_input
+        if arguments is None:
+            arguments = json.dumps(block.input, ensure_ascii=False)
+        if arguments.startswith("```"):
+            arguments = "\n" + arguments  # a code block renders on its own line
+        sep = "\n" if _text(turn) else ""
+        _append(turn, f"{sep}{FN_NAME}: {block.name}\n{FN_ARGS}: {arguments}")
+    elif not isinstance(block, ThinkingBlock):
+        turn.append(block)
 
 
 def _continue(msgs: list[Msg], forced: str | None) -> list[Msg]:
-    """A trailing assistant text (and a forced call's start) appended to the user message.
+    """A trailing assistant turn (and a forced call's start) appended to the user message.
 
-    A chat model cannot continue its own message: the text goes after the latest user
+    A chat model cannot continue its own message: the turn goes after the latest user
     message, as Qwen-Agent does for OpenAI-compatible servers.
     """
-    tail = ""
+    tail: list[Block] = []
     if msgs and msgs[-1].role == "assistant":
-        tail = msgs.pop().text
-        if tail.endswith(f"{FN_EXIT}: "):
-            tail = tail[:-2]  # ": " may merge with the next word into one token
+        tail = list(msgs.pop().content)
+        last = tail[-1] if tail else None
+        if isinstance(last, TextBlock) and last.text.endswith(f"{FN_EXIT}: "):
+            tail[-1] = TextBlock(text=last.text[:-2])  # ": " may merge with the next word
     if forced is not None:
-        sep = ": \n" if tail.endswith(FN_EXIT) else "\n" if tail else ""
-        tail += f"{sep}{FN_NAME}: {forced}"
+        text = _text(tail)
+        sep = ": \n" if text.endswith(FN_EXIT) else "\n" if tail else ""
+        _append(tail, f"{sep}{FN_NAME}: {forced}")
     if not tail:
         return msgs
     for index in range(len(msgs) - 1, -1, -1):
         if msgs[index].role == "user":
             user = msgs[index]
-            blocks = [*user.content, TextBlock(text="\n\n" + tail)]
+            blocks = [*user.content, TextBlock(text="\n\n"), *tail]
             msgs[index] = user.model_copy(update={"content": blocks})
             return msgs
-    return [*msgs, Msg.user(tail)]
+    return [*msgs, Msg(role="user", content=tail)]
 
 
 def _with_system(msgs: list[Msg], section: str) -> list[Msg]:
