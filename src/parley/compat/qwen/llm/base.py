@@ -352,8 +352,10 @@ class ParleyChatModel(BaseChatModel):
         self.model = self.model or config.model.model
         self.model_type = self.model_type or config.model_type
         self.use_raw_api = config.use_raw_api
-        self.max_retries = config.model.retry.max_retries
-        self.cache = config.model.cache
+        inner = config.model
+        inner = inner.inner if isinstance(inner, PromptedToolsModel) else inner
+        self.max_retries = inner.retry.max_retries  # the wrapper retries nothing itself
+        self.cache = inner.cache
         # One for all calls: it remembers what each message counts.
         self._budget = budget_for(config.model, config.max_input_tokens)
 
