@@ -40,6 +40,7 @@ from parley.compat.qwen._llm import budget_for, merge_generate_cfgs, prepare_cal
 from parley.compat.qwen._llm_config import LLMConfig, config_for
 from parley.compat.qwen._response import QwenMessages, QwenResponse, output
 from parley.compat.qwen.convert import as_dicts_like
+from parley.compat.qwen.llm._text_only import TEXT_ONLY_TYPES, as_text_messages
 from parley.compat.qwen.schema import (
     ASSISTANT,
     DEFAULT_SYSTEM_MESSAGE,
@@ -399,6 +400,10 @@ class ParleyChatModel(BaseChatModel):
         An agent's `function_choice` naming a function forces the first call after the
         latest user message only (see `parley.compat.qwen._llm`).
         """
+        if self.model_type in TEXT_ONLY_TYPES:
+            as_dicts = as_dicts_like(messages)
+            text = as_text_messages([Message.model_validate(m) for m in messages])
+            messages = [m.model_dump() for m in text] if as_dicts else text
         prepared = prepare_call(
             self.llm_config, self._budget, agent_cfg, messages, functions, call_cfg
         )
