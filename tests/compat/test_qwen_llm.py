@@ -312,3 +312,17 @@ def test_self_llm_in_a_custom_agent_is_a_base_chat_model() -> None:
             assert bot.run_nonstream([{"role": "user", "content": "hi"}])[-1]["content"] == "Hi!"
         finally:
             bot.close_sync()
+
+
+def test_the_qwen_format_forces_a_named_function_by_starting_its_call() -> None:
+    reply = Reply(text=': \n✿ARGS✿: {"city": "Paris"}', chunk_size=3)
+    with OpenAIServer([reply]) as server:
+        response = chat_once(
+            oai(server, fncall_prompt_type="qwen"),
+            functions=FUNCTIONS,
+            extra_generate_cfg={"function_choice": "get_time"},
+        )
+        [body] = server.bodies()
+    # The prompt ends with the call's start; the model wrote the arguments only.
+    assert body["messages"][-1]["content"].endswith("\n\n✿FUNCTION✿: get_time")
+    assert response[-1]["function_call"] == {"name": "get_time", "arguments": '{"city": "Paris"}'}

@@ -273,9 +273,9 @@ class QwenParser:
         """The deltas that `text`, the next piece of the stream, completes."""
         self._held += text
         if not self._started:
-            start = self._held.lstrip()
-            if len(start) < len(FN_ARGS) and (FN_ARGS.startswith(start) or start in (":", "")):
-                return []
+            start = self._held.lstrip().removeprefix(":").lstrip()
+            if len(start) < len(FN_ARGS) and FN_ARGS.startswith(start):
+                return []  # it may still be a forced call's arguments
             self._begin()
         if self._in_calls:
             return []
