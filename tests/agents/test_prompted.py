@@ -232,3 +232,23 @@ def test_the_wrapper_reports_the_inner_models_settings() -> None:
     assert model.parameters.temperature == 0.5
     assert model.model == inner.model
     assert "ScriptedModel" in repr(model)
+
+
+def test_thought_in_content_streams_as_thinking_and_hides_calls_in_it() -> None:
+    from parley.agents._nous import ThinkSplitter  # noqa: PLC0415
+    from parley.models.accumulator import TextDelta as Text  # noqa: PLC0415
+    from parley.models.accumulator import ThinkingDelta as Thinking  # noqa: PLC0415
+
+    text = "<think>Call <tool_call> later.</think>\nAnswer."
+    splitter = ThinkSplitter()
+    deltas = [d for i in range(0, len(text), 3) for d in splitter.feed(text[i : i + 3])]
+    deltas += splitter.close()
+    thought = "".join(d.thinking for d in deltas if isinstance(d, Thinking))
+    answer = "".join(d.text for d in deltas if isinstance(d, Text))
+    assert (thought, answer) == ("Call <tool_call> later.", "Answer.")
+    # Without the opening tag, only `expected` makes it a thought; else it is the answer.
+    held = ThinkSplitter(expected=True)
+    assert held.feed("no tag") == []
+    assert held.close() == [Text("no tag")]
+    plain = ThinkSplitter()
+    assert plain.feed("Hi </think>") == [Text("Hi </think>")]

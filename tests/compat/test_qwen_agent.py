@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from parley.agents import one_tool_round
+from parley.agents import PromptedToolsModel, one_tool_round
 from parley.compat.qwen import (
     FUNCTION,
     MAX_LLM_CALL_PER_RUN,
@@ -35,6 +35,7 @@ from parley.compat.qwen import (
     Message,
     register_tool,
 )
+from parley.compat.qwen.llm import BaseChatModel, ModelServiceError
 from parley.errors import ConfigurationError, MessageError, ModelHTTPError, UserError
 from parley.messages import ImageBlock, TextBlock, ThinkingBlock, ToolCallBlock
 from parley.models.openai import OpenAICompatibleChatModel
@@ -227,7 +228,13 @@ def test_a_custom_agent_makes_real_calls_through_the_openai_sdk() -> None:
     with OpenAIServer(steps) as server:
         bot = SpyingAgent(
             ["qwen_base_weather"],
-            llm={"model": "qwen3-8b", "model_server": server.url, "api_key": "EMPTY"},
+            llm={
+                "model": "qwen3-8b",
+                "model_server": server.url,
+                "api_key": "EMPTY",
+                # The provider's native tools (Qwen-Agent's default is the prompt).
+                "generate_cfg": {"use_raw_api": True},
+            },
             system_message="You are helpful.",
         )
         try:
@@ -546,8 +553,11 @@ def test_call_llm_refuses_what_it_cannot_use(
 
 def test_a_model_failure_raises_from_call_llm() -> None:
     bot = Once(llm=ScriptedModel([ModelHTTPError(500, message="boom")]))
-    with pytest.raises(ModelHTTPError, match="boom"):
+    with pytest.raises(ModelServiceError, match="boom") as raised:
         list(bot._call_llm([Message("user", "hi")]))
+    # Qwen-Agent's error, carrying the status as its code (and parley's error as its cause).
+    assert (raised.value.code, raised.value.message) == ("500", "boom")
+    assert isinstance(raised.value.exception, ModelHTTPError)
 
 
 # -- _call_tool, _init_tool, _detect_tool --------------------------------------------------------
@@ -757,5 +767,8 @@ def test_media_tool_results_reach_the_model_as_blocks() -> None:
 
 def test_llm_config_dicts_build_the_model() -> None:
     bot = Once(llm={"model": "m", "model_server": "http://localhost:1/v1", "api_key": "k"})
-    assert type(bot.llm) is OpenAICompatibleChatModel
+    assert isinstance(bot.llm, BaseChatModel)
     assert bot.llm.model == "m"
+    # Tools go in the prompt by default (Qwen-Agent's `nous`), around parley's model.
+    assert isinstance(bot.llm.chat_model, PromptedToolsModel)  # type: ignore[attr-defined]
+    assert type(bot.llm.chat_model.inner) is OpenAICompatibleChatModel  # type: ignore[attr-defined]

@@ -25,6 +25,7 @@ from parley.agents import (
     TextDelta,
     ToolResult,
 )
+from parley.agents.prompted import NousFormat
 from parley.compat.qwen import (
     MAX_LLM_CALL_PER_RUN,
     TOOL_REGISTRY,
@@ -33,8 +34,12 @@ from parley.compat.qwen import (
     Message,
     register_tool,
 )
+from parley.compat.qwen.llm import ModelServiceError
+from parley.compat.qwen.llm.fncall_prompts import QwenFormat
 from parley.errors import ConfigurationError, DocumentError, MessageError, ModelHTTPError
 from parley.messages import TextBlock, ThinkingBlock, ToolCallBlock
+from parley.models.base import ChatModel
+from parley.models.dashscope import DashScopeChatModel
 from parley.models.openai import (
     DashScopeCompatibleChatModel,
     OpenAIChatModel,
@@ -51,6 +56,12 @@ from tests._requires import require_module
 MCP_SERVER = Path(__file__).parents[1] / "tools" / "mcp_servers" / "demo_server.py"
 
 ASKED: list[dict[str, Any]] = []
+
+
+def parley_model(bot: FnCallAgent) -> ChatModel:
+    """The parley model under an agent's llm (inside the prompt-tools wrapper, if any)."""
+    model = bot.llm_config.model
+    return model.inner if isinstance(model, PromptedToolsModel) else model
 
 
 @register_tool("qwen_agents_weather")
@@ -351,8 +362,10 @@ def test_an_unnamed_agent_leaves_its_messages_unnamed() -> None:
 
 def test_errors_raise_from_run() -> None:
     bot = FnCallAgent(llm=ScriptedModel([ModelHTTPError(500, message="boom")]))
-    with pytest.raises(ModelHTTPError, match="boom"):
+    with pytest.raises(ModelServiceError, match="boom") as raised:  # Qwen-Agent's error
         bot.run_nonstream(USER)
+    assert raised.value.code == "500"
+    assert isinstance(raised.value.__cause__, ModelHTTPError)
     with pytest.raises(MessageError, match="empty"):
         list(bot.run([]))
 
@@ -432,7 +445,7 @@ def test_an_oai_config_builds_a_compatible_model_with_its_parameters(tmp_path: P
             },
         },
     )
-    model = bot.llm
+    model = parley_model(bot)
     assert type(model) is OpenAICompatibleChatModel
     assert model.model == "Qwen/Qwen3-8B"
     assert model.credential.endpoint() == "http://localhost:8000/v1"  # type: ignore[union-attr]
@@ -455,20 +468,27 @@ def test_an_oai_config_builds_a_compatible_model_with_its_parameters(tmp_path: P
 def test_model_types_map_to_parleys_models(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
     monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-ds")
-    dashscope = FnCallAgent(llm={"model": "qwen-max", "model_server": "dashscope"}).llm
+    # `model_server='dashscope'` without a type is `qwen_dashscope` (deduced from the name, as
+    # Qwen-Agent does): DashScope's native API, as Qwen-Agent's SDK calls it, native tools.
+    native = FnCallAgent(llm={"model": "qwen-max", "model_server": "dashscope"})
+    assert type(native.llm_config.model) is DashScopeChatModel
+    assert native.llm.model_type == "qwen_dashscope"
+    assert type(parley_model(FnCallAgent(llm={"model": "qwen3-235b-a22b"}))) is DashScopeChatModel
+    # `oai` with `model_server='dashscope'`: DashScope's OpenAI-compatible mode, tools prompted.
+    compatible = FnCallAgent(
+        llm={"model": "qwen-max", "model_type": "oai", "model_server": "dashscope"}
+    )
+    assert isinstance(compatible.llm_config.model, PromptedToolsModel)
+    dashscope = parley_model(compatible)
     assert type(dashscope) is DashScopeCompatibleChatModel
     assert dashscope.credential.endpoint().endswith("/compatible-mode/v1")  # type: ignore[union-attr]
-    # Deduced from the model's name, as Qwen-Agent does.
-    assert type(FnCallAgent(llm={"model": "qwen3-235b-a22b"}).llm) is DashScopeCompatibleChatModel
-    native = FnCallAgent(llm={"model": "qwen-plus", "model_type": "qwen_dashscope"}).llm
-    assert native.model == "qwen-plus"
-    openai = FnCallAgent(llm={"model_type": "oai"}).llm
+    openai = parley_model(FnCallAgent(llm={"model_type": "oai"}))
     assert type(openai) is OpenAIChatModel
     assert openai.model == "gpt-4o-mini"
     assert openai.credential.key() == "sk-env"  # type: ignore[union-attr]
     # A parley provider by its credential type (a parley extension).
-    deepseek = FnCallAgent(llm={"model_type": "deepseek", "api_key": "sk-x"}).llm
-    assert deepseek.provider == "deepseek"
+    deepseek = FnCallAgent(llm={"model_type": "deepseek", "api_key": "sk-x"}).llm_config.model
+    assert deepseek.provider == "deepseek"  # native tools: a parley provider's own
 
 
 def test_nous_puts_tools_in_the_prompt() -> None:
@@ -479,12 +499,28 @@ def test_nous_puts_tools_in_the_prompt() -> None:
             "generate_cfg": {"fncall_prompt_type": "nous"},
         }
     )
-    assert isinstance(bot.llm, PromptedToolsModel)
-    assert type(bot.llm.inner) is OpenAICompatibleChatModel
+    model = bot.llm_config.model
+    assert isinstance(model, PromptedToolsModel)
+    assert type(model.inner) is OpenAICompatibleChatModel
+    assert isinstance(model.fmt, NousFormat)
+    # The default, as in Qwen-Agent; `qwen` is the other format; `use_raw_api` sends tools.
+    default = FnCallAgent(llm={"model": "m", "model_server": "http://x/v1"}).llm_config.model
+    assert isinstance(default, PromptedToolsModel)
+    assert isinstance(default.fmt, NousFormat)
+    qwen = FnCallAgent(
+        llm={
+            "model": "m",
+            "model_server": "http://x/v1",
+            "generate_cfg": {"fncall_prompt_type": "qwen"},
+        }
+    ).llm_config.model
+    assert isinstance(qwen, PromptedToolsModel)
+    assert isinstance(qwen.fmt, QwenFormat)
     raw = FnCallAgent(
-        llm={"model": "m", "model_server": "http://x/v1", "generate_cfg": {"use_raw_api": False}}
+        llm={"model": "m", "model_server": "http://x/v1", "generate_cfg": {"use_raw_api": True}}
     )
-    assert isinstance(raw.llm, PromptedToolsModel)
+    assert type(raw.llm_config.model) is OpenAICompatibleChatModel
+    assert raw.llm.use_raw_api
 
 
 @pytest.mark.parametrize(
@@ -494,7 +530,6 @@ def test_nous_puts_tools_in_the_prompt() -> None:
         ({"model": "m", "model_type": "transformers"}, "Transformers"),
         ({"model": "m", "model_type": "nope"}, "model_type 'nope' is unknown"),
         ({"model": "gpt-4o"}, "cannot tell the model type"),
-        ({"model": "qwen-max", "base_http_api_url": "https://x/api/v1"}, "compatible mode"),
         (
             {"model": "m", "model_server": "http://x/v1", "generate_cfg": {"best_of": 2}},
             "'best_of' is no parameter of OpenAICompatibleChatModel",
@@ -511,7 +546,7 @@ def test_nous_puts_tools_in_the_prompt() -> None:
             {
                 "model": "m",
                 "model_server": "http://x/v1",
-                "generate_cfg": {"fncall_prompt_type": "qwen"},
+                "generate_cfg": {"fncall_prompt_type": "hermes"},
             },
             "'nous'",
         ),
@@ -547,7 +582,7 @@ def test_keys_qwen_ignores_are_ignored_with_a_warning(caplog: pytest.LogCaptureF
                 "generate_cfg": {"lang": "zh", "incremental_output": True},
             }
         )
-    assert type(bot.llm) is OpenAICompatibleChatModel
+    assert type(parley_model(bot)) is OpenAICompatibleChatModel
     assert "flavour" in caplog.text
     assert "lang" in caplog.text
     assert "incremental_output" not in caplog.text
@@ -568,7 +603,12 @@ def test_a_config_dict_makes_a_real_call_through_the_sdk() -> None:
                 "model": "qwen3-8b",
                 "model_server": server.url,
                 "api_key": "EMPTY",
-                "generate_cfg": {"temperature": 0.5, "max_tokens": 100, "seed": 7},
+                "generate_cfg": {
+                    "temperature": 0.5,
+                    "max_tokens": 100,
+                    "seed": 7,
+                    "use_raw_api": True,  # native tools (Qwen-Agent's default: the prompt)
+                },
             },
             system_message="You are helpful.",
         )

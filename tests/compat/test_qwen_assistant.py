@@ -15,7 +15,7 @@ from parley.embeddings.openai import OpenAIEmbeddingModel
 from parley.errors import ConfigurationError, DocumentError
 from parley.models.testing import ScriptedModel
 from parley.rag.tool import RetrievalTool
-from parley.testing.openai_server import OpenAIServer, Reply, ToolCall
+from parley.testing.openai_server import OpenAIServer, Reply
 from tests._requires import require_module
 
 HANDBOOK = """# Refund policy
@@ -191,7 +191,8 @@ def test_an_attached_file_outside_the_allowed_folders_is_refused(
 
 def test_fn_call_agent_with_files_gets_a_retrieval_tool(tmp_path: Path, handbook: Path) -> None:
     steps = [
-        Reply(tool_calls=[ToolCall("retrieval", {"query": "shipping time"}, id="c1")]),
+        # Qwen-Agent's default: the tools in the prompt, the call in the text (nous).
+        Reply(text='<tool_call>\n{"name": "retrieval", "arguments": {"query": "shipping time"}}'),
         Reply(text="3 to 5 working days."),
     ]
     with OpenAIServer(steps) as server:
@@ -205,10 +206,13 @@ def test_fn_call_agent_with_files_gets_a_retrieval_tool(tmp_path: Path, handbook
         finally:
             bot.close_sync()
         first, second = server.bodies()
-    assert [t["function"]["name"] for t in first["tools"]] == ["retrieval"]
+    assert "tools" not in first
+    assert (
+        '{"type": "function", "function": {"name": "retrieval"' in first["messages"][0]["content"]
+    )
     result = second["messages"][-1]
-    assert result["role"] == "tool"
-    assert result["content"].startswith("[1] handbook.md")
+    assert result["role"] == "user"
+    assert result["content"].startswith("<tool_response>\n[1] handbook.md")
     assert "3 to 5 working days" in result["content"]
     assert response[-1]["content"] == "3 to 5 working days."
 

@@ -47,7 +47,7 @@ from parley.compat.qwen import (
     register_tool,
 )
 from parley.models.testing import ScriptedModel
-from parley.testing.openai_server import OpenAIServer, Reply, ToolCall
+from parley.testing.openai_server import OpenAIServer, Reply
 from tests.tools._hostile import text_pdf
 
 
@@ -87,7 +87,8 @@ def test_the_readmes_assistant_calls_its_custom_tool_and_reads_its_pdf(tmp_path:
         [["Image operations for pictures."], ["To rotate a picture, call Image.rotate(90)."]],
     )
     steps = [
-        Reply(tool_calls=[ToolCall("readme_painter", {"prompt": "a dog"}, id="c1")]),
+        # Qwen-Agent's default: the tools are in the prompt, the call in the text (nous).
+        Reply(text='<tool_call>\n{"name": "readme_painter", "arguments": {"prompt": "a dog"}}'),
         Reply(text="Here is the dog. Rotate it with Image.rotate(90)."),
         Reply(text="You are welcome."),
     ]
@@ -117,16 +118,23 @@ def test_the_readmes_assistant_calls_its_custom_tool_and_reads_its_pdf(tmp_path:
     assert result["role"] == "function"
     assert json5.loads(result["content"]) == {"image_url": "https://paint.test/a%20dog"}
     assert answer["content"] == "Here is the dog. Rotate it with Image.rotate(90)."
-    # The model was offered both tools, under the instruction and the PDF's passages with
-    # their pages; the llm config's generate_cfg reached the wire.
-    assert [t["function"]["name"] for t in first["tools"]] == ["readme_painter", "code_interpreter"]
+    # The model was offered both tools in its prompt (no native `tools`, as Qwen-Agent sends
+    # none), under the instruction and the PDF's passages with their pages; the llm
+    # config's generate_cfg reached the wire.
+    assert "tools" not in first
     system = first["messages"][0]["content"]
+    tools_part = system[system.index("<tools>\n") : system.index("\n</tools>")]
+    assert [json.loads(line)["function"]["name"] for line in tools_part.splitlines()[1:]] == [
+        "readme_painter",
+        "code_interpreter",
+    ]
     assert system.startswith(f"{INSTRUCTION}\n\n# Knowledge Base\n\n## The content from [doc.pdf]:")
     assert "(page 2)\nTo rotate a picture, call Image.rotate(90)." in system
     assert first["top_p"] == 0.8
     # The history given back reads back whole: the second question's call sees all of it.
     roles = [m["role"] for m in third["messages"]]
-    assert roles == ["system", "user", "assistant", "tool", "assistant", "user"]
+    assert roles == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert third["messages"][3]["content"].startswith("<tool_response>")
     assert messages[-1]["content"] == "You are welcome."
 
 

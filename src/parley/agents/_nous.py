@@ -4,7 +4,8 @@ The model is shown its tools as JSON inside `<tools></tools>` and asked to write
 `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`; past calls are written back the
 same way and tool results go in user turns as `<tool_response>...</tool_response>` (as
 Qwen-Agent's `NousFnCallPrompt` does, `qwen_agent/llm/fncall_prompts/nous_fncall_prompt.py`).
-`NousParser` reads calls out of the model's text while it streams.
+`NousParser` reads calls out of the model's text while it streams; `ThinkSplitter`, in front
+of it, reads reasoning written in the text (`<think>...</think>`) as thinking.
 """
 
 from __future__ import annotations
@@ -15,10 +16,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from parley.messages import Block, Msg, TextBlock, ToolCallBlock, ToolResultBlock, new_call_id
-from parley.models.accumulator import Delta, TextDelta, ToolCallDelta
+from parley.models.accumulator import Delta, TextDelta, ThinkingDelta, ToolCallDelta
 from parley.models.tools import ToolSpec
 
-__all__ = ["TOOLS_TEMPLATE", "NousParser", "nous_messages", "tools_prompt"]
+__all__ = [
+    "TOOLS_TEMPLATE",
+    "NousParser",
+    "ThinkSplitter",
+    "held_prefix",
+    "nous_messages",
+    "tools_prompt",
+]
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 
@@ -138,12 +146,75 @@ def _call_delta(key: int, body: str) -> ToolCallDelta | None:
     return ToolCallDelta(key, call_id, found.group(1), raw)
 
 
-def _held_prefix(text: str) -> int:
-    """How many characters at the end of `text` could begin `<tool_call>`."""
-    for size in range(min(len(text), len(OPEN) - 1), 0, -1):
-        if text.endswith(OPEN[:size]):
+def held_prefix(text: str, tag: str = OPEN) -> int:
+    """How many characters at the end of `text` could begin `tag`."""
+    for size in range(min(len(text), len(tag) - 1), 0, -1):
+        if text.endswith(tag[:size]):
             return size
     return 0
+
+
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+
+
+class ThinkSplitter:
+    """Splits a model's text into the reasoning it writes first and its answer.
+
+    Text opening with `<think>` is reasoning up to `</think>`, streamed as thinking as it
+    comes. With `expected` (Qwen-Agent's `thought_in_content`), text without the opening tag
+    is held until `</think>` shows it was reasoning, or the end shows it was the answer
+    (Qwen3 served by vLLM writes the closing tag only). After it, text passes as answer text.
+    """
+
+    def __init__(self, *, expected: bool = False) -> None:
+        self._expected = expected
+        self._state = "start"  # start, thinking, held, answer
+        self._buffer = ""
+
+    def feed(self, text: str) -> list[Delta]:
+        """The deltas that `text`, the next piece of the stream, completes."""
+        if self._state == "answer":
+            return [TextDelta(text)] if text else []
+        self._buffer += text
+        if self._state == "start":
+            stripped = self._buffer.lstrip()
+            if len(stripped) < len(THINK_OPEN) and THINK_OPEN.startswith(stripped):
+                return []  # may still open a thought
+            if stripped.startswith(THINK_OPEN):
+                self._buffer = stripped[len(THINK_OPEN) :].lstrip("\n")
+                self._state = "thinking"
+            elif self._expected:
+                self._state = "held"
+            else:
+                return self._answer(self._buffer)
+        return self._thought()
+
+    def _thought(self) -> list[Delta]:
+        end = self._buffer.find(THINK_CLOSE)
+        if end >= 0:
+            thought, rest = self._buffer[:end], self._buffer[end + len(THINK_CLOSE) :]
+            out: list[Delta] = [ThinkingDelta(thought)] if thought else []
+            return out + self._answer(rest.lstrip("\n"))
+        if self._state == "held":
+            return []
+        keep = len(self._buffer) - held_prefix(self._buffer, THINK_CLOSE)
+        out = [ThinkingDelta(self._buffer[:keep])] if keep else []
+        self._buffer = self._buffer[keep:]
+        return out
+
+    def _answer(self, text: str) -> list[Delta]:
+        self._state, self._buffer = "answer", ""
+        return [TextDelta(text)] if text else []
+
+    def close(self) -> list[Delta]:
+        """What is still held when the stream ends: an unclosed thought stays thinking."""
+        rest, self._buffer = self._buffer, ""
+        if not rest:
+            return []
+        if self._state == "thinking":
+            return [ThinkingDelta(rest)]
+        self._state = "answer"
+        return [TextDelta(rest)]
 
 
 class NousParser:
@@ -177,7 +248,7 @@ class NousParser:
                 continue
             start = self._buffer.find(OPEN)
             if start < 0:
-                keep = len(self._buffer) - _held_prefix(self._buffer)
+                keep = len(self._buffer) - held_prefix(self._buffer)
                 out += self._text(self._buffer[:keep])
                 self._buffer = self._buffer[keep:]
                 return out

@@ -9,10 +9,14 @@ parley (parallel calls, the function choice, the input budget). The mapping:
 | `model_type` `oai`, `qwenvl_oai`,           | `OpenAICompatibleChatModel` at              |
 | `qwenomni_oai`, with `model_server` a URL   | `base_url=model_server` (key: `api_key`,    |
 |                                             | else `OPENAI_API_KEY`, as Qwen-Agent)       |
-| the same without `model_server`             | `OpenAIChatModel` (OpenAI's endpoint)       |
-| the same with `model_server='dashscope'`,   | `DashScopeCompatibleChatModel` (key:        |
-| and `qwen_dashscope`, `qwenvl_dashscope`,   | `api_key`, else `DASHSCOPE_API_KEY`;        |
-| `qwenaudio_dashscope`, `qwenvlo_dashscope`  | `model_server`, if a URL, as `base_url`)    |
+| the same without `model_server`             | `OpenAIChatModel` (OpenAI's endpoint);      |
+|                                             | `qwenomni_oai`: DashScope's compatible mode |
+| the same with `model_server='dashscope'`    | `DashScopeCompatibleChatModel` (key:        |
+|                                             | `api_key`, else `DASHSCOPE_API_KEY`)        |
+| `qwen_dashscope`, `qwenvl_dashscope`,       | `DashScopeChatModel`, DashScope's native    |
+| `qwenaudio_dashscope`, `qwenvlo_dashscope`  | API as Qwen-Agent's SDK calls it (URL:      |
+|                                             | `base_http_api_url`, else `DASHSCOPE_HTTP_  |
+|                                             | URL`, else parley's default)                |
 | no `model_type`                             | deduced as Qwen-Agent does: a URL           |
 |                                             | `model_server` is `oai`; a model name with  |
 |                                             | `-vl`, `-audio`, `qwen` is DashScope        |
@@ -22,8 +26,8 @@ parley (parallel calls, the function choice, the input budget). The mapping:
 | `azure`, `transformers`, `openvino`         | `ConfigurationError` (no such model here)   |
 | `api_base`, `base_url`                      | aliases of `model_server` (as `oai.py`)     |
 | `cache_dir` (top level or `generate_cfg`)   | the model's `cache_dir` (response cache)    |
-| `generate_cfg.max_retries`                  | the model's `max_retries` (parley's default |
-|                                             | 3 when absent; Qwen-Agent's is 0)           |
+| `generate_cfg.max_retries`                  | the model's `max_retries` (0 when absent,   |
+|                                             | as Qwen-Agent)                              |
 | `generate_cfg.request_timeout`              | the model's `timeout`                       |
 | `generate_cfg` `temperature`, `top_p`,      | `Parameters` of those names (`stop` as a    |
 | `max_tokens`, `seed`, `stop`, and any field | list); checked by the model's parameter     |
@@ -34,17 +38,24 @@ parley (parallel calls, the function choice, the input budget). The mapping:
 |                                             | it (0 or less: no trimming)                 |
 | `generate_cfg.parallel_function_calls`      | the agent's `parallel_tool_calls`           |
 | `generate_cfg.function_choice`              | the agent's `tool_choice` (first call)      |
-| `generate_cfg.fncall_prompt_type='nous'`,   | `PromptedToolsModel` around the model       |
-| or `use_raw_api=False`                      | (tools through the prompt); otherwise tools |
-|                                             | are the provider's native ones              |
-| `generate_cfg.fncall_prompt_type='qwen'`    | `ConfigurationError` (only `nous` exists)   |
+| tools, by default                           | `PromptedToolsModel` around the model: the  |
+|                                             | tools in the prompt, the model gets no      |
+|                                             | `tools` (Qwen-Agent's default)              |
+| `generate_cfg.fncall_prompt_type`           | its format: `nous` (default) or `qwen`      |
+|                                             | (`compat.qwen.llm.fncall_prompts`)          |
+| `generate_cfg.use_raw_api=True` (or         | the provider's native tool calling; the     |
+| `QWEN_AGENT_USE_RAW_API=true`; the default  | model is not wrapped                        |
+| of `qwen_dashscope`, as in Qwen-Agent, and  |                                             |
+| of parley's providers)                      |                                             |
+| `generate_cfg.thought_in_content`           | `<think>...</think>` in the model's text    |
+|                                             | read as reasoning (`reasoning_content`)     |
 
 Unknown keys: where Qwen-Agent would act on a key that parley cannot honour (a
 `generate_cfg` key it would send to the API, which is no parameter of the parley model; an
 unsupported model type; DashScope's native-SDK URLs) the config is refused with a
 `ConfigurationError` that says what to use instead. Where Qwen-Agent ignores a key (unknown
-top-level keys) or it only tunes Qwen-Agent's own prompts (`lang`, `thought_in_content`),
-parley logs a warning and goes on. `incremental_output` is dropped silently: parley always
+top-level keys) or it only tunes Qwen-Agent's own prompts (`lang`), parley logs a warning
+and goes on. `incremental_output` is dropped silently: parley always
 streams increments.
 """
 
@@ -56,13 +67,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from parley.agents.prompted import PromptedToolsModel
+from parley.agents.prompted import NousFormat, PromptedToolsModel, ToolPromptFormat
 from parley.errors import ConfigurationError, UserError
 from parley.models.base import ChatModel
 from parley.models.credentials import Credential, CredentialFactory
 from parley.models.spec import model_from_spec
 
-__all__ = ["LLMConfig", "config_for", "pop_agent_settings", "read_llm_config"]
+__all__ = [
+    "LLMConfig",
+    "config_for",
+    "deduce_model_type",
+    "pop_agent_settings",
+    "read_llm_config",
+]
 
 logger = logging.getLogger("parley.compat.qwen")
 
@@ -73,6 +90,7 @@ _OAI_TYPES = frozenset({"oai", "qwenvl_oai", "qwenomni_oai"})
 _DASHSCOPE_TYPES = frozenset(
     {"qwen_dashscope", "qwenvl_dashscope", "qwenaudio_dashscope", "qwenvlo_dashscope"}
 )
+_QWEN_TYPES = _OAI_TYPES | _DASHSCOPE_TYPES
 _UNAVAILABLE = {
     "azure": "parley has no Azure OpenAI model yet; use an OpenAI-compatible endpoint "
     "(`model_server`) instead",
@@ -95,11 +113,16 @@ _TOP_LEVEL = frozenset(
         "use_raw_api",
     }
 )
-_NATIVE_DASHSCOPE_URLS = ("base_http_api_url", "base_websocket_api_url")
-_WARNED = {
-    "lang": "parley's prompts have one language",
-    "thought_in_content": "parley reads `<think>` text in the content as text",
+_NATIVE_DASHSCOPE_URLS = {
+    "base_http_api_url": ("base_url", "DASHSCOPE_HTTP_URL"),
+    "base_websocket_api_url": ("websocket_base_url", "DASHSCOPE_WEBSOCKET_URL"),
 }
+_MODEL_LEVEL = {
+    "thought_in_content": "it is read from the llm config's generate_cfg only",
+    "fncall_prompt_type": "it is read from the llm config's generate_cfg only",
+    "use_raw_api": "it is read from the llm config's generate_cfg only",
+}
+_WARNED = {"lang": "parley's prompts have one language"}
 
 
 @dataclass(frozen=True)
@@ -111,12 +134,18 @@ class LLMConfig:
         parallel_tool_calls: `parallel_function_calls`, when given.
         function_choice: `function_choice`, when given.
         max_input_tokens: `max_input_tokens`, when given.
+        model_type: Qwen-Agent's model type, given or deduced ('' for a model passed in).
+        use_raw_api: Whether tools go to the provider natively (not through the prompt).
+        generate_cfg: The config's `generate_cfg` as given (for `BaseChatModel`).
     """
 
     model: ChatModel
     parallel_tool_calls: bool | None = None
     function_choice: str | None = None
     max_input_tokens: int | None = None
+    model_type: str = ""
+    use_raw_api: bool = True
+    generate_cfg: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -127,6 +156,17 @@ class _Target:
     base_url: str | None
     api_key: str | None
     default_model: str | None
+    extra: Mapping[str, str] | None = None
+
+
+def _native_urls(cfg: Mapping[str, Any]) -> dict[str, str]:
+    """DashScope's native URLs: the config's, else Qwen-Agent's environment variables."""
+    urls = {}
+    for key, (field, env) in _NATIVE_DASHSCOPE_URLS.items():
+        value = cfg.get(key) or os.environ.get(env)
+        if value:
+            urls[field] = str(value).strip()
+    return urls
 
 
 def config_for(llm: ChatModel | Mapping[str, Any] | None) -> LLMConfig:
@@ -163,40 +203,47 @@ def read_llm_config(cfg: Mapping[str, Any]) -> LLMConfig:
     if not isinstance(generate, Mapping):
         raise ConfigurationError(f"llm generate_cfg must be a dict, got {generate!r}")
     generate = dict(generate)
-    model_type = _model_type(cfg)
+    model_type = deduce_model_type(cfg)
     target = _target(model_type, cfg)
     credential = _credential(target)
     model_cls = _model_class(credential, model_type)
     name = str(cfg.get("model") or "").strip() or target.default_model or _first_card(model_cls)
+    original = dict(generate)
+    thought = bool(generate.pop("thought_in_content", False))
     agent_settings = pop_agent_settings(generate)
-    prompted = _prompted_tools(cfg, generate)
+    fmt = _prompt_format(cfg, generate, model_type)
     options = _model_options(cfg, generate)
     parameters = _parameters(model_cls, generate)
     try:
         model = model_cls(credential, name, parameters, **options)
     except UserError as exc:
         raise ConfigurationError(f"llm config: {exc}") from None
-    return LLMConfig(PromptedToolsModel(model) if prompted else model, **agent_settings)
+    if fmt is not None:
+        model = PromptedToolsModel(model, fmt, thought_in_content=thought)
+    return LLMConfig(
+        model,
+        **agent_settings,
+        model_type=model_type,
+        use_raw_api=fmt is None,
+        generate_cfg=original,
+    )
 
 
 # -- which provider -------------------------------------------------------------------------
 
 
 def _check_top_level(cfg: Mapping[str, Any]) -> None:
-    for key in _NATIVE_DASHSCOPE_URLS:
-        if key in cfg:
-            raise ConfigurationError(
-                f"llm config: {key!r} points DashScope's native SDK elsewhere; parley speaks "
-                "DashScope's OpenAI-compatible mode: set `model_server` to its URL (e.g. "
-                "https://dashscope-intl.aliyuncs.com/compatible-mode/v1)"
-            )
-    unknown = sorted(set(cfg) - _TOP_LEVEL - {"azure_endpoint"})
+    unknown = sorted(set(cfg) - _TOP_LEVEL - set(_NATIVE_DASHSCOPE_URLS) - {"azure_endpoint"})
     if unknown:
         logger.warning("llm config: ignoring %s (unknown, as Qwen-Agent ignores them)", unknown)
 
 
-def _model_type(cfg: Mapping[str, Any]) -> str:
-    """The model type given, else deduced as Qwen-Agent's `get_chat_model` does."""
+def deduce_model_type(cfg: Mapping[str, Any]) -> str:
+    """The model type given, else deduced as Qwen-Agent's `get_chat_model` does.
+
+    Raises:
+        ConfigurationError: Nothing in the config tells.
+    """
     given = cfg.get("model_type")
     if given:
         return str(given)
@@ -233,6 +280,8 @@ def _target(model_type: str, cfg: Mapping[str, Any]) -> _Target:
     if model_type in _UNAVAILABLE:
         raise ConfigurationError(f"llm model_type {model_type!r}: {_UNAVAILABLE[model_type]}")
     if model_type in _OAI_TYPES:
+        if model_type == "qwenomni_oai" and not server:
+            server = "dashscope"  # Qwen-Agent's default for Qwen-Omni
         if server == "dashscope":
             return _Target("dashscope_compatible", DASHSCOPE_COMPATIBLE_URL, api_key, None)
         # Qwen-Agent's oai.py falls back on OPENAI_API_KEY, whatever the server.
@@ -241,8 +290,8 @@ def _target(model_type: str, cfg: Mapping[str, Any]) -> _Target:
             return _Target("openai_compatible", server, api_key, "gpt-4o-mini")
         return _Target("openai", None, api_key, "gpt-4o-mini")
     if model_type in _DASHSCOPE_TYPES:
-        url = server if server and server.startswith("http") else None
-        return _Target("dashscope_compatible", url, api_key, "qwen-max")
+        # Qwen-Agent calls DashScope's SDK, which ignores `model_server`.
+        return _Target("dashscope", None, api_key, "qwen-max", _native_urls(cfg))
     if model_type in CredentialFactory.known_types():
         return _Target(model_type, server, api_key, None)
     known = sorted(_OAI_TYPES | _DASHSCOPE_TYPES | set(CredentialFactory.known_types()))
@@ -252,7 +301,8 @@ def _target(model_type: str, cfg: Mapping[str, Any]) -> _Target:
 def _credential(target: _Target) -> Credential:
     cls = CredentialFactory.credential_class(target.credential_type)
     data: dict[str, Any] = {"type": target.credential_type}
-    for field, value in (("base_url", target.base_url), ("api_key", target.api_key)):
+    fields = [("base_url", target.base_url), ("api_key", target.api_key)]
+    for field, value in [*fields, *(target.extra or {}).items()]:
         if value is None:
             continue
         if field not in cls.model_fields:
@@ -303,25 +353,41 @@ def pop_agent_settings(generate: dict[str, Any], where: str = "llm generate_cfg"
         if not isinstance(tokens, int) or isinstance(tokens, bool):
             raise ConfigurationError(f"{where}: bad max_input_tokens {tokens!r}")
         settings["max_input_tokens"] = tokens
-    for key, why in _WARNED.items():
-        if generate.pop(key, None):
+    warned = _WARNED if where == "llm generate_cfg" else {**_WARNED, **_MODEL_LEVEL}
+    for key, why in warned.items():
+        if generate.pop(key, None) is not None:
             logger.warning("%s: ignoring %s (%s)", where, key, why)
     generate.pop("incremental_output", None)
     return settings
 
 
-def _prompted_tools(cfg: Mapping[str, Any], generate: dict[str, Any]) -> bool:
-    """Whether tools go through the prompt (`nous`) rather than the provider's API."""
+def _prompt_format(
+    cfg: Mapping[str, Any], generate: dict[str, Any], model_type: str
+) -> ToolPromptFormat | None:
+    """The format tools go through the prompt in, or None for the provider's native tools.
+
+    As Qwen-Agent: `use_raw_api` (generate_cfg, else the top level, a parley extension, else
+    `QWEN_AGENT_USE_RAW_API`) picks native tools; `qwen_dashscope` and parley's own providers
+    use them by default.
+    """
     raw = generate.pop("use_raw_api", cfg.get("use_raw_api"))
-    kind = generate.pop("fncall_prompt_type", None)
-    if kind is None:
-        return raw is False
-    if kind != "nous":
+    kind = generate.pop("fncall_prompt_type", "nous")
+    if raw is None:
+        raw = os.environ.get("QWEN_AGENT_USE_RAW_API", "false").lower() == "true"
+        # A parley provider (an extension) calls tools as parley's models do: natively.
+        raw = raw or model_type == "qwen_dashscope" or model_type not in _QWEN_TYPES
+    if kind == "qwen":
+        from parley.compat.qwen.llm.fncall_prompts import QwenFormat  # noqa: PLC0415  (a cycle)
+
+        fmt: ToolPromptFormat = QwenFormat()
+    elif kind == "nous":
+        fmt = NousFormat()
+    else:
         raise ConfigurationError(
-            f"llm generate_cfg: fncall_prompt_type {kind!r} is not available; parley "
-            "offers 'nous' (or leave it out for the provider's native tool calling)"
+            f"llm generate_cfg: fncall_prompt_type {kind!r} is unknown; use 'nous' (the "
+            "default) or 'qwen'"
         )
-    return True
+    return None if raw else fmt
 
 
 def _model_options(cfg: Mapping[str, Any], generate: dict[str, Any]) -> dict[str, Any]:
@@ -329,8 +395,8 @@ def _model_options(cfg: Mapping[str, Any], generate: dict[str, Any]) -> dict[str
     cache_dir = cfg.get("cache_dir", generate.pop("cache_dir", None))
     if cache_dir:
         options["cache_dir"] = cache_dir
-    if "max_retries" in generate:
-        options["max_retries"] = _number(generate.pop("max_retries"), "max_retries", int)
+    # Qwen-Agent retries only when asked to.
+    options["max_retries"] = _number(generate.pop("max_retries", 0), "max_retries", int)
     if "request_timeout" in generate:
         options["timeout"] = _number(generate.pop("request_timeout"), "request_timeout", float)
     return options

@@ -34,14 +34,16 @@ generator of the response so far, and calls the model with `_call_llm` and tools
   blank line), and yields what `_run` yields, each message named after the agent when it has
   no name; dicts in give dicts out, `Message`s give `Message`s. Other keyword arguments go to
   `_run`. `run_nonstream` returns the last list.
-- `_call_llm(messages, functions=None, stream=True, extra_generate_cfg=None)` calls the
-  agent's model (`self.llm`, a parley `ChatModel`): with `stream`, an iterator of the response
+- `self.llm` is a Qwen-Agent model (`parley.compat.qwen.llm.BaseChatModel`): custom agents
+  call `self.llm.chat(...)` as in Qwen-Agent. `_call_llm(messages, functions=None,
+  stream=True, extra_generate_cfg=None)` calls it: with `stream`, an iterator of the response
   so far (a reasoning message, a content message, one message per function call with
   `extra["function_id"]`); without, the whole list. `functions` are Qwen-Agent function
-  descriptions (`BaseTool.function`); `extra_generate_cfg` goes over the agent's
-  `extra_generate_cfg` and the llm config's `generate_cfg` (see `parley.compat.qwen._llm`
-  for which tool choice a call gets). The completed message is converted by `from_msgs`, so
-  its `extra` holds parley's record (id, time, usage).
+  descriptions (`BaseTool.function`), written into the prompt unless the config sets
+  `use_raw_api`; `extra_generate_cfg` goes over the agent's `extra_generate_cfg` and the llm
+  config's `generate_cfg` (see `parley.compat.qwen._llm` for which tool choice a call
+  gets). The completed message is converted by `from_msgs`, so its `extra` holds parley's
+  record (id, time, usage). A model failure raises `ModelServiceError`.
 - `_call_tool(tool_name, tool_args="{}", **kwargs)` runs a tool of `function_map` through a
   parley `Toolkit` (arguments checked against its schema, its timeout) and returns its result:
   text, or a list of `ContentItem`s for media; a failure comes back as text, never raised.
@@ -59,8 +61,9 @@ them on to `super()._run(...)`.
 
 Deliberate differences from Qwen-Agent 0.0.34:
 
-- `llm` is a parley `ChatModel`, a Qwen-Agent llm config dict (`parley.compat.qwen.
-  _llm_config`), or None for the embedded local model.
+- `llm` is a Qwen-Agent llm config dict (`get_chat_model`'s), a `BaseChatModel`, and also
+  a parley `ChatModel` (tools go to it natively, unless it is a `PromptedToolsModel`) or
+  None for the embedded local model.
 - Unknown constructor arguments raise `ConfigurationError` (Qwen-Agent ignores them), and so
   do `files` and `rag_cfg`, which only `FnCallAgent` and `Assistant` use.
 - `_call_tool` gives parley's texts for an unknown tool, bad arguments and a failing tool
@@ -81,7 +84,6 @@ import asyncio
 import contextlib
 import copy
 import logging
-import re
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -89,19 +91,18 @@ from typing import Any, Literal, TypeVar, cast, overload
 
 from pydantic import TypeAdapter
 
-from parley._sync import iterate_sync, run_sync
-from parley.agents import PromptedToolsModel
-from parley.compat.qwen._llm import budget_for, prepare_call
-from parley.compat.qwen._llm_config import LLMConfig, config_for
+from parley._sync import run_sync
+from parley.compat.qwen._llm import merge_generate_cfgs
+from parley.compat.qwen._llm_config import LLMConfig
 from parley.compat.qwen._media import item_from_block
 from parley.compat.qwen._response import QwenMessages, QwenResponse, output
 from parley.compat.qwen.convert import as_dicts_like
+from parley.compat.qwen.llm.base import BaseChatModel, ParleyChatModel, has_chinese
 from parley.compat.qwen.schema import (
     CONTENT,
     DEFAULT_SYSTEM_MESSAGE,
     ROLE,
     SYSTEM,
-    USER,
     ContentItem,
     Message,
 )
@@ -111,7 +112,15 @@ from parley.models.base import ChatModel
 from parley.tools import Tool, Toolkit
 from parley.tools.base import ToolOutput
 
-__all__ = ["Agent", "BasicAgent", "FunctionListEntry", "QwenMessages", "QwenResponse"]
+__all__ = [
+    "Agent",
+    "BasicAgent",
+    "FunctionListEntry",
+    "QwenMessages",
+    "QwenResponse",
+    "as_qwen_model",
+    "has_chinese",
+]
 
 logger = logging.getLogger("parley.compat.qwen")
 
@@ -123,7 +132,6 @@ FunctionListEntry = str | Mapping[str, Any] | Tool | Callable[..., Any]
 
 _RETRIEVAL_ARGUMENTS = ("files", "rag_cfg")
 _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
-_CHINESE = re.compile(r"[\u4e00-\u9fff]")
 _RETRIEVAL = (
     "{owner} takes no {argument}=: the agents that answer from files are FnCallAgent (a "
     "retrieval tool over them) and Assistant (retrieves for every question)"
@@ -146,10 +154,28 @@ def refuse_arguments(owner: str, arguments: Mapping[str, Any]) -> None:
         raise ConfigurationError(f"{owner} got unknown arguments: {unknown}")
 
 
-def has_chinese(messages: Sequence[Message]) -> bool:
-    """Whether a system or user message holds Chinese, which makes Qwen-Agent's `lang` `zh`."""
-    return any(
-        m.role in (SYSTEM, USER) and _CHINESE.search(str(m.content)) is not None for m in messages
+LLMArgument = BaseChatModel | ChatModel | Mapping[str, Any] | None
+"""What an agent's `llm` may be: a config dict, a Qwen-Agent model, a parley model, None."""
+
+
+def as_qwen_model(llm: LLMArgument) -> BaseChatModel:
+    """The Qwen-Agent model an agent's `llm` argument comes to.
+
+    Raises:
+        ConfigurationError: `llm` is none of the accepted forms, or a config parley cannot
+            honour.
+    """
+    if isinstance(llm, BaseChatModel):
+        return llm
+    if llm is None or isinstance(llm, ChatModel):
+        return ParleyChatModel.from_chat_model(llm)
+    if isinstance(llm, Mapping):
+        from parley.compat.qwen.llm import get_chat_model  # noqa: PLC0415  (the registry)
+
+        return get_chat_model(llm)
+    raise ConfigurationError(
+        "llm must be a Qwen-Agent llm config dict, a BaseChatModel or a parley ChatModel, "
+        f"got {llm!r}"
     )
 
 
@@ -168,15 +194,15 @@ class Agent(abc.ABC):
     Args:
         function_list: Tools: registered names, `{"name": ..., **cfg}`, tool instances,
             typed functions, and `{"mcpServers": {...}}` (opened on the first run).
-        llm: A parley `ChatModel`, a Qwen-Agent llm config dict, or None for the embedded
-            local model.
+        llm: A Qwen-Agent llm config dict, a `BaseChatModel`, a parley `ChatModel`, or None
+            for the embedded local model.
         system_message: Put first in every run's messages.
         name: The agent's name, on its messages.
         description: What the agent does (for routers and group chats).
         **kwargs: Not taken; naming any raises.
 
     Attributes:
-        llm: The chat model.
+        llm: The model (a `parley.compat.qwen.llm.BaseChatModel`).
         function_map: The tools by name.
         extra_generate_cfg: Generation settings for every `_call_llm`, over the llm config's.
 
@@ -187,17 +213,14 @@ class Agent(abc.ABC):
     def __init__(
         self,
         function_list: Sequence[FunctionListEntry] | None = None,
-        llm: ChatModel | Mapping[str, Any] | None = None,
+        llm: LLMArgument = None,
         system_message: str | None = DEFAULT_SYSTEM_MESSAGE,
         name: str | None = None,
         description: str | None = None,
         **kwargs: Any,
     ) -> None:
         refuse_arguments(type(self).__name__, kwargs)
-        self.llm_config: LLMConfig = config_for(llm)
-        self.llm: ChatModel = self.llm_config.model
-        # One for all calls: it remembers what each message counts.
-        self._budget = budget_for(self.llm, self.llm_config.max_input_tokens)
+        self.llm: BaseChatModel = as_qwen_model(llm)
         self.extra_generate_cfg: dict[str, Any] = {}
         self.function_map: dict[str, Tool] = {}
         self._mcp_pending: list[Mapping[str, Any]] = []
@@ -210,7 +233,21 @@ class Agent(abc.ABC):
         self.system_message = system_message
         self.name = name
         self.description = description
-        self._owns_model = not isinstance(llm, ChatModel)
+        self._owns_model = llm is None or isinstance(llm, Mapping)
+
+    @property
+    def llm_config(self) -> LLMConfig:
+        """What `llm` comes to in parley: its chat model and the agent's settings.
+
+        Raises:
+            ConfigurationError: `llm` is a model class of the user's own, not parley's.
+        """
+        if isinstance(self.llm, ParleyChatModel):
+            return self.llm.llm_config
+        raise ConfigurationError(
+            f"{type(self).__name__} runs parley's loop on a parley model; {self.llm!r} is a "
+            "model class of your own: give an llm config dict, or call it from your own _run"
+        )
 
     def __repr__(self) -> str:
         tools = list(self.function_map)
@@ -352,19 +389,16 @@ class Agent(abc.ABC):
             MessageError: No messages, or messages a `Msg` cannot hold.
             ConfigurationError: A setting, parameter or function description parley cannot
                 use (a `ValueError`, as Qwen-Agent raises).
-            ModelError: The model failed (after its retries); while iterating, with `stream`.
+            ModelServiceError: The model failed (after its retries); while iterating, with
+                `stream`.
         """
-        call = prepare_call(
-            self.llm_config,
-            self._budget,
-            self.extra_generate_cfg,
-            messages,
-            functions,
-            extra_generate_cfg,
-        )
-        if stream:
-            return iterate_sync(call.stream())
-        return run_sync(call.complete())
+        if isinstance(self.llm, ParleyChatModel):
+            # The agent's settings apply as an agent's (its function choice: first call only).
+            return self.llm.call(
+                messages, functions, stream, extra_generate_cfg, self.extra_generate_cfg
+            )
+        cfg = merge_generate_cfgs(self.extra_generate_cfg, extra_generate_cfg)
+        return self.llm.chat(messages, functions, stream, extra_generate_cfg=cfg)
 
     # -- tools -----------------------------------------------------------------------------------
 
@@ -465,11 +499,7 @@ class Agent(abc.ABC):
 
             await close_mcp_servers(Toolkit(self._mcp_tools))
         if self._owns_model:
-            model = self.llm.inner if isinstance(self.llm, PromptedToolsModel) else self.llm
-            # Models holding connections (the OpenAI family) offer `aclose`.
-            aclose = getattr(model, "aclose", None)
-            if callable(aclose):
-                await aclose()
+            await self.llm.close()
 
     def close_sync(self) -> None:
         """`close`, from synchronous code."""

@@ -30,9 +30,13 @@ caller's loop, unless a subclass has its own `_run`), `stream_sync` the sync twi
 `function_list` takes what Qwen-Agent's does: registered names, `{"name": ..., **cfg}`,
 tool instances (parley's `Tool` is Qwen-Agent's `BaseTool`) and `{"mcpServers": {...}}`
 (opened on the first run, since the constructor cannot wait; `close()` closes them), and
-also typed functions, as parley's `Toolkit` does. `llm` is a parley `ChatModel`, a Qwen-Agent
-llm config dict (see `parley.compat.qwen._llm_config` for the mapping), or None for the
-embedded local model. The loop reads its settings (`function_choice`,
+also typed functions, as parley's `Toolkit` does. `llm` is a Qwen-Agent llm config dict (see
+`parley.compat.qwen._llm_config` for the mapping) or a model of `parley.compat.qwen.llm`
+(`self.llm` is one), a parley `ChatModel`, or None for the embedded local model. As in
+Qwen-Agent, the tools go in the prompt (`nous`, or the config's `fncall_prompt_type`) and
+the server gets no `tools`, unless the config sets `use_raw_api` (the default of
+`qwen_dashscope`); a parley `ChatModel` passed in gets them as it takes them. The loop
+reads its settings (`function_choice`,
 `parallel_function_calls`, `max_input_tokens`, the model's parameters) from the llm config
 and the constructor's arguments, and, for each run, from the agent's `extra_generate_cfg`
 over them (stop words united), as Qwen-Agent's loop hands it to every model call: a subclass
@@ -48,13 +52,15 @@ shape Qwen-Agent streams, and takes those extras when it completes.
 
 Deliberate differences from Qwen-Agent 0.0.34:
 
-- Tool calls are the provider's native ones unless the config asks for `nous` (Qwen-Agent
-  prompts for them by default); several calls in one turn run concurrently, results kept in
-  call order, and each result becomes visible when the whole round has run.
+- Several calls in one turn run concurrently, results kept in call order, and each result
+  becomes visible when the whole round has run.
 - A tool that fails, an unknown tool and bad arguments give parley's error text to the model
   (Qwen-Agent gives its own texts or a traceback); a tool's non-text result is compact JSON
-  (Qwen-Agent indents it). A failing model raises parley's `ModelError` from `run` (Qwen-Agent
-  raises its `ModelServiceError`).
+  (Qwen-Agent indents it). A failing model raises `ModelServiceError` from `run`, as in
+  Qwen-Agent (from `stream`, parley's `RunError` event).
+- `llm` must be a parley-backed model (a config dict, a built-in model type, a parley
+  `ChatModel`): a model class of the user's own (`register_llm`) runs in custom agents'
+  `_run` only.
 - `function_choice` naming a tool forces the first model call of a run only, so that the
   forced call cannot repeat until the iteration limit (Qwen-Agent forces every call);
   `tool_choice=` (parley's policy, e.g. a function of the call's index) overrides it. With
@@ -88,11 +94,11 @@ from parley.agents import AgentEvent, AgentRun, InMemoryMemory, ToolChoicePolicy
 from parley.compat.qwen._llm import InputBudget, generate_settings, with_model_stop
 from parley.compat.qwen._rag import RagSettings, open_index
 from parley.compat.qwen._response import QwenMessages, QwenResponse, Response
-from parley.compat.qwen.agent import Agent, FunctionListEntry, refuse_arguments
+from parley.compat.qwen.agent import Agent, FunctionListEntry, LLMArgument, refuse_arguments
 from parley.compat.qwen.convert import to_msgs
+from parley.compat.qwen.llm.base import ModelServiceError
 from parley.compat.qwen.schema import DEFAULT_SYSTEM_MESSAGE, Message
-from parley.errors import ConfigurationError, MessageError, UserError
-from parley.models.base import ChatModel
+from parley.errors import ConfigurationError, MessageError, ModelError, UserError
 from parley.models.tools import check_tool_choice
 from parley.rag.index import DocumentIndex
 from parley.rag.tool import RETRIEVAL_TOOL_NAME, RetrievalTool
@@ -110,8 +116,8 @@ class FnCallAgent(Agent):
     Args:
         function_list: Tools: registered names, `{"name": ..., **cfg}`, tool instances,
             typed functions, and `{"mcpServers": {...}}` (opened on the first run).
-        llm: A parley `ChatModel`, a Qwen-Agent llm config dict, or None for the embedded
-            local model.
+        llm: A Qwen-Agent llm config dict, a model of `parley.compat.qwen.llm`, a parley
+            `ChatModel`, or None for the embedded local model.
         system_message: Put before the conversation; merged into a leading system message
             (the two texts apart by a blank line), as Qwen-Agent does.
         name: The agent's name, on its messages.
@@ -128,7 +134,7 @@ class FnCallAgent(Agent):
     Attributes:
         agent: The parley `Agent` underneath (with no system prompt of its own: each run
             puts the system message first in that run's own memory).
-        llm: Its chat model.
+        llm: Its model (`parley.compat.qwen.llm.BaseChatModel`).
 
     Raises:
         ConfigurationError: The llm config, a tool entry or an argument is not usable.
@@ -137,7 +143,7 @@ class FnCallAgent(Agent):
     def __init__(
         self,
         function_list: Sequence[FunctionListEntry] | None = None,
-        llm: ChatModel | Mapping[str, Any] | None = None,
+        llm: LLMArgument = None,
         system_message: str | None = DEFAULT_SYSTEM_MESSAGE,
         name: str | None = None,
         description: str | None = None,
@@ -166,7 +172,7 @@ class FnCallAgent(Agent):
         try:
             self.agent = LoopAgent(
                 name or "",
-                self.llm,
+                config.model,
                 tools=self._toolkit(),
                 max_iters=max_iters,
                 parallel_tool_calls=config.parallel_tool_calls is not False,
@@ -176,7 +182,7 @@ class FnCallAgent(Agent):
         except UserError as exc:  # a function_choice naming no tool, a bad max_iters
             raise ConfigurationError(f"FnCallAgent: {exc}") from None
         if config.max_input_tokens is not None:
-            self.agent.budget = InputBudget(self.llm, config.max_input_tokens)
+            self.agent.budget = InputBudget(config.model, config.max_input_tokens)
 
     retrieval_as_tool: bool = True
     """With `files`, whether the model gets a `retrieval` tool over them (the Assistant
@@ -222,7 +228,7 @@ class FnCallAgent(Agent):
             UserError: Keyword arguments other than `seed` were given.
             ConfigurationError: `extra_generate_cfg` or the seed is not usable by the model.
             MessageError: No messages, or messages a `Msg` cannot hold.
-            ModelError: The model failed (after its retries).
+            ModelServiceError: The model failed (after its retries).
             MCPServerError: An MCP server of `function_list` could not be opened.
         """
         return iterate_sync(self._responses(messages, _run_seed(kwargs)))
@@ -274,6 +280,8 @@ class FnCallAgent(Agent):
             async for event in run:
                 if response.feed(event):
                     yield response.messages()
+        if isinstance(run.error, ModelError):
+            raise ModelServiceError.from_error(run.error) from run.error
         if run.error is not None:
             raise run.error
 
@@ -307,7 +315,8 @@ class FnCallAgent(Agent):
         if not settings.parameters and all(s is None for s in agent_settings):
             return self.agent
         try:
-            model = self.llm.with_parameters(**with_model_stop(self.llm, settings.parameters))
+            base = self.llm_config.model
+            model = base.with_parameters(**with_model_stop(base, settings.parameters))
             if settings.function_choice is not None:
                 check_tool_choice(settings.function_choice, self.agent.toolkit.specs())
         except UserError as exc:
