@@ -27,6 +27,7 @@ from typing import Any
 
 from parley._sync import run_sync
 from parley.agents.budget import text_token_counter
+from parley.compat.qwen._rag import files_of
 from parley.compat.qwen._response import QwenMessages
 from parley.compat.qwen.agents.fncall_agent import FnCallAgent
 from parley.compat.qwen.schema import SYSTEM, USER, Message
@@ -113,7 +114,7 @@ class Assistant(FnCallAgent):
 
     def _retrieve(self, messages: Sequence[Message], lang: str, max_ref_token: int | None) -> str:
         query = _last_user_text(messages)
-        attached = _attached_files(messages)
+        attached = files_of(messages)
         if not query or (self.index is None and not attached):
             return ""
         if attached:
@@ -172,14 +173,6 @@ def _last_user_text(messages: Sequence[Message]) -> str:
             return content
         return "\n".join(item.text for item in content if item.text)
     return ""
-
-
-def _attached_files(messages: Sequence[Message]) -> list[str]:
-    found: list[str] = []
-    for message in messages:
-        if message.role == USER and not isinstance(message.content, str):
-            found += [item.file for item in message.content if item.file and item.file not in found]
-    return found
 
 
 def _with_knowledge(messages: list[Message], knowledge: str, lang: str) -> list[Message]:

@@ -86,11 +86,12 @@ from parley._sync import iterate_sync
 from parley.agents import Agent as LoopAgent
 from parley.agents import AgentEvent, AgentRun, InMemoryMemory, ToolChoicePolicy
 from parley.compat.qwen._llm import InputBudget, generate_settings, with_model_stop
-from parley.compat.qwen._rag import RagSettings, open_index
+from parley.compat.qwen._rag import RagSettings, files_of, open_index, without_files
 from parley.compat.qwen._response import QwenMessages, QwenResponse, Response
 from parley.compat.qwen.agent import Agent, FunctionListEntry, refuse_arguments
 from parley.compat.qwen.convert import to_msgs
 from parley.compat.qwen.schema import DEFAULT_SYSTEM_MESSAGE, Message
+from parley.compat.qwen.tools.base import with_files
 from parley.errors import ConfigurationError, MessageError, UserError
 from parley.models.base import ChatModel
 from parley.models.tools import check_tool_choice
@@ -276,11 +277,13 @@ class FnCallAgent(Agent):
             raise run.error
 
     async def _start(self, messages: list[Message], seed: int | None = None) -> AgentRun:
-        history = to_msgs(messages)
+        # Files are for retrieval and file tools, not the model (as in Qwen-Agent).
+        history = to_msgs(without_files(messages))
         if not history:
             raise MessageError("messages can not be empty")
         await self._open_mcp_servers()
-        self.agent.toolkit = self._toolkit()  # function_map may have changed meanwhile
+        # function_map may have changed meanwhile; file tools get this run's files.
+        self.agent.toolkit = self._toolkit([*self.files, *files_of(messages)])
         # Each run is on its own memory: a Qwen-Agent run is given the whole conversation.
         return self._run_agent(seed).stream(memory=InMemoryMemory(history))
 
@@ -322,10 +325,10 @@ class FnCallAgent(Agent):
             agent.tool_choice = settings.function_choice
         return agent
 
-    def _toolkit(self) -> Toolkit:
+    def _toolkit(self, files: Sequence[str] = ()) -> Toolkit:
         toolkit = Toolkit()
         for tool in self.function_map.values():
-            toolkit.add(tool, replace=True)
+            toolkit.add(with_files(tool, files), replace=True)
         return toolkit
 
 
