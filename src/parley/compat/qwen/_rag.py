@@ -42,21 +42,24 @@ from parley.rag.assistant import add_sources, default_index_path
 from parley.rag.index import DocumentIndex
 from parley.rag.types import SearchMode
 
-__all__ = ["RagSettings", "files_of", "open_index", "without_files"]
+__all__ = ["RAG_CFG_KEYS", "RagSettings", "files_of", "open_index", "without_files"]
 
-_KEYS = {
-    "retrieval_type",
-    "rag_searchers",
-    "chunk_size",
-    "parser_page_size",
-    "chunk_overlap",
-    "top_k",
-    "score_threshold",
-    "max_ref_token",
-    "embedding_model",
-    "index_path",
-    "rag_keygen_strategy",
-}
+RAG_CFG_KEYS = frozenset(
+    {
+        "retrieval_type",
+        "rag_searchers",
+        "chunk_size",
+        "parser_page_size",
+        "chunk_overlap",
+        "top_k",
+        "score_threshold",
+        "max_ref_token",
+        "embedding_model",
+        "index_path",
+        "rag_keygen_strategy",
+    }
+)
+"""The keys a `rag_cfg` takes."""
 logger = logging.getLogger("parley.compat.qwen")
 
 _MODES: tuple[SearchMode, ...] = ("keyword", "vector", "hybrid", "front_page")
@@ -92,10 +95,10 @@ class RagSettings:
             ConfigurationError: An unknown key or a bad value.
         """
         cfg = dict(rag_cfg or {})
-        unknown = sorted(set(cfg) - _KEYS)
+        unknown = sorted(set(cfg) - RAG_CFG_KEYS)
         if unknown:
             raise ConfigurationError(
-                f"rag_cfg has unknown keys {unknown}; known: {', '.join(sorted(_KEYS))}"
+                f"rag_cfg has unknown keys {unknown}; known: {', '.join(sorted(RAG_CFG_KEYS))}"
             )
         mode = _mode(cfg)
         keygen = cfg.get("rag_keygen_strategy")

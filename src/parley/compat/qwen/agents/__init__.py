@@ -6,11 +6,25 @@ Assistant`; each agent lives in the module of Qwen-Agent's name (`fncall_agent`,
 """
 
 from parley.compat.qwen.agents.assistant import Assistant
+from parley.compat.qwen.agents.dialogue_retrieval_agent import DialogueRetrievalAgent
+from parley.compat.qwen.agents.doc_qa import BasicDocQA as DocQAAgent
+from parley.compat.qwen.agents.doc_qa import ParallelDocQA
 from parley.compat.qwen.agents.fncall_agent import (
     MAX_LLM_CALL_PER_RUN,
     FnCallAgent,
     FunctionListEntry,
     QwenResponse,
 )
+from parley.compat.qwen.agents.virtual_memory_agent import VirtualMemoryAgent
 
-__all__ = ["MAX_LLM_CALL_PER_RUN", "Assistant", "FnCallAgent", "FunctionListEntry", "QwenResponse"]
+__all__ = [
+    "MAX_LLM_CALL_PER_RUN",
+    "Assistant",
+    "DialogueRetrievalAgent",
+    "DocQAAgent",
+    "FnCallAgent",
+    "FunctionListEntry",
+    "ParallelDocQA",
+    "QwenResponse",
+    "VirtualMemoryAgent",
+]

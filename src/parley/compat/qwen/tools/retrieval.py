@@ -16,13 +16,11 @@ from typing import Any, ClassVar
 
 from parley._sync import run_sync
 from parley.agents.budget import text_token_counter
-from parley.compat.qwen._rag import RagSettings, open_index
+from parley.compat.qwen._rag import RAG_CFG_KEYS, RagSettings, open_index
 from parley.compat.qwen.tools.base import BaseToolWithFileAccess, register_tool
 from parley.rag.types import SearchHit
 
 __all__ = ["Retrieval"]
-
-_BASE_KEYS = {"work_dir", "file_roots", "allow_private", "allowed_hosts", "max_file_bytes"}
 
 
 @register_tool("retrieval")
@@ -51,8 +49,9 @@ class Retrieval(BaseToolWithFileAccess):
 
     def __init__(self, cfg: dict[str, Any] | None = None) -> None:
         super().__init__(cfg)
-        # What the index reads from the cfg (the rest is BaseToolWithFileAccess's).
-        self.settings = RagSettings.read({k: v for k, v in self.cfg.items() if k not in _BASE_KEYS})
+        # The index's keys of the cfg (the others are BaseToolWithFileAccess's, or ignored
+        # as Qwen-Agent ignores them).
+        self.settings = RagSettings.read({k: v for k, v in self.cfg.items() if k in RAG_CFG_KEYS})
 
     def call(
         self, params: str | dict[str, Any], files: Sequence[str] | None = None, **kwargs: Any
