@@ -82,3 +82,9 @@ def tool_call(name: str, arguments: dict[str, Any]) -> Callable[[RecordedRequest
         return Reply(text=f"<tool_call>\n{call}\n</tool_call>")
 
     return reply
+
+
+def text_only(message: Mapping[str, Any]) -> bool:
+    """Whether a wire message holds text alone (no file, image or audio part)."""
+    content = message.get("content")
+    return isinstance(content, str) or all(part.get("type") == "text" for part in content or [])
