@@ -16,12 +16,15 @@ from parley.testing.openai_server import Reply, ToolCall
 
 
 @contextmanager
-def serve_files(pages: Mapping[str, tuple[bytes, str]]) -> Iterator[str]:
+def serve_files(
+    pages: Mapping[str, tuple[bytes, str]], fetched: list[str] | None = None
+) -> Iterator[str]:
     """A web site on 127.0.0.1 serving `{path: (body, content type)}`; yields its base URL.
 
-    It stands in for the examples' public URLs (arxiv, a blog, an image host).
+    It stands in for the examples' public URLs (arxiv, a blog, an image host). Each request's
+    path and query go to `fetched`.
     """
-    fetched: list[str] = []
+    fetched = [] if fetched is None else fetched
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:

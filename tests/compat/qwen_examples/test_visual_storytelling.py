@@ -97,6 +97,7 @@ def run_example(query: str, image: str) -> Iterator[list[Message]]:
     yield from bot.run(messages)
     bot.image_agent.close_sync()
     bot.writing_agent.close_sync()
+    bot.close_sync()
 
 
 def test_visual_storytelling_describes_the_picture_then_writes_with_the_tips(
