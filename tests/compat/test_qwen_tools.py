@@ -342,3 +342,31 @@ def test_doc_qa_agent_answers_in_one_call_from_the_retrieved_passages(
     assert "tools" not in body
     assert "The blue valve opens the cooling loop." in message_text(body["messages"][0])
     assert text_only(body["messages"][-1])
+
+
+class Recorder(BaseToolWithFileAccess):
+    name = "qwen_tools_test_recorder"
+    description = "Says which files it was handed."
+
+    def call(self, params: str | dict[str, Any], files: Any = None, **kwargs: Any) -> str:
+        return json.dumps(files)
+
+
+def test_each_run_hands_its_own_files_and_no_other_runs(folders: dict[str, Path]) -> None:
+    steps = [
+        tool_call("qwen_tools_test_recorder", {}),
+        Reply(text="ok"),
+        tool_call("qwen_tools_test_recorder", {}),
+        Reply(text="ok"),
+    ]
+    with OpenAIServer(steps) as server:
+        bot = FnCallAgent(
+            function_list=[Recorder({"work_dir": str(folders["work"])})],
+            llm={"model": "qwen3", "model_server": server.url, "api_key": "EMPTY"},
+        )
+        with_file = [{"role": "user", "content": [{"text": "Files?"}, {"file": "manual.md"}]}]
+        first = bot.run_nonstream(with_file)
+        second = bot.run_nonstream([{"role": "user", "content": "Files?"}])
+        bot.close_sync()
+    assert json.loads(first[1]["content"]) == ["manual.md"]
+    assert json.loads(second[1]["content"]) is None  # not the earlier run's files

@@ -46,6 +46,10 @@ holds the `Msg`'s metadata and parley's record (id, time, usage): a response giv
 history reads back as the very same messages. The turn being streamed is shown in the plain
 shape Qwen-Agent streams, and takes those extras when it completes.
 
+As in Qwen-Agent, a user message's file items are not shown to the model: each run hands
+them, with the agent's `files`, to the tools whose `file_access` is true (`files=`, see
+`parley.compat.qwen.tools.base`).
+
 Deliberate differences from Qwen-Agent 0.0.34:
 
 - Tool calls are the provider's native ones unless the config asks for `nous` (Qwen-Agent
@@ -79,6 +83,7 @@ Deliberate differences from Qwen-Agent 0.0.34:
 
 from __future__ import annotations
 
+import copy
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -282,10 +287,15 @@ class FnCallAgent(Agent):
         if not history:
             raise MessageError("messages can not be empty")
         await self._open_mcp_servers()
-        # function_map may have changed meanwhile; file tools get this run's files.
-        self.agent.toolkit = self._toolkit([*self.files, *files_of(messages)])
+        self.agent.toolkit = self._toolkit()  # function_map may have changed meanwhile
+        agent = self._run_agent(seed)
+        files = [*self.files, *files_of(messages)]
+        if files and any(tool.file_access for tool in self.function_map.values()):
+            # File tools get this run's files, on this run's own copy of the agent.
+            agent = copy.copy(agent)
+            agent.toolkit = self._toolkit(files)
         # Each run is on its own memory: a Qwen-Agent run is given the whole conversation.
-        return self._run_agent(seed).stream(memory=InMemoryMemory(history))
+        return agent.stream(memory=InMemoryMemory(history))
 
     def _run_agent(self, seed: int | None) -> LoopAgent:
         """The loop for a run: `self.agent`, or a copy on `extra_generate_cfg` and `seed`.
