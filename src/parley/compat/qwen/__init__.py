@@ -69,6 +69,7 @@ with no `data` or `url` string, a video list mixing frames and dicts, a frame th
 image) raise `MessageError`, naming the message.
 """
 
+from parley.compat.qwen import tools as tools  # registers Qwen-Agent's tools by their names
 from parley.compat.qwen.agent import Agent, BasicAgent, FunctionListEntry, QwenResponse
 from parley.compat.qwen.agents import MAX_LLM_CALL_PER_RUN, FnCallAgent
 from parley.compat.qwen.agents.assistant import Assistant

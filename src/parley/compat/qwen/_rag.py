@@ -35,27 +35,31 @@ from pathlib import Path
 from typing import Any
 
 from parley._sync import run_sync
+from parley.compat.qwen.schema import USER, Message
 from parley.embeddings.base import EmbeddingModel
 from parley.errors import ConfigurationError
 from parley.rag.assistant import add_sources, default_index_path
 from parley.rag.index import DocumentIndex
 from parley.rag.types import SearchMode
 
-__all__ = ["RagSettings", "open_index"]
+__all__ = ["RAG_CFG_KEYS", "RagSettings", "files_of", "open_index", "without_files"]
 
-_KEYS = {
-    "retrieval_type",
-    "rag_searchers",
-    "chunk_size",
-    "parser_page_size",
-    "chunk_overlap",
-    "top_k",
-    "score_threshold",
-    "max_ref_token",
-    "embedding_model",
-    "index_path",
-    "rag_keygen_strategy",
-}
+RAG_CFG_KEYS = frozenset(
+    {
+        "retrieval_type",
+        "rag_searchers",
+        "chunk_size",
+        "parser_page_size",
+        "chunk_overlap",
+        "top_k",
+        "score_threshold",
+        "max_ref_token",
+        "embedding_model",
+        "index_path",
+        "rag_keygen_strategy",
+    }
+)
+"""The keys a `rag_cfg` takes."""
 logger = logging.getLogger("parley.compat.qwen")
 
 _MODES: tuple[SearchMode, ...] = ("keyword", "vector", "hybrid", "front_page")
@@ -91,10 +95,10 @@ class RagSettings:
             ConfigurationError: An unknown key or a bad value.
         """
         cfg = dict(rag_cfg or {})
-        unknown = sorted(set(cfg) - _KEYS)
+        unknown = sorted(set(cfg) - RAG_CFG_KEYS)
         if unknown:
             raise ConfigurationError(
-                f"rag_cfg has unknown keys {unknown}; known: {', '.join(sorted(_KEYS))}"
+                f"rag_cfg has unknown keys {unknown}; known: {', '.join(sorted(RAG_CFG_KEYS))}"
             )
         mode = _mode(cfg)
         keygen = cfg.get("rag_keygen_strategy")
@@ -210,3 +214,29 @@ def open_index(files: Sequence[str], settings: RagSettings) -> DocumentIndex:
         return index
 
     return run_sync(build())
+
+
+def files_of(messages: Sequence[Message]) -> list[str]:
+    """The files of the user's messages (`ContentItem(file=...)`), each once, in order."""
+    found: list[str] = []
+    for message in messages:
+        if message.role == USER and not isinstance(message.content, str):
+            found += [item.file for item in message.content if item.file and item.file not in found]
+    return found
+
+
+def without_files(messages: list[Message]) -> list[Message]:
+    """The messages without their file items, as Qwen-Agent's models get them.
+
+    A model reads text and media; files are for retrieval and file tools. A message left
+    with nothing keeps an empty text.
+    """
+    kept: list[Message] = []
+    for message in messages:
+        content = message.content
+        if isinstance(content, str) or not any(item.file for item in content):
+            kept.append(message)
+            continue
+        items = [item for item in content if not item.file]
+        kept.append(message.model_copy(update={"content": items or ""}))
+    return kept

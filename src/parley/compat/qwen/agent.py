@@ -103,6 +103,7 @@ from parley.compat.qwen.schema import (
     DEFAULT_SYSTEM_MESSAGE,
     ROLE,
     SYSTEM,
+    USER,
     ContentItem,
     Message,
 )

@@ -8,7 +8,10 @@ Assistant`; each agent lives in the module of Qwen-Agent's name (`fncall_agent`,
 from parley.compat.qwen.agent import Agent, BasicAgent
 from parley.compat.qwen.agents.article_agent import ArticleAgent
 from parley.compat.qwen.agents.assistant import Assistant
+from parley.compat.qwen.agents.dialogue_retrieval_agent import DialogueRetrievalAgent
 from parley.compat.qwen.agents.dialogue_simulator import DialogueSimulator
+from parley.compat.qwen.agents.doc_qa import BasicDocQA as DocQAAgent
+from parley.compat.qwen.agents.doc_qa import ParallelDocQA
 from parley.compat.qwen.agents.fncall_agent import (
     MAX_LLM_CALL_PER_RUN,
     FnCallAgent,
@@ -23,6 +26,7 @@ from parley.compat.qwen.agents.react_chat import ReActChat
 from parley.compat.qwen.agents.router import Router
 from parley.compat.qwen.agents.tir_agent import TIRMathAgent
 from parley.compat.qwen.agents.user_agent import UserAgent
+from parley.compat.qwen.agents.virtual_memory_agent import VirtualMemoryAgent
 from parley.compat.qwen.agents.write_from_scratch import WriteFromScratch
 from parley.compat.qwen.multi_agent_hub import MultiAgentHub
 
@@ -32,7 +36,9 @@ __all__ = [
     "ArticleAgent",
     "Assistant",
     "BasicAgent",
+    "DialogueRetrievalAgent",
     "DialogueSimulator",
+    "DocQAAgent",
     "FnCallAgent",
     "FunctionListEntry",
     "GroupChat",
@@ -40,10 +46,12 @@ __all__ = [
     "GroupChatCreator",
     "HumanSimulator",
     "MultiAgentHub",
+    "ParallelDocQA",
     "QwenResponse",
     "ReActChat",
     "Router",
     "TIRMathAgent",
     "UserAgent",
+    "VirtualMemoryAgent",
     "WriteFromScratch",
 ]

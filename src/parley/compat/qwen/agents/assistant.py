@@ -20,20 +20,21 @@ Differences from Qwen-Agent 0.0.34: the index is persistent and searched in mill
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from itertools import groupby
 from pathlib import Path
 from typing import Any
 
 from parley._sync import run_sync
 from parley.agents.budget import text_token_counter
+from parley.compat.qwen._rag import files_of
 from parley.compat.qwen._response import QwenMessages
 from parley.compat.qwen.agents.fncall_agent import FnCallAgent
 from parley.compat.qwen.schema import SYSTEM, USER, Message
 from parley.rag.tool import location, source_name
 from parley.rag.types import SearchHit
 
-__all__ = ["Assistant", "format_knowledge"]
+__all__ = ["Assistant", "format_knowledge", "format_records", "last_user_text", "with_knowledge"]
 
 _TEMPLATE = {"en": "\n\n# Knowledge Base\n\n{knowledge}", "zh": "\n\n# 知识库\n\n{knowledge}"}
 _SNIPPET = {
@@ -68,6 +69,19 @@ def format_knowledge(hits: Sequence[SearchHit], lang: str, max_tokens: int) -> s
         for group in groups
     ]
     return "\n\n".join(sections)
+
+
+def format_records(records: Sequence[Mapping[str, Any]], lang: str) -> str:
+    """Qwen-Agent's `retrieval` results (`[{"url", "text": [...]}]`) as knowledge sections."""
+    snippet = _SNIPPET.get(lang, _SNIPPET["en"])
+    return "\n\n".join(
+        snippet.format(
+            source=Path(str(record.get("url", ""))).name or record.get("url", ""),
+            content="\n\n...\n\n".join(str(t).strip() for t in record.get("text") or []),
+        )
+        for record in records
+        if record.get("text")
+    )
 
 
 def _passage(hit: SearchHit) -> str:
@@ -109,11 +123,11 @@ class Assistant(FnCallAgent):
             **kwargs: What `FnCallAgent._run` takes (`seed`).
         """
         text = knowledge or self._retrieve(messages, lang, max_ref_token)
-        return super()._run(_with_knowledge(messages, text, lang), lang, **kwargs)
+        return super()._run(with_knowledge(messages, text, lang), lang, **kwargs)
 
     def _retrieve(self, messages: Sequence[Message], lang: str, max_ref_token: int | None) -> str:
-        query = _last_user_text(messages)
-        attached = _attached_files(messages)
+        query = last_user_text(messages)
+        attached = files_of(messages)
         if not query or (self.index is None and not attached):
             return ""
         if attached:
@@ -163,7 +177,8 @@ class Assistant(FnCallAgent):
         run_sync(add_sources(self.index, files))
 
 
-def _last_user_text(messages: Sequence[Message]) -> str:
+def last_user_text(messages: Sequence[Message]) -> str:
+    """The text of the newest user message (its text items, one per line)."""
     for message in reversed(messages):
         if message.role != USER:
             continue
@@ -174,15 +189,8 @@ def _last_user_text(messages: Sequence[Message]) -> str:
     return ""
 
 
-def _attached_files(messages: Sequence[Message]) -> list[str]:
-    found: list[str] = []
-    for message in messages:
-        if message.role == USER and not isinstance(message.content, str):
-            found += [item.file for item in message.content if item.file and item.file not in found]
-    return found
-
-
-def _with_knowledge(messages: list[Message], knowledge: str, lang: str) -> list[Message]:
+def with_knowledge(messages: list[Message], knowledge: str, lang: str) -> list[Message]:
+    """The messages with `knowledge` under `# Knowledge Base` in the system message."""
     if not knowledge:
         return messages
     block = _TEMPLATE.get(lang, _TEMPLATE["en"]).format(knowledge=knowledge)

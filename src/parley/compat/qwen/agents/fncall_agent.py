@@ -50,6 +50,10 @@ holds the `Msg`'s metadata and parley's record (id, time, usage): a response giv
 history reads back as the very same messages. The turn being streamed is shown in the plain
 shape Qwen-Agent streams, and takes those extras when it completes.
 
+As in Qwen-Agent, a user message's file items are not shown to the model: each run hands
+them, with the agent's `files`, to the tools whose `file_access` is true (`files=`, see
+`parley.compat.qwen.tools.base`).
+
 Deliberate differences from Qwen-Agent 0.0.34:
 
 - Several calls in one turn run concurrently, results kept in call order, and each result
@@ -85,6 +89,7 @@ Deliberate differences from Qwen-Agent 0.0.34:
 
 from __future__ import annotations
 
+import copy
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -92,12 +97,13 @@ from parley._sync import iterate_sync
 from parley.agents import Agent as LoopAgent
 from parley.agents import AgentEvent, AgentRun, InMemoryMemory, ToolChoicePolicy
 from parley.compat.qwen._llm import InputBudget, generate_settings, with_model_stop
-from parley.compat.qwen._rag import RagSettings, open_index
+from parley.compat.qwen._rag import RagSettings, files_of, open_index, without_files
 from parley.compat.qwen._response import QwenMessages, QwenResponse, Response
 from parley.compat.qwen.agent import Agent, FunctionListEntry, LLMArgument, refuse_arguments
 from parley.compat.qwen.convert import to_msgs
 from parley.compat.qwen.llm.base import ModelServiceError
 from parley.compat.qwen.schema import DEFAULT_SYSTEM_MESSAGE, Message
+from parley.compat.qwen.tools.base import with_files
 from parley.errors import ConfigurationError, MessageError, ModelError, UserError
 from parley.models.tools import check_tool_choice
 from parley.rag.index import DocumentIndex
@@ -286,13 +292,20 @@ class FnCallAgent(Agent):
             raise run.error
 
     async def _start(self, messages: list[Message], seed: int | None = None) -> AgentRun:
-        history = to_msgs(messages)
+        # Files are for retrieval and file tools, not the model (as in Qwen-Agent).
+        history = to_msgs(without_files(messages))
         if not history:
             raise MessageError("messages can not be empty")
         await self._open_mcp_servers()
         self.agent.toolkit = self._toolkit()  # function_map may have changed meanwhile
+        agent = self._run_agent(seed)
+        files = [*self.files, *files_of(messages)]
+        if files and any(tool.file_access for tool in self.function_map.values()):
+            # File tools get this run's files, on this run's own copy of the agent.
+            agent = copy.copy(agent)
+            agent.toolkit = self._toolkit(files)
         # Each run is on its own memory: a Qwen-Agent run is given the whole conversation.
-        return self._run_agent(seed).stream(memory=InMemoryMemory(history))
+        return agent.stream(memory=InMemoryMemory(history))
 
     def _run_agent(self, seed: int | None) -> LoopAgent:
         """The loop for a run: `self.agent`, or a copy on `extra_generate_cfg` and `seed`.
@@ -333,10 +346,10 @@ class FnCallAgent(Agent):
             agent.tool_choice = settings.function_choice
         return agent
 
-    def _toolkit(self) -> Toolkit:
+    def _toolkit(self, files: Sequence[str] = ()) -> Toolkit:
         toolkit = Toolkit()
         for tool in self.function_map.values():
-            toolkit.add(tool, replace=True)
+            toolkit.add(with_files(tool, files), replace=True)
         return toolkit
 
 

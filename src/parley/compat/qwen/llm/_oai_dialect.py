@@ -39,7 +39,9 @@ def _assistant(msg: Mapping[str, Any]) -> list[Message]:
             Message(
                 ASSISTANT,
                 "",
-                function_call=FunctionCall(function["name"], function.get("arguments") or "{}"),
+                function_call=FunctionCall.partial(
+                    function["name"], function.get("arguments") or "{}"
+                ),
                 extra={"function_id": call["id"]} if call.get("id") else None,
             )
         )

@@ -107,7 +107,7 @@ def _add(delta: Any, content: str, calls: list[Message]) -> tuple[str, list[Mess
     if isinstance(delta, TextDelta):
         return content + delta.text, calls
     if isinstance(delta, ToolCallDelta) and delta.name:
-        call = FunctionCall(delta.name, delta.arguments or "")
+        call = FunctionCall.partial(delta.name, delta.arguments or "")
         number = str(len(calls) + 1)
         calls = [*calls, Message(ASSISTANT, "", function_call=call, extra={"function_id": number})]
     return content, calls

@@ -1,0 +1,69 @@
+"""Qwen-Agent's `examples/assistant_rag.py`, with only its imports changed.
+
+The example asks an `Assistant` about a PDF given as a file item of the user's message (an
+arxiv URL). Here the URL is served by a stand-in site and the model by the OpenAI wire
+stand-in (`model_server` added to the example's llm config).
+"""
+
+# ruff: noqa: RUF001  (the example's Chinese text, as Qwen-Agent's example writes it)
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from parley.compat.qwen.agents import Assistant
+from parley.testing.openai_server import OpenAIServer, Reply
+from tests._requires import require_module
+from tests.compat.qwen_examples._doc_support import (
+    local_web,
+    message_text,
+    serve_files,
+    text_only,
+)
+from tests.tools._hostile import text_pdf
+
+__all__ = ["local_web"]
+
+PAPER = [
+    [
+        "Attention Is All You Need",
+        "Figure 1: The Transformer - model architecture.",
+        "The encoder maps an input sequence to a sequence of continuous representations.",
+    ],
+    ["Section 2 Background: reducing sequential computation is the goal of this work."],
+]
+ANSWER = "图一展示了 Transformer 的模型结构：编码器和解码器。"
+
+
+def test_assistant_rag_reads_the_attached_pdf_and_the_model_gets_text(
+    tmp_path: Path, local_web: None
+) -> None:
+    require_module("pypdf", "tools")
+    pdf = text_pdf(tmp_path / "paper.pdf", PAPER).read_bytes()
+    with (
+        serve_files({"/pdf/1706.03762.pdf": (pdf, "application/pdf")}) as site,
+        OpenAIServer([Reply(text=ANSWER)]) as server,
+    ):
+        # The example's code, its llm config pointed at the stand-in.
+        bot = Assistant(
+            llm={"model": "qwen-plus-latest", "model_server": server.url, "api_key": "EMPTY"}
+        )
+        messages = [
+            {
+                "role": "user",
+                "content": [{"text": "介绍图一"}, {"file": f"{site}/pdf/1706.03762.pdf"}],
+            }
+        ]
+        responses = list(bot.run(messages))
+        bot.close_sync()
+        (request,) = server.requests
+    assert responses[-1][-1]["content"] == ANSWER
+    sent = request.json["messages"]
+    system, user = sent[0], sent[-1]
+    # The document's text reached the model as knowledge, under Qwen-Agent's heading ...
+    assert "# 知识库" in message_text(system)
+    assert "Figure 1: The Transformer - model architecture." in message_text(system)
+    assert "1706.03762.pdf" in message_text(system)
+    # ... and the user's message is the question alone: no file part.
+    assert message_text(user) == "介绍图一"
+    assert text_only(user)

@@ -1,0 +1,89 @@
+"""Qwen-Agent's `examples/parallel_doc_qa.py`, with only its imports changed.
+
+A `ParallelDocQA` is asked about a paper's experimental method, the paper (an arxiv URL) a
+file item of the user's message. Each chunk of the paper is given to the model in parallel;
+the chunk that answers says so in JSON, the others say they do not; the question and that
+answer are searched for in the paper; and the model answers from the passages found. The
+URL is served by a stand-in site and the model by the OpenAI wire stand-in (`model_server`
+added to the example's llm config).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from parley.compat.qwen.agents.doc_qa import ParallelDocQA
+from parley.testing._http import RecordedRequest
+from parley.testing.openai_server import OpenAIServer, Reply
+from tests._requires import require_module
+from tests.compat.qwen_examples._doc_support import local_web, message_text, serve_files
+from tests.tools._hostile import text_pdf
+
+__all__ = ["local_web"]
+
+FILLER = "Related work surveys memory systems for language models in general terms."
+METHOD = "Experimental method: we evaluate MemGPT on document QA and multi-session chat."
+ANSWER = "论文在文档问答和多轮对话上评估了 MemGPT。"
+
+
+def paper(tmp_path: Path) -> bytes:
+    # Pages enough for several chunks of about 1000 tokens; the method on one page only.
+    pages = [[f"{FILLER} ({page}.{line})" for line in range(40)] for page in range(1, 6)]
+    pages[3][5] = METHOD
+    return text_pdf(tmp_path / "paper.pdf", pages).read_bytes()
+
+
+def reply(request: RecordedRequest) -> Reply:
+    """A member answers from its chunk in JSON; the summary call gets the final answer."""
+    messages = request.json["messages"]
+    text = message_text(messages[-1])
+    if "JSON" not in message_text(messages[0]):
+        return Reply(text=ANSWER)
+    if METHOD in text:
+        return Reply(text=json.dumps({"res": "ans", "content": METHOD}))
+    return Reply(text='{"res": "none", "content": "<None>"}')
+
+
+def test_parallel_doc_qa_reads_each_chunk_then_answers_from_the_retrieval(
+    tmp_path: Path, local_web: None
+) -> None:
+    require_module("pypdf", "tools")
+    pdf = paper(tmp_path)
+    with (
+        serve_files({"/pdf/2310.08560.pdf": (pdf, "application/pdf")}) as site,
+        OpenAIServer([reply] * 20) as server,
+    ):
+        # The example's test(), its llm config pointed at the stand-in.
+        bot = ParallelDocQA(
+            llm={
+                "model": "qwen2.5-72b-instruct",
+                "model_server": server.url,
+                "api_key": "EMPTY",
+                "generate_cfg": {"max_retries": 10},
+            }
+        )
+        messages = [
+            {
+                "role": "user",
+                "content": [
+                    {"text": "介绍实验方法"},
+                    {"file": f"{site}/pdf/2310.08560.pdf"},
+                ],
+            },
+        ]
+        responses = list(bot.run(messages))
+        bot.close_sync()
+        requests = server.requests
+    assert responses[-1][-1]["content"] == ANSWER
+    *members, summary = requests
+    # One member per chunk, each given one chunk and the question; exactly one chunk answers.
+    assert len(members) >= 3
+    chunks = [message_text(r.json["messages"][-1]) for r in members]
+    assert all("介绍实验方法" in chunk for chunk in chunks)
+    assert sum(METHOD in chunk for chunk in chunks) == 1
+    # The summary call holds the retrieved passage with the method, and the question.
+    sent = summary.json["messages"]
+    assert METHOD in message_text(sent[0])
+    assert "# 知识库" in message_text(sent[0])
+    assert message_text(sent[-1]) == "介绍实验方法"
