@@ -443,6 +443,20 @@ def test_refused_fields_name_themselves(tmp_path: Path, stand_in: OpenAIServer) 
     assert stand_in.requests == []
 
 
+def test_a_served_model_without_its_key_is_a_503(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # nothing is sent there
+    with (
+        serving(tmp_path, served_models={"gpt": "openai:gpt-4o-mini"}) as url,
+        sdk(url) as client,
+        pytest.raises(openai.InternalServerError, match="OPENAI_API_KEY") as raised,
+    ):
+        client.chat.completions.create(model="gpt", messages=[user("Hi")])
+    assert raised.value.status_code == 503
+
+
 def test_a_served_name_that_is_an_agents_is_refused_at_start(tmp_path: Path) -> None:
     from parley.errors import ConfigurationError  # noqa: PLC0415
 
@@ -456,6 +470,23 @@ def test_a_served_name_that_is_an_agents_is_refused_at_start(tmp_path: Path) -> 
         create_app(
             settings.model_copy(update={"served_models": ["nope:x"]}), agents=[helper_agent()]
         )
+
+
+def test_serve_model_options_set_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse  # noqa: PLC0415
+
+    from parley.service.cli import _export, add_commands  # noqa: PLC0415
+
+    # Set through monkeypatch first, so that what `_export` writes is undone after the test.
+    monkeypatch.setenv("PARLEY_SERVED_MODELS", "[]")
+    parser = argparse.ArgumentParser()
+    add_commands(parser.add_subparsers())
+    _export(parser.parse_args(["serve", "--serve-model", "local"]))
+    assert ServiceSettings().served_models == ["local"]
+    _export(
+        parser.parse_args(["serve", "--serve-model", "q=ollama:qwen3", "--serve-model", "local"])
+    )
+    assert ServiceSettings().served_models == {"q": "ollama:qwen3", "local": "local"}
 
 
 # -- a model given to create_app, in-process ---------------------------------------------------

@@ -152,7 +152,7 @@ async def model_completion(
 def _model_of(entry: ModelEntry) -> ChatModel:
     try:
         return entry.model
-    except ConfigurationError as exc:
+    except UserError as exc:  # no key, a missing extra: the operator's to fix, not the client's
         log.error("served model %r cannot be built: %s", entry.key, exc)
         raise OpenAIError(
             f"the model {entry.key!r} is not available: {exc} (the service's configuration)",
@@ -412,8 +412,10 @@ def _provider_errors() -> Iterator[None]:
         headers = {"Retry-After": f"{max(1, round(wait))}"} if wait is not None else None
         message = f"the model's provider is rate limiting: {exc}"
         raise OpenAIError(message, status_code=429, headers=headers) from None
-    except MissingDependencyError as exc:
-        raise OpenAIError(f"the model is not available: {exc}", status_code=503) from None
+    except (MissingDependencyError, ConfigurationError) as exc:  # no key, no extra installed
+        log.error("a served model is not available: %s", exc)
+        message = f"the model is not available: {exc} (the service's configuration)"
+        raise OpenAIError(message, status_code=503, code="model_not_available") from None
 
 
 class _ClientTooSlow(Exception):  # noqa: N818 - what the client is
