@@ -1,7 +1,8 @@
 """parley's HTTP service: agent-service-toolkit's protocol and more (see docs/service-protocol.md).
 
 `create_app()` builds the FastAPI app; `parley serve` runs it with uvicorn. The parts:
-`settings` (PARLEY_* variables), `registry` (the agents served), `store` (threads, messages,
+`settings` (PARLEY_* variables), `registry` (the agents served), `served_models` (the models
+`/v1` serves as themselves), `store` (threads, messages,
 runs on SQLite or PostgreSQL), `runs` (one run per thread, cancellable), `auth` (API keys,
 the toolkit's shared secret), the routes (`routes_toolkit`, `routes_threads`,
 `openai_compat`) and the web page in `static/`.
@@ -18,11 +19,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from parley.service.app import build_registry, create_app
     from parley.service.registry import AgentEntry, AgentRegistry, builtin_agent
+    from parley.service.served_models import ModelRegistry
     from parley.service.settings import ServiceSettings
 
 __all__ = [
     "AgentEntry",
     "AgentRegistry",
+    "ModelRegistry",
     "ServiceSettings",
     "build_registry",
     "builtin_agent",
@@ -32,6 +35,7 @@ __all__ = [
 _HOMES = {
     "AgentEntry": "parley.service.registry",
     "AgentRegistry": "parley.service.registry",
+    "ModelRegistry": "parley.service.served_models",
     "ServiceSettings": "parley.service.settings",
     "build_registry": "parley.service.app",
     "builtin_agent": "parley.service.registry",

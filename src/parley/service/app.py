@@ -4,6 +4,7 @@
 from parley.service import create_app
 app = create_app()                           # settings from PARLEY_* and .env
 app = create_app(ServiceSettings(database_url=...), agents=[my_agent])
+app = create_app(agents=[my_agent], models={"qwen": "dashscope:qwen-plus"})  # also a model
 ```
 
 Errors are JSON `{"detail": ...}`: parley's `ServiceError`s with their status, a usage
@@ -42,6 +43,7 @@ from parley.service.bounds import CONNECTION, ClientConnection, limit_body
 from parley.service.documents import DOCUMENTS_KEY, DocumentsService
 from parley.service.registry import AgentRegistry, builtin_agent
 from parley.service.runs import RunManager
+from parley.service.served_models import ModelRegistry, ModelsInput, served_models
 from parley.service.settings import ServiceSettings
 from parley.service.state import ServiceState
 from parley.service.store import Store, thread_locks
@@ -102,21 +104,51 @@ def _registry(
     return registry
 
 
+def _served(
+    models: ModelRegistry | ModelsInput | None,
+    settings: ServiceSettings,
+    agents: AgentRegistry,
+    *,
+    builtin: bool,
+) -> ModelRegistry:
+    if models is None:
+        # The settings' model is served by default only beside the built-in agent, which
+        # runs on it: a service of one's own agents serves a model when told to.
+        builtin_agent = builtin and not settings.agents and settings.agents_file is None
+        served = served_models(settings, builtin_agent=builtin_agent and not settings.docs)
+    else:
+        served = models if isinstance(models, ModelRegistry) else ModelRegistry(models)
+    clashes = [entry.key for entry in served if entry.key in agents]
+    if clashes:
+        raise ConfigurationError(
+            f"{clashes[0]!r} names an agent and a served model; `model` on /v1 must name one "
+            "of them: rename the model (served_models as a mapping) or the agent"
+        )
+    return served
+
+
 def create_app(
     settings: ServiceSettings | None = None,
     agents: AgentRegistry | Iterable[Agent] | None = None,
+    models: ModelRegistry | ModelsInput | None = None,
 ) -> FastAPI:
     """The service as an ASGI app (serve it with `parley serve`, or uvicorn).
 
     Args:
         settings: How to run; read from `PARLEY_*` variables and `.env` when None.
         agents: The agents to serve; the settings' agents (or the built-in one) when None.
+        models: The models `/v1/chat/completions` serves as themselves (names mapped to
+            specs or models, or specs); the settings' `served_models` when None.
+
+    Raises:
+        ConfigurationError: No agent to serve, or a served model's name is an agent's too.
     """
     settings = settings or ServiceSettings()
     documents = (
         DocumentsService(settings, model_from_spec) if settings.docs and agents is None else None
     )
     registry = _registry(agents, settings, documents)
+    served = _served(models, settings, registry, builtin=agents is None)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -131,7 +163,7 @@ def create_app(
             busy_timeout=settings.busy_timeout,
             buffer_bytes=settings.stream_buffer_bytes,
         )
-        app.state.parley = ServiceState(settings, registry, store, locks, runs)
+        app.state.parley = ServiceState(settings, registry, store, locks, runs, served)
         if documents is not None:
             await documents.start()
         warm = asyncio.create_task(_warm_up(registry, settings))
@@ -142,6 +174,7 @@ def create_app(
             if documents is not None:
                 await documents.close()
             await runs.close()
+            await served.aclose()
             await locks.close()
             await store.close()
 

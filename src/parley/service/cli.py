@@ -52,6 +52,14 @@ def add_commands(commands: Any) -> None:
     )
     serve_parser.add_argument("--model", help="the built-in agent's model (default: local)")
     serve_parser.add_argument(
+        "--serve-model",
+        dest="served_models",
+        action="append",
+        metavar="[NAME=]SPEC",
+        help="a model /v1/chat/completions serves as itself, client tools passed through "
+        "(repeatable): a spec such as local or openai:gpt-4o-mini, named by itself or NAME",
+    )
+    serve_parser.add_argument(
         "--agent",
         dest="agents",
         action="append",
@@ -111,6 +119,14 @@ def add_commands(commands: Any) -> None:
     keys_parser.set_defaults(run=keys)
 
 
+def _served_models(given: list[str]) -> list[str] | dict[str, str]:
+    """`--serve-model` values as the setting takes them: specs, or names mapped to specs."""
+    pairs = [item.partition("=") for item in given]
+    if not any(sep for _, sep, _ in pairs):
+        return given
+    return {name: spec if sep else name for name, sep, spec in pairs}
+
+
 def _export(args: argparse.Namespace) -> None:
     for option, variable in _SERVE_OPTIONS.items():
         value = getattr(args, option, None)
@@ -120,6 +136,8 @@ def _export(args: argparse.Namespace) -> None:
 
     if args.agents:
         os.environ["PARLEY_AGENTS"] = json.dumps(args.agents)
+    if getattr(args, "served_models", None):
+        os.environ["PARLEY_SERVED_MODELS"] = json.dumps(_served_models(args.served_models))
     trusted = getattr(args, "trusted_proxies", None)
     if trusted is not None:
         proxies = [p.strip() for p in trusted.split(",") if p.strip()]

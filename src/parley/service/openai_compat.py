@@ -64,28 +64,20 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, FastAPI, Header, Request, Response
 from fastapi.exceptions import RequestValidationError, WebSocketRequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
 
 from parley.agents.events import AgentEvent, MessageCompleted, RunEnded, RunError, TextDelta
-from parley.errors import MessageError, ServiceError
-from parley.messages import (
-    AudioBlock,
-    Base64Source,
-    Block,
-    FileBlock,
-    ImageBlock,
-    Msg,
-    OutputBlock,
-    TextBlock,
-    ToolCallBlock,
-    source_from_str,
-)
-from parley.models.accumulator import parse_arguments
+from parley.messages import Msg
 from parley.service.auth import current_user
 from parley.service.bounds import check_messages
+from parley.service.openai_messages import (
+    OpenAIError,
+    bad_request,
+    error_body,
+    request_messages,
+)
+from parley.service.openai_models import model_completion
 from parley.service.openai_schema import (
     UNION_TAGS,
-    AssistantMessage,
     ChatCompletion,
     ChatCompletionChunk,
     ChatCompletionRequest,
@@ -93,22 +85,13 @@ from parley.service.openai_schema import (
     ChunkChoice,
     ChunkDelta,
     CompletionUsage,
-    ErrorBody,
     ErrorResponse,
-    FilePart,
     FinishReason,
-    ImagePart,
-    InputAudioPart,
     ModelCard,
+    ModelKind,
     ModelList,
     OutputMessage,
     ParleyRun,
-    RequestMessage,
-    SystemMessage,
-    TextPart,
-    ToolMessage,
-    UserMessage,
-    UserPart,
 )
 from parley.service.runs import RunHandle
 from parley.service.sse import DONE, frame
@@ -139,9 +122,11 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     for status, description in [
         (400, "A field the service rejected (`param` names it)."),
         (401, "Missing or wrong API key."),
-        (404, "Unknown model (agent)."),
+        (404, "Unknown model (neither an agent nor a served model)."),
         (409, "The thread is busy with another run."),
-        (502, "The run failed (the model or the agent)."),
+        (429, "A served model's provider is rate limiting (`Retry-After` when it said)."),
+        (502, "The run failed (the model or the agent), or a served model's call did."),
+        (503, "A served model is not available (the service's configuration)."),
     ]
 }
 
@@ -154,46 +139,50 @@ _REFUSED_TOOLS = (
 )
 
 
-class OpenAIError(ServiceError):
-    """An error this API words itself, with OpenAI's `param` and `code`.
-
-    Args:
-        message: What went wrong.
-        status_code: The HTTP status.
-        param: The request field at fault.
-        code: OpenAI's error code (`model_not_found`, ...).
-    """
-
-    def __init__(
-        self, message: str, *, status_code: int, param: str | None = None, code: str | None = None
-    ) -> None:
-        self.param = param
-        self.code = code
-        super().__init__(message, status_code=status_code)
-
-
 # -- models ----------------------------------------------------------------------------------------
 
 
 @router.get("/models", responses=_ERRORS)
 async def list_models(state: State, _user: User) -> ModelList:
-    """The agents, each as a model named by its key."""
-    return ModelList(data=[ModelCard(id=entry.key, created=_STARTED) for entry in state.registry])
+    """The agents and the served models; `parley.kind` tells which is which."""
+    agents = [_agent_card(entry.key, entry.description) for entry in state.registry]
+    models = [_model_card(entry.key, entry.provider) for entry in state.models]
+    return ModelList(data=[*agents, *models])
 
 
-@router.get("/models/{model_id}", responses=_ERRORS)
+@router.get("/models/{model_id:path}", responses=_ERRORS)
 async def get_model(model_id: str, state: State, _user: User) -> ModelCard:
-    """One agent, as a model."""
+    """One agent or served model."""
+    served = state.models.get(model_id)
+    if served is not None:
+        return _model_card(served.key, served.provider)
     _check_model(state, model_id)
-    return ModelCard(id=model_id, created=_STARTED)
+    return _agent_card(model_id, state.registry.get(model_id).description)
+
+
+def _agent_card(key: str, description: str) -> ModelCard:
+    return ModelCard(
+        id=key, created=_STARTED, parley=ModelKind(kind="agent", description=description)
+    )
+
+
+def _model_card(key: str, provider: str) -> ModelCard:
+    description = "A model served as itself: client tools are passed through."
+    return ModelCard(
+        id=key,
+        created=_STARTED,
+        owned_by=provider,
+        parley=ModelKind(kind="model", description=description),
+    )
 
 
 def _check_model(state: ServiceState, model: str) -> None:
     if model not in state.registry:
-        offered = ", ".join(entry.key for entry in state.registry)
+        agents = ", ".join(entry.key for entry in state.registry)
+        models = ", ".join(entry.key for entry in state.models) or "(none)"
         raise OpenAIError(
-            f"the model {model!r} does not exist; the models here are this service's agents: "
-            f"{offered}",
+            f"the model {model!r} does not exist; this service's agents are: {agents}; its "
+            f"served models are: {models}",
             status_code=404,
             param="model",
             code="model_not_found",
@@ -227,13 +216,22 @@ async def chat_completions(
         str | None,
         Header(
             alias="X-Thread-Id",
-            description="Continue this stored thread (only the last message is new).",
+            description="Continue this stored thread (only the last message is new); agents only.",
         ),
     ] = None,
 ) -> Response:
-    """Run an agent (`model`) on the conversation (`messages`); its answer, whole or streamed."""
-    _refuse_unsupported(body)
+    """Run an agent on the conversation, or call a served model on it (`model` says which)."""
+    served = state.models.get(body.model)
+    if served is not None:
+        if x_thread_id is not None:
+            raise bad_request(
+                "X-Thread-Id",
+                "a served model keeps no thread: send the whole conversation in `messages` "
+                "(threads are an agent's)",
+            )
+        return await model_completion(body, served, state.settings)
     _check_model(state, body.model)
+    _refuse_unsupported(body, state)
     history, message = request_messages(body.messages)
     check_messages([*history, message], state.settings.max_message_chars, ("body", "messages"))
     entry = state.registry.get(body.model)
@@ -253,6 +251,8 @@ async def chat_completions(
         return _stream(handle, completion, include_usage=include_usage, send_timeout=send_timeout)
     return await _whole(handle, completion)
 
+
+_TOOL_FIELDS = frozenset({"tools", "functions", "tool_choice", "function_call"})
 
 _CHECKS: list[tuple[str, Callable[[ChatCompletionRequest], bool], str]] = [
     ("tools", lambda b: bool(b.tools), _REFUSED_TOOLS.format(field="tools")),
@@ -275,24 +275,30 @@ _CHECKS: list[tuple[str, Callable[[ChatCompletionRequest], bool], str]] = [
     ),
     ("logprobs", lambda b: bool(b.logprobs), "an agent's answer has no log probabilities"),
 ]
-"""Fields that would change the answer's form, each with its test and why it is refused."""
+"""Fields that would change an agent's answer's form, each with its test and why refused."""
 
 
-def _refuse_unsupported(body: ChatCompletionRequest) -> None:
+def _refuse_unsupported(body: ChatCompletionRequest, state: ServiceState) -> None:
     for field, refused, reason in _CHECKS:
         if refused(body):
-            raise _bad_request(field, reason)
+            raise bad_request(field, reason + _models_hint(state, field))
+
+
+def _models_hint(state: ServiceState, field: str) -> str:
+    """Where a client's own tools can go instead: the served models, if any."""
+    if field not in _TOOL_FIELDS and field != "response_format":
+        return ""
+    models = ", ".join(entry.key for entry in state.models)
+    if not models:
+        return "; a served model takes it, and this service serves none (PARLEY_SERVED_MODELS)"
+    return f"; a served model takes it: name one instead ({models})"
 
 
 def _thread_id(header: str | None) -> str:
     try:
         return new_thread_id(header)
     except RequestValidationError as exc:
-        raise _bad_request("X-Thread-Id", exc.errors()[0]["msg"]) from None
-
-
-def _bad_request(param: str, reason: str) -> OpenAIError:
-    return OpenAIError(f"{param}: {reason}", status_code=400, param=param)
+        raise bad_request("X-Thread-Id", exc.errors()[0]["msg"]) from None
 
 
 @dataclass(frozen=True)
@@ -432,7 +438,7 @@ class _Answer:
 
 
 def _run_failed(answer: _Answer) -> ErrorResponse:
-    return ErrorResponse(error=_error_body(502, f"the run failed: {answer.error}"))
+    return ErrorResponse(error=error_body(502, f"the run failed: {answer.error}"))
 
 
 async def _whole(handle: RunHandle, completion: _Completion) -> JSONResponse:
@@ -487,141 +493,7 @@ async def _chunks(
     yield DONE
 
 
-# -- messages ----------------------------------------------------------------------------------
-
-
-def request_messages(messages: Sequence[RequestMessage]) -> tuple[list[Msg], Msg]:
-    """A request's messages as parley's: those before the last, and the last (the user's).
-
-    Consecutive tool messages become one tool message, as parley keeps a round of results.
-
-    Raises:
-        OpenAIError: The last message is not the user's, or a message cannot be taken (a
-            tool result that answers no call, an image by a `file://` URL, ...): 400.
-    """
-    last = len(messages) - 1
-    if messages[last].role != "user":
-        raise _bad_request(
-            f"messages[{last}].role", "the last message must be the user's: the agent answers it"
-        )
-    msgs: list[Msg] = []
-    call_names: dict[str, str] = {}  # tool call id -> tool name, for the tool messages
-    for index, message in enumerate(messages):
-        msg = _msg(message, f"messages[{index}]", call_names)
-        if msg.role == "tool" and msgs and msgs[-1].role == "tool":
-            msgs[-1] = Msg(role="tool", content=[*msgs[-1].content, *msg.content])
-        else:
-            msgs.append(msg)
-    return msgs[:-1], msgs[-1]
-
-
-def _msg(message: RequestMessage, where: str, call_names: dict[str, str]) -> Msg:
-    try:
-        if isinstance(message, SystemMessage):
-            return Msg.system(*_texts(message.content))
-        if isinstance(message, UserMessage):
-            return Msg.user(*_user_content(message.content, where), name=message.name)
-        if isinstance(message, AssistantMessage):
-            return _assistant(message, call_names)
-        return _tool(message, where, call_names)
-    except (ValidationError, MessageError) as exc:
-        raise _bad_request(where, _reason(exc)) from None
-
-
-def _reason(exc: ValidationError | MessageError) -> str:
-    if isinstance(exc, ValidationError):
-        return "; ".join(error["msg"] for error in exc.errors())
-    return str(exc)
-
-
-def _texts(content: str | Sequence[TextPart]) -> list[str]:
-    return [content] if isinstance(content, str) else [part.text for part in content]
-
-
-def _assistant(message: AssistantMessage, call_names: dict[str, str]) -> Msg:
-    content = message.content
-    texts = [content] if isinstance(content, str) else []
-    if isinstance(content, list):
-        texts = [part.text if isinstance(part, TextPart) else part.refusal for part in content]
-    if message.refusal:
-        texts.append(message.refusal)
-    calls = []
-    for call in message.tool_calls or []:
-        arguments, raw = parse_arguments(call.function.arguments)
-        calls.append(
-            ToolCallBlock(id=call.id, name=call.function.name, input=arguments, raw_input=raw)
-        )
-        call_names[call.id] = call.function.name
-    return Msg.assistant(*texts, *calls, name=message.name)
-
-
-def _tool(message: ToolMessage, where: str, call_names: dict[str, str]) -> Msg:
-    name = call_names.get(message.tool_call_id)
-    if name is None:
-        raise _bad_request(
-            f"{where}.tool_call_id",
-            f"{message.tool_call_id!r} answers no tool call of an earlier assistant message",
-        )
-    output: str | list[OutputBlock] = (
-        message.content
-        if isinstance(message.content, str)
-        else [TextBlock(text=part.text) for part in message.content]
-    )
-    return Msg.tool_result(message.tool_call_id, output, name=name)
-
-
-def _user_content(content: str | Sequence[UserPart], where: str) -> list[str | Block]:
-    if isinstance(content, str):
-        return [content]
-    return [_user_part(part, f"{where}.content[{index}]") for index, part in enumerate(content)]
-
-
-_AUDIO_TYPES = {"mp3": "audio/mpeg"}
-"""Media types of `input_audio` formats that are not `audio/<format>`."""
-
-
-def _user_part(part: UserPart, where: str) -> str | Block:
-    if isinstance(part, TextPart):
-        return part.text
-    if isinstance(part, ImagePart):
-        return _image(part, where)
-    if isinstance(part, InputAudioPart):
-        audio = part.input_audio
-        media_type = _AUDIO_TYPES.get(audio.format, f"audio/{audio.format}")
-        return AudioBlock(source=Base64Source(media_type=media_type, data=audio.data))
-    return _file(part, where)
-
-
-def _image(part: ImagePart, where: str) -> ImageBlock:
-    url = part.image_url.url
-    # Never a path or a file:// URL: the server would read its own files for the client.
-    if not url.lower().startswith(("http://", "https://", "data:")):
-        raise _bad_request(f"{where}.image_url.url", "an image is an http(s):// URL or a data: URL")
-    return ImageBlock.from_url(url)
-
-
-def _file(part: FilePart, where: str) -> FileBlock:
-    data = part.file.file_data
-    if data is None or not data.startswith("data:"):
-        raise _bad_request(
-            f"{where}.file.file_data",
-            "a file goes inline, as a data: URL (uploaded files, file_id, are not kept here)",
-        )
-    return FileBlock(source=source_from_str(data), filename=part.file.filename)
-
-
 # -- errors ------------------------------------------------------------------------------------
-
-
-_TYPES = {401: "invalid_request_error", 403: "permission_error", 429: "rate_limit_error"}
-_CODES = {401: "invalid_api_key"}
-
-
-def _error_body(
-    status: int, message: str, *, param: str | None = None, code: str | None = None
-) -> ErrorBody:
-    kind = _TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
-    return ErrorBody(message=message, type=kind, param=param, code=code or _CODES.get(status))
 
 
 def _error_response(
@@ -632,7 +504,7 @@ def _error_response(
     code: str | None = None,
     headers: Mapping[str, str] | None = None,
 ) -> JSONResponse:
-    body = ErrorResponse(error=_error_body(status, message, param=param, code=code))
+    body = ErrorResponse(error=error_body(status, message, param=param, code=code))
     return JSONResponse(body.model_dump(mode="json"), status_code=status, headers=headers)
 
 
@@ -719,7 +591,9 @@ def _for_openai_paths(handler: Handler, exc_class: type[Exception]) -> Handler:
 
 async def _openai_error(_request: Request, exc: Exception) -> Response:
     assert isinstance(exc, OpenAIError)  # registered for this class only
-    return _error_response(exc.status_code, str(exc), param=exc.param, code=exc.code)
+    return _error_response(
+        exc.status_code, str(exc), param=exc.param, code=exc.code, headers=exc.headers
+    )
 
 
 def add_error_handlers(app: FastAPI) -> None:

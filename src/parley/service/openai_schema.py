@@ -27,10 +27,12 @@ __all__ = [
     "ErrorResponse",
     "FilePart",
     "FinishReason",
+    "FunctionDelta",
     "ImagePart",
     "InputAudioPart",
     "MessageToolCall",
     "ModelCard",
+    "ModelKind",
     "ModelList",
     "OutputMessage",
     "ParleyRun",
@@ -39,30 +41,46 @@ __all__ = [
     "StreamOptions",
     "SystemMessage",
     "TextPart",
+    "ToolCallDelta",
     "ToolMessage",
     "UserMessage",
     "UserPart",
 ]
 
 
-FinishReason = Literal["stop", "length"]
-"""Why an answer ended: the agent's final answer (`stop`) or its iteration limit (`length`)."""
+FinishReason = Literal["stop", "length", "tool_calls", "content_filter"]
+"""Why an answer ended: an agent's final answer (`stop`) or its iteration limit (`length`); a
+model's end (`stop`), token limit (`length`), tool calls for the client to run (`tool_calls`),
+or a content filter (`content_filter`)."""
 
 
 # -- models ------------------------------------------------------------------------------------
 
 
+class ModelKind(BaseModel):
+    """parley's account of a model entry: an agent, or a model served as itself."""
+
+    kind: Literal["agent", "model"] = Field(
+        description="`agent`: a parley agent (its own tools, run here; client `tools` are "
+        "refused); `model`: a chat model answering as itself (client `tools` passed through)."
+    )
+    description: str = ""
+
+
 class ModelCard(BaseModel):
-    """One model: here, one agent (`id` is its key)."""
+    """One entry: an agent (`id` is its key) or a served model (`id` is its name)."""
 
     id: str
     object: Literal["model"] = "model"
     created: int = Field(description="Unix time; parley reports when the service started.")
-    owned_by: str = "parley"
+    owned_by: str = Field(
+        "parley", description="`parley` for an agent; a served model's provider (`local`, ...)."
+    )
+    parley: ModelKind
 
 
 class ModelList(BaseModel):
-    """`GET /v1/models`: every agent, as a model."""
+    """`GET /v1/models`: every agent and every served model."""
 
     object: Literal["list"] = "list"
     data: list[ModelCard]
@@ -202,12 +220,13 @@ class StreamOptions(BaseModel):
 
 
 class ChatCompletionRequest(BaseModel):
-    """`POST /v1/chat/completions`: `model` names an agent; `messages` is the conversation.
+    """`POST /v1/chat/completions`: `model` names an agent or a served model.
 
-    Fields the agent cannot honour but that change nothing in its answer (`temperature`,
-    `top_p`, `max_tokens`, `seed`, ...) are accepted and ignored: the agent's model has its
-    own settings. Fields that would change the answer's form (`tools`, `n` above 1, a JSON
-    `response_format`, ...) are refused with a 400.
+    For an agent, fields it cannot honour but that change nothing in its answer
+    (`temperature`, `top_p`, `max_tokens`, `seed`, ...) are accepted and ignored: the agent's
+    model has its own settings; fields that would change the answer's form (`tools`, `n`
+    above 1, a JSON `response_format`, ...) are refused with a 400. A served model takes the
+    tools, `tool_choice`, `response_format` and the sampling parameters its provider has.
     """
 
     model_config = ConfigDict(extra="allow")
@@ -226,6 +245,7 @@ class ChatCompletionRequest(BaseModel):
     function_call: str | dict[str, Any] | None = None
     response_format: dict[str, Any] | None = None
     logprobs: bool | None = None
+    parallel_tool_calls: bool | None = None
 
 
 # -- the answer ----------------------------------------------------------------------------------
@@ -259,11 +279,24 @@ class ParleyRun(BaseModel):
 
 
 class OutputMessage(BaseModel):
-    """The agent's answer."""
+    """The answer: an agent's text, or a model's text and tool calls."""
 
     role: Literal["assistant"] = "assistant"
-    content: str
+    content: str | None
     refusal: None = None
+    tool_calls: list[MessageToolCall] | None = None
+    reasoning_content: str | None = Field(
+        None, description="A served model's reasoning, as DeepSeek and vLLM name it."
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_absent_extras(self, handler: Any) -> dict[str, Any]:
+        # `tool_calls` and `reasoning_content` only when there are some, as OpenAI answers.
+        fields: dict[str, Any] = handler(self)
+        for name in ("tool_calls", "reasoning_content"):
+            if fields.get(name) is None:
+                fields.pop(name, None)
+        return fields
 
 
 class Choice(BaseModel):
@@ -285,19 +318,54 @@ class ChatCompletion(BaseModel):
     choices: list[Choice]
     usage: CompletionUsage
     system_fingerprint: None = None
-    parley: ParleyRun
+    parley: ParleyRun | None = Field(None, description="The run behind an agent's answer.")
+
+    @model_serializer(mode="wrap")
+    def _parley_when_run(self, handler: Any) -> dict[str, Any]:
+        fields: dict[str, Any] = handler(self)
+        if fields.get("parley") is None:
+            fields.pop("parley", None)  # a served model's answer: no run behind it
+        return fields
 
 
-class ChunkDelta(BaseModel):
-    """What a chunk adds: the role (first chunk), or more answer text."""
+class FunctionDelta(BaseModel):
+    """Part of a streamed tool call's function: its name (first part), argument text."""
 
-    role: Literal["assistant"] | None = None
-    content: str | None = None
+    name: str | None = None
+    arguments: str = ""
 
     @model_serializer
     def _present_fields(self) -> dict[str, str]:
+        fields = {"name": self.name, "arguments": self.arguments}
+        return {key: value for key, value in fields.items() if value is not None}
+
+
+class ToolCallDelta(BaseModel):
+    """Part of a streamed tool call: the first part has its id, type and name."""
+
+    index: int
+    id: str | None = None
+    type: Literal["function"] | None = None
+    function: FunctionDelta
+
+    @model_serializer(mode="wrap")
+    def _present_fields(self, handler: Any) -> dict[str, Any]:
+        fields: dict[str, Any] = handler(self)
+        return {key: value for key, value in fields.items() if value is not None}
+
+
+class ChunkDelta(BaseModel):
+    """What a chunk adds: the role (first chunk), more answer text, reasoning or tool calls."""
+
+    role: Literal["assistant"] | None = None
+    content: str | None = None
+    reasoning_content: str | None = None
+    tool_calls: list[ToolCallDelta] | None = None
+
+    @model_serializer(mode="wrap")
+    def _present_fields(self, handler: Any) -> dict[str, Any]:
         # OpenAI's deltas hold only what they add; the last one is `{}`.
-        fields = {"role": self.role, "content": self.content}
+        fields: dict[str, Any] = handler(self)
         return {key: value for key, value in fields.items() if value is not None}
 
 

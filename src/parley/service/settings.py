@@ -75,6 +75,15 @@ class ServiceSettings(BaseSettings):
     model: str = Field(
         "local", description="The built-in agent's model, as `provider:model` (`local`: offline)."
     )
+    served_models: list[str] | dict[str, str] | None = Field(
+        None,
+        description="Models `/v1/chat/completions` serves as themselves, beside the agents "
+        "(a client's `tools` go to the model and its tool calls come back): model specs "
+        '(`["local", "openai:gpt-4o-mini"]`, each named by its spec), or names mapped to '
+        'specs (`{"qwen": "dashscope:qwen-plus"}`). Clients name only these; none can name '
+        "another provider or URL. Unset: the settings' `model` when the built-in agent is "
+        "served, else none; `[]`: none.",
+    )
     docs: list[str] = Field(
         default_factory=list,
         description="Files, folders or URLs the `documents` agent answers from, citing them "

@@ -1,4 +1,4 @@
-"""The service's shared state (settings, agents, store, runs) and the helpers routes share."""
+"""The service's shared state (settings, agents, models, store, runs) and the routes' helpers."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from parley.service.bounds import CONNECTION, ClientConnection
 from parley.service.registry import AgentEntry, AgentRegistry
 from parley.service.runs import ReaderDropped, RunHandle, RunManager
 from parley.service.schema import EventsMode
+from parley.service.served_models import ModelRegistry
 from parley.service.settings import ServiceSettings
 from parley.service.sse import stream_frames
 from parley.service.store import Store, ThreadLocks
@@ -49,13 +50,15 @@ log = logging.getLogger("parley.service")
 
 @dataclass
 class ServiceState:
-    """What every request needs: the settings, the agents, the store and the runs."""
+    """What every request needs: the settings, the agents, the store, the runs, the models."""
 
     settings: ServiceSettings
     registry: AgentRegistry
     store: Store
     locks: ThreadLocks
     runs: RunManager
+    models: ModelRegistry = field(default_factory=ModelRegistry)
+    """The models `/v1/chat/completions` serves as themselves, beside the agents."""
     _voice: TTSModel | None = field(default=None, init=False, repr=False)
 
     def speech(self, speak: bool) -> list[Middleware]:
