@@ -772,3 +772,32 @@ def test_llm_config_dicts_build_the_model() -> None:
     # Tools go in the prompt by default (Qwen-Agent's `nous`), around parley's model.
     assert isinstance(bot.llm.chat_model, PromptedToolsModel)  # type: ignore[attr-defined]
     assert type(bot.llm.chat_model.inner) is OpenAICompatibleChatModel  # type: ignore[attr-defined]
+
+
+def test_fncall_agents_text_model_gets_pictures_as_notes_and_a_vl_model_gets_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As Qwen-Agent's `chat` does for a text model (`qwen_dashscope`): a picture in the
+    conversation becomes a note in the text, so `qwen-max` is asked on DashScope's text
+    endpoint; a VL model (`qwenvl_dashscope`) gets the picture itself."""
+    from parley.testing.dashscope_server import DashScopeServer  # noqa: PLC0415
+    from parley.testing.dashscope_server import Reply as DSReply  # noqa: PLC0415
+
+    picture = "https://images.test/dog_and_girl.jpeg"
+    messages = [Message("user", [ContentItem(image=picture), ContentItem(text="看图说话")])]
+    with DashScopeServer([DSReply(text="a story"), DSReply(text="a dog")]) as server:
+        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
+        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
+        for model in ("qwen-max", "qwen-vl-max"):
+            bot = FnCallAgent(llm={"model": model})
+            bot.run_nonstream(copy.deepcopy(messages))
+            bot.close_sync()
+        server.assert_consumed()
+        text, vision = server.generation_requests()
+    assert text.path.endswith("/text-generation/generation")
+    content = text.json["input"]["messages"][-1]["content"]
+    items = content if isinstance(content, list) else [{"text": content}]
+    assert all(set(item) == {"text"} for item in items)
+    assert "dog_and_girl.jpeg" in "".join(item["text"] for item in items)
+    assert vision.path.endswith("/multimodal-generation/generation")
+    assert {"image": picture} in vision.json["input"]["messages"][-1]["content"]

@@ -2,12 +2,12 @@
 
 An `Assistant` with a custom tool (`my_image_gen`, reading its arguments with
 `json5.loads(params)`), the built-in `code_interpreter` and a PDF, asked to "draw a dog". The
-example's config (`{'model': 'qwen-max'}`) is given a `model_server`: the stand-in
-OpenAI-compatible server, as the issue ran it (without one it is DashScope's). As in
-Qwen-Agent, the server gets no `tools`: the functions are in the system prompt and the model
-writes its call in its text. The PDF is made here (Qwen-Agent's `resource/doc.pdf` is not
-copied); the GUI (`app_gui`) is not run; the tool is registered under a name of this file's
-own (`my_image_gen`, the example's).
+example's config (`{'model': 'qwen-max'}`, a `qwen_dashscope` model) is kept as it is: the
+DashScope stand-in is reached through Qwen-Agent's own environment variables
+(`DASHSCOPE_HTTP_URL`, `DASHSCOPE_API_KEY`). As in Qwen-Agent, `qwen_dashscope` uses the raw
+API: the functions go natively (`parameters.tools`), and the model calls them natively. The
+PDF is made here (Qwen-Agent's `resource/doc.pdf` is not copied); the GUI (`app_gui`) is not
+run; the tool is registered under the example's name (`my_image_gen`).
 """
 
 from __future__ import annotations
@@ -21,12 +21,9 @@ from typing import Any
 import json5
 import pytest
 
-# Qwen-Agent's `qwen_agent.tools.base` is `parley.compat.qwen.tools.base` once the tools
-# package lands (another part of issue 19); the same names are here meanwhile.
-from parley.compat.qwen import BaseTool, register_tool
 from parley.compat.qwen.agents import Assistant
-from parley.testing.openai_server import OpenAIServer, Reply
-from tests.compat.qwen_examples._llm_support import nous_call, tools_in_prompt
+from parley.compat.qwen.tools.base import BaseTool, register_tool
+from parley.testing.dashscope_server import DashScopeServer, Reply, ToolCall
 from tests.tools._hostile import text_pdf
 
 DRAWN: list[str] = []
@@ -56,9 +53,9 @@ class MyImageGen(BaseTool):
         )
 
 
-def init_agent_service(root: Path, model_server: str) -> Assistant:
-    """The example's `init_agent_service`, the stand-in's URL as `model_server`."""
-    llm_cfg = {"model": "qwen-max", "model_server": model_server}
+def init_agent_service(root: Path) -> Assistant:
+    """The example's `init_agent_service` (`root` stands for its `ROOT_RESOURCE`)."""
+    llm_cfg = {"model": "qwen-max"}
     system = (
         "According to the user's request, you first draw a picture and then automatically "
         "run code to download the picture and select an image operation from the given "
@@ -80,11 +77,13 @@ def test_draw_a_dog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     text_pdf(tmp_path / "doc.pdf", [["Image operations."], ["Rotate: Image.rotate(90)."]])
     DRAWN.clear()
     steps = [
-        Reply(text=nous_call("my_image_gen", {"prompt": "a cute dog"})),
+        Reply(tool_calls=[ToolCall("my_image_gen", {"prompt": "a cute dog"})]),
         Reply(text="Here is the dog: https://image.pollinations.ai/prompt/a%20cute%20dog"),
     ]
-    with OpenAIServer(steps) as server:
-        bot = init_agent_service(tmp_path, server.url)
+    with DashScopeServer(steps) as server:
+        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
+        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
+        bot = init_agent_service(tmp_path)
         try:
             messages = [{"role": "user", "content": "draw a dog"}]
             response: list[Any] = []
@@ -93,7 +92,7 @@ def test_draw_a_dog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         finally:
             bot.close_sync()
         server.assert_consumed()
-        first, second = server.bodies()
+        first, second = (json.loads(r.body) for r in server.generation_requests())
 
     # The tool ran with the model's arguments; its result went back; the answer came last.
     assert DRAWN == ["a cute dog"]
@@ -103,10 +102,18 @@ def test_draw_a_dog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     }
     assert response[-1]["content"].startswith("Here is the dog")
     assert all(m["name"] == "AI painting" for m in response if m["role"] == "assistant")
-    # No native `tools`: both functions are described in the system prompt, after the
-    # instruction and the PDF's knowledge.
-    assert "tools" not in first
-    system = first["messages"][0]["content"]
-    assert [f["name"] for f in tools_in_prompt(system)] == ["my_image_gen", "code_interpreter"]
+    # Native tools: both functions go in `parameters.tools`, none in the prompt; the system
+    # message holds the instruction and the PDF's knowledge.
+    assert first["model"] == "qwen-max"
+    tools = [t["function"]["name"] for t in first["parameters"]["tools"]]
+    assert tools == ["my_image_gen", "code_interpreter"]
+    system = first["input"]["messages"][0]["content"]
+    assert "<tools>" not in json.dumps(first["input"]["messages"])
+    assert system.startswith("According to the user's request")
     assert "Rotate: Image.rotate(90)." in system
-    assert second["messages"][-1]["content"].startswith('<tool_response>\n{"image_url"')
+    # The tool's result went back after the call it answers.
+    *_, call, result = second["input"]["messages"]
+    assert call["role"] == "assistant"
+    assert call["tool_calls"][0]["function"]["name"] == "my_image_gen"
+    assert result["role"] == "tool"
+    assert json.loads(result["content"])["image_url"].endswith("a%20cute%20dog")

@@ -1,18 +1,22 @@
 """Qwen-Agent's `examples/assistant_rag.py`, with only its imports changed.
 
 The example asks an `Assistant` about a PDF given as a file item of the user's message (an
-arxiv URL). Here the URL is served by a stand-in site and the model by the OpenAI wire
-stand-in (`model_server` added to the example's llm config).
+arxiv URL). Its config (`{'model': 'qwen-plus-latest'}`, a `qwen_dashscope` model) is kept as
+it is: the DashScope stand-in is reached through Qwen-Agent's own environment variables
+(`DASHSCOPE_HTTP_URL`, `DASHSCOPE_API_KEY`). The paper's URL, in the example's message, is the
+one other change: it points at a stand-in site serving a PDF made here (no internet).
 """
-
 # ruff: noqa: RUF001  (the example's Chinese text, as Qwen-Agent's example writes it)
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
+
 from parley.compat.qwen.agents import Assistant
-from parley.testing.openai_server import OpenAIServer, Reply
+from parley.testing.dashscope_server import DashScopeServer, Reply
 from tests._requires import require_module
 from tests.compat.qwen_examples._doc_support import (
     local_web,
@@ -36,18 +40,18 @@ ANSWER = "图一展示了 Transformer 的模型结构：编码器和解码器。
 
 
 def test_assistant_rag_reads_the_attached_pdf_and_the_model_gets_text(
-    tmp_path: Path, local_web: None
+    tmp_path: Path, local_web: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     require_module("pypdf", "tools")
     pdf = text_pdf(tmp_path / "paper.pdf", PAPER).read_bytes()
     with (
         serve_files({"/pdf/1706.03762.pdf": (pdf, "application/pdf")}) as site,
-        OpenAIServer([Reply(text=ANSWER)]) as server,
+        DashScopeServer([Reply(text=ANSWER)]) as server,
     ):
-        # The example's code, its llm config pointed at the stand-in.
-        bot = Assistant(
-            llm={"model": "qwen-plus-latest", "model_server": server.url, "api_key": "EMPTY"}
-        )
+        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
+        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
+        # The example's code.
+        bot = Assistant(llm={"model": "qwen-plus-latest"})
         messages = [
             {
                 "role": "user",
@@ -56,9 +60,12 @@ def test_assistant_rag_reads_the_attached_pdf_and_the_model_gets_text(
         ]
         responses = list(bot.run(messages))
         bot.close_sync()
-        (request,) = server.requests
+        server.assert_consumed()
+        (request,) = server.generation_requests()
     assert responses[-1][-1]["content"] == ANSWER
-    sent = request.json["messages"]
+    body = json.loads(request.body)
+    assert body["model"] == "qwen-plus-latest"
+    sent = body["input"]["messages"]
     system, user = sent[0], sent[-1]
     # The document's text reached the model as knowledge, under Qwen-Agent's heading ...
     assert "# 知识库" in message_text(system)

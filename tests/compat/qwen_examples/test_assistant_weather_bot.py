@@ -1,12 +1,15 @@
 """Qwen-Agent's `examples/assistant_weather_bot.py`, with only its imports changed.
 
 An `Assistant` (a Chinese instruction) with the tools `image_gen` and `amap_weather`, asked
-"海淀区天气" with a PDF of poems attached to the question. The network tools stand in
-locally: classes of this file registered under those names for the test (the real ones call
-AMap's and an image service's APIs), so the example's `function_list` is unchanged. The
-example's config (`{'model': 'qwen-max'}`) is given a `model_server`: the stand-in
-OpenAI-compatible server, as the issue ran it. The server gets no `tools`: the functions
-are in the system prompt. The PDF is made here; the GUI is not run.
+"海淀区天气" with a PDF of poems attached to the question. The example's config
+(`{'model': 'qwen-max'}`, a `qwen_dashscope` model) is kept as it is: the DashScope stand-in
+is reached through Qwen-Agent's own environment variables (`DASHSCOPE_HTTP_URL`,
+`DASHSCOPE_API_KEY`), and, as in Qwen-Agent, `qwen_dashscope` sends the functions natively.
+`amap_weather` is parley's own, its key from `$AMAP_TOKEN` (as in Qwen-Agent) and AMap's API
+served by a local stand-in site (`$AMAP_API_BASE`). `image_gen` alone stands in: a class of
+this file registered under that name for the test, since the real tool needs an image
+model's `llm_cfg` in its cfg (in Qwen-Agent 0.0.34 too, which refuses the example's bare
+`'image_gen'` with "llm_cfg is required!"). The PDF is made here; the GUI is not run.
 """
 
 # ruff: noqa: RUF001  (the example's Chinese text, full-width punctuation as written)
@@ -19,42 +22,24 @@ from typing import Any, ClassVar
 
 import pytest
 
-from parley.compat.qwen import BaseTool
 from parley.compat.qwen.agents import Assistant
-from parley.testing.openai_server import OpenAIServer, Reply
-from tests.compat.qwen_examples._llm_support import (
-    nous_call,
-    registered_stand_in,
-    tools_in_prompt,
-)
+from parley.compat.qwen.tools.base import BaseTool
+from parley.testing.dashscope_server import DashScopeServer, Reply, ToolCall
+from tests.compat.qwen_examples._doc_support import serve_files
+from tests.compat.qwen_examples._llm_support import registered_stand_in
 from tests.tools._hostile import text_pdf
 
-ASKED: list[tuple[str, dict[str, Any]]] = []
-
-
-class WeatherStandIn(BaseTool):
-    """`amap_weather`, answering from a table instead of AMap's API."""
-
-    description = "获取对应城市的天气数据"
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {
-            "location": {
-                "description": "城市/区具体名称，如`北京市海淀区`请描述为`海淀区`",
-                "type": "string",
-            }
-        },
-        "required": ["location"],
-    }
-
-    def call(self, params: str | dict[str, Any], **kwargs: Any) -> str:
-        args = self._verify_json_format_args(params)
-        ASKED.append(("amap_weather", args))
-        return f"{args['location']}的天气是晴，温度是25度。"
+DRAWN: list[dict[str, Any]] = []
+DISTRICT = {"status": "1", "districts": [{"name": "海淀区", "adcode": "110108"}]}
+WEATHER = {"status": "1", "lives": [{"weather": "晴", "temperature": "25"}]}
+AMAP_PAGES = {
+    "/v3/config/district": (json.dumps(DISTRICT).encode(), "application/json"),
+    "/v3/weather/weatherInfo": (json.dumps(WEATHER).encode(), "application/json"),
+}
 
 
 class ImageStandIn(BaseTool):
-    """`image_gen`, answering with a URL instead of drawing."""
+    """`image_gen`, answering with a URL instead of asking an image model."""
 
     description = (
         "An image generation service that takes text descriptions as input and returns a URL "
@@ -68,13 +53,13 @@ class ImageStandIn(BaseTool):
 
     def call(self, params: str | dict[str, Any], **kwargs: Any) -> str:
         args = self._verify_json_format_args(params)
-        ASKED.append(("image_gen", args))
+        DRAWN.append(args)
         return json.dumps({"image_url": "https://image.test/haidian.png"})
 
 
-def init_agent_service(model_server: str) -> Assistant:
-    """The example's `init_agent_service`, the stand-in's URL as `model_server`."""
-    llm_cfg = {"model": "qwen-max", "model_server": model_server}
+def init_agent_service() -> Assistant:
+    """The example's `init_agent_service`."""
+    llm_cfg = {"model": "qwen-max"}
     system = (
         "你扮演一个天气预报助手，你具有查询天气和画图能力。"
         "你需要查询相应地区的天气，然后调用给你的画图工具绘制一张城市的图，并从给定的诗词文档中选一首相关的诗词来描述天气，不要说文档以外的诗词。"
@@ -92,19 +77,24 @@ def init_agent_service(model_server: str) -> Assistant:
 def test_haidian_weather_with_a_poem(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)  # attached files are read from the working directory
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("AMAP_TOKEN", "amap-key")
     poem = text_pdf(tmp_path / "poem.pdf", [["Spring dawn: I wake in spring and birds sing."]])
-    ASKED.clear()
+    DRAWN.clear()
     steps = [
-        Reply(text=nous_call("amap_weather", {"location": "海淀区"})),
-        Reply(text=nous_call("image_gen", {"prompt": "Haidian district on a sunny day"})),
+        Reply(tool_calls=[ToolCall("amap_weather", {"location": "海淀区"})]),
+        Reply(tool_calls=[ToolCall("image_gen", {"prompt": "Haidian district on a sunny day"})]),
         Reply(text="海淀区今天晴，25度。![](https://image.test/haidian.png) Spring dawn."),
     ]
+    fetched: list[str] = []
     with (
-        registered_stand_in("amap_weather", WeatherStandIn),
         registered_stand_in("image_gen", ImageStandIn),
-        OpenAIServer(steps) as server,
+        serve_files(AMAP_PAGES, fetched) as amap,
+        DashScopeServer(steps) as server,
     ):
-        bot = init_agent_service(server.url)
+        monkeypatch.setenv("AMAP_API_BASE", amap)
+        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
+        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
+        bot = init_agent_service()
         try:
             messages = [{"role": "user", "content": [{"text": "海淀区天气"}, {"file": str(poem)}]}]
             response: list[Any] = []
@@ -113,21 +103,35 @@ def test_haidian_weather_with_a_poem(tmp_path: Path, monkeypatch: pytest.MonkeyP
         finally:
             bot.close_sync()
         server.assert_consumed()
-        first, second, third = server.bodies()
+        first, second, third = (json.loads(r.body) for r in server.generation_requests())
 
-    # Each tool ran with the arguments the model wrote, in turn; the answer came last.
-    assert ASKED == [
-        ("amap_weather", {"location": "海淀区"}),
-        ("image_gen", {"prompt": "Haidian district on a sunny day"}),
+    # The real `amap_weather` asked AMap (the stand-in) for the district, then its weather,
+    # with the key; the image tool ran with the model's arguments; the answer came last.
+    assert [f.split("?")[0] for f in fetched] == [
+        "/v3/config/district",
+        "/v3/weather/weatherInfo",
     ]
+    assert "key=amap-key" in fetched[0]
+    assert "city=110108" in fetched[1]
+    assert DRAWN == [{"prompt": "Haidian district on a sunny day"}]
     roles = [m["role"] for m in response]
     assert roles == ["assistant", "function", "assistant", "function", "assistant"]
-    assert response[1]["content"] == "海淀区的天气是晴，温度是25度。"
+    assert response[1]["content"] == "海淀区的天气是晴温度是25度。"
     assert response[-1]["content"].startswith("海淀区今天晴")
-    # No native `tools`; both in the system prompt, with the poem found for the question.
-    assert "tools" not in first
-    system = first["messages"][0]["content"]
-    assert [f["name"] for f in tools_in_prompt(system)] == ["image_gen", "amap_weather"]
+    # Native tools, none in the prompt; the poem found for the question is in the system
+    # message, after the instruction.
+    assert first["model"] == "qwen-max"
+    tools = [t["function"]["name"] for t in first["parameters"]["tools"]]
+    assert tools == ["image_gen", "amap_weather"]
+    assert "<tools>" not in json.dumps(first["input"]["messages"], ensure_ascii=False)
+    system = first["input"]["messages"][0]["content"]
+    assert system.startswith("你扮演一个天气预报助手")
     assert "Spring dawn" in system
-    assert second["messages"][-1]["content"].startswith("<tool_response>\n海淀区的天气")
-    assert "tools" not in third
+    # Each tool's result went back as a `tool` message after the call it answers.
+    *_, call, result = second["input"]["messages"]
+    assert call["tool_calls"][0]["function"]["name"] == "amap_weather"
+    assert (result["role"], result["content"]) == ("tool", "海淀区的天气是晴温度是25度。")
+    *_, call, result = third["input"]["messages"]
+    assert call["tool_calls"][0]["function"]["name"] == "image_gen"
+    assert result["role"] == "tool"
+    assert "image.test/haidian.png" in result["content"]

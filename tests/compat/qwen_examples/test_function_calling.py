@@ -13,6 +13,7 @@ default).
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import pytest
@@ -162,7 +163,7 @@ def test_the_dashscope_config_sends_the_functions_natively(
             {
                 "model": "qwen-plus-latest",
                 "model_server": "dashscope",
-                "api_key": "sk-test",
+                "api_key": os.getenv("DASHSCOPE_API_KEY"),
                 "generate_cfg": {"fncall_prompt_type": "nous"},
             }
         )

@@ -1,7 +1,8 @@
 """Qwen-Agent's `examples/function_calling_in_parallel.py`, with only its imports changed.
 
 The example's config (an OpenAI-compatible `model_server`, the `qwen` prompt format) points
-at the stand-in OpenAI server; each call asks for `parallel_function_calls` and a
+at the stand-in OpenAI server (its one change: `model_server`; the key is read from
+`$DASHSCOPE_API_KEY` as the example reads it); each call asks for `parallel_function_calls` and a
 `max_input_tokens` bound. The model writes three calls at once, in the `qwen` format; the
 example runs each and asks again with the three results in call order.
 """
@@ -9,7 +10,10 @@ example runs each and asks again with the three results in call order.
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
+
+import pytest
 
 from parley.compat.qwen.llm import get_chat_model
 from parley.testing.openai_server import OpenAIServer, Reply
@@ -91,7 +95,10 @@ def example(llm: Any) -> list[Any]:
     return messages
 
 
-def test_three_calls_at_once_run_and_their_results_go_back_in_order() -> None:
+def test_three_calls_at_once_run_and_their_results_go_back_in_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
     CALLED.clear()
     cities = ["San Francisco, CA", "Tokyo", "Paris"]
     calls = "".join(qwen_call("get_current_weather", {"location": c}) for c in cities)
@@ -103,8 +110,8 @@ def test_three_calls_at_once_run_and_their_results_go_back_in_order() -> None:
         llm = get_chat_model(
             {
                 "model": "qwen-plus-latest",
-                "model_server": server.url,
-                "api_key": "EMPTY",
+                "model_server": server.url,  # the example's DashScope compatible-mode URL
+                "api_key": os.getenv("DASHSCOPE_API_KEY"),
                 "generate_cfg": {"fncall_prompt_type": "qwen"},
             }
         )
@@ -114,6 +121,7 @@ def test_three_calls_at_once_run_and_their_results_go_back_in_order() -> None:
             llm.close_sync()
         server.assert_consumed()
         first, second = server.bodies()
+        assert server.requests[0].headers["authorization"] == "Bearer sk-test"
 
     # Each call ran, with the arguments the model wrote, in the order it wrote them.
     assert cities == CALLED

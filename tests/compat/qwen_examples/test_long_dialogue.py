@@ -2,8 +2,10 @@
 
 A `DialogueRetrievalAgent` gets one user message of some 14000 characters: a question and,
 hidden in filler, the one sentence that answers it. The model is asked first to pick the
-question out, then answers from what retrieval finds in the rest. The model is the OpenAI
-wire stand-in (`model_server` added to the example's llm config).
+question out, then answers from what retrieval finds in the rest. The example's llm config
+(`{'model': 'qwen-max'}`, a `qwen_dashscope` model) is kept as it is: the DashScope stand-in is
+reached through Qwen-Agent's own environment variables (`DASHSCOPE_HTTP_URL`,
+`DASHSCOPE_API_KEY`).
 """
 
 # ruff: noqa: RUF001  (the example's Chinese text, as Qwen-Agent's example writes it)
@@ -15,29 +17,37 @@ from pathlib import Path
 import pytest
 
 from parley.compat.qwen.agents import DialogueRetrievalAgent
-from parley.testing.openai_server import OpenAIServer, Reply
-from tests.compat.qwen_examples._doc_support import message_text, request_text
+from parley.testing.dashscope_server import DashScopeServer, RecordedRequest, Reply
+from parley.tools.workspace import default_workspace
+from tests.compat.qwen_examples._doc_support import message_text
 
 QUESTION = "小明爸爸叫什么？"
+
+
+def request_text(request: RecordedRequest) -> str:
+    """Every message's text of a DashScope generation request, joined."""
+    return "\n".join(message_text(m) for m in request.json["input"]["messages"])
 
 
 def test_long_dialogue_answers_from_the_one_sentence_retrieval_finds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    with OpenAIServer([Reply(text=QUESTION), Reply(text="小明的爸爸叫大头。")]) as server:
-        # The example's test(), its llm config pointed at the stand-in.
-        bot = DialogueRetrievalAgent(
-            llm={"model": "qwen-max", "model_server": server.url, "api_key": "EMPTY"}
-        )
-        bot.dialogue_dir = tmp_path / "dialogues"
+    saved_dir = default_workspace().root / "dialogues"  # where the agent keeps dialogues
+    before = set(saved_dir.iterdir()) if saved_dir.is_dir() else set()
+    with DashScopeServer([Reply(text=QUESTION), Reply(text="小明的爸爸叫大头。")]) as server:
+        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
+        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
+        # The example's test().
+        bot = DialogueRetrievalAgent(llm={"model": "qwen-max"})
         long_text = "，".join(
             ["这是干扰内容"] * 1000 + ["小明的爸爸叫大头"] + ["这是干扰内容"] * 1000
         )
         messages = [{"role": "user", "content": f"小明爸爸叫什么？\n{long_text}"}]
         responses = list(bot.run(messages))
         bot.close_sync()
-        extract, answer = server.requests
+        server.assert_consumed()
+        extract, answer = server.generation_requests()
     assert responses[-1][-1]["content"] == "小明的爸爸叫大头。"
     # First the model picks the request out of the message's two ends ...
     asked = request_text(extract)
@@ -46,10 +56,11 @@ def test_long_dialogue_answers_from_the_one_sentence_retrieval_finds(
     assert "小明的爸爸叫大头" not in asked
     # ... then answers the question alone, the answering sentence in its knowledge, and far
     # from the whole message in its prompt.
-    sent = answer.json["messages"]
+    assert extract.json["model"] == answer.json["model"] == "qwen-max"
+    sent = answer.json["input"]["messages"]
     assert message_text(sent[-1]) == QUESTION
     knowledge = message_text(sent[0])
     assert "小明的爸爸叫大头" in knowledge
     assert len(request_text(answer)) < len(long_text) / 2
-    (saved,) = (tmp_path / "dialogues").iterdir()
+    (saved,) = set(saved_dir.iterdir()) - before
     assert "小明的爸爸叫大头" in saved.read_text()

@@ -4,8 +4,10 @@ A `ParallelDocQA` is asked about a paper's experimental method, the paper (an ar
 file item of the user's message. Each chunk of the paper is given to the model in parallel;
 the chunk that answers says so in JSON, the others say they do not; the question and that
 answer are searched for in the paper; and the model answers from the passages found. The
-URL is served by a stand-in site and the model by the OpenAI wire stand-in (`model_server`
-added to the example's llm config).
+example's llm config (`qwen2.5-72b-instruct`, a `qwen_dashscope` model, with `max_retries`)
+is kept as it is: the DashScope stand-in is reached through Qwen-Agent's own environment
+variables (`DASHSCOPE_HTTP_URL`, `DASHSCOPE_API_KEY`). The paper's URL, in the example's
+message, is the one other change: it points at a stand-in site serving a PDF made here.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from parley.compat.qwen.agents.doc_qa import ParallelDocQA
-from parley.testing._http import RecordedRequest
-from parley.testing.openai_server import OpenAIServer, Reply
+from parley.testing.dashscope_server import DashScopeServer, RecordedRequest, Reply
 from tests._requires import require_module
 from tests.compat.qwen_examples._doc_support import local_web, message_text, serve_files
 from tests.tools._hostile import text_pdf
@@ -36,7 +39,7 @@ def paper(tmp_path: Path) -> bytes:
 
 def reply(request: RecordedRequest) -> Reply:
     """A member answers from its chunk in JSON; the summary call gets the final answer."""
-    messages = request.json["messages"]
+    messages = request.json["input"]["messages"]
     text = message_text(messages[-1])
     if "JSON" not in message_text(messages[0]):
         return Reply(text=ANSWER)
@@ -46,22 +49,19 @@ def reply(request: RecordedRequest) -> Reply:
 
 
 def test_parallel_doc_qa_reads_each_chunk_then_answers_from_the_retrieval(
-    tmp_path: Path, local_web: None
+    tmp_path: Path, local_web: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     require_module("pypdf", "tools")
     pdf = paper(tmp_path)
     with (
         serve_files({"/pdf/2310.08560.pdf": (pdf, "application/pdf")}) as site,
-        OpenAIServer([reply] * 20) as server,
+        DashScopeServer([reply] * 20) as server,
     ):
-        # The example's test(), its llm config pointed at the stand-in.
+        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
+        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
+        # The example's test().
         bot = ParallelDocQA(
-            llm={
-                "model": "qwen2.5-72b-instruct",
-                "model_server": server.url,
-                "api_key": "EMPTY",
-                "generate_cfg": {"max_retries": 10},
-            }
+            llm={"model": "qwen2.5-72b-instruct", "generate_cfg": {"max_retries": 10}}
         )
         messages = [
             {
@@ -74,16 +74,17 @@ def test_parallel_doc_qa_reads_each_chunk_then_answers_from_the_retrieval(
         ]
         responses = list(bot.run(messages))
         bot.close_sync()
-        requests = server.requests
+        requests = [r.json for r in server.generation_requests()]
     assert responses[-1][-1]["content"] == ANSWER
+    assert all(r["model"] == "qwen2.5-72b-instruct" for r in requests)
     *members, summary = requests
     # One member per chunk, each given one chunk and the question; exactly one chunk answers.
     assert len(members) >= 3
-    chunks = [message_text(r.json["messages"][-1]) for r in members]
+    chunks = [message_text(r["input"]["messages"][-1]) for r in members]
     assert all("介绍实验方法" in chunk for chunk in chunks)
     assert sum(METHOD in chunk for chunk in chunks) == 1
     # The summary call holds the retrieved passage with the method, and the question.
-    sent = summary.json["messages"]
+    sent = summary["input"]["messages"]
     assert METHOD in message_text(sent[0])
     assert "# 知识库" in message_text(sent[0])
     assert message_text(sent[-1]) == "介绍实验方法"

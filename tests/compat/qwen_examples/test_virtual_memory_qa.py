@@ -2,8 +2,11 @@
 
 A `VirtualMemoryAgent` is asked to list a report's contributions, the report's URL in the
 question's text. The model calls `retrieval` with that URL; the passages found go into the
-system message and the model answers. The URL is served by a stand-in site and the model by
-the OpenAI wire stand-in (`model_server` added to the example's llm config).
+system message and the model answers. The example's llm config (`{'model': 'qwen-max'}`, a
+`qwen_dashscope` model) is kept as it is: the DashScope stand-in is reached through
+Qwen-Agent's own environment variables (`DASHSCOPE_HTTP_URL`, `DASHSCOPE_API_KEY`), and, as in
+Qwen-Agent, `retrieval` goes to it natively. The report's URL, in the example's query, is the
+one other change: it points at a stand-in site serving a PDF made here.
 """
 
 # ruff: noqa: RUF001  (the example's Chinese text, as Qwen-Agent's example writes it)
@@ -13,16 +16,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from parley.compat.qwen.agents import VirtualMemoryAgent
-from parley.testing.openai_server import OpenAIServer, Reply
+from parley.testing.dashscope_server import DashScopeServer, Reply, ToolCall
 from tests._requires import require_module
-from tests.compat.qwen_examples._doc_support import (
-    local_web,
-    message_text,
-    request_text,
-    serve_files,
-    tool_call,
-)
+from tests.compat.qwen_examples._doc_support import local_web, message_text, serve_files
 from tests.tools._hostile import text_pdf
 
 __all__ = ["local_web"]
@@ -35,38 +34,44 @@ ANSWER = "1. 开源了一系列模型；2. 发布了对齐的对话模型。"
 
 
 def test_virtual_memory_qa_retrieves_the_named_report_into_the_system_message(
-    tmp_path: Path, local_web: None
+    tmp_path: Path, local_web: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     require_module("pypdf", "tools")
     pdf = text_pdf(tmp_path / "report.pdf", REPORT).read_bytes()
     with serve_files({"/QWEN_TECHNICAL_REPORT.pdf": (pdf, "application/pdf")}) as site:
         url = f"{site}/QWEN_TECHNICAL_REPORT.pdf"
         steps = [
-            tool_call("retrieval", {"query": "贡献, contributions", "files": [url]}),
+            Reply(
+                tool_calls=[ToolCall("retrieval", {"query": "贡献, contributions", "files": [url]})]
+            ),
             Reply(text=ANSWER),
         ]
-        with OpenAIServer(steps) as server:
-            # The example's init_agent_service() and test(), the model pointed at the stand-in.
-            llm_cfg = {"model": "qwen-max", "model_server": server.url, "api_key": "EMPTY"}
+        with DashScopeServer(steps) as server:
+            monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
+            monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
+            # The example's init_agent_service() and test().
+            llm_cfg = {"model": "qwen-max"}
             system = "一个文档问答助手。"
             bot = VirtualMemoryAgent(llm=llm_cfg, system_message=system)
             query = f"简单列出这篇文章的贡献{url}"
             messages = [{"role": "user", "content": query}]
             responses = list(bot.run(messages))
             bot.close_sync()
-            first, second = server.requests
+            server.assert_consumed()
+            first, second = (r.json for r in server.generation_requests())
     final = responses[-1]
     assert [m["role"] for m in final] == ["assistant", "function", "assistant"]
     assert final[0]["function_call"]["name"] == "retrieval"
     assert final[1]["content"].startswith("The relevant content has already been retrieved")
     assert final[-1]["content"] == ANSWER
-    # The model was offered `retrieval` (Qwen-Agent's: a query and files) ...
-    offered = json.dumps(first.json, ensure_ascii=False)
-    assert "retrieval" in offered
-    assert "files" in offered
-    assert "Our contributions" not in request_text(first)
+    # The model was offered `retrieval` natively (Qwen-Agent's: a query and files) ...
+    assert first["model"] == "qwen-max"
+    (offered,) = first["parameters"]["tools"]
+    assert offered["function"]["name"] == "retrieval"
+    assert {"query", "files"} <= set(offered["function"]["parameters"]["properties"])
+    assert "Our contributions" not in json.dumps(first["input"], ensure_ascii=False)
     # ... and after calling it, the report's passages are in the system message.
-    system_text = message_text(second.json["messages"][0])
+    system_text = message_text(second["input"]["messages"][0])
     assert system_text.startswith("一个文档问答助手。")
     assert "# 知识库" in system_text
     assert "Our contributions: a family of open models" in system_text
