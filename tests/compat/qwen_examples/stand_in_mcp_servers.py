@@ -64,8 +64,8 @@ def fetch(url: str, max_length: int = 5000, start_index: int = 0, raw: bool = Fa
 
 
 def _inside(path: str) -> Path:
-    root = Path(ARGS.root).resolve()
-    target = (root / path).resolve()
+    root = Path(ARGS.root).expanduser().resolve()  # `~` expanded, as the reference server does
+    target = (root / Path(path).expanduser()).resolve()
     if not target.is_relative_to(root):
         raise ToolError(f"Access denied - path outside allowed directories: {path}")
     return target
@@ -96,7 +96,7 @@ def create_directory(path: str) -> str:
 
 def list_allowed_directories() -> str:
     """Returns the list of directories that this server is allowed to access."""
-    return f"Allowed directories:\n{Path(ARGS.root).resolve()}"
+    return f"Allowed directories:\n{Path(ARGS.root).expanduser().resolve()}"
 
 
 TOOLS = {
