@@ -370,3 +370,28 @@ def test_each_run_hands_its_own_files_and_no_other_runs(folders: dict[str, Path]
         bot.close_sync()
     assert json.loads(first[1]["content"]) == ["manual.md"]
     assert json.loads(second[1]["content"]) is None  # not the earlier run's files
+
+
+def test_local_images_are_handed_to_file_tools_within_their_roots(
+    folders: dict[str, Path], tmp_path: Path
+) -> None:
+    picture = folders["cwd"] / "pic.png"
+    picture.write_bytes(b"\x89PNG fake")
+    outside = tmp_path / "elsewhere.png"
+    outside.write_bytes(b"\x89PNG fake")
+    steps = [tool_call("qwen_tools_test_recorder", {}), Reply(text="ok")]
+    with OpenAIServer(steps) as server:
+        bot = FnCallAgent(
+            function_list=[Recorder({"work_dir": str(folders["work"])})],
+            llm={"model_type": "qwenvl_oai", "model": "qwen-vl", "model_server": server.url},
+        )
+        content = [
+            {"image": str(picture)},
+            {"image": f"file://{outside}"},  # outside the tool's file_roots: not handed
+            {"image": "https://images.test/remote.png"},  # remote: not downloaded
+            {"text": "Which pictures?"},
+            {"file": "manual.md"},
+        ]
+        response = bot.run_nonstream([{"role": "user", "content": content}])
+        bot.close_sync()
+    assert json.loads(response[1]["content"]) == ["manual.md", str(picture)]

@@ -202,3 +202,19 @@ async def test_a_missing_file_is_a_message_error_before_any_upload(
     with pytest.raises(MessageError, match="no such file"):
         await model.chat([Msg.user(ImageBlock.from_path(tmp_path / "gone.png"))])
     assert server.requests == []
+
+
+async def test_a_video_given_by_its_frames_goes_as_their_list(
+    server: DashScopeServer, make_model: ModelFactory, tmp_path: Path
+) -> None:
+    frame = tmp_path / "frame.png"
+    frame.write_bytes(PNG_BYTES)
+    server.add(Reply(text="A match."))
+    model = make_model("qwen-vl-max")
+    video = VideoBlock.from_frames(["https://example.com/f1.jpg", str(frame)])
+    await model.chat([Msg.user("What happens?", video)])
+    [body] = server.bodies()
+    assert body["input"]["messages"][-1]["content"] == [
+        {"text": "What happens?"},
+        {"video": ["https://example.com/f1.jpg", f"data:image/png;base64,{PNG}"]},
+    ]

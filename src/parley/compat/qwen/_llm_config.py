@@ -68,9 +68,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from parley.agents.prompted import NousFormat, PromptedToolsModel, ToolPromptFormat
+from parley.compat.qwen._oai_media import QwenOAIMediaFormatter
 from parley.errors import ConfigurationError, UserError
 from parley.models.base import ChatModel
 from parley.models.credentials import Credential, CredentialFactory
+from parley.models.openai.chat import OpenAIChatModel
 from parley.models.spec import model_from_spec
 
 __all__ = [
@@ -87,6 +89,8 @@ DASHSCOPE_COMPATIBLE_URL = "https://dashscope.aliyuncs.com/compatible-mode/v1"
 """Where Qwen-Agent sends `model_server='dashscope'` for its OpenAI-style model types."""
 
 _OAI_TYPES = frozenset({"oai", "qwenvl_oai", "qwenomni_oai"})
+# Qwen's multimodal services on the OpenAI wire take audio URLs and video frames.
+_QWEN_MEDIA_OAI_TYPES = frozenset({"qwenvl_oai", "qwenomni_oai"})
 _DASHSCOPE_TYPES = frozenset(
     {"qwen_dashscope", "qwenvl_dashscope", "qwenaudio_dashscope", "qwenvlo_dashscope"}
 )
@@ -213,6 +217,8 @@ def read_llm_config(cfg: Mapping[str, Any]) -> LLMConfig:
     agent_settings = pop_agent_settings(generate)
     fmt = _prompt_format(cfg, generate, model_type)
     options = _model_options(cfg, generate)
+    if model_type in _QWEN_MEDIA_OAI_TYPES and issubclass(model_cls, OpenAIChatModel):
+        options["formatter"] = QwenOAIMediaFormatter()
     parameters = _parameters(model_cls, generate)
     try:
         model = model_cls(credential, name, parameters, **options)

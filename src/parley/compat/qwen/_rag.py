@@ -225,6 +225,29 @@ def files_of(messages: Sequence[Message]) -> list[str]:
     return found
 
 
+def local_images_of(messages: Sequence[Message]) -> list[str]:
+    """The local images of any message (paths, `file://` URLs), each once, in order.
+
+    Qwen-Agent hands a conversation's images to file tools with its files, so a tool finds
+    a picture by its name in `work_dir`; remote and inline images are left out here (a
+    download the tool did not ask for could fail a run that needs none).
+    """
+    found: list[str] = []
+    for message in messages:
+        if isinstance(message.content, str):
+            continue
+        for item in message.content:
+            image = item.image
+            if isinstance(image, str) and _is_local(image) and image not in found:
+                found.append(image)
+    return found
+
+
+def _is_local(value: str) -> bool:
+    scheme = value.split(":", 1)[0].lower() if ":" in value else ""
+    return scheme in ("", "file") or len(scheme) == 1  # `C:\...` is a path
+
+
 def without_files(messages: list[Message]) -> list[Message]:
     """The messages without their file items, as Qwen-Agent's models get them.
 

@@ -6,7 +6,7 @@ The two endpoints take the same roles in two content shapes (Model Studio's API 
 - multimodal generation (`MultiModalConversation.call`, Qwen-VL and Qwen-Omni): system and
   user `content` is a list of parts, each one key: `{"text": ...}`, `{"image": ...}`,
   `{"audio": ...}`, `{"video": ...}`, the media given as a URL, a `data:` URI or an
-  `oss://` location (see `_media`).
+  `oss://` location (see `_media`); a video given by its frames as the list of them.
 
 Assistant turns carry `tool_calls` in OpenAI's shape and `content` as a string; each tool
 result is a `tool` message with `tool_call_id` and the tool's `name`. Thinking is not sent
@@ -166,6 +166,9 @@ class DashScopeChatFormatter(Formatter):
     def _text_only(self, blocks: Sequence[Any]) -> str:
         return "\n".join(self._part(block)["text"] for block in blocks)
 
+    def _media(self, block: ImageBlock | AudioBlock | VideoBlock) -> str:
+        return media_value(block, inline_local=self.inline_local_files)
+
     def _part(self, block: Any) -> dict[str, Any]:
         if isinstance(block, TextBlock):
             return {"text": block.text}
@@ -175,7 +178,11 @@ class DashScopeChatFormatter(Formatter):
                     f"a {block.type} block needs DashScope's multimodal endpoint: use a "
                     "Qwen-VL or Qwen-Omni model, or DashScopeChatModel(multimodal=True)"
                 )
-            return {block.type: media_value(block, inline_local=self.inline_local_files)}
+            if isinstance(block, VideoBlock) and block.frames:
+                # DashScope takes a video given by its frames as the list of their images.
+                frames = [ImageBlock(source=frame) for frame in block.frames]
+                return {"video": [self._media(frame) for frame in frames]}
+            return {block.type: self._media(block)}
         if isinstance(block, FileBlock):
             text = file_text(block)
             if text is None:

@@ -51,10 +51,10 @@ history reads back as the very same messages. The turn being streamed is shown i
 shape Qwen-Agent streams, and takes those extras when it completes.
 
 As in Qwen-Agent, a user message's file items are not shown to the model: each run hands
-them, with the agent's `files`, to the tools whose `file_access` is true (`files=`, see
-`parley.compat.qwen.tools.base`). A text model (`oai`, `qwen_dashscope`) gets pictures, audio
-and video as notes in the text, as Qwen-Agent's text models do
-(`parley.compat.qwen.llm._text_only`); a multimodal one gets them as they are.
+them, with the agent's `files` and the conversation's local images, to the tools whose
+`file_access` is true (`files=`, see `parley.compat.qwen.tools.base`). A text model (`oai`,
+`qwen_dashscope`) gets pictures, audio and video as notes in the text, as Qwen-Agent's text
+models do (`parley.compat.qwen.llm._text_only`); a multimodal one gets them as they are.
 
 Deliberate differences from Qwen-Agent 0.0.34:
 
@@ -99,7 +99,13 @@ from parley._sync import iterate_sync
 from parley.agents import Agent as LoopAgent
 from parley.agents import AgentEvent, AgentRun, InMemoryMemory, ToolChoicePolicy
 from parley.compat.qwen._llm import InputBudget, generate_settings, with_model_stop
-from parley.compat.qwen._rag import RagSettings, files_of, open_index, without_files
+from parley.compat.qwen._rag import (
+    RagSettings,
+    files_of,
+    local_images_of,
+    open_index,
+    without_files,
+)
 from parley.compat.qwen._response import QwenMessages, QwenResponse, Response
 from parley.compat.qwen.agent import Agent, FunctionListEntry, LLMArgument, refuse_arguments
 from parley.compat.qwen.convert import to_msgs
@@ -308,10 +314,11 @@ class FnCallAgent(Agent):
         self.agent.toolkit = self._toolkit()  # function_map may have changed meanwhile
         agent = self._run_agent(seed)
         files = [*self.files, *files_of(messages)]
-        if files and any(tool.file_access for tool in self.function_map.values()):
+        images = local_images_of(messages)  # handed too, as Qwen-Agent does
+        if (files or images) and any(tool.file_access for tool in self.function_map.values()):
             # File tools get this run's files, on this run's own copy of the agent.
             agent = copy.copy(agent)
-            agent.toolkit = self._toolkit(files)
+            agent.toolkit = self._toolkit(files, images)
         # Each run is on its own memory: a Qwen-Agent run is given the whole conversation.
         return agent.stream(memory=InMemoryMemory(history))
 
@@ -354,10 +361,10 @@ class FnCallAgent(Agent):
             agent.tool_choice = settings.function_choice
         return agent
 
-    def _toolkit(self, files: Sequence[str] = ()) -> Toolkit:
+    def _toolkit(self, files: Sequence[str] = (), images: Sequence[str] = ()) -> Toolkit:
         toolkit = Toolkit()
         for tool in self.function_map.values():
-            toolkit.add(with_files(tool, files), replace=True)
+            toolkit.add(with_files(tool, files, images), replace=True)
         return toolkit
 
 

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import unquote, urlsplit
+from urllib.request import url2pathname
 
 from parley._sync import run_sync
 from parley.errors import DocumentError, ToolExecutionError
@@ -169,13 +170,18 @@ class BaseToolWithFileAccess(Tool):
             ) from None
 
 
-def with_files(tool: Tool, files: Sequence[str]) -> Tool:
+def with_files(tool: Tool, files: Sequence[str], images: Sequence[str] = ()) -> Tool:
     """`tool`, handed `files=` on every call when it takes files (`file_access`).
 
     This is how Qwen-Agent's function-calling agents give a tool the conversation's files:
-    those of the user's messages and the agent's own.
+    those of the user's messages and the agent's own, then the conversation's local
+    `images`. Qwen-Agent skips an image it cannot copy; here an image outside the tool's
+    `file_roots` is not handed (files are, and the tool refuses those it may not read).
     """
-    if not files or not tool.file_access:
+    if not tool.file_access:
+        return tool
+    files = [*files, *(image for image in images if _may_copy(tool, image))]
+    if not files:
         return tool
     handed = type(
         type(tool).__name__,
@@ -191,6 +197,16 @@ def with_files(tool: Tool, files: Sequence[str]) -> Tool:
     )
     made: Tool = handed(tool, files)
     return made
+
+
+def _may_copy(tool: Tool, image: str) -> bool:
+    """Whether a local image is a file inside the tool's `file_roots` (if it has them)."""
+    path = Path(url2pathname(urlsplit(image).path) if image.startswith("file:") else image)
+    roots = getattr(tool, "file_roots", None)
+    if not path.is_file():
+        return False
+    resolved = path.resolve()
+    return roots is None or any(resolved.is_relative_to(root) for root in roots)
 
 
 class _HandedFiles(Tool):
