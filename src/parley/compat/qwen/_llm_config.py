@@ -71,6 +71,7 @@ from parley.agents.prompted import NousFormat, PromptedToolsModel, ToolPromptFor
 from parley.errors import ConfigurationError, UserError
 from parley.models.base import ChatModel
 from parley.models.credentials import Credential, CredentialFactory
+from parley.models.dashscope.formatter import DashScopeChatFormatter
 from parley.models.spec import model_from_spec
 
 __all__ = [
@@ -213,6 +214,10 @@ def read_llm_config(cfg: Mapping[str, Any]) -> LLMConfig:
     agent_settings = pop_agent_settings(generate)
     fmt = _prompt_format(cfg, generate, model_type)
     options = _model_options(cfg, generate)
+    if model_type in _DASHSCOPE_TYPES:
+        # Qwen-Agent's DashScope models continue a conversation that ends on the model's text
+        # (TIRMathAgent's programs' output) in DashScope's partial mode.
+        options["formatter"] = DashScopeChatFormatter(continue_final=True)
     parameters = _parameters(model_cls, generate)
     try:
         model = model_cls(credential, name, parameters, **options)
