@@ -101,6 +101,7 @@ from parley.compat.qwen._rag import RagSettings, files_of, open_index, without_f
 from parley.compat.qwen._response import QwenMessages, QwenResponse, Response
 from parley.compat.qwen.agent import Agent, FunctionListEntry, LLMArgument, refuse_arguments
 from parley.compat.qwen.convert import to_msgs
+from parley.compat.qwen.llm._text_only import TEXT_ONLY_TYPES, as_text_messages
 from parley.compat.qwen.llm.base import ModelServiceError
 from parley.compat.qwen.schema import DEFAULT_SYSTEM_MESSAGE, Message
 from parley.compat.qwen.tools.base import with_files
@@ -293,7 +294,11 @@ class FnCallAgent(Agent):
 
     async def _start(self, messages: list[Message], seed: int | None = None) -> AgentRun:
         # Files are for retrieval and file tools, not the model (as in Qwen-Agent).
-        history = to_msgs(without_files(messages))
+        shown = without_files(messages)
+        if self.llm_config.model_type in TEXT_ONLY_TYPES:
+            # A text model of Qwen-Agent's types reads media as notes, as its `chat` does.
+            shown = as_text_messages(shown)
+        history = to_msgs(shown)
         if not history:
             raise MessageError("messages can not be empty")
         await self._open_mcp_servers()
