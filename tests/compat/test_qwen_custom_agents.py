@@ -242,7 +242,8 @@ def test_the_docs_nested_storyteller_runs_two_assistants(tmp_path: Path) -> None
     with OpenAIServer(steps) as server:
         bot = Storyteller(
             llm=llm_cfg(server, "qwen-max"),
-            # A VL model at an OpenAI-compatible URL is `qwenvl_oai` (plain `oai` reads text).
+            # A VL model at an OpenAI-compatible URL says so: a URL alone makes it `oai`, a
+            # text model that gets pictures as notes (as in Qwen-Agent).
             vision_llm={**llm_cfg(server, "qwen-vl-max"), "model_type": "qwenvl_oai"},
             handbooks=[str(tmp_path / name) for name in STORY_HANDBOOKS],
         )

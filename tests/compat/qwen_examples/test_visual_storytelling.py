@@ -2,31 +2,31 @@
 
 A custom `Agent` nests a vision-language `Assistant` that describes a picture and a writing
 `Assistant` that writes a story from that description, with writing tips retrieved from a
-web page (its `files`). The example's nested agents name their models by DashScope names
-only (`qwen-vl-max`, `qwen-max`): here their llm configs also take the stand-in's
-`model_server`, and the tips' URL (a jianshu.com page) and the picture's (an OSS image) are
-the stand-in site's. Otherwise the class is the example's.
+web page (its `files`). The example's llm configs are kept as they are: the nested
+`{'model': 'qwen-vl-max'}` (a `qwenvl_dashscope` model) and the writer's `{'model':
+'qwen-max'}` (`qwen_dashscope`) both reach the DashScope stand-in through Qwen-Agent's own
+environment variables (`DASHSCOPE_HTTP_URL`, `DASHSCOPE_API_KEY`). The picture's URL (the
+example's OSS image) goes to the VL model as it is, as DashScope takes image URLs. The one
+change to the class: the tips' URL (a jianshu.com page the writing assistant downloads) is
+the stand-in site's, since a test reaches no public site.
 """
 
 # ruff: noqa: RUF001  (the example's Chinese text, as Qwen-Agent's example writes it)
 
 from __future__ import annotations
 
-import base64
 import copy
+import json
 from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from parley.compat.qwen import Agent
 from parley.compat.qwen.agents import Assistant
 from parley.compat.qwen.schema import ContentItem, Message
-from parley.testing.openai_server import OpenAIServer, Reply
-from tests.compat.qwen_examples._doc_support import (
-    local_web,
-    message_text,
-    request_text,
-    serve_files,
-)
+from parley.testing.dashscope_server import DashScopeServer, Reply
+from tests.compat.qwen_examples._doc_support import local_web, message_text, serve_files
 
 __all__ = ["local_web"]
 
@@ -39,7 +39,7 @@ DESCRIPTION = "图片里一个小女孩在海边和一只金毛狗击掌。"
 STORY = "那天傍晚，我和我的狗在海边……"
 
 SITE = ""
-MODEL_SERVER = ""
+IMAGE = "https://dashscope.oss-cn-beijing.aliyuncs.com/images/dog_and_girl.jpeg"
 
 
 class VisualStorytelling(Agent):
@@ -48,9 +48,7 @@ class VisualStorytelling(Agent):
     def __init__(self, function_list=None, llm=None):  # type: ignore[no-untyped-def]
         super().__init__(llm=llm)
         # Nest one vl assistant for image understanding
-        self.image_agent = Assistant(
-            llm={"model": "qwen-vl-max", "model_server": MODEL_SERVER, "api_key": "EMPTY"}
-        )
+        self.image_agent = Assistant(llm={"model": "qwen-vl-max"})
         # Nest one assistant for article writing
         self.writing_agent = Assistant(
             llm=self.llm,
@@ -80,17 +78,9 @@ class VisualStorytelling(Agent):
             yield response + rsp
 
 
-# A 1x1 PNG: the stand-in for the example's photo.
-PICTURE = base64.b64decode(
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGP4z8DwHwAFAAH/iZk9HQAAAABJRU5ErkJggg=="
-)
-
-
 def run_example(query: str, image: str) -> Iterator[list[Message]]:
-    # The example's test(), its `qwen-max` pointed at the stand-in.
-    bot = VisualStorytelling(
-        llm={"model": "qwen-max", "model_server": MODEL_SERVER, "api_key": "EMPTY"}
-    )
+    # The example's test().
+    bot = VisualStorytelling(llm={"model": "qwen-max"})
     messages = [Message("user", [ContentItem(image=image)])]
     if query:
         messages[-1]["content"].append(ContentItem(text=query))
@@ -101,31 +91,36 @@ def run_example(query: str, image: str) -> Iterator[list[Message]]:
 
 
 def test_visual_storytelling_describes_the_picture_then_writes_with_the_tips(
-    tmp_path: Path, local_web: None
+    tmp_path: Path, local_web: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    global SITE, MODEL_SERVER  # noqa: PLW0603  (the example's class reads them)
-    pages = {
-        "/p/cdf82ff33ef8": (TIPS.encode(), "text/html; charset=utf-8"),
-        "/images/dog_and_girl.png": (PICTURE, "image/png"),
-    }
+    global SITE  # the example's class reads it
+    pages = {"/p/cdf82ff33ef8": (TIPS.encode(), "text/html; charset=utf-8")}
     with (
         serve_files(pages) as SITE,
-        OpenAIServer([Reply(text=DESCRIPTION), Reply(text=STORY)]) as server,
+        DashScopeServer([Reply(text=DESCRIPTION), Reply(text=STORY)]) as server,
     ):
-        MODEL_SERVER = server.url
-        responses = list(run_example("看图说话", f"{SITE}/images/dog_and_girl.png"))
-        describe, write = server.requests
+        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
+        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
+        responses = list(run_example("看图说话", IMAGE))
+        server.assert_consumed()
+        describe, write = server.generation_requests()
     final = responses[-1]
     assert [m.content for m in final] == [DESCRIPTION, STORY]
     # The VL model got the picture, the question and the example's instruction.
-    user = describe.json["messages"][-1]
+    assert describe.path.endswith("/multimodal-generation/generation")
     assert describe.json["model"] == "qwen-vl-max"
-    assert any(part.get("type") == "image_url" for part in user["content"])
+    user = describe.json["input"]["messages"][-1]
+    assert {"image": IMAGE} in user["content"]
     assert message_text(user) == "看图说话请详细描述这张图片的所有细节内容"
     # The writer got the description and the tips page's text as knowledge.
+    assert write.path.endswith("/text-generation/generation")
     assert write.json["model"] == "qwen-max"
-    sent = write.json["messages"]
+    sent = write.json["input"]["messages"]
     assert message_text(sent[0]).startswith("你扮演一个想象力丰富的学生")
     assert "交代清楚时间、地点、人物" in message_text(sent[0])
-    assert DESCRIPTION in request_text(write)
+    assert DESCRIPTION in json.dumps(sent, ensure_ascii=False)
+    # A text model: the picture in the conversation reached it as a note in the text, as
+    # Qwen-Agent's text models get media, not as an image.
+    assert "dog_and_girl.jpeg" in json.dumps(sent, ensure_ascii=False)
+    assert '"image"' not in json.dumps(sent)
     assert message_text(sent[-1]) == "开始根据以上图片内容编写你的记叙文吧！"

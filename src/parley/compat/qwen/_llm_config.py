@@ -71,7 +71,6 @@ from parley.agents.prompted import NousFormat, PromptedToolsModel, ToolPromptFor
 from parley.errors import ConfigurationError, UserError
 from parley.models.base import ChatModel
 from parley.models.credentials import Credential, CredentialFactory
-from parley.models.dashscope.formatter import DashScopeChatFormatter
 from parley.models.spec import model_from_spec
 
 __all__ = [
@@ -214,13 +213,9 @@ def read_llm_config(cfg: Mapping[str, Any]) -> LLMConfig:
     agent_settings = pop_agent_settings(generate)
     fmt = _prompt_format(cfg, generate, model_type)
     options = _model_options(cfg, generate)
-    if model_type in _DASHSCOPE_TYPES:
-        # Qwen-Agent's DashScope models continue a conversation that ends on the model's text
-        # (TIRMathAgent's programs' output) in DashScope's partial mode.
-        options["formatter"] = DashScopeChatFormatter(continue_final=True)
     parameters = _parameters(model_cls, generate)
     try:
-        model = model_cls(credential, name, parameters, **options)
+        model = model_cls(credential, name, parameters, **options, **_continuation(model_type))
     except UserError as exc:
         raise ConfigurationError(f"llm config: {exc}") from None
     if fmt is not None:
@@ -393,6 +388,19 @@ def _prompt_format(
             "default) or 'qwen'"
         )
     return None if raw else fmt
+
+
+def _continuation(model_type: str) -> dict[str, Any]:
+    """The formatter options of a model type (DashScope's: continuing in partial mode).
+
+    Qwen-Agent's DashScope models continue a conversation that ends on the model's text
+    (TIRMathAgent's program output) in DashScope's partial mode.
+    """
+    if model_type not in _DASHSCOPE_TYPES:
+        return {}
+    from parley.models.dashscope.formatter import DashScopeChatFormatter  # noqa: PLC0415
+
+    return {"formatter": DashScopeChatFormatter(continue_final=True)}
 
 
 def _model_options(cfg: Mapping[str, Any], generate: dict[str, Any]) -> dict[str, Any]:

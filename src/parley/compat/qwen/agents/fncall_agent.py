@@ -52,7 +52,9 @@ shape Qwen-Agent streams, and takes those extras when it completes.
 
 As in Qwen-Agent, a user message's file items are not shown to the model: each run hands
 them, with the agent's `files`, to the tools whose `file_access` is true (`files=`, see
-`parley.compat.qwen.tools.base`).
+`parley.compat.qwen.tools.base`). A text model (`oai`, `qwen_dashscope`) gets pictures, audio
+and video as notes in the text, as Qwen-Agent's text models do
+(`parley.compat.qwen.llm._text_only`); a multimodal one gets them as they are.
 
 Deliberate differences from Qwen-Agent 0.0.34:
 
@@ -294,11 +296,12 @@ class FnCallAgent(Agent):
 
     async def _start(self, messages: list[Message], seed: int | None = None) -> AgentRun:
         # Files are for retrieval and file tools, not the model (as in Qwen-Agent).
-        shown = without_files(messages)
+        kept = without_files(messages)
         if self.llm_config.model_type in TEXT_ONLY_TYPES:
-            # A text model of Qwen-Agent's types reads media as notes, as its `chat` does.
-            shown = as_text_messages(shown)
-        history = to_msgs(shown)
+            # A text model gets media as notes in the text, as Qwen-Agent's `chat` gives them
+            # (a picture in the conversation must not send `qwen-max` to the VL endpoint).
+            kept = as_text_messages(kept)
+        history = to_msgs(kept)
         if not history:
             raise MessageError("messages can not be empty")
         await self._open_mcp_servers()
