@@ -52,9 +52,7 @@ shape Qwen-Agent streams, and takes those extras when it completes.
 
 As in Qwen-Agent, a user message's file items are not shown to the model: each run hands
 them, with the agent's `files`, to the tools whose `file_access` is true (`files=`, see
-`parley.compat.qwen.tools.base`). A text model (`oai`, `qwen_dashscope`) gets pictures, audio
-and video as notes in the text, as Qwen-Agent's text models do
-(`parley.compat.qwen.llm._text_only`); a multimodal one gets them as they are.
+`parley.compat.qwen.tools.base`).
 
 Deliberate differences from Qwen-Agent 0.0.34:
 
@@ -103,7 +101,6 @@ from parley.compat.qwen._rag import RagSettings, files_of, open_index, without_f
 from parley.compat.qwen._response import QwenMessages, QwenResponse, Response
 from parley.compat.qwen.agent import Agent, FunctionListEntry, LLMArgument, refuse_arguments
 from parley.compat.qwen.convert import to_msgs
-from parley.compat.qwen.llm._text_only import TEXT_ONLY_TYPES, as_text_messages
 from parley.compat.qwen.llm.base import ModelServiceError
 from parley.compat.qwen.schema import DEFAULT_SYSTEM_MESSAGE, Message
 from parley.compat.qwen.tools.base import with_files
@@ -296,12 +293,7 @@ class FnCallAgent(Agent):
 
     async def _start(self, messages: list[Message], seed: int | None = None) -> AgentRun:
         # Files are for retrieval and file tools, not the model (as in Qwen-Agent).
-        kept = without_files(messages)
-        if self.llm_config.model_type in TEXT_ONLY_TYPES:
-            # A text model gets media as notes in the text, as Qwen-Agent's `chat` gives them
-            # (a picture in the conversation must not send `qwen-max` to the VL endpoint).
-            kept = as_text_messages(kept)
-        history = to_msgs(kept)
+        history = to_msgs(without_files(messages))
         if not history:
             raise MessageError("messages can not be empty")
         await self._open_mcp_servers()
