@@ -309,3 +309,19 @@ def test_rag_cfg_embedding_model_names_and_index_paths(
     assert folder == tmp_path / "rag_index" / "index.sqlite"
     file = _index_location(RagSettings(index_path=str(tmp_path / "x.db")), [])
     assert file == tmp_path / "x.db"
+
+
+def test_a_text_model_type_gets_media_as_notes_on_the_agents_loop_too() -> None:
+    # Qwen-Agent's `oai` models read text: an image becomes a note (as `_call_llm` gives it),
+    # whichever path the agent calls the model by; `qwenvl_oai` gets the image itself.
+    image = "https://images.test/dog.jpeg"
+    question = [{"role": "user", "content": [{"text": "What is it?"}, {"image": image}]}]
+    with OpenAIServer([Reply(text="A dog."), Reply(text="A dog.")]) as server:
+        text_cfg = {"model": "qwen-vl-max", "model_server": server.url, "api_key": "EMPTY"}
+        for cfg in (text_cfg, {**text_cfg, "model_type": "qwenvl_oai"}):
+            bot = Assistant(llm=cfg)
+            assert bot.run_nonstream(question)[-1]["content"] == "A dog."
+            bot.close_sync()
+        text, vision = (body["messages"][-1]["content"] for body in server.bodies())
+    assert text == "(Uploaded ![image](dog.jpeg)) \nWhat is it?"
+    assert {"type": "image_url", "image_url": {"url": image}} in vision

@@ -324,6 +324,42 @@ def test_an_agent_hands_the_conversations_files_to_a_file_tool(
     assert message_text(first["messages"][-1]) == "What files?"
 
 
+def test_an_agents_code_interpreter_copies_the_users_files_from_the_working_directory(
+    folders: dict[str, Path],
+) -> None:
+    # Qwen-Agent's agents hand the user's attached files to `code_interpreter`, which copies
+    # them in; one the agent builds takes the working directory as its file root.
+    llm = {"model": "qwen3", "model_server": "http://127.0.0.1:9/v1", "api_key": "EMPTY"}
+    cfg = {"name": "code_interpreter", "sandbox": "rlimits", "work_dir": str(folders["work"])}
+    bot = FnCallAgent(function_list=[cfg], llm=llm)
+    interpreter = bot.function_map["code_interpreter"]
+    assert isinstance(interpreter, CodeInterpreter)
+    assert interpreter.file_roots == [folders["cwd"].resolve()]
+    try:
+        run = interpreter.run_code(
+            "open('manual.md').read()",
+            files=["manual.md", str(folders["cwd"] / "manual.md"), str(folders["outside"])],
+        )
+        # The user's file is there by name; a path elsewhere is still refused, saying why.
+        assert run.result == repr(MANUAL)
+        assert run.notice is not None
+        assert "outside (outside this conversation's files and the file_roots)" in run.notice
+    finally:
+        interpreter.close()
+        bot.close_sync()
+    # A tool instance the caller made, or a config naming its own roots, is kept as given.
+    own = CodeInterpreter({"sandbox": "rlimits", "work_dir": str(folders["work"])})
+    rooted = {**cfg, "file_roots": [str(folders["outside"])]}
+    bot = FnCallAgent(function_list=[own, rooted], llm=llm)
+    assert own.file_roots == []
+    assert bot.function_map["code_interpreter"].file_roots == [  # type: ignore[attr-defined]
+        folders["outside"].resolve()
+    ]
+    own.close()
+    bot.function_map["code_interpreter"].close()  # type: ignore[attr-defined]
+    bot.close_sync()
+
+
 def test_doc_qa_agent_answers_in_one_call_from_the_retrieved_passages(
     folders: dict[str, Path],
 ) -> None:

@@ -91,6 +91,24 @@ def test_thinking_is_dropped_unless_asked_for() -> None:
     ]
 
 
+def test_continue_final_marks_a_trailing_assistant_text_partial() -> None:
+    msgs = (Msg.user("Count"), Msg.assistant("1, 2,"))
+    assert text(*msgs)[-1] == {"role": "assistant", "content": "1, 2,"}  # not by default
+    assert text(*msgs, continue_final=True)[-1] == {
+        "role": "assistant",
+        "content": "1, 2,",
+        "partial": True,
+    }
+    # Only the last message, and not a turn of tool calls (those wait for results).
+    assert "partial" not in text(Msg.assistant("a"), Msg.user("b"), continue_final=True)[0]
+    call = Msg.assistant(ToolCallBlock(id="c1", name="f", input={}))
+    assert "partial" not in text(call, continue_final=True)[0]
+    # It survives the switch to the multimodal endpoint.
+    formatter = DashScopeChatFormatter(continue_final=True)
+    switched = formatter.for_endpoint(multimodal=True, inline_local_files=True)
+    assert switched.format(list(msgs))[-1]["partial"] is True
+
+
 @pytest.mark.parametrize(
     "block",
     [

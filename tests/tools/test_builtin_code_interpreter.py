@@ -365,6 +365,25 @@ def test_files_under_the_file_roots_are_copied_into_the_work_directory(tmp_path:
         assert "https://x.test/a (not a local file)" in run.notice
 
 
+def test_a_file_root_holding_the_workspace_gives_no_other_conversations_files(
+    tmp_path: Path,
+) -> None:
+    # A file root as wide as the whole folder (the workspace inside it): a call still gets
+    # no file of another conversation, though the root covers it.
+    with make("rlimits", tmp_path / "ci", file_roots=[str(tmp_path)]) as ci:
+        ci.run_code("open('secret.txt', 'w').write('theirs')", session="a")
+        theirs = ci.work_dir("a") / "secret.txt"
+        (tmp_path / "mine.txt").write_text("mine")
+        run = ci.run_code(
+            "import os\nos.path.exists('secret.txt'), open('mine.txt').read()",
+            session="b",
+            files=[str(theirs), str(tmp_path / "mine.txt")],
+        )
+        assert run.result == "(False, 'mine')"
+        assert run.notice is not None
+        assert f"{theirs} (outside this conversation's files and the file_roots)" in run.notice
+
+
 def test_close_stops_workers_and_keeps_the_conversations_files(tmp_path: Path) -> None:
     ci = make("rlimits", tmp_path)
     pid = ci.run_code("import os\nos.getpid()").result

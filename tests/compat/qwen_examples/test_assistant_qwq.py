@@ -2,9 +2,11 @@
 
 The example: an `Assistant` on the reasoning model QwQ-32B, tools through the prompt
 (`fncall_prompt_type: "nous"`), `image_gen`; its `test()` prints the streamed response with
-`typewriter_print`. Here the model is a `parley.testing` OpenAI-wire server: the example's
-llm config names DashScope (`model_type: "qwen_dashscope"`); `model_server` (the stand-in's
-URL) takes its place. `image_gen` (a network tool) stands in locally.
+`typewriter_print`. The example's llm config (`model_type: "qwen_dashscope"`) is kept as
+written: the model is the DashScope stand-in, reached through Qwen-Agent's own environment
+variables. With `qwen_dashscope` and no `use_raw_api` in `generate_cfg`, Qwen-Agent sends
+functions natively (`fncall_prompt_type` then goes unused), so the stand-in answers with
+DashScope tool calls. `image_gen` (a network tool) stands in locally.
 """
 
 # The example's Chinese text keeps its full-width punctuation.
@@ -21,7 +23,7 @@ from parley.compat.qwen import BaseTool
 from parley.compat.qwen.agents import Assistant
 from parley.compat.qwen.gui import WebUI  # noqa: F401  (imported by the example, unused here)
 from parley.compat.qwen.utils.output_beautify import typewriter_print
-from parley.testing.openai_server import OpenAIServer, Reply
+from parley.testing.dashscope_server import DashScopeServer, Reply, ToolCall
 from parley.tools import TOOL_REGISTRY
 
 QUERY = "画一只猫，再画一只狗，最后画他们一起玩的画面，给我三张图"
@@ -48,11 +50,10 @@ def _image_gen(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(TOOL_REGISTRY, "image_gen", LocalImageGen)
 
 
-def init_agent_service(server: OpenAIServer) -> Assistant:
+def init_agent_service() -> Assistant:
     llm_cfg = {
         "model": "qwq-32b",
-        "model_server": server.url,  # the example: "model_type": "qwen_dashscope"
-        "api_key": "EMPTY",
+        "model_type": "qwen_dashscope",
         "generate_cfg": {"fncall_prompt_type": "nous"},
     }
     tools = ["image_gen"]
@@ -65,21 +66,22 @@ def init_agent_service(server: OpenAIServer) -> Assistant:
     )
 
 
-def call(prompt: str) -> str:
-    arguments = json.dumps({"prompt": prompt}, ensure_ascii=False)
-    return f'<tool_call>\n{{"name": "image_gen", "arguments": {arguments}}}\n</tool_call>'
+def call(prompt: str) -> list[ToolCall]:
+    return [ToolCall("image_gen", json.dumps({"prompt": prompt}, ensure_ascii=False))]
 
 
 def test_typewriter_print_shows_the_streamed_thinking_calls_results_and_answer(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     steps = [
-        Reply(reasoning="先画猫。", text=call("猫")),
-        Reply(reasoning="再画狗。", text=call("狗")),
+        Reply(reasoning="先画猫。", tool_calls=call("猫")),
+        Reply(reasoning="再画狗。", tool_calls=call("狗")),
         Reply(text="三张图都画好了。"),
     ]
-    with OpenAIServer(steps) as server:
-        bot = init_agent_service(server)
+    with DashScopeServer(steps) as server:
+        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
+        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
+        bot = init_agent_service()
         try:
             messages = [{"role": "user", "content": QUERY}]
             response_plain_text = ""
@@ -88,10 +90,16 @@ def test_typewriter_print_shows_the_streamed_thinking_calls_results_and_answer(
         finally:
             bot.close_sync()
         server.assert_consumed()
-        first, *_ = server.bodies()
+        first, second, _ = server.bodies()
 
-    assert "tools" not in first  # nous: the tools are in the system prompt
-    assert "<tools>" in first["messages"][0]["content"]
+    # qwen_dashscope: the function goes natively, not in the system prompt.
+    assert [t["function"]["name"] for t in first["parameters"]["tools"]] == ["image_gen"]
+    assert all("<tools>" not in m["content"] for m in first["input"]["messages"])
+    assert first["model"] == "qwq-32b"
+    # The call and its result went back to the model as DashScope messages.
+    call_turn, result = second["input"]["messages"][-2:]
+    assert call_turn["tool_calls"][0]["function"]["name"] == "image_gen"
+    assert (result["role"], result["content"]) == ("tool", "https://images.test/猫.png")
     printed = capsys.readouterr().out
     # Printed piece by piece as the response grew, it reads as the whole rendering once.
     assert printed == response_plain_text

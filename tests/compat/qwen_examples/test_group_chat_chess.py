@@ -2,10 +2,10 @@
 
 The example: a `GroupChat` made from a config (a board with `code_interpreter`, an NPC
 player, and the user as a human player), its speakers picked by the auto host; `test()`
-sends the user's first move. Here every model (the host's and the members') is a
-`parley.testing` OpenAI-wire server (`model_server` added to the example's
-`{"model": "qwen-max"}`). `app_gui()` builds the WebUI, whose `run()` says to use
-`parley serve`.
+sends the user's first move. The example's llm config (`{"model": "qwen-max"}`, a
+`qwen_dashscope` model) is kept as written: every model (the host's and the members') is the
+DashScope stand-in, reached through Qwen-Agent's own environment variables. `app_gui()`
+builds the WebUI, whose `run()` says to use `parley serve`.
 """
 
 # The example's Chinese text keeps its full-width punctuation.
@@ -22,7 +22,7 @@ from parley.compat.qwen.agents import GroupChat
 from parley.compat.qwen.agents.user_agent import PENDING_USER_INPUT
 from parley.compat.qwen.gui import WebUI, WebUIUnavailableError
 from parley.compat.qwen.schema import Message
-from parley.testing.openai_server import OpenAIServer, Reply
+from parley.testing.dashscope_server import DashScopeServer, Reply
 
 NPC_NAME = "小明"
 USER_NAME = "小塘"
@@ -55,11 +55,20 @@ CFGS = {
 BOARD = "[[0,0,0,0,0],[0,1,0,0,0],[0,0,0,0,0],[0,0,0,0,0],[0,0,0,0,0]]"
 
 
-def llm(server: OpenAIServer) -> dict[str, Any]:
-    return {"model": "qwen-max", "model_server": server.url, "api_key": "EMPTY"}
+@pytest.fixture(autouse=True)
+def _dashscope_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
 
 
-def test_the_host_picks_board_npc_then_the_user_whose_turn_pauses_the_chat() -> None:
+def chat(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The messages of a DashScope request."""
+    messages: list[dict[str, Any]] = body["input"]["messages"]
+    return messages
+
+
+def test_the_host_picks_board_npc_then_the_user_whose_turn_pauses_the_chat(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     steps = [
         Reply(text="棋盘"),  # the host
         Reply(text=BOARD),  # the board
@@ -67,8 +76,9 @@ def test_the_host_picks_board_npc_then_the_user_whose_turn_pauses_the_chat() -> 
         Reply(text="<2,2>"),  # the NPC
         Reply(text=USER_NAME),  # the host: the user's turn, which pauses the chat
     ]
-    with OpenAIServer(steps) as server:
-        bot = GroupChat(agents=CFGS, llm=llm(server))
+    with DashScopeServer(steps) as server:
+        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
+        bot = GroupChat(agents=CFGS, llm={"model": "qwen-max"})
         messages = [Message("user", "<1,1>", name=USER_NAME)]
         response: list[Any] = []
         try:
@@ -85,29 +95,34 @@ def test_the_host_picks_board_npc_then_the_user_whose_turn_pauses_the_chat() -> 
         (USER_NAME, "user", PENDING_USER_INPUT),
     ]
     # The host reads the roles and the chat as `name: text` lines; its prompt is Chinese.
-    host_system = host_1["messages"][0]["content"]
+    host_system = chat(host_1)[0]["content"]
     assert "棋盘: 负责更新棋盘\n小明: 白棋玩家\n小塘: 黑棋玩家" in host_system
     assert "[STOP]" in host_system
-    assert host_1["messages"][-1]["content"] == "小塘: <1,1>"
-    assert host_3["messages"][-1]["content"] == f"小塘: <1,1>\n棋盘: {BOARD}\n小明: <2,2>"
-    assert host_2["messages"][-1]["content"] == f"小塘: <1,1>\n棋盘: {BOARD}"
+    assert chat(host_1)[-1]["content"] == "小塘: <1,1>"
+    assert chat(host_3)[-1]["content"] == f"小塘: <1,1>\n棋盘: {BOARD}\n小明: <2,2>"
+    assert chat(host_2)[-1]["content"] == f"小塘: <1,1>\n棋盘: {BOARD}"
     # Each member: its role from the config, the chat from its seat, its own name last.
-    board_system = board["messages"][0]["content"]
+    board_system = chat(board)[0]["content"]
     assert CFGS["background"] in board_system
     assert "你扮演一个五子棋棋盘" in board_system
     assert "小明, 小塘" in board_system
-    assert "code_interpreter" in json.dumps(board, ensure_ascii=False)  # its tool is offered
-    assert board["messages"][-1] == {"role": "user", "content": "小塘: <1,1>\n棋盘: "}
-    assert npc["messages"][-1] == {
+    # Its tool is offered natively (qwen_dashscope), the NPC's request has none.
+    assert [t["function"]["name"] for t in board["parameters"]["tools"]] == ["code_interpreter"]
+    assert all(body["model"] == "qwen-max" for body in (host_1, board, host_2, npc, host_3))
+    assert chat(board)[-1] == {"role": "user", "content": "小塘: <1,1>\n棋盘: "}
+    assert chat(npc)[-1] == {
         "role": "user",
         "content": f"小塘: <1,1>\n棋盘: {BOARD}\n小明: ",
     }
     assert "code_interpreter" not in json.dumps(npc, ensure_ascii=False)
 
 
-def test_app_gui_builds_the_web_ui_whose_run_points_to_parley_serve() -> None:
-    with OpenAIServer([]) as server:
-        bot = GroupChat(agents=CFGS, llm=llm(server))
+def test_app_gui_builds_the_web_ui_whose_run_points_to_parley_serve(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with DashScopeServer([]) as server:
+        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
+        bot = GroupChat(agents=CFGS, llm={"model": "qwen-max"})
         chatbot_config = {
             "user.name": "小塘",
             "prompt.suggestions": [

@@ -6,8 +6,9 @@ Studio's widgets) at the top, so as a file it cannot run on parley, which has no
 `app()` drives a `GroupChat` one speaker at a time (`need_batch_response=False`), keeping
 the `@` mentions itself and stopping at the user's turn; `app_create()` lets a
 `GroupChatCreator` design the roles. Those calls are made here as the example makes them,
-the models served by a `parley.testing` OpenAI-wire server (`model_server` added to the
-example's `{"model": "qwen-max"}`), `image_gen` (a network tool) standing in locally.
+with the example's llm config as written (`{"model": "qwen-max"}`, a `qwen_dashscope`
+model): the models are the DashScope stand-in, reached through Qwen-Agent's own
+environment variables; `image_gen` (a network tool) stands in locally.
 """
 
 # The example's Chinese text keeps its full-width punctuation.
@@ -16,6 +17,7 @@ example's `{"model": "qwen-max"}`), `image_gen` (a network tool) standing in loc
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import json5
@@ -25,7 +27,7 @@ from parley.compat.qwen import BaseTool
 from parley.compat.qwen.agents import GroupChat, GroupChatCreator
 from parley.compat.qwen.agents.user_agent import PENDING_USER_INPUT
 from parley.compat.qwen.schema import ContentItem, Message
-from parley.testing.openai_server import OpenAIServer, Reply
+from parley.testing.dashscope_server import DashScopeServer, Reply
 from parley.tools import TOOL_REGISTRY
 
 CFGS: dict[str, Any] = {
@@ -84,8 +86,19 @@ def _image_gen(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(TOOL_REGISTRY, "image_gen", LocalImageGen)
 
 
-def llm(server: OpenAIServer) -> dict[str, Any]:
-    return {"model": "qwen-max", "model_server": server.url, "api_key": "EMPTY"}
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[DashScopeServer]:
+    """The DashScope stand-in, where Qwen-Agent's environment variables point (no steps yet)."""
+    with DashScopeServer() as stand_in:
+        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
+        monkeypatch.setenv("DASHSCOPE_HTTP_URL", stand_in.url)
+        yield stand_in
+
+
+def chat(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The messages of a DashScope request."""
+    messages: list[dict[str, Any]] = body["input"]["messages"]
+    return messages
 
 
 def app(bot: GroupChat, messages: list[Message], cfgs: dict[str, Any]) -> list[str]:
@@ -121,68 +134,68 @@ def app(bot: GroupChat, messages: list[Message], cfgs: dict[str, Any]) -> list[s
     return printed
 
 
-def test_app_lets_the_mentioned_speak_then_the_hosts_pick_then_waits_for_the_user() -> None:
-    steps = [
+def test_app_lets_the_mentioned_speak_then_the_hosts_pick_then_waits_for_the_user(
+    server: DashScopeServer,
+) -> None:
+    server.add(
         Reply(text="你好呀(＾▽＾)"),  # ikun, mentioned by the user
         Reply(text="大头"),  # the host picks the next speaker
         Reply(text="@小塘 一起去健身吧！"),  # 大头, who mentions the user
-    ]
-    with OpenAIServer(steps) as server:
-        bot = GroupChat(agents=CFGS, llm=llm(server))
-        messages = [Message("user", content=[ContentItem(text="@ikun 你好")], name="小塘")]
-        try:
-            printed = app(bot, messages, CFGS)
-        finally:
-            bot.close_sync()
-        server.assert_consumed()
-        ikun, host, datou = server.bodies()
+    )
+    bot = GroupChat(agents=CFGS, llm={"model": "qwen-max"})
+    messages = [Message("user", content=[ContentItem(text="@ikun 你好")], name="小塘")]
+    try:
+        printed = app(bot, messages, CFGS)
+    finally:
+        bot.close_sync()
+    server.assert_consumed()
+    ikun, host, datou = server.bodies()
 
     assert printed == [
         "ikun: 你好呀(＾▽＾)",
         "大头: @小塘 一起去健身吧！",
         "Waiting for user input!",
     ]
-    assert ikun["messages"][-1]["content"] == "小塘: @ikun 你好\nikun: "
-    assert host["messages"][-1]["content"] == "小塘: @ikun 你好\nikun: 你好呀(＾▽＾)"
-    assert datou["messages"][-1]["content"] == "小塘: @ikun 你好\nikun: 你好呀(＾▽＾)\n大头: "
-    assert "你是一个体育生" in datou["messages"][0]["content"]
+    assert chat(ikun)[-1]["content"] == "小塘: @ikun 你好\nikun: "
+    assert chat(host)[-1]["content"] == "小塘: @ikun 你好\nikun: 你好呀(＾▽＾)"
+    assert chat(datou)[-1]["content"] == "小塘: @ikun 你好\nikun: 你好呀(＾▽＾)\n大头: "
+    assert "你是一个体育生" in chat(datou)[0]["content"]
+    assert all(body["model"] == "qwen-max" for body in (ikun, host, datou))
 
 
-def test_app_create_designs_roles_that_make_a_group_chat() -> None:
+def test_app_create_designs_roles_that_make_a_group_chat(server: DashScopeServer) -> None:
     role = {"name": "书虫", "description": "爱读书的人", "instructions": "你是书虫，你爱推荐好书。"}
     reply = (
         "<Background>: 一个读书会群聊\n"
         f"<Config>: {json.dumps(role, ensure_ascii=False)}\n"
         "<Answer>: 还需要别的角色吗？"
     )
-    with OpenAIServer([Reply(text=reply)]) as server:
-        agent = GroupChatCreator(llm=llm(server))
-        messages_create = [Message("user", "创建一个读书会群聊")]
-        new_cfgs: dict[str, Any] = {"background": "", "agents": [CFGS["agents"][0]]}
+    server.add(Reply(text=reply))
+    agent = GroupChatCreator(llm={"model": "qwen-max"})
+    messages_create = [Message("user", "创建一个读书会群聊")]
+    new_cfgs: dict[str, Any] = {"background": "", "agents": [CFGS["agents"][0]]}
+    display_content = ""
+    response: list[Any] = []
+    for response in agent.run(messages=messages_create):
         display_content = ""
-        response: list[Any] = []
-        for response in agent.run(messages=messages_create):
-            display_content = ""
-            for rsp in response:
-                if rsp.name == "role_config":
-                    cfg = json5.loads(rsp.content)
-                    if cfg["name"] not in [x["name"] for x in new_cfgs["agents"]]:
-                        new_cfgs["agents"].append(cfg)
-                    display_content += (
-                        f"\n\n{cfg['name']}: {cfg['description']}\n{cfg['instructions']}"
-                    )
-                elif rsp.name == "background":
-                    new_cfgs["background"] = rsp.content
-                    display_content += f"\n群聊背景：{rsp.content}"
-                else:
-                    display_content += f"\n{rsp.content}"
-        server.assert_consumed()
-        [body] = server.bodies()
-        created = GroupChat(agents=new_cfgs, llm=llm(server))
-        agent.close_sync()
-        created.close_sync()
+        for rsp in response:
+            if rsp.name == "role_config":
+                cfg = json5.loads(rsp.content)
+                if cfg["name"] not in [x["name"] for x in new_cfgs["agents"]]:
+                    new_cfgs["agents"].append(cfg)
+                display_content += f"\n\n{cfg['name']}: {cfg['description']}\n{cfg['instructions']}"
+            elif rsp.name == "background":
+                new_cfgs["background"] = rsp.content
+                display_content += f"\n群聊背景：{rsp.content}"
+            else:
+                display_content += f"\n{rsp.content}"
+    server.assert_consumed()
+    [body] = server.bodies()
+    created = GroupChat(agents=new_cfgs, llm={"model": "qwen-max"})
+    agent.close_sync()
+    created.close_sync()
 
-    assert "<Config>" in body["messages"][0]["content"]
+    assert "<Config>" in chat(body)[0]["content"]
     assert new_cfgs["background"].strip() == "一个读书会群聊"
     assert new_cfgs["agents"][1] == role
     assert display_content.strip().endswith("还需要别的角色吗？")

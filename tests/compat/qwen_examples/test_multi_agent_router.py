@@ -2,10 +2,12 @@
 
 The example: a `Router` (an Assistant that answers text itself) over a vision `Assistant`
 and a `ReActChat` tool agent with `image_gen` and `code_interpreter`; its `test()` sends text,
-an image URL and a PDF in one user message, and its `app_tui()` keeps the chat going. Here
-the model is a `parley.testing` OpenAI-wire server (`model_server` added to the example's
-llm configs, which name DashScope's models), `image_gen` (a network tool) stands in
-locally, and `code_interpreter` is parley's sandbox.
+an image URL and a PDF in one user message, and its `app_tui()` keeps the chat going. The
+example's llm configs (`{"model": "qwen-max"}` and `{"model": "qwen-vl-max"}`: DashScope's
+`qwen_dashscope` and `qwenvl_dashscope`) are kept as written: the models are the DashScope
+stand-in, reached through Qwen-Agent's own environment variables. `image_gen` (a network
+tool) stands in locally, and `code_interpreter` is parley's sandbox, into which the user's
+attached PDF is copied as Qwen-Agent copies it (the file is under the working directory).
 """
 
 # The example's Chinese text keeps its full-width punctuation.
@@ -23,12 +25,13 @@ import pytest
 from parley.compat.qwen import BaseTool
 from parley.compat.qwen.agents import Assistant, ReActChat, Router
 from parley.compat.qwen.gui import WebUI  # noqa: F401  (imported by the example, unused here)
-from parley.testing.openai_server import OpenAIServer, Reply
+from parley.testing.dashscope_server import DashScopeServer, Reply
 from parley.tools import TOOL_REGISTRY
 from tests.tools._hostile import text_pdf
 
 IMAGE = "https://dashscope.oss-cn-beijing.aliyuncs.com/images/dog_and_girl.jpeg"
 POEM = "The moon over the river shines on the quiet boats."
+CODE = 'import os; print(2 ** 10, os.path.isfile("poem.pdf"))'
 
 
 class LocalImageGen(BaseTool):
@@ -54,11 +57,10 @@ def _setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(TOOL_REGISTRY, "image_gen", LocalImageGen)
 
 
-def init_agent_service(server: OpenAIServer) -> Router:
-    # settings (the example's, with the stand-in server added)
-    local = {"model_server": server.url, "api_key": "EMPTY"}
-    llm_cfg = {"model": "qwen-max", **local}
-    llm_cfg_vl = {"model": "qwen-vl-max", **local}
+def init_agent_service() -> Router:
+    # settings
+    llm_cfg = {"model": "qwen-max"}
+    llm_cfg_vl = {"model": "qwen-vl-max"}
     tools = ["image_gen", "code_interpreter"]
 
     bot_vl = Assistant(llm=llm_cfg_vl, name="多模态助手", description="可以理解图像内容。")
@@ -84,8 +86,14 @@ def ask(bot: Router, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return response
 
 
+def chat(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The messages of a DashScope request."""
+    messages: list[dict[str, Any]] = body["input"]["messages"]
+    return messages
+
+
 def test_the_router_hands_the_image_question_then_the_tool_work_to_its_helpers(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     resource = tmp_path / "resource"
     resource.mkdir()
@@ -95,11 +103,13 @@ def test_the_router_hands_the_image_question_then_the_tool_work_to_its_helpers(
         Reply(text="图中是一个女孩和一只狗。"),
         Reply(text="Call: 工具助手\n"),
         Reply(text='I will draw first.\nAction: image_gen\nAction Input: {"prompt": "a cat"}\n'),
-        Reply(text="Now the sum.\nAction: code_interpreter\nAction Input: print(2 ** 10)\n"),
+        Reply(text=f"Now the sum.\nAction: code_interpreter\nAction Input: {CODE}\n"),
         Reply(text="I now know the final answer\nFinal Answer: 1024, and the cat is drawn."),
     ]
-    with OpenAIServer(steps) as server:
-        bot = init_agent_service(server)
+    with DashScopeServer(steps) as server:
+        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
+        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
+        bot = init_agent_service()
         try:
             # test(): text, an image and a file in one message
             messages: list[dict[str, Any]] = [
@@ -118,39 +128,46 @@ def test_the_router_hands_the_image_question_then_the_tool_work_to_its_helpers(
     routed, seen, routed_again, react_1, react_2, react_3 = bodies
     # The router's model: the helpers in its instructions, `Reply:` a stop word, no tools,
     # and the attached PDF's passage as knowledge.
-    router_system = routed["messages"][0]["content"]
+    router_system = chat(routed)[0]["content"]
     assert "多模态助手: 可以理解图像内容。" in router_system
     assert "工具助手: 可以使用画图工具和运行代码来解决问题" in router_system
     assert POEM in router_system
-    assert routed["stop"] == ["Reply:", "Reply:\n"]
-    assert "tools" not in routed
+    assert routed["parameters"]["stop"] == ["Reply:", "Reply:\n"]
+    assert "tools" not in routed["parameters"]
+    # qwen-max reads text: the image is a note in the user's text (as Qwen-Agent's text
+    # models get it), and the request goes to the text endpoint.
+    assert chat(routed)[-1] == {
+        "role": "user",
+        "content": "(Uploaded ![image](dog_and_girl.jpeg)) \nhello",
+    }
     # The vision helper got the image, not the router's instructions.
     assert routed["model"] == "qwen-max"
     assert seen["model"] == "qwen-vl-max"
-    assert "多模态助手" not in json.dumps(seen["messages"], ensure_ascii=False)
-    parts = seen["messages"][-1]["content"]
-    assert {"type": "image_url", "image_url": {"url": IMAGE}} in parts
+    assert "多模态助手" not in json.dumps(chat(seen), ensure_ascii=False)
+    assert {"image": IMAGE} in chat(seen)[-1]["content"]  # on DashScope's multimodal endpoint
+    paths = [r.path for r in server.generation_requests()]
+    assert "multimodal-generation" in paths[1]
+    assert "text-generation" in paths[0]
     assert [(m["role"], m["name"], m["content"]) for m in first] == [
         ("assistant", "多模态助手", "图中是一个女孩和一只狗。")
     ]
     # The second time the router sees the helper's turn as a hand-over.
-    said = [m["content"] for m in routed_again["messages"] if m["role"] == "assistant"]
+    said = [m["content"] for m in chat(routed_again) if m["role"] == "assistant"]
     assert said == ["Call: 多模态助手\nReply:图中是一个女孩和一只狗。"]
     # ReAct: tools in the prompt, stopped at Observation, each tool's real result fed back.
-    assert "tools" not in react_1
-    assert react_1["stop"] == ["Observation:", "Observation:\n"]
-    react_prompt = react_1["messages"][-1]["content"]
+    assert "tools" not in react_1["parameters"]
+    assert react_1["parameters"]["stop"] == ["Observation:", "Observation:\n"]
+    react_prompt = chat(react_1)[-1]["content"]
     assert "image_gen: the image_gen tool." in react_prompt
     assert "Action: one tool name from [image_gen,code_interpreter]" in react_prompt
-    assert react_2["messages"][-1]["content"].endswith(
+    assert chat(react_2)[-1]["content"].endswith(
         'Observation: {"image_url": "https://images.test/a%20cat"}\nThought: '
     )
-    observed = react_3["messages"][-1]["content"]
-    assert observed.endswith("stdout:\n\n```\n1024\n```\nThought: ")
-    # The attached PDF was handed to the code interpreter, which copies in only files under
-    # its `file_roots` (none configured here), and says so (Qwen-Agent copies any).
-    assert "Files not copied: " in observed
-    assert "poem.pdf (outside this conversation's files and the file_roots)" in observed
+    observed = chat(react_3)[-1]["content"]
+    # The user's attached PDF was copied into the interpreter's directory, as Qwen-Agent
+    # copies it: the code found it there by name.
+    assert observed.endswith("stdout:\n\n```\n1024 True\n```\nThought: ")
+    assert "Files not copied" not in observed
     [answer] = second
     assert answer["name"] == "工具助手"
     assert answer["content"].endswith("Final Answer: 1024, and the cat is drawn.")

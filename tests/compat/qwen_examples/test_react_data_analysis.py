@@ -1,22 +1,27 @@
 """Qwen-Agent's `examples/react_data_analysis.py`, run with only its imports changed.
 
 The example: a `ReActChat` with `code_interpreter`, asked to look at a CSV file of stock
-prices attached to the message and draw a line chart. Here the model is a `parley.testing`
-OpenAI-wire server (the example's `model_server: "dashscope"` replaced by its URL), and
+prices attached to the message and draw a line chart. The example's llm config (`qwen-max`
+with `model_server: "dashscope"`, DashScope's native API as Qwen-Agent reads it) is kept as
+written, its `api_key` from `DASHSCOPE_API_KEY` as the example reads it: the model is the
+DashScope stand-in, reached through Qwen-Agent's own environment variables.
 `code_interpreter` is parley's sandboxed interpreter, which really runs the model's code on
-the file. The file lies in the conversation's work directory, where the interpreter reads
-files (it copies in others only from its configured `file_roots`).
+the file: the user's attached file (under the working directory, as the example's
+`resource/` is) is copied into the conversation's directory, as Qwen-Agent copies it.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from pprint import pprint
 from typing import Any
 
+import pytest
+
 from parley.compat.qwen.agents import ReActChat
 from parley.compat.qwen.gui import WebUI  # noqa: F401  (imported by the example, unused here)
-from parley.testing.openai_server import OpenAIServer, Reply
+from parley.testing.dashscope_server import DashScopeServer, Reply
 
 PRICES = """,Date,Open,High,Low,Close
 0,2020/1/3,74.13,74.31,73.6,73.91
@@ -47,11 +52,11 @@ print("saved")
 """
 
 
-def init_agent_service(server: OpenAIServer) -> ReActChat:
+def init_agent_service() -> ReActChat:
     llm_cfg = {
         "model": "qwen-max",
-        "model_server": server.url,  # the example: "dashscope"
-        "api_key": "EMPTY",
+        "model_server": "dashscope",
+        "api_key": os.getenv("DASHSCOPE_API_KEY"),
     }
     tools = ["code_interpreter"]
     return ReActChat(
@@ -62,19 +67,26 @@ def init_agent_service(server: OpenAIServer) -> ReActChat:
     )
 
 
-def test_react_chat_reads_the_csv_and_draws_the_chart_in_the_sandbox() -> None:
+def test_react_chat_reads_the_csv_and_draws_the_chart_in_the_sandbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # the user's file is under the working directory
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    resource = tmp_path / "resource"
+    resource.mkdir()
+    file = resource / "stock_prices.csv"
+    file.write_text(PRICES)
     steps = [
         Reply(text=HEAD),
         Reply(text=PLOT),
         Reply(text="I now know the final answer\nFinal Answer: The chart is in prices.png."),
     ]
-    with OpenAIServer(steps) as server:
-        bot = init_agent_service(server)
+    with DashScopeServer(steps) as server:
+        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
+        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
+        bot = init_agent_service()
         interpreter = bot.function_map["code_interpreter"]
         work_dir = Path(interpreter.work_dir())  # type: ignore[attr-defined]
-        work_dir.mkdir(parents=True, exist_ok=True)
-        file = work_dir / "stock_prices.csv"
-        file.write_text(PRICES)
         try:
             messages: list[Any] = [
                 {"role": "user", "content": [{"text": QUERY}, {"file": str(file)}]}
@@ -87,22 +99,27 @@ def test_react_chat_reads_the_csv_and_draws_the_chart_in_the_sandbox() -> None:
             bot.close_sync()
         server.assert_consumed()
         first, second, third = server.bodies()
+        keys = {r.headers.get("authorization") for r in server.generation_requests()}
 
+    assert keys == {"Bearer sk-test"}  # the example's api_key, from the environment
     # No function calling: the tool is described in the prompt, the file by name.
     for body in (first, second, third):
-        assert "tools" not in body
-        assert body["stop"] == ["Observation:", "Observation:\n"]
-    prompt = first["messages"][-1]["content"]
+        assert body["model"] == "qwen-max"
+        assert "tools" not in body["parameters"]
+        assert body["parameters"]["stop"] == ["Observation:", "Observation:\n"]
+    prompt = first["input"]["messages"][-1]["content"]
     assert "code_interpreter: the code_interpreter tool." in prompt
     assert f"Question: [file](stock_prices.csv)\n{QUERY}\nThought: " in prompt
     # The code really ran: what it printed, and the chart it saved.
-    assert second["messages"][-1]["content"].endswith(
+    assert second["input"]["messages"][-1]["content"].endswith(
         "Observation: stdout:\n\n```\n3 2020/1/3 73.93\n```\nThought: "
     )
-    observed = third["messages"][-1]["content"]
+    observed = third["input"]["messages"][-1]["content"]
     assert "stdout:\n\n```\nsaved\n```" in observed
     assert "files written in the work directory: prices.png" in observed
     assert (work_dir / "prices.png").read_bytes().startswith(b"\x89PNG")
+    # The user's file was copied in; the original is untouched.
+    assert (work_dir / "stock_prices.csv").read_text() == file.read_text() == PRICES
     [answer] = response
     assert answer["name"] == "code interpreter"
     assert answer["content"].startswith(

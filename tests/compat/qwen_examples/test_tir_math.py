@@ -2,9 +2,10 @@
 
 The example: a `TIRMathAgent` (tool-integrated reasoning: the model writes Python, the agent
 runs it and shows the output, the model goes on) for Qwen2.5-Math, asked for the first ten
-Fibonacci numbers. Here the model is a `parley.testing` OpenAI-wire server: the example's
-llm config names DashScope (`model_type: "qwen_dashscope"`); `model_server` (the stand-in's
-URL) takes its place, and the programs run in parley's sandboxed `code_interpreter`.
+Fibonacci numbers. The example's llm config (`model_type: "qwen_dashscope"`) is kept as
+written: the model is the DashScope stand-in, reached through Qwen-Agent's own environment
+variables (`DASHSCOPE_HTTP_URL`, `DASHSCOPE_API_KEY`), and the programs run in parley's
+sandboxed `code_interpreter`.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ from __future__ import annotations
 from pprint import pprint
 from typing import Any
 
+import pytest
+
 from parley.compat.qwen.agents import TIRMathAgent
 from parley.compat.qwen.gui import WebUI  # noqa: F401  (imported by the example, unused here)
-from parley.testing.openai_server import OpenAIServer, Reply
+from parley.testing.dashscope_server import DashScopeServer, Reply
 
 TIR_SYSTEM = (
     "Please integrate natural language reasoning with programs to solve the problem above, "
@@ -33,19 +36,22 @@ print(numbers)
 ANSWER = "前10个数字是 \\boxed{0, 1, 1, 2, 3, 5, 8, 13, 21, 34}。"
 
 
-def init_agent_service(server: OpenAIServer) -> TIRMathAgent:
+def init_agent_service() -> TIRMathAgent:
     llm_cfg = {
         "model": "qwen2.5-math-72b-instruct",
-        "model_server": server.url,  # the example: "model_type": "qwen_dashscope"
-        "api_key": "EMPTY",
+        "model_type": "qwen_dashscope",
         "generate_cfg": {"top_k": 1},
     }
     return TIRMathAgent(llm=llm_cfg, name="Qwen2.5-Math", system_message=TIR_SYSTEM)
 
 
-def test_tir_agent_runs_the_models_program_and_lets_it_go_on_from_the_output() -> None:
-    with OpenAIServer([Reply(text=PROGRAM), Reply(text=ANSWER)]) as server:
-        bot = init_agent_service(server)
+def test_tir_agent_runs_the_models_program_and_lets_it_go_on_from_the_output(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with DashScopeServer([Reply(text=PROGRAM), Reply(text=ANSWER)]) as server:
+        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
+        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
+        bot = init_agent_service()
         messages: list[Any] = [{"role": "user", "content": "斐波那契数列前10个数字"}]
         response: list[Any] = []
         try:
@@ -57,14 +63,16 @@ def test_tir_agent_runs_the_models_program_and_lets_it_go_on_from_the_output() -
         server.assert_consumed()
         first, second = server.bodies()
 
-    assert first["stop"] == ["```output"]
-    assert "tools" not in first  # the program is text in the reply, not a function call
-    assert first["messages"][0] == {"role": "system", "content": TIR_SYSTEM}
-    assert first["top_k"] == 1
+    assert first["model"] == second["model"] == "qwen2.5-math-72b-instruct"
+    assert first["parameters"]["stop"] == ["```output"]
+    assert first["parameters"]["top_k"] == 1
+    assert "tools" not in first["parameters"]  # the program is text, not a function call
+    assert first["input"]["messages"][0] == {"role": "system", "content": TIR_SYSTEM}
     output = "```output\n[0, 1, 1, 2, 3, 5, 8, 13, 21, 34]\n```\n"
     # The model goes on from its own reply with the program's real output after it.
-    continued = second["messages"][-1]
-    assert (continued["role"], continued["content"]) == ("assistant", PROGRAM + output)
+    # (DashScope's partial mode: the last assistant message is marked to be continued.)
+    continued = second["input"]["messages"][-1]
+    assert continued == {"role": "assistant", "content": PROGRAM + output, "partial": True}
     [answer] = response
     assert answer["name"] == "Qwen2.5-Math"
     assert answer["content"] == PROGRAM + output + ANSWER

@@ -221,7 +221,7 @@ def read_llm_config(cfg: Mapping[str, Any]) -> LLMConfig:
         options["formatter"] = QwenOAIMediaFormatter()
     parameters = _parameters(model_cls, generate)
     try:
-        model = model_cls(credential, name, parameters, **options)
+        model = model_cls(credential, name, parameters, **options, **_continuation(model_type))
     except UserError as exc:
         raise ConfigurationError(f"llm config: {exc}") from None
     if fmt is not None:
@@ -394,6 +394,19 @@ def _prompt_format(
             "default) or 'qwen'"
         )
     return None if raw else fmt
+
+
+def _continuation(model_type: str) -> dict[str, Any]:
+    """The formatter options of a model type (DashScope's: continuing in partial mode).
+
+    Qwen-Agent's DashScope models continue a conversation that ends on the model's text
+    (TIRMathAgent's program output) in DashScope's partial mode.
+    """
+    if model_type not in _DASHSCOPE_TYPES:
+        return {}
+    from parley.models.dashscope.formatter import DashScopeChatFormatter  # noqa: PLC0415
+
+    return {"formatter": DashScopeChatFormatter(continue_final=True)}
 
 
 def _model_options(cfg: Mapping[str, Any], generate: dict[str, Any]) -> dict[str, Any]:

@@ -107,6 +107,7 @@ from parley.compat.qwen.schema import (
     ContentItem,
     Message,
 )
+from parley.compat.qwen.tools.code_interpreter import user_files_from_working_directory
 from parley.errors import ConfigurationError, UserError
 from parley.messages import ToolCallBlock
 from parley.models.base import ChatModel
@@ -450,6 +451,8 @@ class Agent(abc.ABC):
             raise
         except UserError as exc:  # an entry of no form a toolkit takes
             raise ConfigurationError(f"function_list: {exc}") from None
+        if not isinstance(tool, Tool):  # built here from a name or config: Qwen-Agent's rules
+            made = user_files_from_working_directory(made)
         self._register(made)
 
     def _register(self, tool: Tool) -> None:

@@ -72,6 +72,9 @@ class DashScopeChatFormatter(Formatter):
         send_thinking: Send thinking back as `reasoning_content` on assistant turns.
         inline_local_files: Read local (`file://`) media and send them as `data:` URIs;
             when False they stay `file://` URLs, for the model to upload (the SDK's way).
+        continue_final: A conversation ending on an assistant's text asks the model to go on
+            from it: that message is sent with `partial: true` (DashScope's partial mode, as
+            Qwen-Agent's `qwen_dashscope` sends it).
     """
 
     def __init__(
@@ -80,10 +83,12 @@ class DashScopeChatFormatter(Formatter):
         multimodal: bool = False,
         send_thinking: bool = False,
         inline_local_files: bool = True,
+        continue_final: bool = False,
     ) -> None:
         self.multimodal = multimodal
         self.send_thinking = send_thinking
         self.inline_local_files = inline_local_files
+        self.continue_final = continue_final
 
     def for_endpoint(self, *, multimodal: bool, inline_local_files: bool) -> DashScopeChatFormatter:
         """This formatter's options, for the endpoint (and upload setting) a call uses."""
@@ -93,6 +98,7 @@ class DashScopeChatFormatter(Formatter):
             multimodal=multimodal,
             send_thinking=self.send_thinking,
             inline_local_files=inline_local_files,
+            continue_final=self.continue_final,
         )
 
     def format(self, msgs: Sequence[Msg]) -> list[dict[str, Any]]:
@@ -116,6 +122,9 @@ class DashScopeChatFormatter(Formatter):
                 out.append(self._plain(msg))
         if pending:
             out.append({"role": "user", "content": pending})
+        last = out[-1] if out else {}
+        if self.continue_final and last.get("role") == "assistant" and "tool_calls" not in last:
+            last["partial"] = True
         return out
 
     # -- roles ----------------------------------------------------------------------------

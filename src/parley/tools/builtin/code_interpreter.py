@@ -86,13 +86,18 @@ def _inside(path: Path, roots: Sequence[Path]) -> bool:
 
 
 def _copy_in(
-    files: Sequence[str], work_dir: Path, roots: Sequence[Path], limits: SandboxLimits
+    files: Sequence[str],
+    work_dir: Path,
+    roots: Sequence[Path],
+    limits: SandboxLimits,
+    workspace: Path | None = None,
 ) -> list[str]:
     """Copy local files into the work directory; each one refused, with why.
 
     Only files under the work directory itself (already in reach) or under the configured
     `file_roots` are taken: a caller naming `/etc/passwd` or another thread's file gets a
-    refusal, not a copy; nor is a file that would take the conversation past its disk quota.
+    refusal, not a copy, even where a file root holds the `workspace` (every conversation's
+    folders); nor is a file that would take the conversation past its disk quota.
     The code may have planted links in its directory: the copy is read from its root
     without following links and written link-safe (`_hostfs.copy_into`).
     """
@@ -106,6 +111,8 @@ def _copy_in(
         # A relative path is the conversation's: it names a file of the work directory.
         path = (work_dir / (unquote(parts.path) if parts.scheme == "file" else item)).resolve()
         root = next((r for r in (home, *roots) if _inside(path, [r])), None)
+        if root not in (None, home) and workspace and _inside(path, [workspace.resolve()]):
+            root = None  # another conversation's file, though under a file root
         if root is None:
             refused.append(f"{item} (outside this conversation's files and the file_roots)")
         elif root == home:  # used where it is
@@ -292,7 +299,9 @@ class CodeInterpreter(Tool):
             raise ConfigurationError("this code interpreter was closed")
         user, thread = _conversation(ctx, session, user_id)
         work_dir = self.workspace.session_dir(user, thread)
-        refused = _copy_in(files, work_dir, self.file_roots, self.limits) if files else []
+        refused = (
+            _copy_in(files, work_dir, self.file_roots, self.limits, self.root) if files else []
+        )
         limits = (
             self.limits
             if timeout is None
