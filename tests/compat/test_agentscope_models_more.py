@@ -7,13 +7,32 @@ the request the server got and the answer in AgentScope's shapes.
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
-from parley.compat.agentscope.credential import MoonshotCredential, XAICredential
-from parley.compat.agentscope.message import Msg, TextBlock, ToolCallBlock
+import pytest
+
+from parley.compat.agentscope.credential import (
+    GeminiCredential,
+    MoonshotCredential,
+    XAICredential,
+)
+from parley.compat.agentscope.embedding import EmbeddingResponse, GeminiEmbeddingModel
+from parley.compat.agentscope.message import (
+    Base64Source,
+    DataBlock,
+    Msg,
+    TextBlock,
+    ToolCallBlock,
+)
 from parley.compat.agentscope.model import ChatResponse, MoonshotChatModel, XAIChatModel
+from parley.errors import UserError
+from parley.testing.gemini_server import Embeddings as GeminiEmbeddings
+from parley.testing.gemini_server import GeminiServer
+from parley.testing.gemini_server import vector_for as gemini_vector_for
 from parley.testing.openai_server import OpenAIServer, Reply, ToolCall
+from tests._requires import require_module
 
 WEATHER_TOOL = {
     "type": "function",
@@ -144,3 +163,56 @@ def test_xai_defaults_are_agentscope_s() -> None:
     assert (model.stream, model.max_retries, model.retry_delay) == (True, 3, 1.0)
     assert model.context_size == 131072
     assert model.parameters == XAIChatModel.Parameters()
+
+
+# -- Gemini embeddings ----------------------------------------------------------------------
+
+
+async def test_gemini_embeddings_send_dimensions_and_a_call_s_task_type() -> None:
+    require_module("google.genai", "gemini")
+    with GeminiServer([GeminiEmbeddings()]) as server:
+        model = GeminiEmbeddingModel(
+            credential=GeminiCredential(api_key="test-key", base_url=server.url),
+            model="gemini-embedding-001",
+            dimensions=768,
+        )
+        response = await model(
+            ["What is AgentScope?", TextBlock(text="A framework.")], task_type="RETRIEVAL_QUERY"
+        )
+        await model.aclose()
+    assert isinstance(response, EmbeddingResponse)
+    assert response.embeddings == [
+        gemini_vector_for("What is AgentScope?", 768),
+        gemini_vector_for("A framework.", 768),
+    ]
+    assert model.context_size == 8192
+    assert model.supports_multimodal is False
+    (request,) = server.embedding_requests()
+    assert request.path.endswith("/models/gemini-embedding-001:batchEmbedContents")
+    assert request.headers["x-goog-api-key"] == "test-key"
+    first, second = request.json["requests"]
+    assert first["content"] == {"parts": [{"text": "What is AgentScope?"}]}
+    assert second["content"] == {"parts": [{"text": "A framework."}]}
+    assert (first["outputDimensionality"], first["taskType"]) == (768, "RETRIEVAL_QUERY")
+
+
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n-an-image").decode()
+
+
+async def test_gemini_embedding_2_takes_data_blocks_and_001_refuses_them() -> None:
+    require_module("google.genai", "gemini")
+    image = DataBlock(source=Base64Source(data=PNG, media_type="image/png"))
+    with GeminiServer([GeminiEmbeddings()]) as server:
+        credential = GeminiCredential(api_key="test-key", base_url=server.url)
+        model = GeminiEmbeddingModel(credential, "gemini-embedding-2", 256)
+        response = await model(["a cat", image])
+        await model.aclose()
+        text_only = GeminiEmbeddingModel(credential, "gemini-embedding-001", 256)
+        with pytest.raises(UserError, match="takes text only, not a DataBlock"):
+            await text_only([image])
+        await text_only.aclose()
+    assert model.supports_multimodal is True
+    assert response.embeddings == [gemini_vector_for("a cat", 256), gemini_vector_for(PNG, 256)]
+    (request,) = server.embedding_requests()  # the refused call sent nothing
+    parts = [r["content"]["parts"] for r in request.json["requests"]]
+    assert parts == [[{"text": "a cat"}], [{"inlineData": {"mimeType": "image/png", "data": PNG}}]]
