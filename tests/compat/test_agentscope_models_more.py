@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import base64
 import json
+import struct
 from typing import Any
 
 import pytest
 
 from parley.compat.agentscope.credential import (
+    DashScopeCredential,
     GeminiCredential,
     MoonshotCredential,
     XAICredential,
@@ -27,11 +29,16 @@ from parley.compat.agentscope.message import (
     ToolCallBlock,
 )
 from parley.compat.agentscope.model import ChatResponse, MoonshotChatModel, XAIChatModel
+from parley.compat.agentscope.tts import DashScopeTTSModel, TTSResponse
 from parley.errors import UserError
+from parley.testing.dashscope_realtime_server import render
+from parley.testing.dashscope_server import DashScopeServer
+from parley.testing.dashscope_server import Speech as DashScopeSpeech
 from parley.testing.gemini_server import Embeddings as GeminiEmbeddings
 from parley.testing.gemini_server import GeminiServer
 from parley.testing.gemini_server import vector_for as gemini_vector_for
 from parley.testing.openai_server import OpenAIServer, Reply, ToolCall
+from parley.tts import PCMFormat, read_wav
 from tests._requires import require_module
 
 WEATHER_TOOL = {
@@ -216,3 +223,67 @@ async def test_gemini_embedding_2_takes_data_blocks_and_001_refuses_them() -> No
     (request,) = server.embedding_requests()  # the refused call sent nothing
     parts = [r["content"]["parts"] for r in request.json["requests"]]
     assert parts == [[{"text": "a cat"}], [{"inlineData": {"mimeType": "image/png", "data": PNG}}]]
+
+
+# -- speech ---------------------------------------------------------------------------------
+
+
+async def test_dashscope_tts_streams_wav_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
+    # AgentScope's DashScopeTTSModel: the compatible mode's credential, the native API's URL
+    # from the environment (as the dashscope SDK reads it).
+    with DashScopeServer([DashScopeSpeech(chunk_size=2)]) as server:
+        monkeypatch.setenv("DASHSCOPE_HTTP_BASE_URL", server.url)
+        model = DashScopeTTSModel(credential=DashScopeCredential(api_key="sk-test"))
+        pieces = [piece async for piece in await model.synthesize("abcde")]
+        empty = await model.synthesize(None)
+        await model.aclose()
+    assert (model.model, model.parameters.voice, model.stream) == (
+        "qwen3-tts-flash",
+        "Cherry",
+        True,
+    )
+    assert [p.is_last for p in pieces] == [False, False, True]
+    assert all(p.content is not None for p in pieces)
+    assert {p.content.source.media_type for p in pieces} == {"audio/wav"}  # type: ignore[union-attr]
+    audio = b"".join(base64.b64decode(p.content.source.data) for p in pieces)  # type: ignore[union-attr]
+    header, pcm = audio[:44], audio[44:]
+    assert header[:4] == b"RIFF"
+    assert header[8:16] == b"WAVEfmt "
+    assert struct.unpack("<HHI", header[20:28]) == (1, 1, 24000)  # PCM, mono, 24 kHz
+    assert header[36:40] == b"data"
+    assert pcm == render("abcde")
+    last = pieces[-1]
+    assert last.usage is not None
+    assert last.usage.output_tokens == 5
+    assert empty.content is None  # type: ignore[union-attr]
+    (request,) = server.generation_requests()
+    assert request.headers["authorization"] == "Bearer sk-test"
+    assert request.json == {
+        "model": "qwen3-tts-flash",
+        "input": {"text": "abcde", "voice": "Cherry"},
+    }
+
+
+async def test_dashscope_tts_whole_answer_is_one_wav(monkeypatch: pytest.MonkeyPatch) -> None:
+    with DashScopeServer([DashScopeSpeech()]) as server:
+        monkeypatch.setenv("DASHSCOPE_HTTP_BASE_URL", server.url)
+        model = DashScopeTTSModel(
+            credential=DashScopeCredential(api_key="sk-test"),
+            model="qwen3-tts-flash",
+            parameters=DashScopeTTSModel.Parameters(voice="Ethan"),
+            stream=False,
+        )
+        response = await model.synthesize("Hello there", language_type="English")
+        await model.aclose()
+    assert isinstance(response, TTSResponse)
+    assert response.is_last
+    assert response.content is not None
+    assert response.content.source.media_type == "audio/wav"
+    pcm, fmt = read_wav(base64.b64decode(response.content.source.data))  # type: ignore[union-attr]
+    assert pcm == render("Hello there")
+    assert fmt == PCMFormat(24000)
+    assert server.bodies()[0]["input"] == {
+        "text": "Hello there",
+        "voice": "Ethan",
+        "language_type": "English",
+    }

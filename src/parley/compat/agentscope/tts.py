@@ -3,12 +3,15 @@
 As in AgentScope: `await model.synthesize(text)` answers a `TTSResponse` whose `content` is
 a `DataBlock` of base64 audio, or (streaming, the default) an async generator of them, each
 an incremental piece, the last with `is_last=True`; no text answers `content=None`.
-`OpenAITTSModel` wraps parley's (`to_parley()`); AgentScope's DashScope and Gemini speech
-models are not here yet: use parley's `parley.tts.dashscope` directly.
+`OpenAITTSModel` and `DashScopeTTSModel` wrap parley's (`to_parley()`). AgentScope's
+realtime DashScope models (`DashScopeRealtimeTTSModel`, `DashScopeCosyVoiceTTSModel`) and
+`GeminiTTSModel` are not here: use parley's `parley.tts.dashscope` directly; parley has no
+Gemini speech model.
 """
 
 from __future__ import annotations
 
+import struct
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -19,10 +22,12 @@ from pydantic import BaseModel, Field
 from parley.compat.agentscope.message import DataBlock, blocks_from_parley
 from parley.messages import new_id
 from parley.tts import base as tb
+from parley.tts._audio import pcm_format
 from parley.tts.base import TTSModel as TTSModelBase
+from parley.tts.dashscope import DashScopeTTSModel as _DashScope
 from parley.tts.openai import OpenAITTSModel as _OpenAI
 
-__all__ = ["OpenAITTSModel", "TTSModelBase", "TTSResponse", "TTSUsage"]
+__all__ = ["DashScopeTTSModel", "OpenAITTSModel", "TTSModelBase", "TTSResponse", "TTSUsage"]
 
 
 @dataclass
@@ -64,33 +69,29 @@ def _response(answer: tb.TTSResponse, *, is_last: bool) -> TTSResponse:
     return TTSResponse(content=content, usage=usage, is_last=is_last)
 
 
-class OpenAITTSModel:
-    """OpenAI's `/v1/audio/speech`, as AgentScope's class (mp3 and voice `alloy` by default)."""
+class _ParleyTTSModel:
+    """An AgentScope-style speech model on one of parley's (`_build` makes it)."""
 
     class Parameters(BaseModel):
-        """Speech parameters, as AgentScope names them."""
-
-        voice: str = Field(default="alloy", description="The voice.")
-        response_format: Literal["mp3", "opus", "aac", "flac", "wav", "pcm"] = Field(
-            default="mp3", description="The audio's format."
-        )
-        instructions: str | None = Field(default=None, description="How to speak.")
+        """The provider's speech parameters."""
 
     realtime: bool = False
 
     def __init__(
-        self,
-        credential: Any,
-        model: str = "tts-1",
-        parameters: OpenAITTSModel.Parameters | None = None,
-        stream: bool = True,
+        self, credential: Any, model: str, parameters: BaseModel | None, stream: bool
     ) -> None:
         self.credential = credential
         self.model = model
         self.parameters = parameters or self.Parameters()
         self.stream = stream
-        fields = self.parameters.model_dump(exclude_none=True)
-        self._parley = _OpenAI(credential, model, fields, stream=stream)
+        self._parley = self._build()
+
+    def _build(self) -> TTSModelBase:
+        raise NotImplementedError
+
+    def _piece(self, piece: tb.TTSResponse, *, first: bool) -> tb.TTSResponse:
+        """A streamed piece as AgentScope hands it out (as parley gives it, by default)."""
+        return piece
 
     def to_parley(self) -> TTSModelBase:
         """The parley model this one wraps."""
@@ -119,10 +120,105 @@ class OpenAITTSModel:
                 return
             if pending is not None:
                 yield _response(pending, is_last=False)
-            pending = piece
+            pending = self._piece(piece, first=pending is None)
         if pending is not None:
             yield _response(pending, is_last=True)
 
     async def aclose(self) -> None:
         """Close the wrapped model's connections."""
         await self._parley.aclose()
+
+
+class OpenAITTSModel(_ParleyTTSModel):
+    """OpenAI's `/v1/audio/speech`, as AgentScope's class (mp3 and voice `alloy` by default)."""
+
+    class Parameters(BaseModel):
+        """Speech parameters, as AgentScope names them."""
+
+        voice: str = Field(default="alloy", description="The voice.")
+        response_format: Literal["mp3", "opus", "aac", "flac", "wav", "pcm"] = Field(
+            default="mp3", description="The audio's format."
+        )
+        instructions: str | None = Field(default=None, description="How to speak.")
+
+    def __init__(
+        self,
+        credential: Any,
+        model: str = "tts-1",
+        parameters: OpenAITTSModel.Parameters | None = None,
+        stream: bool = True,
+    ) -> None:
+        super().__init__(credential, model, parameters, stream)
+
+    def _build(self) -> TTSModelBase:
+        fields = self.parameters.model_dump(exclude_none=True)
+        return _OpenAI(self.credential, self.model, fields, stream=self.stream)
+
+
+def _streaming_wav_header(rate: int, channels: int, sample_width: int) -> bytes:
+    """A 44-byte WAV header for PCM of unknown length (both sizes at their maximum).
+
+    Players that read the format and take the rest as samples start on the first piece.
+    """
+    unknown = 0xFFFFFFFF
+    fmt = struct.pack(
+        "<HHIIHH",
+        1,  # PCM
+        channels,
+        rate,
+        rate * channels * sample_width,
+        channels * sample_width,
+        sample_width * 8,
+    )
+    return (
+        b"RIFF"
+        + struct.pack("<I", unknown)
+        + b"WAVEfmt "
+        + struct.pack("<I", len(fmt))
+        + fmt
+        + b"data"
+        + struct.pack("<I", unknown)
+    )
+
+
+class DashScopeTTSModel(_ParleyTTSModel):
+    """Qwen-TTS (`qwen3-tts-flash`...) on DashScope's native API, as AgentScope's class.
+
+    It takes AgentScope's `DashScopeCredential` (the compatible mode's) and, as AgentScope
+    through the `dashscope` SDK, calls the native API: at `DASHSCOPE_HTTP_BASE_URL` when set,
+    else DashScope's endpoint. Audio comes as WAV, as AgentScope hands it out: a whole
+    answer is one WAV file; streamed, the first piece starts with a WAV header of unknown
+    length and the others are the PCM that follows.
+    """
+
+    class Parameters(BaseModel):
+        """Qwen-TTS parameters, as AgentScope names them."""
+
+        voice: str = Field(default="Cherry", description="The voice.")
+
+    def __init__(
+        self,
+        credential: Any,
+        model: str = "qwen3-tts-flash",
+        parameters: DashScopeTTSModel.Parameters | None = None,
+        stream: bool = True,
+    ) -> None:
+        super().__init__(credential, model, parameters, stream)
+
+    def _build(self) -> TTSModelBase:
+        from parley.models.dashscope import DashScopeCredential  # noqa: PLC0415
+
+        key = getattr(self.credential, "api_key", None)
+        native = DashScopeCredential(api_key=key) if key is not None else None
+        fields = self.parameters.model_dump(exclude_none=True)
+        return _DashScope(native, self.model, fields, stream=self.stream)
+
+    def _piece(self, piece: tb.TTSResponse, *, first: bool) -> tb.TTSResponse:
+        """The PCM piece as WAV: the first with a streaming header, as AgentScope does."""
+        fmt = pcm_format(piece.media_type or "")
+        if fmt is None:
+            return piece  # not raw PCM: handed out as it came
+        data = piece.audio_bytes
+        if first:
+            data = _streaming_wav_header(fmt.rate, fmt.channels, fmt.sample_width) + data
+        return tb.TTSResponse.of_audio(data, "audio/wav", is_last=piece.is_last, usage=piece.usage)
