@@ -29,9 +29,13 @@ from parley.compat.agentscope.message import (
     ToolCallBlock,
 )
 from parley.compat.agentscope.model import ChatResponse, MoonshotChatModel, XAIChatModel
-from parley.compat.agentscope.tts import DashScopeTTSModel, TTSResponse
+from parley.compat.agentscope.tts import (
+    DashScopeRealtimeTTSModel,
+    DashScopeTTSModel,
+    TTSResponse,
+)
 from parley.errors import UserError
-from parley.testing.dashscope_realtime_server import render
+from parley.testing.dashscope_realtime_server import DashScopeRealtimeServer, render
 from parley.testing.dashscope_server import DashScopeServer
 from parley.testing.dashscope_server import Speech as DashScopeSpeech
 from parley.testing.gemini_server import Embeddings as GeminiEmbeddings
@@ -287,3 +291,68 @@ async def test_dashscope_tts_whole_answer_is_one_wav(monkeypatch: pytest.MonkeyP
         "voice": "Ethan",
         "language_type": "English",
     }
+
+
+def _wav_stream(audio: bytes) -> bytes:
+    """The PCM after a streaming WAV header (checked: mono 16-bit 24 kHz, sizes unknown)."""
+    header = audio[:44]
+    assert header[:4] == b"RIFF"
+    assert header[8:16] == b"WAVEfmt "
+    assert struct.unpack("<HHI", header[20:28]) == (1, 1, 24000)
+    assert header[36:40] == b"data"
+    assert struct.unpack("<I", header[40:44]) == (0xFFFFFFFF,)  # length not known
+    return audio[44:]
+
+
+async def test_dashscope_realtime_tts_push_then_synthesize(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    require_module("websockets", "dashscope")
+    with DashScopeRealtimeServer() as server:
+        monkeypatch.setenv("DASHSCOPE_HTTP_BASE_URL", server.url)
+        monkeypatch.delenv("DASHSCOPE_WEBSOCKET_BASE_URL", raising=False)
+        model = DashScopeRealtimeTTSModel(credential=DashScopeCredential(api_key="sk-test"))
+        assert model.realtime is True
+        async with model:
+            first = await model.push("Hell")
+            rest = [piece async for piece in await model.synthesize("o!")]
+        await model.aclose()
+        (connection,) = server.accepted()
+    pieces = ([first] if first.content is not None else []) + rest
+    assert first.is_last is False
+    assert [p.is_last for p in rest][-1] is True
+    assert {p.content.source.media_type for p in pieces} == {"audio/wav"}  # type: ignore[union-attr]
+    audio = b"".join(base64.b64decode(p.content.source.data) for p in pieces)  # type: ignore[union-attr]
+    assert _wav_stream(audio) == render("Hello!")  # one header, at the start
+    assert rest[-1].usage is not None
+    assert connection.path == "/api-ws/v1/realtime?model=qwen3-tts-flash-realtime"
+    assert connection.headers["authorization"] == "Bearer sk-test"
+    (update,) = connection.of_type("session.update")
+    assert update["session"]["voice"] == "Cherry"  # AgentScope's default voice
+    assert connection.text == "Hello!"
+
+
+async def test_dashscope_realtime_tts_each_whole_utterance_is_a_wav_stream(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    require_module("websockets", "dashscope")
+    with DashScopeRealtimeServer() as server:
+        monkeypatch.setenv("DASHSCOPE_HTTP_BASE_URL", server.url)
+        monkeypatch.delenv("DASHSCOPE_WEBSOCKET_BASE_URL", raising=False)
+        model = DashScopeRealtimeTTSModel(
+            credential=DashScopeCredential(api_key="sk-test"),
+            parameters=DashScopeRealtimeTTSModel.Parameters(voice="Ethan"),
+            stream=False,
+        )
+        one = await model.synthesize("one")
+        two = await model.synthesize("two")
+        with pytest.raises(UserError, match="set per connection"):
+            await model.push("three", language_type="English")
+        await model.aclose()
+        texts = [c.text for c in server.accepted()]
+    for answer, text in ((one, "one"), (two, "two")):
+        assert isinstance(answer, TTSResponse)
+        assert answer.is_last
+        assert answer.content is not None
+        assert _wav_stream(base64.b64decode(answer.content.source.data)) == render(text)  # type: ignore[union-attr]
+    assert texts == ["one", "two"]
