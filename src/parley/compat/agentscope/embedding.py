@@ -25,6 +25,7 @@ from parley.embeddings import EmbeddingModelCard, EmbeddingResponse, EmbeddingUs
 from parley.embeddings import FileEmbeddingCache as _FileCache
 from parley.embeddings.base import EmbeddingModel
 from parley.embeddings.dashscope import DashScopeEmbeddingModel as _DashScope
+from parley.embeddings.gemini import GeminiEmbeddingModel as _Gemini
 from parley.embeddings.ollama import OllamaEmbeddingModel as _Ollama
 from parley.embeddings.openai import OpenAIEmbeddingModel as _OpenAI
 from parley.errors import UserError
@@ -37,6 +38,7 @@ __all__ = [
     "EmbeddingResponse",
     "EmbeddingUsage",
     "FileEmbeddingCache",
+    "GeminiEmbeddingModel",
     "OllamaEmbeddingModel",
     "OpenAIEmbeddingModel",
 ]
@@ -71,13 +73,27 @@ def _resolve_dimensions(dimensions: int | None, parameters: BaseModel) -> tuple[
     return int(chosen), parameters
 
 
-def _as_input(item: Any) -> Any:
+def _as_input(item: Any, *, media: bool = False) -> Any:
     # AgentScope unpacks text blocks to their text; data blocks go to multimodal models.
     if isinstance(item, TextBlock):
         return item.text
     if isinstance(item, DataBlock):
-        raise UserError("this embedding model takes text only, not a DataBlock")
+        if not media:
+            raise UserError(
+                "this embedding model takes text only, not a DataBlock; embed media with a "
+                "multimodal model (GeminiEmbeddingModel with gemini-embedding-2)"
+            )
+        return _parley_block(item)
     return item
+
+
+def _parley_block(block: DataBlock) -> Any:
+    """An AgentScope `DataBlock` as parley's image, audio, video or file block."""
+    from parley.compat.agentscope.message import Msg, to_parley  # noqa: PLC0415
+
+    (message,) = to_parley([Msg(name="user", role="user", content=[block])])
+    (converted,) = message.content
+    return converted
 
 
 class EmbeddingModelBase:
@@ -212,7 +228,7 @@ class _ParleyEmbeddingModel(EmbeddingModelBase):
 
     async def __call__(self, inputs: Sequence[Any], **kwargs: Any) -> EmbeddingResponse:
         """The vectors of `inputs`, in order (parley's model batches, retries and caches)."""
-        items = [_as_input(item) for item in inputs]
+        items = [_as_input(item, media=self.supports_multimodal) for item in inputs]
         if not items:
             return EmbeddingResponse(embeddings=[], usage=EmbeddingUsage(tokens=0, time=0))
         return await self._parley(items, **kwargs)
@@ -258,6 +274,42 @@ class OpenAIEmbeddingModel(_ParleyEmbeddingModel):
     def wire_fields(self) -> dict[str, Any]:
         """Floats, as AgentScope asks for them."""
         return {"encoding_format": "float"}
+
+
+class GeminiEmbeddingModel(_ParleyEmbeddingModel):
+    """Google's Gemini embedding models, as AgentScope's class.
+
+    `gemini-embedding-001` takes text; `gemini-embedding-2` also `DataBlock`s (images,
+    audio, video, PDFs), one vector each. `dimensions` goes as `outputDimensionality`; a
+    call's keywords (`task_type="RETRIEVAL_QUERY"`, ...) go with that call, as AgentScope
+    merges them into the request's config. The credential is `GeminiCredential`.
+    """
+
+    parley_class = _Gemini
+
+    def __init__(
+        self,
+        credential: Any,
+        model: str,
+        dimensions: int | None,
+        parameters: BaseModel | None = None,
+        embedding_cache: EmbeddingCacheBase | None = None,
+        context_size: int = 8192,
+        max_retries: int = 3,
+        retry_delay: float = 1.0,
+    ) -> None:
+        # As AgentScope, the model's name says whether it takes media.
+        self.supports_multimodal = model.startswith("gemini-embedding-2")
+        super().__init__(
+            credential,
+            model,
+            dimensions,
+            parameters,
+            embedding_cache,
+            context_size,
+            max_retries,
+            retry_delay,
+        )
 
 
 class OllamaEmbeddingModel(_ParleyEmbeddingModel):

@@ -6,7 +6,9 @@ the constructor's arguments and defaults (`stream=True`, `retry_delay`, `client_
 `extra_body`), the inner `Parameters` class with AgentScope's fields, `await model(msgs,
 tools, tool_choice)` answering AgentScope's `ChatResponse` (or an async generator of them),
 tool calls whose `input` is a JSON string, and `generate_structured_output(msgs,
-structured_model=...)`. `DashScopeChatModel` is AgentScope's: DashScope's OpenAI-compatible
+structured_model=...)`. `XAIChatModel` speaks xAI's OpenAI-compatible REST API where
+AgentScope's uses the `xai_sdk` gRPC client: the same parameters, another transport.
+`DashScopeChatModel` is AgentScope's: DashScope's OpenAI-compatible
 mode (parley's `DashScopeCompatibleChatModel`), with `enable_thinking` sent on every call.
 
 Each model wraps one of parley's (`to_parley()` gives it), which speaks the wire format.
@@ -33,8 +35,10 @@ from parley.models.gemini import GeminiChatModel as _Gemini
 from parley.models.ollama import OllamaChatModel as _Ollama
 from parley.models.openai import DashScopeCompatibleChatModel as _DashScope
 from parley.models.openai import DeepSeekChatModel as _DeepSeek
+from parley.models.openai import MoonshotChatModel as _Moonshot
 from parley.models.openai import OpenAIChatModel as _OpenAI
 from parley.models.openai import OpenAIResponseModel as _OpenAIResponses
+from parley.models.openai import XAIChatModel as _Grok
 from parley.models.parameters import Parameters
 
 __all__ = [
@@ -47,10 +51,12 @@ __all__ = [
     "FinishedReason",
     "GeminiChatModel",
     "ModelCard",
+    "MoonshotChatModel",
     "OllamaChatModel",
     "OpenAIChatModel",
     "OpenAIResponseModel",
     "StructuredResponse",
+    "XAIChatModel",
 ]
 
 
@@ -85,6 +91,14 @@ class _DashScopeWire(_ExtraBody, _DashScope):
 
 
 class _DeepSeekWire(_ExtraBody, _DeepSeek):
+    pass
+
+
+class _MoonshotWire(_ExtraBody, _Moonshot):
+    pass
+
+
+class _XAIWire(_ExtraBody, _Grok):
     pass
 
 
@@ -505,3 +519,150 @@ class OpenAIResponseModel(ParleyChatModel):
             temperature=p.temperature,
             reasoning_effort=p.reasoning_effort if p.thinking_enable else None,
         )
+
+
+class MoonshotChatModel(ParleyChatModel):
+    """Moonshot AI (Kimi), as AgentScope's class.
+
+    As AgentScope: the thinking switch (`thinking: {"type": ...}`) goes with every call,
+    except to `kimi-k3`, which takes `reasoning_effort` instead and its output limit as
+    `max_completion_tokens`.
+    """
+
+    class Parameters(BaseModel):
+        """Moonshot parameters, as AgentScope names them."""
+
+        max_tokens: int | None = Field(default=None, gt=0, description="Most output tokens.")
+        thinking_enable: bool = Field(default=False, description="Think before answering.")
+        reasoning_effort: Literal["low", "high", "max"] | None = Field(
+            default=None, description="kimi-k3 only: how hard to think."
+        )
+        temperature: float | None = Field(default=None, ge=0, le=1)
+        top_p: float | None = Field(default=None, gt=0, le=1)
+
+    parley_class: ClassVar[type[ChatModel]] = _MoonshotWire
+
+    def __init__(
+        self,
+        credential: Any,
+        model: str,
+        parameters: MoonshotChatModel.Parameters | None = None,
+        stream: bool = True,
+        max_retries: int = 3,
+        retry_delay: float = 1.0,
+        context_size: int = 131072,
+        formatter: Any = None,
+        client_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(
+            credential,
+            model,
+            parameters,
+            stream,
+            max_retries,
+            retry_delay,
+            context_size,
+            formatter,
+            client_kwargs,
+        )
+
+    def _is_k3(self) -> bool:
+        return self.model == "kimi-k3"
+
+    def _build(self) -> ChatModel:
+        inner = super()._build()
+        assert isinstance(inner, _MoonshotWire)
+        p = self.parameters
+        assert isinstance(p, MoonshotChatModel.Parameters)
+        if self._is_k3():
+            # parley's Moonshot parameters have neither field: they go as fields of their own.
+            inner.extra_body = _given(
+                max_completion_tokens=p.max_tokens, reasoning_effort=p.reasoning_effort
+            )
+        return inner
+
+    def for_call(self, kwargs: dict[str, Any]) -> ChatModel:
+        """The wrapped model, sending the call's `extra_body` if it has one."""
+        return _with_call_extra_body(self._parley, kwargs)
+
+    def parley_parameters(self) -> dict[str, Any]:
+        """AgentScope's fields as parley's Moonshot parameters."""
+        p = self.parameters
+        assert isinstance(p, MoonshotChatModel.Parameters)
+        if self._is_k3():
+            return _given(temperature=p.temperature, top_p=p.top_p)
+        return _given(
+            max_tokens=p.max_tokens,
+            temperature=p.temperature,
+            top_p=p.top_p,
+            enable_thinking=p.thinking_enable,
+        )
+
+
+class XAIChatModel(ParleyChatModel):
+    """xAI (Grok), as AgentScope's class, over xAI's OpenAI-compatible REST API.
+
+    `reasoning_effort` is sent only with `thinking_enable`, as AgentScope does. The
+    credential is parley's `XAICredential` (`api_key`, `base_url`), not AgentScope's gRPC
+    `api_host`.
+    """
+
+    class Parameters(BaseModel):
+        """xAI parameters, as AgentScope names them."""
+
+        max_tokens: int | None = Field(default=None, gt=0, description="Most output tokens.")
+        thinking_enable: bool = Field(
+            default=False, description="Reason first (grok-3-mini; see reasoning_effort)."
+        )
+        reasoning_effort: Literal["low", "medium", "high"] | None = Field(
+            default=None, description="How hard to reason, when thinking_enable is on."
+        )
+        temperature: float | None = Field(default=None, ge=0, le=2)
+        top_p: float | None = Field(default=None, gt=0, le=1)
+
+    parley_class: ClassVar[type[ChatModel]] = _XAIWire
+    client_kwargs_supported: ClassVar[tuple[str, ...]] = ("timeout",)
+
+    def __init__(
+        self,
+        credential: Any,
+        model: str,
+        parameters: XAIChatModel.Parameters | None = None,
+        stream: bool = True,
+        max_retries: int = 3,
+        retry_delay: float = 1.0,
+        context_size: int = 131072,
+        formatter: Any = None,
+        client_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(
+            credential,
+            model,
+            parameters,
+            stream,
+            max_retries,
+            retry_delay,
+            context_size,
+            formatter,
+            client_kwargs,
+        )
+
+    def _build(self) -> ChatModel:
+        inner = super()._build()
+        assert isinstance(inner, _XAIWire)
+        p = self.parameters
+        assert isinstance(p, XAIChatModel.Parameters)
+        # parley's xAI parameters take low/high only; AgentScope's also medium: sent as is.
+        effort = p.reasoning_effort if p.thinking_enable else None
+        inner.extra_body = _given(reasoning_effort=effort)
+        return inner
+
+    def for_call(self, kwargs: dict[str, Any]) -> ChatModel:
+        """The wrapped model, sending the call's `extra_body` if it has one."""
+        return _with_call_extra_body(self._parley, kwargs)
+
+    def parley_parameters(self) -> dict[str, Any]:
+        """AgentScope's fields as parley's xAI parameters."""
+        p = self.parameters
+        assert isinstance(p, XAIChatModel.Parameters)
+        return _given(max_tokens=p.max_tokens, temperature=p.temperature, top_p=p.top_p)
