@@ -526,7 +526,7 @@ def test_nous_puts_tools_in_the_prompt() -> None:
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        ({"model": "m", "model_type": "azure"}, "Azure"),
+        ({"model": "m", "model_type": "azure"}, "needs the resource's endpoint"),
         ({"model": "m", "model_type": "transformers"}, "Transformers"),
         ({"model": "m", "model_type": "nope"}, "model_type 'nope' is unknown"),
         ({"model": "gpt-4o"}, "cannot tell the model type"),

@@ -20,6 +20,7 @@ from parley.compat.qwen.llm import (
     ModelServiceError,
     QwenChatAtDS,
     QwenVLChatAtOAI,
+    TextChatAtAzure,
     TextChatAtOAI,
     get_chat_model,
     register_llm,
@@ -77,8 +78,9 @@ def test_model_types_are_chosen_as_qwen_agent_chooses_them(monkeypatch: pytest.M
     # `qwen_dashscope` sends functions natively by default (Qwen-Agent's `use_raw_api`).
     assert get_chat_model("qwen-max").use_raw_api
     assert not get_chat_model({"model": "m", "model_server": "http://x/v1"}).use_raw_api
-    with pytest.raises(ConfigurationError, match="Azure"):
-        get_chat_model({"model": "gpt-4o", "azure_endpoint": "https://x.openai.azure.com"})
+    azure = get_chat_model({"model": "gpt-4o", "azure_endpoint": "https://x.openai.azure.com"})
+    assert type(azure) is TextChatAtAzure
+    assert not azure.use_raw_api  # a text type: functions in the prompt, as `oai`
     with pytest.raises(ValueError, match="cannot tell the model type"):
         get_chat_model({"model": "gpt-4o"})
 
@@ -156,6 +158,60 @@ def test_a_registered_fncall_model_gets_the_functions_in_its_prompt() -> None:
     assert response[1]["function_call"] == {"name": "get_time", "arguments": '{"city": "Paris"}'}
     [prompt] = TextOnlyLLM.seen
     assert '"name": "get_time"' in str(prompt[0].content)
+
+
+# -- azure ---------------------------------------------------------------------------------------
+
+
+def azure(server: OpenAIServer, **extra: Any) -> dict[str, Any]:
+    """Qwen-Agent's `azure` config for the stand-in: `model` is the deployment."""
+    return {"model_type": "azure", "model": "gpt4o-dep", "api_base": server.azure_endpoint} | extra
+
+
+def test_azure_chats_through_the_sdk_at_the_deployment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-azure")  # Qwen-Agent's fallback for the key
+    with OpenAIServer([Reply(text="Hello!"), Reply(text="Hi again!", chunk_size=3)]) as server:
+        llm = get_chat_model(azure(server))
+        try:
+            whole = llm.chat(USER_MSG, stream=False)
+            steps = list(llm.chat(USER_MSG))
+        finally:
+            llm.close_sync()
+        requests = server.requests
+    assert type(llm) is TextChatAtAzure
+    assert [(m["role"], m["content"]) for m in whole] == [(ASSISTANT, "Hello!")]
+    assert len(steps) > 1  # whole lists per step, as the stream came
+    assert [m["content"] for m in steps[-1]] == ["Hi again!"]
+    for request in requests:
+        # Qwen-Agent's default API version; the key in Azure's header, no bearer token.
+        assert (
+            request.path == "/openai/deployments/gpt4o-dep/chat/completions?api-version=2024-06-01"
+        )
+        assert request.headers["api-key"] == "sk-azure"
+        assert "authorization" not in request.headers
+    assert len(requests) == 2
+
+
+def test_azure_calls_functions_through_the_prompt() -> None:
+    call = "Checking. " + nous_call("get_time", {"city": "Paris"})
+    with OpenAIServer([Reply(text=call)]) as server:
+        cfg = azure(server, api_base=None, azure_endpoint=server.azure_endpoint)
+        del cfg["model_type"]  # `azure_endpoint` alone says `azure`, as in Qwen-Agent
+        response = chat_once(
+            cfg | {"api_key": "k", "api_version": "2024-10-21"}, functions=FUNCTIONS
+        )
+        [request] = server.requests
+    assert request.path.endswith("/deployments/gpt4o-dep/chat/completions?api-version=2024-10-21")
+    assert request.headers["api-key"] == "k"
+    assert "tools" not in request.json
+    assert "get_time" in request.json["messages"][0]["content"]
+    assert response[-1]["function_call"] == {"name": "get_time", "arguments": '{"city": "Paris"}'}
+
+
+def test_azure_without_an_endpoint_says_where_to_put_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AZURE_OPENAI_ENDPOINT", raising=False)
+    with pytest.raises(ConfigurationError, match="AZURE_OPENAI_ENDPOINT"):
+        get_chat_model({"model": "dep", "model_type": "azure"})
 
 
 # -- chat ----------------------------------------------------------------------------------------

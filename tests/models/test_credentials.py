@@ -46,6 +46,7 @@ EXPECTED = {
         "OpenAICompatibleEmbeddingModel",
         [],
     ),
+    "azure_openai": ("AzureOpenAICredential", ["AzureOpenAIChatModel"], None, []),
     "deepseek": ("DeepSeekCredential", ["DeepSeekChatModel"], None, []),
     "moonshot": ("MoonshotCredential", ["MoonshotChatModel"], None, []),
     "xai": ("XAICredential", ["XAIChatModel"], None, []),
@@ -96,8 +97,9 @@ def test_the_factory_knows_every_provider_and_its_model_classes() -> None:
         assert entry["chat"] == chats[0], kind  # seed 003's singular name: the first class
         assert entry["embedding"] == embedding, kind
         assert entry["tts"] == tts, kind
-        # Every provider but the generic OpenAI-compatible one ships its models' cards.
-        assert bool(entry["cards"]) is (kind != "openai_compatible"), kind
+        # Every provider but the generic OpenAI-compatible one and Azure (whose deployments
+        # have their owners' names) ships its models' cards.
+        assert bool(entry["cards"]) is (kind not in ("openai_compatible", "azure_openai")), kind
     # The nine chat model classes seed 003 lists, each reachable from a credential.
     seed = {
         "OpenAIChatModel",

@@ -1,9 +1,10 @@
 """A local server that speaks OpenAI's wire format, scripted per test, with faults on demand.
 
-It serves `POST /v1/chat/completions` and `POST /v1/responses`, whole (JSON) or streamed
-(server-sent events) as each request asks, `POST /v1/embeddings` and `POST /v1/audio/speech`,
-from a queue of scripted steps, and records every request. Drive it through the official
-SDK, or through parley's OpenAI models:
+It serves `POST /v1/chat/completions` (and Azure OpenAI's
+`/openai/deployments/{deployment}/chat/completions?api-version=...`, at `azure_endpoint`)
+and `POST /v1/responses`, whole (JSON) or streamed (server-sent events) as each request
+asks, `POST /v1/embeddings` and `POST /v1/audio/speech`, from a queue of scripted steps, and
+records every request. Drive it through the official SDK, or through parley's OpenAI models:
 
     >>> from parley import Msg
     >>> from parley.models.openai import OpenAIChatModel
@@ -52,14 +53,17 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
+from urllib.parse import parse_qs
 
 from pydantic import SecretStr
 
+from parley.models.openai.azure import AzureOpenAICredential
 from parley.models.openai.credentials import OpenAICompatibleCredential, OpenAICredential
 from parley.testing._embedding_wire import Embeddings, text_tokens, vector_for
 from parley.testing._http import RecordedRequest, Responder
@@ -154,6 +158,8 @@ Step: TypeAlias = Answer | Callable[[RecordedRequest], "Step"]
 _PATHS = ("/v1/chat/completions", "/v1/responses")
 _EMBEDDINGS = "/v1/embeddings"
 _SPEECH = "/v1/audio/speech"
+_AZURE_CHAT = re.compile(r"/openai/deployments/[^/?]+/chat/completions")
+"""Azure OpenAI's chat path: the deployment in the path, `api-version` in the query."""
 
 
 class OpenAIServer(ScriptedServer):
@@ -173,9 +179,22 @@ class OpenAIServer(ScriptedServer):
         """The API's base URL, `http://127.0.0.1:<port>/v1`."""
         return f"{self._http.base_url}/v1"
 
+    @property
+    def azure_endpoint(self) -> str:
+        """The root an Azure OpenAI client takes as its resource's endpoint (no `/v1`)."""
+        return self._http.base_url
+
     def credential(self, api_key: str = "sk-test") -> OpenAICredential:
         """An `OpenAICredential` for this server."""
         return OpenAICredential(api_key=SecretStr(api_key), base_url=self.url)
+
+    def azure_credential(
+        self, api_key: str = "azure-key", api_version: str = "2024-06-01"
+    ) -> AzureOpenAICredential:
+        """An `AzureOpenAICredential` for this server (its `azure_endpoint`)."""
+        return AzureOpenAICredential(
+            api_key=SecretStr(api_key), base_url=self.azure_endpoint, api_version=api_version
+        )
 
     def compatible_credential(self, api_key: str | None = None) -> OpenAICompatibleCredential:
         """An `OpenAICompatibleCredential` for this server."""
@@ -185,7 +204,13 @@ class OpenAIServer(ScriptedServer):
     # -- answering --------------------------------------------------------------------------
 
     def _handle(self, request: RecordedRequest, out: Responder) -> None:
-        path = request.path.split("?", 1)[0]
+        path, _, query = request.path.partition("?")
+        if _AZURE_CHAT.fullmatch(path):
+            if "api-version" not in parse_qs(query):
+                # Azure answers a request without its API version so.
+                out.send_json(404, {"error": {"code": "404", "message": "Resource not found"}})
+                return
+            path = _PATHS[0]  # answered as the chat path
         if request.method != "POST" or path not in (*_PATHS, _EMBEDDINGS, _SPEECH):
             out.send_json(404, {"error": {"message": f"no route {request.method} {path}"}})
             return

@@ -67,6 +67,7 @@ _PROVIDERS: dict[str, tuple[str, str]] = {
     "deepseek": ("deepseek", "deepseek"),
     "xai": ("x_ai", "xai"),
     "moonshot": ("moonshot_ai", "moonshot_ai"),
+    "azure_openai": ("azure.ai.openai", "az.ai.openai"),
 }
 _VERTEX = ("gcp.vertex_ai", "vertex_ai")
 

@@ -23,7 +23,13 @@ parley (parallel calls, the function choice, the input budget). The mapping:
 | `model_type` a parley provider (`local`,    | that provider's first chat model class;     |
 | `openai`, `deepseek`, ...)                  | `model_server` as `base_url` (a parley      |
 |                                             | extension)                                  |
-| `azure`, `transformers`, `openvino`         | `ConfigurationError` (no such model here)   |
+| `azure` (or no `model_type` and an          | `AzureOpenAIChatModel`, `model` the         |
+| `azure_endpoint`)                           | deployment; the endpoint `api_base`, else   |
+|                                             | `base_url`, `model_server`,                 |
+|                                             | `azure_endpoint`; key `api_key`, else       |
+|                                             | `OPENAI_API_KEY`; `api_version`, else       |
+|                                             | `2024-06-01` (as Qwen-Agent)                |
+| `transformers`, `openvino`                  | `ConfigurationError` (no such model here)   |
 | `api_base`, `base_url`                      | aliases of `model_server` (as `oai.py`)     |
 | `cache_dir` (top level or `generate_cfg`)   | the model's `cache_dir` (response cache)    |
 | `generate_cfg.max_retries`                  | the model's `max_retries` (0 when absent,   |
@@ -94,10 +100,11 @@ _QWEN_MEDIA_OAI_TYPES = frozenset({"qwenvl_oai", "qwenomni_oai"})
 _DASHSCOPE_TYPES = frozenset(
     {"qwen_dashscope", "qwenvl_dashscope", "qwenaudio_dashscope", "qwenvlo_dashscope"}
 )
-_QWEN_TYPES = _OAI_TYPES | _DASHSCOPE_TYPES
+# Qwen-Agent's own types: tools go through the prompt unless said otherwise.
+_QWEN_TYPES = _OAI_TYPES | _DASHSCOPE_TYPES | {"azure"}
+_AZURE_API_VERSION = "2024-06-01"
+"""Qwen-Agent's `api_version` for `azure` when the config gives none."""
 _UNAVAILABLE = {
-    "azure": "parley has no Azure OpenAI model yet; use an OpenAI-compatible endpoint "
-    "(`model_server`) instead",
     "transformers": "parley runs no Hugging Face Transformers models; serve the model with "
     "an OpenAI-compatible server (vLLM, llama.cpp) and set `model_server`, or use "
     "model_type 'local' for a GGUF file",
@@ -115,6 +122,8 @@ _TOP_LEVEL = frozenset(
         "generate_cfg",
         "cache_dir",
         "use_raw_api",
+        "azure_endpoint",
+        "api_version",
     }
 )
 _NATIVE_DASHSCOPE_URLS = {
@@ -239,7 +248,7 @@ def read_llm_config(cfg: Mapping[str, Any]) -> LLMConfig:
 
 
 def _check_top_level(cfg: Mapping[str, Any]) -> None:
-    unknown = sorted(set(cfg) - _TOP_LEVEL - set(_NATIVE_DASHSCOPE_URLS) - {"azure_endpoint"})
+    unknown = sorted(set(cfg) - _TOP_LEVEL - set(_NATIVE_DASHSCOPE_URLS))
     if unknown:
         logger.warning("llm config: ignoring %s (unknown, as Qwen-Agent ignores them)", unknown)
 
@@ -295,13 +304,26 @@ def _target(model_type: str, cfg: Mapping[str, Any]) -> _Target:
         if server:
             return _Target("openai_compatible", server, api_key, "gpt-4o-mini")
         return _Target("openai", None, api_key, "gpt-4o-mini")
+    if model_type == "azure":
+        return _azure_target(cfg, server, api_key)
     if model_type in _DASHSCOPE_TYPES:
         # Qwen-Agent calls DashScope's SDK, which ignores `model_server`.
         return _Target("dashscope", None, api_key, "qwen-max", _native_urls(cfg))
     if model_type in CredentialFactory.known_types():
         return _Target(model_type, server, api_key, None)
-    known = sorted(_OAI_TYPES | _DASHSCOPE_TYPES | set(CredentialFactory.known_types()))
+    known = sorted(_QWEN_TYPES | set(CredentialFactory.known_types()))
     raise ConfigurationError(f"llm model_type {model_type!r} is unknown; known: {known}")
+
+
+def _azure_target(cfg: Mapping[str, Any], server: str | None, api_key: str | None) -> _Target:
+    # Qwen-Agent's azure.py reads the endpoint as oai.py reads the server, then
+    # `azure_endpoint`; none given, parley's credential reads AZURE_OPENAI_ENDPOINT.
+    server = server or (str(cfg["azure_endpoint"]).strip() if cfg.get("azure_endpoint") else None)
+    # An `api_version` given empty leaves it to OPENAI_API_VERSION, as the SDK does.
+    version = str(cfg.get("api_version", _AZURE_API_VERSION) or "").strip()
+    api_key = api_key or os.environ.get("OPENAI_API_KEY")
+    extra = {"api_version": version} if version else None
+    return _Target("azure_openai", server, api_key, "gpt-4o-mini", extra)
 
 
 def _credential(target: _Target) -> Credential:

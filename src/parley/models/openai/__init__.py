@@ -5,11 +5,14 @@
 - presets for providers that speak Chat Completions, each with its own credential, cards
   and quirks: `DeepSeekChatModel`, `MoonshotChatModel`, `XAIChatModel`,
   `DashScopeCompatibleChatModel`, and `OpenAICompatibleChatModel` for any other server
-  (vLLM, llama.cpp's server, OpenRouter).
+  (vLLM, llama.cpp's server, OpenRouter);
+- `AzureOpenAIChatModel` with `AzureOpenAICredential` (provider `azure_openai`): Chat
+  Completions on an Azure OpenAI deployment, through the SDK's `AsyncAzureOpenAI`.
 
 The SDK is imported on first use (`pip install 'parley[openai]'`), not with this package.
 """
 
+from parley.models.openai.azure import AzureOpenAIChatModel, AzureOpenAICredential
 from parley.models.openai.chat import OpenAIChatModel
 from parley.models.openai.compatible import OpenAICompatibleChatModel, OpenAICompatibleParameters
 from parley.models.openai.credentials import OpenAICompatibleCredential, OpenAICredential
@@ -27,6 +30,8 @@ from parley.models.openai.responses_formatter import OpenAIResponsesFormatter
 from parley.models.openai.xai import XAIChatModel, XAICredential, XAIParameters
 
 __all__ = [
+    "AzureOpenAIChatModel",
+    "AzureOpenAICredential",
     "DashScopeCompatibleChatModel",
     "DashScopeCompatibleCredential",
     "DashScopeParameters",

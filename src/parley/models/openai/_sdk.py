@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from parley.errors import ConfigurationError, MissingDependencyError
@@ -73,24 +74,11 @@ class ClientPool:
     loops (a test's loop, the loop parley's sync twins run on) needs a client on each.
 
     Args:
-        api_key: The key to send.
-        base_url: The endpoint; None for the SDK's default.
-        timeout: Seconds to wait for the server.
-        headers: Extra headers for every request.
+        factory: Makes a client (`new_client` with the model's settings, or Azure's).
     """
 
-    def __init__(
-        self,
-        *,
-        api_key: str,
-        base_url: str | None,
-        timeout: float,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
-        self._api_key = api_key
-        self._base_url = base_url
-        self._timeout = timeout
-        self._headers = dict(headers or {})
+    def __init__(self, factory: Callable[[], AsyncOpenAI]) -> None:
+        self._factory = factory
         self._clients: dict[asyncio.AbstractEventLoop, AsyncOpenAI] = {}
 
     def get(self) -> AsyncOpenAI:
@@ -102,12 +90,7 @@ class ClientPool:
             # weak mapping: a client's connections refer to their loop, which would keep it.
             for closed in [known for known in self._clients if known.is_closed()]:
                 del self._clients[closed]
-            client = new_client(
-                api_key=self._api_key,
-                base_url=self._base_url,
-                timeout=self._timeout,
-                headers=self._headers,
-            )
+            client = self._factory()
             self._clients[loop] = client
         return client
 
@@ -146,13 +129,22 @@ class OpenAIClients(PooledConnections):
             MissingDependencyError: The `openai` package is not installed.
         """
         if self._pool is None:
-            self._pool = ClientPool(
-                api_key=self._api_key(),
-                base_url=self.endpoint(),
-                timeout=self.timeout,
-                headers=self.extra_headers,
-            )
+            self._pool = ClientPool(self.client_factory())
         return self._pool.get()
+
+    def client_factory(self) -> Callable[[], AsyncOpenAI]:
+        """How this model's SDK clients are made (settings read now, a client per loop later).
+
+        Raises:
+            ConfigurationError: No API key where the provider needs one.
+        """
+        return functools.partial(
+            new_client,
+            api_key=self._api_key(),
+            base_url=self.endpoint(),
+            timeout=self.timeout,
+            headers=self.extra_headers,
+        )
 
     def _api_key(self) -> str:
         return api_key(self.credential, required=self.key_required, owner=type(self).__name__)

@@ -13,7 +13,9 @@ included), else deduced (`azure_endpoint`: `azure`; a URL `model_server`: `oai`;
 name with `-vl`: `qwenvl_dashscope`, `-audio`: `qwenaudio_dashscope`, `qwen`:
 `qwen_dashscope`). A parley provider's type (`local`, `openai`, `deepseek`, ...) is a parley
 extension. The built-in types run on parley's chat models (see
-`parley.compat.qwen._llm_config` for the mapping and `base` for `chat`).
+`parley.compat.qwen._llm_config` for the mapping and `base` for `chat`); `azure` runs on
+`AzureOpenAIChatModel` (the SDK's `AsyncAzureOpenAI`, `model` the deployment, `api_version`
+2024-06-01 unless given), its functions in the prompt as `oai`'s.
 
 Functions go in the prompt, as in Qwen-Agent: in the `nous` format unless
 `generate_cfg.fncall_prompt_type` is `qwen`, so an OpenAI-compatible server that takes no
@@ -25,7 +27,7 @@ and `seed` are read as Qwen-Agent reads them.
 
 Deliberate differences from Qwen-Agent 0.0.34:
 
-- `azure`, `transformers` and `openvino` raise `ConfigurationError` (no such model here).
+- `transformers` and `openvino` raise `ConfigurationError` (no such model here).
 - `max_input_tokens` trims with parley's context budget (token counts of parley's counter,
   tool descriptions included); without it the model's context bounds the prompt.
 - No random `seed` is added to calls that set none; retries back off as parley's models do.

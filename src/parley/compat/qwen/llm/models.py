@@ -28,7 +28,7 @@ class TextChatAtOAI(ParleyChatModel):
 
 @register_llm("azure")
 class TextChatAtAzure(TextChatAtOAI):
-    """Azure OpenAI: refused with a `ConfigurationError` (parley has no Azure model yet)."""
+    """Azure OpenAI (`AzureOpenAIChatModel`): `model` the deployment, at `azure_endpoint`."""
 
 
 @register_llm("qwen_dashscope")
