@@ -112,5 +112,6 @@ def test_the_stand_in_refuses_a_deployment_path_without_api_version(
     )
     with pytest.raises(urllib.error.HTTPError) as caught:
         urllib.request.urlopen(request, timeout=10)
+    caught.value.close()  # the error holds the response's socket
     assert caught.value.code == 404
     assert server.requests[0].path.endswith("/chat/completions")  # recorded, no step used
