@@ -122,6 +122,30 @@ class ServiceSettings(BaseSettings):
     busy_timeout: float = Field(
         30.0, ge=0, description="Seconds a request waits for a busy thread before a 409."
     )
+    run_concurrency: int = Field(
+        16,
+        ge=0,
+        description="Runs this process's workers run at once (0: none; it only serves HTTP, "
+        "and `parley worker` processes run the runs).",
+    )
+    lease_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="How long a worker's claim on a run lasts unless renewed (it renews it "
+        "every third of that); a run whose worker died is taken over after it.",
+    )
+    max_attempts: int = Field(
+        3,
+        ge=1,
+        description="Times a run is started in all (its first start and its takeovers) "
+        "before it is ended as an error.",
+    )
+    event_retention: float = Field(
+        3600.0,
+        gt=0,
+        description="Seconds a run's events are kept after it ends, for streams to be "
+        "picked up again (after: 410).",
+    )
     max_body_bytes: int = Field(
         10 * 1024 * 1024,
         ge=1,

@@ -792,6 +792,7 @@ class _Run:
         status="running",
         cancel_requested=False,
         started_at=bindparam("_now", type_=runs.c.started_at.type),
+        queued_at=bindparam("_now", type_=runs.c.queued_at.type),
     )
     end = (
         update(runs)

@@ -30,7 +30,16 @@ from sqlalchemy import (
     Text,
 )
 
-__all__ = ["api_keys", "approvals", "feedback", "messages", "metadata", "runs", "threads"]
+__all__ = [
+    "api_keys",
+    "approvals",
+    "feedback",
+    "messages",
+    "metadata",
+    "run_events",
+    "runs",
+    "threads",
+]
 
 metadata = MetaData(
     naming_convention={
@@ -116,6 +125,33 @@ runs = Table(
     Column("cancel_requested", Boolean, nullable=False, default=False),
     _time("started_at"),
     _time("ended_at", nullable=True),
+    # -- a run as a job (durable runs): what a worker needs to run it, and who holds it ------
+    # When it was asked for: runs wait on their thread in this order (`enqueue`).
+    _time("queued_at"),
+    # What to run: the question (Msg JSON), an approval's answer, the request's options.
+    Column("input", JSON, nullable=True),
+    # What the caller asked beyond the input (LangGraph's stream modes, metadata, config).
+    Column("kwargs", JSON, nullable=True),
+    Column("multitask_strategy", String(16), nullable=False, default="reject"),
+    # How a cancel ends the run: `interrupt` (keep its partial answer) or `rollback`.
+    Column("cancel_action", String(16), nullable=True),
+    # The worker holding the run, until `lease_until` (then any worker may take it over).
+    Column("worker_id", String(64), nullable=True),
+    _time("lease_until", nullable=True),
+    Column("attempt", Integer, nullable=False, default=0),
+    # Whether its event log was dropped (kept `event_retention` seconds after the run ended).
+    Column("events_expired", Boolean, nullable=False, default=False),
+    Index("ix_runs_status_queued", "status", "queued_at"),
+)
+
+run_events = Table(
+    "run_events",
+    metadata,
+    Column("run_id", String(64), ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    # 1, 2, 3... per run: the event's id on every stream of the run (`Last-Event-ID`).
+    Column("seq", Integer, primary_key=True, autoincrement=False),
+    Column("data", Text, nullable=False),  # the AgentEvent, as JSON
+    _time("created_at"),
 )
 
 approvals = Table(
