@@ -58,3 +58,15 @@ def ensure(name: str, requirements: list[str], python: str = sys.executable) -> 
         subprocess.run([*pip, *requirements], check=True)
     (venv / STAMP).write_text("\n".join(requirements) + "\n")
     return venv_python
+
+
+def installed(python: Path, names: tuple[str, ...]) -> str:
+    """The versions of these distributions in the virtualenv of `python`, as one line."""
+    script = (
+        "import sys\nfrom importlib import metadata\n"
+        "print(', '.join(f'{n} {metadata.version(n)}' for n in sys.argv[1:]))"
+    )
+    done = subprocess.run(
+        [str(python), "-c", script, *names], capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
