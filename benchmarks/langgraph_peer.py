@@ -194,7 +194,7 @@ async def _drive(kind: str, url: str, threads: bool, runs: int, concurrency: int
 # -- the benchmark's side ----------------------------------------------------------------------
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -261,7 +261,7 @@ def start_langgraph(python: Path, workdir: Path, jobs: int) -> Server:
     """`langgraph dev` on a copy of `langgraph_peer/` (its in-memory state lands in the copy)."""
     graph_dir = workdir / "langgraph_peer"
     shutil.copytree(HERE / "langgraph_peer", graph_dir)
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, LANGSMITH_TRACING="false", LANGGRAPH_CLI_NO_ANALYTICS="1")
     command = [str(python.parent / "langgraph"), "dev", "--no-browser", "--no-reload"]
     command += ["--host", "127.0.0.1", "--port", str(port), "--n-jobs-per-worker", str(jobs)]
@@ -274,7 +274,7 @@ def start_langgraph(python: Path, workdir: Path, jobs: int) -> Server:
 
 def start_parley(workdir: Path) -> Server:
     """`parley serve` with `parley_agent()`, on SQLite in `workdir`."""
-    port = _free_port()
+    port = free_port()
     path = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p)
     env = dict(os.environ, PYTHONPATH=path)
     command = [sys.executable, "-m", "parley", "serve", "--agent", "langgraph_peer:parley_agent"]
