@@ -9,6 +9,9 @@ all in one process) take them until none is left, each job claimed once and fini
   worker, a lease (`now() + 30 s`) and the attempt as parley's runs table does; then the
   finish, fenced on the worker and the attempt (`UPDATE ... WHERE id = $1 AND worker_id = $2
   AND attempt = $3`).
+- **skip locked, 10 a claim**: the same claim taking up to 10 jobs a statement (`WHERE id IN
+  (... LIMIT 10)`), finished together (`WHERE id = ANY($1) AND worker_id = $2`): what
+  batching alone buys, beside pgqueuer's manager, which batches 10.
 - **pgqueuer dequeue**: pgqueuer's own claim query (`Queries.dequeue`, batch size 1: its CTEs
   with `FOR UPDATE SKIP LOCKED`, marking the job `picked` with its worker and heartbeat), then
   its finish (`Queries.log_jobs`: the job moved to its log table), the same loop as above.
@@ -54,7 +57,9 @@ import _bench_venv  # noqa: E402
 
 PGQUEUER = ["pgqueuer[asyncpg]==1.6.0", "asyncpg==0.32.0"]
 """The workers' virtualenv: pgqueuer pinned, asyncpg as parley's lock file has it."""
-CONTENDERS = ("skip locked", "pgqueuer dequeue", "pgqueuer manager")
+CONTENDERS = ("skip locked", "skip locked, 10 a claim", "pgqueuer dequeue", "pgqueuer manager")
+BATCH = 10
+"""Jobs a batched claim takes at once (pgqueuer's manager's default batch)."""
 LEASE = "30 seconds"
 
 # -- the workers' side (the throwaway virtualenv: asyncpg and pgqueuer only) ------------------
@@ -84,9 +89,22 @@ _FINISH = """
 UPDATE bench_runs SET status = 'success', lease_until = NULL
 WHERE id = $1 AND worker_id = $2 AND attempt = $3
 """
+_CLAIM_MANY = f"""
+UPDATE bench_runs SET status = 'running', worker_id = $1,
+    lease_until = now() + interval '{LEASE}', attempt = attempt + 1
+WHERE id IN (
+    SELECT id FROM bench_runs WHERE status = 'pending'
+    ORDER BY id FOR UPDATE SKIP LOCKED LIMIT $2
+)
+RETURNING id, attempt
+"""
+_FINISH_MANY = """
+UPDATE bench_runs SET status = 'success', lease_until = NULL
+WHERE id = ANY($1::bigint[]) AND worker_id = $2
+"""
 
 
-async def _skip_locked(dsn: str, workers: int, jobs: int) -> dict[str, Any]:
+async def _setup_runs(dsn: str, jobs: int) -> Any:
     import asyncpg  # noqa: PLC0415
 
     setup = await asyncpg.connect(dsn)
@@ -95,6 +113,13 @@ async def _skip_locked(dsn: str, workers: int, jobs: int) -> dict[str, Any]:
         "INSERT INTO bench_runs (status) SELECT 'pending' FROM generate_series(1, $1)", jobs
     )
     await setup.execute("VACUUM ANALYZE bench_runs")
+    return setup
+
+
+async def _skip_locked(dsn: str, workers: int, jobs: int) -> dict[str, Any]:
+    import asyncpg  # noqa: PLC0415
+
+    setup = await _setup_runs(dsn, jobs)
     connections = [await asyncpg.connect(dsn) for _ in range(workers)]
     claims: list[float] = []
     taken: list[int] = []
@@ -109,6 +134,35 @@ async def _skip_locked(dsn: str, workers: int, jobs: int) -> dict[str, Any]:
                 return
             taken.append(row["id"])
             await conn.execute(_FINISH, row["id"], me, row["attempt"])
+
+    start = time.perf_counter()
+    await asyncio.gather(*(work(conn) for conn in connections))
+    wall = time.perf_counter() - start
+    lost = await setup.fetchval("SELECT count(*) FROM bench_runs WHERE status <> 'success'")
+    for conn in [*connections, setup]:
+        await conn.close()
+    return _result(wall, claims, taken, lost)
+
+
+async def _skip_locked_many(dsn: str, workers: int, jobs: int) -> dict[str, Any]:
+    import asyncpg  # noqa: PLC0415
+
+    setup = await _setup_runs(dsn, jobs)
+    connections = [await asyncpg.connect(dsn) for _ in range(workers)]
+    claims: list[float] = []
+    taken: list[int] = []
+
+    async def work(conn: Any) -> None:
+        me = uuid.uuid4().hex
+        while True:
+            start = time.perf_counter()
+            rows = await conn.fetch(_CLAIM_MANY, me, BATCH)
+            claims.append(time.perf_counter() - start)
+            if not rows:
+                return
+            ids = [row["id"] for row in rows]
+            taken.extend(ids)
+            await conn.execute(_FINISH_MANY, ids, me)
 
     start = time.perf_counter()
     await asyncio.gather(*(work(conn) for conn in connections))
@@ -213,6 +267,7 @@ def _result(wall: float, claims: list[float], taken: list[int], lost: int) -> di
 def _work(contender: str, dsn: str, workers: int, jobs: int) -> None:
     run = {
         "skip locked": _skip_locked,
+        "skip locked, 10 a claim": _skip_locked_many,
         "pgqueuer dequeue": _pgqueuer_dequeue,
         "pgqueuer manager": _pgqueuer_manager,
     }[contender]
@@ -288,7 +343,8 @@ def main(argv: list[str] | None = None) -> int:
         for workers in [int(w) for w in args.workers.split(",")]:
             results: dict[str, list[dict[str, Any]]] = {c: [] for c in CONTENDERS}
             for round_ in range(args.rounds):
-                order = CONTENDERS[round_ % 3 :] + CONTENDERS[: round_ % 3]
+                turn = round_ % len(CONTENDERS)
+                order = CONTENDERS[turn:] + CONTENDERS[:turn]
                 for contender in order:
                     results[contender].append(_measure(python, contender, dsn, workers, args.jobs))
             merged = {c: _merge(results[c]) for c in CONTENDERS}

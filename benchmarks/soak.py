@@ -81,16 +81,18 @@ backend parley_replicas
 
 @dataclass
 class Tally:
-    """What the clients saw in one period (or the whole run)."""
+    """What the clients saw: each request's latency and run id, or its error's name."""
 
     latencies: list[float] = field(default_factory=list)
-    errors: Counter[str] = field(default_factory=Counter)
+    errors: list[str] = field(default_factory=list)
     run_ids: list[str] = field(default_factory=list)
 
-    def add(self, other: Tally) -> None:
-        self.latencies += other.latencies
-        self.errors.update(other.errors)
-        self.run_ids += other.run_ids
+    def mark(self) -> tuple[int, int]:
+        return len(self.latencies), len(self.errors)
+
+    def since(self, mark: tuple[int, int]) -> Tally:
+        """What was added after `mark` (a request counts when it ends)."""
+        return Tally(self.latencies[mark[0] :], self.errors[mark[1] :], self.run_ids[mark[0] :])
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -180,7 +182,7 @@ async def one_request(client: Any, index: int, tally: Tally) -> None:
             if text != ANSWER:
                 raise RuntimeError("wrong stream")
     except Exception as exc:  # every failure is a figure, not a crash
-        tally.errors[type(exc).__name__] += 1
+        tally.errors.append(type(exc).__name__)
         return
     tally.run_ids.append(run_id)
     tally.latencies.append(time.perf_counter() - start)
@@ -193,7 +195,8 @@ async def load(
 
     limits = httpx.Limits(max_connections=args.max_in_flight)
     clients = [httpx.AsyncClient(base_url=u, limits=limits, timeout=60) for u in urls]
-    total, period = Tally(), Tally()
+    total = Tally()
+    mark = total.mark()
     rss: dict[int, list[tuple[float, float]]] = {i: [] for i in range(len(replicas))}
     in_flight: set[asyncio.Task[None]] = set()
     start = time.monotonic()
@@ -208,13 +211,12 @@ async def load(
                 rss[i].append(((now - start) / 60, replica.rss_kib() / 1024))
             next_sample += args.sample_every
         if now >= next_print + 60:
-            print_period(period, (now - start) / 60, now - next_print, rss)
-            total.add(period)
-            period, next_print = Tally(), now
+            print_period(total.since(mark), (now - start) / 60, now - next_print, rss)
+            mark, next_print = total.mark(), now
         if len(in_flight) >= args.max_in_flight:
-            period.errors["over max in flight"] += 1
+            total.errors.append("over max in flight")
         else:
-            task = asyncio.create_task(one_request(clients[index % len(clients)], index, period))
+            task = asyncio.create_task(one_request(clients[index % len(clients)], index, total))
             in_flight.add(task)
             task.add_done_callback(in_flight.discard)
         index += 1
@@ -222,8 +224,7 @@ async def load(
     if in_flight:
         await asyncio.wait(in_flight, timeout=120)
     now = time.monotonic()
-    print_period(period, (now - start) / 60, now - next_print, rss)
-    total.add(period)
+    print_period(total.since(mark), (now - start) / 60, now - next_print, rss)
     for client in clients:
         await client.aclose()
     return total, rss
@@ -242,8 +243,8 @@ def print_period(
     p50, p99 = quantile(tally.latencies, 0.5) * 1000, quantile(tally.latencies, 0.99) * 1000
     memory = " | ".join(f"{points[-1][1]:.1f}" if points else "-" for points in rss.values())
     print(
-        f"| {minute:.1f} | {done + sum(tally.errors.values())} | {done / seconds:.1f} "
-        f"| {p50:.1f} | {p99:.1f} | {sum(tally.errors.values())} | {memory} |",
+        f"| {minute:.1f} | {done + len(tally.errors)} | {done / seconds:.1f} "
+        f"| {p50:.1f} | {p99:.1f} | {len(tally.errors)} | {memory} |",
         flush=True,
     )
 
@@ -252,7 +253,7 @@ def print_period(
 
 
 async def check_store(database_url: str, run_ids: list[str]) -> tuple[Counter[str], int]:
-    """The store's run statuses, and how many of `run_ids` are not `success` there."""
+    """The store's run statuses, and how many of `run_ids` did not finish well there."""
     import asyncpg  # noqa: PLC0415
 
     dsn = database_url.replace("postgresql+asyncpg://", "postgresql://", 1)
@@ -268,10 +269,11 @@ async def check_store(database_url: str, run_ids: list[str]) -> tuple[Counter[st
 
 def report(total: Tally, seconds: float, rss: dict[int, list[tuple[float, float]]]) -> None:
     done = len(total.latencies)
+    errors = dict(Counter(total.errors)) or 0
     print(
-        f"\n# totals: {done + sum(total.errors.values())} requests, {done} runs ok, "
+        f"\n# totals: {done + len(total.errors)} requests, {done} runs ok, "
         f"{done / seconds:.1f} runs/s, p50 {quantile(total.latencies, 0.5) * 1000:.1f} ms, "
-        f"p99 {quantile(total.latencies, 0.99) * 1000:.1f} ms, errors {dict(total.errors) or 0}"
+        f"p99 {quantile(total.latencies, 0.99) * 1000:.1f} ms, errors {errors}"
     )
     print(
         "\n| replica | RSS start MiB | RSS end MiB | peak MiB | slope MiB/min (all) "
@@ -343,8 +345,8 @@ def main(argv: list[str] | None = None) -> int:
         statuses, lost = asyncio.run(check_store(database_url, total.run_ids))
         not_success = sum(n for status, n in statuses.items() if status not in FINISHED)
         print(
-            f"\n# store: runs by status {dict(statuses)}; runs the clients were told of that are "
-            f"not `success`: {lost}; lost runs: {max(lost, not_success)}; "
+            f"\n# store: runs by status {dict(statuses)}; runs the clients were told of "
+            f"that did not finish well: {lost}; lost runs: {max(lost, not_success)}; "
             f"load average {os.getloadavg()[0]:.2f}"
         )
     return 0
