@@ -9,8 +9,9 @@ background job) on the one-node graph in `langgraph_peer/` (langchain_core's
 `GenericFakeChatModel` streaming `hello there friend` one token at a time, no delay).
 
 parley is `parley serve` (its own command, uvicorn, SQLite in a temp dir, its access log on)
-serving `parley_agent()`: an agent named `agent` on a scripted model that streams the same
-five tokens (`hello`, ` `, `there`, ` `, `friend`), no delay.
+serving `agent()` (`--agent langgraph_peer:agent`: the service names it `agent`, after the
+attribute, and LangGraph's clients pass that as the assistant): a scripted model that streams
+the same five tokens (`hello`, ` `, `there`, ` `, `friend`), no delay.
 
 Both are driven by the SAME client in the same interpreter: the official `langgraph-sdk`
 (pinned, in the peer's virtualenv), `client.runs.stream(thread_id, "agent", input=...,
@@ -74,11 +75,11 @@ START_TIMEOUT = 60.0
 WARM_RUNS = 5
 
 
-# -- parley's agent (loaded by `parley serve --agent langgraph_peer:parley_agent`) ------------
+# -- parley's agent (loaded by `parley serve --agent langgraph_peer:agent`) ------------
 
 
-def parley_agent() -> Any:
-    """An agent named `agent` whose model streams TOKENS at once, forever, recording nothing."""
+def agent() -> Any:
+    """An agent whose model streams TOKENS at once, forever, recording nothing."""
     from parley.agents import Agent  # noqa: PLC0415 - parley's server process only
     from parley.models.accumulator import Delta, MetaDelta, TextDelta  # noqa: PLC0415
     from parley.models.response import ChatResponse  # noqa: PLC0415
@@ -273,11 +274,11 @@ def start_langgraph(python: Path, workdir: Path, jobs: int) -> Server:
 
 
 def start_parley(workdir: Path) -> Server:
-    """`parley serve` with `parley_agent()`, on SQLite in `workdir`."""
+    """`parley serve` with `agent()`, on SQLite in `workdir`."""
     port = free_port()
     path = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p)
     env = dict(os.environ, PYTHONPATH=path)
-    command = [sys.executable, "-m", "parley", "serve", "--agent", "langgraph_peer:parley_agent"]
+    command = [sys.executable, "-m", "parley", "serve", "--agent", "langgraph_peer:agent"]
     command += ["--port", str(port), "--database-url", f"sqlite+aiosqlite:///{workdir / 'p.db'}"]
     return Server(command, port=port, health="/health", log=workdir / "parley.log", env=env)
 
@@ -393,7 +394,8 @@ def _compare(python: Path, peer: Server, ours: Server, args: argparse.Namespace)
     print(
         "| row | LangGraph runs/s | parley runs/s | parley / LangGraph "
         "| LangGraph first event p50 / p99 ms | parley first event p50 / p99 ms "
-        "| LangGraph first `messages` p50 / p99 ms | parley first token p50 / p99 ms "
+        "| LangGraph first `messages` p50 / p99 ms "
+        "| parley first `messages` (or token) p50 / p99 ms "
         "| first-token p50, LangGraph / parley |"
     )
     print("|---|---|---|---|---|---|---|---|---|")

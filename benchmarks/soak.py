@@ -1,7 +1,7 @@
 """A soak: three `parley serve` replicas on one PostgreSQL at a steady request rate.
 
 Three replicas (`parley serve`, its own command: uvicorn, one process each, access log on) serve
-the same agent (`langgraph_peer.parley_agent`: a scripted model streaming five tokens at once)
+the same agent (`langgraph_peer.agent`: a scripted model streaming five tokens at once)
 from one PostgreSQL (`--postgres-url` / env `PARLEY_BENCH_POSTGRES_URL`, else a throwaway
 cluster made as the tests make theirs, fsync off). The first replica starts alone (it migrates
 the database), then the other two. Clients reach them through HAProxy when its binary is
@@ -47,7 +47,7 @@ if str(HERE) not in sys.path:
 from langgraph_peer import Server, free_port  # noqa: E402
 
 REPLICAS = 3
-AGENT = "langgraph_peer:parley_agent"
+AGENT = "langgraph_peer:agent"
 ANSWER = "hello there friend"
 FINISHED = {"success", "completed"}
 """A run that ended well: `success` (issue 20's statuses), `completed` (the name before them)."""
