@@ -9,19 +9,21 @@ installed (`haproxy`, the configuration `docs/how-to/deployment.md` gives: `bala
 leastconn`, health checks on `/health`), else by round robin in the client.
 
 The load is open-loop: `--rate` requests a second (default 20), sent on schedule whatever the
-answers take (at most `--max-in-flight` at once; past that a request counts as an error),
-alternating `POST /invoke` and `POST /stream` (read to its `[DONE]`), each on a new thread,
-for `--minutes` (default 30). Every `--sample-every` seconds (default 10) it reads each
-replica's resident memory (`VmRSS` of its process tree, `/proc`), and once a minute prints a
-line: requests, runs/s, latency p50/p99, errors, RSS per replica. At the end: the totals, the
-requests each replica served, and every run a client was told of (`X-Run-Id`) looked up in
-the store: a run that has not ended well there (`success`; `completed` before issue 20's
-statuses) is **lost**, as is any run the store holds in another state; then each replica's
-RSS at the start, the end, its peak, and its slope (least squares, MiB a minute) over the
-whole run and over its second half (after warm-up: the figure that says whether memory is
-flat).
+answers take (at most `--max-in-flight` at once; past that a request counts as an error), in
+turn the kinds `--mix` names (default `invoke,stream`: `POST /invoke`, and `POST /stream`
+read to its `[DONE]`; `langgraph`: `POST /langgraph/runs/wait`, stateless, kept), each on a
+new thread, its answer checked, for `--minutes` (default 30). Every `--sample-every` seconds
+(default 10) it reads each replica's resident memory (`VmRSS` of its process tree, `/proc`),
+and once a minute prints a line: requests, runs/s, latency p50/p99, errors, RSS per replica.
+At the end: the totals, the requests each replica served, and every run a client was told of
+(`X-Run-Id`, `Content-Location`) looked up in the store: a run that has not ended well there
+(`success`; `completed` before issue 20's statuses) is **lost**, as is any run the store
+holds in another state; then each replica's RSS at the start, the end, its peak, and its
+slope (least squares, MiB a minute) over the whole run and over its second half (after
+warm-up: the figure that says whether memory is flat).
 
-Run: `python benchmarks/soak.py [--minutes 30] [--rate 20] [--sample-every 10]`.
+Run: `python benchmarks/soak.py [--minutes 30] [--rate 20] [--sample-every 10]
+[--mix invoke,stream,langgraph]`.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from langgraph_peer import Server, free_port  # noqa: E402
 REPLICAS = 3
 AGENT = "langgraph_peer:agent"
 ANSWER = "hello there friend"
+INPUT = {"messages": [{"role": "user", "content": "hi"}]}
 FINISHED = {"success", "completed"}
 """A run that ended well: `success` (issue 20's statuses), `completed` (the name before them)."""
 
@@ -156,31 +159,51 @@ def start_haproxy(replicas: list[Server], workdir: Path) -> tuple[subprocess.Pop
 # -- the load ----------------------------------------------------------------------------------
 
 
-async def one_request(client: Any, index: int, tally: Tally) -> None:
+async def _invoke(client: Any) -> str:
+    answer = await client.post("/invoke", json={"message": "hi"})
+    answer.raise_for_status()
+    if answer.json()["content"] != ANSWER:
+        raise RuntimeError("wrong answer")
+    return str(answer.headers["X-Run-Id"])
+
+
+async def _stream(client: Any) -> str:
+    text = ""
+    async with client.stream("POST", "/stream", json={"message": "hi"}) as answer:
+        answer.raise_for_status()
+        run_id = str(answer.headers["X-Run-Id"])
+        async for line in answer.aiter_lines():
+            if line == "data: [DONE]":
+                break
+            if line.startswith("data: "):
+                frame = json.loads(line[6:])
+                if frame.get("type") == "token":
+                    text += frame["content"]
+                elif frame.get("type") == "error":
+                    raise RuntimeError("error frame")
+    if text != ANSWER:
+        raise RuntimeError("wrong stream")
+    return run_id
+
+
+async def _langgraph(client: Any) -> str:
+    """A stateless run on LangGraph's API (`/langgraph/runs/wait`), kept for the store check."""
+    body = {"assistant_id": "agent", "input": INPUT, "on_completion": "keep"}
+    answer = await client.post("/langgraph/runs/wait", json=body)
+    answer.raise_for_status()
+    if answer.json()["messages"][-1]["content"] != ANSWER:
+        raise RuntimeError("wrong answer")
+    return str(answer.headers["Content-Location"]).rsplit("/", 1)[-1]
+
+
+KINDS = {"invoke": _invoke, "stream": _stream, "langgraph": _langgraph}
+"""The requests `--mix` names: the toolkit's /invoke and /stream, LangGraph's runs/wait."""
+
+
+async def one_request(client: Any, kind: str, tally: Tally) -> None:
     start = time.perf_counter()
     try:
-        if index % 2 == 0:
-            answer = await client.post("/invoke", json={"message": "hi"})
-            answer.raise_for_status()
-            run_id = answer.headers["X-Run-Id"]
-            if answer.json()["content"] != ANSWER:
-                raise RuntimeError("wrong answer")
-        else:
-            text = ""
-            async with client.stream("POST", "/stream", json={"message": "hi"}) as answer:
-                answer.raise_for_status()
-                run_id = answer.headers["X-Run-Id"]
-                async for line in answer.aiter_lines():
-                    if line == "data: [DONE]":
-                        break
-                    if line.startswith("data: "):
-                        frame = json.loads(line[6:])
-                        if frame.get("type") == "token":
-                            text += frame["content"]
-                        elif frame.get("type") == "error":
-                            raise RuntimeError("error frame")
-            if text != ANSWER:
-                raise RuntimeError("wrong stream")
+        run_id = await KINDS[kind](client)
     except Exception as exc:  # every failure is a figure, not a crash
         tally.errors.append(type(exc).__name__)
         return
@@ -216,7 +239,8 @@ async def load(
         if len(in_flight) >= args.max_in_flight:
             total.errors.append("over max in flight")
         else:
-            task = asyncio.create_task(one_request(clients[index % len(clients)], index, total))
+            kind = args.mix[index % len(args.mix)]
+            task = asyncio.create_task(one_request(clients[index % len(clients)], kind, total))
             in_flight.add(task)
             task.add_done_callback(in_flight.discard)
         index += 1
@@ -291,9 +315,12 @@ def report(total: Tally, seconds: float, rss: dict[int, list[tuple[float, float]
         )
 
 
+_PATHS = ("/invoke", "/stream", "/langgraph/runs/wait")
+
+
 def _requests_in(log: Path) -> int:
     with log.open(errors="replace") as lines:
-        return sum(1 for line in lines if '"POST /invoke' in line or '"POST /stream' in line)
+        return sum(1 for line in lines if any(f'"POST {path}' in line for path in _PATHS))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -306,7 +333,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-in-flight", type=int, default=200)
     parser.add_argument("--postgres-url", help="a PostgreSQL server to use (else a throwaway one)")
     parser.add_argument("--no-haproxy", action="store_true", help="round robin in the client")
+    parser.add_argument(
+        "--mix",
+        default="invoke,stream",
+        help=f"requests in turn, from {', '.join(KINDS)} (langgraph: /langgraph/runs/wait)",
+    )
     args = parser.parse_args(argv)
+    args.mix = args.mix.split(",")
+    if unknown := set(args.mix) - set(KINDS):
+        parser.error(f"--mix: unknown {sorted(unknown)}; choose from {sorted(KINDS)}")
     from service import postgres  # noqa: PLC0415  (the throwaway cluster, as service.py's)
 
     namespace = argparse.Namespace(skip_postgres=False, postgres_url=args.postgres_url)
@@ -326,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
                 route = "round robin in the client (no haproxy binary)"
             print(
                 f"# {REPLICAS} replicas of parley serve on PostgreSQL ({where}), via {route}; "
-                f"{args.rate:g} requests/s for {args.minutes:g} min, /invoke and /stream in turn; "
+                f"{args.rate:g} requests/s for {args.minutes:g} min, {'/'.join(args.mix)} in turn; "
                 f"load average {os.getloadavg()[0]:.2f}",
                 flush=True,
             )
