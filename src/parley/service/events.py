@@ -44,7 +44,7 @@ from sqlalchemy import Connection, and_, bindparam, delete, func, insert, select
 from parley.agents.events import AgentEvent, AgentEventAdapter, RunEnded
 from parley.errors import NotFoundError
 from parley.service.runs_protocol import (
-    FINAL_STATUSES,
+    ACTIVE_STATUSES,
     EventLog,
     EventsExpiredError,
     EventWriter,
@@ -98,7 +98,7 @@ def _read_page(conn: Connection, run_id: str, after: int) -> _Page:
     ).all()
     return _Page(
         found=True,
-        ended=row.status in FINAL_STATUSES,
+        ended=row.status not in ACTIVE_STATUSES,  # today's names and LangGraph's
         expired=bool(row.events_expired),
         events=[(seq, data) for seq, data in rows],
     )
@@ -332,7 +332,7 @@ class StoreEventLog(EventLog):
         """Drop the logs of runs that ended over `retention` seconds ago; how many runs."""
         cutoff = utcnow() - timedelta(seconds=retention)
         old = and_(
-            runs.c.status.in_(sorted(FINAL_STATUSES)),
+            runs.c.status.not_in(sorted(ACTIVE_STATUSES)),
             runs.c.ended_at < bindparam("cutoff", type_=runs.c.ended_at.type),
             runs.c.events_expired.is_(False),
         )
