@@ -173,6 +173,15 @@ class StoreEventLog(EventLog):
 
     Make it with `await StoreEventLog.open(store, ...)` (starts the doorbell on PostgreSQL
     and the periodic sweep), close it with `close()`.
+
+    Args:
+        store: The service's store (its own runner: SQLite writes take turns with its own).
+        listen: On PostgreSQL, LISTEN for other replicas' events (else readers look again
+            every `recheck_interval`: polling).
+        notify: On PostgreSQL, NOTIFY other replicas of each flush (`benchmarks/event_log.py`
+            turns both off to measure polling).
+        poll_interval: Seconds between a reader's looks while the doorbell is down.
+        recheck_interval: Seconds a reader waits for a wake-up before it looks anyway.
     """
 
     def __init__(
@@ -180,6 +189,7 @@ class StoreEventLog(EventLog):
         store: Store,
         *,
         listen: bool = True,
+        notify: bool = True,
         poll_interval: float = 0.25,
         recheck_interval: float = 2.0,
     ) -> None:
@@ -187,7 +197,7 @@ class StoreEventLog(EventLog):
         self.poll_interval = poll_interval
         self.recheck_interval = recheck_interval
         self._runner = store._runner  # the store's own: SQLite writes take turns with its own
-        self._notify = not store.is_sqlite
+        self._notify = notify and not store.is_sqlite
         self._listen = listen and not store.is_sqlite
         self._waiters: dict[str, set[asyncio.Event]] = {}
         self._doorbell_up = not self._listen
