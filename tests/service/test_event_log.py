@@ -345,3 +345,30 @@ async def test_the_doorbell_payload_names_the_run_and_its_last_id(
         assert stored == 50
     finally:
         await conn.close()
+
+
+async def test_events_stored_just_after_the_runs_end_still_reach_followers(
+    store: Store,
+) -> None:
+    events = StoreEventLog(store, listen=False, recheck_interval=0.005)  # looks all the time
+    run_id = await _new_run(store)
+    writer = await events.writer(run_id)
+    writer.put(_text(0))
+    await writer.flush()
+    seen: list[int] = []
+
+    async def follow() -> None:
+        async with asyncio.timeout(WAIT):
+            async for seq, _ in events.follow(run_id, 0):
+                seen.append(seq)
+
+    follower = asyncio.create_task(follow())
+    await _until(lambda: seen == [1])
+    # A worker that stores its run's end before its writer's last flush.
+    await store.end_run(run_id, "completed", None, None)
+    await asyncio.sleep(0.05)
+    writer.put(_text(1))
+    writer.put(RunEnded(status="completed"))
+    await writer.close()
+    await follower
+    assert seen == [1, 2, 3]

@@ -35,7 +35,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -66,6 +66,10 @@ _PAGE = 256  # events a reader takes from the store per query
 _LISTEN_RETRY = 1.0  # seconds between attempts to bring the doorbell back
 _LISTEN_CHECK = 10.0  # seconds between pings of a quiet doorbell connection
 _PING_TIMEOUT = 5.0
+# A run's status may be stored a moment before its last events (a worker that ends its run
+# before its writer's last flush): a reader that finds the run ended and nothing more goes on
+# looking until it ended this long ago.
+_END_GRACE = 2.0
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,14 @@ class _Page:
     ended: bool
     expired: bool
     events: list[tuple[int, str]]
+    ended_at: datetime | None = None
+
+    def settled(self) -> bool:
+        """Whether the run ended long enough ago that no event of it can be on its way."""
+        if self.ended_at is None:
+            return True
+        ended_at = self.ended_at if self.ended_at.tzinfo else self.ended_at.replace(tzinfo=UTC)
+        return utcnow() - ended_at > timedelta(seconds=_END_GRACE)
 
 
 _insert_events = insert(run_events)
@@ -86,7 +98,7 @@ def _read_page(conn: Connection, run_id: str, after: int) -> _Page:
     # The run's state first, then its events: an event stored before the run's end is seen
     # by the same read that sees the end, so "ended and nothing more" is never premature.
     row = conn.execute(
-        select(runs.c.status, runs.c.events_expired).where(runs.c.id == run_id)
+        select(runs.c.status, runs.c.events_expired, runs.c.ended_at).where(runs.c.id == run_id)
     ).one_or_none()
     if row is None:
         return _Page(found=False, ended=True, expired=False, events=[])
@@ -101,6 +113,7 @@ def _read_page(conn: Connection, run_id: str, after: int) -> _Page:
         ended=row.status not in ACTIVE_STATUSES,  # today's names and LangGraph's
         expired=bool(row.events_expired),
         events=[(seq, data) for seq, data in rows],
+        ended_at=row.ended_at,
     )
 
 
@@ -299,6 +312,7 @@ class StoreEventLog(EventLog):
         self._waiters.setdefault(run_id, set()).add(waiter)
         try:
             cursor = await self._start(run_id, after)
+            ended_seq = await self._end_seq(run_id)
             while True:
                 waiter.clear()
                 page = await self._runner.read(partial(_read_page, run_id=run_id, after=cursor))
@@ -312,8 +326,10 @@ class StoreEventLog(EventLog):
                     continue
                 if page.expired:
                     raise EventsExpiredError(run_id)
-                if page.ended and not page.events:
-                    return  # ended with no RunEnded in its log (its process died), or gone
+                # Nothing more: its end was given before, or it ended with no RunEnded (its
+                # process died) a while ago, or it is gone.
+                if page.ended and not page.events and (cursor == ended_seq or page.settled()):
+                    return
                 await self._sleep(waiter)
         finally:
             waiting = self._waiters.get(run_id)
@@ -321,6 +337,19 @@ class StoreEventLog(EventLog):
                 waiting.discard(waiter)
                 if not waiting:
                     del self._waiters[run_id]
+
+    async def _end_seq(self, run_id: str) -> int | None:
+        """The id of the run's `RunEnded`, if its log ends with one (nothing comes after it)."""
+        query = (
+            select(run_events.c.seq, run_events.c.data)
+            .where(run_events.c.run_id == run_id)
+            .order_by(run_events.c.seq.desc())
+            .limit(1)
+        )
+        row = await self._runner.read(lambda conn: conn.execute(query).one_or_none())
+        if row is None or not row.data.startswith('{"type":"run_ended"'):
+            return None
+        return int(row.seq)
 
     async def _sleep(self, waiter: asyncio.Event) -> None:
         timeout = self.recheck_interval if self._doorbell_up else self.poll_interval
