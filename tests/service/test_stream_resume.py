@@ -274,7 +274,8 @@ async def test_a_dropped_client_reconnects_and_gets_the_rest_once(postgres_db_ur
     writing = await StoreEventLog.open(writing_store, listen=False)
     settings = ServiceSettings(database_url=postgres_db_url)
     try:
-        with running(create_app(settings, agents=[echo_agent()])) as base:
+        app = create_app(settings, agents=[echo_agent()])
+        with running(app) as base:
             async with httpx.AsyncClient(base_url=base, timeout=WAIT) as client:
                 run_id = await _new_run(writing_store)
                 writer = await writing.writer(run_id)
@@ -286,6 +287,11 @@ async def test_a_dropped_client_reconnects_and_gets_the_rest_once(postgres_db_ur
                 first = await _read_frames(client, url, {"Last-Event-ID": "-1"}, stop_after=3)
                 last_id = first[-1][0]
                 assert last_id == "3"
+                # The server's reader went with its client (nothing left following).
+                served: StoreEventLog = app.state.parley.events
+                async with asyncio.timeout(WAIT):
+                    while run_id in served._waiters:
+                        await asyncio.sleep(0.02)
 
                 async def write_rest() -> None:
                     for i in range(20):
