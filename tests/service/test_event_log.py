@@ -372,3 +372,22 @@ async def test_events_stored_just_after_the_runs_end_still_reach_followers(
     await writer.close()
     await follower
     assert seen == [1, 2, 3]
+
+
+async def test_replicas_follow_concurrent_runs_exactly_once(
+    replicas: tuple[Store, Store],
+) -> None:
+    one, two = replicas
+    writing = await StoreEventLog.open(one, listen=False)
+    reading = await StoreEventLog.open(two, poll_interval=SLOW, recheck_interval=SLOW)
+    try:
+        await _until(lambda: reading.doorbell_up)
+        run_ids = [await _new_run(one) for _ in range(3)]
+        followers = [asyncio.create_task(_collect(reading, r, 0)) for r in run_ids for _ in "ab"]
+        await asyncio.gather(*(_write_run(writing, one, r, 100) for r in run_ids))
+        for got in await asyncio.gather(*followers):
+            assert [seq for seq, _ in got] == list(range(1, 103))
+            assert [e.text for _, e in got[1:-1]] == [f"t{i}" for i in range(100)]
+    finally:
+        await writing.close()
+        await reading.close()
