@@ -311,3 +311,13 @@ async def test_a_dropped_client_reconnects_and_gets_the_rest_once(postgres_db_ur
     finally:
         await writing.close()
         await writing_store.close()
+
+
+async def test_the_service_drops_old_logs_by_itself(service: MakeService) -> None:
+    svc = await service(echo_agent(), event_retention=0.5)  # swept every second
+    run_id = await _finished_run(svc)
+    async with asyncio.timeout(WAIT):
+        while (await svc.client.get(f"/runs/{run_id}/stream")).status_code != 410:
+            await asyncio.sleep(0.1)
+    answer = await svc.client.get(f"/runs/{run_id}")
+    assert answer.status_code == 200  # the run itself stays
