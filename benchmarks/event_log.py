@@ -1,10 +1,10 @@
 """The run event log on PostgreSQL: readers woken by NOTIFY (the doorbell) against polling.
 
-Two `Store`s on one database stand for two replicas: one runs `--runs` runs at once, each
-putting `--events` events through its writer (`StoreEventLog.writer`) at `--rate` events a
-second (0: as fast as it goes), the other follows every run (`follow(run_id, 0)`) as a
-replica serving their streams would. Each event carries the time it was put; a reader's lag
-is the time it got it less that. Modes:
+Two processes on one database stand for two replicas: this one runs `--runs` runs at once,
+each putting `--events` events through its writer (`StoreEventLog.writer`) at `--rate`
+events a second (0: as fast as it goes); the other (this script with `--read`) follows every
+run (`follow(run_id, 0)`) as a replica serving their streams would. Each event carries the
+wall-clock time it was put; a reader's lag is the time it got it less that. Modes:
 
 - `notify`: the writing replica NOTIFYs each flush, the reading one LISTENs (parley's way).
 - `poll 100ms`, `poll 20ms`: no NOTIFY; readers look every 100 or 20 ms.
@@ -16,9 +16,8 @@ transaction of two queries).
 
 Run: `python benchmarks/event_log.py [--postgres-url URL] [--runs N] [--events N]
 [--rate N]`. Without a URL it starts a throwaway cluster as the tests do
-(`tests/_external.py`). Writers and readers share this process (and its clock): on a
-machine with few cores they slow each other down, which the figures include. Nothing here
-is a test: no figure fails the run.
+(`tests/_external.py`). On a machine with few cores the two processes and PostgreSQL share
+them, which the figures include. Nothing here is a test: no figure fails the run.
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import statistics
 import sys
 import time
@@ -67,7 +67,7 @@ async def _write(log: StoreEventLog, store: Store, run_id: str, events: int, rat
             delay = start + i * gap - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
-        writer.put(TextDelta(text=repr(time.perf_counter())))
+        writer.put(TextDelta(text=repr(time.time())))  # wall clock: readers in another process
         if not gap and i % 50 == 0:
             await asyncio.sleep(0)  # as fast as it goes, but let the flush task run
     writer.put(RunEnded(status="completed"))
@@ -79,7 +79,7 @@ async def _read(log: StoreEventLog, run_id: str, lags: list[float]) -> int:
     got = 0
     async for _, event in log.follow(run_id, 0):
         if isinstance(event, TextDelta):
-            lags.append(time.perf_counter() - float(event.text))
+            lags.append(time.time() - float(event.text))
             got += 1
     return got
 
@@ -99,43 +99,103 @@ class _CountingReads:
         return await self.runner.write(work)
 
 
-async def measure(url: str, mode: str, args: argparse.Namespace) -> Figures:
-    one = await Store.open(url)
-    two = await Store.open(url, migrate=False)
+def _interval(mode: str) -> float:
+    return float(mode.split()[1].removesuffix("ms")) / 1000 if mode.startswith("poll") else 2.0
+
+
+async def reader_process(url: str, mode: str, run_ids: list[str]) -> None:
+    """The reading replica (a process of its own): follow the runs, print the lags as JSON."""
+    store = await Store.open(url, migrate=False)
     polling = mode.startswith("poll")
-    interval = float(mode.split()[1].removesuffix("ms")) / 1000 if polling else 2.0
-    writing = await StoreEventLog.open(one, listen=False, notify=not polling)
-    if mode == "local":
-        reading = writing
-    else:
-        reading = await StoreEventLog.open(
-            two, listen=not polling, notify=False, recheck_interval=interval
-        )
+    log = await StoreEventLog.open(
+        store, listen=not polling, notify=False, recheck_interval=_interval(mode)
+    )
     try:
         async with asyncio.timeout(30):
-            while not reading.doorbell_up:
+            while not log.doorbell_up:
                 await asyncio.sleep(0.01)
-        run_ids = [uuid.uuid4().hex for _ in range(args.runs)]
-        for run_id in run_ids:
-            await one.open_run(run_id, run_id[:12], "bench", "a", "m", expire_approvals=False)
+        counting = _CountingReads(log._runner)
+        log._runner = counting  # type: ignore[assignment]
         lags: list[float] = []
-        readers = [asyncio.create_task(_read(reading, r, lags)) for r in run_ids]
+        readers = [asyncio.create_task(_read(log, r, lags)) for r in run_ids]
         await asyncio.sleep(0.2)  # every reader following before the first event
-        counting = _CountingReads(reading._runner)
-        reading._runner = counting  # type: ignore[assignment]
-        start = time.perf_counter()
-        await asyncio.gather(*(_write(writing, one, r, args.events, args.rate) for r in run_ids))
+        print("ready", flush=True)
         got = sum(await asyncio.gather(*readers))
-        seconds = time.perf_counter() - start
-        reading._runner = counting.runner
-        assert got == args.runs * args.events, (got, args.runs * args.events)
-        return Figures(mode, got, seconds, lags, counting.reads)
+        log._runner = counting.runner
+        print(json.dumps({"got": got, "lags": lags, "reads": counting.reads}), flush=True)
+    finally:
+        await log.close()
+        await store.close()
+
+
+async def measure(url: str, mode: str, args: argparse.Namespace) -> Figures:
+    """One mode: writers here, readers in a process of their own (`local`: here, one log)."""
+    one = await Store.open(url)
+    writing = await StoreEventLog.open(one, listen=False, notify=not mode.startswith("poll"))
+    run_ids = [uuid.uuid4().hex for _ in range(args.runs)]
+    for run_id in run_ids:
+        await one.open_run(run_id, run_id[:12], "bench", "a", "m", expire_approvals=False)
+    try:
+        if mode == "local":
+            return await _measure_here(writing, one, mode, run_ids, args)
+        return await _measure_apart(url, writing, one, mode, run_ids, args)
     finally:
         await writing.close()
-        if reading is not writing:
-            await reading.close()
         await one.close()
-        await two.close()
+
+
+async def _measure_here(
+    log: StoreEventLog, store: Store, mode: str, run_ids: list[str], args: argparse.Namespace
+) -> Figures:
+    lags: list[float] = []
+    readers = [asyncio.create_task(_read(log, r, lags)) for r in run_ids]
+    await asyncio.sleep(0.2)
+    counting = _CountingReads(log._runner)
+    log._runner = counting  # type: ignore[assignment]
+    start = time.perf_counter()
+    await asyncio.gather(*(_write(log, store, r, args.events, args.rate) for r in run_ids))
+    got = sum(await asyncio.gather(*readers))
+    seconds = time.perf_counter() - start
+    log._runner = counting.runner
+    assert got == args.runs * args.events, (got, args.runs * args.events)
+    return Figures(mode, got, seconds, lags, counting.reads)
+
+
+async def _measure_apart(
+    url: str,
+    log: StoreEventLog,
+    store: Store,
+    mode: str,
+    run_ids: list[str],
+    args: argparse.Namespace,
+) -> Figures:
+    reader = await asyncio.create_subprocess_exec(
+        sys.executable,
+        __file__,
+        "--read",
+        url,
+        "--modes",
+        mode,
+        "--run-ids",
+        *run_ids,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert reader.stdout is not None
+    try:
+        async with asyncio.timeout(60):
+            line = await reader.stdout.readline()
+        assert line.strip() == b"ready", line
+        start = time.perf_counter()
+        await asyncio.gather(*(_write(log, store, r, args.events, args.rate) for r in run_ids))
+        async with asyncio.timeout(120):
+            result = json.loads(await reader.stdout.readline())
+        seconds = time.perf_counter() - start
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            reader.kill()
+        await reader.wait()
+    assert result["got"] == args.runs * args.events, result["got"]
+    return Figures(mode, result["got"], seconds, result["lags"], result["reads"])
 
 
 @contextlib.contextmanager
@@ -180,6 +240,11 @@ if __name__ == "__main__":
     parser.add_argument(
         "--modes", nargs="+", default=["notify", "poll 100ms", "poll 20ms", "local"]
     )
+    parser.add_argument("--read", help=argparse.SUPPRESS)  # the reading replica's process
+    parser.add_argument("--run-ids", nargs="*", help=argparse.SUPPRESS)
     arguments = parser.parse_args()
-    with postgres(arguments.postgres_url) as database:
-        asyncio.run(main(arguments, database))
+    if arguments.read:
+        asyncio.run(reader_process(arguments.read, arguments.modes[0], arguments.run_ids))
+    else:
+        with postgres(arguments.postgres_url) as database:
+            asyncio.run(main(arguments, database))
