@@ -179,6 +179,7 @@ async def _measure_apart(
         "--run-ids",
         *run_ids,
         stdout=asyncio.subprocess.PIPE,
+        limit=1 << 26,  # the lags come back as one JSON line
     )
     assert reader.stdout is not None
     try:
