@@ -213,6 +213,9 @@ class StoreEventLog(EventLog):
         self._notify = notify and not store.is_sqlite
         self._listen = listen and not store.is_sqlite
         self._waiters: dict[str, set[asyncio.Event]] = {}
+        # The last id this process stored of each run it has readers of: its own NOTIFY
+        # comes back to it, and those readers were woken already.
+        self._woken: dict[str, int] = {}
         self._doorbell_up = not self._listen
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -270,6 +273,8 @@ class StoreEventLog(EventLog):
                 conn.execute(_notify, {"channel": CHANNEL, "payload": payload})
 
         await self._runner.write(work)
+        if run_id in self._waiters:
+            self._woken[run_id] = rows[-1]["seq"]
         self._wake(run_id)
 
     # -- reading ----------------------------------------------------------------------------
@@ -337,6 +342,7 @@ class StoreEventLog(EventLog):
                 waiting.discard(waiter)
                 if not waiting:
                     del self._waiters[run_id]
+                    self._woken.pop(run_id, None)
 
     async def _end_seq(self, run_id: str) -> int | None:
         """The id of the run's `RunEnded`, if its log ends with one (nothing comes after it)."""
@@ -431,7 +437,9 @@ class StoreEventLog(EventLog):
             conn.terminate()
 
     def _on_notify(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
-        run_id, _, _seq = str(payload).rpartition(":")
+        run_id, _, seq = str(payload).rpartition(":")
+        if seq.isdigit() and int(seq) <= self._woken.get(run_id, 0):
+            return  # this process's own flush: its readers were woken at once
         self._wake(run_id)
 
 
