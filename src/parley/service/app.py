@@ -37,7 +37,13 @@ from parley import tracing
 from parley.agents import Agent
 from parley.errors import ConfigurationError, ParleyError, ServiceError, UserError
 from parley.models.spec import model_from_spec
-from parley.service import openai_compat, routes_agui, routes_threads, routes_toolkit
+from parley.service import (
+    openai_compat,
+    routes_agui,
+    routes_runs,
+    routes_threads,
+    routes_toolkit,
+)
 from parley.service.auth import local_only_tools
 from parley.service.bounds import CONNECTION, ClientConnection, limit_body
 from parley.service.documents import DOCUMENTS_KEY, DocumentsService
@@ -47,6 +53,7 @@ from parley.service.served_models import ModelRegistry, ModelsInput, served_mode
 from parley.service.settings import ServiceSettings
 from parley.service.state import ServiceState
 from parley.service.store import Store, thread_locks
+from parley.service.worker import RunWorker
 
 __all__ = ["build_registry", "create_app"]
 
@@ -162,8 +169,15 @@ def create_app(
             locks,
             busy_timeout=settings.busy_timeout,
             buffer_bytes=settings.stream_buffer_bytes,
+            lease_seconds=settings.lease_seconds,
+            max_attempts=settings.max_attempts,
+            run_concurrency=settings.run_concurrency,
         )
-        app.state.parley = ServiceState(settings, registry, store, locks, runs, served)
+        state = ServiceState(settings, registry, store, locks, runs, served)
+        runs.resolve = state.resolve_run
+        app.state.parley = state
+        worker = RunWorker(runs)
+        worker.start()
         if documents is not None:
             await documents.start()
         warm = asyncio.create_task(_warm_up(registry, settings))
@@ -171,6 +185,7 @@ def create_app(
             yield
         finally:
             warm.cancel()
+            await worker.close()
             if documents is not None:
                 await documents.close()
             await runs.close()
@@ -196,6 +211,7 @@ def create_app(
             expose_headers=["X-Thread-Id", "X-Run-Id"],
         )
     app.include_router(routes_toolkit.router)
+    app.include_router(routes_runs.router)  # before threads': `/runs/{id}/join` is its own
     app.include_router(routes_threads.router)
     app.include_router(routes_agui.router)
     app.include_router(openai_compat.router)

@@ -40,7 +40,6 @@ from sqlalchemy import (
     DateTime,
     and_,
     case,
-    delete,
     exists,
     func,
     literal,
@@ -61,7 +60,7 @@ from parley.service.store.store import (
     _run,
     _title,
 )
-from parley.service.store.tables import approvals, feedback, messages, runs, threads, utcnow
+from parley.service.store.tables import approvals, runs, threads, utcnow
 
 __all__ = ["Candidate", "RunQueue", "new_run_id"]
 
@@ -318,27 +317,15 @@ class RunQueue:
         Fenced: only while `worker_id` is mine and `attempt` my attempt. With `rollback`,
         the run and every message it added are deleted instead.
         """
-        me = self.worker_id
-
-        def work(conn: Connection) -> bool:
-            now = utcnow()
-            mine = and_(runs.c.id == run_id, runs.c.worker_id == me, runs.c.attempt == attempt)
-            if rollback:
-                if conn.execute(select(runs.c.id).where(mine)).first() is None:
-                    return False
-                _delete_run(conn, run_id, with_messages=True)
-                return True
-            ended = conn.execute(
-                update(runs)
-                .where(mine, runs.c.status == "running")
-                .values(status=status, usage=usage, error=error, ended_at=now, lease_until=None)
-            ).rowcount
-            if ended and last is not None:
-                thread_id, user_id, msgs = last
-                _append(conn, (thread_id, user_id), msgs, run_id, now)
-            return bool(ended)
-
-        return await self.store.transact(work)
+        return await self.store.end_run(
+            run_id,
+            status,
+            usage,
+            error,
+            last=last,
+            fence=(self.worker_id, attempt),
+            rollback=rollback,
+        )
 
     async def give_up(self) -> list[str]:
         """End `error` the runs whose lease ran out after their last allowed start; their ids."""
@@ -403,11 +390,3 @@ def _open(
     added = list(then(history, record)) if then is not None else []
     _append(conn, thread, added, record.run_id, now)
     return OpenedRun(history, added)
-
-
-def _delete_run(conn: Connection, run_id: str, *, with_messages: bool) -> None:
-    """Delete a run (its feedback and events go with it); with its messages if asked."""
-    if with_messages:
-        conn.execute(delete(messages).where(messages.c.run_id == run_id))
-    conn.execute(delete(feedback).where(feedback.c.run_id == run_id))
-    conn.execute(delete(runs).where(runs.c.id == run_id))

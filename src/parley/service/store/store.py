@@ -599,21 +599,42 @@ class Store:
         error: str | None,
         *,
         last: tuple[str, str, Sequence[Msg]] | None = None,
-    ) -> None:
+        fence: tuple[str, int] | None = None,
+        rollback: bool = False,
+    ) -> bool:
         """Record how a run ended; with `last`, (its thread, its user, messages), those too.
 
         One transaction: a run's last message (its answer) and its end are stored together.
+        With `fence` (a worker's id and its attempt), only if that worker still holds the run
+        (it is `running`, that worker's, that attempt): False, and nothing written, if not.
+        With `rollback`, the run and the messages it added are deleted instead.
         """
         now = utcnow()
         values = {"_run": run_id, "_status": status, "_usage": usage, "_error": error, "_now": now}
 
-        def work(conn: Connection) -> None:
+        def work(conn: Connection) -> bool:
+            if fence is not None:
+                worker_id, attempt = fence
+                held = select(runs.c.id).where(
+                    runs.c.id == run_id,
+                    runs.c.status == "running",
+                    runs.c.worker_id == worker_id,
+                    runs.c.attempt == attempt,
+                )
+                if conn.execute(held.with_for_update()).first() is None:
+                    return False
+            if rollback:
+                conn.execute(delete(messages).where(messages.c.run_id == run_id))
+                conn.execute(delete(feedback).where(feedback.c.run_id == run_id))
+                conn.execute(delete(runs).where(runs.c.id == run_id))
+                return True
             if last is not None:
                 thread_id, user_id, msgs = last
                 _append(conn, (thread_id, user_id), msgs, run_id, now)
             conn.execute(_Run.end, values)
+            return True
 
-        await self._runner.write(work)
+        return await self._runner.write(work)
 
     async def get_run(self, run_id: str, user_id: str) -> RunRecord | None:
         """The run if `user_id` started it."""
@@ -947,6 +968,7 @@ class _Run:
             usage=bindparam("_usage", type_=runs.c.usage.type),
             error=bindparam("_error"),
             ended_at=bindparam("_now", type_=runs.c.ended_at.type),
+            lease_until=None,
         )
     )
 
