@@ -1,0 +1,177 @@
+"""Durable runs: a run whose worker died is taken over by another worker once its lease
+lapses, and finished from its stored thread; a run that keeps losing its worker ends `error`
+after `max_attempts`; a worker that lost its lease stops its copy and writes nothing more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+
+import httpx
+import pytest
+from sqlalchemy import update
+
+from parley.agents import Agent
+from parley.messages import Msg
+from parley.models.testing import ScriptedModel
+from parley.service.runs_protocol import RunInput
+from parley.service.store import Store
+from parley.service.store.queue import RunQueue, new_run_id
+from parley.service.store.tables import runs
+from tests.service._live import free_port
+from tests.service._queued import Gated, echo, thread_texts, wait_status
+from tests.service._support import wait_for, wait_for_run
+from tests.service.conftest import MakeService
+from tests.service.test_postgres import ROOT, _wait_healthy
+
+pytestmark = [pytest.mark.usefixtures("no_ambient_settings"), pytest.mark.timeout(120)]
+
+
+async def _orphan(store: Store, question: str, *, thread_id: str = "t") -> str:
+    """A run a worker started (its question stored) and then died with: its lease lapsed."""
+    dead = RunQueue(store, worker_id="dead-worker", lease_seconds=30, max_attempts=9)
+    run_id = new_run_id()
+    message = Msg.user(question)
+    # Reserved: the live service's worker cannot take it before the dead one does.
+    await dead.create(
+        run_id, thread_id, "local", "helper", "m", RunInput(message=message), reserve=True
+    )
+    assert await dead.claim(run_id, then=lambda _h, _r: [message]) is not None
+    past = datetime(2000, 1, 1, tzinfo=UTC)
+    await store.transact(
+        lambda conn: conn.execute(update(runs).where(runs.c.id == run_id).values(lease_until=past))
+    )
+    return run_id
+
+
+async def test_a_run_whose_worker_died_is_taken_over_and_finished(service: MakeService) -> None:
+    model = ScriptedModel([echo])
+    svc = await service(Agent("helper", model))
+    run_id = await _orphan(svc.state.store, "still there?")
+    assert await wait_status(svc.client, run_id, "completed") == "completed"
+    record = (await svc.client.get(f"/runs/{run_id}")).json()
+    assert record["attempt"] == 2
+    # The question was stored once (by the first attempt), the answer once (by the second).
+    assert await thread_texts(svc.client, "t") == [
+        "user: still there?",
+        "assistant: echo: still there?",
+    ]
+
+
+async def test_a_run_that_keeps_losing_its_worker_ends_error_with_the_reason(
+    service: MakeService,
+) -> None:
+    model = ScriptedModel([echo])
+    svc = await service(Agent("helper", model), max_attempts=1)
+    run_id = await _orphan(svc.state.store, "doomed")
+    assert await wait_status(svc.client, run_id, "error") == "error"
+    record = (await svc.client.get(f"/runs/{run_id}")).json()
+    assert "started 1 times" in record["error"]
+    assert "PARLEY_MAX_ATTEMPTS" in record["error"]
+    assert model.requests == []  # never run again
+
+
+async def test_a_worker_that_lost_its_lease_stops_and_writes_nothing(
+    service: MakeService,
+) -> None:
+    model = Gated(echo)
+    svc = await service(Agent("helper", model))
+    invoke = asyncio.create_task(
+        svc.client.post("/invoke", json={"message": "mine?", "thread_id": "t"})
+    )
+    handle = await wait_for_run(svc.state)
+    await wait_for(model.at_gate.is_set, "the run to stream part of its answer")
+    # Another worker took the run over (as after this worker's lease lapsed).
+    await svc.state.store.transact(
+        lambda conn: conn.execute(
+            update(runs)
+            .where(runs.c.id == handle.run_id)
+            .values(worker_id="other-worker", attempt=runs.c.attempt + 1)
+        )
+    )
+    await svc.state.runs.renew()  # this worker learns it lost the run
+    answered = await invoke
+    assert answered.status_code == 200
+    record = await svc.state.store.get_run(handle.run_id, "local")
+    assert record is not None
+    assert (record.status, record.worker_id, record.attempt) == ("running", "other-worker", 2)
+    assert await thread_texts(svc.client, "t") == ["user: mine?"]  # no partial answer written
+
+
+@contextmanager
+def _replica(database_url: str, **env: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    port = free_port()
+    environ = os.environ | {"PARLEY_DATABASE_URL": database_url, **env}
+    command = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "--factory",
+        "tests.service._agents:app",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
+    process = subprocess.Popen(
+        command, cwd=ROOT, env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(process, url)
+        yield url, process
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(5)
+        if process.stderr is not None:
+            process.stderr.close()
+
+
+def _status(url: str, run_id: str) -> str:
+    status: str = httpx.get(f"{url}/runs/{run_id}", timeout=5).json()["status"]
+    return status
+
+
+def test_a_replica_killed_mid_run_has_its_run_finished_by_another(postgres_db_url: str) -> None:
+    env = {"PARLEY_LEASE_SECONDS": "2", "PARLEY_TEST_DELAY": "0.5"}
+    with (
+        _replica(postgres_db_url, **env) as (first, doomed),
+        _replica(postgres_db_url, **env) as (
+            second,
+            _,
+        ),
+    ):
+        made = httpx.post(f"{first}/runs", json={"message": "hello", "thread_id": "t"}, timeout=10)
+        assert made.status_code == 202
+        run_id = made.json()["run_id"]
+        deadline = time.monotonic() + 10
+        while _status(first, run_id) != "running":  # the replica that made it runs it
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(0.6)  # part of its answer streamed (one chunk every half second)
+        doomed.send_signal(signal.SIGKILL)
+        doomed.wait(10)
+
+        joined = httpx.get(f"{second}/runs/{run_id}/join", params={"timeout": 60}, timeout=70)
+        assert joined.status_code == 200
+        record = joined.json()
+        assert record["status"] == "completed"
+        assert record["attempt"] == 2
+        thread = httpx.get(f"{second}/threads/t", timeout=5).json()
+        texts = [(m["role"], m["content"][0]["text"]) for m in thread["messages"]]
+        assert texts == [("user", "hello"), ("assistant", "turn 1: hello")]
