@@ -1,4 +1,4 @@
-"""Runs on threads: started under the thread's lock, driven in their own task, cancellable.
+"""Runs on threads: queued as jobs, claimed under the thread's lock, driven in their own task.
 
 A run is not the request that started it. `RunManager.start` takes the thread's lock (waiting
 up to `busy_timeout`, then 409), loads the thread, and starts the agent in a task of its own,
@@ -25,7 +25,16 @@ comes, unbounded.
 `POST /runs/{id}/cancel` reaches a run in this process at once, and one in another process
 through the store: every process polls the cancel flags of its own runs. A run whose
 process was killed is marked `interrupted` by the cancel itself (nobody holds its thread's
-lock), or else by the next run on its thread.
+lock), or else by the next run on its thread, or it is taken over.
+
+Every run is a job (`store.queue`): a `reject` run (the toolkit's default) is recorded
+already claimed by this process once it has the thread's lock; any other run is queued
+`pending` and claimed by a worker when its thread is free: this process at once when it can
+(`submit`), else whichever worker polls first (`RunWorker`), here or in another replica. A
+request here that waits for a queued run holds a handle reserved for this process. The
+worker renews its leases (`renew`); a run whose lease lapsed is taken over by another
+worker and continued from its stored thread; every end is fenced to the worker and attempt
+that hold the run.
 """
 
 from __future__ import annotations
