@@ -200,3 +200,25 @@ async def test_a_run_made_on_one_replica_is_run_by_another_and_joined_from_the_f
     record = await front.state.store.get_run(run_id, "local")
     assert record is not None
     assert record.worker_id == back.state.runs.worker_id  # the second replica ran it
+
+
+async def test_two_replicas_run_one_threads_queue_once_each_and_in_order(
+    service: MakeService, postgres_db_url: str
+) -> None:
+    replicas = [
+        await service(Agent("helper", ScriptedModel([echo] * 10)), database_url=postgres_db_url)
+        for _ in range(2)
+    ]
+    texts = [f"q{i}" for i in range(6)]
+    ids = []
+    for i, text in enumerate(texts):  # alternately to each replica: both workers compete
+        made = await replicas[i % 2].client.post(
+            "/runs", json={"message": text, "thread_id": "shared"}
+        )
+        ids.append(made.json()["run_id"])
+    for run_id in ids:
+        assert await wait_status(replicas[0].client, run_id, "completed", timeout=30)
+    records = [await replicas[0].state.store.get_run(r, "local") for r in ids]
+    assert all(r is not None and r.attempt == 1 for r in records)  # none ran twice
+    expected = [line for t in texts for line in (f"user: {t}", f"assistant: echo: {t}")]
+    assert await thread_texts(replicas[1].client, "shared") == expected
