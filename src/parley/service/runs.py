@@ -390,6 +390,7 @@ class RunManager:
         self._poller: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._renewed_at = time.monotonic()
+        self._claiming: set[str] = set()
 
     # -- starting runs ---------------------------------------------------------------------
 
@@ -607,11 +608,14 @@ class RunManager:
             lease = await self.locks.acquire(candidate.thread_id, candidate.user_id, 0)
         except ConflictError:  # a run holds the thread: the run waits for it to end
             return False
+        self._claiming.add(candidate.run_id)  # a renewal meanwhile must not end it
         try:
             claimed = await self.queue.claim(candidate.run_id, then=_question)
         except BaseException:
             await lease.release()
             raise
+        finally:
+            self._claiming.discard(candidate.run_id)
         if claimed is None:
             await lease.release()
             return False
@@ -851,8 +855,10 @@ class RunManager:
         When the store cannot be reached for a whole lease, every run is lost: another
         worker may hold them by now.
         """
-        held = {run_id: h.attempt for run_id, h in self.active.items()}
-        held.update(dict.fromkeys(self.waiting, 0))
+        running = dict(self.active)
+        waiting = set(self.waiting)
+        held = {run_id: h.attempt for run_id, h in running.items()}
+        held.update(dict.fromkeys(waiting, 0))
         try:
             kept = await self.queue.heartbeat(held)
         except Exception:
@@ -862,11 +868,14 @@ class RunManager:
             kept = set()
         else:
             self._renewed_at = time.monotonic()
+        # Only runs still as they were when asked: one claimed here meanwhile (its attempt
+        # moved on) is held, not lost.
         for run_id in set(held) - kept:
-            if (handle := self.active.get(run_id)) is not None:
+            handle = running.get(run_id)
+            if handle is not None and self.active.get(run_id) is handle:
                 handle.lost = True
                 handle.cancel()
-            elif run_id in self.waiting:
+            elif run_id in waiting and run_id in self.waiting and run_id not in self._claiming:
                 self._end_waiting(run_id, "interrupted")
 
     # -- cancelling, deleting, joining -----------------------------------------------------
