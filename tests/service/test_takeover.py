@@ -175,3 +175,40 @@ def test_a_replica_killed_mid_run_has_its_run_finished_by_another(postgres_db_ur
         thread = httpx.get(f"{second}/threads/t", timeout=5).json()
         texts = [(m["role"], m["content"][0]["text"]) for m in thread["messages"]]
         assert texts == [("user", "hello"), ("assistant", "turn 1: hello")]
+
+
+_CONTINUES = pytest.mark.skipif(
+    not hasattr(Agent, "continue_stream"),
+    reason="needs Agent.continue_stream (the `resume` work); until then a takeover restarts",
+)
+
+
+@_CONTINUES
+@pytest.mark.parametrize(("idempotent", "sent"), [(False, 0), (True, 1)])
+async def test_a_takeover_reruns_an_interrupted_call_only_if_its_tool_is_idempotent(
+    service: MakeService, idempotent: bool, sent: int
+) -> None:
+    from parley.tools import tool  # noqa: PLC0415
+
+    calls: list[str] = []
+
+    @tool(idempotent=idempotent)
+    async def send(text: str) -> str:
+        """Send a message."""
+        calls.append(text)
+        return "sent"
+
+    model = ScriptedModel(["done"])
+    svc = await service(Agent("helper", model, tools=[send]))
+    store = svc.state.store
+    run_id = await _orphan(store, "send hi")
+    # The dead worker had stored the model's call, and died before the tool's result.
+    call = ScriptedModel.tool_call("send", {"text": "hi"}, call_id="call_1").content[0]
+    await store.add_messages("t", "local", [Msg.assistant(call)], run_id)
+    assert await wait_status(svc.client, run_id, "completed") == "completed"
+    assert len(calls) == sent
+    stored = [m for m, _ in await store.get_messages("t", "local")]
+    assert [m.role for m in stored] == ["user", "assistant", "tool", "assistant"]
+    assert stored[-1].text == "done"
+    result = stored[2].tool_results[0]
+    assert result.is_error is (not idempotent)
