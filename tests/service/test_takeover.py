@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
@@ -20,9 +20,10 @@ import pytest
 from sqlalchemy import update
 
 from parley.agents import Agent
+from parley.agents.events import AgentEvent, RunEnded, RunStarted, TextDelta
 from parley.messages import Msg
 from parley.models.testing import ScriptedModel
-from parley.service.runs_protocol import RunInput
+from parley.service.runs_protocol import EventLog, EventWriter, RunInput
 from parley.service.store import Store
 from parley.service.store.queue import RunQueue, new_run_id
 from parley.service.store.tables import runs
@@ -212,3 +213,64 @@ async def test_a_takeover_reruns_an_interrupted_call_only_if_its_tool_is_idempot
     assert stored[-1].text == "done"
     result = stored[2].tool_results[0]
     assert result.is_error is (not idempotent)
+
+
+class _Writer(EventWriter):
+    """Keeps what a run's worker puts, and what the store said of the run at close."""
+
+    def __init__(self, log: _Log, run_id: str) -> None:
+        self.log, self.run_id = log, run_id
+        self.events: list[AgentEvent] = []
+        self.status_at_close: str | None = None
+
+    def put(self, event: AgentEvent) -> int:
+        self.events.append(event)
+        return len(self.events)
+
+    async def flush(self) -> int:
+        return len(self.events)
+
+    async def close(self) -> None:
+        record = await self.log.store.get_run(self.run_id, "local")
+        self.status_at_close = record.status if record is not None else None
+
+
+class _Log(EventLog):
+    """An event log that records its writers (the store's own is the `events` work's)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.writers: dict[str, _Writer] = {}
+
+    async def writer(self, run_id: str) -> EventWriter:
+        self.writers[run_id] = _Writer(self, run_id)
+        return self.writers[run_id]
+
+    def follow(self, run_id: str, after: int | None) -> AsyncIterator[tuple[int, AgentEvent]]:
+        raise NotImplementedError
+
+    async def sweep(self, retention: float) -> int:
+        return 0
+
+
+async def test_the_event_log_gets_every_event_and_the_end_once_stored(
+    service: MakeService,
+) -> None:
+    svc = await service(Agent("helper", ScriptedModel([echo, echo])))
+    log = _Log(svc.state.store)
+    svc.state.runs.events = log
+    answered = await svc.client.post("/invoke", json={"message": "a", "thread_id": "t"})
+    run_id = answered.headers["X-Run-Id"]
+    orphan = await _orphan(svc.state.store, "b", thread_id="u")
+    await wait_status(svc.client, orphan, "completed")
+
+    for ran, attempt in ((run_id, 1), (orphan, 2)):
+        writer = await wait_for(lambda r=ran: log.writers.get(r), "the run's writer")
+        await wait_for(lambda w=writer: w.status_at_close, "the writer to be closed")
+        first, last = writer.events[0], writer.events[-1]
+        assert isinstance(first, RunStarted)
+        assert first.attempt == attempt  # a takeover says which start it is
+        assert isinstance(last, RunEnded)
+        assert last.status == "completed"
+        assert writer.status_at_close == "completed"  # stored before RunEnded was told
+        assert any(isinstance(e, TextDelta) for e in writer.events)
