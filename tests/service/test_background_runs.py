@@ -222,3 +222,18 @@ async def test_two_replicas_run_one_threads_queue_once_each_and_in_order(
     assert all(r is not None and r.attempt == 1 for r in records)  # none ran twice
     expected = [line for t in texts for line in (f"user: {t}", f"assistant: echo: {t}")]
     assert await thread_texts(replicas[1].client, "shared") == expected
+
+
+async def test_a_replica_takes_no_more_queued_runs_than_its_run_concurrency(
+    service: MakeService,
+) -> None:
+    model = Gated(echo, echo)
+    svc = await service(Agent("helper", model), run_concurrency=1)
+    first = (await svc.client.post("/runs", json={"message": "a", "thread_id": "t1"})).json()
+    second = (await svc.client.post("/runs", json={"message": "b", "thread_id": "t2"})).json()
+    await wait_status(svc.client, first["run_id"], "running")
+    await asyncio.sleep(1.2)  # two polls of the worker: the second thread is free, yet
+    assert await wait_status(svc.client, second["run_id"], "pending") == "pending"
+    model.gate.set()
+    assert await wait_status(svc.client, second["run_id"], "completed") == "completed"
+    assert model.asked == ["a", "b"]
