@@ -22,6 +22,7 @@ from parley.messages import Msg, ToolCallBlock, ToolResultBlock
 __all__ = [
     "CANCELLED",
     "DENIED",
+    "INTERRUPTED",
     "NOT_RUN",
     "PendingApproval",
     "error_result",
@@ -38,6 +39,15 @@ when the conversation goes on: providers refuse a call without its result."""
 CANCELLED = "stopped by cancel: the run was cancelled before this call finished"
 """The error result of a call a cancelled run had not finished (it may not have started),
 unless its tool answered the cancel with a result of its own (`Tool.acall`)."""
+
+
+INTERRUPTED = (
+    "interrupted: the run's process stopped before this call answered, and it was not run "
+    "again because its tool is not marked idempotent"
+)
+"""The error result a continued run gives a call its earlier attempt left without a result,
+when the call's tool is not `idempotent` (`Agent.continue_stream`): it may have done its work,
+so running it again could do it twice."""
 
 
 def _interrupt_id() -> str:
