@@ -28,6 +28,7 @@ from parley.errors import UserError
 from parley.messages import Msg, TextBlock, ToolCallBlock, ToolResultBlock
 from parley.models import ChatResponse
 from parley.models.base import ChatRequest
+from parley.models.structured import STRUCTURED_TOOL
 from parley.models.testing import ScriptedModel
 from parley.tools import RunContext, tool
 
@@ -201,6 +202,15 @@ async def test_a_stored_structured_answer_is_parsed_without_a_model_call() -> No
     assert model.requests == []
 
 
+async def test_a_stored_answer_without_its_structured_form_gets_one_structured_call() -> None:
+    memory = InMemoryMemory([Msg.user("2 + 2?"), Msg.assistant("4", name="clerk")])
+    agent, model = agent_on(ScriptedModel.tool_call(STRUCTURED_TOOL, {"total": 4}))
+    run = agent.continue_stream(memory=memory, structured=Sum)
+    await run.result()
+    assert run.parsed == Sum(total=4)
+    assert [r.tool_choice for r in model.requests] == [STRUCTURED_TOOL]
+
+
 async def test_a_paused_turn_is_not_an_answer_the_model_continues_it() -> None:
     paused = Msg.assistant("Searching", name="clerk", metadata={"paused": True})
     memory = InMemoryMemory([Msg.user("Search."), paused])
@@ -305,3 +315,14 @@ async def test_a_callers_run_id_is_kept_by_stream_and_continue() -> None:
         agent.stream("hi", run_id=" ")
     # Without one, each run gets a new id.
     assert agent.stream("hi").run_id != agent.stream("hi").run_id
+
+
+def test_continuing_from_synchronous_code() -> None:
+    agent, model = agent_on("hello")
+    memory = InMemoryMemory([Msg.user("hi")])
+    events = list(agent.continue_stream_sync(memory=memory, run_id="run_sync"))
+    assert isinstance(events[0], RunStarted)
+    assert events[0].run_id == "run_sync"
+    stored = InMemoryMemory([Msg.user("hi"), Msg.assistant("hello again", name="clerk")])
+    assert agent.continue_reply_sync(memory=stored).text == "hello again"
+    assert len(model.requests) == 1

@@ -462,10 +462,18 @@ class Agent:
         memory: Memory | None = None,
         deps: Any = None,
         user_id: str | None = None,
+        run_id: str | None = None,
     ) -> Msg:
         """`reply`, from synchronous code."""
         return run_sync(
-            self.reply(msgs, structured=structured, memory=memory, deps=deps, user_id=user_id)
+            self.reply(
+                msgs,
+                structured=structured,
+                memory=memory,
+                deps=deps,
+                user_id=user_id,
+                run_id=run_id,
+            )
         )
 
     def stream_sync(
@@ -476,10 +484,18 @@ class Agent:
         memory: Memory | None = None,
         deps: Any = None,
         user_id: str | None = None,
+        run_id: str | None = None,
     ) -> Iterator[AgentEvent]:
         """`stream`, from synchronous code; closing the iterator stops the run."""
         return iterate_sync(
-            self.stream(msgs, structured=structured, memory=memory, deps=deps, user_id=user_id)
+            self.stream(
+                msgs,
+                structured=structured,
+                memory=memory,
+                deps=deps,
+                user_id=user_id,
+                run_id=run_id,
+            )
         )
 
     def reply_structured_sync(
@@ -504,6 +520,7 @@ class Agent:
         memory: Memory | None = None,
         deps: Any = None,
         user_id: str | None = None,
+        run_id: str | None = None,
     ) -> Msg:
         """`resume`, from synchronous code."""
         return run_sync(
@@ -514,6 +531,7 @@ class Agent:
                 memory=memory,
                 deps=deps,
                 user_id=user_id,
+                run_id=run_id,
             )
         )
 
@@ -526,10 +544,60 @@ class Agent:
         memory: Memory | None = None,
         deps: Any = None,
         user_id: str | None = None,
+        run_id: str | None = None,
     ) -> Iterator[AgentEvent]:
         """`resume_stream`, from synchronous code."""
         run = self.resume_stream(
-            interrupt, approved, structured=structured, memory=memory, deps=deps, user_id=user_id
+            interrupt,
+            approved,
+            structured=structured,
+            memory=memory,
+            deps=deps,
+            user_id=user_id,
+            run_id=run_id,
+        )
+        return iterate_sync(run)
+
+    def continue_reply_sync(
+        self,
+        *,
+        memory: Memory | None = None,
+        user_id: str | None = None,
+        deps: Any = None,
+        run_id: str | None = None,
+        structured: StructuredSchema | None = None,
+        resume: tuple[str, bool | Mapping[str, bool]] | None = None,
+    ) -> Msg:
+        """`continue_reply`, from synchronous code."""
+        return run_sync(
+            self.continue_reply(
+                memory=memory,
+                user_id=user_id,
+                deps=deps,
+                run_id=run_id,
+                structured=structured,
+                resume=resume,
+            )
+        )
+
+    def continue_stream_sync(
+        self,
+        *,
+        memory: Memory | None = None,
+        user_id: str | None = None,
+        deps: Any = None,
+        run_id: str | None = None,
+        structured: StructuredSchema | None = None,
+        resume: tuple[str, bool | Mapping[str, bool]] | None = None,
+    ) -> Iterator[AgentEvent]:
+        """`continue_stream`, from synchronous code; closing the iterator stops the run."""
+        run = self.continue_stream(
+            memory=memory,
+            user_id=user_id,
+            deps=deps,
+            run_id=run_id,
+            structured=structured,
+            resume=resume,
         )
         return iterate_sync(run)
 
