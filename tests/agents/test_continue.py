@@ -8,6 +8,7 @@ as interrupted, parked approvals stay parked, and a caller's run id is kept.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -120,6 +121,23 @@ async def test_a_stored_question_is_answered_with_one_model_call() -> None:
     assert [m.text for m in model.requests[0].messages] == ["What is 2 + 2?"]
     assert [m.role for m in await memory.get()] == ["user", "assistant"]
     model.assert_consumed()
+
+
+class LooksUpFirst(Agent):
+    """Looks the asker up before its model's first turn (as a retrieving assistant does)."""
+
+    async def planned_calls(self, input_msgs: Sequence[Msg]) -> list[ToolCallBlock]:
+        return [call("p1", "lookup", name=input_msgs[-1].text)]
+
+
+async def test_a_stored_question_gets_the_agents_planned_calls_first() -> None:
+    model = ScriptedModel(["Found Ada."])
+    agent = LooksUpFirst("clerk", model, tools=[lookup])
+    memory = InMemoryMemory([Msg.user("Ada")])
+    await agent.continue_reply(memory=memory)
+    assert ran == [("lookup", {"name": "Ada"})]
+    assert [m.role for m in await memory.get()] == ["user", "assistant", "tool", "assistant"]
+    assert [m.role for m in model.requests[0].messages] == ["user", "assistant", "tool"]
 
 
 async def test_a_complete_round_of_tool_results_goes_to_the_model() -> None:

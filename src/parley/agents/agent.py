@@ -371,13 +371,15 @@ class Agent:
         """Continue the conversation `memory` holds, with no new input; iterate its events.
 
         For a run whose process stopped (the service's takeover of a run whose worker
-        died): nothing stored is done again. A conversation ending on the user's message or
-        on a complete round of tool results goes to the model. One ending on an answer ends
-        `completed` with it as `final`, calling no model. Calls of the last turn left without
-        a result run again when their tool is `idempotent`; the others get the error result
-        `INTERRUPTED` (they may have done their work), which the model reads as it goes on.
-        Calls waiting for approval park the run again (`ApprovalRequested`, the interrupt id
-        the message was parked with), unless `resume` answers that interrupt.
+        died): nothing stored is done again. A conversation ending on the user's message
+        (after the calls `planned_calls` makes for it) or on a complete round of tool results
+        goes to the model. One ending on an answer (not a paused turn, nor a partial answer a
+        cancel kept) ends `completed` with it as `final`, calling no model. Calls of the last
+        turn left without a result run again when their tool is `idempotent`; the others get
+        the error result `INTERRUPTED` (they may have done their work), which the model reads
+        as it goes on. Calls waiting for approval park the run again (`ApprovalRequested`,
+        the interrupt id the message was parked with), unless `resume` answers that
+        interrupt.
 
         Args:
             memory: The conversation (a thread's); the agent's own by default.

@@ -43,13 +43,14 @@ goes on, before the new input.
 
 A run may also continue the conversation its memory holds, with no new input
 (`Agent.continue_stream`: a run taken over after its process died). Nothing stored is done
-again: a conversation ending on the user's message or on a complete round of tool results
-goes to the model; one ending on an answer ends `completed` with it, calling no model; calls
-left without a result run again only when their tool is `idempotent`, the others get the
-error result `INTERRUPTED` (they may have done their work), and the model goes on; calls
-waiting for approval park again, under the same interrupt id, unless the run carries that
-interrupt's verdicts (a resumed run that was itself cut off). Its model calls count on from
-those made since the last user message.
+again: a conversation ending on the user's message (after the agent's planned calls for it,
+`Agent.planned_calls`) or on a complete round of tool results goes to the model; one ending
+on an answer (not a paused turn, nor a partial answer a cancel kept) ends `completed` with
+it, calling no model; calls left without a result run again only when their tool is
+`idempotent`, the others get the error result `INTERRUPTED` (they may have done their work),
+and the model goes on; calls waiting for approval park again, under the same interrupt id,
+unless the run carries that interrupt's verdicts (a resumed run that was itself cut off).
+Its model calls count on from the assistant turns since the last user message.
 
 Tools get the run's `RunContext` (run id, the memory's thread, the user and `deps` the caller
 gave, the agent's name). A run holds its memory from its first step to its end: a second run
@@ -177,6 +178,16 @@ def _model_calls_since_question(history: list[Msg]) -> int:
     return count
 
 
+def _trailing_questions(history: list[Msg]) -> list[Msg]:
+    """The user's messages the conversation ends on: a new run's input, as it was given."""
+    questions: list[Msg] = []
+    for msg in reversed(history):
+        if msg.role != "user":
+            break
+        questions.insert(0, msg)
+    return questions
+
+
 def _trailing_paused(history: list[Msg]) -> list[Msg]:
     """The parts of a turn the model paused, if the conversation ends on one."""
     parts: list[Msg] = []
@@ -266,6 +277,7 @@ class AgentRun:
         self._carry_on = carry_on
         self._open: tuple[Msg, list[ToolCallBlock]] | None = None  # a continued run's open calls
         self._last: Msg | None = None  # the last stored message, when continuing
+        self._input_stored: list[Msg] = []  # the user's messages it ends on, when continuing
         self._structured = structured
         self._structured_done = False
         self._tools: list[ToolSpec] = []
@@ -486,6 +498,7 @@ class AgentRun:
             )
         self._open = open_calls
         self._last = history[-1]
+        self._input_stored = _trailing_questions(history)
         self._paused = _trailing_paused(history)
         self.iterations = _model_calls_since_question(history)
 
@@ -495,6 +508,13 @@ class AgentRun:
             assert self._last is not None  # set by `_begin_continuing`
             if _is_answer(self._last):
                 self._end_with(self._last)
+            elif self._input_stored and (
+                planned := await self.agent.planned_calls(self._input_stored)
+            ):
+                # A run on that question would have made these calls first: they were not.
+                async with contextlib.aclosing(self._planned_round(planned)) as round_:
+                    async for event in round_:
+                        yield event
             return  # else the loop calls the model on the conversation as stored
         msg, calls = self._open
         pending = self._parked_again(msg, calls)
