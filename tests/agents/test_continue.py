@@ -344,3 +344,19 @@ def test_continuing_from_synchronous_code() -> None:
     stored = InMemoryMemory([Msg.user("hi"), Msg.assistant("hello again", name="clerk")])
     assert agent.continue_reply_sync(memory=stored).text == "hello again"
     assert len(model.requests) == 1
+
+
+async def test_two_runs_sharing_a_run_id_each_close_their_own() -> None:
+    agent, _ = agent_on()
+    first_memory, second_memory = InMemoryMemory(), InMemoryMemory()
+    second = agent.stream("talk", memory=second_memory, run_id="run_same")
+    assert isinstance(await anext(second), RunStarted)  # it holds its memory now
+    async for _ in agent.stream("talk", memory=first_memory, run_id="run_same"):
+        break  # the first is closed in a task, under way now
+    # Closing the second closes the second, not wait for the first's closing under its id.
+    await second.aclose()
+    assert second_memory.active_run is None
+    # The first's memory is let go once its closing ends: a next run there waits for it.
+    async with agent.stream("again", memory=first_memory) as third:
+        assert isinstance(await anext(third), RunStarted)
+    assert first_memory.active_run is None

@@ -256,6 +256,7 @@ class AgentRun:
         self.memory = memory
         self.run_id = run_id if run_id is not None else f"run_{uuid.uuid4().hex}"
         """The run's id: the caller's (a run that keeps its id across attempts), or a new one."""
+        self._key = uuid.uuid4().hex  # this object's own, where two may share a run id
         self.context: RunContext[Any] = RunContext(
             run_id=self.run_id,
             agent=agent.name,
@@ -330,7 +331,7 @@ class AgentRun:
 
     async def aclose(self) -> None:
         """Stop the run (if still going) and clean up; no further event."""
-        ending = closing(self.run_id)
+        ending = closing(self._key)
         if ending is not None:  # closing already: its consumer left its `async for`
             await asyncio.shield(asyncio.wrap_future(ending))
             return
@@ -381,7 +382,9 @@ class AgentRun:
     # -- the loop ----------------------------------------------------------------------------------
 
     async def _run(self) -> AsyncGenerator[AgentEvent, None]:
-        await claim(self.memory, self.run_id)  # a usage mistake raises here, before any event
+        await claim(
+            self.memory, self.run_id, self._key
+        )  # a usage mistake raises here, before any event
         try:
             await self._begin()
             yield RunStarted(run_id=self.run_id, agent=self.agent.name)
@@ -402,7 +405,7 @@ class AgentRun:
                 yield RunError(message=str(exc) or type(exc).__name__, kind=type(exc).__name__)
             yield RunEnded(status=self.status or "completed", final=self.final, usage=self.usage)
         finally:
-            release(self.memory, self.run_id)
+            release(self.memory, self._key)
 
     async def _body(self) -> AsyncGenerator[AgentEvent, None]:
         if self._resume is not None:
@@ -789,4 +792,4 @@ class _Iteration:
         events = self.events
         # A generator still under way has its frame (a finished or closed one has none).
         if events is not None and getattr(events, "ag_frame", None) is not None:
-            close_soon(self.run.run_id, events)
+            close_soon(self.run._key, events)
