@@ -6,6 +6,10 @@ data (JSON through pydantic), so the HTTP service can persist it beside the thre
 it back to `agent.resume(...)` in another process. `resume` then runs the approved calls and
 the calls that needed no approval; a denied call gets the error result `DENIED`, which the
 model reads and can act on.
+
+A run that continues a stored conversation (`Agent.continue_stream`, a takeover) and finds
+the last turn's calls still waiting parks again under the interrupt id stored on the message
+(`metadata["interrupt_id"]`), so the id a client holds still resumes it.
 """
 
 from __future__ import annotations
