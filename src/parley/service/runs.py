@@ -1081,18 +1081,13 @@ def _agent_run(
     """The agent's run for a queued run, under the run's own id.
 
     A first start asks the question. A takeover (`attempt` > 1) continues the thread as
-    stored: with `Agent.continue_stream` where the agent has it (stored answers and tool
-    results are not repeated; an interrupted tool call is re-run only if idempotent), else
-    by running the agent again on the stored thread (its question is there already).
+    stored (`Agent.continue_stream`): stored answers and tool results are not repeated, an
+    interrupted tool call is re-run only if its tool is idempotent, and an approval's answer
+    the run was carrying out is applied again.
     """
     memory.run_id = run_id
-    continue_stream = getattr(agent, "continue_stream", None)
-    if attempt > 1 and continue_stream is not None:
-        run: AgentRun = continue_stream(memory=memory, user_id=user_id, run_id=run_id)
-        return run
-    message = run_input.message if attempt == 1 else None
-    run = agent.stream(message, memory=memory, user_id=user_id)
-    # The job's id, made when it was queued: the agent made one of its own.
-    run.run_id = run_id
-    run.context = dataclasses.replace(run.context, run_id=run_id)
-    return run
+    if attempt > 1:
+        return agent.continue_stream(
+            memory=memory, user_id=user_id, run_id=run_id, resume=run_input.resume
+        )
+    return agent.stream(run_input.message, memory=memory, user_id=user_id, run_id=run_id)

@@ -754,7 +754,10 @@ class Store:
     async def add_approval(
         self, pending: PendingApproval, thread_id: str, user_id: str, run_id: str
     ) -> None:
-        """Keep a parked run's state until someone answers it."""
+        """Keep a parked run's state until someone answers it.
+
+        A run taken over after it parked parks again under the same interrupt: kept once.
+        """
         statement = insert(approvals).values(
             id=pending.interrupt_id,
             user_id=user_id,
@@ -764,7 +767,13 @@ class Store:
             status="pending",
             created_at=utcnow(),
         )
-        await self._runner.write(lambda conn: conn.execute(statement))
+        kept = select(approvals.c.id).where(approvals.c.id == pending.interrupt_id)
+
+        def work(conn: Connection) -> None:
+            if conn.execute(kept).first() is None:
+                conn.execute(statement)
+
+        await self._runner.write(work)
 
     async def get_approval(
         self, interrupt_id: str, user_id: str
