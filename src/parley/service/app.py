@@ -37,7 +37,7 @@ from parley import tracing
 from parley.agents import Agent
 from parley.errors import ConfigurationError, ParleyError, ServiceError, UserError
 from parley.models.spec import model_from_spec
-from parley.service import openai_compat, routes_agui, routes_threads, routes_toolkit
+from parley.service import langgraph, openai_compat, routes_agui, routes_threads, routes_toolkit
 from parley.service.auth import local_only_tools
 from parley.service.bounds import CONNECTION, ClientConnection, limit_body
 from parley.service.documents import DOCUMENTS_KEY, DocumentsService
@@ -198,6 +198,7 @@ def create_app(
     app.include_router(routes_toolkit.router)
     app.include_router(routes_threads.router)
     app.include_router(routes_agui.router)
+    app.include_router(langgraph.router)
     app.include_router(openai_compat.router)
     openai_compat.add_error_handlers(app)  # after ours: it reshapes their answers on /v1
     # The page's files only where no API route matches the path: `PUT /invoke` is the route's
