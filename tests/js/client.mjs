@@ -1,12 +1,12 @@
 // Drives parley's LangGraph API (/langgraph) with @langchain/langgraph-sdk, as a front end
 // would; prints one JSON line per step for tests/service/langgraph/test_js_sdk.py to check.
 //
-//   node client.mjs <base URL> <alice's key> <bob's key>
+//   node client.mjs <base URL> <alice's key> <bob's key> <a proxy's URL that cuts a stream>
 import { Client } from "@langchain/langgraph-sdk";
 
-const [base, alice, bob] = process.argv.slice(2);
-const client = (key) =>
-  new Client({ apiUrl: `${base}/langgraph`, defaultHeaders: { Authorization: `Bearer ${key}` } });
+const [base, alice, bob, proxy] = process.argv.slice(2);
+const client = (key, url = base) =>
+  new Client({ apiUrl: `${url}/langgraph`, defaultHeaders: { Authorization: `Bearer ${key}` } });
 const mine = client(alice);
 const theirs = client(bob);
 const human = (text) => ({ messages: [{ type: "human", content: text }] });
@@ -88,4 +88,17 @@ print("otherUser", {
   stream: await status(collect(theirs.runs.joinStream(tid, runId, { lastEventId: "-1" }))),
   search: (await theirs.threads.search()).length,
 });
+// Its stream cut by the proxy: the SDK reconnects to `Location` with `Last-Event-ID`.
+const cutThread = await mine.threads.create();
+const cut = await collect(
+  client(alice, proxy).runs.stream(cutThread.thread_id, "slow", {
+    input: human("hi"),
+    streamMode: ["values", "messages-tuple"],
+  }),
+);
+const cutRun = cut[0].data.run_id;
+const cutWhole = await collect(
+  mine.runs.joinStream(cutThread.thread_id, cutRun, { lastEventId: "-1" }),
+);
+print("reconnect", { parts: cut, whole: cutWhole, thread: cutThread.thread_id });
 print("done", {});

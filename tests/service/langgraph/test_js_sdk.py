@@ -21,6 +21,7 @@ import pytest
 from parley.service import ServiceSettings, create_app
 from tests._requires import require_program
 from tests.service._live import running
+from tests.service.langgraph._proxy import cutting_proxy
 from tests.service.langgraph.test_python_sdk import ANSWER, _agents, _keys
 
 pytestmark = pytest.mark.usefixtures("no_ambient_settings")
@@ -52,9 +53,9 @@ def _installed() -> Path:
     return home
 
 
-def _steps(home: Path, base: str, alice: str, bob: str) -> dict[str, Any]:
+def _steps(home: Path, base: str, alice: str, bob: str, proxy: str) -> dict[str, Any]:
     done = subprocess.run(
-        ["node", str(home / "client.mjs"), base, alice, bob],
+        ["node", str(home / "client.mjs"), base, alice, bob, proxy],
         capture_output=True,
         text=True,
         timeout=_CLIENT_TIMEOUT,
@@ -70,8 +71,8 @@ def test_the_js_sdk_runs_parleys_agents(tmp_path: Path) -> None:
     url = f"sqlite+aiosqlite:///{tmp_path / 'parley.db'}"
     alice, bob = asyncio.run(_keys(url))
     app = create_app(ServiceSettings(database_url=url, api_keys=True), agents=_agents())
-    with running(app) as base:
-        steps = _steps(home, base, alice, bob)
+    with running(app) as base, cutting_proxy(int(base.rsplit(":", 1)[1]), cut_after=4) as proxy:
+        steps = _steps(home, base, alice, bob, proxy.url)
     assert "done" in steps
     assert steps["assistants"]["graphs"] == ["echo", "slow", "mail"]
 
@@ -108,5 +109,15 @@ def test_the_js_sdk_runs_parleys_agents(tmp_path: Path) -> None:
     resumed = steps["interrupt"]["resumed"]
     assert [p["event"] for p in resumed] == ["metadata", "values", "values", "values"]
     assert resumed[-1]["data"]["messages"][-1]["content"] == "Sent."
+
+    cut = steps["reconnect"]
+    assert len(cut["whole"]) > 8  # the proxy cut it after 4 frames
+    assert cut["parts"] == cut["whole"]
+    run_path = f"/langgraph/threads/{cut['thread']}"
+    assert [r.split(" ")[:2] for r in proxy.requests[:2]] == [
+        ["POST", f"{run_path}/runs/stream"],
+        ["GET", f"{run_path}/runs/{cut['parts'][0]['data']['run_id']}/stream"],  # Location
+    ]
+    assert proxy.headers[1]["last-event-id"] == cut["parts"][3]["id"]  # the last it had
 
     assert steps["otherUser"] == {"get": 404, "run": 404, "stream": 404, "search": 0}

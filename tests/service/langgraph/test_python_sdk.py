@@ -23,9 +23,11 @@ from langgraph_sdk.schema import Command
 from parley.agents import Agent
 from parley.models.testing import ScriptedModel
 from parley.service import ServiceSettings, create_app
+from parley.service.langgraph import routes_runs
 from parley.service.store import Store
 from tests.sample_tools import send_email
 from tests.service._live import running
+from tests.service.langgraph._proxy import cutting_proxy
 
 pytestmark = pytest.mark.usefixtures("no_ambient_settings")
 
@@ -400,3 +402,62 @@ def test_bad_input_is_refused_clearly(server: tuple[str, str, str]) -> None:
     while client.threads.get(tid)["status"] != "idle" and time.monotonic() < deadline:
         time.sleep(0.05)
     assert client.threads.get_state(tid)["values"] == {}
+
+
+# -- reconnects and keep-alives --------------------------------------------------------------
+
+
+@pytest.fixture
+def drip(tmp_path: Path) -> Iterator[tuple[str, str, int]]:
+    """An agent that streams slowly enough to be cut mid-way: base URL, a key, the port."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'parley.db'}"
+    alice, _ = asyncio.run(_keys(url))
+    model = ScriptedModel(
+        ["one two three four five six seven"] * 5, stream=True, chunk_size=4, chunk_delay=0.05
+    )
+    app = create_app(
+        ServiceSettings(database_url=url, api_keys=True), agents=[Agent("drip", model)]
+    )
+    with running(app) as base:
+        try:
+            yield base, alice, int(base.rsplit(":", 1)[1])
+        finally:
+            while _CLIENTS:
+                _CLIENTS.pop().close()
+
+
+def test_the_sdk_reconnects_to_a_cut_stream_and_misses_nothing(
+    drip: tuple[str, str, int],
+) -> None:
+    base, alice, port = drip
+    direct = _client(base, alice)
+    tid = direct.threads.create()["thread_id"]
+    with cutting_proxy(port, cut_after=4) as proxy:
+        client = _client(proxy.url, alice)  # the stream is its first connection's request
+        modes = ["values", "messages-tuple", "updates"]
+        got = list(client.runs.stream(tid, "drip", input=_human("hi"), stream_mode=modes))
+    run_id = got[0].data["run_id"]
+    whole = list(direct.runs.join_stream(tid, run_id, last_event_id="-1"))
+    assert len(whole) > 8  # it was cut after 4 frames
+    assert proxy.requests == [
+        f"POST /langgraph/threads/{tid}/runs/stream HTTP/1.1",
+        f"GET /langgraph/threads/{tid}/runs/{run_id}/stream HTTP/1.1",  # its Location
+    ]
+    assert proxy.headers[1]["last-event-id"] == got[3].id  # the last frame it had
+    assert [(p.event, p.data, p.id) for p in got] == [(p.event, p.data, p.id) for p in whole]
+
+
+def test_idle_streams_and_waits_send_keep_alives(
+    drip: tuple[str, str, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base, alice, _ = drip
+    monkeypatch.setattr(routes_runs, "HEARTBEAT_SECONDS", 0.01)
+    auth = {"Authorization": f"Bearer {alice}"}
+    body = {"assistant_id": "drip", "input": _human("hi"), "stream_mode": ["updates"]}
+    tid = _client(base, alice).threads.create()["thread_id"]
+    streamed = httpx.post(f"{base}/langgraph/threads/{tid}/runs/stream", json=body, headers=auth)
+    assert ": heartbeat\r\n\r\n" in streamed.text
+    assert streamed.text.startswith("event: metadata")  # the first frame comes first
+    waited = httpx.post(f"{base}/langgraph/threads/{tid}/runs/wait", json=body, headers=auth)
+    assert waited.text.startswith("\n")
+    assert waited.json()["messages"][-1]["content"] == "one two three four five six seven"
