@@ -8,7 +8,8 @@ const [base, alice, bob, proxy] = process.argv.slice(2);
 const client = (key, url = base) =>
   new Client({ apiUrl: `${url}/langgraph`, defaultHeaders: { Authorization: `Bearer ${key}` } });
 const mine = client(alice);
-const theirs = client(bob);
+// Bob's key as the SDK's own `apiKey` (sent as X-Api-Key).
+const theirs = new Client({ apiUrl: `${base}/langgraph`, apiKey: bob });
 const human = (text) => ({ messages: [{ type: "human", content: text }] });
 const print = (step, data) => console.log(JSON.stringify({ step, ...data }));
 

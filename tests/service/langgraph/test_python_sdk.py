@@ -8,6 +8,7 @@ that a thread is its owner's only.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -17,7 +18,12 @@ from typing import Any
 import httpx
 import pytest
 from langgraph_sdk import get_sync_client
-from langgraph_sdk.errors import BadRequestError, ConflictError, NotFoundError
+from langgraph_sdk.errors import (
+    AuthenticationError,
+    BadRequestError,
+    ConflictError,
+    NotFoundError,
+)
 from langgraph_sdk.schema import Command
 
 from parley.agents import Agent
@@ -75,8 +81,13 @@ def server(tmp_path: Path) -> Iterator[tuple[str, str, str]]:
                 _CLIENTS.pop().close()
 
 
-def _client(base: str, key: str) -> Any:
-    client = get_sync_client(url=f"{base}/langgraph", headers={"Authorization": f"Bearer {key}"})
+def _client(base: str, key: str, *, as_api_key: bool = False) -> Any:
+    """The SDK's client; the key as `Authorization: Bearer`, or as its `api_key` (X-Api-Key)."""
+    if as_api_key:
+        client = get_sync_client(url=f"{base}/langgraph", api_key=key)
+    else:
+        headers = {"Authorization": f"Bearer {key}"}
+        client = get_sync_client(url=f"{base}/langgraph", headers=headers)
     _CLIENTS.append(client)
     return client
 
@@ -140,7 +151,10 @@ def test_threads_create_get_search_state_delete(server: tuple[str, str, str]) ->
 def test_another_users_thread_and_run_are_not_found(server: tuple[str, str, str]) -> None:
     base, alice, bob = server
     mine = _client(base, alice)
-    theirs = _client(base, bob)
+    theirs = _client(base, bob, as_api_key=True)
+    assert theirs.threads.search() == []  # they are known: their key, sent as X-Api-Key
+    with pytest.raises(AuthenticationError):
+        _client(base, "pk_not_a_key", as_api_key=True).threads.search()
     tid = mine.threads.create()["thread_id"]
     run = mine.runs.create(tid, "echo", input=_human("hi"))
     mine.runs.join(tid, run["run_id"])
@@ -198,6 +212,32 @@ def test_stream_every_mode_in_order(server: tuple[str, str, str]) -> None:
     assert final[1] == update
     run = client.runs.get(tid, meta["run_id"])
     assert run["status"] == "success"
+
+
+def test_stream_a_tool_call_as_chunks_then_the_interrupt(server: tuple[str, str, str]) -> None:
+    base, alice, _ = server
+    client = _client(base, alice)
+    tid = client.threads.create()["thread_id"]
+    parts = _parts(
+        client.runs.stream(tid, "mail", input=_human("mail them"), stream_mode="messages-tuple")
+    )
+    names = [name for name, _ in parts]
+    assert names[0] == "metadata"
+    assert names[-1] == "values"  # the interrupt's, sent whatever the modes
+    assert set(names[1:-1]) == {"messages"}
+    chunks = [chunk for name, (chunk, _) in parts[1:-1]]
+    first = chunks[0]
+    assert first["tool_call_chunks"][0]["name"] == "send_email"
+    assert first["tool_call_chunks"][0]["id"] == "call_mail"
+    assert first["tool_calls"][0]["name"] == "send_email"
+    args = "".join(c["tool_call_chunks"][0]["args"] for c in chunks if c["tool_call_chunks"])
+    assert json.loads(args) == {"to": "a@b.c"}
+    assert {c["tool_call_chunks"][0]["index"] for c in chunks if c["tool_call_chunks"]} == {0}
+    assert chunks[-1]["chunk_position"] == "last"
+    assert len({c["id"] for c in chunks}) == 1
+    values = parts[-1][1]
+    assert values["__interrupt__"][0]["value"]["calls"][0]["id"] == "call_mail"
+    assert values["messages"][-1]["tool_calls"][0]["args"] == {"to": "a@b.c"}
 
 
 def test_stream_values_only_and_openai_style_input(server: tuple[str, str, str]) -> None:

@@ -28,8 +28,8 @@ from pydantic import TypeAdapter, ValidationError
 from parley.agents.events import ApprovalRequested, MessageCompleted
 from parley.errors import MessageError
 from parley.messages import Msg
-from parley.service.auth import current_user
 from parley.service.bounds import check_messages
+from parley.service.langgraph.auth import langgraph_user
 from parley.service.langgraph.backend import LangGraphRuns, LgRun, assistant_id, lg_status
 from parley.service.langgraph.convert import input_messages, messages_of
 from parley.service.langgraph.models import RunCreate
@@ -57,7 +57,7 @@ __all__ = ["HEARTBEAT_SECONDS", "router"]
 router = APIRouter(route_class=StrictRoute)
 
 State = Annotated[ServiceState, Depends(get_state)]
-User = Annotated[str, Depends(current_user)]
+User = Annotated[str, Depends(langgraph_user)]
 Backend = Annotated[LangGraphRuns, Depends(get_backend)]
 
 HEARTBEAT_SECONDS = 5.0

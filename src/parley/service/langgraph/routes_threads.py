@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request, Response
 
 from parley.errors import ConflictError, MessageError, NotFoundError, ServiceError
-from parley.service.auth import current_user
+from parley.service.langgraph.auth import langgraph_user
 from parley.service.langgraph.backend import LangGraphRuns, assistant_id
 from parley.service.langgraph.convert import input_messages
 from parley.service.langgraph.models import (
@@ -41,7 +41,7 @@ __all__ = ["find_assistant", "get_backend", "invalid", "owned_thread", "router"]
 router = APIRouter(route_class=StrictRoute)
 
 State = Annotated[ServiceState, Depends(get_state)]
-User = Annotated[str, Depends(current_user)]
+User = Annotated[str, Depends(langgraph_user)]
 _MESSAGES_SCHEMA = {
     "type": "object",
     "title": "State",
