@@ -193,7 +193,16 @@ def create_app(
             allow_origins=settings.cors_origins,
             allow_methods=["*"],
             allow_headers=["*"],
-            expose_headers=["X-Thread-Id", "X-Run-Id"],
+            # LangGraph's clients (useStream in a browser) read the run from Content-Location
+            # and reconnect to Location.
+            expose_headers=[
+                "X-Thread-Id",
+                "X-Run-Id",
+                "Location",
+                "Content-Location",
+                "X-Pagination-Total",
+                "X-Pagination-Next",
+            ],
         )
     app.include_router(routes_toolkit.router)
     app.include_router(routes_threads.router)

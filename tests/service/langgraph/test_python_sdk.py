@@ -33,6 +33,7 @@ from parley.service.langgraph import routes_runs
 from parley.service.store import Store
 from tests.sample_tools import send_email
 from tests.service._live import running
+from tests.service.conftest import MakeService
 from tests.service.langgraph._proxy import cutting_proxy
 
 pytestmark = pytest.mark.usefixtures("no_ambient_settings")
@@ -501,3 +502,36 @@ def test_idle_streams_and_waits_send_keep_alives(
     waited = httpx.post(f"{base}/langgraph/threads/{tid}/runs/wait", json=body, headers=auth)
     assert waited.text.startswith("\n")
     assert waited.json()["messages"][-1]["content"] == "one two three four five six seven"
+
+
+async def test_a_browser_app_may_read_the_run_headers(service: MakeService) -> None:
+    svc = await service(*_agents()[:1], cors_origins=["http://app.example"])
+    answer = await svc.client.post(
+        "/langgraph/threads/search", json={}, headers={"Origin": "http://app.example"}
+    )
+    exposed = answer.headers["Access-Control-Expose-Headers"]
+    for name in ("Location", "Content-Location", "X-Pagination-Total"):
+        assert name in exposed
+
+
+@pytest.mark.parametrize(
+    ("on_disconnect", "ends"), [("continue", "success"), ("cancel", "interrupted")]
+)
+def test_a_client_leaving_its_stream(
+    server: tuple[str, str, str], on_disconnect: str, ends: str
+) -> None:
+    base, alice, _ = server
+    client = _client(base, alice)
+    tid = client.threads.create()["thread_id"]
+    body = {"assistant_id": "slow", "input": _human("go"), "stream_mode": ["messages-tuple"]}
+    if on_disconnect == "cancel":
+        body["on_disconnect"] = "cancel"  # "continue" is the default: sent as no field
+    auth = {"Authorization": f"Bearer {alice}"}
+    url = f"{base}/langgraph/threads/{tid}/runs/stream"
+    with httpx.stream("POST", url, json=body, headers=auth) as answer:
+        run_id = answer.headers["Content-Location"].rsplit("/", 1)[1]
+        for line in answer.iter_lines():
+            if line.startswith("event: messages"):
+                break  # it is running: leave
+    client.runs.join(tid, run_id)
+    assert client.runs.get(tid, run_id)["status"] == ends

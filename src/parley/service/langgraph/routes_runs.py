@@ -18,12 +18,13 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import TypeAdapter, ValidationError
+from starlette.types import Receive, Scope, Send
 
 from parley.agents.events import ApprovalRequested, MessageCompleted
 from parley.errors import MessageError
@@ -32,6 +33,7 @@ from parley.service.bounds import check_messages
 from parley.service.langgraph.auth import langgraph_user
 from parley.service.langgraph.backend import LangGraphRuns, LgRun, assistant_id, lg_status
 from parley.service.langgraph.convert import input_messages, messages_of
+from parley.service.langgraph.docs import EVENT_STREAM, JSON_RESULT, answers
 from parley.service.langgraph.models import RunCreate
 from parley.service.langgraph.routes_threads import (
     find_assistant,
@@ -68,6 +70,10 @@ _BUSY = (
     "Thread is already running a task. Wait for it to finish or choose a different "
     "multitask strategy."
 )
+_CANCELLED: dict[int | str, dict[str, Any]] = {
+    202: {"description": "Asked to stop (without `wait`)."},
+    200: JSON_RESULT[200],
+}
 _SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 
 
@@ -240,7 +246,7 @@ async def _frames(
             yield sse(frame)
 
 
-async def _with_heartbeats(source: AsyncIterator[str], beat: str) -> AsyncIterator[str]:
+async def _with_heartbeats(source: AsyncIterator[str], beat: str) -> AsyncGenerator[str, None]:
     """`source`'s pieces, and `beat` whenever it stays silent `HEARTBEAT_SECONDS`."""
     queue: asyncio.Queue[str | None] = asyncio.Queue()
 
@@ -278,17 +284,48 @@ def _stream_response(
     cancel_on_disconnect: bool,
 ) -> StreamingResponse:
     async def body() -> AsyncIterator[str]:
+        frames = _with_heartbeats(_frames(run, modes, after), _HEARTBEAT)
         try:
-            async for text in _with_heartbeats(_frames(run, modes, after), _HEARTBEAT):
-                yield text
+            async with contextlib.aclosing(frames):
+                async for text in frames:
+                    yield text
         except Exception as exc:  # the stream broke: say so as LangGraph does
             yield sse_error(exc)
-        finally:
-            if cancel_on_disconnect and not run.done.is_set():
-                await backend.cancel(run.run_id, run.user_id)
+
+    async def left() -> None:
+        if cancel_on_disconnect and not run.done.is_set():
+            await backend.cancel(run.run_id, run.user_id)
 
     headers = _SSE_HEADERS | {"Location": f"{_path(run)}/stream", "Content-Location": _path(run)}
-    return StreamingResponse(body(), media_type="text/event-stream", headers=headers)
+    return _RunStream(body(), headers=headers, on_end=left)
+
+
+class _RunStream(StreamingResponse):
+    """A run's SSE stream; when it ends (the run's end, or its client gone), `on_end` runs.
+
+    Its frames are closed then, not whenever the garbage collector gets to them, and
+    `on_end` runs outside the response's cancelled scope, so it can wait for what it asks.
+    """
+
+    def __init__(
+        self,
+        frames: AsyncIterator[str],
+        *,
+        headers: dict[str, str],
+        on_end: Callable[[], Awaitable[None]],
+    ) -> None:
+        super().__init__(frames, media_type="text/event-stream", headers=headers)
+        self.on_end = on_end
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Stream the frames; then close them and run `on_end`."""
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            close = getattr(self.body_iterator, "aclose", None)
+            if close is not None:
+                await close()
+            await self.on_end()
 
 
 def sse_error(exc: Exception) -> str:
@@ -339,7 +376,7 @@ def _result_response(state: ServiceState, run: LgRun, *, location: str) -> Strea
 # -- routes ------------------------------------------------------------------------------------
 
 
-@router.post("/threads/{thread_id}/runs", tags=["langgraph"])
+@router.post("/threads/{thread_id}/runs", responses=answers(404, 409), tags=["langgraph"])
 async def create_run(
     thread_id: str, body: RunCreate, response: Response, state: State, backend: Backend, user: User
 ) -> dict[str, Any]:
@@ -349,7 +386,7 @@ async def create_run(
     return run_dict(run)
 
 
-@router.post("/runs", tags=["langgraph"])
+@router.post("/runs", responses=answers(409), tags=["langgraph"])
 async def create_stateless_run(
     body: RunCreate, response: Response, state: State, backend: Backend, user: User
 ) -> dict[str, Any]:
@@ -360,7 +397,10 @@ async def create_stateless_run(
 
 
 @router.post(
-    "/threads/{thread_id}/runs/stream", response_class=StreamingResponse, tags=["langgraph"]
+    "/threads/{thread_id}/runs/stream",
+    response_class=StreamingResponse,
+    responses=EVENT_STREAM | answers(404, 409),
+    tags=["langgraph"],
 )
 async def stream_run(
     thread_id: str, body: RunCreate, state: State, backend: Backend, user: User
@@ -373,7 +413,12 @@ async def stream_run(
     )
 
 
-@router.post("/runs/stream", response_class=StreamingResponse, tags=["langgraph"])
+@router.post(
+    "/runs/stream",
+    response_class=StreamingResponse,
+    responses=EVENT_STREAM | answers(409),
+    tags=["langgraph"],
+)
 async def stream_stateless_run(
     body: RunCreate, state: State, backend: Backend, user: User
 ) -> StreamingResponse:
@@ -385,7 +430,12 @@ async def stream_stateless_run(
     )
 
 
-@router.post("/threads/{thread_id}/runs/wait", response_class=StreamingResponse, tags=["langgraph"])
+@router.post(
+    "/threads/{thread_id}/runs/wait",
+    response_class=StreamingResponse,
+    responses=JSON_RESULT | answers(404, 409),
+    tags=["langgraph"],
+)
 async def wait_run(
     thread_id: str, body: RunCreate, state: State, backend: Backend, user: User
 ) -> StreamingResponse:
@@ -394,7 +444,12 @@ async def wait_run(
     return _result_response(state, run, location=f"{_path(run)}/join")
 
 
-@router.post("/runs/wait", response_class=StreamingResponse, tags=["langgraph"])
+@router.post(
+    "/runs/wait",
+    response_class=StreamingResponse,
+    responses=JSON_RESULT | answers(409),
+    tags=["langgraph"],
+)
 async def wait_stateless_run(
     body: RunCreate, state: State, backend: Backend, user: User
 ) -> StreamingResponse:
@@ -415,7 +470,7 @@ async def _find_run(
     return record
 
 
-@router.get("/threads/{thread_id}/runs", tags=["langgraph"])
+@router.get("/threads/{thread_id}/runs", responses=answers(404), tags=["langgraph"])
 async def list_runs(
     thread_id: str,
     state: State,
@@ -431,7 +486,7 @@ async def list_runs(
     return [run_dict(r) for r in runs[offset : offset + limit]]
 
 
-@router.get("/threads/{thread_id}/runs/{run_id}", tags=["langgraph"])
+@router.get("/threads/{thread_id}/runs/{run_id}", responses=answers(404), tags=["langgraph"])
 async def get_run(
     thread_id: str, run_id: str, state: State, backend: Backend, user: User
 ) -> dict[str, Any]:
@@ -441,7 +496,10 @@ async def get_run(
 
 
 @router.get(
-    "/threads/{thread_id}/runs/{run_id}/join", response_class=StreamingResponse, tags=["langgraph"]
+    "/threads/{thread_id}/runs/{run_id}/join",
+    response_class=StreamingResponse,
+    responses=JSON_RESULT | answers(404),
+    tags=["langgraph"],
 )
 async def join_run(
     thread_id: str, run_id: str, state: State, backend: Backend, user: User
@@ -477,6 +535,7 @@ async def _join_stream(
 @router.get(
     "/threads/{thread_id}/runs/{run_id}/stream",
     response_class=StreamingResponse,
+    responses=EVENT_STREAM | answers(400, 404, 410),
     tags=["langgraph"],
 )
 async def join_stream(
@@ -497,7 +556,12 @@ async def join_stream(
     )
 
 
-@router.get("/runs/{run_id}/stream", response_class=StreamingResponse, tags=["langgraph"])
+@router.get(
+    "/runs/{run_id}/stream",
+    response_class=StreamingResponse,
+    responses=EVENT_STREAM | answers(400, 404, 410),
+    tags=["langgraph"],
+)
 async def join_stateless_stream(
     run_id: str,
     request: Request,
@@ -516,7 +580,11 @@ async def join_stateless_stream(
     )
 
 
-@router.post("/threads/{thread_id}/runs/{run_id}/cancel", tags=["langgraph"])
+@router.post(
+    "/threads/{thread_id}/runs/{run_id}/cancel",
+    responses=_CANCELLED | answers(404),
+    tags=["langgraph"],
+)
 async def cancel_run(
     thread_id: str,
     run_id: str,
@@ -539,7 +607,12 @@ async def cancel_run(
     return Response(json.dumps(values), media_type="application/json")
 
 
-@router.delete("/threads/{thread_id}/runs/{run_id}", status_code=204, tags=["langgraph"])
+@router.delete(
+    "/threads/{thread_id}/runs/{run_id}",
+    status_code=204,
+    responses=answers(404),
+    tags=["langgraph"],
+)
 async def delete_run(
     thread_id: str, run_id: str, state: State, backend: Backend, user: User
 ) -> None:

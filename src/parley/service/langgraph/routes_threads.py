@@ -12,10 +12,18 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from parley.errors import ConflictError, MessageError, NotFoundError, ServiceError
+from parley.errors import (
+    ConflictError,
+    MessageError,
+    NotFoundError,
+    ParleyError,
+    ServiceError,
+    UserError,
+)
 from parley.service.langgraph.auth import langgraph_user
 from parley.service.langgraph.backend import LangGraphRuns, assistant_id
 from parley.service.langgraph.convert import input_messages
+from parley.service.langgraph.docs import answers
 from parley.service.langgraph.models import (
     AssistantSearch,
     HistoryQuery,
@@ -59,12 +67,14 @@ async def get_backend(request: Request) -> LangGraphRuns:
     return backend
 
 
-def invalid(message: str, status_code: int = 404) -> ServiceError:
-    """A refusal in LangGraph's shape (`{"detail": ...}`), 404 unless told."""
+def invalid(message: str, status_code: int = 404) -> ParleyError:
+    """A refusal: 404 (or 409) `{"detail": "..."}`; 422 in the shape of every other 422."""
     if status_code == 409:
         return ConflictError(message, status_code=409)
     if status_code == 404:
         return NotFoundError(message, status_code=404)
+    if status_code == 422:
+        return UserError(message)
     return ServiceError(message, status_code=status_code)
 
 
@@ -100,7 +110,7 @@ def _assistant(entry: AgentEntry, backend: LangGraphRuns) -> dict[str, Any]:
 Backend = Annotated[LangGraphRuns, Depends(get_backend)]
 
 
-@router.post("/assistants/search", tags=["langgraph"])
+@router.post("/assistants/search", responses=answers(), tags=["langgraph"])
 async def search_assistants(
     body: AssistantSearch, response: Response, state: State, backend: Backend, _user: User
 ) -> list[dict[str, Any]]:
@@ -119,7 +129,7 @@ async def search_assistants(
     return page
 
 
-@router.get("/assistants/{assistant}", tags=["langgraph"])
+@router.get("/assistants/{assistant}", responses=answers(404), tags=["langgraph"])
 async def get_assistant(
     assistant: str, state: State, backend: Backend, _user: User
 ) -> dict[str, Any]:
@@ -127,7 +137,7 @@ async def get_assistant(
     return _assistant(find_assistant(state, assistant), backend)
 
 
-@router.get("/assistants/{assistant}/schemas", tags=["langgraph"])
+@router.get("/assistants/{assistant}/schemas", responses=answers(404), tags=["langgraph"])
 async def get_schemas(assistant: str, state: State, _user: User) -> dict[str, Any]:
     """An assistant's state schema: `{"messages": [...]}` in, out and kept."""
     entry = find_assistant(state, assistant)
@@ -163,7 +173,7 @@ async def _thread_out(state: ServiceState, thread: ThreadRecord) -> dict[str, An
     return thread_dict(thread, values, interrupts)
 
 
-@router.post("/threads", tags=["langgraph"])
+@router.post("/threads", responses=answers(409), tags=["langgraph"])
 async def create_thread(body: ThreadCreate, state: State, user: User) -> dict[str, Any]:
     """Make a thread of the caller's, for the agent `metadata.graph_id` names (or the default).
 
@@ -181,7 +191,7 @@ async def create_thread(body: ThreadCreate, state: State, user: User) -> dict[st
     return await _thread_out(state, thread)
 
 
-@router.post("/threads/search", tags=["langgraph"])
+@router.post("/threads/search", responses=answers(), tags=["langgraph"])
 async def search_threads(
     body: ThreadSearch, response: Response, state: State, user: User
 ) -> list[dict[str, Any]]:
@@ -200,13 +210,13 @@ async def search_threads(
     return [await _thread_out(state, t) for t in found[body.offset : body.offset + body.limit]]
 
 
-@router.get("/threads/{thread_id}", tags=["langgraph"])
+@router.get("/threads/{thread_id}", responses=answers(404), tags=["langgraph"])
 async def get_thread(thread_id: str, state: State, user: User) -> dict[str, Any]:
     """One of the caller's threads, with its values."""
     return await _thread_out(state, await owned_thread(state, thread_id, user))
 
 
-@router.patch("/threads/{thread_id}", tags=["langgraph"])
+@router.patch("/threads/{thread_id}", responses=answers(404), tags=["langgraph"])
 async def patch_thread(
     thread_id: str, body: ThreadPatch, state: State, user: User
 ) -> dict[str, Any]:
@@ -221,7 +231,7 @@ async def patch_thread(
     return await _thread_out(state, thread)
 
 
-@router.delete("/threads/{thread_id}", status_code=204, tags=["langgraph"])
+@router.delete("/threads/{thread_id}", status_code=204, responses=answers(404), tags=["langgraph"])
 async def delete_thread(thread_id: str, state: State, backend: Backend, user: User) -> None:
     """Delete a thread and everything it holds (its running run is stopped first)."""
     await owned_thread(state, thread_id, user)
@@ -232,7 +242,7 @@ async def delete_thread(thread_id: str, state: State, backend: Backend, user: Us
         await state.end_thread(user, thread_id)
 
 
-@router.get("/threads/{thread_id}/state", tags=["langgraph"])
+@router.get("/threads/{thread_id}/state", responses=answers(404), tags=["langgraph"])
 async def get_thread_state(thread_id: str, state: State, user: User) -> dict[str, Any]:
     """The thread's state now: values, what is next, its interrupt."""
     await owned_thread(state, thread_id, user)
@@ -241,7 +251,7 @@ async def get_thread_state(thread_id: str, state: State, user: User) -> dict[str
     return current_state(thread_id, rows, pending)
 
 
-@router.post("/threads/{thread_id}/state", tags=["langgraph"])
+@router.post("/threads/{thread_id}/state", responses=answers(404, 409), tags=["langgraph"])
 async def update_thread_state(
     thread_id: str, body: StateUpdate, state: State, backend: Backend, user: User
 ) -> dict[str, Any]:
@@ -262,7 +272,7 @@ async def update_thread_state(
     return {"checkpoint": now["checkpoint"]}
 
 
-@router.post("/threads/{thread_id}/history", tags=["langgraph"])
+@router.post("/threads/{thread_id}/history", responses=answers(404), tags=["langgraph"])
 async def thread_history(
     thread_id: str, body: HistoryQuery, state: State, user: User
 ) -> list[dict[str, Any]]:
