@@ -22,6 +22,6 @@ from parley.service.langgraph import routes_runs, routes_threads
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/langgraph")
+router = APIRouter()  # the routers carry the prefix (`auth.PREFIX`)
 router.include_router(routes_threads.router)
 router.include_router(routes_runs.router)

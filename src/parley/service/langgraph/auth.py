@@ -14,7 +14,12 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from parley.service.auth import current_user
 
-__all__ = ["langgraph_user"]
+__all__ = ["PREFIX", "langgraph_user"]
+
+PREFIX = "/langgraph"
+"""Where LangGraph's API is mounted (its own paths, `/threads`..., are parley's at the root).
+
+Each router has it in its routes' paths, so a route's path is the one the schema lists."""
 
 _bearer = HTTPBearer(auto_error=False, description="An API key, or the shared AUTH_SECRET.")
 

@@ -30,7 +30,7 @@ from parley.agents.events import ApprovalRequested, MessageCompleted
 from parley.errors import MessageError
 from parley.messages import Msg
 from parley.service.bounds import check_messages
-from parley.service.langgraph.auth import langgraph_user
+from parley.service.langgraph.auth import PREFIX, langgraph_user
 from parley.service.langgraph.backend import LangGraphRuns, LgRun, assistant_id, lg_status
 from parley.service.langgraph.convert import input_messages, messages_of
 from parley.service.langgraph.docs import EVENT_STREAM, JSON_RESULT, answers
@@ -56,7 +56,7 @@ from parley.service.strict import StrictRoute
 
 __all__ = ["HEARTBEAT_SECONDS", "router"]
 
-router = APIRouter(route_class=StrictRoute)
+router = APIRouter(prefix=PREFIX, route_class=StrictRoute)
 
 State = Annotated[ServiceState, Depends(get_state)]
 User = Annotated[str, Depends(langgraph_user)]

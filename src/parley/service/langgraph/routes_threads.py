@@ -20,7 +20,7 @@ from parley.errors import (
     ServiceError,
     UserError,
 )
-from parley.service.langgraph.auth import langgraph_user
+from parley.service.langgraph.auth import PREFIX, langgraph_user
 from parley.service.langgraph.backend import LangGraphRuns, assistant_id
 from parley.service.langgraph.convert import input_messages
 from parley.service.langgraph.docs import answers
@@ -46,7 +46,7 @@ from parley.service.strict import StrictRoute
 
 __all__ = ["find_assistant", "get_backend", "invalid", "owned_thread", "router"]
 
-router = APIRouter(route_class=StrictRoute)
+router = APIRouter(prefix=PREFIX, route_class=StrictRoute)
 
 State = Annotated[ServiceState, Depends(get_state)]
 User = Annotated[str, Depends(langgraph_user)]
