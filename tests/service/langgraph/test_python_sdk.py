@@ -535,3 +535,22 @@ def test_a_client_leaving_its_stream(
                 break  # it is running: leave
     client.runs.join(tid, run_id)
     assert client.runs.get(tid, run_id)["status"] == ends
+
+
+async def test_a_stream_past_its_retention_is_gone(service: MakeService) -> None:
+    svc = await service(*_agents()[:1], event_retention=0.01)
+    client = svc.client
+    tid = (await client.post("/langgraph/threads", json={})).json()["thread_id"]
+    body = {"assistant_id": "echo", "input": _human("hi")}
+    waited = await client.post(f"/langgraph/threads/{tid}/runs/wait", json=body)
+    run_id = waited.headers["Content-Location"].rsplit("/", 1)[1]
+    stream = f"/langgraph/threads/{tid}/runs/{run_id}/stream"
+    for _ in range(200):  # the events go a moment after the run ends (bounded wait)
+        answer = await client.get(stream, headers={"Last-Event-ID": "-1"})
+        if answer.status_code == 410:
+            break
+        await asyncio.sleep(0.02)
+    assert answer.status_code == 410
+    assert "no longer kept" in answer.json()["detail"]
+    joined = await client.get(f"/langgraph/threads/{tid}/runs/{run_id}/join")
+    assert [m["content"] for m in joined.json()["messages"]] == ["hi", ANSWER]  # from the store

@@ -49,7 +49,7 @@ from parley.service.langgraph.streams import (
     parse_frame_id,
     sse,
 )
-from parley.service.runs_protocol import UnknownEventIdError
+from parley.service.runs_protocol import EventsExpiredError, UnknownEventIdError
 from parley.service.state import ServiceState, get_state
 from parley.service.store import RunRecord
 from parley.service.strict import StrictRoute
@@ -523,8 +523,9 @@ async def _join_stream(
     if not isinstance(run, LgRun):  # not started here: its events are not here to follow
         return Response(media_type="text/event-stream", headers=_SSE_HEADERS)
     after = parse_frame_id(run.run_id, last_event_id)
-    ended = run.events is not None and run.done.is_set()
-    if ended and after is not None and after[0] > len(run.events or []):
+    if run.events is None:
+        raise EventsExpiredError(run.run_id)
+    if run.done.is_set() and after is not None and after[0] > len(run.events):
         raise UnknownEventIdError(run.run_id, last_event_id or "")
     given = [m for m in stream_mode or [] if m] or run.kwargs.get("stream_mode") or ["values"]
     modes = _modes(given if isinstance(given, list) else [given])
