@@ -27,6 +27,9 @@ from langgraph_sdk.errors import (
 from langgraph_sdk.schema import Command
 
 from parley.agents import Agent
+from parley.errors import ModelError
+from parley.messages import TextBlock, ThinkingBlock
+from parley.models.response import ChatResponse
 from parley.models.testing import ScriptedModel
 from parley.service import ServiceSettings, create_app
 from parley.service.langgraph import routes_runs
@@ -554,3 +557,42 @@ async def test_a_stream_past_its_retention_is_gone(service: MakeService) -> None
     assert "no longer kept" in answer.json()["detail"]
     joined = await client.get(f"/langgraph/threads/{tid}/runs/{run_id}/join")
     assert [m["content"] for m in joined.json()["messages"]] == ["hi", ANSWER]  # from the store
+
+
+# -- failures and parley's own events ----------------------------------------------------------
+
+
+def test_a_failed_run_and_thinking_as_custom_events(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'parley.db'}"
+    alice, _ = asyncio.run(_keys(url))
+    thought = ChatResponse(content=[ThinkingBlock(thinking="Let me see."), TextBlock(text="Yes.")])
+    agents = [
+        Agent("broken", ScriptedModel([ModelError("the model's server is down")] * 3)),
+        Agent("thinker", ScriptedModel([thought], stream=True)),
+    ]
+    app = create_app(ServiceSettings(database_url=url, api_keys=True), agents=agents)
+    with running(app) as base:
+        try:
+            client = _client(base, alice)
+            tid = client.threads.create()["thread_id"]
+            parts = _parts(client.runs.stream(tid, "broken", input=_human("hi")))
+            assert [name for name, _ in parts] == ["metadata", "values", "error"]
+            assert parts[-1][1]["error"] == "ModelError"
+            assert "down" in parts[-1][1]["message"]
+            assert client.runs.get(tid, parts[0][1]["run_id"])["status"] == "error"
+            failed = client.runs.wait(tid, "broken", input=_human("again"), raise_error=False)
+            assert failed["__error__"]["error"] == "ModelError"
+
+            modes = ["custom", "values"]
+            parts = _parts(
+                client.runs.stream(None, "thinker", input=_human("?"), stream_mode=modes)
+            )
+            custom = [data for name, data in parts if name == "custom"]
+            assert {c["type"] for c in custom} == {"thinking_delta"}
+            assert "".join(c["text"] for c in custom) == "Let me see."
+            final = parts[-1][1]["messages"][-1]
+            assert final["content"] == "Yes."
+            assert final["additional_kwargs"]["reasoning_content"] == "Let me see."
+        finally:
+            while _CLIENTS:
+                _CLIENTS.pop().close()
