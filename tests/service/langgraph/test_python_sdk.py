@@ -119,6 +119,10 @@ def test_assistants_are_the_served_agents(server: tuple[str, str, str]) -> None:
     assert "messages" in schemas["input_schema"]["properties"]
     with pytest.raises(NotFoundError):
         client.assistants.get(str(uuid.uuid4()))
+    # agent-chat-ui asks /info with no credentials before anything else, as LangGraph serves it
+    assert httpx.get(f"{base}/langgraph/info").json()["flags"]["assistants"] is True
+    assert httpx.get(f"{base}/langgraph/ok").json() == {"ok": True}
+    assert httpx.post(f"{base}/langgraph/assistants/search", json={}).status_code == 401
     raw = httpx.post(
         f"{base}/langgraph/assistants/search",
         json={"limit": 1},

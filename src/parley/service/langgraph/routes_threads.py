@@ -40,6 +40,7 @@ from parley.service.langgraph.state import (
     thread_values,
 )
 from parley.service.registry import AgentEntry
+from parley.service.schema import error_responses
 from parley.service.state import ServiceState, get_state, new_thread_id
 from parley.service.store import ThreadRecord
 from parley.service.strict import StrictRoute
@@ -108,6 +109,22 @@ def _assistant(entry: AgentEntry, backend: LangGraphRuns) -> dict[str, Any]:
 
 
 Backend = Annotated[LangGraphRuns, Depends(get_backend)]
+
+
+@router.get("/info", tags=["langgraph"])
+async def server_info(request: Request) -> dict[str, Any]:
+    """What LangGraph's `/info` tells, open to all as there (agent-chat-ui checks it first)."""
+    return {"version": request.app.version, "flags": {"assistants": True, "crons": False}}
+
+
+@router.get("/ok", responses=error_responses(503), tags=["langgraph"])
+async def server_ok(state: State) -> dict[str, bool]:
+    """LangGraph's health check: whether the service and its database answer."""
+    try:
+        await state.store.ping()
+    except Exception as exc:
+        raise ServiceError("the database does not answer", status_code=503) from exc
+    return {"ok": True}
 
 
 @router.post("/assistants/search", responses=answers(), tags=["langgraph"])
