@@ -251,4 +251,6 @@ class LangGraphRuns:
 
 
 def _drop_events(run: LgRun) -> None:
+    # Its thread as it started goes too: only its events' readers needed it.
     run.events = None
+    run.initial = []
