@@ -504,7 +504,7 @@ def test_idle_streams_and_waits_send_keep_alives(
     body = {"assistant_id": "drip", "input": _human("hi"), "stream_mode": ["updates"]}
     tid = _client(base, alice).threads.create()["thread_id"]
     streamed = httpx.post(f"{base}/langgraph/threads/{tid}/runs/stream", json=body, headers=auth)
-    assert ": heartbeat\r\n\r\n" in streamed.text
+    assert ": heartbeat\n\n" in streamed.text
     assert streamed.text.startswith("event: metadata")  # the first frame comes first
     waited = httpx.post(f"{base}/langgraph/threads/{tid}/runs/wait", json=body, headers=auth)
     assert waited.text.startswith("\n")

@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
@@ -46,10 +46,10 @@ from parley.service.langgraph.streams import (
     LANGGRAPH_MODES,
     FrameMaker,
     interrupt_dicts,
-    parse_frame_id,
     sse,
 )
 from parley.service.runs_protocol import EventsExpiredError, UnknownEventIdError
+from parley.service.sse import HEARTBEAT_INTERVAL, FrameId, parse_frame_id, with_heartbeats
 from parley.service.state import ServiceState, get_state
 from parley.service.store import RunRecord
 from parley.service.strict import StrictRoute
@@ -62,9 +62,8 @@ State = Annotated[ServiceState, Depends(get_state)]
 User = Annotated[str, Depends(langgraph_user)]
 Backend = Annotated[LangGraphRuns, Depends(get_backend)]
 
-HEARTBEAT_SECONDS = 5.0
+HEARTBEAT_SECONDS = HEARTBEAT_INTERVAL
 """How long a stream or a wait stays silent before it sends a keep-alive."""
-_HEARTBEAT = ": heartbeat\r\n\r\n"
 _VERDICT: TypeAdapter[bool | dict[str, bool]] = TypeAdapter(bool | dict[str, bool])
 _BUSY = (
     "Thread is already running a task. Wait for it to finish or choose a different "
@@ -230,67 +229,39 @@ def _maker(run: LgRun, modes: frozenset[str]) -> FrameMaker:
     )
 
 
-async def _frames(
-    run: LgRun, modes: frozenset[str], after: tuple[int, int] | None
-) -> AsyncIterator[str]:
-    """The run's SSE text from after `after` (None: its events from now on)."""
+async def _frames(run: LgRun, modes: frozenset[str], seen: FrameId | None) -> AsyncIterator[str]:
+    """The run's SSE text after the frame `seen` (None: its events from now on).
+
+    Every event is read from the first, those whose frames are not sent too: they make the
+    values the later frames hold.
+    """
     maker = _maker(run, modes)
-    seen, skip = after if after is not None else (len(run.events or []), 1 << 30)
+    last = seen if seen is not None else (len(run.events or []), 1 << 30)
     async for seq, event in run.follow(0):
-        frames = maker.frames(seq, event)
-        if seq < seen:
-            continue
-        if seq == seen:
-            frames = frames[skip:]
-        for frame in frames:
-            yield sse(frame)
-
-
-async def _with_heartbeats(source: AsyncIterator[str], beat: str) -> AsyncGenerator[str, None]:
-    """`source`'s pieces, and `beat` whenever it stays silent `HEARTBEAT_SECONDS`."""
-    queue: asyncio.Queue[str | None] = asyncio.Queue()
-
-    async def pump() -> None:
-        try:
-            async for piece in source:
-                await queue.put(piece)
-        finally:
-            await queue.put(None)
-
-    task = asyncio.create_task(pump())
-    try:
-        while True:
-            try:
-                piece = await asyncio.wait_for(queue.get(), HEARTBEAT_SECONDS)
-            except TimeoutError:
-                yield beat
-                continue
-            if piece is None:
-                break
-            yield piece
-        await task  # its error, if it failed
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
+        for part, frame in enumerate(maker.frames(seq, event)):
+            if (seq, part) > last:
+                yield sse(frame)
 
 
 def _stream_response(
     backend: LangGraphRuns,
     run: LgRun,
     modes: frozenset[str],
-    after: tuple[int, int] | None,
+    after: FrameId | None,
     *,
     cancel_on_disconnect: bool,
 ) -> StreamingResponse:
     async def body() -> AsyncIterator[str]:
-        frames = _with_heartbeats(_frames(run, modes, after), _HEARTBEAT)
+        frames = with_heartbeats(_frames(run, modes, after), HEARTBEAT_SECONDS)
         try:
-            async with contextlib.aclosing(frames):
-                async for text in frames:
-                    yield text
+            async for text in frames:
+                yield text
         except Exception as exc:  # the stream broke: say so as LangGraph does
             yield sse_error(exc)
+        finally:  # now, not when the collector finds it: it waits on the run's events
+            close = getattr(frames, "aclose", None)
+            if close is not None:
+                await close()
 
     async def left() -> None:
         if cancel_on_disconnect and not run.done.is_set():

@@ -17,7 +17,7 @@ assistant message) and `tools` (the tools' results). For each event of the run, 
   audio, the iteration limit), each as its parley JSON.
 
 Ids: each frame of event N has the id `N`, `N.1`, `N.2`...: a client that reconnects with
-the last id it saw gets exactly the frames after it (`parse_frame_id`).
+the last id it saw gets exactly the frames after it (`parley.service.sse.parse_frame_id`).
 """
 
 from __future__ import annotations
@@ -50,7 +50,6 @@ from parley.service.langgraph.convert import (
     tool_call_dict,
     usage_metadata,
 )
-from parley.service.runs_protocol import UnknownEventIdError
 
 __all__ = [
     "LANGGRAPH_MODES",
@@ -58,7 +57,6 @@ __all__ = [
     "Frame",
     "FrameMaker",
     "interrupt_dicts",
-    "parse_frame_id",
     "sse",
 ]
 
@@ -93,25 +91,6 @@ def sse(frame: Frame, *, with_id: bool = True) -> str:
     data = data.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").replace("\x85", "\\u0085")
     tail = f"id: {frame.id}\r\n" if with_id else ""
     return f"event: {frame.event}\r\ndata: {data}\r\n{tail}\r\n"
-
-
-def parse_frame_id(run_id: str, header: str | None) -> tuple[int, int] | None:
-    """Where to go on from, for a `Last-Event-ID`: (event, frames of it seen); None: live.
-
-    `-1` is the start (0, 0); `N` is event N's first frame seen (N, 1); `N.k` its k+1 first.
-
-    Raises:
-        UnknownEventIdError: Not an id this service gives (400).
-    """
-    if header is None:
-        return None
-    text = header.strip()
-    if text == "-1":
-        return 0, 0
-    seq, _, sub = text.partition(".")
-    if not (seq.isdigit() and len(seq) <= 18 and (not sub or (sub.isdigit() and len(sub) < 6))):
-        raise UnknownEventIdError(run_id, header)
-    return int(seq), int(sub or 0) + 1
 
 
 def interrupt_dicts(interrupt_id: str, calls: Sequence[ToolCallBlock]) -> list[dict[str, Any]]:
