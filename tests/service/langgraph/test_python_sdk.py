@@ -32,7 +32,7 @@ from parley.messages import TextBlock, ThinkingBlock
 from parley.models.response import ChatResponse
 from parley.models.testing import ScriptedModel
 from parley.service import ServiceSettings, create_app
-from parley.service.langgraph import routes_runs
+from parley.service.langgraph import backend, routes_runs
 from parley.service.store import Store
 from tests.sample_tools import send_email
 from tests.service._live import running
@@ -316,7 +316,11 @@ def test_join_stream_replays_with_last_event_id(server: tuple[str, str, str]) ->
     client = _client(base, alice)
     tid = client.threads.create()["thread_id"]
     modes = ["values", "messages-tuple"]
-    live = list(client.runs.stream(tid, "echo", input=_human("hi"), stream_mode=modes))
+    live = list(
+        client.runs.stream(
+            tid, "echo", input=_human("hi"), stream_mode=modes, stream_resumable=True
+        )
+    )
     run_id = live[0].data["run_id"]
     replay = list(client.runs.join_stream(tid, run_id, last_event_id="-1"))
     assert [(p.event, p.data, p.id) for p in replay] == [(p.event, p.data, p.id) for p in live]
@@ -544,11 +548,16 @@ def test_a_client_leaving_its_stream(
     assert client.runs.get(tid, run_id)["status"] == ends
 
 
-async def test_a_stream_past_its_retention_is_gone(service: MakeService) -> None:
-    svc = await service(*_agents()[:1], event_retention=0.01)
+@pytest.mark.parametrize("resumable", [True, False])
+async def test_a_stream_past_its_retention_is_gone(
+    service: MakeService, monkeypatch: pytest.MonkeyPatch, resumable: bool
+) -> None:
+    # Resumable: kept `event_retention`; else a short grace (as LangGraph keeps none).
+    monkeypatch.setattr(backend, "UNRESUMABLE_GRACE", 0.01 if not resumable else 3600)
+    svc = await service(*_agents()[:1], event_retention=0.01 if resumable else 3600)
     client = svc.client
     tid = (await client.post("/langgraph/threads", json={})).json()["thread_id"]
-    body = {"assistant_id": "echo", "input": _human("hi")}
+    body = {"assistant_id": "echo", "input": _human("hi"), "stream_resumable": resumable}
     waited = await client.post(f"/langgraph/threads/{tid}/runs/wait", json=body)
     run_id = waited.headers["Content-Location"].rsplit("/", 1)[1]
     stream = f"/langgraph/threads/{tid}/runs/{run_id}/stream"

@@ -7,8 +7,9 @@ reader of the run (its stream, a `join_stream` later with `Last-Event-ID`, a `jo
 this process did not start (another replica's, or from before a restart) is read from the
 store: its record and its thread, not its events.
 
-The events of a finished run are kept `event_retention` seconds, then dropped (a replay asks
-for them: 410); its summary (status, options) stays, for the last `_KEPT_RUNS` runs.
+The events of a finished run are kept `event_retention` seconds when it was created
+`stream_resumable` (`UNRESUMABLE_GRACE` else), then dropped (a replay asks for them: 410); its
+summary (status, options) stays, for the last `_KEPT_RUNS` runs.
 """
 
 from __future__ import annotations
@@ -32,13 +33,23 @@ from parley.service.state import ServiceState
 from parley.service.store import RunRecord
 from parley.service.store.tables import utcnow
 
-__all__ = ["ASSISTANT_NAMESPACE", "LangGraphRuns", "LgRun", "assistant_id", "lg_status"]
+__all__ = [
+    "ASSISTANT_NAMESPACE",
+    "UNRESUMABLE_GRACE",
+    "LangGraphRuns",
+    "LgRun",
+    "assistant_id",
+    "lg_status",
+]
 
 log = logging.getLogger("parley.service")
 
 ASSISTANT_NAMESPACE = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
 """The namespace of assistant ids (LangGraph's: a graph's assistant has the same id here)."""
 _KEPT_RUNS = 10_000
+UNRESUMABLE_GRACE = 30.0
+"""Seconds a run not created `stream_resumable` keeps its events after its end: enough for a
+client cut off near the end to reconnect (the SDKs try five times within about 25 s)."""
 
 _STATUS = {
     "completed": "success",
@@ -201,9 +212,18 @@ class LangGraphRuns:
                     await self.state.store.delete_thread(run.thread_id, run.user_id)
             run.done.set()
             run._grew.set()
-            asyncio.get_running_loop().call_later(
-                self.state.settings.event_retention, _drop_events, run
-            )
+            asyncio.get_running_loop().call_later(self._kept_for(run), _drop_events, run)
+
+    def _kept_for(self, run: LgRun) -> float:
+        """How long an ended run keeps its events (seconds).
+
+        `event_retention` when it was created `stream_resumable` (LangGraph keeps only those),
+        else `UNRESUMABLE_GRACE`.
+        """
+        retention = self.state.settings.event_retention
+        return (
+            retention if run.kwargs.get("stream_resumable") else min(retention, UNRESUMABLE_GRACE)
+        )
 
     def get(self, run_id: str, user_id: str) -> LgRun | None:
         """The run if this process started it for `user_id` (and it was not deleted)."""
