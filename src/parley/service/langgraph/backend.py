@@ -46,7 +46,7 @@ log = logging.getLogger("parley.service")
 
 ASSISTANT_NAMESPACE = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
 """The namespace of assistant ids (LangGraph's: a graph's assistant has the same id here)."""
-_KEPT_RUNS = 10_000
+_KEPT_RUNS = 1000
 UNRESUMABLE_GRACE = 30.0
 """Seconds a run not created `stream_resumable` keeps its events after its end: enough for a
 client cut off near the end to reconnect (the SDKs try five times within about 25 s)."""
@@ -274,3 +274,5 @@ def _drop_events(run: LgRun) -> None:
     # Its thread as it started goes too: only its events' readers needed it.
     run.events = None
     run.initial = []
+    for key in ("input", "command"):  # its messages: the thread keeps them
+        run.kwargs.pop(key, None)
