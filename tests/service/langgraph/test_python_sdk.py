@@ -32,7 +32,7 @@ from parley.messages import TextBlock, ThinkingBlock
 from parley.models.response import ChatResponse
 from parley.models.testing import ScriptedModel
 from parley.service import ServiceSettings, create_app
-from parley.service.langgraph import backend, routes_runs
+from parley.service.langgraph import backend, responses
 from parley.service.store import Store
 from tests.sample_tools import send_email
 from tests.service._live import running
@@ -503,7 +503,7 @@ def test_idle_streams_and_waits_send_keep_alives(
     drip: tuple[str, str, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     base, alice, _ = drip
-    monkeypatch.setattr(routes_runs, "HEARTBEAT_SECONDS", 0.01)
+    monkeypatch.setattr(responses, "HEARTBEAT_SECONDS", 0.01)
     auth = {"Authorization": f"Bearer {alice}"}
     body = {"assistant_id": "drip", "input": _human("hi"), "stream_mode": ["updates"]}
     tid = _client(base, alice).threads.create()["thread_id"]

@@ -11,6 +11,8 @@ stream again with `Last-Event-ID`, cancel), with the stream modes `values`,
 - `streams`: a run's events as LangGraph's stream parts and SSE frames.
 - `state`: a thread as LangGraph's `Thread` and `ThreadState`.
 - `backend`: the one place that starts and follows runs.
+- `responses`: runs as `Run`s, their streams and results (headers, heartbeats).
+- `auth`, `docs`, `models`: who asks (Bearer or X-Api-Key), the documented answers, bodies.
 - `routes_threads`, `routes_runs`: the routes.
 """
 

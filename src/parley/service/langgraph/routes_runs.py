@@ -14,27 +14,30 @@ Streams send `: heartbeat` every 5 s when idle; wait and join send a newline ins
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import TypeAdapter, ValidationError
-from starlette.types import Receive, Scope, Send
 
-from parley.agents.events import ApprovalRequested, MessageCompleted
 from parley.errors import MessageError
 from parley.messages import Msg
 from parley.service.bounds import check_messages
 from parley.service.langgraph.auth import PREFIX, langgraph_user
-from parley.service.langgraph.backend import LangGraphRuns, LgRun, assistant_id, lg_status
-from parley.service.langgraph.convert import input_messages, messages_of
+from parley.service.langgraph.backend import LangGraphRuns, LgRun
+from parley.service.langgraph.convert import input_messages
 from parley.service.langgraph.docs import EVENT_STREAM, JSON_RESULT, answers
 from parley.service.langgraph.models import RunCreate
+from parley.service.langgraph.responses import (
+    SSE_HEADERS,
+    record_dict,
+    result_response,
+    run_dict,
+    run_path,
+    stream_response,
+)
 from parley.service.langgraph.routes_threads import (
     find_assistant,
     get_backend,
@@ -44,17 +47,14 @@ from parley.service.langgraph.routes_threads import (
 from parley.service.langgraph.state import thread_values
 from parley.service.langgraph.streams import (
     LANGGRAPH_MODES,
-    FrameMaker,
-    interrupt_dicts,
-    sse,
 )
 from parley.service.runs_protocol import EventsExpiredError, UnknownEventIdError
-from parley.service.sse import HEARTBEAT_INTERVAL, FrameId, parse_frame_id, with_heartbeats
+from parley.service.sse import parse_frame_id
 from parley.service.state import ServiceState, get_state
 from parley.service.store import RunRecord
 from parley.service.strict import StrictRoute
 
-__all__ = ["HEARTBEAT_SECONDS", "router"]
+__all__ = ["router"]
 
 router = APIRouter(prefix=PREFIX, route_class=StrictRoute)
 
@@ -62,8 +62,6 @@ State = Annotated[ServiceState, Depends(get_state)]
 User = Annotated[str, Depends(langgraph_user)]
 Backend = Annotated[LangGraphRuns, Depends(get_backend)]
 
-HEARTBEAT_SECONDS = HEARTBEAT_INTERVAL
-"""How long a stream or a wait stays silent before it sends a keep-alive."""
 _VERDICT: TypeAdapter[bool | dict[str, bool]] = TypeAdapter(bool | dict[str, bool])
 _BUSY = (
     "Thread is already running a task. Wait for it to finish or choose a different "
@@ -73,7 +71,6 @@ _CANCELLED: dict[int | str, dict[str, Any]] = {
     202: {"description": "Asked to stop (without `wait`)."},
     200: JSON_RESULT[200],
 }
-_SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 
 
 # -- starting a run --------------------------------------------------------------------------
@@ -180,170 +177,6 @@ async def _start(
     )
 
 
-def _path(run: LgRun) -> str:
-    if run.kwargs.get("stateless"):
-        return f"/runs/{run.run_id}"
-    return f"/threads/{run.thread_id}/runs/{run.run_id}"
-
-
-def run_dict(run: LgRun) -> dict[str, Any]:
-    """A run as LangGraph's `Run`."""
-    return {
-        "run_id": run.run_id,
-        "thread_id": run.thread_id,
-        "assistant_id": assistant_id(run.agent),
-        "created_at": run.created_at.isoformat(),
-        "updated_at": run.updated_at.isoformat(),
-        "status": run.status,
-        "metadata": run.metadata,
-        "multitask_strategy": run.multitask_strategy,
-        "kwargs": {k: v for k, v in run.kwargs.items() if k != "stateless"},
-    }
-
-
-def _record_dict(record: RunRecord) -> dict[str, Any]:
-    return {
-        "run_id": record.run_id,
-        "thread_id": record.thread_id,
-        "assistant_id": assistant_id(record.agent),
-        "created_at": record.started_at.isoformat(),
-        "updated_at": (record.ended_at or record.started_at).isoformat(),
-        "status": lg_status(record.status),
-        "metadata": {},
-        "multitask_strategy": "reject",
-        "kwargs": {},
-    }
-
-
-# -- streams -----------------------------------------------------------------------------------
-
-
-def _maker(run: LgRun, modes: frozenset[str]) -> FrameMaker:
-    return FrameMaker(
-        run_id=run.run_id,
-        thread_id=run.thread_id,
-        assistant_id=assistant_id(run.agent),
-        graph_id=run.agent,
-        modes=modes,
-        initial=run.initial,
-    )
-
-
-async def _frames(run: LgRun, modes: frozenset[str], seen: FrameId | None) -> AsyncIterator[str]:
-    """The run's SSE text after the frame `seen` (None: its events from now on).
-
-    Every event is read from the first, those whose frames are not sent too: they make the
-    values the later frames hold.
-    """
-    maker = _maker(run, modes)
-    last = seen if seen is not None else (len(run.events or []), 1 << 30)
-    async for seq, event in run.follow(0):
-        for part, frame in enumerate(maker.frames(seq, event)):
-            if (seq, part) > last:
-                yield sse(frame)
-
-
-def _stream_response(
-    backend: LangGraphRuns,
-    run: LgRun,
-    modes: frozenset[str],
-    after: FrameId | None,
-    *,
-    cancel_on_disconnect: bool,
-) -> StreamingResponse:
-    async def body() -> AsyncIterator[str]:
-        frames = with_heartbeats(_frames(run, modes, after), HEARTBEAT_SECONDS)
-        try:
-            async for text in frames:
-                yield text
-        except Exception as exc:  # the stream broke: say so as LangGraph does
-            yield sse_error(exc)
-        finally:  # now, not when the collector finds it: it waits on the run's events
-            close = getattr(frames, "aclose", None)
-            if close is not None:
-                await close()
-
-    async def left() -> None:
-        if cancel_on_disconnect and not run.done.is_set():
-            await backend.cancel(run.run_id, run.user_id)
-
-    headers = _SSE_HEADERS | {"Location": f"{_path(run)}/stream", "Content-Location": _path(run)}
-    return _RunStream(body(), headers=headers, on_end=left)
-
-
-class _RunStream(StreamingResponse):
-    """A run's SSE stream; when it ends (the run's end, or its client gone), `on_end` runs.
-
-    Its frames are closed then, not whenever the garbage collector gets to them, and
-    `on_end` runs outside the response's cancelled scope, so it can wait for what it asks.
-    """
-
-    def __init__(
-        self,
-        frames: AsyncIterator[str],
-        *,
-        headers: dict[str, str],
-        on_end: Callable[[], Awaitable[None]],
-    ) -> None:
-        super().__init__(frames, media_type="text/event-stream", headers=headers)
-        self.on_end = on_end
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Stream the frames; then close them and run `on_end`."""
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            close = getattr(self.body_iterator, "aclose", None)
-            if close is not None:
-                await close()
-            await self.on_end()
-
-
-def sse_error(exc: Exception) -> str:
-    """A failed stream's last frame (`event: error`)."""
-    data = json.dumps({"error": type(exc).__name__, "message": str(exc)})
-    return f"event: error\r\ndata: {data}\r\n\r\n"
-
-
-# -- results -----------------------------------------------------------------------------------
-
-
-def final_values(run: LgRun) -> dict[str, Any] | None:
-    """What `wait` and `join` answer for an ended run (None: its events were dropped)."""
-    if run.events is None:
-        return None
-    if run.error is not None:
-        return {"__error__": {"error": run.error.kind, "message": run.error.message}}
-    msgs = list(run.initial)
-    interrupts: list[dict[str, Any]] = []
-    for event in run.events:
-        if isinstance(event, MessageCompleted):
-            msgs.append(event.msg)
-        elif isinstance(event, ApprovalRequested):
-            interrupts = interrupt_dicts(event.interrupt_id, event.calls)
-    values: dict[str, Any] = {"messages": messages_of(msgs)}
-    if interrupts:
-        values["__interrupt__"] = interrupts
-    return values
-
-
-async def _result(state: ServiceState, run: LgRun) -> AsyncIterator[str]:
-    while not run.done.is_set():
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(run.done.wait(), HEARTBEAT_SECONDS)
-        if not run.done.is_set():
-            yield "\n"  # keeps proxies from cutting a long wait; JSON ignores it
-    values = final_values(run)
-    if values is None:
-        values = await thread_values(state.store, run.thread_id, run.user_id)
-    yield json.dumps(values, ensure_ascii=False)
-
-
-def _result_response(state: ServiceState, run: LgRun, *, location: str) -> StreamingResponse:
-    headers = {"Location": location, "Content-Location": _path(run)}
-    return StreamingResponse(_result(state, run), media_type="application/json", headers=headers)
-
-
 # -- routes ------------------------------------------------------------------------------------
 
 
@@ -353,7 +186,7 @@ async def create_run(
 ) -> dict[str, Any]:
     """Start a run in the background: 200 with the run (`Content-Location` names it)."""
     run = await _start(state, backend, user, thread_id, body)
-    response.headers["Content-Location"] = _path(run)
+    response.headers["Content-Location"] = run_path(run)
     return run_dict(run)
 
 
@@ -363,7 +196,7 @@ async def create_stateless_run(
 ) -> dict[str, Any]:
     """Start a run on a thread of its own, in the background."""
     run = await _start(state, backend, user, None, body)
-    response.headers["Content-Location"] = _path(run)
+    response.headers["Content-Location"] = run_path(run)
     return run_dict(run)
 
 
@@ -379,7 +212,7 @@ async def stream_run(
     """Start a run and stream it (SSE: `metadata` first, then the modes asked)."""
     run = await _start(state, backend, user, thread_id, body)
     cancel = body.on_disconnect == "cancel"
-    return _stream_response(
+    return stream_response(
         backend, run, _modes(body.stream_mode), (0, 0), cancel_on_disconnect=cancel
     )
 
@@ -396,7 +229,7 @@ async def stream_stateless_run(
     """Start a run on a thread of its own and stream it."""
     run = await _start(state, backend, user, None, body)
     cancel = body.on_disconnect == "cancel"
-    return _stream_response(
+    return stream_response(
         backend, run, _modes(body.stream_mode), (0, 0), cancel_on_disconnect=cancel
     )
 
@@ -412,7 +245,7 @@ async def wait_run(
 ) -> StreamingResponse:
     """Start a run and answer the thread's values when it ends."""
     run = await _start(state, backend, user, thread_id, body)
-    return _result_response(state, run, location=f"{_path(run)}/join")
+    return result_response(state, run, location=f"{run_path(run)}/join")
 
 
 @router.post(
@@ -426,7 +259,7 @@ async def wait_stateless_run(
 ) -> StreamingResponse:
     """Start a run on a thread of its own and answer its values when it ends."""
     run = await _start(state, backend, user, None, body)
-    return _result_response(state, run, location=f"{_path(run)}/join")
+    return result_response(state, run, location=f"{run_path(run)}/join")
 
 
 async def _find_run(
@@ -463,7 +296,7 @@ async def get_run(
 ) -> dict[str, Any]:
     """One run of the caller's."""
     found = await _find_run(state, backend, user, thread_id, run_id)
-    return run_dict(found) if isinstance(found, LgRun) else _record_dict(found)
+    return run_dict(found) if isinstance(found, LgRun) else record_dict(found)
 
 
 @router.get(
@@ -478,7 +311,7 @@ async def join_run(
     """Wait for a run's end; the thread's values (a finished run: at once)."""
     found = await _find_run(state, backend, user, thread_id, run_id)
     if isinstance(found, LgRun):
-        return _result_response(state, found, location=f"{_path(found)}/join")
+        return result_response(state, found, location=f"{run_path(found)}/join")
     values = await thread_values(state.store, thread_id, user)
     return Response(json.dumps(values), media_type="application/json")
 
@@ -492,7 +325,7 @@ async def _join_stream(
     cancel_on_disconnect: bool,
 ) -> Response:
     if not isinstance(run, LgRun):  # not started here: its events are not here to follow
-        return Response(media_type="text/event-stream", headers=_SSE_HEADERS)
+        return Response(media_type="text/event-stream", headers=SSE_HEADERS)
     after = parse_frame_id(run.run_id, last_event_id)
     if run.events is None:
         raise EventsExpiredError(run.run_id)
@@ -501,7 +334,7 @@ async def _join_stream(
     given = [m for m in stream_mode or [] if m] or run.kwargs.get("stream_mode") or ["values"]
     modes = _modes(given if isinstance(given, list) else [given])
     del request
-    return _stream_response(backend, run, modes, after, cancel_on_disconnect=cancel_on_disconnect)
+    return stream_response(backend, run, modes, after, cancel_on_disconnect=cancel_on_disconnect)
 
 
 @router.get(
@@ -574,7 +407,7 @@ async def cancel_run(
     if not wait:
         return Response(status_code=202)
     if isinstance(found, LgRun):
-        return _result_response(state, found, location=f"{_path(found)}/join")
+        return result_response(state, found, location=f"{run_path(found)}/join")
     values = await thread_values(state.store, thread_id, user)
     return Response(json.dumps(values), media_type="application/json")
 
