@@ -18,7 +18,7 @@ import json
 import uuid
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, Query, Response
 from fastapi.responses import StreamingResponse
 from pydantic import TypeAdapter, ValidationError
 
@@ -317,7 +317,6 @@ async def join_run(
 
 
 async def _join_stream(
-    request: Request,
     backend: LangGraphRuns,
     run: LgRun | RunRecord,
     stream_mode: list[str] | None,
@@ -333,7 +332,6 @@ async def _join_stream(
         raise UnknownEventIdError(run.run_id, last_event_id or "")
     given = [m for m in stream_mode or [] if m] or run.kwargs.get("stream_mode") or ["values"]
     modes = _modes(given if isinstance(given, list) else [given])
-    del request
     return stream_response(backend, run, modes, after, cancel_on_disconnect=cancel_on_disconnect)
 
 
@@ -346,7 +344,6 @@ async def _join_stream(
 async def join_stream(
     thread_id: str,
     run_id: str,
-    request: Request,
     state: State,
     backend: Backend,
     user: User,
@@ -356,9 +353,7 @@ async def join_stream(
 ) -> Response:
     """Follow a run's stream: with `Last-Event-ID` what came after it (-1: all), else live."""
     found = await _find_run(state, backend, user, thread_id, run_id)
-    return await _join_stream(
-        request, backend, found, stream_mode, last_event_id, cancel_on_disconnect
-    )
+    return await _join_stream(backend, found, stream_mode, last_event_id, cancel_on_disconnect)
 
 
 @router.get(
@@ -369,7 +364,6 @@ async def join_stream(
 )
 async def join_stateless_stream(
     run_id: str,
-    request: Request,
     backend: Backend,
     user: User,
     stream_mode: Annotated[list[str] | None, Query()] = None,
@@ -380,9 +374,7 @@ async def join_stateless_stream(
     run = backend.get(run_id, user)
     if run is None:
         raise invalid("Run not found")
-    return await _join_stream(
-        request, backend, run, stream_mode, last_event_id, cancel_on_disconnect
-    )
+    return await _join_stream(backend, run, stream_mode, last_event_id, cancel_on_disconnect)
 
 
 @router.post(
