@@ -229,6 +229,17 @@ async def test_thread_status_follows_its_runs_and_approvals(store: Store) -> Non
     assert thread.status == "idle"
 
 
+async def test_an_approval_parked_again_by_a_takeover_is_kept_once(store: Store) -> None:
+    await store.ensure_thread("t", "alice", "helper")
+    await store.start_run("run_1", "t", "alice", "helper", "m")
+    pending = PendingApproval(agent="helper", message_id="m1", calls=[], awaiting=[], iterations=1)
+    await store.add_approval(pending, "t", "alice", "run_1")
+    await store.add_approval(pending, "t", "alice", "run_1")  # the run's second attempt
+    assert [p.interrupt_id for p in await store.pending_approvals("t", "alice")] == [
+        pending.interrupt_id
+    ]
+
+
 async def test_list_threads_pages_by_cursor(store: Store) -> None:
     for i in range(5):
         await store.ensure_thread(f"t{i}", "alice", "helper")
