@@ -609,3 +609,25 @@ def test_a_failed_run_and_thinking_as_custom_events(tmp_path: Path) -> None:
         finally:
             while _CLIENTS:
                 _CLIENTS.pop().close()
+
+
+@pytest.mark.parametrize("strategy", ["interrupt", "rollback"])
+def test_a_new_run_stops_the_running_one(server: tuple[str, str, str], strategy: str) -> None:
+    base, alice, _ = server
+    client = _client(base, alice)
+    tid = client.threads.create()["thread_id"]
+    first = client.runs.create(tid, "slow", input=_human("first"))
+    stream = client.runs.join_stream(
+        tid, first["run_id"], last_event_id="-1", stream_mode="messages-tuple"
+    )
+    for part in stream:
+        if part.event == "messages":
+            break  # it is running
+    values = client.runs.wait(tid, "echo", input=_human("second"), multitask_strategy=strategy)
+    texts = [m["content"] for m in values["messages"]]
+    assert texts[-2:] == ["second", ANSWER]
+    if strategy == "interrupt":  # its question and partial answer stay
+        assert texts[0] == "first"
+        assert client.runs.get(tid, first["run_id"])["status"] == "interrupted"
+    else:  # gone, with its messages
+        assert texts == ["second", ANSWER]

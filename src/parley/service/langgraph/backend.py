@@ -28,7 +28,12 @@ from parley.agents.events import AgentEvent, RunEnded, RunError
 from parley.messages import Msg
 from parley.service.registry import AgentEntry
 from parley.service.runs import RunHandle
-from parley.service.runs_protocol import EventsExpiredError, UnknownEventIdError
+from parley.service.runs_protocol import (
+    CancelAction,
+    EventsExpiredError,
+    MultitaskStrategy,
+    UnknownEventIdError,
+)
 from parley.service.state import ServiceState
 from parley.service.store import RunRecord
 from parley.service.store.tables import utcnow
@@ -150,6 +155,7 @@ class LangGraphRuns:
         resume: tuple[str, bool | Mapping[str, bool]] | None,
         history: Sequence[Msg],
         options: dict[str, Any],
+        multitask_strategy: MultitaskStrategy = "enqueue",
     ) -> LgRun:
         """Start a run of the agent on the caller's thread; it goes on without its client.
 
@@ -158,6 +164,8 @@ class LangGraphRuns:
             NotFoundError: The interrupt to resume is unknown (404).
         """
         agent = self.state.agent_for(entry, None)
+        # An approval's answer runs at once (the queue takes none); the routes refuse a busy
+        # thread for `reject` themselves, at once.
         handle = await self.state.runs.start(
             agent,
             agent_key=entry.key,
@@ -166,11 +174,8 @@ class LangGraphRuns:
             message=message,
             resume=resume,
             history=history,
+            multitask_strategy="reject" if resume is not None else multitask_strategy,
         )
-        # The thread as read when the run opened; its question is added by the run itself.
-        initial = await handle.memory.get() if handle.memory is not None else []
-        if message is not None and all(m.id != message.id for m in initial):
-            initial.append(message)
         run = LgRun(
             run_id=handle.run_id,
             thread_id=thread_id,
@@ -180,11 +185,10 @@ class LangGraphRuns:
             kwargs=options,
             metadata=dict(options.get("metadata") or {}),
             multitask_strategy=str(options.get("multitask_strategy") or "enqueue"),
-            initial=initial,
             on_completion=str(options.get("on_completion") or "keep"),
         )
         self._keep(run)
-        task = asyncio.create_task(self._read(run, handle), name=f"langgraph-{run.run_id}")
+        task = asyncio.create_task(self._read(run, handle, message), name=f"langgraph-{run.run_id}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return run
@@ -194,9 +198,12 @@ class LangGraphRuns:
         while len(self.runs) > _KEPT_RUNS:
             self.runs.popitem(last=False)
 
-    async def _read(self, run: LgRun, handle: RunHandle) -> None:
+    async def _read(self, run: LgRun, handle: RunHandle, message: Msg | None) -> None:
         try:
             async for event in handle.events():
+                if not run.events:  # its first: the run has opened its thread (a queued
+                    # run only when a worker took it)
+                    run.initial = await _initial(handle, message)
                 if isinstance(event, RunError):
                     run.error = event
                 if isinstance(event, RunEnded):
@@ -251,13 +258,13 @@ class LangGraphRuns:
         """The runs still going on the thread (started here)."""
         return [r for r in self.of_thread(thread_id, user_id) if not r.done.is_set()]
 
-    async def cancel(self, run_id: str, user_id: str) -> None:
-        """Stop a run of `user_id`'s; it keeps its partial answer and ends `interrupted`.
+    async def cancel(self, run_id: str, user_id: str, action: CancelAction = "interrupt") -> None:
+        """Stop a run of `user_id`'s: `interrupted`, keeping its partial answer (`rollback`: gone).
 
         Raises:
             NotFoundError: No such run of theirs (404).
         """
-        await self.state.runs.cancel(run_id, user_id, wait=0)
+        await self.state.runs.cancel(run_id, user_id, action=action, wait=0)
 
     def forget(self, run_id: str) -> None:
         """Delete a run as LangGraph's routes see it (404 after)."""
@@ -268,6 +275,14 @@ class LangGraphRuns:
         """Wait (a little) for the readers of runs to end; the runs stop with the service."""
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=5)
+
+
+async def _initial(handle: RunHandle, message: Msg | None) -> list[Msg]:
+    """The thread as the run opened it; its question is added by the run itself."""
+    initial = await handle.memory.get() if handle.memory is not None else []
+    if message is not None and all(m.id != message.id for m in initial):
+        initial.append(message)
+    return initial
 
 
 def _drop_events(run: LgRun) -> None:

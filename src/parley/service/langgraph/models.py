@@ -79,7 +79,8 @@ class RunCreate(_Body):
 
     Acted on: `assistant_id` (an id or a graph name), `input.messages`, `command.resume`,
     `metadata`, `stream_mode`, `stream_resumable` (ids are always sent), `multitask_strategy`
-    (`reject`, `enqueue`, `interrupt`), `if_not_exists`, `on_disconnect`, `on_completion`.
+    (`reject`, `enqueue`, `interrupt`, `rollback`), `if_not_exists`, `on_disconnect`,
+    `on_completion`.
     Accepted and not acted on: `config`, `context`, `checkpoint`, `checkpoint_id`,
     `stream_subgraphs`, `interrupt_before`/`after`, `webhook`, `after_seconds`,
     `feedback_keys`, `durability`.

@@ -98,9 +98,11 @@ async def _frames(run: LgRun, modes: frozenset[str], seen: FrameId | None) -> As
     Every event is read from the first, those whose frames are not sent too: they make the
     values the later frames hold.
     """
-    maker = _maker(run, modes)
+    maker: FrameMaker | None = None  # made at the first event: a queued run's thread is
+    # read when a worker opens it
     last = seen if seen is not None else (len(run.events or []), 1 << 30)
     async for seq, event in run.follow(0):
+        maker = maker or _maker(run, modes)
         for part, frame in enumerate(maker.frames(seq, event)):
             if (seq, part) > last:
                 yield sse(frame)

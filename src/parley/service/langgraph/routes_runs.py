@@ -3,8 +3,8 @@
 A run answers the last message of `input.messages` (the earlier ones seed a new thread), or
 an approval (`command.resume`: true, false, or `{call_id: bool}`). Runs go on when their
 client leaves unless it asked `on_disconnect: cancel`. A busy thread: `multitask_strategy`
-`enqueue` (the default) waits its turn (up to `busy_timeout`), `reject` is 409, `interrupt`
-stops the current run first; `rollback` is not supported yet (422).
+`enqueue` (the default) waits its turn, `reject` is 409, `interrupt` stops the current run
+(keeping its partial answer) and `rollback` stops it and removes its messages.
 
 Responses carry LangGraph's headers, relative to where the API is mounted (so both SDKs
 reconnect to them): `Content-Location: /threads/{tid}/runs/{rid}` (stateless: `/runs/{rid}`)
@@ -130,16 +130,9 @@ async def _make_room(backend: LangGraphRuns, body: RunCreate, thread_id: str, us
     active = backend.active_on(thread_id, user)
     if not active and (thread is None or thread.status != "running"):
         return
-    strategy = body.multitask_strategy
-    if strategy == "reject":
+    if body.multitask_strategy == "reject":
         raise invalid(_BUSY, 409)
-    if strategy == "rollback":
-        raise invalid("multitask_strategy rollback is not supported yet: use interrupt", 422)
-    if strategy == "interrupt":
-        for run in active:
-            await backend.cancel(run.run_id, user)
-            await run.done.wait()
-    # enqueue: the run waits for the thread's lock (busy_timeout)
+    # enqueue, interrupt, rollback: the run queue does them (`RunManager.start`)
 
 
 async def _start(
@@ -174,6 +167,7 @@ async def _start(
         resume=resume,
         history=history,
         options=options | {"stateless": stateless},
+        multitask_strategy=body.multitask_strategy,
     )
 
 
@@ -393,9 +387,7 @@ async def cancel_run(
 ) -> Response:
     """Stop a run (it keeps its partial answer): 202, or with `wait` 200 and the values."""
     found = await _find_run(state, backend, user, thread_id, run_id)
-    if action == "rollback":
-        raise invalid("cancel action rollback is not supported yet: use interrupt", 422)
-    await backend.cancel(run_id, user)
+    await backend.cancel(run_id, user, action)
     if not wait:
         return Response(status_code=202)
     if isinstance(found, LgRun):
