@@ -122,7 +122,10 @@ def test_no_server_error_and_every_answer_as_documented(
     assert response.status_code < 500
     content_type = response.headers.get("content-type", [""])[0]
     if response.status_code == 200 and content_type.startswith("text/event-stream"):
-        assert frames(response.text)[-1] == DONE, response.text[-300:]
+        if case.path.startswith("/langgraph/"):  # LangGraph's streams end with no [DONE]
+            assert response.text.endswith("\r\n\r\n") or not response.text, response.text[-300:]
+        else:
+            assert frames(response.text)[-1] == DONE, response.text[-300:]
 
 
 # -- odd inputs, by hand ------------------------------------------------------------------------

@@ -38,6 +38,7 @@ from parley.agents import Agent
 from parley.errors import ConfigurationError, ParleyError, ServiceError, UserError
 from parley.models.spec import model_from_spec
 from parley.service import (
+    langgraph,
     openai_compat,
     routes_agui,
     routes_events,
@@ -213,13 +214,23 @@ def create_app(
             allow_origins=settings.cors_origins,
             allow_methods=["*"],
             allow_headers=["*"],
-            expose_headers=["X-Thread-Id", "X-Run-Id"],
+            # LangGraph's clients (useStream in a browser) read the run from Content-Location
+            # and reconnect to Location.
+            expose_headers=[
+                "X-Thread-Id",
+                "X-Run-Id",
+                "Location",
+                "Content-Location",
+                "X-Pagination-Total",
+                "X-Pagination-Next",
+            ],
         )
     app.include_router(routes_toolkit.router)
     app.include_router(routes_runs.router)  # before threads': `/runs/{id}/join` is its own
     app.include_router(routes_threads.router)
     app.include_router(routes_agui.router)
     app.include_router(routes_events.router)
+    app.include_router(langgraph.router)
     app.include_router(openai_compat.router)
     openai_compat.add_error_handlers(app)  # after ours: it reshapes their answers on /v1
     # The page's files only where no API route matches the path: `PUT /invoke` is the route's

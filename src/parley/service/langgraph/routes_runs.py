@@ -1,0 +1,413 @@
+"""LangGraph's runs: create, stream, wait, join, join a stream, cancel, list, delete.
+
+A run answers the last message of `input.messages` (the earlier ones seed a new thread), or
+an approval (`command.resume`: true, false, or `{call_id: bool}`). Runs go on when their
+client leaves unless it asked `on_disconnect: cancel`. A busy thread: `multitask_strategy`
+`enqueue` (the default) waits its turn, `reject` is 409, `interrupt` stops the current run
+(keeping its partial answer) and `rollback` stops it and removes its messages.
+
+Responses carry LangGraph's headers, relative to where the API is mounted (so both SDKs
+reconnect to them): `Content-Location: /threads/{tid}/runs/{rid}` (stateless: `/runs/{rid}`)
+on create, stream and wait; `Location: .../stream` on streams, `.../join` on wait and join.
+Streams send `: heartbeat` every 5 s when idle; wait and join send a newline instead.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Header, Query, Response
+from fastapi.responses import StreamingResponse
+from pydantic import TypeAdapter, ValidationError
+
+from parley.errors import MessageError
+from parley.messages import Msg
+from parley.service.bounds import check_messages
+from parley.service.langgraph.auth import PREFIX, langgraph_user
+from parley.service.langgraph.backend import LangGraphRuns, LgRun
+from parley.service.langgraph.convert import input_messages
+from parley.service.langgraph.docs import EVENT_STREAM, JSON_RESULT, answers
+from parley.service.langgraph.models import RunCreate
+from parley.service.langgraph.responses import (
+    SSE_HEADERS,
+    record_dict,
+    result_response,
+    run_dict,
+    run_path,
+    stream_response,
+)
+from parley.service.langgraph.routes_threads import (
+    find_assistant,
+    get_backend,
+    invalid,
+    owned_thread,
+)
+from parley.service.langgraph.state import thread_values
+from parley.service.langgraph.streams import (
+    LANGGRAPH_MODES,
+)
+from parley.service.runs_protocol import EventsExpiredError, UnknownEventIdError
+from parley.service.sse import parse_frame_id
+from parley.service.state import ServiceState, get_state
+from parley.service.store import RunRecord
+from parley.service.strict import StrictRoute
+
+__all__ = ["router"]
+
+router = APIRouter(prefix=PREFIX, route_class=StrictRoute)
+
+State = Annotated[ServiceState, Depends(get_state)]
+User = Annotated[str, Depends(langgraph_user)]
+Backend = Annotated[LangGraphRuns, Depends(get_backend)]
+
+_VERDICT: TypeAdapter[bool | dict[str, bool]] = TypeAdapter(bool | dict[str, bool])
+_BUSY = (
+    "Thread is already running a task. Wait for it to finish or choose a different "
+    "multitask strategy."
+)
+_CANCELLED: dict[int | str, dict[str, Any]] = {
+    202: {"description": "Asked to stop (without `wait`)."},
+    200: JSON_RESULT[200],
+}
+
+
+# -- starting a run --------------------------------------------------------------------------
+
+
+def _modes(given: str | list[str]) -> frozenset[str]:
+    modes = {given} if isinstance(given, str) else set(given)
+    unknown = sorted(modes - LANGGRAPH_MODES)
+    if unknown:
+        raise invalid(
+            f"unknown stream_mode {unknown}: parley sends values, messages-tuple, updates "
+            "and custom",
+            422,
+        )
+    return frozenset(modes)
+
+
+async def _resume(
+    state: ServiceState, user: str, thread_id: str, command: dict[str, Any]
+) -> tuple[str, bool | dict[str, bool]]:
+    if set(command) - {"resume"} or "resume" not in command:
+        raise invalid("parley's runs take `command.resume` only (no goto, no update)", 422)
+    pending = await state.store.pending_approvals(thread_id, user)
+    if not pending:
+        raise invalid(f"thread {thread_id} has no interrupt to resume", 409)
+    interrupt_id = pending[-1].interrupt_id
+    answer = command["resume"]
+    if isinstance(answer, dict) and set(answer) == {interrupt_id}:
+        answer = answer[interrupt_id]  # resumed by interrupt id, as LangGraph allows
+    try:
+        return interrupt_id, _VERDICT.validate_python(answer, strict=True)
+    except ValidationError:
+        raise invalid(
+            "command.resume answers parley's approval: true or false for every awaiting "
+            "call, or {call_id: bool}",
+            422,
+        ) from None
+
+
+def _question(state: ServiceState, body: RunCreate) -> tuple[list[Msg], Msg]:
+    raw = (body.input or {}).get("messages")
+    if raw is None:
+        raise invalid("send input.messages (a question) or command.resume (an approval)", 422)
+    try:
+        msgs = input_messages(raw)
+    except MessageError as exc:
+        raise invalid(str(exc), 422) from None
+    if not msgs or msgs[-1].role != "user":
+        raise invalid("the last of input.messages must be the user's: the agent answers it", 422)
+    check_messages(msgs, state.settings.max_message_chars, ("body", "input", "messages"))
+    return msgs[:-1], msgs[-1]
+
+
+async def _make_room(backend: LangGraphRuns, body: RunCreate, thread_id: str, user: str) -> None:
+    """Apply the multitask strategy to the thread's runs (a busy thread)."""
+    thread = await backend.state.store.get_thread(thread_id, user)
+    active = backend.active_on(thread_id, user)
+    if not active and (thread is None or thread.status != "running"):
+        return
+    if body.multitask_strategy == "reject":
+        raise invalid(_BUSY, 409)
+    # enqueue, interrupt, rollback: the run queue does them (`RunManager.start`)
+
+
+async def _start(
+    state: ServiceState,
+    backend: LangGraphRuns,
+    user: str,
+    thread_id: str | None,
+    body: RunCreate,
+) -> LgRun:
+    entry = find_assistant(state, body.assistant_id, status_code=422)
+    stateless = thread_id is None
+    thread_id = thread_id or str(uuid.uuid4())
+    missing = not stateless and await state.store.get_thread(thread_id, user) is None
+    if missing and body.if_not_exists != "create":
+        raise invalid("Thread or assistant not found.")
+    _modes(body.stream_mode)
+    resume = None
+    history: list[Msg] = []
+    message: Msg | None = None
+    if body.command is not None:
+        resume = await _resume(state, user, thread_id, body.command)
+    else:
+        history, message = _question(state, body)
+    await _make_room(backend, body, thread_id, user)
+    options = body.model_dump(mode="json", exclude_none=True)
+    options.setdefault("on_completion", "delete" if stateless else "keep")
+    return await backend.start(
+        entry,
+        user_id=user,
+        thread_id=thread_id,
+        message=message,
+        resume=resume,
+        history=history,
+        options=options | {"stateless": stateless},
+        multitask_strategy=body.multitask_strategy,
+    )
+
+
+# -- routes ------------------------------------------------------------------------------------
+
+
+@router.post("/threads/{thread_id}/runs", responses=answers(404, 409), tags=["langgraph"])
+async def create_run(
+    thread_id: str, body: RunCreate, response: Response, state: State, backend: Backend, user: User
+) -> dict[str, Any]:
+    """Start a run in the background: 200 with the run (`Content-Location` names it)."""
+    run = await _start(state, backend, user, thread_id, body)
+    response.headers["Content-Location"] = run_path(run)
+    return run_dict(run)
+
+
+@router.post("/runs", responses=answers(409), tags=["langgraph"])
+async def create_stateless_run(
+    body: RunCreate, response: Response, state: State, backend: Backend, user: User
+) -> dict[str, Any]:
+    """Start a run on a thread of its own, in the background."""
+    run = await _start(state, backend, user, None, body)
+    response.headers["Content-Location"] = run_path(run)
+    return run_dict(run)
+
+
+@router.post(
+    "/threads/{thread_id}/runs/stream",
+    response_class=StreamingResponse,
+    responses=EVENT_STREAM | answers(404, 409),
+    tags=["langgraph"],
+)
+async def stream_run(
+    thread_id: str, body: RunCreate, state: State, backend: Backend, user: User
+) -> StreamingResponse:
+    """Start a run and stream it (SSE: `metadata` first, then the modes asked)."""
+    run = await _start(state, backend, user, thread_id, body)
+    cancel = body.on_disconnect == "cancel"
+    return stream_response(
+        backend, run, _modes(body.stream_mode), (0, 0), cancel_on_disconnect=cancel
+    )
+
+
+@router.post(
+    "/runs/stream",
+    response_class=StreamingResponse,
+    responses=EVENT_STREAM | answers(409),
+    tags=["langgraph"],
+)
+async def stream_stateless_run(
+    body: RunCreate, state: State, backend: Backend, user: User
+) -> StreamingResponse:
+    """Start a run on a thread of its own and stream it."""
+    run = await _start(state, backend, user, None, body)
+    cancel = body.on_disconnect == "cancel"
+    return stream_response(
+        backend, run, _modes(body.stream_mode), (0, 0), cancel_on_disconnect=cancel
+    )
+
+
+@router.post(
+    "/threads/{thread_id}/runs/wait",
+    response_class=StreamingResponse,
+    responses=JSON_RESULT | answers(404, 409),
+    tags=["langgraph"],
+)
+async def wait_run(
+    thread_id: str, body: RunCreate, state: State, backend: Backend, user: User
+) -> StreamingResponse:
+    """Start a run and answer the thread's values when it ends."""
+    run = await _start(state, backend, user, thread_id, body)
+    return result_response(state, run, location=f"{run_path(run)}/join")
+
+
+@router.post(
+    "/runs/wait",
+    response_class=StreamingResponse,
+    responses=JSON_RESULT | answers(409),
+    tags=["langgraph"],
+)
+async def wait_stateless_run(
+    body: RunCreate, state: State, backend: Backend, user: User
+) -> StreamingResponse:
+    """Start a run on a thread of its own and answer its values when it ends."""
+    run = await _start(state, backend, user, None, body)
+    return result_response(state, run, location=f"{run_path(run)}/join")
+
+
+async def _find_run(
+    state: ServiceState, backend: LangGraphRuns, user: str, thread_id: str, run_id: str
+) -> LgRun | RunRecord:
+    run = backend.get(run_id, user)
+    if run is not None and run.thread_id == thread_id:
+        return run
+    record = await backend.record(run_id, user)
+    if record is None or record.thread_id != thread_id:
+        raise invalid("Run not found")
+    return record
+
+
+@router.get("/threads/{thread_id}/runs", responses=answers(404), tags=["langgraph"])
+async def list_runs(
+    thread_id: str,
+    state: State,
+    backend: Backend,
+    user: User,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 10,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    status: str | None = None,
+) -> list[dict[str, Any]]:
+    """The thread's runs started through this API, newest first."""
+    await owned_thread(state, thread_id, user)
+    runs = [r for r in backend.of_thread(thread_id, user) if status in (None, r.status)]
+    return [run_dict(r) for r in runs[offset : offset + limit]]
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}", responses=answers(404), tags=["langgraph"])
+async def get_run(
+    thread_id: str, run_id: str, state: State, backend: Backend, user: User
+) -> dict[str, Any]:
+    """One run of the caller's."""
+    found = await _find_run(state, backend, user, thread_id, run_id)
+    return run_dict(found) if isinstance(found, LgRun) else record_dict(found)
+
+
+@router.get(
+    "/threads/{thread_id}/runs/{run_id}/join",
+    response_class=StreamingResponse,
+    responses=JSON_RESULT | answers(404),
+    tags=["langgraph"],
+)
+async def join_run(
+    thread_id: str, run_id: str, state: State, backend: Backend, user: User
+) -> Response:
+    """Wait for a run's end; the thread's values (a finished run: at once)."""
+    found = await _find_run(state, backend, user, thread_id, run_id)
+    if isinstance(found, LgRun):
+        return result_response(state, found, location=f"{run_path(found)}/join")
+    values = await thread_values(state.store, thread_id, user)
+    return Response(json.dumps(values), media_type="application/json")
+
+
+async def _join_stream(
+    backend: LangGraphRuns,
+    run: LgRun | RunRecord,
+    stream_mode: list[str] | None,
+    last_event_id: str | None,
+    cancel_on_disconnect: bool,
+) -> Response:
+    if not isinstance(run, LgRun):  # not started here: its events are not here to follow
+        return Response(media_type="text/event-stream", headers=SSE_HEADERS)
+    after = parse_frame_id(run.run_id, last_event_id)
+    if run.events is None:
+        raise EventsExpiredError(run.run_id)
+    if run.done.is_set() and after is not None and after[0] > len(run.events):
+        raise UnknownEventIdError(run.run_id, last_event_id or "")
+    given = [m for m in stream_mode or [] if m] or run.kwargs.get("stream_mode") or ["values"]
+    modes = _modes(given if isinstance(given, list) else [given])
+    return stream_response(backend, run, modes, after, cancel_on_disconnect=cancel_on_disconnect)
+
+
+@router.get(
+    "/threads/{thread_id}/runs/{run_id}/stream",
+    response_class=StreamingResponse,
+    responses=EVENT_STREAM | answers(400, 404, 410),
+    tags=["langgraph"],
+)
+async def join_stream(
+    thread_id: str,
+    run_id: str,
+    state: State,
+    backend: Backend,
+    user: User,
+    stream_mode: Annotated[list[str] | None, Query()] = None,
+    cancel_on_disconnect: bool = False,
+    last_event_id: Annotated[str | None, Header()] = None,
+) -> Response:
+    """Follow a run's stream: with `Last-Event-ID` what came after it (-1: all), else live."""
+    found = await _find_run(state, backend, user, thread_id, run_id)
+    return await _join_stream(backend, found, stream_mode, last_event_id, cancel_on_disconnect)
+
+
+@router.get(
+    "/runs/{run_id}/stream",
+    response_class=StreamingResponse,
+    responses=EVENT_STREAM | answers(400, 404, 410),
+    tags=["langgraph"],
+)
+async def join_stateless_stream(
+    run_id: str,
+    backend: Backend,
+    user: User,
+    stream_mode: Annotated[list[str] | None, Query()] = None,
+    cancel_on_disconnect: bool = False,
+    last_event_id: Annotated[str | None, Header()] = None,
+) -> Response:
+    """Follow a stateless run's stream (where its stream's `Location` points)."""
+    run = backend.get(run_id, user)
+    if run is None:
+        raise invalid("Run not found")
+    return await _join_stream(backend, run, stream_mode, last_event_id, cancel_on_disconnect)
+
+
+@router.post(
+    "/threads/{thread_id}/runs/{run_id}/cancel",
+    responses=_CANCELLED | answers(404),
+    tags=["langgraph"],
+)
+async def cancel_run(
+    thread_id: str,
+    run_id: str,
+    state: State,
+    backend: Backend,
+    user: User,
+    wait: bool = False,
+    action: Literal["interrupt", "rollback"] = "interrupt",
+) -> Response:
+    """Stop a run (it keeps its partial answer): 202, or with `wait` 200 and the values."""
+    found = await _find_run(state, backend, user, thread_id, run_id)
+    await backend.cancel(run_id, user, action)
+    if not wait:
+        return Response(status_code=202)
+    if isinstance(found, LgRun):
+        return result_response(state, found, location=f"{run_path(found)}/join")
+    values = await thread_values(state.store, thread_id, user)
+    return Response(json.dumps(values), media_type="application/json")
+
+
+@router.delete(
+    "/threads/{thread_id}/runs/{run_id}",
+    status_code=204,
+    responses=answers(404),
+    tags=["langgraph"],
+)
+async def delete_run(
+    thread_id: str, run_id: str, state: State, backend: Backend, user: User
+) -> None:
+    """Delete a run (a running one is stopped first); its messages stay in the thread."""
+    found = await _find_run(state, backend, user, thread_id, run_id)
+    if isinstance(found, LgRun) and not found.done.is_set():
+        await backend.cancel(run_id, user)
+        await found.done.wait()
+    backend.forget(run_id)
