@@ -18,7 +18,7 @@ in the middle, undoes it, waits for every run to end and counts:
 Usage (from the repository root, after scripts/setup-system.sh):
     .venv/bin/python scripts/fault-test.py [--rate 4] [--seconds 12] [--faults kill,pg,...]
 Faults: kill (kill -9 of r2), pg (PostgreSQL restart), delay, cut, blackhole (r1's link).
-Exit status 1 when any run was lost or any event duplicated.
+Exit status 1 when any run was lost or any event duplicated, or a fault saw no run started.
 """
 
 from __future__ import annotations
@@ -87,7 +87,9 @@ def _faults(made: Cluster) -> dict[str, tuple[Callable[[], None], Callable[[], N
     }
 
 
-def _load(made: Cluster, tag: str, rate: float, seconds: float, out: list[Started]) -> int:
+def _load(
+    made: Cluster, tag: str, rate: float, seconds: float, out: list[Started], why: list[str]
+) -> int:
     """Make `rate` runs a second for `seconds` through HAProxy; how many were refused."""
     refused = 0
     end = time.monotonic() + seconds
@@ -97,8 +99,9 @@ def _load(made: Cluster, tag: str, rate: float, seconds: float, out: list[Starte
         question = f"{tag}-{number}-{QUESTION_PAD}"
         try:
             info = create_run(made.url, question)
-        except (AssertionError, httpx.HTTPError):  # refused (a 503) or cut during the fault
+        except (AssertionError, httpx.HTTPError) as exc:  # refused (a 503) or cut: the fault
             refused += 1
+            why.append(str(exc)[:200])
         else:
             reader = Reader(info["run_id"], made.url, made.url).start()
             out.append(Started(info, question, reader))
@@ -137,7 +140,8 @@ def run_fault(made: Cluster, name: str, rate: float, seconds: float) -> Tally:
     runs: list[Started] = []
     refused: list[int] = []
     loader = threading.Thread(
-        target=lambda: refused.append(_load(made, name, rate, seconds, runs)), daemon=True
+        target=lambda: refused.append(_load(made, name, rate, seconds, runs, tally.notes)),
+        daemon=True,
     )
     loader.start()
     time.sleep(seconds / 3)
@@ -175,9 +179,10 @@ def main() -> int:
         row = (t.fault, t.started, t.refused, t.finished, t.resumed, t.lost, t.dup_events)
         print("| " + " | ".join(str(v) for v in row) + " |")
     for t in tallies:
-        for note in t.notes[:5]:
+        for note in list(dict.fromkeys(t.notes))[:5]:  # the first few, each once
             print(f"{t.fault}: {note}")
-    return 1 if any(t.lost or t.dup_events for t in tallies) else 0
+    # Nothing started proves nothing: that fails too (the service refused every run).
+    return 1 if any(t.lost or t.dup_events or not t.started for t in tallies) else 0
 
 
 if __name__ == "__main__":
