@@ -374,8 +374,13 @@ class Cluster:
 
 
 def _replica_env(root: Path, delay: float) -> dict[str, str]:
-    # No provider keys (nothing may reach out), a workspace of its own, this checkout's sources.
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    # No provider keys (nothing may reach out), none of the machine's PARLEY_* settings (auth,
+    # another database), a workspace of its own, this checkout's sources.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.endswith("_API_KEY") and not k.startswith("PARLEY_")
+    }
     env |= {
         "PARLEY_WORKSPACE": str(root / "workspace"),
         "PARLEY_TEST_DELAY": str(delay),
