@@ -358,6 +358,9 @@ class Cluster:
 
     def stop(self) -> None:
         """End everything: replicas, HAProxy, the proxy, PostgreSQL (each bounded)."""
+        for replica in self.replicas:  # all told at once: their graceful ends overlap
+            if replica.process is not None and replica.process.poll() is None:
+                replica.process.terminate()
         for replica in self.replicas:
             with contextlib.suppress(Exception):
                 replica.stop()

@@ -127,8 +127,13 @@ def test_kill_9_a_replica_under_the_langgraph_sdk_its_streams_resume(
     async def scenario() -> list[tuple[str, list[Any]]]:
         # Runs made on r3 (it claims them); their streams followed through HAProxy, where
         # the SDK re-attaches by itself (the stream's `Location`, `Last-Event-ID`).
-        on_victim = get_client(url=f"{victim.url}/langgraph")
-        client = get_client(url=f"{cluster.url}/langgraph")
+        async with (
+            get_client(url=f"{victim.url}/langgraph") as on_victim,
+            get_client(url=f"{cluster.url}/langgraph") as client,
+        ):
+            return await runs_through_a_kill(on_victim, client)
+
+    async def runs_through_a_kill(on_victim: Any, client: Any) -> list[tuple[str, list[Any]]]:
         made = []
         for n in range(2):
             thread = await client.threads.create()
