@@ -9,8 +9,10 @@ connection to the upstream, in one of four modes, switched at any time with `set
 - `cut`: close both sides of every open connection at once, and close each new one as soon
   as it is accepted (a database restart, a firewall reset) until the mode changes.
 - `blackhole`: keep every connection open and read what arrives, but forward nothing and
-  close nothing (a partition, a dead host whose packets are dropped): only the client's own
-  timeouts can end it. New connections are accepted and get the same treatment.
+  close nothing (a partition: packets dropped): only the client's own timeouts can end it.
+  New connections are accepted and held, not connected upstream. As TCP does when a
+  partition heals, what was held goes through, in order, once the mode is `pass` or `delay`
+  again (a connection that timed out meanwhile was closed by its client, which ends it here).
 
 It runs its own event loop in a daemon thread, so sync tests and scripts can drive it as well
 as async ones. `close()` stops it and every connection (bounded).
@@ -59,6 +61,7 @@ class FaultProxy:
         self.delay_ms = 0
         self.accepted = 0
         self._links: set[_Link] = set()
+        self._changed: asyncio.Event | None = None  # made on the loop, set at each switch
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="fault-proxy")
         self._thread.daemon = True
@@ -77,6 +80,9 @@ class FaultProxy:
 
         async def switch() -> None:
             self.mode, self.delay_ms = mode, delay_ms
+            if self._changed is not None:
+                self._changed.set()  # wakes what a black hole held
+            self._changed = asyncio.Event()
             if mode == "cut":
                 for link in list(self._links):
                     link.close()
@@ -115,12 +121,9 @@ class FaultProxy:
             link.close()
             return
         self._links.add(link)
-        if self.mode == "blackhole":
-            # Not even connected upstream: the client's bytes go nowhere, nothing comes back.
-            link.tasks.append(asyncio.current_task())  # type: ignore[arg-type]
-            await self._swallow(reader)
-            return
+        link.tasks.append(asyncio.current_task())  # type: ignore[arg-type]
         try:
+            await self._held()  # a black hole: not even connected upstream until it ends
             up_reader, up_writer = await asyncio.open_connection(*self.upstream)
         except OSError:
             link.close()
@@ -132,18 +135,19 @@ class FaultProxy:
             asyncio.create_task(self._pump(up_reader, writer, link)),
         ]
 
-    async def _swallow(self, reader: asyncio.StreamReader) -> None:
-        with contextlib.suppress(Exception):
-            while await reader.read(_CHUNK):
-                pass
+    async def _held(self) -> None:
+        """Return at once, or, in a black hole, once the mode changes to another."""
+        while self.mode == "blackhole":
+            if self._changed is None:
+                self._changed = asyncio.Event()
+            await self._changed.wait()
 
     async def _pump(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, link: _Link
     ) -> None:
         try:
             while data := await reader.read(_CHUNK):
-                if self.mode == "blackhole":
-                    continue  # a partition: what was sent is lost, and the link stays open
+                await self._held()  # read, and held while the black hole lasts
                 if self.mode == "delay" and self.delay_ms:
                     await asyncio.sleep(self.delay_ms / 1000)
                 writer.write(data)
@@ -151,6 +155,5 @@ class FaultProxy:
         except (OSError, asyncio.IncompleteReadError):
             pass
         finally:
-            if self.mode != "blackhole":
-                link.close()
-                self._links.discard(link)
+            link.close()  # one side ended: end the other (a cut, or a peer closing)
+            self._links.discard(link)
