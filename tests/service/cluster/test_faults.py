@@ -33,8 +33,8 @@ from tests.service.cluster._load import InvokeLoad, is_clear_failure
 from tests.service.cluster._runs import Reader, create_run, join, replay, thread_messages
 
 # A long question: the agent answers `turn 1: <question>`, two characters a chunk, 0.1 s
-# apart, so a run lasts ~4 s: time for the fault to land in its middle.
-_LONG = "x" * 60
+# apart, so a run lasts ~6 s: time for the fault to land in its middle.
+_LONG = "x" * 100
 _SETTLE = 60.0  # bounded wait for the cluster to finish what was in flight
 
 
