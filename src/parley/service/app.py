@@ -37,10 +37,17 @@ from parley import tracing
 from parley.agents import Agent
 from parley.errors import ConfigurationError, ParleyError, ServiceError, UserError
 from parley.models.spec import model_from_spec
-from parley.service import openai_compat, routes_agui, routes_threads, routes_toolkit
+from parley.service import (
+    openai_compat,
+    routes_agui,
+    routes_events,
+    routes_threads,
+    routes_toolkit,
+)
 from parley.service.auth import local_only_tools
 from parley.service.bounds import CONNECTION, ClientConnection, limit_body
 from parley.service.documents import DOCUMENTS_KEY, DocumentsService
+from parley.service.events import StoreEventLog
 from parley.service.registry import AgentRegistry, builtin_agent
 from parley.service.runs import RunManager
 from parley.service.served_models import ModelRegistry, ModelsInput, served_models
@@ -163,7 +170,8 @@ def create_app(
             busy_timeout=settings.busy_timeout,
             buffer_bytes=settings.stream_buffer_bytes,
         )
-        app.state.parley = ServiceState(settings, registry, store, locks, runs, served)
+        events = await StoreEventLog.open(store, retention=settings.event_retention)
+        app.state.parley = ServiceState(settings, registry, store, locks, runs, served, events)
         if documents is not None:
             await documents.start()
         warm = asyncio.create_task(_warm_up(registry, settings))
@@ -174,6 +182,7 @@ def create_app(
             if documents is not None:
                 await documents.close()
             await runs.close()
+            await events.close()
             await served.aclose()
             await locks.close()
             await store.close()
@@ -198,6 +207,7 @@ def create_app(
     app.include_router(routes_toolkit.router)
     app.include_router(routes_threads.router)
     app.include_router(routes_agui.router)
+    app.include_router(routes_events.router)
     app.include_router(openai_compat.router)
     openai_compat.add_error_handlers(app)  # after ours: it reshapes their answers on /v1
     # The page's files only where no API route matches the path: `PUT /invoke` is the route's

@@ -134,6 +134,13 @@ class EventLog(ABC):
             EventsExpiredError: The run's log was dropped (its retention passed).
         """
 
+    async def check(self, run_id: str, after: int | None) -> None:  # noqa: B027 - optional
+        """Raise now what `follow(run_id, after)` would raise when it starts, if anything.
+
+        For a route to answer 400 or 410 before its stream starts. This default checks
+        nothing (`follow` still raises).
+        """
+
     @abstractmethod
     async def sweep(self, retention: float) -> int:
         """Drop the logs of runs that ended over `retention` seconds ago; how many."""

@@ -23,6 +23,7 @@ from parley.models.spec import model_from_spec
 from parley.service.bounds import CONNECTION, ClientConnection
 from parley.service.registry import AgentEntry, AgentRegistry
 from parley.service.runs import ReaderDropped, RunHandle, RunManager
+from parley.service.runs_protocol import EventLog
 from parley.service.schema import EventsMode
 from parley.service.served_models import ModelRegistry
 from parley.service.settings import ServiceSettings
@@ -59,6 +60,8 @@ class ServiceState:
     runs: RunManager
     models: ModelRegistry = field(default_factory=ModelRegistry)
     """The models `/v1/chat/completions` serves as themselves, beside the agents."""
+    events: EventLog | None = None
+    """Every run's events, for streams picked up again (`parley.service.events`)."""
     _voice: TTSModel | None = field(default=None, init=False, repr=False)
 
     def speech(self, speak: bool) -> list[Middleware]:

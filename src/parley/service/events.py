@@ -1,0 +1,471 @@
+"""`StoreEventLog`: every run's events in the store (`run_events`), followed from anywhere.
+
+The worker running a run appends its events through a writer (`StoreEventLog.writer`):
+`put` numbers an event at once (1, 2, 3... on from what the log holds, so a takeover goes
+on) and queues it; one flush task at a time writes everything queued in ONE transaction,
+then wakes the run's readers. While a transaction is in flight, new events gather for the
+next one (group commit: no timer, the store's own speed sets the batch size).
+
+Readers (`follow`) read only stored events, from the store, in pages after their last id:
+replay and live are the same query, so the hand-over between them can neither repeat nor
+skip an event, and a reader far behind holds one page, never a buffer of the whole run.
+They sleep between pages until woken:
+
+- in this process, by the writer after each commit (asyncio events);
+- from other processes, on PostgreSQL, by a doorbell: the flush's transaction sends
+  `NOTIFY parley_events, '<run_id>:<seq>'` (delivered at commit, once per flush; never the
+  event itself, a payload must stay under 8000 bytes), which a dedicated asyncpg connection
+  LISTENs for. NOTIFY keeps nothing for a listener that was away, so when that connection
+  comes back every reader re-reads the store from its last id; while it is down, readers
+  poll (`poll_interval`).
+
+SQLite serves one process, so there the in-process wake is all there is. Readers also look
+again every `recheck_interval` when nothing woke them, which ends the stream of a run that
+ended with no `RunEnded` in its log (its process died) and bounds the lag of a lost doorbell.
+
+`sweep` drops the logs of runs ended over the retention ago and marks them
+`events_expired` (their readers get 410); `StoreEventLog.open` starts a task that sweeps
+periodically.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from functools import partial
+from typing import Any
+
+from sqlalchemy import Connection, and_, bindparam, delete, func, insert, select, text, update
+
+from parley.agents.events import AgentEvent, AgentEventAdapter, RunEnded
+from parley.errors import NotFoundError
+from parley.service.runs_protocol import (
+    ACTIVE_STATUSES,
+    EventLog,
+    EventsExpiredError,
+    EventWriter,
+    UnknownEventIdError,
+)
+from parley.service.store import Store
+from parley.service.store.tables import run_events, runs, utcnow
+
+__all__ = ["CHANNEL", "LISTENER_NAME", "StoreEventLog"]
+
+CHANNEL = "parley_events"
+"""The PostgreSQL channel the writers NOTIFY and the readers LISTEN on."""
+LISTENER_NAME = "parley-events"
+"""The `application_name` of each replica's listening connection."""
+
+log = logging.getLogger("parley.service.events")
+
+_PAGE = 256  # events a reader takes from the store per query
+_LISTEN_RETRY = 1.0  # seconds between attempts to bring the doorbell back
+_LISTEN_CHECK = 10.0  # seconds between pings of a quiet doorbell connection
+_PING_TIMEOUT = 5.0
+# A run's status may be stored a moment before its last events (a worker that ends its run
+# before its writer's last flush): a reader that finds the run ended and nothing more goes on
+# looking until it ended this long ago.
+_END_GRACE = 2.0
+
+
+@dataclass(frozen=True)
+class _Page:
+    """One read of a run's log: its state, and up to `_PAGE` events after a given id."""
+
+    found: bool
+    ended: bool
+    expired: bool
+    events: list[tuple[int, str]]
+    ended_at: datetime | None = None
+
+    def settled(self) -> bool:
+        """Whether the run ended long enough ago that no event of it can be on its way."""
+        if self.ended_at is None:
+            return True
+        ended_at = self.ended_at if self.ended_at.tzinfo else self.ended_at.replace(tzinfo=UTC)
+        return utcnow() - ended_at > timedelta(seconds=_END_GRACE)
+
+
+_insert_events = insert(run_events)
+_notify = text("SELECT pg_notify(:channel, :payload)")
+
+
+def _read_page(conn: Connection, run_id: str, after: int) -> _Page:
+    # The run's state first, then its events: an event stored before the run's end is seen
+    # by the same read that sees the end, so "ended and nothing more" is never premature.
+    row = conn.execute(
+        select(runs.c.status, runs.c.events_expired, runs.c.ended_at).where(runs.c.id == run_id)
+    ).one_or_none()
+    if row is None:
+        return _Page(found=False, ended=True, expired=False, events=[])
+    rows = conn.execute(
+        select(run_events.c.seq, run_events.c.data)
+        .where(run_events.c.run_id == run_id, run_events.c.seq > after)
+        .order_by(run_events.c.seq)
+        .limit(_PAGE)
+    ).all()
+    return _Page(
+        found=True,
+        ended=row.status not in ACTIVE_STATUSES,  # today's names and LangGraph's
+        expired=bool(row.events_expired),
+        events=[(seq, data) for seq, data in rows],
+        ended_at=row.ended_at,
+    )
+
+
+def _last_seq(conn: Connection, run_id: str) -> int:
+    query = select(func.coalesce(func.max(run_events.c.seq), 0)).where(
+        run_events.c.run_id == run_id
+    )
+    return int(conn.execute(query).scalar_one())
+
+
+class _Writer(EventWriter):
+    """One run's writer: numbers events at once, stores them in batches, in order."""
+
+    def __init__(self, owner: StoreEventLog, run_id: str, last: int) -> None:
+        self._owner = owner
+        self._run_id = run_id
+        self._next = last
+        self._stored = last
+        self._queue: list[dict[str, Any]] = []
+        self._task: asyncio.Task[None] | None = None
+        self._error: BaseException | None = None
+
+    def put(self, event: AgentEvent) -> int:
+        """Queue `event`; its id. The flush task stores it with whatever else is queued."""
+        self._next += 1
+        self._queue.append(
+            {"run_id": self._run_id, "seq": self._next, "data": event.model_dump_json()}
+        )
+        self._kick()
+        return self._next
+
+    async def flush(self) -> int:
+        """Wait until every queued event is stored and its readers woken; the last id."""
+        while True:
+            task = self._task
+            if task is not None and not task.done():
+                await asyncio.shield(task)
+                continue
+            if self._error is not None:
+                error, self._error = self._error, None
+                raise error
+            if not self._queue:
+                return self._stored
+            self._kick()
+
+    async def close(self) -> None:
+        """Flush; the run's readers end after its `RunEnded`."""
+        await self.flush()
+
+    def _kick(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._drain(), name=f"events:{self._run_id}")
+
+    async def _drain(self) -> None:
+        while self._queue:
+            batch, self._queue = self._queue, []
+            try:
+                await self._owner.store_batch(self._run_id, batch)
+            except Exception as exc:  # kept for flush(); the events stay queued
+                self._queue = batch + self._queue
+                self._error = exc
+                log.warning("run %s: could not store %d events: %s", self._run_id, len(batch), exc)
+                return
+            self._stored = batch[-1]["seq"]
+            self._error = None
+
+
+class StoreEventLog(EventLog):
+    """The event log on parley's `Store` (see the module's docstring).
+
+    Make it with `await StoreEventLog.open(store, ...)` (starts the doorbell on PostgreSQL
+    and the periodic sweep), close it with `close()`.
+
+    Args:
+        store: The service's store (its own runner: SQLite writes take turns with its own).
+        listen: On PostgreSQL, LISTEN for other replicas' events (else readers look again
+            every `recheck_interval`: polling).
+        notify: On PostgreSQL, NOTIFY other replicas of each flush (`benchmarks/event_log.py`
+            turns both off to measure polling).
+        poll_interval: Seconds between a reader's looks while the doorbell is down.
+        recheck_interval: Seconds a reader waits for a wake-up before it looks anyway.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        listen: bool = True,
+        notify: bool = True,
+        poll_interval: float = 0.25,
+        recheck_interval: float = 2.0,
+    ) -> None:
+        self.store = store
+        self.poll_interval = poll_interval
+        self.recheck_interval = recheck_interval
+        self._runner = store._runner  # the store's own: SQLite writes take turns with its own
+        self._notify = notify and not store.is_sqlite
+        self._listen = listen and not store.is_sqlite
+        self._waiters: dict[str, set[asyncio.Event]] = {}
+        # The last id this process stored of each run it has readers of: its own NOTIFY
+        # comes back to it, and those readers were woken already.
+        self._woken: dict[str, int] = {}
+        self._doorbell_up = not self._listen
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @classmethod
+    async def open(
+        cls, store: Store, *, retention: float | None = None, **options: Any
+    ) -> StoreEventLog:
+        """A log on `store`, listening (PostgreSQL) and sweeping every so often (`retention`).
+
+        Args:
+            store: The service's store.
+            retention: Seconds a run's events are kept after it ends (None: no sweeping).
+            **options: `StoreEventLog`'s own.
+        """
+        self = cls(store, **options)
+        if self._listen:
+            self._tasks.append(asyncio.create_task(self._listen_forever(), name="events:listen"))
+        if retention is not None:
+            self._tasks.append(
+                asyncio.create_task(self._sweep_forever(retention), name="events:sweep")
+            )
+        return self
+
+    @property
+    def doorbell_up(self) -> bool:
+        """Whether readers are woken as soon as events are stored (else they poll)."""
+        return self._doorbell_up
+
+    async def close(self) -> None:
+        """Stop listening and sweeping."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+
+    # -- writing ----------------------------------------------------------------------------
+
+    async def writer(self, run_id: str) -> EventWriter:
+        """A writer for the run, numbering on from its log's last id."""
+        last = await self._runner.read(lambda conn: _last_seq(conn, run_id))
+        return _Writer(self, run_id, last)
+
+    async def store_batch(self, run_id: str, rows: list[dict[str, Any]]) -> None:
+        """Store a writer's batch in one transaction (with its doorbell), then wake readers."""
+        now = utcnow()
+        for row in rows:
+            row["created_at"] = now
+        payload = f"{run_id}:{rows[-1]['seq']}"
+
+        def work(conn: Connection) -> None:
+            conn.execute(_insert_events, rows)
+            if self._notify:  # sent at commit, to every listening replica (this one too)
+                conn.execute(_notify, {"channel": CHANNEL, "payload": payload})
+
+        await self._runner.write(work)
+        if run_id in self._waiters:
+            self._woken[run_id] = rows[-1]["seq"]
+        self._wake(run_id)
+
+    # -- reading ----------------------------------------------------------------------------
+
+    async def check(self, run_id: str, after: int | None) -> None:
+        """Raise now what `follow(run_id, after)` would raise at its start.
+
+        For a route to answer 400 or 410 before it starts streaming.
+
+        Raises:
+            NotFoundError: No such run.
+            UnknownEventIdError: `after` is beyond the run's last event.
+            EventsExpiredError: The run's log was dropped.
+        """
+        await self._start(run_id, after)
+
+    async def _start(self, run_id: str, after: int | None) -> int:
+        """The id to read on from, for a reader asking for events after `after`."""
+
+        def work(conn: Connection) -> tuple[Any, int]:
+            query = select(runs.c.events_expired).where(runs.c.id == run_id)
+            return conn.execute(query).one_or_none(), _last_seq(conn, run_id)
+
+        row, last = await self._runner.read(work)
+        if row is None:
+            raise NotFoundError(f"no run {run_id!r}")
+        if row.events_expired:
+            raise EventsExpiredError(run_id)
+        if after is None:
+            return last
+        # An id this log gave is stored before any reader sees it: one beyond the last stored
+        # was never given, whether the run goes on or not.
+        if after > last or after < 0:
+            raise UnknownEventIdError(run_id, str(after))
+        return after
+
+    async def follow(self, run_id: str, after: int | None) -> AsyncIterator[tuple[int, AgentEvent]]:
+        """The run's events after `after` (None: from now), then live ones, until `RunEnded`."""
+        waiter = asyncio.Event()
+        self._waiters.setdefault(run_id, set()).add(waiter)
+        try:
+            cursor = await self._start(run_id, after)
+            ended_seq = await self._end_seq(run_id)
+            while True:
+                waiter.clear()
+                page = await self._runner.read(partial(_read_page, run_id=run_id, after=cursor))
+                for seq, data in page.events:
+                    event = AgentEventAdapter.validate_json(data)
+                    cursor = seq
+                    yield seq, event
+                    if isinstance(event, RunEnded):
+                        return
+                if len(page.events) == _PAGE:
+                    continue
+                if page.expired:
+                    raise EventsExpiredError(run_id)
+                # Nothing more: its end was given before, or it ended with no RunEnded (its
+                # process died) a while ago, or it is gone.
+                if page.ended and not page.events and (cursor == ended_seq or page.settled()):
+                    return
+                await self._sleep(waiter)
+        finally:
+            waiting = self._waiters.get(run_id)
+            if waiting is not None:
+                waiting.discard(waiter)
+                if not waiting:
+                    del self._waiters[run_id]
+                    self._woken.pop(run_id, None)
+
+    async def _end_seq(self, run_id: str) -> int | None:
+        """The id of the run's `RunEnded`, if its log ends with one (nothing comes after it)."""
+        query = (
+            select(run_events.c.seq, run_events.c.data)
+            .where(run_events.c.run_id == run_id)
+            .order_by(run_events.c.seq.desc())
+            .limit(1)
+        )
+        row = await self._runner.read(lambda conn: conn.execute(query).one_or_none())
+        if row is None or not row.data.startswith('{"type":"run_ended"'):
+            return None
+        return int(row.seq)
+
+    async def _sleep(self, waiter: asyncio.Event) -> None:
+        timeout = self.recheck_interval if self._doorbell_up else self.poll_interval
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(waiter.wait(), timeout)
+
+    def _wake(self, run_id: str) -> None:
+        for waiter in self._waiters.get(run_id, ()):
+            waiter.set()
+
+    def _wake_all(self) -> None:
+        for waiting in self._waiters.values():
+            for waiter in waiting:
+                waiter.set()
+
+    # -- retention ----------------------------------------------------------------------------
+
+    async def sweep(self, retention: float) -> int:
+        """Drop the logs of runs that ended over `retention` seconds ago; how many runs."""
+        cutoff = utcnow() - timedelta(seconds=retention)
+        old = and_(
+            runs.c.status.not_in(sorted(ACTIVE_STATUSES)),
+            runs.c.ended_at < bindparam("cutoff", type_=runs.c.ended_at.type),
+            runs.c.events_expired.is_(False),
+        )
+
+        def work(conn: Connection) -> int:
+            ids = list(conn.execute(select(runs.c.id).where(old), {"cutoff": cutoff}).scalars())
+            if not ids:
+                return 0
+            conn.execute(delete(run_events).where(run_events.c.run_id.in_(ids)))
+            conn.execute(update(runs).where(runs.c.id.in_(ids)).values(events_expired=True))
+            return len(ids)
+
+        count: int = await self._runner.write(work)
+        return count
+
+    async def _sweep_forever(self, retention: float) -> None:
+        interval = max(1.0, min(60.0, retention / 2))
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                swept = await self.sweep(retention)
+            except Exception as exc:  # the store is down: sweep next time
+                log.warning("could not drop old run events: %s", exc)
+                continue
+            if swept:
+                log.info("dropped the events of %d runs (PARLEY_EVENT_RETENTION)", swept)
+
+    # -- the doorbell (PostgreSQL) ------------------------------------------------------------
+
+    async def _listen_forever(self) -> None:
+        while True:
+            try:
+                await self._listen_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # any failure: readers poll, try again
+                log.warning("event doorbell down (%s); readers poll until it is back", exc)
+            finally:
+                self._doorbell_up = False
+            await asyncio.sleep(_LISTEN_RETRY)
+
+    async def _listen_once(self) -> None:
+        """Listen on a connection of its own until it fails (then return or raise)."""
+        import asyncpg  # noqa: PLC0415 - PostgreSQL only
+
+        conn = await asyncpg.connect(**_connect_args(self.store))
+        lost = asyncio.Event()
+        conn.add_termination_listener(lambda _conn: lost.set())
+        try:
+            await conn.add_listener(CHANNEL, self._on_notify)
+            self._doorbell_up = True
+            # Nothing sent while it was down is kept for it: every reader reads the store.
+            self._wake_all()
+            await _watch(conn, lost)
+        finally:
+            self._doorbell_up = False
+            conn.terminate()
+
+    def _on_notify(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
+        run_id, _, seq = str(payload).rpartition(":")
+        if seq.isdigit() and int(seq) <= self._woken.get(run_id, 0):
+            return  # this process's own flush: its readers were woken at once
+        self._wake(run_id)
+
+
+async def _watch(conn: Any, lost: asyncio.Event) -> None:
+    """Return when the connection is lost or stops answering (a cut network says nothing)."""
+    while True:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(lost.wait(), _LISTEN_CHECK)
+        if lost.is_set() or conn.is_closed():
+            return
+        await asyncio.wait_for(conn.fetchval("SELECT 1"), _PING_TIMEOUT)
+
+
+def _connect_args(store: Store) -> dict[str, Any]:
+    """The arguments of `asyncpg.connect` for the store's database (its URL's parts)."""
+    url = store.engine.url
+    args: dict[str, Any] = {
+        "host": url.host,
+        "port": url.port,
+        "user": url.username,
+        "password": url.password,
+        "database": url.database,
+        # What an operator (or a test) finds it by in pg_stat_activity.
+        "server_settings": {"application_name": LISTENER_NAME},
+    }
+    ssl = url.query.get("ssl") or url.query.get("sslmode")
+    if ssl is not None:
+        args["ssl"] = ssl if isinstance(ssl, str) else ssl[0]
+    return {key: value for key, value in args.items() if value is not None}

@@ -1,0 +1,393 @@
+"""The run event log (`parley.service.events`) on a real SQLite and a real PostgreSQL.
+
+Runs are made through the store (`open_run`, `end_run`) and their events put through the
+log's writer, as a worker does. On PostgreSQL two `Store`s on one database stand for two
+replicas: one writes, the other follows through its NOTIFY doorbell; its listening
+connection is killed (`pg_terminate_backend`) and the follower still gets everything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import asyncpg
+import pytest
+from sqlalchemy import func, select, text
+
+from parley.agents.events import AgentEvent, RunEnded, RunStarted, TextDelta
+from parley.service.events import LISTENER_NAME, StoreEventLog
+from parley.service.runs_protocol import EventsExpiredError, UnknownEventIdError
+from parley.service.store import Store
+from parley.service.store.tables import run_events, runs
+
+WAIT = 20.0  # every wait is bounded: a lost wake-up fails the test, it never hangs it
+SLOW = 600.0  # a follower with these intervals is woken only by its doorbell
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def store(request: pytest.FixtureRequest, sqlite_url: str) -> AsyncIterator[Store]:
+    url = sqlite_url if request.param == "sqlite" else request.getfixturevalue("postgres_db_url")
+    opened = await Store.open(url)
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+@pytest.fixture
+async def events(store: Store) -> AsyncIterator[StoreEventLog]:
+    log = await StoreEventLog.open(store)
+    try:
+        yield log
+    finally:
+        await log.close()
+
+
+async def _new_run(store: Store) -> str:
+    run_id = uuid.uuid4().hex
+    await store.open_run(run_id, "t-" + run_id[:8], "ann", "echo", "m", expire_approvals=True)
+    return run_id
+
+
+def _text(i: int) -> TextDelta:
+    return TextDelta(text=f"t{i}")
+
+
+async def _collect(log: StoreEventLog, run_id: str, after: int | None) -> list[tuple[int, Any]]:
+    async with asyncio.timeout(WAIT):
+        return [item async for item in log.follow(run_id, after)]
+
+
+async def _until(check: Callable[[], bool]) -> None:
+    async with asyncio.timeout(WAIT):
+        while not check():
+            await asyncio.sleep(0.02)
+
+
+async def _write_run(log: StoreEventLog, store: Store, run_id: str, count: int) -> None:
+    """Write a run's events one by one (a yield between each), then end it."""
+    writer = await log.writer(run_id)
+    writer.put(RunStarted(run_id=run_id, agent="echo"))
+    for i in range(count):
+        writer.put(_text(i))
+        await asyncio.sleep(0)
+        if i % 7 == 0:
+            await writer.flush()
+    writer.put(RunEnded(status="completed"))
+    await writer.close()
+    await store.end_run(run_id, "success", None, None)
+
+
+# -- order and exactly once ----------------------------------------------------------------------
+
+
+async def test_replay_then_live_is_exactly_once_under_concurrent_writes(
+    store: Store, events: StoreEventLog
+) -> None:
+    run_id = await _new_run(store)
+    count = 120
+    writing = asyncio.create_task(_write_run(events, store, run_id, count))
+    followers = []
+    # Readers joining at different points of the run: each from the start.
+    for _ in range(4):
+        followers.append(asyncio.create_task(_collect(events, run_id, 0)))
+        await asyncio.sleep(0.01)
+    await writing
+    late = await _collect(events, run_id, 0)  # after its end: all of it from the store
+    for got in [*(await asyncio.gather(*followers)), late]:
+        assert [seq for seq, _ in got] == list(range(1, count + 3))
+        assert isinstance(got[0][1], RunStarted)
+        assert [e.text for _, e in got[1:-1]] == [f"t{i}" for i in range(count)]
+        assert isinstance(got[-1][1], RunEnded)
+
+
+async def test_resuming_after_an_id_gives_the_rest(store: Store, events: StoreEventLog) -> None:
+    run_id = await _new_run(store)
+    await _write_run(events, store, run_id, 600)  # over two pages
+    got = await _collect(events, run_id, 300)
+    assert [seq for seq, _ in got] == list(range(301, 603))
+    assert isinstance(got[-1][1], RunEnded)
+
+
+async def test_live_only_follower_gets_a_suffix_ending_with_the_end(
+    store: Store, events: StoreEventLog
+) -> None:
+    run_id = await _new_run(store)
+    writer = await events.writer(run_id)
+    for i in range(5):
+        writer.put(_text(i))
+    await writer.flush()
+    follower = asyncio.create_task(_collect(events, run_id, None))
+    await asyncio.sleep(0.05)
+    for i in range(5, 8):
+        writer.put(_text(i))
+    writer.put(RunEnded(status="completed"))
+    await writer.close()
+    got = await follower
+    seqs = [seq for seq, _ in got]
+    assert seqs[-1] == 9
+    assert all(seq > 5 for seq in seqs)  # nothing from before it joined
+    assert seqs == list(range(seqs[0], 10))
+
+
+async def test_a_writer_numbers_on_from_the_stored_log(store: Store, events: StoreEventLog) -> None:
+    run_id = await _new_run(store)
+    first = await events.writer(run_id)
+    assert [first.put(_text(i)) for i in range(3)] == [1, 2, 3]
+    assert await first.flush() == 3
+    taken_over = await events.writer(run_id)  # another worker takes the run over
+    assert taken_over.put(RunStarted(run_id=run_id, agent="echo")) == 4
+    await taken_over.close()
+
+
+async def test_events_queued_together_are_stored_in_one_transaction(store: Store) -> None:
+    class Counting(StoreEventLog):
+        batches: list[int]
+
+        async def store_batch(self, run_id: str, rows: list[dict[str, Any]]) -> None:
+            self.batches.append(len(rows))
+            await super().store_batch(run_id, rows)
+
+    log = Counting(store)
+    log.batches = []
+    run_id = await _new_run(store)
+    writer = await log.writer(run_id)
+    for i in range(100):  # no await between: the flush task runs once they are all queued
+        writer.put(_text(i))
+    assert await writer.flush() == 100
+    assert log.batches == [100]
+
+
+async def test_a_run_ended_without_its_end_event_ends_its_followers(
+    store: Store, events: StoreEventLog
+) -> None:
+    run_id = await _new_run(store)
+    writer = await events.writer(run_id)
+    writer.put(_text(0))
+    await writer.close()
+    await store.end_run(run_id, "interrupted", None, "the process died")
+    assert [seq for seq, _ in await _collect(events, run_id, 0)] == [1]
+    assert await _collect(events, run_id, None) == []
+
+
+# -- bad ids, retention ---------------------------------------------------------------------------
+
+
+async def test_an_id_beyond_the_log_is_refused(store: Store, events: StoreEventLog) -> None:
+    run_id = await _new_run(store)
+    writer = await events.writer(run_id)
+    writer.put(_text(0))
+    await writer.flush()
+    with pytest.raises(UnknownEventIdError):  # running: an id not given yet was never given
+        await _collect(events, run_id, 5)
+    writer.put(RunEnded(status="completed"))
+    await writer.close()
+    await store.end_run(run_id, "success", None, None)
+    with pytest.raises(UnknownEventIdError) as caught:
+        await _collect(events, run_id, 3)
+    assert caught.value.status_code == 400
+    with pytest.raises(UnknownEventIdError):
+        await events.check(run_id, 3)
+    assert await _collect(events, run_id, 2) == []  # its last id: nothing more, not an error
+    assert await _collect(events, run_id, None) == []  # ended: nothing live
+
+
+async def test_sweep_drops_old_logs_and_says_so(store: Store, events: StoreEventLog) -> None:
+    ended, running = await _new_run(store), await _new_run(store)
+    for run_id in (ended, running):
+        writer = await events.writer(run_id)
+        writer.put(_text(0))
+        await writer.close()
+    await store.end_run(ended, "success", None, None)
+    assert await events.sweep(3600) == 0  # not old yet
+    assert await events.sweep(0) == 1
+    async with store.engine.connect() as conn:
+        left = (await conn.execute(select(run_events.c.run_id))).scalars().all()
+        expired = (
+            await conn.execute(select(runs.c.events_expired).where(runs.c.id == ended))
+        ).scalar_one()
+    assert left == [running]
+    assert expired is True
+    with pytest.raises(EventsExpiredError) as caught:
+        await _collect(events, ended, 0)
+    assert caught.value.status_code == 410
+    with pytest.raises(EventsExpiredError):
+        await events.check(ended, None)
+    assert await events.sweep(0) == 0  # once
+
+
+# -- PostgreSQL: replicas and the doorbell ---------------------------------------------------------
+
+
+@pytest.fixture
+async def replicas(postgres_db_url: str) -> AsyncIterator[tuple[Store, Store]]:
+    one, two = await Store.open(postgres_db_url), await Store.open(postgres_db_url, migrate=False)
+    try:
+        yield one, two
+    finally:
+        await one.close()
+        await two.close()
+
+
+async def _put_and_flush(log: StoreEventLog, run_id: str, *events: AgentEvent) -> None:
+    writer = await log.writer(run_id)
+    for event in events:
+        writer.put(event)
+    await writer.close()
+
+
+async def test_another_replica_follows_through_the_doorbell(
+    replicas: tuple[Store, Store],
+) -> None:
+    one, two = replicas
+    writing = await StoreEventLog.open(one)
+    # Only a NOTIFY can wake this one before the test's bound: it neither polls nor rechecks.
+    reading = await StoreEventLog.open(two, poll_interval=SLOW, recheck_interval=SLOW)
+    try:
+        await _until(lambda: reading.doorbell_up)
+        run_id = await _new_run(one)
+        follower = asyncio.create_task(_collect(reading, run_id, 0))
+        await asyncio.sleep(0.05)
+        for i in range(3):
+            await _put_and_flush(writing, run_id, _text(i))
+        await _put_and_flush(writing, run_id, RunEnded(status="completed"))
+        got = await follower
+        assert [seq for seq, _ in got] == [1, 2, 3, 4]
+    finally:
+        await writing.close()
+        await reading.close()
+
+
+async def _kill_listeners(store: Store) -> int:
+    query = text(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = :name"
+    )
+    async with store.engine.connect() as conn:
+        return len((await conn.execute(query, {"name": LISTENER_NAME})).all())
+
+
+async def test_followers_get_everything_when_the_listener_is_killed(
+    replicas: tuple[Store, Store],
+) -> None:
+    one, two = replicas
+    writing = await StoreEventLog.open(one, listen=False)
+    reading = await StoreEventLog.open(two, poll_interval=SLOW, recheck_interval=SLOW)
+    try:
+        await _until(lambda: reading.doorbell_up)
+        run_id = await _new_run(one)
+        seen: list[int] = []
+
+        async def follow() -> None:
+            async with asyncio.timeout(WAIT):
+                async for seq, _ in reading.follow(run_id, 0):
+                    seen.append(seq)
+
+        follower = asyncio.create_task(follow())
+        await _put_and_flush(writing, run_id, _text(0), _text(1))
+        await _until(lambda: len(seen) == 2)
+        assert await _kill_listeners(one) == 1
+        await _until(lambda: not reading.doorbell_up)
+        # Sent while nobody listens: these NOTIFYs are lost; the store keeps the events.
+        await _put_and_flush(writing, run_id, _text(2), _text(3))
+        await _until(lambda: reading.doorbell_up)  # back: every follower reads the store
+        await _until(lambda: len(seen) == 4)
+        await _put_and_flush(writing, run_id, RunEnded(status="completed"))
+        await follower
+        assert seen == [1, 2, 3, 4, 5]
+    finally:
+        await writing.close()
+        await reading.close()
+
+
+async def test_followers_poll_while_the_doorbell_is_down(
+    replicas: tuple[Store, Store],
+) -> None:
+    one, two = replicas
+    writing = await StoreEventLog.open(one, listen=False)
+    reading = StoreEventLog(two, listen=True, poll_interval=0.05, recheck_interval=SLOW)
+    # Built without `open`: its doorbell never starts, so it can only poll.
+    try:
+        assert not reading.doorbell_up
+        run_id = await _new_run(one)
+        follower = asyncio.create_task(_collect(reading, run_id, 0))
+        await _put_and_flush(writing, run_id, _text(0), RunEnded(status="completed"))
+        assert [seq for seq, _ in await follower] == [1, 2]
+    finally:
+        await writing.close()
+
+
+async def test_the_doorbell_payload_names_the_run_and_its_last_id(
+    replicas: tuple[Store, Store],
+) -> None:
+    one, _ = replicas
+    url = one.engine.url
+    conn = await asyncpg.connect(
+        host=url.host,
+        port=url.port,
+        user=url.username,
+        password=url.password,
+        database=url.database,
+    )
+    heard: list[str] = []
+    try:
+        await conn.add_listener("parley_events", lambda *args: heard.append(args[-1]))
+        writing = await StoreEventLog.open(one, listen=False)
+        run_id = await _new_run(one)
+        await _put_and_flush(writing, run_id, *(_text(i) for i in range(50)))
+        await _until(lambda: bool(heard))
+        await asyncio.sleep(0.1)
+        assert heard == [f"{run_id}:50"]  # one NOTIFY for the one flush
+        async with one.engine.connect() as db:
+            stored = (await db.execute(select(func.count()).select_from(run_events))).scalar_one()
+        assert stored == 50
+    finally:
+        await conn.close()
+
+
+async def test_events_stored_just_after_the_runs_end_still_reach_followers(
+    store: Store,
+) -> None:
+    events = StoreEventLog(store, listen=False, recheck_interval=0.005)  # looks all the time
+    run_id = await _new_run(store)
+    writer = await events.writer(run_id)
+    writer.put(_text(0))
+    await writer.flush()
+    seen: list[int] = []
+
+    async def follow() -> None:
+        async with asyncio.timeout(WAIT):
+            async for seq, _ in events.follow(run_id, 0):
+                seen.append(seq)
+
+    follower = asyncio.create_task(follow())
+    await _until(lambda: seen == [1])
+    # A worker that stores its run's end before its writer's last flush.
+    await store.end_run(run_id, "completed", None, None)
+    await asyncio.sleep(0.05)
+    writer.put(_text(1))
+    writer.put(RunEnded(status="completed"))
+    await writer.close()
+    await follower
+    assert seen == [1, 2, 3]
+
+
+async def test_replicas_follow_concurrent_runs_exactly_once(
+    replicas: tuple[Store, Store],
+) -> None:
+    one, two = replicas
+    writing = await StoreEventLog.open(one, listen=False)
+    reading = await StoreEventLog.open(two, poll_interval=SLOW, recheck_interval=SLOW)
+    try:
+        await _until(lambda: reading.doorbell_up)
+        run_ids = [await _new_run(one) for _ in range(3)]
+        followers = [asyncio.create_task(_collect(reading, r, 0)) for r in run_ids for _ in "ab"]
+        await asyncio.gather(*(_write_run(writing, one, r, 100) for r in run_ids))
+        for got in await asyncio.gather(*followers):
+            assert [seq for seq, _ in got] == list(range(1, 103))
+            assert [e.text for _, e in got[1:-1]] == [f"t{i}" for i in range(100)]
+    finally:
+        await writing.close()
+        await reading.close()
