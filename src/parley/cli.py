@@ -475,7 +475,7 @@ def _add_service_commands(commands: Any) -> None:
         from parley.service.cli import add_commands  # noqa: PLC0415
     except ImportError as exc:
         missing = str(exc)
-        for name in ("serve", "keys"):
+        for name in ("serve", "worker", "keys"):
             stub = commands.add_parser(name, help=f"needs the service extra ({missing})")
             stub.set_defaults(run=lambda _args: _missing_service(missing))
         return

@@ -431,3 +431,18 @@ def test_local_images_are_handed_to_file_tools_within_their_roots(
         response = bot.run_nonstream([{"role": "user", "content": content}])
         bot.close_sync()
     assert json.loads(response[1]["content"]) == ["manual.md", str(picture)]
+
+
+def test_a_tool_handed_files_stays_idempotent(folders: dict[str, Path]) -> None:
+    from parley.compat.qwen.tools.base import with_files  # noqa: PLC0415
+
+    class Reading(Recorder):
+        idempotent = True
+
+    reading = Reading({"work_dir": str(folders["work"])})
+    handed = with_files(reading, ["manual.md"])
+    assert handed is not reading  # the stand-in that adds `files=`
+    assert handed.idempotent is True
+    assert (
+        with_files(Recorder({"work_dir": str(folders["work"])}), ["manual.md"]).idempotent is False
+    )

@@ -283,7 +283,7 @@ async def test_a_usage_mistake_is_a_422_in_the_validation_shape(service: MakeSer
     [
         ("PUT", "/threads/abc", "DELETE, GET"),  # two routes on one path: both named
         ("GET", "/invoke", "POST"),  # was the page's 405, `Allow: GET, HEAD`
-        ("DELETE", "/runs/r", "GET"),
+        ("PUT", "/runs/r", "DELETE, GET"),  # DELETE /runs/{id} deletes a run
         ("POST", "/", "GET, HEAD"),  # the page's own
     ],
 )

@@ -115,6 +115,30 @@ async def test_tools_are_listed_and_named_server_dash_tool(toolkit: Toolkit) -> 
     assert spec.parameters["properties"]["a"]["type"] == "integer"
 
 
+async def test_the_servers_idempotent_and_read_only_hints_make_a_tool_idempotent(
+    toolkit: Toolkit,
+) -> None:
+    # The demo server annotates `add` idempotentHint and `echo` readOnlyHint; no other.
+    flags = {tool.name: tool.idempotent for tool in toolkit}
+    assert flags == {f"demo-{name}": name in ("add", "echo") for name in TOOLS}
+
+
+async def test_a_continued_run_reruns_only_the_servers_idempotent_calls(toolkit: Toolkit) -> None:
+    from parley.agents import INTERRUPTED, Agent, InMemoryMemory  # noqa: PLC0415
+    from parley.messages import Msg  # noqa: PLC0415
+    from parley.models.testing import ScriptedModel  # noqa: PLC0415
+
+    # A turn whose process died before its calls answered: `add` may run again, `slow` not.
+    open_turn = Msg(
+        role="assistant", content=[call("demo-add", a=2, b=40), call("demo-slow", seconds=0)]
+    )
+    memory = InMemoryMemory([Msg.user("Add, then wait."), open_turn])
+    agent = Agent("mcp", ScriptedModel(["42, and the wait was interrupted."]), tools=toolkit)
+    await agent.continue_reply(memory=memory)
+    outputs = [(r.name, r.output, r.is_error) for r in (await memory.get())[2].tool_results]
+    assert outputs == [("demo-add", "42", False), ("demo-slow", INTERRUPTED, True)]
+
+
 async def test_text_results_come_back_as_text(toolkit: Toolkit) -> None:
     added, echoed, resource = await toolkit.run_all(
         [call("demo-add", a=2, b=40), call("demo-echo", text="héllo"), call("demo-readme")]

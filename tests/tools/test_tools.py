@@ -328,3 +328,39 @@ def test_toolkit_refuses_what_it_cannot_use() -> None:
 def test_built_in_tools_are_found_by_their_qwen_names() -> None:
     kit = Toolkit(["code_interpreter", "doc_parser", "storage", "web_search"])
     assert kit.names == ["code_interpreter", "doc_parser", "storage", "web_search"]
+
+
+def test_tools_are_idempotent_only_when_marked() -> None:
+    from parley.rag.tool import RetrievalTool  # noqa: PLC0415
+    from parley.tools.builtin.code_interpreter import CodeInterpreter  # noqa: PLC0415
+    from parley.tools.builtin.doc_parser import DocParser  # noqa: PLC0415
+    from parley.tools.builtin.web_search import WebSearch  # noqa: PLC0415
+    from parley.tools.function import FunctionTool  # noqa: PLC0415
+
+    def find(name: str) -> str:
+        """Find it.
+
+        Args:
+            name: What.
+        """
+        return name
+
+    class Lookup(Tool):
+        name = "lookup"
+        idempotent = True
+
+    assert tool(find).idempotent is False
+    assert tool(idempotent=True)(find).idempotent is True
+    assert FunctionTool(find, idempotent=True).idempotent is True
+    assert Lookup().idempotent is True
+    # Built-ins: reading and searching may run again; running code may not.
+    assert (WebSearch.idempotent, DocParser.idempotent, RetrievalTool.idempotent) == (
+        True,
+        True,
+        True,
+    )
+    assert CodeInterpreter.idempotent is False
+    kit = Toolkit([find, tool(idempotent=True, name="found")(find)])
+    assert kit.is_idempotent(ToolCallBlock(id="1", name="found", input={}))
+    assert not kit.is_idempotent(ToolCallBlock(id="2", name="find", input={}))
+    assert not kit.is_idempotent(ToolCallBlock(id="3", name="unknown", input={}))

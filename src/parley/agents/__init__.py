@@ -5,7 +5,7 @@
 """
 
 from parley.agents.agent import Agent, AgentInput, ToolChoicePolicy, one_tool_round
-from parley.agents.approval import CANCELLED, DENIED, NOT_RUN, PendingApproval
+from parley.agents.approval import CANCELLED, DENIED, INTERRUPTED, NOT_RUN, PendingApproval
 from parley.agents.budget import (
     ContextBudget,
     ContextStrategy,
@@ -41,6 +41,7 @@ from parley.agents.run import AgentRun, StructuredSchema
 __all__ = [
     "CANCELLED",
     "DENIED",
+    "INTERRUPTED",
     "NOT_RUN",
     "Agent",
     "AgentEvent",

@@ -7,6 +7,10 @@ early (a `break`, a `return`, an exception in the loop's body) is closed at once
 for that closing, which ends with the claim, instead of being refused. Without this, the
 claim lasted until the garbage collector found the abandoned run (a run and its event
 generator refer to each other).
+
+Runs are told apart by a key of their own, not by their run id: a caller may give two runs
+one id (attempts of one run, `Agent.continue_stream(run_id=...)`), and one's closing must not
+pass for the other's.
 """
 
 from __future__ import annotations
@@ -27,13 +31,13 @@ __all__ = ["claim", "close_soon", "closing", "release"]
 
 _lock = threading.Lock()  # runs on one memory may start from different loops' threads
 _closing: dict[str, concurrent.futures.Future[None]] = {}
-"""The runs being closed, by run id: done once the run's clean-up (and its claim) ended."""
+"""The runs being closed, by key: done once the run's clean-up (and its claim) ended."""
 _tasks: set[asyncio.Task[None]] = set()
 """The closing tasks under way, kept referenced until they end."""
 
 
-async def claim(memory: Memory, run_id: str) -> None:
-    """Take `memory` for the run `run_id`, once a run being closed on it has let go.
+async def claim(memory: Memory, run_id: str, key: str) -> None:
+    """Take `memory` for the run `run_id` (keyed `key`) once a run closing on it has let go.
 
     Raises:
         UserError: A run still going holds the memory.
@@ -43,8 +47,9 @@ async def claim(memory: Memory, run_id: str) -> None:
             holder = memory.active_run
             if holder is None:
                 memory.active_run = run_id
+                memory.active_key = key
                 return
-            ending = _closing.get(holder)
+            ending = _closing.get(memory.active_key or holder)
         if ending is None:
             raise UserError(
                 f"{memory!r} is in use by run {holder}: one run at a time on a memory. Await "
@@ -55,20 +60,21 @@ async def claim(memory: Memory, run_id: str) -> None:
         await asyncio.shield(asyncio.wrap_future(ending))
 
 
-def release(memory: Memory, run_id: str) -> None:
-    """Give `memory` up, if the run `run_id` holds it."""
+def release(memory: Memory, key: str) -> None:
+    """Give `memory` up, if the run of that key holds it."""
     with _lock:
-        if memory.active_run == run_id:
+        if memory.active_key == key:
             memory.active_run = None
+            memory.active_key = None
 
 
-def closing(run_id: str) -> concurrent.futures.Future[None] | None:
-    """The closing of the run `run_id` under way (see `close_soon`), if any."""
+def closing(key: str) -> concurrent.futures.Future[None] | None:
+    """The closing of the run of that key under way (see `close_soon`), if any."""
     with _lock:
-        return _closing.get(run_id)
+        return _closing.get(key)
 
 
-def close_soon(run_id: str, events: AsyncGenerator[Any, None]) -> None:
+def close_soon(key: str, events: AsyncGenerator[Any, None]) -> None:
     """Close a run's events (its clean-up, which releases its memory) in a task, now.
 
     Called where its consumer left it, on the loop it runs on. Off a loop (the consumer
@@ -81,14 +87,14 @@ def close_soon(run_id: str, events: AsyncGenerator[Any, None]) -> None:
         return
     done: concurrent.futures.Future[None] = concurrent.futures.Future()
     with _lock:
-        _closing[run_id] = done
+        _closing[key] = done
     task = loop.create_task(_close(events))
     _tasks.add(task)
 
     def finished(task: asyncio.Task[None]) -> None:
         _tasks.discard(task)
         with _lock:
-            _closing.pop(run_id, None)
+            _closing.pop(key, None)
         done.set_result(None)
 
     task.add_done_callback(finished)

@@ -2,9 +2,10 @@
 
 `await agent.reply("...")` returns the final assistant message; `agent.stream("...")` yields
 the run's events (`parley.agents.events`) as they happen; `reply_sync` and `stream_sync` do
-the same from synchronous code. How a run goes, step by step and when it stops, is told in
-`parley.agents.run`; tools that need approval in `parley.agents.approval`; the context
-budget in `parley.agents.budget`.
+the same from synchronous code. `continue_stream(memory=...)` takes a stored conversation up
+where a run that stopped left it (a takeover), doing nothing stored again. How a run goes,
+step by step and when it stops, is told in `parley.agents.run`; tools that need approval in
+`parley.agents.approval`; the context budget in `parley.agents.budget`.
 
 Several agents in one conversation (`parley.agents.multi`) use two hooks: `observe(msgs)`
 adds others' messages to memory without replying, and `reply_listeners` are told each
@@ -30,7 +31,7 @@ from parley.agents.budget import ContextBudget, ContextStrategy, TokenCounter
 from parley.agents.events import AgentEvent, RunEnded
 from parley.agents.memory import InMemoryMemory, Memory
 from parley.agents.middleware import Middleware, check_middleware
-from parley.agents.run import AgentRun, StructuredSchema
+from parley.agents.run import AgentRun, Continuation, StructuredSchema
 from parley.errors import ModelOutputError, UserError
 from parley.messages import Msg, ToolCallBlock
 from parley.models.base import ChatModel
@@ -166,6 +167,7 @@ class Agent:
         memory: Memory | None = None,
         deps: Any = None,
         user_id: str | None = None,
+        run_id: str | None = None,
     ) -> AgentRun:
         """Start a run on `msgs` and iterate its events; see `AgentRun`.
 
@@ -176,6 +178,8 @@ class Agent:
                 time per memory: a second one meanwhile raises `UserError`.
             deps: Handed to the tools that take a `RunContext` (`ctx.deps`).
             user_id: Who the run is for (`ctx.user_id`; keys per-user tool state).
+            run_id: The run's id (`run_<hex>` by default): a caller that runs it again (a
+                takeover) keeps its id across attempts.
         """
         return _ListenedRun(
             self,
@@ -184,6 +188,7 @@ class Agent:
             structured=structured,
             deps=deps,
             user_id=user_id,
+            run_id=run_id,
         )
 
     async def reply(
@@ -194,6 +199,7 @@ class Agent:
         memory: Memory | None = None,
         deps: Any = None,
         user_id: str | None = None,
+        run_id: str | None = None,
     ) -> Msg:
         """Run on `msgs` and return the final assistant message.
 
@@ -203,7 +209,9 @@ class Agent:
         Raises:
             ModelError: The model failed (after its retries).
         """
-        run = self.stream(msgs, structured=structured, memory=memory, deps=deps, user_id=user_id)
+        run = self.stream(
+            msgs, structured=structured, memory=memory, deps=deps, user_id=user_id, run_id=run_id
+        )
         return _final(run, await run.result())
 
     @overload
@@ -295,6 +303,7 @@ class Agent:
         memory: Memory | None = None,
         deps: Any = None,
         user_id: str | None = None,
+        run_id: str | None = None,
     ) -> AgentRun:
         """Continue a run parked for approval, iterating its events.
 
@@ -307,6 +316,7 @@ class Agent:
             memory: The memory the run parked on, when it was not the agent's own.
             deps: Handed to the tools that take a `RunContext` (`ctx.deps`).
             user_id: Who the run is for (`ctx.user_id`).
+            run_id: The run's id (a new one by default).
 
         Raises:
             UserError: The interrupt id is unknown or used, or a verdict names another call.
@@ -320,6 +330,7 @@ class Agent:
             structured=structured,
             deps=deps,
             user_id=user_id,
+            run_id=run_id,
         )
 
     async def resume(
@@ -331,10 +342,88 @@ class Agent:
         memory: Memory | None = None,
         deps: Any = None,
         user_id: str | None = None,
+        run_id: str | None = None,
     ) -> Msg:
         """Continue a run parked for approval; the final message, as `reply` returns it."""
         run = self.resume_stream(
-            interrupt, approved, structured=structured, memory=memory, deps=deps, user_id=user_id
+            interrupt,
+            approved,
+            structured=structured,
+            memory=memory,
+            deps=deps,
+            user_id=user_id,
+            run_id=run_id,
+        )
+        return _final(run, await run.result())
+
+    # -- continuing --------------------------------------------------------------------------------
+
+    def continue_stream(
+        self,
+        *,
+        memory: Memory | None = None,
+        user_id: str | None = None,
+        deps: Any = None,
+        run_id: str | None = None,
+        structured: StructuredSchema | None = None,
+        resume: tuple[str, bool | Mapping[str, bool]] | None = None,
+    ) -> AgentRun:
+        """Continue the conversation `memory` holds, with no new input; iterate its events.
+
+        For a run whose process stopped (the service's takeover of a run whose worker
+        died): nothing stored is done again. A conversation ending on the user's message
+        (after the calls `planned_calls` makes for it) or on a complete round of tool results
+        goes to the model. One ending on an answer (not a paused turn, nor a partial answer a
+        cancel kept) ends `completed` with it as `final`, calling no model. Calls of the last
+        turn left without a result run again when their tool is `idempotent`; the others get
+        the error result `INTERRUPTED` (they may have done their work), which the model reads
+        as it goes on. Calls waiting for approval park the run again (`ApprovalRequested`,
+        the interrupt id the message was parked with), unless `resume` answers that
+        interrupt.
+
+        Args:
+            memory: The conversation (a thread's); the agent's own by default.
+            user_id: Who the run is for (`ctx.user_id`).
+            deps: Handed to the tools that take a `RunContext` (`ctx.deps`).
+            run_id: The run's id, kept across attempts (a new one by default).
+            structured: A pydantic model or JSON schema the final answer must follow (a
+                structured answer stored already is taken as it is).
+            resume: The interrupt id and verdicts the interrupted run was resuming with (as
+                `resume_stream` takes them): they decide the calls still waiting on that
+                interrupt, which a denied call answers `DENIED`.
+
+        Raises:
+            UserError: (when iterated) The memory holds no message, or a verdict names a
+                call that does not wait.
+        """
+        return _ListenedRun(
+            self,
+            self.memory if memory is None else memory,
+            carry_on=Continuation(resume=resume),
+            structured=structured,
+            deps=deps,
+            user_id=user_id,
+            run_id=run_id,
+        )
+
+    async def continue_reply(
+        self,
+        *,
+        memory: Memory | None = None,
+        user_id: str | None = None,
+        deps: Any = None,
+        run_id: str | None = None,
+        structured: StructuredSchema | None = None,
+        resume: tuple[str, bool | Mapping[str, bool]] | None = None,
+    ) -> Msg:
+        """`continue_stream` run to its end: the final message, as `reply` returns it."""
+        run = self.continue_stream(
+            memory=memory,
+            user_id=user_id,
+            deps=deps,
+            run_id=run_id,
+            structured=structured,
+            resume=resume,
         )
         return _final(run, await run.result())
 
@@ -375,10 +464,18 @@ class Agent:
         memory: Memory | None = None,
         deps: Any = None,
         user_id: str | None = None,
+        run_id: str | None = None,
     ) -> Msg:
         """`reply`, from synchronous code."""
         return run_sync(
-            self.reply(msgs, structured=structured, memory=memory, deps=deps, user_id=user_id)
+            self.reply(
+                msgs,
+                structured=structured,
+                memory=memory,
+                deps=deps,
+                user_id=user_id,
+                run_id=run_id,
+            )
         )
 
     def stream_sync(
@@ -389,10 +486,18 @@ class Agent:
         memory: Memory | None = None,
         deps: Any = None,
         user_id: str | None = None,
+        run_id: str | None = None,
     ) -> Iterator[AgentEvent]:
         """`stream`, from synchronous code; closing the iterator stops the run."""
         return iterate_sync(
-            self.stream(msgs, structured=structured, memory=memory, deps=deps, user_id=user_id)
+            self.stream(
+                msgs,
+                structured=structured,
+                memory=memory,
+                deps=deps,
+                user_id=user_id,
+                run_id=run_id,
+            )
         )
 
     def reply_structured_sync(
@@ -417,6 +522,7 @@ class Agent:
         memory: Memory | None = None,
         deps: Any = None,
         user_id: str | None = None,
+        run_id: str | None = None,
     ) -> Msg:
         """`resume`, from synchronous code."""
         return run_sync(
@@ -427,6 +533,7 @@ class Agent:
                 memory=memory,
                 deps=deps,
                 user_id=user_id,
+                run_id=run_id,
             )
         )
 
@@ -439,10 +546,60 @@ class Agent:
         memory: Memory | None = None,
         deps: Any = None,
         user_id: str | None = None,
+        run_id: str | None = None,
     ) -> Iterator[AgentEvent]:
         """`resume_stream`, from synchronous code."""
         run = self.resume_stream(
-            interrupt, approved, structured=structured, memory=memory, deps=deps, user_id=user_id
+            interrupt,
+            approved,
+            structured=structured,
+            memory=memory,
+            deps=deps,
+            user_id=user_id,
+            run_id=run_id,
+        )
+        return iterate_sync(run)
+
+    def continue_reply_sync(
+        self,
+        *,
+        memory: Memory | None = None,
+        user_id: str | None = None,
+        deps: Any = None,
+        run_id: str | None = None,
+        structured: StructuredSchema | None = None,
+        resume: tuple[str, bool | Mapping[str, bool]] | None = None,
+    ) -> Msg:
+        """`continue_reply`, from synchronous code."""
+        return run_sync(
+            self.continue_reply(
+                memory=memory,
+                user_id=user_id,
+                deps=deps,
+                run_id=run_id,
+                structured=structured,
+                resume=resume,
+            )
+        )
+
+    def continue_stream_sync(
+        self,
+        *,
+        memory: Memory | None = None,
+        user_id: str | None = None,
+        deps: Any = None,
+        run_id: str | None = None,
+        structured: StructuredSchema | None = None,
+        resume: tuple[str, bool | Mapping[str, bool]] | None = None,
+    ) -> Iterator[AgentEvent]:
+        """`continue_stream`, from synchronous code; closing the iterator stops the run."""
+        run = self.continue_stream(
+            memory=memory,
+            user_id=user_id,
+            deps=deps,
+            run_id=run_id,
+            structured=structured,
+            resume=resume,
         )
         return iterate_sync(run)
 

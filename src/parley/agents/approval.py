@@ -6,6 +6,10 @@ data (JSON through pydantic), so the HTTP service can persist it beside the thre
 it back to `agent.resume(...)` in another process. `resume` then runs the approved calls and
 the calls that needed no approval; a denied call gets the error result `DENIED`, which the
 model reads and can act on.
+
+A run that continues a stored conversation (`Agent.continue_stream`, a takeover) and finds
+the last turn's calls still waiting parks again under the interrupt id stored on the message
+(`metadata["interrupt_id"]`), so the id a client holds still resumes it.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from parley.messages import Msg, ToolCallBlock, ToolResultBlock
 __all__ = [
     "CANCELLED",
     "DENIED",
+    "INTERRUPTED",
     "NOT_RUN",
     "PendingApproval",
     "error_result",
@@ -38,6 +43,15 @@ when the conversation goes on: providers refuse a call without its result."""
 CANCELLED = "stopped by cancel: the run was cancelled before this call finished"
 """The error result of a call a cancelled run had not finished (it may not have started),
 unless its tool answered the cancel with a result of its own (`Tool.acall`)."""
+
+
+INTERRUPTED = (
+    "interrupted: the run's process stopped before this call answered, and it was not run "
+    "again because its tool is not marked idempotent"
+)
+"""The error result a continued run gives a call its earlier attempt left without a result,
+when the call's tool is not `idempotent` (`Agent.continue_stream`): it may have done its work,
+so running it again could do it twice."""
 
 
 def _interrupt_id() -> str:

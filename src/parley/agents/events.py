@@ -63,6 +63,9 @@ class RunStarted(_Event):
     type: Literal["run_started"] = "run_started"
     run_id: str
     agent: str
+    attempt: int = 1
+    """Which start of the run this is: a service's worker taking over a run whose worker
+    stopped starts it again (2, 3...); a reader drops the unfinished message before it."""
 
 
 class TextDelta(_Event):

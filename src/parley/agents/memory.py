@@ -32,6 +32,8 @@ class Memory(ABC):
     _thread_id: str | None = None
     active_run: str | None = None
     """The id of the run using this memory now, if any (set by the run itself)."""
+    active_key: str | None = None
+    """That run's own key (two attempts of one run may share its id; set by the run)."""
 
     @property
     def thread_id(self) -> str:

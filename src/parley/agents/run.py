@@ -41,6 +41,17 @@ Calls left unanswered by an interrupted or parked run (a turn cut off before its
 an approval never given) are answered with the error result `NOT_RUN` when the conversation
 goes on, before the new input.
 
+A run may also continue the conversation its memory holds, with no new input
+(`Agent.continue_stream`: a run taken over after its process died). Nothing stored is done
+again: a conversation ending on the user's message (after the agent's planned calls for it,
+`Agent.planned_calls`) or on a complete round of tool results goes to the model; one ending
+on an answer (not a paused turn, nor a partial answer a cancel kept) ends `completed` with
+it, calling no model; calls left without a result run again only when their tool is
+`idempotent`, the others get the error result `INTERRUPTED` (they may have done their work),
+and the model goes on; calls waiting for approval park again, under the same interrupt id,
+unless the run carries that interrupt's verdicts (a resumed run that was itself cut off).
+Its model calls count on from the assistant turns since the last user message.
+
 Tools get the run's `RunContext` (run id, the memory's thread, the user and `deps` the caller
 gave, the agent's name). A run holds its memory from its first step to its end: a second run
 on the same memory meanwhile raises `UserError` (two runs would interleave their messages and
@@ -55,6 +66,7 @@ import json
 import uuid
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from pydantic import BaseModel
@@ -64,6 +76,7 @@ from parley.agents._claim import claim, close_soon, closing, release
 from parley.agents.approval import (
     CANCELLED,
     DENIED,
+    INTERRUPTED,
     NOT_RUN,
     PendingApproval,
     error_result,
@@ -88,7 +101,7 @@ from parley.agents.events import (
 from parley.agents.middleware import Middleware, check_middleware, through
 from parley.errors import UserError
 from parley.messages import Block, Msg, TextBlock, ThinkingBlock, ToolCallBlock, ToolResultBlock
-from parley.models.response import ChatResponse, ChatUsage
+from parley.models.response import PAUSED, ChatResponse, ChatUsage
 from parley.models.tools import ToolSpec
 from parley.tools.context import RunContext
 
@@ -97,12 +110,25 @@ if TYPE_CHECKING:
     from parley.agents.memory import Memory
     from parley.models.stream import ChatStream
 
-__all__ = ["AgentRun", "StructuredSchema", "chunk_events"]
+__all__ = ["AgentRun", "Continuation", "StructuredSchema", "chunk_events"]
 
 T = TypeVar("T")
 
 StructuredSchema = type[BaseModel] | Mapping[str, Any]
 """What a structured answer must follow: a pydantic model class or a JSON schema."""
+
+
+@dataclass(frozen=True)
+class Continuation:
+    """What a run that continues its stored conversation is given (`Agent.continue_stream`).
+
+    Attributes:
+        resume: An interrupt's id and its verdicts, when the run being continued was the
+            answer to that approval: if the conversation still waits on it, the calls are
+            decided by them instead of parking again.
+    """
+
+    resume: tuple[str, bool | Mapping[str, bool]] | None = None
 
 
 def chunk_events(chunk: ChatResponse, seen: set[str]) -> list[AgentEvent]:
@@ -142,6 +168,49 @@ def _being_cancelled() -> bool:
     return task is not None and task.cancelling() > 0
 
 
+def _model_calls_since_question(history: list[Msg]) -> int:
+    """The assistant turns after the last user message: a continued run counts on from them."""
+    count = 0
+    for msg in reversed(history):
+        if msg.role == "user":
+            break
+        count += msg.role == "assistant"
+    return count
+
+
+def _trailing_questions(history: list[Msg]) -> list[Msg]:
+    """The user's messages the conversation ends on: a new run's input, as it was given."""
+    questions: list[Msg] = []
+    for msg in reversed(history):
+        if msg.role != "user":
+            break
+        questions.insert(0, msg)
+    return questions
+
+
+def _trailing_paused(history: list[Msg]) -> list[Msg]:
+    """The parts of a turn the model paused, if the conversation ends on one."""
+    parts: list[Msg] = []
+    for msg in reversed(history):
+        if msg.role != "assistant" or not msg.metadata.get(PAUSED) or msg.tool_calls:
+            break
+        parts.insert(0, msg)
+    return parts
+
+
+def _is_answer(msg: Msg) -> bool:
+    """Whether a stored message is a finished answer: the assistant's, calling nothing."""
+    unfinished = msg.metadata.get(PAUSED) or msg.metadata.get("interrupted")
+    return msg.role == "assistant" and not msg.tool_calls and not unfinished
+
+
+def _parse_structured(schema: StructuredSchema, data: Any) -> Any:
+    """A stored structured answer as `AgentRun.parsed` holds it (the model, or the dict)."""
+    if isinstance(schema, type) and issubclass(schema, BaseModel):
+        return schema.model_validate(data)
+    return data
+
+
 def _tool_message(
     calls: list[ToolCallBlock], verdicts: dict[str, bool], done: dict[str, ToolResultBlock]
 ) -> Msg:
@@ -175,13 +244,19 @@ class AgentRun:
         *,
         input_msgs: list[Msg] | None = None,
         resume: tuple[PendingApproval, dict[str, bool]] | None = None,
+        carry_on: Continuation | None = None,
         structured: StructuredSchema | None = None,
         deps: Any = None,
         user_id: str | None = None,
+        run_id: str | None = None,
     ) -> None:
+        if run_id is not None and (not isinstance(run_id, str) or not run_id.strip()):
+            raise UserError(f"run_id must be a non-empty string, got {run_id!r}")
         self.agent = agent
         self.memory = memory
-        self.run_id = f"run_{uuid.uuid4().hex}"
+        self.run_id = run_id if run_id is not None else f"run_{uuid.uuid4().hex}"
+        """The run's id: the caller's (a run that keeps its id across attempts), or a new one."""
+        self._key = uuid.uuid4().hex  # this object's own, where two may share a run id
         self.context: RunContext[Any] = RunContext(
             run_id=self.run_id,
             agent=agent.name,
@@ -200,7 +275,12 @@ class AgentRun:
         """The structured answer: the pydantic instance, or the dict for a JSON schema."""
         self._input = input_msgs or []
         self._resume = resume
+        self._carry_on = carry_on
+        self._open: tuple[Msg, list[ToolCallBlock]] | None = None  # a continued run's open calls
+        self._last: Msg | None = None  # the last stored message, when continuing
+        self._input_stored: list[Msg] = []  # the user's messages it ends on, when continuing
         self._structured = structured
+        self._structured_done = False
         self._tools: list[ToolSpec] = []
         self._paused: list[Msg] = []  # this turn's messages so far, when the model paused it
         self._cancelled = False
@@ -251,7 +331,7 @@ class AgentRun:
 
     async def aclose(self) -> None:
         """Stop the run (if still going) and clean up; no further event."""
-        ending = closing(self.run_id)
+        ending = closing(self._key)
         if ending is not None:  # closing already: its consumer left its `async for`
             await asyncio.shield(asyncio.wrap_future(ending))
             return
@@ -302,7 +382,9 @@ class AgentRun:
     # -- the loop ----------------------------------------------------------------------------------
 
     async def _run(self) -> AsyncGenerator[AgentEvent, None]:
-        await claim(self.memory, self.run_id)  # a usage mistake raises here, before any event
+        await claim(
+            self.memory, self.run_id, self._key
+        )  # a usage mistake raises here, before any event
         try:
             await self._begin()
             yield RunStarted(run_id=self.run_id, agent=self.agent.name)
@@ -323,13 +405,17 @@ class AgentRun:
                 yield RunError(message=str(exc) or type(exc).__name__, kind=type(exc).__name__)
             yield RunEnded(status=self.status or "completed", final=self.final, usage=self.usage)
         finally:
-            release(self.memory, self.run_id)
+            release(self.memory, self._key)
 
     async def _body(self) -> AsyncGenerator[AgentEvent, None]:
         if self._resume is not None:
             pending, verdicts = self._resume
             async with contextlib.aclosing(self._run_tools(pending.calls, verdicts)) as tools:
                 async for event in tools:
+                    yield event
+        elif self._carry_on is not None:
+            async with contextlib.aclosing(self._continue_stored()) as carried:
+                async for event in carried:
                     yield event
         elif self._input and (planned := await self.agent.planned_calls(self._input)):
             async with contextlib.aclosing(self._planned_round(planned)) as round_:
@@ -346,7 +432,9 @@ class AgentRun:
             async with contextlib.aclosing(self._turn()) as turn:
                 async for event in turn:
                     yield event
-        if self.status == "completed" and self._structured is not None:
+        # A continued run may end on a structured answer stored already (`_end_with`).
+        wants_structured = self._structured is not None and not self._structured_done
+        if self.status == "completed" and wants_structured:
             async with contextlib.aclosing(self._structured_answer()) as answer:
                 async for event in answer:
                     yield event
@@ -382,6 +470,8 @@ class AgentRun:
         if self._resume is not None:
             self._check_resumable(self._resume[0], open_calls)
             self.iterations = self._resume[0].iterations
+        elif self._carry_on is not None:
+            self._begin_continuing(history, open_calls)
         elif open_calls is not None:
             msg, calls = open_calls
             self.agent.forget_pending(msg.id)
@@ -400,6 +490,98 @@ class AgentRun:
                 " or the conversation went on"
             )
         self.agent.forget_pending(msg.id)
+
+    def _begin_continuing(
+        self, history: list[Msg], open_calls: tuple[Msg, list[ToolCallBlock]] | None
+    ) -> None:
+        if not history:
+            raise UserError(
+                "nothing to continue: the memory holds no message; start a run on new input "
+                "with agent.stream(...)"
+            )
+        self._open = open_calls
+        self._last = history[-1]
+        self._input_stored = _trailing_questions(history)
+        self._paused = _trailing_paused(history)
+        self.iterations = _model_calls_since_question(history)
+
+    async def _continue_stored(self) -> AsyncGenerator[AgentEvent, None]:
+        """Take the stored conversation up where it stopped (see the module)."""
+        if self._open is None:
+            assert self._last is not None  # set by `_begin_continuing`
+            if _is_answer(self._last):
+                self._end_with(self._last)
+            elif self._input_stored and (
+                planned := await self.agent.planned_calls(self._input_stored)
+            ):
+                # A run on that question would have made these calls first: they were not.
+                async with contextlib.aclosing(self._planned_round(planned)) as round_:
+                    async for event in round_:
+                        yield event
+            return  # else the loop calls the model on the conversation as stored
+        msg, calls = self._open
+        pending = self._parked_again(msg, calls)
+        verdicts: dict[str, bool] = {}
+        if pending is not None:
+            assert self._carry_on is not None  # only a continuing run gets here
+            answer = self._carry_on.resume
+            if answer is None or answer[0] != pending.interrupt_id:
+                async with contextlib.aclosing(self._park_again(msg, pending)) as parked:
+                    async for event in parked:
+                        yield event
+                return
+            verdicts = pending.decide(answer[1])
+        self.agent.forget_pending(msg.id)
+        toolkit = self.agent.toolkit
+        # A call that may have done its work is not done twice: it is answered as interrupted.
+        answered = {
+            c.id: error_result(c, INTERRUPTED)
+            for c in calls
+            if verdicts.get(c.id, True) and not toolkit.is_idempotent(c)
+        }
+        async with contextlib.aclosing(self._run_tools(calls, verdicts, answered)) as tools:
+            async for event in tools:
+                yield event
+
+    def _end_with(self, answer: Msg) -> None:
+        """End on an answer the conversation holds already: no model call."""
+        self.final = answer
+        self.status = "completed"
+        data = answer.metadata.get("structured")
+        if self._structured is not None and data is not None:
+            self.parsed = _parse_structured(self._structured, data)
+            self._structured_done = True
+
+    def _parked_again(self, msg: Msg, calls: list[ToolCallBlock]) -> PendingApproval | None:
+        """The approval `msg`'s open calls still wait for, if any: the agent's, or rebuilt."""
+        awaiting = [c.id for c in calls if self.agent.toolkit.needs_approval(c)]
+        if not awaiting:
+            return None
+        for known in self.agent.pending_approvals:
+            if known.message_id == msg.id:
+                return known
+        # Rebuilt from the stored message, under the interrupt id it was parked with (a
+        # client may hold it), so `resume` finds it as before.
+        pending = PendingApproval(
+            agent=self.agent.name,
+            message_id=msg.id,
+            calls=calls,
+            awaiting=awaiting,
+            iterations=self.iterations,
+        )
+        interrupt_id = msg.metadata.get("interrupt_id")
+        if isinstance(interrupt_id, str):
+            pending.interrupt_id = interrupt_id
+        return pending
+
+    async def _park_again(
+        self, msg: Msg, pending: PendingApproval
+    ) -> AsyncGenerator[AgentEvent, None]:
+        self.pending = pending
+        self.agent.remember_pending(pending)
+        self.final = msg
+        self.status = "awaiting_approval"
+        yield ApprovalRequested(interrupt_id=pending.interrupt_id, calls=pending.awaiting_calls)
 
     async def _planned_round(self, calls: list[ToolCallBlock]) -> AsyncGenerator[AgentEvent, None]:
         """Run the agent's planned calls (`Agent.planned_calls`) as a turn of its own.
@@ -537,11 +719,15 @@ class AgentRun:
             self._task = None
 
     async def _run_tools(
-        self, calls: list[ToolCallBlock], verdicts: dict[str, bool]
+        self,
+        calls: list[ToolCallBlock],
+        verdicts: dict[str, bool],
+        answered: Mapping[str, ToolResultBlock] | None = None,
     ) -> AsyncGenerator[AgentEvent, None]:
-        runnable = [c for c in calls if verdicts.get(c.id, True)]
+        """Run a round's calls: those approved (all by default) and not `answered` already."""
         # Filled as calls return, so a cancelled round still records what its tools said.
-        done: dict[str, ToolResultBlock] = {}
+        done: dict[str, ToolResultBlock] = dict(answered or {})
+        runnable = [c for c in calls if verdicts.get(c.id, True) and c.id not in done]
         work = self.agent.toolkit.run_all(
             runnable, self.context, parallel=self.agent.parallel_tool_calls, into=done
         )
@@ -606,4 +792,4 @@ class _Iteration:
         events = self.events
         # A generator still under way has its frame (a finished or closed one has none).
         if events is not None and getattr(events, "ag_frame", None) is not None:
-            close_soon(self.run.run_id, events)
+            close_soon(self.run._key, events)

@@ -140,6 +140,7 @@ class RetrievalTool(Tool):
 
     name: ClassVar[str] = RETRIEVAL_TOOL_NAME
     tool_type: ClassVar[str] = "datastore"
+    idempotent: ClassVar[bool] = True  # a search of the index changes nothing
     description: ClassVar[str] = (
         "Searches the user's documents and returns the passages that best answer a query, "
         "numbered, each with its source (file and page). Cite them as [1], [2]."

@@ -41,6 +41,7 @@ from parley.service import (
     openai_compat,
     routes_agui,
     routes_events,
+    routes_runs,
     routes_threads,
     routes_toolkit,
 )
@@ -54,6 +55,7 @@ from parley.service.served_models import ModelRegistry, ModelsInput, served_mode
 from parley.service.settings import ServiceSettings
 from parley.service.state import ServiceState
 from parley.service.store import Store, thread_locks
+from parley.service.worker import RunWorker
 
 __all__ = ["build_registry", "create_app"]
 
@@ -164,14 +166,22 @@ def create_app(
         _tell_proxies(settings)
         store = await Store.open(settings.database_url)
         locks = thread_locks(settings.database_url)
+        events = await StoreEventLog.open(store, retention=settings.event_retention)
         runs = RunManager(
             store,
             locks,
             busy_timeout=settings.busy_timeout,
             buffer_bytes=settings.stream_buffer_bytes,
+            lease_seconds=settings.lease_seconds,
+            max_attempts=settings.max_attempts,
+            run_concurrency=settings.run_concurrency,
+            events=events,
         )
-        events = await StoreEventLog.open(store, retention=settings.event_retention)
-        app.state.parley = ServiceState(settings, registry, store, locks, runs, served, events)
+        state = ServiceState(settings, registry, store, locks, runs, served, events)
+        runs.resolve = state.resolve_run
+        app.state.parley = state
+        worker = RunWorker(runs)
+        worker.start()
         if documents is not None:
             await documents.start()
         warm = asyncio.create_task(_warm_up(registry, settings))
@@ -179,6 +189,7 @@ def create_app(
             yield
         finally:
             warm.cancel()
+            await worker.close()
             if documents is not None:
                 await documents.close()
             await runs.close()
@@ -205,6 +216,7 @@ def create_app(
             expose_headers=["X-Thread-Id", "X-Run-Id"],
         )
     app.include_router(routes_toolkit.router)
+    app.include_router(routes_runs.router)  # before threads': `/runs/{id}/join` is its own
     app.include_router(routes_threads.router)
     app.include_router(routes_agui.router)
     app.include_router(routes_events.router)

@@ -1,4 +1,7 @@
-"""`parley serve` and `parley keys`: run the service, and manage its API keys.
+"""`parley serve`, `parley worker` and `parley keys`: the service, its workers, its keys.
+
+`parley worker` runs only run workers (no HTTP): the same settings, agents and database as
+`parley serve`, taking queued runs, and taking over the runs of replicas that died.
 
 `parley serve` passes its options on as `PARLEY_*` environment variables and starts uvicorn
 on the app factory, so every worker process builds the same app from the same settings.
@@ -18,7 +21,7 @@ from typing import Any
 
 from parley.errors import ConfigurationError
 
-__all__ = ["add_commands", "keys", "serve"]
+__all__ = ["add_commands", "keys", "serve", "worker"]
 
 # CLI option → settings variable; only options given on the command line are passed on.
 _SERVE_OPTIONS = {
@@ -34,6 +37,7 @@ _SERVE_OPTIONS = {
     "docs_embedding": "PARLEY_DOCS_EMBEDDING",
     "tts": "PARLEY_TTS",
     "tracing": "PARLEY_TRACING",
+    "run_concurrency": "PARLEY_RUN_CONCURRENCY",
 }
 
 
@@ -104,7 +108,14 @@ def add_commands(commands: Any) -> None:
         help="trace requests, runs, model calls and tools with OpenTelemetry (OTLP/HTTP to "
         "OTEL_EXPORTER_OTLP_ENDPOINT; see docs/tracing.md)",
     )
+    serve_parser.add_argument(
+        "--run-concurrency",
+        type=int,
+        help="runs this process takes from the queue at once (default 16; 0: none, leave "
+        "them to `parley worker` processes)",
+    )
     serve_parser.set_defaults(run=serve)
+    _add_worker(commands)
 
     keys_parser = commands.add_parser("keys", help="create, list and revoke API keys")
     keys_parser.add_argument("--database-url", help="the service's database (default: settings)")
@@ -117,6 +128,70 @@ def add_commands(commands: Any) -> None:
     revoke = actions.add_parser("revoke", help="revoke a key by its id")
     revoke.add_argument("key_id", help="the id `keys list` shows")
     keys_parser.set_defaults(run=keys)
+
+
+def _add_worker(commands: Any) -> None:
+    worker_parser = commands.add_parser(
+        "worker",
+        help="run queued runs only (no HTTP), beside `parley serve` replicas on one database",
+    )
+    worker_parser.add_argument(
+        "--database-url", help="the service's database (PostgreSQL for several processes)"
+    )
+    worker_parser.add_argument(
+        "--agent",
+        dest="agents",
+        action="append",
+        metavar="MODULE:ATTR",
+        help="an agent to run (repeatable), as `parley serve --agent`",
+    )
+    worker_parser.add_argument("--agents-file", help="a TOML or YAML file listing agents")
+    worker_parser.add_argument("--model", help="the built-in agent's model (default: local)")
+    worker_parser.add_argument("--default-agent", help="the default agent")
+    worker_parser.add_argument(
+        "--run-concurrency", type=int, help="runs taken at once (default 16)"
+    )
+    worker_parser.add_argument(
+        "--log-level", choices=["critical", "error", "warning", "info", "debug"]
+    )
+    worker_parser.set_defaults(run=worker, docs=None)
+
+
+def worker(args: argparse.Namespace) -> int:
+    """`parley worker`: take and run queued runs until SIGTERM or Ctrl-C (no HTTP)."""
+    from parley.service.settings import ServiceSettings  # noqa: PLC0415
+
+    _export(args)
+    settings = ServiceSettings()
+    if settings.run_concurrency < 1:
+        raise ConfigurationError(
+            "a worker with PARLEY_RUN_CONCURRENCY=0 would run nothing; give it 1 or more"
+        )
+    _show_parley_logs()
+    print(
+        f"parley: worker taking up to {settings.run_concurrency} runs at once from "
+        f"{_shown(settings.database_url)}",
+        file=sys.stderr,
+    )
+    asyncio.run(_work(settings))
+    return 0
+
+
+async def _work(settings: Any) -> None:
+    """Run the service's start-up (store, agents, run worker), then wait for a signal."""
+    import signal  # noqa: PLC0415
+
+    from parley.service.app import create_app  # noqa: PLC0415
+
+    app = create_app(settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for number in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(number, stop.set)
+    async with app.router.lifespan_context(app):
+        print("parley: worker ready", file=sys.stderr, flush=True)
+        await stop.wait()
+        print("parley: worker stopping (its runs end interrupted)", file=sys.stderr, flush=True)
 
 
 def _served_models(given: list[str]) -> list[str] | dict[str, str]:

@@ -49,6 +49,7 @@ from parley.service.runs_protocol import (
     EventsExpiredError,
     EventWriter,
     UnknownEventIdError,
+    stop_if_cancelled,
 )
 from parley.service.store import Store
 from parley.service.store.tables import run_events, runs, utcnow
@@ -400,6 +401,7 @@ class StoreEventLog(EventLog):
             try:
                 swept = await self.sweep(retention)
             except Exception as exc:  # the store is down: sweep next time
+                stop_if_cancelled()
                 log.warning("could not drop old run events: %s", exc)
                 continue
             if swept:
@@ -414,6 +416,7 @@ class StoreEventLog(EventLog):
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # any failure: readers poll, try again
+                stop_if_cancelled()
                 log.warning("event doorbell down (%s); readers poll until it is back", exc)
             finally:
                 self._doorbell_up = False

@@ -1,6 +1,6 @@
 """What the toolkit lacks: threads, runs, approval interrupts, and parley's view of its agents.
 
-Threads are listed, read and deleted; runs read and cancelled; interrupts answered.
+Threads are listed, read and deleted; interrupts answered (runs: `routes_runs`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from parley.service.schema import (
     AgentDescription,
     ApprovalInput,
     ApprovalStreamInput,
-    RunInfo,
     ServiceChatMessage,
     ThreadDetail,
     ThreadInfo,
@@ -32,7 +31,7 @@ from parley.service.schema import (
 )
 from parley.service.sse import make_interrupt
 from parley.service.state import ServiceState, get_state, is_thread_id, sse_response
-from parley.service.store import RunRecord, ThreadRecord
+from parley.service.store import ThreadRecord
 from parley.service.strict import StrictRoute
 
 __all__ = ["router"]
@@ -175,35 +174,6 @@ async def delete_thread(thread_id: str, state: State, user: User) -> Response:
     finally:
         await lease.release()
     return Response(status_code=204)
-
-
-def _run_info(record: RunRecord) -> RunInfo:
-    return RunInfo(
-        run_id=record.run_id,
-        thread_id=record.thread_id,
-        agent=record.agent,
-        model=record.model,
-        status=record.status,  # type: ignore[arg-type]  # the store writes only these
-        error=record.error,
-        usage=record.usage,
-        started_at=record.started_at,
-        ended_at=record.ended_at,
-    )
-
-
-@router.get("/runs/{run_id}", tags=["runs"], responses=_FOUND)
-async def get_run(run_id: str, state: State, user: User) -> RunInfo:
-    """A run's status, usage and times."""
-    record = await state.store.get_run(run_id, user)
-    if record is None:
-        raise NotFoundError(f"run {run_id!r} not found", status_code=404)
-    return _run_info(record)
-
-
-@router.post("/runs/{run_id}/cancel", tags=["runs"], responses=_FOUND)
-async def cancel_run(run_id: str, state: State, user: User) -> RunInfo:
-    """Stop a run; it keeps its partial answer (marked interrupted) and ends `interrupted`."""
-    return _run_info(await state.runs.cancel(run_id, user))
 
 
 async def _resume(

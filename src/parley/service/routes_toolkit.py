@@ -25,10 +25,12 @@ from parley.messages import Msg
 from parley.service.auth import current_user
 from parley.service.bounds import check_messages
 from parley.service.runs import RunHandle
+from parley.service.runs_protocol import MultitaskStrategy
 from parley.service.schema import (
     ServiceChatHistory,
     ServiceChatMessage,
     ServiceStreamInput,
+    ServiceUserInput,
     error_responses,
 )
 from parley.service.sse import chat_message_dicts
@@ -89,6 +91,11 @@ async def _start(state: ServiceState, user: str, agent_id: str, body: UserInput)
     thread_id = new_thread_id(body.thread_id)
     message = Msg.user(body.message)
     check_messages([message], state.settings.max_message_chars, ("body", "message"))
+    strategy: MultitaskStrategy = (
+        body.multitask_strategy
+        if isinstance(body, ServiceUserInput | ServiceStreamInput)
+        else "reject"
+    )
     return await state.runs.start(
         agent,
         agent_key=entry.key,
@@ -96,6 +103,9 @@ async def _start(state: ServiceState, user: str, agent_id: str, body: UserInput)
         thread_id=thread_id,
         message=message,
         middleware=speech,
+        multitask_strategy=strategy,
+        model=body.model,
+        speak=speak,
     )
 
 
@@ -127,7 +137,7 @@ def _final_message(ended: RunEnded, handle: RunHandle) -> ServiceChatMessage:
 
 @router.post("/invoke", responses=_INVOKE)
 async def invoke_default(
-    body: UserInput, state: State, user: User, response: Response
+    body: ServiceUserInput, state: State, user: User, response: Response
 ) -> ServiceChatMessage:
     """Run the default agent on a message; its final answer."""
     return await _invoke(state, user, state.registry.default, body, response)
@@ -135,14 +145,14 @@ async def invoke_default(
 
 @router.post("/{agent_id}/invoke", responses=_INVOKE)
 async def invoke(
-    agent_id: str, body: UserInput, state: State, user: User, response: Response
+    agent_id: str, body: ServiceUserInput, state: State, user: User, response: Response
 ) -> ServiceChatMessage:
     """Run an agent on a message; its final answer (type `ai`)."""
     return await _invoke(state, user, agent_id, body, response)
 
 
 async def _invoke(
-    state: ServiceState, user: str, agent_id: str, body: UserInput, response: Response
+    state: ServiceState, user: str, agent_id: str, body: ServiceUserInput, response: Response
 ) -> ServiceChatMessage:
     handle = await _start(state, user, agent_id, body)
     return await answer_of(handle, response)
@@ -173,6 +183,7 @@ async def _stream(
         mode=body.events,
         stream_tokens=body.stream_tokens,
         send_timeout=state.settings.send_timeout,
+        on_disconnect=body.on_disconnect,
     )
 
 

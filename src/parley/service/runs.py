@@ -1,4 +1,4 @@
-"""Runs on threads: started under the thread's lock, driven in their own task, cancellable.
+"""Runs on threads: queued as jobs, claimed under the thread's lock, driven in their own task.
 
 A run is not the request that started it. `RunManager.start` takes the thread's lock (waiting
 up to `busy_timeout`, then 409), loads the thread, and starts the agent in a task of its own,
@@ -25,16 +25,31 @@ comes, unbounded.
 `POST /runs/{id}/cancel` reaches a run in this process at once, and one in another process
 through the store: every process polls the cancel flags of its own runs. A run whose
 process was killed is marked `interrupted` by the cancel itself (nobody holds its thread's
-lock), or else by the next run on its thread.
+lock), or else by the next run on its thread, or it is taken over.
+
+Every run is a job (`store.queue`): a `reject` run (the toolkit's default) is recorded
+already claimed by this process once it has the thread's lock; any other run is queued
+`pending` and claimed by a worker when its thread is free: this process at once when it can
+(`submit`), else whichever worker polls first (`RunWorker`), here or in another replica. A
+request here that waits for a queued run holds a handle reserved for this process. The
+worker renews its leases (`renew`); a run whose lease lapsed is taken over by another
+worker and continued from its stored thread; every end is fenced to the worker and attempt
+that hold the run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
+import os
+import socket
+import time
+import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from typing import Any
 
 from parley.agents import Agent, AgentRun, Memory, Middleware
 from parley.agents.approval import unanswered_calls
@@ -45,21 +60,44 @@ from parley.agents.events import (
     MessageCompleted,
     RunEnded,
     RunError,
+    RunStarted,
+    RunStatus,
     TextDelta,
     ThinkingDelta,
     ToolCallArgumentsDelta,
 )
-from parley.errors import ConflictError, NotFoundError
+from parley.errors import ConfigurationError, ConflictError, NotFoundError, UserError
 from parley.messages import Msg
 from parley.service.auth import check_tools_reachable
+from parley.service.runs_protocol import (
+    ACTIVE_STATUSES,
+    FINAL_STATUSES,
+    CancelAction,
+    EventLog,
+    EventWriter,
+    MultitaskStrategy,
+    RunInput,
+)
 from parley.service.store import RunRecord, Store, ThreadLocks
 from parley.service.store.locks import Lease
+from parley.service.store.queue import Candidate, RunQueue, new_run_id
+from parley.service.store.store import OpenedRun, RunJob
 
-__all__ = ["DEFAULT_BUFFER_BYTES", "ReaderDropped", "RunHandle", "RunManager", "ThreadMemory"]
+__all__ = [
+    "DEFAULT_BUFFER_BYTES",
+    "AgentResolver",
+    "ReaderDropped",
+    "RunHandle",
+    "RunManager",
+    "ThreadMemory",
+]
 
 log = logging.getLogger("parley.service")
 
 CANCEL_POLL_SECONDS = 0.5
+"""How often a process checks the store for cancel requests of its runs (made elsewhere)."""
+JOIN_POLL_SECONDS = 0.2
+"""How often a join reads a run that runs in another process."""
 """How often a process checks the store for cancel requests of its runs (made elsewhere)."""
 _SHUTDOWN_GRACE = 5.0
 DEFAULT_BUFFER_BYTES = 4 * 1024 * 1024
@@ -178,6 +216,16 @@ class RunHandle:
         before its lock was released; None until then, or when they could not be read."""
         self.dropped = False
         """Whether the reader was let go (it fell behind); the run goes on without it."""
+        self.attempt = 1
+        """Which start of the run this copy is (a takeover's is 2 or more)."""
+        self.background = False
+        """Whether a worker took it from the queue (it counts against `run_concurrency`)."""
+        self.lost = False
+        """Whether this worker lost the run (its lease lapsed, another may hold it): this
+        copy stops and writes nothing more about it."""
+        self.cancel_action: CancelAction = "interrupt"
+        self.on_early_cancel: Callable[[], None] | None = None
+        """Called by `cancel()` while the run waits its turn (not started yet)."""
         self._buffer_bytes = buffer_bytes
         self._limited = False
         self._on_drop: Callable[[], None] | None = None
@@ -185,10 +233,31 @@ class RunHandle:
         self._queued = 0
         self._ready = asyncio.Event()
 
-    def cancel(self) -> None:
-        """Ask the run to stop; it ends `interrupted`, keeping its partial answer."""
-        if not self.done.is_set():
-            self.run.cancel()
+    def cancel(self, action: CancelAction = "interrupt") -> None:
+        """Ask the run to stop; it ends `interrupted`, keeping its partial answer.
+
+        With `rollback`, the run and its messages are deleted as it stops instead. A run
+        still waiting its turn ends without starting.
+        """
+        if self.done.is_set():
+            return
+        if action == "rollback":
+            self.cancel_action = action
+        if self.task is None:
+            if self.on_early_cancel is not None:
+                self.on_early_cancel()
+            return
+        self.run.cancel()
+
+    def end_unstarted(self, status: RunStatus, error: str | None = None) -> None:
+        """End a run that never started (cancelled or ended while waiting its turn)."""
+        if self.done.is_set():
+            return
+        self.done.set()
+        if error is not None:
+            self.put(RunError(message=error, kind="RunNotStarted"))
+        self.put(RunEnded(status=status))
+        self.put(None)
 
     async def events(self) -> AsyncIterator[AgentEvent]:
         """The run's events as they happen, ending with `RunEnded`.
@@ -261,8 +330,26 @@ class RunHandle:
             self._on_drop()
 
 
+AgentResolver = Callable[[str, RunInput], tuple[Agent, list[Middleware]]]
+"""Builds a queued run's agent: from its agent's key and its input (model alias, speech),
+the agent and the run's own middleware."""
+
+
 class RunManager:
-    """Starts, tracks and cancels the runs of this process."""
+    """Starts, queues, claims, tracks and cancels the runs of this process (its worker).
+
+    Args:
+        store: The store the runs are kept in.
+        locks: The threads' locks (one run per thread, across processes on PostgreSQL).
+        busy_timeout: How long a `reject` run waits for a busy thread before a 409.
+        buffer_bytes: How far a run's events may get ahead of a client's stream.
+        lease_seconds: How long a claim on a run lasts unless renewed.
+        max_attempts: Starts a run gets before it ends `error`.
+        run_concurrency: Runs this process takes from the queue at once (0: none; runs a
+            request here waits for are taken whatever the count).
+        events: Where every event of every run is appended (`EventLog`), when set.
+        resolve: Builds a queued run's agent (needed to run runs made elsewhere).
+    """
 
     def __init__(
         self,
@@ -271,13 +358,41 @@ class RunManager:
         *,
         busy_timeout: float,
         buffer_bytes: int = DEFAULT_BUFFER_BYTES,
+        lease_seconds: float = 30.0,
+        max_attempts: int = 3,
+        run_concurrency: int = 16,
+        events: EventLog | None = None,
+        resolve: AgentResolver | None = None,
+        worker_id: str | None = None,
     ) -> None:
         self.store = store
         self.locks = locks
         self.busy_timeout = busy_timeout
         self.buffer_bytes = buffer_bytes
+        self.run_concurrency = run_concurrency
+        self.events = events
+        self.resolve = resolve
+        self.worker_id = (
+            worker_id or f"{socket.gethostname()[:24]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        )
+        self.queue = RunQueue(
+            store,
+            worker_id=self.worker_id,
+            lease_seconds=lease_seconds,
+            max_attempts=max_attempts,
+        )
         self.active: dict[str, RunHandle] = {}
+        """The runs this process runs now."""
+        self.waiting: dict[str, RunHandle] = {}
+        """Runs a request here waits for, still waiting their turn (reserved for this worker)."""
+        self.wake = asyncio.Event()
+        """Set when a thread may have a run ready (one ended): the worker polls at once."""
         self._poller: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._renewed_at = time.monotonic()
+        self._claiming: set[str] = set()
+
+    # -- starting runs ---------------------------------------------------------------------
 
     async def start(
         self,
@@ -291,6 +406,9 @@ class RunManager:
         history: Sequence[Msg] = (),
         middleware: Sequence[Middleware] = (),
         snapshot: bool = False,
+        multitask_strategy: MultitaskStrategy = "reject",
+        model: str | None = None,
+        speak: bool = False,
     ) -> RunHandle:
         """Start a run of `agent` on the thread: a new `message`, or an approval's answer.
 
@@ -302,6 +420,12 @@ class RunManager:
         are read as the run ends, before its lock is released (`RunHandle.snapshot`): no other
         run's message can be in them.
 
+        `multitask_strategy` says what happens on a busy thread: `reject` waits up to
+        `busy_timeout` for it, then 409; `enqueue` waits its turn after the thread's runs;
+        `interrupt` stops them (keeping their partial answers) and `rollback` stops and
+        deletes them, then it runs. `model` and `speak` are stored with the run (what a
+        worker taking it over needs).
+
         A thread is `user_id`'s own: another user's thread of the same id is another thread.
 
         Raises:
@@ -310,9 +434,30 @@ class RunManager:
                 answered already.
             AuthenticationError: The request came from another machine and the agent has a
                 tool that serves this machine only (403).
-            UserError: A verdict names a call that does not wait.
+            UserError: A verdict names a call that does not wait, or a strategy other than
+                `reject` was given with an approval's answer.
         """
         check_tools_reachable(agent)
+        run_input = RunInput(
+            message=message,
+            resume=_stored_verdict(resume),
+            history=list(history),
+            model=model,
+            speak=speak,
+        )
+        if multitask_strategy != "reject":
+            if resume is not None:
+                raise UserError("an approval's answer runs at once: send multitask_strategy reject")
+            _, handle = await self.submit(
+                agent_key=agent_key,
+                user_id=user_id,
+                thread_id=thread_id,
+                run_input=run_input,
+                multitask_strategy=multitask_strategy,
+                waiting=(agent, list(middleware), snapshot),
+            )
+            assert handle is not None  # a run a request waits for has a handle
+            return handle
         lease = await self.locks.acquire(thread_id, user_id, self.busy_timeout)
         try:
             memory = ThreadMemory(self.store, thread_id, user_id)
@@ -331,6 +476,11 @@ class RunManager:
                 expire_approvals=resume is None,  # a new message goes past them
                 seed=history,
                 then=lambda found: [] if unanswered_calls(found) else question,
+                job=RunJob(
+                    self.worker_id,
+                    self.queue.lease_seconds,
+                    run_input.model_dump(mode="json"),
+                ),
             )
             memory.load(opened.history, stored_ahead=opened.added)
         except BaseException:
@@ -345,10 +495,200 @@ class RunManager:
             buffer_bytes=self.buffer_bytes,
             wants_snapshot=snapshot,
         )
+        self._launch(handle, lease)
+        return handle
+
+    async def submit(
+        self,
+        *,
+        agent_key: str,
+        user_id: str,
+        thread_id: str,
+        run_input: RunInput,
+        multitask_strategy: MultitaskStrategy = "enqueue",
+        kwargs: dict[str, Any] | None = None,
+        model_name: str = "",
+        waiting: tuple[Agent, list[Middleware], bool] | None = None,
+    ) -> tuple[RunRecord, RunHandle | None]:
+        """Queue a run (`pending`) on the thread, after making room as the strategy says.
+
+        A worker takes it when its thread is free (this process at once, if it can). With
+        `waiting` (the agent, the run's middleware, whether to snapshot), a request here
+        waits for the run: it is reserved for this process, and its handle is returned.
+
+        Raises:
+            ConflictError: The thread is busy and the strategy is `reject` (409).
+        """
+        await self._make_room(thread_id, user_id, multitask_strategy)
+        run_id = new_run_id()
+        handle: RunHandle | None = None
+        model = model_name
+        if waiting is not None:
+            agent, middleware, snapshot = waiting
+            model = str(agent.model.model)
+            memory = ThreadMemory(self.store, thread_id, user_id)
+            run = _agent_run(agent, run_input, memory, user_id, run_id, attempt=1)
+            run.use(*middleware)
+            handle = RunHandle(
+                run,
+                thread_id,
+                agent_key,
+                memory,
+                user_id=user_id,
+                buffer_bytes=self.buffer_bytes,
+                wants_snapshot=snapshot,
+            )
+            handle.on_early_cancel = lambda: self._spawn(self._cancel_waiting(run_id))
+            self.waiting[run_id] = handle
+        try:
+            record = await self.queue.create(
+                run_id,
+                thread_id,
+                user_id,
+                agent_key,
+                model,
+                run_input,
+                kwargs=kwargs,
+                multitask_strategy=multitask_strategy,
+                reserve=handle is not None,
+            )
+        except BaseException:
+            self.waiting.pop(run_id, None)
+            raise
+        # The fast path: this process takes the run now when it can (no poll's delay).
+        await self.try_claim(Candidate(run_id, thread_id, user_id))
+        return record, handle
+
+    async def _make_room(self, thread_id: str, user_id: str, strategy: MultitaskStrategy) -> None:
+        """Apply the multitask strategy to the thread's running and waiting runs."""
+        if strategy == "enqueue":
+            return
+        active = await self.store.active_runs(thread_id, user_id)
+        if not active:
+            return
+        if strategy == "reject":
+            raise ConflictError(
+                f"thread {thread_id!r} is busy with another run; send multitask_strategy "
+                "'enqueue' to run after it, or cancel it with POST /runs/{run_id}/cancel",
+                status_code=409,
+            )
+        pending = [r.run_id for r in active if r.status == "pending"]
+        reason = f"interrupted by a newer run on its thread (multitask_strategy {strategy})"
+        for run_id in await self.store.end_pending(pending, "interrupted", reason):
+            self._end_waiting(run_id, "interrupted")
+        for record in active:
+            if record.status == "running":
+                await self._stop(record, strategy)
+
+    # -- claiming runs from the queue ------------------------------------------------------
+
+    def has_room(self) -> bool:
+        """Whether this process takes one more run from the queue (`run_concurrency`)."""
+        running = sum(1 for h in self.active.values() if h.background)
+        return running < self.run_concurrency
+
+    async def poll_once(self) -> int:
+        """Take the runs this worker can from the queue now; how many it took."""
+        await self.queue.give_up()
+        room = self.run_concurrency - sum(1 for h in self.active.values() if h.background)
+        found = await self.queue.candidates(max(room, 0) + len(self.waiting) + 4)
+        taken = 0
+        for candidate in found:
+            if candidate.run_id not in self.waiting and not self.has_room():
+                continue
+            if await self.try_claim(candidate):
+                taken += 1
+        return taken
+
+    async def try_claim(self, candidate: Candidate) -> bool:
+        """Claim the run and start it here, if it is free to take now; whether it was."""
+        if candidate.run_id not in self.waiting and not self.has_room():
+            return False
+        try:
+            lease = await self.locks.acquire(candidate.thread_id, candidate.user_id, 0)
+        except ConflictError:  # a run holds the thread: the run waits for it to end
+            return False
+        self._claiming.add(candidate.run_id)  # a renewal meanwhile must not end it
+        try:
+            claimed = await self.queue.claim(candidate.run_id, then=_question)
+        except BaseException:
+            await lease.release()
+            raise
+        finally:
+            self._claiming.discard(candidate.run_id)
+        if claimed is None:
+            await lease.release()
+            return False
+        record, opened = claimed
+        await self._start_claimed(record, opened, lease)
+        return True
+
+    async def _start_claimed(self, record: RunRecord, opened: OpenedRun, lease: Lease) -> None:
+        handle = self.waiting.pop(record.run_id, None)
+        try:
+            if record.cancel_requested:  # cancelled while its last worker was gone
+                raise _CancelledBeforeStart(record.cancel_action or "interrupt")
+            if handle is None:
+                handle = self._handle_for(record)
+                handle.background = True
+        except Exception as exc:
+            await self._end_unstarted(record, handle, lease, exc)
+            return
+        handle.attempt = record.attempt
+        assert handle.memory is not None  # every queued run's memory is its thread
+        handle.memory.load(opened.history, stored_ahead=opened.added)
+        self._launch(handle, lease)
+
+    async def _end_unstarted(
+        self, record: RunRecord, handle: RunHandle | None, lease: Lease, exc: Exception
+    ) -> None:
+        """End a claimed run that cannot start: cancelled meanwhile, or its agent unknown."""
+        try:
+            if isinstance(exc, _CancelledBeforeStart):
+                rollback = exc.action == "rollback"
+                status: RunStatus
+                await self.queue.finish(
+                    record.run_id, record.attempt, "interrupted", None, None, rollback=rollback
+                )
+                status, error = "interrupted", None
+            else:
+                log.warning("run %s cannot start: %s", record.run_id, exc)
+                error = f"the run could not start: {exc}"
+                await self.queue.finish(record.run_id, record.attempt, "error", None, error)
+                status = "error"
+        finally:
+            await lease.release()
+            self.wake.set()
+        if handle is not None:
+            handle.end_unstarted(status, error)
+
+    def _handle_for(self, record: RunRecord) -> RunHandle:
+        """A handle for a run taken from the queue, its agent built from its stored input."""
+        if self.resolve is None:
+            raise ConfigurationError("this run manager cannot build agents for queued runs")
+        run_input = RunInput.model_validate(record.input or {})
+        if run_input.resume is not None:
+            raise UserError("an approval's answer cannot be run from the queue")
+        agent, middleware = self.resolve(record.agent, run_input)
+        check_tools_reachable(agent)
+        memory = ThreadMemory(self.store, record.thread_id, record.user_id)
+        run = _agent_run(
+            agent, run_input, memory, record.user_id, record.run_id, attempt=record.attempt
+        )
+        run.use(*middleware)
+        return RunHandle(
+            run,
+            record.thread_id,
+            record.agent,
+            memory,
+            user_id=record.user_id,
+            buffer_bytes=self.buffer_bytes,
+        )
+
+    def _launch(self, handle: RunHandle, lease: Lease) -> None:
         self.active[handle.run_id] = handle
         handle.task = asyncio.create_task(self._drive(handle, lease), name=handle.run_id)
         self._ensure_poller()
-        return handle
 
     async def _prepare(
         self,
@@ -373,11 +713,14 @@ class RunManager:
         memory.run_id = run.run_id
         return run
 
+    # -- running ---------------------------------------------------------------------------
+
     async def _drive(self, handle: RunHandle, lease: Lease) -> None:
         ended: RunEnded | None = None
         # A run's error reaches its reader after the run's end is recorded, as its end does:
         # a client that stops at the error and reads the run at once must see it ended.
         failure: RunError | None = None
+        writer = await self._writer(handle)
         try:
             async with contextlib.aclosing(handle.run) as run:
                 async for event in run:
@@ -394,38 +737,91 @@ class RunManager:
                         # The store holds it now; the shared agent keeping every parked run
                         # of every thread in memory would grow without end.
                         run.agent.forget_pending(run.pending.message_id)
-                    handle.put(event)
+                    told = _with_attempt(event, handle.attempt)
+                    if writer is not None and not handle.lost:
+                        writer.put(told)
+                    handle.put(told)
         except Exception as exc:  # a usage mistake found as the run began (resume checks)
             log.warning("run %s failed to start: %s", handle.run_id, exc)
             failure = RunError(message=str(exc), kind=type(exc).__name__)
         finally:
             ended = ended or RunEnded(status=handle.run.status or "error")
-            await self._finish(handle, lease, ended, failure)
+            await self._finish(handle, lease, ended, failure, writer)
+
+    async def _writer(self, handle: RunHandle) -> EventWriter | None:
+        if self.events is None:
+            return None
+        try:
+            return await self.events.writer(handle.run_id)
+        except Exception:  # the run goes on; only its re-attachable stream is lost
+            log.exception("could not open the event log of run %s", handle.run_id)
+            return None
 
     async def _finish(
-        self, handle: RunHandle, lease: Lease, ended: RunEnded, failure: RunError | None
+        self,
+        handle: RunHandle,
+        lease: Lease,
+        ended: RunEnded,
+        failure: RunError | None,
+        writer: EventWriter | None,
     ) -> None:
         # Recorded and unlocked before the reader hears of the end (or of the error before
         # it): a client that reads the run or continues the thread right after sees it ended.
         held = handle.memory.take_held() if handle.memory is not None else []
         error = failure.message if failure is not None else None
         try:
+            if handle.lost:
+                raise _LostRun(handle.run_id)
             usage = ended.usage.model_dump(mode="json")
             last = (handle.thread_id, handle.user_id, held) if held else None
-            await self.store.end_run(handle.run_id, ended.status, usage, error, last=last)
+            rollback = handle.cancel_action == "rollback" and ended.status == "interrupted"
+            # `is False`: fenced out (another worker holds the run now).
+            held_still = await self.store.end_run(
+                handle.run_id,
+                ended.status,
+                usage,
+                error,
+                last=last,
+                fence=(self.worker_id, handle.attempt),
+                rollback=rollback,
+            )
+            if held_still is False:
+                raise _LostRun(handle.run_id)
             await self._snapshot(handle)
+        except _LostRun:
+            log.warning(
+                "run %s: this worker lost it (another took it over); stopped", handle.run_id
+            )
+            failure = RunError(
+                message="the run was taken over by another worker (this one lost its lease)",
+                kind="LeaseLost",
+            )
+            ended = RunEnded(status="interrupted", final=ended.final, usage=ended.usage)
+            writer = None  # the run's log is the new holder's now
         except Exception as exc:
             log.exception("could not record the end of run %s", handle.run_id)
             if held:  # its answer is not stored: the run failed
-                ended = await self._failed_to_store(handle, ended, exc)
+                ended, failure = await self._failed_to_store(handle, ended, exc)
         finally:
             await lease.release()
             self.active.pop(handle.run_id, None)
             handle.done.set()
-            if failure is not None:
-                handle.put(failure)
-            handle.put(ended)
+            self.wake.set()  # the thread is free: a run waiting for it may start
+            for event in (failure, ended):
+                if event is not None:
+                    handle.put(event)
+                    if writer is not None:
+                        writer.put(event)
             handle.put(None)
+            if writer is not None:
+                await self._close_writer(handle.run_id, writer)
+
+    @staticmethod
+    async def _close_writer(run_id: str, writer: EventWriter) -> None:
+        try:
+            await writer.close()
+        except Exception:
+            log.exception("could not store the last events of run %s", run_id)
 
     async def _snapshot(self, handle: RunHandle) -> None:
         """Read the thread for the handle's snapshot, if asked: the lock is still held."""
@@ -440,17 +836,57 @@ class RunManager:
 
     async def _failed_to_store(
         self, handle: RunHandle, ended: RunEnded, exc: Exception
-    ) -> RunEnded:
+    ) -> tuple[RunEnded, RunError]:
         """Tell the reader the run failed (its answer was not stored); record that if possible."""
         error = f"could not store the run's answer: {exc}"
         with contextlib.suppress(Exception):
             usage = ended.usage.model_dump(mode="json")
-            await self.store.end_run(handle.run_id, "error", usage, error)
-        handle.put(RunError(message=error, kind=type(exc).__name__))
-        return RunEnded(status="error", final=ended.final, usage=ended.usage)
+            fence = (self.worker_id, handle.attempt)
+            await self.store.end_run(handle.run_id, "error", usage, error, fence=fence)
+        failure = RunError(message=error, kind=type(exc).__name__)
+        return RunEnded(status="error", final=ended.final, usage=ended.usage), failure
 
-    async def cancel(self, run_id: str, user_id: str, *, wait: float = 2.0) -> RunRecord:
+    # -- leases ----------------------------------------------------------------------------
+
+    async def renew(self) -> None:
+        """Renew the leases of this process's runs; stop the copies of those it lost.
+
+        A run missing from the store's answer was taken over, deleted or ended elsewhere.
+        When the store cannot be reached for a whole lease, every run is lost: another
+        worker may hold them by now.
+        """
+        running = dict(self.active)
+        waiting = set(self.waiting)
+        held = {run_id: h.attempt for run_id, h in running.items()}
+        held.update(dict.fromkeys(waiting, 0))
+        try:
+            kept = await self.queue.heartbeat(held)
+        except Exception:
+            log.warning("could not renew the leases of this worker's runs", exc_info=True)
+            if time.monotonic() - self._renewed_at < self.queue.lease_seconds:
+                return
+            kept = set()
+        else:
+            self._renewed_at = time.monotonic()
+        # Only runs still as they were when asked: one claimed here meanwhile (its attempt
+        # moved on) is held, not lost.
+        for run_id in set(held) - kept:
+            handle = running.get(run_id)
+            if handle is not None and self.active.get(run_id) is handle:
+                handle.lost = True
+                handle.cancel()
+            elif run_id in waiting and run_id in self.waiting and run_id not in self._claiming:
+                self._end_waiting(run_id, "interrupted")
+
+    # -- cancelling, deleting, joining -----------------------------------------------------
+
+    async def cancel(
+        self, run_id: str, user_id: str, *, action: CancelAction = "interrupt", wait: float = 2.0
+    ) -> RunRecord:
         """Stop a run of `user_id`'s (here or in another process); its record after.
+
+        A run waiting its turn ends without starting. With `rollback` the run and its
+        messages are deleted as it stops (the record returned is its last, `interrupted`).
 
         Raises:
             NotFoundError: No such run of theirs.
@@ -458,21 +894,70 @@ class RunManager:
         record = await self.store.get_run(run_id, user_id)
         if record is None:
             raise NotFoundError(f"run {run_id!r} not found", status_code=404)
-        if record.status != "running":
-            return record
-        handle = self.active.get(run_id)
-        if handle is None:
-            await self.store.request_cancel(run_id)
-            await self._interrupt_if_dead(record.thread_id, user_id)
+        if record.status == "pending":
+            if await self.store.end_pending([run_id], "interrupted", "cancelled"):
+                self._end_waiting(run_id, "interrupted")
+                if action == "rollback":
+                    await self.store.delete_run(run_id, user_id, with_messages=True)
+        elif record.status == "running":
+            await self._stop(record, action, wait=wait)
         else:
-            handle.cancel()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(wait):
-                    await handle.done.wait()
+            return record
         again = await self.store.get_run(run_id, user_id)
-        return again or record
+        return again or dataclasses.replace(record, status="interrupted")
 
-    async def _interrupt_if_dead(self, thread_id: str, user_id: str) -> None:
+    async def _stop(self, record: RunRecord, action: CancelAction, *, wait: float = 2.0) -> None:
+        """Stop a running run: here at once, elsewhere through the store's cancel flag."""
+        handle = self.active.get(record.run_id)
+        if handle is None:
+            await self.store.request_cancel(record.run_id, action)
+            await self._interrupt_if_dead(record.thread_id, record.user_id, action)
+            return
+        handle.cancel(action)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(wait):
+                await handle.done.wait()
+
+    async def delete(self, run_id: str, user_id: str) -> None:
+        """Delete a run of `user_id`'s (its messages stay); a live one is cancelled first.
+
+        Raises:
+            NotFoundError: No such run of theirs.
+        """
+        record = await self.cancel(run_id, user_id, wait=self.queue.lease_seconds)
+        if record.status == "running":  # still ending elsewhere: it is deleted anyway
+            log.info("run %s is deleted while its worker stops it", run_id)
+        if not await self.store.delete_run(run_id, user_id):
+            raise NotFoundError(f"run {run_id!r} not found", status_code=404)
+
+    async def join(self, run_id: str, user_id: str, timeout: float) -> RunRecord:
+        """Wait (up to `timeout` seconds) for a run to end, wherever it runs; its record.
+
+        Raises:
+            NotFoundError: No such run of theirs (or it was deleted meanwhile).
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            record = await self.store.get_run(run_id, user_id)
+            if record is None:
+                raise NotFoundError(f"run {run_id!r} not found", status_code=404)
+            left = deadline - time.monotonic()
+            if record.status in FINAL_STATUSES or record.status not in ACTIVE_STATUSES:
+                return record
+            if left <= 0:
+                return record
+            handle = self.active.get(run_id) or self.waiting.get(run_id)
+            pause = min(JOIN_POLL_SECONDS, left)
+            if handle is None:
+                await asyncio.sleep(pause)
+                continue
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(pause):
+                    await handle.done.wait()
+
+    async def _interrupt_if_dead(
+        self, thread_id: str, user_id: str, action: CancelAction = "interrupt"
+    ) -> None:
         """Mark the thread's runs interrupted if no process runs them (theirs was killed).
 
         A live run holds its thread's lock, here or in another process (PostgreSQL's lock is
@@ -484,9 +969,32 @@ class RunManager:
         except ConflictError:  # a process runs it: that process polls the cancel flag
             return
         try:
+            stale = await self.store.active_runs(thread_id, user_id)
             await self.store.interrupt_stale_runs(thread_id, user_id)
+            if action == "rollback":
+                for record in stale:
+                    if record.status == "running":
+                        await self.store.delete_run(record.run_id, user_id, with_messages=True)
         finally:
             await lease.release()
+            self.wake.set()
+
+    async def _cancel_waiting(self, run_id: str) -> None:
+        """A request here stopped waiting for its run (its client left): end the run."""
+        try:
+            await self.store.end_pending([run_id], "interrupted", "cancelled before it started")
+        finally:
+            self._end_waiting(run_id, "interrupted")
+
+    def _end_waiting(self, run_id: str, status: RunStatus) -> None:
+        handle = self.waiting.pop(run_id, None)
+        if handle is not None:
+            handle.end_unstarted(status)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _ensure_poller(self) -> None:
         if self._poller is None or self._poller.done():
@@ -496,24 +1004,95 @@ class RunManager:
         while self.active:
             await asyncio.sleep(CANCEL_POLL_SECONDS)
             try:
-                asked = await self.store.cancel_requested(list(self.active))
+                asked = await self.store.cancel_actions(list(self.active))
             except Exception:  # the database blinked: try again next round
                 log.warning("could not poll cancel requests", exc_info=True)
                 continue
-            for run_id in asked:
+            for run_id, action in asked.items():
                 handle = self.active.get(run_id)
                 if handle is not None:
-                    handle.cancel()
+                    handle.cancel("rollback" if action == "rollback" else "interrupt")
 
     async def close(self) -> None:
-        """Stop every run of this process and wait (a little) for them to record their end."""
+        """Stop every run of this process and wait (a little) for them to record their end.
+
+        Runs a request here waited for and that never started are left `pending`: their
+        reservation lapses, and another worker runs them.
+        """
         handles = list(self.active.values())
         for handle in handles:
             handle.cancel()
+        for handle in list(self.waiting.values()):
+            handle.end_unstarted("interrupted", "the service is shutting down")
+        self.waiting.clear()
         tasks = [h.task for h in handles if h.task is not None]
         if tasks:
             await asyncio.wait(tasks, timeout=_SHUTDOWN_GRACE)
-        if self._poller is not None:
-            self._poller.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._poller
+        for task in [self._poller, *self._tasks]:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+
+class _CancelledBeforeStart(Exception):  # noqa: N818 - what happened
+    def __init__(self, action: str) -> None:
+        super().__init__(f"cancelled ({action}) before it started")
+        self.action = action
+
+
+class _LostRun(Exception):  # noqa: N818 - what happened
+    """This worker no longer holds the run (its lease lapsed and another took it)."""
+
+
+def _with_attempt(event: AgentEvent, attempt: int) -> AgentEvent:
+    """A takeover's `RunStarted` says which start it is (readers drop the dead one's part)."""
+    if isinstance(event, RunStarted) and attempt > 1:
+        return event.model_copy(update={"attempt": attempt})
+    return event
+
+
+def _stored_verdict(
+    resume: tuple[str, bool | Mapping[str, bool]] | None,
+) -> tuple[str, bool | dict[str, bool]] | None:
+    if resume is None:
+        return None
+    interrupt_id, approved = resume
+    return interrupt_id, approved if isinstance(approved, bool) else dict(approved)
+
+
+def _question(history: list[Msg], record: RunRecord) -> list[Msg]:
+    """What a claimed run stores as it starts: its question, unless a call waits first."""
+    run_input = RunInput.model_validate(record.input or {})
+    if run_input.message is None or unanswered_calls(history):
+        return []
+    return [run_input.message]
+
+
+def _agent_run(
+    agent: Agent,
+    run_input: RunInput,
+    memory: ThreadMemory,
+    user_id: str,
+    run_id: str,
+    *,
+    attempt: int,
+) -> AgentRun:
+    """The agent's run for a queued run, under the run's own id.
+
+    A first start asks the question. A takeover (`attempt` > 1) continues the thread as
+    stored: with `Agent.continue_stream` where the agent has it (stored answers and tool
+    results are not repeated; an interrupted tool call is re-run only if idempotent), else
+    by running the agent again on the stored thread (its question is there already).
+    """
+    memory.run_id = run_id
+    continue_stream = getattr(agent, "continue_stream", None)
+    if attempt > 1 and continue_stream is not None:
+        run: AgentRun = continue_stream(memory=memory, user_id=user_id, run_id=run_id)
+        return run
+    message = run_input.message if attempt == 1 else None
+    run = agent.stream(message, memory=memory, user_id=user_id)
+    # The job's id, made when it was queued: the agent made one of its own.
+    run.run_id = run_id
+    run.context = dataclasses.replace(run.context, run_id=run_id)
+    return run

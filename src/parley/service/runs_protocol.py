@@ -12,6 +12,7 @@ client saw is never lost when its replica dies and another takes the run over.
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from typing import Literal
@@ -35,6 +36,7 @@ __all__ = [
     "RunStatus",
     "UnknownEventIdError",
     "parse_last_event_id",
+    "stop_if_cancelled",
 ]
 
 RunStatus = Literal["pending", "running", "success", "error", "timeout", "interrupted"]
@@ -163,3 +165,15 @@ def parse_last_event_id(run_id: str, header: str | None) -> int | None:
     if text.isdigit() and len(text) <= 18:
         return int(text)
     raise UnknownEventIdError(run_id, header)
+
+
+def stop_if_cancelled() -> None:
+    """Raise CancelledError if the current task was asked to stop; call it in `except`.
+
+    A cancel that lands inside a database driver's call can come out as the driver's own
+    error (the cancel swallowed): a loop that catches errors to try again would then go on
+    after its `close()`, which waits for it for ever.
+    """
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError

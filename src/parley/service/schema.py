@@ -9,10 +9,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, StrictBool
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from parley.compat.service_toolkit import ChatHistory, ChatMessage, StreamInput, ToolCall
+from parley.compat.service_toolkit import (
+    ChatHistory,
+    ChatMessage,
+    StreamInput,
+    ToolCall,
+    UserInput,
+)
 from parley.messages import Msg
+from parley.service.runs_protocol import MultitaskStrategy, OnDisconnect
 
 __all__ = [
     "AgentDescription",
@@ -21,10 +28,12 @@ __all__ = [
     "ErrorDetail",
     "EventsMode",
     "Interrupt",
+    "RunCreate",
     "RunInfo",
     "ServiceChatHistory",
     "ServiceChatMessage",
     "ServiceStreamInput",
+    "ServiceUserInput",
     "ThreadDetail",
     "ThreadInfo",
     "ThreadList",
@@ -38,7 +47,7 @@ parley's agent events (`text_delta`, `tool_call_started`, ..., `run_ended`)."""
 
 ThreadStatus = Literal["idle", "running", "awaiting_approval"]
 RunStatusName = Literal[
-    "running", "completed", "max_iters", "interrupted", "awaiting_approval", "error"
+    "pending", "running", "completed", "max_iters", "interrupted", "awaiting_approval", "error"
 ]
 
 
@@ -84,6 +93,14 @@ _SPEAK = Field(
 )
 
 
+_MULTITASK: Any = Field(
+    "reject",
+    description="On a busy thread: `reject` (wait up to the busy timeout, then 409), "
+    "`enqueue` (run after its runs, in order), `interrupt` (stop them, keeping their partial "
+    "answers) or `rollback` (stop and delete them with their messages).",
+)
+
+
 class ServiceStreamInput(StreamInput):
     """The toolkit's `StreamInput`, plus the choice of frames and speech."""
 
@@ -94,6 +111,18 @@ class ServiceStreamInput(StreamInput):
         "the run's end with usage).",
     )
     speak: StrictBool = _SPEAK
+    multitask_strategy: MultitaskStrategy = _MULTITASK
+    on_disconnect: OnDisconnect = Field(
+        "cancel",
+        description="What the client leaving mid-stream does: `cancel` stops the run "
+        "(keeping its partial answer); `continue` lets it finish and be stored.",
+    )
+
+
+class ServiceUserInput(UserInput):
+    """The toolkit's `UserInput`, plus what to do on a busy thread."""
+
+    multitask_strategy: MultitaskStrategy = _MULTITASK
 
 
 class Interrupt(BaseModel):
@@ -155,7 +184,12 @@ class ThreadDetail(ThreadInfo):
 
 
 class RunInfo(BaseModel):
-    """A run: where it ran, its status, and what it used."""
+    """A run: where it ran, its status, and what it used.
+
+    `pending`: waiting its turn (its thread is busy) or for a worker; `started_at` is when
+    it was queued until a worker starts it. `attempt` counts its starts (a takeover after
+    its worker stopped is one more).
+    """
 
     run_id: str
     thread_id: str
@@ -166,6 +200,32 @@ class RunInfo(BaseModel):
     usage: dict[str, Any] | None = None
     started_at: datetime
     ended_at: datetime | None = None
+    queued_at: datetime | None = None
+    attempt: int = 0
+    multitask_strategy: MultitaskStrategy = "reject"
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+
+
+class RunCreate(BaseModel):
+    """A background run: started without waiting (202); read, join or cancel it by its id."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    message: str = Field(description="The question, as the user's message.")
+    agent: str | None = Field(None, description="The agent to run (default: the default one).")
+    thread_id: str | None = Field(
+        None, description="The thread to run on (made when new; a new one when not given)."
+    )
+    model: str | None = Field(None, description="A model alias the service offers.")
+    multitask_strategy: MultitaskStrategy = Field(
+        "enqueue",
+        description="On a busy thread: `enqueue` (run after its runs, in order), `reject` "
+        "(409), `interrupt` (stop them, keeping their partial answers) or `rollback` (stop "
+        "and delete them with their messages).",
+    )
+    kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Kept with the run and shown as it is (metadata)."
+    )
 
 
 class AgentDescription(BaseModel):

@@ -23,7 +23,7 @@ from parley.models.spec import model_from_spec
 from parley.service.bounds import CONNECTION, ClientConnection
 from parley.service.registry import AgentEntry, AgentRegistry
 from parley.service.runs import ReaderDropped, RunHandle, RunManager
-from parley.service.runs_protocol import EventLog
+from parley.service.runs_protocol import EventLog, OnDisconnect, RunInput
 from parley.service.schema import EventsMode
 from parley.service.served_models import ModelRegistry
 from parley.service.settings import ServiceSettings
@@ -85,6 +85,16 @@ class ServiceState:
         toolkits = {id(a.toolkit): a.toolkit for e in self.registry for a in e.built}
         for toolkit in toolkits.values():
             await toolkit.end_session(user_id, thread_id)
+
+    def resolve_run(self, agent_key: str, run_input: RunInput) -> tuple[Agent, list[Middleware]]:
+        """A queued run's agent and own middleware, from its agent's key and stored input.
+
+        Raises:
+            NotFoundError: The agent is not served here (any more).
+            RequestValidationError: Its model alias is not offered here.
+        """
+        entry = self.registry.get(agent_key)
+        return self.agent_for(entry, run_input.model), self.speech(run_input.speak)
 
     def agent_for(self, entry: AgentEntry, model_name: str | None) -> Agent:
         """The entry's agent, on the model `model_name` maps to (None: its own).
@@ -182,7 +192,12 @@ async def collect(handle: RunHandle) -> tuple[RunEnded, str | None]:
 
 
 def sse_response(
-    handle: RunHandle, *, mode: EventsMode, stream_tokens: bool, send_timeout: float
+    handle: RunHandle,
+    *,
+    mode: EventsMode,
+    stream_tokens: bool,
+    send_timeout: float,
+    on_disconnect: OnDisconnect = "cancel",
 ) -> StreamingResponse:
     """Stream a run's frames (the toolkit's or parley's); see `run_stream_response`."""
     frames = stream_frames(
@@ -192,21 +207,33 @@ def sse_response(
         mode=mode,
         stream_tokens=stream_tokens,
     )
-    return run_stream_response(handle, frames, send_timeout=send_timeout)
+    return run_stream_response(
+        handle, frames, send_timeout=send_timeout, on_disconnect=on_disconnect
+    )
 
 
 def run_stream_response(
-    handle: RunHandle, frames: AsyncIterator[str], *, send_timeout: float
+    handle: RunHandle,
+    frames: AsyncIterator[str],
+    *,
+    send_timeout: float,
+    on_disconnect: OnDisconnect = "cancel",
 ) -> StreamingResponse:
-    """Send a run's SSE `frames` (see `RunStream`)."""
+    """Send a run's SSE `frames` (see `RunStream`).
+
+    A client leaving mid-way stops the run (`on_disconnect="cancel"`), or lets it go on to
+    its end, stored as any other (`"continue"`).
+    """
 
     async def body() -> AsyncIterator[str]:
         try:
             async for text in frames:
                 yield text
         finally:
-            if not handle.dropped:
+            if not handle.dropped and on_disconnect == "cancel":
                 handle.cancel()  # nothing when the run ended; else the reader left mid-way
+            elif not handle.done.is_set():
+                handle.drop()  # the run goes on without its reader: its events are let go
 
     headers = run_headers(handle) | {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     return RunStream(handle, body(), send_timeout=send_timeout, headers=headers)

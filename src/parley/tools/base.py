@@ -101,6 +101,10 @@ class Tool:
     Attributes:
         requires_approval: The agent parks the run for a person's approval before calling it.
         timeout: Seconds a call may take before it is reported to the model as failed.
+        idempotent: Calling it again with the same arguments has no further effect (a
+            search, a read). A run taken over after its process died runs a call left
+            without a result again only for such a tool; any other gets an error result
+            saying it was interrupted (`parley.agents.run`).
     """
 
     name: ClassVar[str] = ""
@@ -108,6 +112,7 @@ class Tool:
     parameters: ClassVar[list[dict[str, Any]] | dict[str, Any]] = {}
     requires_approval: ClassVar[bool] = False
     timeout: ClassVar[float | None] = 60.0
+    idempotent: ClassVar[bool] = False
     tool_type: ClassVar[str] = "function"
     """What tracing calls it (`gen_ai.tool.type`): `function`, `extension` (an outside
     service's, as MCP tools are) or `datastore` (a search of documents)."""

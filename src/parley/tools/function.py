@@ -82,6 +82,8 @@ class FunctionTool(Tool):
         description: What it does (the docstring by default).
         requires_approval: Park the agent's run for approval before each call.
         timeout: Seconds a call may take.
+        idempotent: A second call with the same arguments changes nothing more (a run
+            taken over after its process died may run a call of it again).
     """
 
     def __init__(
@@ -92,6 +94,7 @@ class FunctionTool(Tool):
         description: str | None = None,
         requires_approval: bool = False,
         timeout: float | None = 60.0,
+        idempotent: bool = False,
     ) -> None:
         self.fn = fn
         self._name = name or fn.__name__
@@ -102,6 +105,7 @@ class FunctionTool(Tool):
         """The parameter that receives the call's `RunContext`, if any."""
         self._requires_approval = requires_approval
         self._timeout = timeout
+        self._idempotent = idempotent
         self.__doc__ = fn.__doc__
         super().__init__()
 
@@ -134,6 +138,11 @@ class FunctionTool(Tool):
     def timeout(self) -> float | None:  # type: ignore[override]
         """Seconds a call may take."""
         return self._timeout
+
+    @property
+    def idempotent(self) -> bool:  # type: ignore[override]
+        """Whether a second call with the same arguments changes nothing more."""
+        return self._idempotent
 
     def prepare(self, raw: str | dict[str, Any] | None) -> dict[str, Any]:
         """Parse (with repair guided by the schema) and validate with pydantic."""
@@ -186,6 +195,7 @@ def tool(
     description: str | None = None,
     requires_approval: bool = False,
     timeout: float | None = 60.0,
+    idempotent: bool = False,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -195,8 +205,12 @@ def tool(
     description: str | None = None,
     requires_approval: bool = False,
     timeout: float | None = 60.0,
+    idempotent: bool = False,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a tool from a typed function: `@tool` or `@tool(name=..., requires_approval=True)`.
+
+    `idempotent=True` marks a tool a second call of which changes nothing more (a lookup, a
+    search): a run taken over after its process died runs its unanswered calls again.
 
     Examples:
         >>> @tool
@@ -219,6 +233,7 @@ def tool(
             description=description,
             requires_approval=requires_approval,
             timeout=timeout,
+            idempotent=idempotent,
         )
 
     return build(fn) if fn is not None else build

@@ -132,6 +132,11 @@ class Toolkit:
         found = self._tools.get(call.name)
         return bool(found and found.requires_approval)
 
+    def is_idempotent(self, call: ToolCallBlock) -> bool:
+        """Whether this call may run again: its tool is known and marked `idempotent`."""
+        found = self._tools.get(call.name)
+        return bool(found and found.idempotent)
+
     async def run(
         self, call: ToolCallBlock, ctx: RunContext[Any] | None = None, **extra: Any
     ) -> ToolResultBlock:

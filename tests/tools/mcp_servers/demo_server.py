@@ -15,7 +15,7 @@ import sys
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image
-from mcp.types import EmbeddedResource, TextResourceContents
+from mcp.types import EmbeddedResource, TextResourceContents, ToolAnnotations
 
 # A 1x1 red PNG.
 PNG = base64.b64decode(
@@ -25,13 +25,13 @@ PNG = base64.b64decode(
 server = MCPServer("demo", log_level="WARNING")
 
 
-@server.tool()
+@server.tool(annotations=ToolAnnotations(idempotent_hint=True))
 def add(a: int, b: int) -> int:
     """Add two integers."""
     return a + b
 
 
-@server.tool()
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
 def echo(text: str) -> str:
     """Repeat the text."""
     return text

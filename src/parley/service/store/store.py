@@ -30,7 +30,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from alembic import command
@@ -72,7 +72,15 @@ from parley.service.store.tables import (
     utcnow,
 )
 
-__all__ = ["ApiKeyRecord", "OpenedRun", "RunRecord", "Store", "ThreadRecord", "hash_key"]
+__all__ = [
+    "ApiKeyRecord",
+    "OpenedRun",
+    "RunJob",
+    "RunRecord",
+    "Store",
+    "ThreadRecord",
+    "hash_key",
+]
 
 STALE_RUN_ERROR = "the process serving this run ended before the run did"
 """The error of a run found `running` with no process left to finish it."""
@@ -115,6 +123,36 @@ class RunRecord:
     cancel_requested: bool
     started_at: datetime
     ended_at: datetime | None
+    queued_at: datetime | None = None
+    input: dict[str, Any] | None = None
+    """The stored `RunInput` (JSON); None for a run recorded before runs were jobs."""
+    kwargs: dict[str, Any] | None = None
+    multitask_strategy: str = "reject"
+    cancel_action: str | None = None
+    worker_id: str | None = None
+    lease_until: datetime | None = None
+    attempt: int = 0
+
+
+@dataclass(frozen=True)
+class RunJob:
+    """A run recorded as a job its worker holds from the start (`Store.open_run`)."""
+
+    worker_id: str
+    lease_seconds: float
+    input: dict[str, Any]
+    """The run's `RunInput`, as JSON (a takeover starts from it)."""
+    multitask_strategy: str = "reject"
+
+    def values(self, now: datetime) -> dict[str, Any]:
+        """The record's job parameters, by the names `_Run.record` binds."""
+        return {
+            "_input": self.input,
+            "_strategy": self.multitask_strategy,
+            "_worker": self.worker_id,
+            "_lease": now + timedelta(seconds=self.lease_seconds),
+            "_attempt": 1,
+        }
 
 
 @dataclass(frozen=True)
@@ -276,6 +314,14 @@ class Store:
         self.engine = engine
         self.is_sqlite = engine.dialect.name == "sqlite"
         self._runner = _runner_for(engine)
+
+    async def transact(self, work: Callable[[Connection], T]) -> T:
+        """Run `work` (a function of a sync connection) as one committed transaction."""
+        return await self._runner.write(work)
+
+    async def query(self, work: Callable[[Connection], T]) -> T:
+        """Run `work` (reads only) on a connection."""
+        return await self._runner.read(work)
 
     @classmethod
     async def open(cls, url: str, *, migrate: bool = True, **engine_options: Any) -> Store:
@@ -484,6 +530,7 @@ class Store:
         expire_approvals: bool,
         seed: Sequence[Msg] = (),
         then: Callable[[list[Msg]], Sequence[Msg]] | None = None,
+        job: RunJob | None = None,
     ) -> OpenedRun:
         """Start a run on the caller's thread, in one transaction; the thread's messages.
 
@@ -494,14 +541,26 @@ class Store:
         expire: the conversation goes past them. The run is recorded `running`. `seed` is
         stored (as no run's) when the thread holds no messages yet. Then `then(history)`
         names the messages to store with the run now (its question), after the history.
+
+        With `job`, the run is recorded as a job its worker holds (claimed at once: see
+        `parley.service.store.queue`), and a thread with runs waiting in its queue is busy
+        (`ConflictError`): a run that waits for nothing must not pass them.
         """
         now = utcnow()
         values = _run_values(run_id, thread_id, user_id, agent, model, now)
+        if job is not None:
+            values.update(job.values(now))
 
         thread = (thread_id, user_id)
 
         def work(conn: Connection) -> OpenedRun:
             found = conn.execute(_Run.claim, values).one_or_none()
+            if found is not None and found.queued and job is not None:
+                raise ConflictError(
+                    f"thread {thread_id!r} has runs waiting their turn; send "
+                    "multitask_strategy 'enqueue' to wait after them",
+                    status_code=409,
+                )
             if found is None:  # a new thread: no run, approval or message to settle or read
                 history = list(seed)
                 added = list(then(history)) if then is not None else []
@@ -540,21 +599,42 @@ class Store:
         error: str | None,
         *,
         last: tuple[str, str, Sequence[Msg]] | None = None,
-    ) -> None:
+        fence: tuple[str, int] | None = None,
+        rollback: bool = False,
+    ) -> bool:
         """Record how a run ended; with `last`, (its thread, its user, messages), those too.
 
         One transaction: a run's last message (its answer) and its end are stored together.
+        With `fence` (a worker's id and its attempt), only if that worker still holds the run
+        (it is `running`, that worker's, that attempt): False, and nothing written, if not.
+        With `rollback`, the run and the messages it added are deleted instead.
         """
         now = utcnow()
         values = {"_run": run_id, "_status": status, "_usage": usage, "_error": error, "_now": now}
 
-        def work(conn: Connection) -> None:
+        def work(conn: Connection) -> bool:
+            if fence is not None:
+                worker_id, attempt = fence
+                held = select(runs.c.id).where(
+                    runs.c.id == run_id,
+                    runs.c.status == "running",
+                    runs.c.worker_id == worker_id,
+                    runs.c.attempt == attempt,
+                )
+                if conn.execute(held.with_for_update()).first() is None:
+                    return False
+            if rollback:
+                conn.execute(delete(messages).where(messages.c.run_id == run_id))
+                conn.execute(delete(feedback).where(feedback.c.run_id == run_id))
+                conn.execute(delete(runs).where(runs.c.id == run_id))
+                return True
             if last is not None:
                 thread_id, user_id, msgs = last
                 _append(conn, (thread_id, user_id), msgs, run_id, now)
             conn.execute(_Run.end, values)
+            return True
 
-        await self._runner.write(work)
+        return await self._runner.write(work)
 
     async def get_run(self, run_id: str, user_id: str) -> RunRecord | None:
         """The run if `user_id` started it."""
@@ -562,14 +642,92 @@ class Store:
         row = await self._runner.read(lambda conn: conn.execute(query).one_or_none())
         return None if row is None else _run(row)
 
-    async def request_cancel(self, run_id: str) -> None:
-        """Flag a running run to stop (the process running it polls for the flag)."""
+    async def request_cancel(self, run_id: str, action: str = "interrupt") -> None:
+        """Flag a running run to stop (the process running it polls for the flag).
+
+        `action`: how it ends, `interrupt` (kept, partial answer and all) or `rollback`
+        (deleted with its messages).
+        """
         statement = (
             update(runs)
             .where(runs.c.id == run_id, runs.c.status == "running")
-            .values(cancel_requested=True)
+            .values(cancel_requested=True, cancel_action=action)
         )
         await self._runner.write(lambda conn: conn.execute(statement))
+
+    async def cancel_actions(self, run_ids: Iterable[str]) -> dict[str, str]:
+        """Which of these runs were asked to stop, each with how (`interrupt`, `rollback`)."""
+        ids = list(run_ids)
+        if not ids:
+            return {}
+        query = select(runs.c.id, runs.c.cancel_action).where(
+            runs.c.id.in_(ids), runs.c.cancel_requested.is_(True)
+        )
+        rows = await self._runner.read(lambda conn: conn.execute(query).all())
+        return {r.id: r.cancel_action or "interrupt" for r in rows}
+
+    async def list_runs(
+        self, user_id: str, thread_id: str, *, limit: int = 20, offset: int = 0
+    ) -> list[RunRecord]:
+        """`user_id`'s runs on a thread, most recently queued first."""
+        query = (
+            select(runs)
+            .where(_of_thread(runs, thread_id, user_id))
+            .order_by(runs.c.queued_at.desc(), runs.c.id.desc())
+            .limit(limit)
+            .offset(offset)
+        )
+        rows = await self._runner.read(lambda conn: conn.execute(query).all())
+        return [_run(r) for r in rows]
+
+    async def active_runs(self, thread_id: str, user_id: str) -> list[RunRecord]:
+        """A thread's runs that are running or waiting their turn, in queue order."""
+        query = (
+            select(runs)
+            .where(_of_thread(runs, thread_id, user_id), runs.c.status.in_(("running", "pending")))
+            .order_by(runs.c.queued_at, runs.c.id)
+        )
+        rows = await self._runner.read(lambda conn: conn.execute(query).all())
+        return [_run(r) for r in rows]
+
+    async def end_pending(
+        self, run_ids: Sequence[str], status: str = "interrupted", error: str | None = None
+    ) -> list[str]:
+        """End runs still waiting their turn (never started); the ids it ended."""
+        if not run_ids:
+            return []
+
+        def work(conn: Connection) -> list[str]:
+            ended = []
+            for run_id in run_ids:
+                done = conn.execute(
+                    update(runs)
+                    .where(runs.c.id == run_id, runs.c.status == "pending")
+                    .values(status=status, error=error, ended_at=utcnow(), lease_until=None)
+                ).rowcount
+                if done:
+                    ended.append(run_id)
+            return ended
+
+        return await self._runner.write(work)
+
+    async def delete_run(self, run_id: str, user_id: str, *, with_messages: bool = False) -> bool:
+        """Delete one of `user_id`'s runs; False when they have no such run.
+
+        Its feedback and events go with it, and its messages when asked.
+        """
+
+        def work(conn: Connection) -> bool:
+            owned = select(runs.c.id).where(runs.c.id == run_id, runs.c.user_id == user_id)
+            if conn.execute(owned).first() is None:
+                return False
+            if with_messages:
+                conn.execute(delete(messages).where(messages.c.run_id == run_id))
+            conn.execute(delete(feedback).where(feedback.c.run_id == run_id))
+            conn.execute(delete(runs).where(runs.c.id == run_id))
+            return True
+
+        return await self._runner.write(work)
 
     async def cancel_requested(self, run_ids: Iterable[str]) -> set[str]:
         """Which of these runs were asked to stop."""
@@ -747,6 +905,9 @@ class _Run:
         exists()
         .where(_of_thread(approvals, _THREAD, _USER), approvals.c.status == "pending")
         .label("pending"),
+        exists()
+        .where(_of_thread(runs, _THREAD, _USER), runs.c.status == "pending")
+        .label("queued"),
     ).where(_is_thread(_THREAD, _USER))
     add_messages = insert(messages)
     history = (
@@ -793,6 +954,11 @@ class _Run:
         cancel_requested=False,
         started_at=bindparam("_now", type_=runs.c.started_at.type),
         queued_at=bindparam("_now", type_=runs.c.queued_at.type),
+        input=bindparam("_input", type_=runs.c.input.type),
+        multitask_strategy=bindparam("_strategy"),
+        worker_id=bindparam("_worker"),
+        lease_until=bindparam("_lease", type_=runs.c.lease_until.type),
+        attempt=bindparam("_attempt"),
     )
     end = (
         update(runs)
@@ -802,6 +968,7 @@ class _Run:
             usage=bindparam("_usage", type_=runs.c.usage.type),
             error=bindparam("_error"),
             ended_at=bindparam("_now", type_=runs.c.ended_at.type),
+            lease_until=None,
         )
     )
 
@@ -823,6 +990,11 @@ def _run_values(
         "_agent": agent,
         "_model": model,
         "_now": now,
+        "_input": None,
+        "_strategy": "reject",
+        "_worker": None,
+        "_lease": None,
+        "_attempt": 0,
     }
 
 
@@ -919,4 +1091,12 @@ def _run(row: Row[Any]) -> RunRecord:
         bool(row.cancel_requested),
         _utc(row.started_at),
         _utc(row.ended_at) if row.ended_at else None,
+        _utc(row.queued_at) if row.queued_at else None,
+        row.input,
+        row.kwargs,
+        row.multitask_strategy,
+        row.cancel_action,
+        row.worker_id,
+        _utc(row.lease_until) if row.lease_until else None,
+        int(row.attempt or 0),
     )

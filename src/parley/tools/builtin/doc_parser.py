@@ -483,6 +483,7 @@ class DocParser(Tool):
         "It reads files in this conversation's folder (where the code interpreter's files "
         "are too): give a path relative to it, such as report.pdf."
     )
+    idempotent: ClassVar[bool] = True  # it only reads (and downloads): safe to run again
     parameters: ClassVar[list[dict[str, Any]] | dict[str, Any]] = {
         "type": "object",
         "properties": {

@@ -94,6 +94,7 @@ class WebSearch(Tool):
     """
 
     description = "Search for information from the internet."
+    idempotent: ClassVar[bool] = True  # a search changes nothing: safe to run again
     parameters: ClassVar[list[dict[str, Any]] | dict[str, Any]] = {
         "type": "object",
         "properties": {

@@ -25,6 +25,10 @@ class MCPTool(Tool):
     the server's. A result the server marks as an error raises `MCPToolError`, which a
     `Toolkit` hands to the model as an error result.
 
+    It is `idempotent` when the server's annotations say so (`idempotentHint`), or say it
+    changes nothing at all (`readOnlyHint`): MCP's annotations are the server's hints, and
+    parley takes them as given.
+
     Args:
         connection: The server's connection.
         spec: The server's description of the tool.
@@ -40,6 +44,8 @@ class MCPTool(Tool):
         schema = dict(spec.input_schema)
         schema.setdefault("type", "object")
         self._parameters = schema
+        hints = spec.annotations
+        self._idempotent = bool(hints and (hints.idempotent_hint or hints.read_only_hint))
         super().__init__()
 
     # Per-instance values behind what Qwen-Agent's shape keeps as class attributes.
@@ -57,6 +63,11 @@ class MCPTool(Tool):
     def parameters(self) -> dict[str, Any]:  # type: ignore[override]
         """The tool's input schema, as the server gave it."""
         return self._parameters
+
+    @property
+    def idempotent(self) -> bool:  # type: ignore[override]
+        """Whether the server hints that a repeated call changes nothing more."""
+        return self._idempotent
 
     @property
     def timeout(self) -> float | None:  # type: ignore[override]

@@ -192,6 +192,7 @@ def with_files(tool: Tool, files: Sequence[str], images: Sequence[str] = ()) -> 
             "parameters": tool.parameters,
             "timeout": tool.timeout,
             "requires_approval": tool.requires_approval,
+            "idempotent": tool.idempotent,
             "tool_type": tool.tool_type,
         },
     )
