@@ -8,9 +8,9 @@ by a reader of its stream (re-attaching with `Last-Event-ID` when cut off), puts
 in the middle, undoes it, waits for every run to end and counts:
 
 - started: runs created (`POST /runs` answered 202); refused: creations answered otherwise;
-- finished: runs that ended `success`; resumed: of those, how many a second attempt ended
+- finished: runs that ended `completed`; resumed: of those, how many a second attempt ended
   (taken over from a dead or cut-off replica);
-- lost: started runs that did not end `success` within the bounded wait, or whose thread
+- lost: started runs that did not end `completed` within the bounded wait, or whose thread
   does not hold their answer exactly once;
 - dup events: frames a reader got twice or out of the run's log (its stream compared with
   the run's whole log read afterwards); 0 means every reader got exactly the log.
@@ -122,7 +122,7 @@ def _judge(made: Cluster, run: Started, tally: Tally) -> None:
         for m in thread_messages(made.url, run.info["thread_id"])
     ]
     once = texts.count(("assistant", f"turn 1: {run.question}")) == 1
-    if ended["status"] != "success" or not once:
+    if ended["status"] != "completed" or not once:
         tally.lost += 1
         tally.notes.append(f"{run.info['run_id']}: {ended['status']}, answered once: {once}")
         return

@@ -26,7 +26,8 @@ __all__ = ["Frame", "Reader", "create_run", "join", "replay", "thread_messages"]
 _TIMEOUT = 30.0
 _DEADLINE = 120.0  # a run through a fault (lease expiry, takeover) ends well within this
 _RETRY_PAUSE = 0.5
-TERMINAL = {"success", "error", "timeout", "interrupted"}
+# parley-native run statuses (service/schema.py `RunStatusName`) that end a run.
+TERMINAL = {"completed", "max_iters", "interrupted", "awaiting_approval", "error"}
 
 
 @dataclass(frozen=True)
