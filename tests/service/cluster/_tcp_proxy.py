@@ -125,6 +125,8 @@ class FaultProxy:
         try:
             await self._held()  # a black hole: not even connected upstream until it ends
             up_reader, up_writer = await asyncio.open_connection(*self.upstream)
+        except asyncio.CancelledError:  # cut while held: closed already (and asyncio's
+            return  # server callback would report a cancelled handler as an error)
         except OSError:
             link.close()
             self._links.discard(link)
