@@ -5,6 +5,8 @@
 #   postgresql  the server tests/_external.py starts a throwaway cluster of (initdb, pg_ctl)
 #   chromium    the headless browser the web page's tests drive through Playwright
 #   espeak-ng   the local voice's fallback engine (parley.tts.local), when piper is not installed
+#   haproxy     the load balancer in front of the multi-replica fault tests (tests/service/cluster),
+#               which start it themselves: the system service it ships is stopped and disabled
 # Idempotent and quiet: it prints nothing and runs no apt when everything is there.
 # Not root: it installs nothing, says in one line what is missing, and exits 0 (those tests skip
 # on a developer's machine and fail under CI=true, where a skip must not pass for a success).
@@ -19,6 +21,7 @@ command -v bwrap >/dev/null || missing+=(bubblewrap)
 have_postgres || missing+=(postgresql)
 command -v chromium >/dev/null || missing+=(chromium)
 command -v espeak-ng >/dev/null || missing+=(espeak-ng)
+command -v haproxy >/dev/null || missing+=(haproxy)
 
 if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
@@ -40,6 +43,13 @@ if [ "${#missing[@]}" -gt 0 ]; then
         # Under CI the tests needing them would fail anyway: stop here, where the cause shows.
         if [ "${CI:-}" = "true" ]; then exit 1; fi
         exit 0
+    fi
+    # Debian's package starts haproxy as a service where the init system lets it; the tests
+    # run their own (on ports of their own), so a system one would only sit there.
+    if [[ " ${missing[*]} " == *" haproxy "* ]]; then
+        service haproxy stop >/dev/null 2>&1 || true
+        update-rc.d haproxy disable >/dev/null 2>&1 || true
+        if command -v systemctl >/dev/null; then systemctl disable haproxy >/dev/null 2>&1 || true; fi
     fi
 fi
 
