@@ -7,6 +7,7 @@
 #   espeak-ng   the local voice's fallback engine (parley.tts.local), when piper is not installed
 #   haproxy     the load balancer in front of the multi-replica fault tests (tests/service/cluster),
 #               which start it themselves: the system service it ships is stopped and disabled
+#   nodejs, npm the JavaScript LangGraph SDK's tests (tests/service/langgraph/test_js_sdk.py)
 # Idempotent and quiet: it prints nothing and runs no apt when everything is there.
 # Not root: it installs nothing, says in one line what is missing, and exits 0 (those tests skip
 # on a developer's machine and fail under CI=true, where a skip must not pass for a success).
@@ -22,6 +23,8 @@ have_postgres || missing+=(postgresql)
 command -v chromium >/dev/null || missing+=(chromium)
 command -v espeak-ng >/dev/null || missing+=(espeak-ng)
 command -v haproxy >/dev/null || missing+=(haproxy)
+command -v node >/dev/null || missing+=(nodejs)
+command -v npm >/dev/null || missing+=(npm)
 
 if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
