@@ -25,7 +25,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import sqlalchemy.exc
 from fastapi import FastAPI, Request, Response
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.middleware.cors import CORSMiddleware
@@ -56,6 +55,7 @@ from parley.service.served_models import ModelRegistry, ModelsInput, served_mode
 from parley.service.settings import ServiceSettings
 from parley.service.state import ServiceState
 from parley.service.store import Store, thread_locks
+from parley.service.store.store import DATABASE_DOWN
 from parley.service.worker import RunWorker
 
 __all__ = ["build_registry", "create_app"]
@@ -375,19 +375,9 @@ def _add_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ServiceError, service_error)
     app.add_exception_handler(UserError, user_error)
     app.add_exception_handler(ParleyError, parley_error)
-    for unavailable in _DATABASE_DOWN:
+    for unavailable in DATABASE_DOWN:
         app.add_exception_handler(unavailable, database_down)
     app.add_exception_handler(Exception, unexpected)
-
-
-# What a database that cannot be reached raises: the driver's connection errors (OSError),
-# SQLAlchemy's wrappers of them, and its pool running out of connections.
-_DATABASE_DOWN: tuple[type[Exception], ...] = (
-    OSError,
-    sqlalchemy.exc.OperationalError,
-    sqlalchemy.exc.InterfaceError,
-    sqlalchemy.exc.TimeoutError,
-)
 
 
 def _allowed_methods(request: Request) -> str | None:

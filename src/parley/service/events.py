@@ -52,6 +52,7 @@ from parley.service.runs_protocol import (
     stop_if_cancelled,
 )
 from parley.service.store import Store
+from parley.service.store.store import PG_CONNECT_TIMEOUT
 from parley.service.store.tables import run_events, runs, utcnow
 
 __all__ = ["CHANNEL", "LISTENER_NAME", "StoreEventLog"]
@@ -465,6 +466,7 @@ def _connect_args(store: Store) -> dict[str, Any]:
         "user": url.username,
         "password": url.password,
         "database": url.database,
+        "timeout": PG_CONNECT_TIMEOUT,
         # What an operator (or a test) finds it by in pg_stat_activity.
         "server_settings": {"application_name": LISTENER_NAME},
     }

@@ -81,7 +81,7 @@ from parley.service.runs_protocol import (
 from parley.service.store import RunRecord, Store, ThreadLocks
 from parley.service.store.locks import Lease
 from parley.service.store.queue import Candidate, RunQueue, new_run_id
-from parley.service.store.store import OpenedRun, RunJob
+from parley.service.store.store import DATABASE_DOWN, OpenedRun, RunJob
 
 __all__ = [
     "DEFAULT_BUFFER_BYTES",
@@ -607,7 +607,18 @@ class RunManager:
         try:
             lease = await self.locks.acquire(candidate.thread_id, candidate.user_id, 0)
         except ConflictError:  # a run holds the thread: the run waits for it to end
-            return False
+            if not candidate.takeover:
+                return False
+            # The lock's holder stopped renewing the run's lease but its lock connection
+            # lives on (a network that drops packets without a word keeps it open on the
+            # server's side): the lease decides. Its every write is fenced, so it cannot
+            # end or alter the run it lost.
+            log.warning(
+                "run %s: its worker's lease lapsed while it holds the thread's lock; "
+                "taking it over",
+                candidate.run_id,
+            )
+            lease = _NO_LOCK
         self._claiming.add(candidate.run_id)  # a renewal meanwhile must not end it
         try:
             claimed = await self.queue.claim(candidate.run_id, then=_question)
@@ -776,13 +787,12 @@ class RunManager:
             last = (handle.thread_id, handle.user_id, held) if held else None
             rollback = handle.cancel_action == "rollback" and ended.status == "interrupted"
             # `is False`: fenced out (another worker holds the run now).
-            held_still = await self.store.end_run(
-                handle.run_id,
+            held_still = await self._end_run(
+                handle,
                 ended.status,
                 usage,
                 error,
                 last=last,
-                fence=(self.worker_id, handle.attempt),
                 rollback=rollback,
             )
             if held_still is False:
@@ -800,10 +810,18 @@ class RunManager:
             writer = None  # the run's log is the new holder's now
         except Exception as exc:
             log.exception("could not record the end of run %s", handle.run_id)
+            recorded = False
             if held:  # its answer is not stored: the run failed
-                ended, failure = await self._failed_to_store(handle, ended, exc)
+                ended, failure, recorded = await self._failed_to_store(handle, ended, exc)
+            if not recorded:
+                # Still `running` in the store: its lease lapses and another worker ends it
+                # from what is stored, in its log too (this end is not the run's).
+                writer = None
         finally:
-            await lease.release()
+            try:
+                await lease.release()
+            except Exception:  # its connection is gone, and the lock with it
+                log.warning("run %s: could not release its thread's lock", handle.run_id)
             self.active.pop(handle.run_id, None)
             handle.done.set()
             self.wake.set()  # the thread is free: a run waiting for it may start
@@ -815,6 +833,43 @@ class RunManager:
             handle.put(None)
             if writer is not None:
                 await self._close_writer(handle.run_id, writer)
+
+    async def _end_run(
+        self,
+        handle: RunHandle,
+        status: str,
+        usage: dict[str, Any] | None,
+        error: str | None,
+        *,
+        last: tuple[str, str, Sequence[Msg]] | None,
+        rollback: bool,
+    ) -> bool | None:
+        """Record the run's end (fenced); tried again while the database is briefly down.
+
+        A restart of the database takes seconds: the run's answer is kept in memory and its
+        end stored when the database is back, within two thirds of a lease (its lease is
+        renewed meanwhile). Past that the error goes up: the run is let go, and its lease
+        lapses, so another worker takes it over and ends it from what is stored.
+        """
+        deadline = time.monotonic() + self.queue.lease_seconds * 2 / 3
+        pause = 0.25
+        while True:
+            try:
+                return await self.store.end_run(
+                    handle.run_id,
+                    status,
+                    usage,
+                    error,
+                    last=last,
+                    fence=(self.worker_id, handle.attempt),
+                    rollback=rollback,
+                )
+            except DATABASE_DOWN:
+                if time.monotonic() + pause > deadline:
+                    raise
+                log.warning("run %s: the database is down; storing its end again", handle.run_id)
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 2.0)
 
     @staticmethod
     async def _close_writer(run_id: str, writer: EventWriter) -> None:
@@ -836,15 +891,21 @@ class RunManager:
 
     async def _failed_to_store(
         self, handle: RunHandle, ended: RunEnded, exc: Exception
-    ) -> tuple[RunEnded, RunError]:
-        """Tell the reader the run failed (its answer was not stored); record that if possible."""
+    ) -> tuple[RunEnded, RunError, bool]:
+        """Tell the reader the run failed (its answer was not stored); record that if possible.
+
+        The third value: whether that end was recorded.
+        """
         error = f"could not store the run's answer: {exc}"
+        recorded = False
         with contextlib.suppress(Exception):
             usage = ended.usage.model_dump(mode="json")
             fence = (self.worker_id, handle.attempt)
-            await self.store.end_run(handle.run_id, "error", usage, error, fence=fence)
+            kept = await self.store.end_run(handle.run_id, "error", usage, error, fence=fence)
+            recorded = kept is not False
         failure = RunError(message=error, kind=type(exc).__name__)
-        return RunEnded(status="error", final=ended.final, usage=ended.usage), failure
+        ended = RunEnded(status="error", final=ended.final, usage=ended.usage)
+        return ended, failure, recorded
 
     # -- leases ----------------------------------------------------------------------------
 
@@ -1067,6 +1128,16 @@ def _question(history: list[Msg], record: RunRecord) -> list[Msg]:
     if run_input.message is None or unanswered_calls(history):
         return []
     return [run_input.message]
+
+
+class _NoLock(Lease):
+    """The thread lock of a run taken over from a worker that still holds it: nothing."""
+
+    async def release(self) -> None:
+        """Nothing to give back."""
+
+
+_NO_LOCK = _NoLock()
 
 
 def _agent_run(

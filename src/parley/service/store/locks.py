@@ -25,6 +25,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from parley.errors import ConflictError
+from parley.service.store.store import PG_TIMEOUTS
 
 __all__ = ["Lease", "LocalThreadLocks", "PostgresThreadLocks", "ThreadLocks", "thread_locks"]
 
@@ -145,16 +146,26 @@ class _LockSession:
         self._turn = asyncio.Lock()
 
     async def scalar(self, statement: Any) -> Any:
+        """Run `statement` on the lock connection; once more on a new one if it was lost.
+
+        A connection lost (the database restarted) held no lock a caller still counts on:
+        the server freed them all. So the statement is tried again on a fresh connection
+        at once, and the first request after a restart is not refused for a stale one.
+        """
         async with self._turn:
-            if self._conn is None:
-                self._conn = await self._engine.connect()
-            try:
-                return (await self._conn.execute(statement)).scalar_one()
-            except DBAPIError as exc:
-                if exc.connection_invalidated:
+            for last_try in (False, True):
+                if self._conn is None:
+                    self._conn = await self._engine.connect()
+                try:
+                    return (await self._conn.execute(statement)).scalar_one()
+                except DBAPIError as exc:
+                    if not exc.connection_invalidated:
+                        raise
                     log.error("the thread-lock connection was lost; its locks are gone")
                     self._conn = None
-                raise
+                    if last_try:
+                        raise
+            raise AssertionError("unreachable")  # the loop returns or raises
 
     async def close(self) -> None:
         async with self._turn:
@@ -188,7 +199,10 @@ class PostgresThreadLocks(ThreadLocks):
     def __init__(self, url: str, **engine_options: Any) -> None:
         self._local = LocalThreadLocks()
         self._engine: AsyncEngine = create_async_engine(
-            url, poolclass=NullPool, isolation_level="AUTOCOMMIT", **engine_options
+            url,
+            poolclass=NullPool,
+            isolation_level="AUTOCOMMIT",
+            **{"connect_args": PG_TIMEOUTS, **engine_options},
         )
         self._session = _LockSession(self._engine)
         self._background: set[asyncio.Task[Any]] = set()

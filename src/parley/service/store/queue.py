@@ -82,6 +82,8 @@ class Candidate:
     run_id: str
     thread_id: str
     user_id: str
+    takeover: bool = False
+    """Whether it is a running run whose worker's lease lapsed (not a pending one)."""
 
 
 def _now_plus(conn: Connection, seconds: float = 0.0) -> ColumnElement[datetime]:
@@ -220,12 +222,15 @@ class RunQueue:
         def work(conn: Connection) -> list[Candidate]:
             now = _now_plus(conn)
             query = (
-                select(runs.c.id, runs.c.thread_id, runs.c.user_id)
+                select(runs.c.id, runs.c.thread_id, runs.c.user_id, runs.c.status)
                 .where(_claimable(me, cap, now), ~_blocked(now))
                 .order_by(runs.c.queued_at, runs.c.id)
                 .limit(limit)
             )
-            return [Candidate(r.id, r.thread_id, r.user_id) for r in conn.execute(query)]
+            return [
+                Candidate(r.id, r.thread_id, r.user_id, takeover=r.status == "running")
+                for r in conn.execute(query)
+            ]
 
         return await self.store.query(work)
 

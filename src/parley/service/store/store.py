@@ -54,9 +54,11 @@ from sqlalchemy import (
     text,
     update,
 )
+from sqlalchemy import exc as sqlalchemy_exc
 from sqlalchemy.engine import Row, make_url
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
 
 from parley._sqlite import use_wal
 from parley.agents.approval import PendingApproval
@@ -87,6 +89,21 @@ STALE_RUN_ERROR = "the process serving this run ended before the run did"
 T = TypeVar("T")
 
 _SQLITE_THREADS = 4  # reads run beside the one writer; more threads only contend for the GIL
+PG_CONNECT_TIMEOUT = 5.0
+"""Seconds to open a PostgreSQL connection before giving up (the database is unreachable)."""
+PG_STATEMENT_TIMEOUT = 10.0
+"""Seconds a statement may wait for PostgreSQL's answer (client side): a network that drops
+packets without a word (a black hole) fails the request, a 503, instead of hanging it. The
+store's statements take milliseconds; migrations run without it."""
+PG_TIMEOUTS = {"timeout": PG_CONNECT_TIMEOUT, "command_timeout": PG_STATEMENT_TIMEOUT}
+"""asyncpg's connect arguments that bound the connect and every statement."""
+DATABASE_DOWN: tuple[type[Exception], ...] = (
+    OSError,  # the driver's connection errors, and TimeoutError (a statement timed out)
+    sqlalchemy_exc.OperationalError,
+    sqlalchemy_exc.InterfaceError,
+    sqlalchemy_exc.TimeoutError,  # the pool ran out of connections
+)
+"""What the store raises when the database cannot be reached (it may work in a moment)."""
 _PG_POOL_SIZE = 10  # a store transaction takes a millisecond or two: ten serve many runs
 _MIGRATIONS = "parley.service.store:migrations"
 _TITLE_LENGTH = 80
@@ -334,7 +351,12 @@ class Store:
         waits for a free connection instead.
         """
         if make_url(url).get_backend_name() == "postgresql":
-            engine_options = {"pool_size": _PG_POOL_SIZE, "max_overflow": 0, **engine_options}
+            engine_options = {
+                "pool_size": _PG_POOL_SIZE,
+                "max_overflow": 0,
+                "connect_args": PG_TIMEOUTS,
+                **engine_options,
+            }
         engine = create_async_engine(url, **engine_options)
         if engine.dialect.name == "sqlite":
             event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
@@ -359,7 +381,18 @@ class Store:
                 conn.execute(select(func.pg_advisory_xact_lock(_MIGRATION_LOCK)))
             _upgrade(conn)
 
-        await self._runner.migrate(work)
+        if self.engine.dialect.name != "postgresql":
+            await self._runner.migrate(work)
+            return
+        # On a connection of its own with no statement timeout: a migration of a large table
+        # (or waiting for another process's migration lock) takes as long as it takes.
+        engine = create_async_engine(
+            self.engine.url, poolclass=NullPool, connect_args={"timeout": PG_CONNECT_TIMEOUT}
+        )
+        try:
+            await _GreenletRunner(engine).migrate(work)
+        finally:
+            await engine.dispose()
 
     # -- API keys --------------------------------------------------------------------------------
 
