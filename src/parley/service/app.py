@@ -55,7 +55,7 @@ from parley.service.served_models import ModelRegistry, ModelsInput, served_mode
 from parley.service.settings import ServiceSettings
 from parley.service.state import ServiceState
 from parley.service.store import Store, thread_locks
-from parley.service.store.store import DATABASE_DOWN
+from parley.service.store.store import DATABASE_DOWN, is_database_down
 from parley.service.worker import RunWorker
 
 __all__ = ["build_registry", "create_app"]
@@ -360,6 +360,8 @@ def _add_error_handlers(app: FastAPI) -> None:
     async def database_down(request: Request, exc: Exception) -> JSONResponse:
         # Refused, dropped, out of connections or of pool slots: the request may well work
         # in a moment, which a 503 with Retry-After says (a 500 would say the service broke).
+        if not is_database_down(exc):
+            return await unexpected(request, exc)
         log.error("database unavailable on %s %s: %s", request.method, request.url.path, exc)
         return JSONResponse(
             {"detail": "the database is unavailable; try again shortly"},

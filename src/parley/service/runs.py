@@ -81,7 +81,7 @@ from parley.service.runs_protocol import (
 from parley.service.store import RunRecord, Store, ThreadLocks
 from parley.service.store.locks import Lease
 from parley.service.store.queue import Candidate, RunQueue, new_run_id
-from parley.service.store.store import DATABASE_DOWN, OpenedRun, RunJob
+from parley.service.store.store import DATABASE_DOWN, OpenedRun, RunJob, is_database_down
 
 __all__ = [
     "DEFAULT_BUFFER_BYTES",
@@ -864,8 +864,8 @@ class RunManager:
                     fence=(self.worker_id, handle.attempt),
                     rollback=rollback,
                 )
-            except DATABASE_DOWN:
-                if time.monotonic() + pause > deadline:
+            except DATABASE_DOWN as exc:
+                if not is_database_down(exc) or time.monotonic() + pause > deadline:
                     raise
                 log.warning("run %s: the database is down; storing its end again", handle.run_id)
                 await asyncio.sleep(pause)

@@ -31,5 +31,12 @@ def live_cluster() -> Iterator[Cluster]:
 def healthy_cluster(live_cluster: Cluster) -> Iterator[Cluster]:
     """The cluster, every replica UP; healed again after the test, whatever it did."""
     live_cluster.heal()
+    marks = {r.name: r.log.stat().st_size if r.log.exists() else 0 for r in live_cluster.replicas}
     yield live_cluster
+    # What the replicas logged during the test: pytest shows it when the test fails.
+    for replica in live_cluster.replicas:
+        if replica.log.exists():
+            with replica.log.open(errors="replace") as log:
+                log.seek(marks.get(replica.name, 0))
+                print(f"--- {replica.name}.log during the test ---\n{log.read()[-60000:]}")
     live_cluster.heal()

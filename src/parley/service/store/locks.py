@@ -14,6 +14,7 @@ ends, so a process killed mid-run frees its threads.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import time
@@ -21,11 +22,11 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 from sqlalchemy import NullPool, func, select
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import PendingRollbackError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from parley.errors import ConflictError
-from parley.service.store.store import PG_TIMEOUTS
+from parley.service.store.store import PG_TIMEOUTS, is_database_down
 
 __all__ = ["Lease", "LocalThreadLocks", "PostgresThreadLocks", "ThreadLocks", "thread_locks"]
 
@@ -158,14 +159,24 @@ class _LockSession:
                     self._conn = await self._engine.connect()
                 try:
                     return (await self._conn.execute(statement)).scalar_one()
-                except DBAPIError as exc:
-                    if not exc.connection_invalidated:
+                except Exception as exc:
+                    # A connection the database dropped (or that SQLAlchemy has marked
+                    # invalid since) holds no lock any more: a new one is opened.
+                    if not (is_database_down(exc) or isinstance(exc, PendingRollbackError)):
                         raise
                     log.error("the thread-lock connection was lost; its locks are gone")
-                    self._conn = None
+                    await self._discard()
                     if last_try:
                         raise
             raise AssertionError("unreachable")  # the loop returns or raises
+
+    async def _discard(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                await conn.invalidate()
+            with contextlib.suppress(Exception):
+                await conn.close()
 
     async def close(self) -> None:
         async with self._turn:

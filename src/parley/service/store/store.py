@@ -99,11 +99,33 @@ PG_TIMEOUTS = {"timeout": PG_CONNECT_TIMEOUT, "command_timeout": PG_STATEMENT_TI
 """asyncpg's connect arguments that bound the connect and every statement."""
 DATABASE_DOWN: tuple[type[Exception], ...] = (
     OSError,  # the driver's connection errors, and TimeoutError (a statement timed out)
-    sqlalchemy_exc.OperationalError,
-    sqlalchemy_exc.InterfaceError,
+    sqlalchemy_exc.DBAPIError,  # some of them: see `is_database_down`
     sqlalchemy_exc.TimeoutError,  # the pool ran out of connections
 )
-"""What the store raises when the database cannot be reached (it may work in a moment)."""
+"""What the store raises when the database cannot be reached (`is_database_down` says when)."""
+# SQLSTATE classes of a server that cannot serve now: 08 (connection exception), 57P
+# (operator intervention: shutting down, crashed, starting up).
+_DOWN_STATES = ("08", "57P")
+
+
+def is_database_down(exc: BaseException) -> bool:
+    """Whether `exc` says the database cannot be reached now (it may work in a moment).
+
+    Connection errors, timeouts, a pool out of connections, a connection the database
+    dropped, and a server shutting down or starting up (asyncpg's `CannotConnectNowError`
+    comes wrapped in SQLAlchemy's generic `DBAPIError`); not a constraint or SQL error.
+    """
+    down = sqlalchemy_exc.OperationalError | sqlalchemy_exc.InterfaceError
+    if isinstance(exc, OSError | sqlalchemy_exc.TimeoutError | down):
+        return True
+    if not isinstance(exc, sqlalchemy_exc.DBAPIError):
+        return False
+    if exc.connection_invalidated:
+        return True
+    state = getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
+    return isinstance(state, str) and state.startswith(_DOWN_STATES)
+
+
 _PG_POOL_SIZE = 10  # a store transaction takes a millisecond or two: ten serve many runs
 _MIGRATIONS = "parley.service.store:migrations"
 _TITLE_LENGTH = 80
