@@ -197,6 +197,8 @@ class FrameMaker:
     def _chunk(self, **fields: Any) -> Iterable[tuple[str, Any]]:
         if self._chunk_id is None:
             self._chunk_id = f"lc_run--{self.run_id}-{self._step}"
+            if self.attempt > 1:  # not the dead attempt's unfinished message continued
+                self._chunk_id += f"-{self.attempt}"
         self._chunks += 1
         if "messages-tuple" in self.modes:
             yield "messages", [ai_chunk(self._chunk_id, **fields), self._metadata("model")]
