@@ -91,6 +91,7 @@ class LangGraphRuns:
         self._tasks: set[asyncio.Task[None]] = set()
         self._readers: dict[str, int] = {}
         self._unread: dict[str, asyncio.Event] = {}
+        self._reserved: set[str] = set()
 
     @property
     def events(self) -> EventLog:
@@ -110,10 +111,13 @@ class LangGraphRuns:
         history: Sequence[Msg],
         options: dict[str, Any],
         multitask_strategy: MultitaskStrategy = "enqueue",
+        read_here: bool = False,
     ) -> RunRecord:
         """Start a run of the agent on the caller's thread; it goes on without its client.
 
         `options` (the run's LangGraph options) are stored with it. Returns its record.
+        `read_here`: the request streams or waits for it (a stateless run's thread stays
+        until it has, even when the run ends before its response starts).
 
         Raises:
             ConflictError: The thread stayed busy for `busy_timeout` (409).
@@ -137,6 +141,9 @@ class LangGraphRuns:
         if record is None:  # ended and rolled back already (a newer run's rollback)
             raise NotFoundError(f"run {handle.run_id!r} was removed as it started", status_code=404)
         if options.get("on_completion") == "delete":
+            if read_here:
+                self._reserved.add(record.run_id)
+                self._enter(record.run_id)
             self._spawn(self._delete_thread_after(record))
         return record
 
@@ -154,6 +161,9 @@ class LangGraphRuns:
             if unread is not None:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(unread.wait(), STATELESS_GRACE)
+            if record.run_id in self._reserved:  # its response never began reading it
+                self._reserved.discard(record.run_id)
+                self._leave(record.run_id)
             await self.state.store.delete_thread(record.thread_id, record.user_id)
         except Exception:  # its thread stays: only a leftover, the run is told as it ended
             log.exception("langgraph: could not delete the thread of run %s", record.run_id)
@@ -161,17 +171,27 @@ class LangGraphRuns:
     @contextlib.asynccontextmanager
     async def reading(self, run_id: str) -> AsyncIterator[None]:
         """While a stream or a wait here reads the run (a stateless run's thread stays)."""
-        self._readers[run_id] = self._readers.get(run_id, 0) + 1
-        unread = self._unread.setdefault(run_id, asyncio.Event())
-        unread.clear()
+        if run_id in self._reserved:  # counted as its run started
+            self._reserved.discard(run_id)
+        else:
+            self._enter(run_id)
         try:
             yield
         finally:
-            self._readers[run_id] -= 1
-            if not self._readers[run_id]:
-                del self._readers[run_id]
-                self._unread.pop(run_id, None)
-                unread.set()
+            self._leave(run_id)
+
+    def _enter(self, run_id: str) -> None:
+        self._readers[run_id] = self._readers.get(run_id, 0) + 1
+        self._unread.setdefault(run_id, asyncio.Event()).clear()
+
+    def _leave(self, run_id: str) -> None:
+        left = self._readers.pop(run_id, 1) - 1
+        if left > 0:
+            self._readers[run_id] = left
+            return
+        unread = self._unread.pop(run_id, None)
+        if unread is not None:
+            unread.set()
 
     async def read_to_end(self, record: RunRecord) -> None:
         """A reader here read the ended run to its end; the last one ends a stateless run.

@@ -10,6 +10,8 @@ thread's values at the run's end (from the log), newlines before it while the ru
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -99,6 +101,26 @@ async def _frames(
         await backend.read_to_end(run)
 
 
+async def _chained(first: asyncio.Future[str], rest: AsyncIterator[str]) -> AsyncIterator[str]:
+    """The frame `first` will be, then the others (`rest` is closed at the end, now)."""
+    try:
+        try:
+            text = await first
+        except StopAsyncIteration:
+            return
+        yield text
+        async for text in rest:
+            yield text
+    finally:
+        if not first.done():
+            first.cancel()
+            with contextlib.suppress(BaseException):
+                await first
+        close = getattr(rest, "aclose", None)
+        if close is not None:
+            await close()
+
+
 async def stream_response(
     backend: LangGraphRuns,
     run: RunRecord,
@@ -118,7 +140,16 @@ async def stream_response(
     last = after if after is not None else (start or 0, 1 << 30)
 
     async def body() -> AsyncIterator[str]:
-        frames = with_heartbeats(_frames(backend, run, modes, last), HEARTBEAT_SECONDS)
+        source = _frames(backend, run, modes, last)
+        # Its first frame (`metadata`) leads, as LangGraph's does, unless it is a real
+        # heartbeat's time coming (a queued run).
+        first = asyncio.ensure_future(anext(source))
+        try:
+            await asyncio.wait({first}, timeout=HEARTBEAT_INTERVAL)
+        except BaseException:
+            first.cancel()
+            raise
+        frames = with_heartbeats(_chained(first, source), HEARTBEAT_SECONDS)
         try:
             async for text in frames:
                 yield text

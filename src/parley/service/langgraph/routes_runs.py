@@ -136,6 +136,8 @@ async def _start(
     user: str,
     thread_id: str | None,
     body: RunCreate,
+    *,
+    read_here: bool = False,
 ) -> RunRecord:
     entry = find_assistant(state, body.assistant_id, status_code=422)
     stateless = thread_id is None
@@ -163,6 +165,7 @@ async def _start(
         history=history,
         options=options | {"stateless": stateless},
         multitask_strategy=body.multitask_strategy,
+        read_here=read_here,
     )
 
 
@@ -199,7 +202,7 @@ async def stream_run(
     thread_id: str, body: RunCreate, state: State, backend: Backend, user: User
 ) -> StreamingResponse:
     """Start a run and stream it (SSE: `metadata` first, then the modes asked)."""
-    run = await _start(state, backend, user, thread_id, body)
+    run = await _start(state, backend, user, thread_id, body, read_here=True)
     cancel = body.on_disconnect == "cancel"
     return await stream_response(
         backend, run, _modes(body.stream_mode), (0, 0), cancel_on_disconnect=cancel
@@ -216,7 +219,7 @@ async def stream_stateless_run(
     body: RunCreate, state: State, backend: Backend, user: User
 ) -> StreamingResponse:
     """Start a run on a thread of its own and stream it."""
-    run = await _start(state, backend, user, None, body)
+    run = await _start(state, backend, user, None, body, read_here=True)
     cancel = body.on_disconnect == "cancel"
     return await stream_response(
         backend, run, _modes(body.stream_mode), (0, 0), cancel_on_disconnect=cancel
@@ -233,7 +236,7 @@ async def wait_run(
     thread_id: str, body: RunCreate, state: State, backend: Backend, user: User
 ) -> StreamingResponse:
     """Start a run and answer the thread's values when it ends."""
-    run = await _start(state, backend, user, thread_id, body)
+    run = await _start(state, backend, user, thread_id, body, read_here=True)
     return result_response(backend, run, location=f"{run_path(run)}/join")
 
 
@@ -247,7 +250,7 @@ async def wait_stateless_run(
     body: RunCreate, state: State, backend: Backend, user: User
 ) -> StreamingResponse:
     """Start a run on a thread of its own and answer its values when it ends."""
-    run = await _start(state, backend, user, None, body)
+    run = await _start(state, backend, user, None, body, read_here=True)
     return result_response(backend, run, location=f"{run_path(run)}/join")
 
 
