@@ -281,17 +281,18 @@ class StoreEventLog(EventLog):
 
     # -- reading ----------------------------------------------------------------------------
 
-    async def check(self, run_id: str, after: int | None) -> None:
-        """Raise now what `follow(run_id, after)` would raise at its start.
+    async def check(self, run_id: str, after: int | None) -> int:
+        """Raise now what `follow(run_id, after)` would raise at its start; else where it starts.
 
-        For a route to answer 400 or 410 before it starts streaming.
+        The id it would read on from: `after`, or with None the log's last id now. For a
+        route to answer 400 or 410 before it starts streaming.
 
         Raises:
             NotFoundError: No such run.
             UnknownEventIdError: `after` is beyond the run's last event.
             EventsExpiredError: The run's log was dropped.
         """
-        await self._start(run_id, after)
+        return await self._start(run_id, after)
 
     async def _start(self, run_id: str, after: int | None) -> int:
         """The id to read on from, for a reader asking for events after `after`."""

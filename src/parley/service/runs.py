@@ -409,6 +409,7 @@ class RunManager:
         multitask_strategy: MultitaskStrategy = "reject",
         model: str | None = None,
         speak: bool = False,
+        kwargs: dict[str, Any] | None = None,
     ) -> RunHandle:
         """Start a run of `agent` on the thread: a new `message`, or an approval's answer.
 
@@ -424,7 +425,8 @@ class RunManager:
         `busy_timeout` for it, then 409; `enqueue` waits its turn after the thread's runs;
         `interrupt` stops them (keeping their partial answers) and `rollback` stops and
         deletes them, then it runs. `model` and `speak` are stored with the run (what a
-        worker taking it over needs).
+        worker taking it over needs), and so are `kwargs` (the caller's options, read back
+        in `RunRecord.kwargs`).
 
         A thread is `user_id`'s own: another user's thread of the same id is another thread.
 
@@ -454,6 +456,7 @@ class RunManager:
                 thread_id=thread_id,
                 run_input=run_input,
                 multitask_strategy=multitask_strategy,
+                kwargs=kwargs,
                 waiting=(agent, list(middleware), snapshot),
             )
             assert handle is not None  # a run a request waits for has a handle
@@ -480,6 +483,7 @@ class RunManager:
                     self.worker_id,
                     self.queue.lease_seconds,
                     run_input.model_dump(mode="json"),
+                    kwargs=kwargs,
                 ),
             )
             memory.load(opened.history, stored_ahead=opened.added)

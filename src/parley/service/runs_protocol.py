@@ -136,12 +136,14 @@ class EventLog(ABC):
             EventsExpiredError: The run's log was dropped (its retention passed).
         """
 
-    async def check(self, run_id: str, after: int | None) -> None:  # noqa: B027 - optional
+    async def check(self, run_id: str, after: int | None) -> int | None:
         """Raise now what `follow(run_id, after)` would raise when it starts, if anything.
 
-        For a route to answer 400 or 410 before its stream starts. This default checks
-        nothing (`follow` still raises).
+        For a route to answer 400 or 410 before its stream starts. Returns the id `follow`
+        would read on from (`after`, or for None the log's last id now) when the log knows
+        it. This default checks nothing (`follow` still raises) and knows nothing (None).
         """
+        return None
 
     @abstractmethod
     async def sweep(self, retention: float) -> int:

@@ -32,7 +32,7 @@ from parley.messages import TextBlock, ThinkingBlock
 from parley.models.response import ChatResponse
 from parley.models.testing import ScriptedModel
 from parley.service import ServiceSettings, create_app
-from parley.service.langgraph import backend, responses
+from parley.service.langgraph import responses
 from parley.service.store import Store
 from tests.sample_tools import send_email
 from tests.service._live import running
@@ -549,12 +549,9 @@ def test_a_client_leaving_its_stream(
 
 
 @pytest.mark.parametrize("resumable", [True, False])
-async def test_a_stream_past_its_retention_is_gone(
-    service: MakeService, monkeypatch: pytest.MonkeyPatch, resumable: bool
-) -> None:
-    # Resumable: kept `event_retention`; else a short grace (as LangGraph keeps none).
-    monkeypatch.setattr(backend, "UNRESUMABLE_GRACE", 0.01 if not resumable else 3600)
-    svc = await service(*_agents()[:1], event_retention=0.01 if resumable else 3600)
+async def test_a_stream_past_its_retention_is_gone(service: MakeService, resumable: bool) -> None:
+    # Every run's events are kept `event_retention` (the event log's), resumable or not.
+    svc = await service(*_agents()[:1], event_retention=0.01)
     client = svc.client
     tid = (await client.post("/langgraph/threads", json={})).json()["thread_id"]
     body = {"assistant_id": "echo", "input": _human("hi"), "stream_resumable": resumable}

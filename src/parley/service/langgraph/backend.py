@@ -1,15 +1,17 @@
-"""Where LangGraph's routes get runs from: the one place that knows how runs are driven.
+"""Where LangGraph's routes get runs from: the store, so any replica serves any run.
 
-Runs start on the service's `RunManager` (the thread's lock, the store, approvals) and go on
-when their client leaves (LangGraph's `on_disconnect` default, `continue`): a task of this
-module reads each run's events to its end and keeps them, numbered 1, 2, 3..., for every
-reader of the run (its stream, a `join_stream` later with `Last-Event-ID`, a `join`). A run
-this process did not start (another replica's, or from before a restart) is read from the
-store: its record and its thread, not its events.
+A run is parley's run (a job row in the store, run by whichever worker holds it); the
+LangGraph options it was made with (`kwargs`, `metadata`, `multitask_strategy`,
+`on_completion`, `stream_resumable`...) are stored in its record's `kwargs` when it is made.
+Get, list and join read the record; streams follow the run's event log
+(`ServiceState.events`, numbered 1, 2, 3... by its worker), from any replica; the thread as
+the run started (what its `values` frames grow from) is read from the store too
+(`initial_messages`). Nothing about a run is kept in this process but the task that deletes
+a stateless run's thread at its end (`on_completion: delete`, once its stream or wait there
+has read it), on the replica that made it.
 
-The events of a finished run are kept `event_retention` seconds when it was created
-`stream_resumable` (`UNRESUMABLE_GRACE` else), then dropped (a replay asks for them: 410); its
-summary (status, options) stays, for the last `_KEPT_RUNS` runs.
+Retention is the event log's: a run's events are kept `event_retention` seconds after its
+end, whether it was made `stream_resumable` or not; after that a replay is 410.
 """
 
 from __future__ import annotations
@@ -18,43 +20,38 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
-from parley.agents.events import AgentEvent, RunEnded, RunError
+from parley.agents.events import AgentEvent
+from parley.errors import NotFoundError
 from parley.messages import Msg
 from parley.service.registry import AgentEntry
-from parley.service.runs import RunHandle
-from parley.service.runs_protocol import (
-    CancelAction,
-    EventsExpiredError,
-    MultitaskStrategy,
-    UnknownEventIdError,
-)
+from parley.service.runs_protocol import CancelAction, EventLog, MultitaskStrategy, RunInput
 from parley.service.state import ServiceState
 from parley.service.store import RunRecord
 from parley.service.store.tables import utcnow
 
 __all__ = [
     "ASSISTANT_NAMESPACE",
-    "UNRESUMABLE_GRACE",
+    "STATELESS_GRACE",
     "LangGraphRuns",
-    "LgRun",
     "assistant_id",
     "lg_status",
+    "options_of",
 ]
 
 log = logging.getLogger("parley.service")
 
 ASSISTANT_NAMESPACE = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
 """The namespace of assistant ids (LangGraph's: a graph's assistant has the same id here)."""
-_KEPT_RUNS = 1000
-UNRESUMABLE_GRACE = 30.0
-"""Seconds a run not created `stream_resumable` keeps its events after its end: enough for a
-client cut off near the end to reconnect (the SDKs try five times within about 25 s)."""
+_LIST_MAX = 1000
+"""At most this many of a thread's runs are looked through to filter a list by status."""
+STATELESS_GRACE = 30.0
+"""How long (seconds, at most) a stateless run's thread outlives its end while its stream or
+wait on the replica that made it still reads it; then it is deleted (`on_completion`)."""
+_JOIN_WAIT = 24 * 3600.0
+"""How long the task of `on_completion: delete` waits for its run's end (seconds)."""
 
 _STATUS = {
     "completed": "success",
@@ -79,71 +76,29 @@ def lg_status(status: str) -> str:
     return _STATUS.get(status, "error")
 
 
-@dataclass
-class LgRun:
-    """A run as LangGraph's routes know it: parley's run and the options it was made with."""
-
-    run_id: str
-    thread_id: str
-    user_id: str
-    agent: str
-    created_at: datetime
-    kwargs: dict[str, Any]
-    metadata: dict[str, Any]
-    multitask_strategy: str
-    initial: list[Msg] = field(default_factory=list)
-    """The thread as the run started (its question in it)."""
-    events: list[AgentEvent] | None = field(default_factory=list)
-    """Its events so far (event N is `events[N-1]`); None once dropped after retention."""
-    status: str = "running"
-    updated_at: datetime = field(default_factory=utcnow)
-    error: RunError | None = None
-    done: asyncio.Event = field(default_factory=asyncio.Event)
-    on_completion: str = "keep"
-    _grew: asyncio.Event = field(default_factory=asyncio.Event)
-
-    def add(self, event: AgentEvent) -> None:
-        """Keep the run's next event and wake its readers."""
-        if self.events is not None:
-            self.events.append(event)
-        self._grew.set()
-        self._grew = asyncio.Event()
-
-    async def follow(self, after: int | None) -> AsyncIterator[tuple[int, AgentEvent]]:
-        """Its events with their numbers, those after `after` (None: from now), to the end.
-
-        Raises:
-            EventsExpiredError: Its events were dropped (retention).
-            UnknownEventIdError: `after` is beyond its last event, and it ended.
-        """
-        if self.events is None:
-            raise EventsExpiredError(self.run_id)
-        start = len(self.events) if after is None else after
-        if after is not None and after > len(self.events) and self.done.is_set():
-            raise UnknownEventIdError(self.run_id, str(after))
-        seq = start
-        while True:
-            events = self.events
-            if events is None:
-                raise EventsExpiredError(self.run_id)
-            while seq < len(events):
-                seq += 1
-                yield seq, events[seq - 1]
-            if self.done.is_set():
-                return
-            await self._grew.wait()
+def options_of(record: RunRecord) -> dict[str, Any]:
+    """The LangGraph options a run was made with (empty for a run made elsewhere)."""
+    return dict(record.kwargs or {})
 
 
 class LangGraphRuns:
-    """The runs LangGraph's routes started in this process, by id."""
+    """LangGraph's runs, read from the store; starting them on the service's `RunManager`."""
 
     def __init__(self, state: ServiceState) -> None:
         self.state = state
         self.started = utcnow()
         """When this process began serving LangGraph's API (its assistants' times)."""
-        self.runs: OrderedDict[str, LgRun] = OrderedDict()
-        self.deleted: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._readers: dict[str, int] = {}
+        self._unread: dict[str, asyncio.Event] = {}
+        self._reserved: set[str] = set()
+
+    @property
+    def events(self) -> EventLog:
+        """The service's event log (every run's events, from any replica)."""
+        if self.state.events is None:  # the app always opens one; a bare state may not
+            raise RuntimeError("the service has no event log: LangGraph's streams need one")
+        return self.state.events
 
     async def start(
         self,
@@ -156,8 +111,13 @@ class LangGraphRuns:
         history: Sequence[Msg],
         options: dict[str, Any],
         multitask_strategy: MultitaskStrategy = "enqueue",
-    ) -> LgRun:
+        read_here: bool = False,
+    ) -> RunRecord:
         """Start a run of the agent on the caller's thread; it goes on without its client.
+
+        `options` (the run's LangGraph options) are stored with it. Returns its record.
+        `read_here`: the request streams or waits for it (a stateless run's thread stays
+        until it has, even when the run ends before its response starts).
 
         Raises:
             ConflictError: The thread stayed busy for `busy_timeout` (409).
@@ -175,88 +135,96 @@ class LangGraphRuns:
             resume=resume,
             history=history,
             multitask_strategy="reject" if resume is not None else multitask_strategy,
-        )
-        run = LgRun(
-            run_id=handle.run_id,
-            thread_id=thread_id,
-            user_id=user_id,
-            agent=entry.key,
-            created_at=utcnow(),
             kwargs=options,
-            metadata=dict(options.get("metadata") or {}),
-            multitask_strategy=str(options.get("multitask_strategy") or "enqueue"),
-            on_completion=str(options.get("on_completion") or "keep"),
         )
-        self._keep(run)
-        task = asyncio.create_task(self._read(run, handle, message), name=f"langgraph-{run.run_id}")
+        record = await self.state.store.get_run(handle.run_id, user_id)
+        if record is None:  # ended and rolled back already (a newer run's rollback)
+            raise NotFoundError(f"run {handle.run_id!r} was removed as it started", status_code=404)
+        if options.get("on_completion") == "delete":
+            if read_here:
+                self._reserved.add(record.run_id)
+                self._enter(record.run_id)
+            self._spawn(self._delete_thread_after(record))
+        return record
+
+    def _spawn(self, work: Any) -> None:
+        task: asyncio.Task[None] = asyncio.create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        return run
 
-    def _keep(self, run: LgRun) -> None:
-        self.runs[run.run_id] = run
-        while len(self.runs) > _KEPT_RUNS:
-            self.runs.popitem(last=False)
-
-    async def _read(self, run: LgRun, handle: RunHandle, message: Msg | None) -> None:
+    async def _delete_thread_after(self, record: RunRecord) -> None:
+        """A stateless run's thread goes when the run ends (LangGraph's `on_completion`)."""
         try:
-            async for event in handle.events():
-                if not run.events:  # its first: the run has opened its thread (a queued
-                    # run only when a worker took it)
-                    run.initial = await _initial(handle, message)
-                if isinstance(event, RunError):
-                    run.error = event
-                if isinstance(event, RunEnded):
-                    run.status = lg_status(event.status)
-                run.add(event)
-        except Exception:  # the run is stored; only its readers here lose the rest
-            log.exception("langgraph: lost the events of run %s", run.run_id)
-            run.status = "error"
+            await self.state.runs.join(record.run_id, record.user_id, _JOIN_WAIT)
+            # Its stream or wait here reads the thread to its end first (bounded).
+            unread = self._unread.get(record.run_id)
+            if unread is not None:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(unread.wait(), STATELESS_GRACE)
+            if record.run_id in self._reserved:  # its response never began reading it
+                self._reserved.discard(record.run_id)
+                self._leave(record.run_id)
+            await self.state.store.delete_thread(record.thread_id, record.user_id)
+        except Exception:  # its thread stays: only a leftover, the run is told as it ended
+            log.exception("langgraph: could not delete the thread of run %s", record.run_id)
+
+    @contextlib.asynccontextmanager
+    async def reading(self, run_id: str) -> AsyncIterator[None]:
+        """While a stream or a wait here reads the run (a stateless run's thread stays)."""
+        if run_id in self._reserved:  # counted as its run started
+            self._reserved.discard(run_id)
+        else:
+            self._enter(run_id)
+        try:
+            yield
         finally:
-            run.updated_at = utcnow()
-            if run.on_completion == "delete":
-                with contextlib.suppress(Exception):
-                    await self.state.store.delete_thread(run.thread_id, run.user_id)
-            run.done.set()
-            run._grew.set()
-            asyncio.get_running_loop().call_later(self._kept_for(run), _drop_events, run)
+            self._leave(run_id)
 
-    def _kept_for(self, run: LgRun) -> float:
-        """How long an ended run keeps its events (seconds).
+    def _enter(self, run_id: str) -> None:
+        self._readers[run_id] = self._readers.get(run_id, 0) + 1
+        self._unread.setdefault(run_id, asyncio.Event()).clear()
 
-        `event_retention` when it was created `stream_resumable` (LangGraph keeps only those),
-        else `UNRESUMABLE_GRACE`.
+    def _leave(self, run_id: str) -> None:
+        left = self._readers.pop(run_id, 1) - 1
+        if left > 0:
+            self._readers[run_id] = left
+            return
+        unread = self._unread.pop(run_id, None)
+        if unread is not None:
+            unread.set()
+
+    async def read_to_end(self, record: RunRecord) -> None:
+        """A reader here read the ended run to its end; the last one ends a stateless run.
+
+        Its thread is deleted now (`on_completion: delete`), before its client hears the end.
         """
-        retention = self.state.settings.event_retention
-        return (
-            retention if run.kwargs.get("stream_resumable") else min(retention, UNRESUMABLE_GRACE)
-        )
+        if options_of(record).get("on_completion") != "delete":
+            return
+        if self._readers.get(record.run_id, 0) > 1:
+            return  # the last reader does it
+        await self.state.store.delete_thread(record.thread_id, record.user_id)
 
-    def get(self, run_id: str, user_id: str) -> LgRun | None:
-        """The run if this process started it for `user_id` (and it was not deleted)."""
-        run = self.runs.get(run_id)
-        if run is None or run.user_id != user_id or run_id in self.deleted:
-            return None
-        return run
-
-    async def record(self, run_id: str, user_id: str) -> RunRecord | None:
-        """The store's record of a run of `user_id`'s (None: unknown, or deleted here)."""
-        if run_id in self.deleted:
-            return None
+    async def get(self, run_id: str, user_id: str) -> RunRecord | None:
+        """The store's record of a run of `user_id`'s (None: unknown or deleted)."""
         return await self.state.store.get_run(run_id, user_id)
 
-    def of_thread(self, thread_id: str, user_id: str) -> list[LgRun]:
-        """The runs this process started on the thread, newest first."""
-        found = [
-            r
-            for r in self.runs.values()
-            if r.thread_id == thread_id and r.user_id == user_id and r.run_id not in self.deleted
-        ]
-        return found[::-1]
+    async def of_thread(
+        self, thread_id: str, user_id: str, *, limit: int, offset: int, status: str | None
+    ) -> list[RunRecord]:
+        """The thread's runs, newest first (`status`: LangGraph's, only those)."""
+        if status is None:
+            return await self.state.store.list_runs(user_id, thread_id, limit=limit, offset=offset)
+        found = await self.state.store.list_runs(user_id, thread_id, limit=_LIST_MAX)
+        kept = [r for r in found if lg_status(r.status) == status]
+        return kept[offset : offset + limit]
 
-    def active_on(self, thread_id: str, user_id: str) -> list[LgRun]:
-        """The runs still going on the thread (started here)."""
-        return [r for r in self.of_thread(thread_id, user_id) if not r.done.is_set()]
+    async def active_on(self, thread_id: str, user_id: str) -> list[RunRecord]:
+        """The runs going or waiting on the thread, wherever they run."""
+        return await self.state.store.active_runs(thread_id, user_id)
+
+    async def wait(self, record: RunRecord, timeout: float) -> RunRecord:
+        """The run's record at its end, or after `timeout` seconds as it is then."""
+        return await self.state.runs.join(record.run_id, record.user_id, timeout)
 
     async def cancel(self, run_id: str, user_id: str, action: CancelAction = "interrupt") -> None:
         """Stop a run of `user_id`'s: `interrupted`, keeping its partial answer (`rollback`: gone).
@@ -266,28 +234,41 @@ class LangGraphRuns:
         """
         await self.state.runs.cancel(run_id, user_id, action=action, wait=0)
 
-    def forget(self, run_id: str) -> None:
-        """Delete a run as LangGraph's routes see it (404 after)."""
-        self.deleted.add(run_id)
-        self.runs.pop(run_id, None)
+    async def delete(self, run_id: str, user_id: str) -> None:
+        """Delete a run (a live one is stopped first; 404 after)."""
+        await self.state.runs.delete(run_id, user_id)
+
+    def follow(self, record: RunRecord, after: int) -> AsyncIterator[tuple[int, AgentEvent]]:
+        """The run's stored events after `after`, then its live ones, to its end."""
+        return self.events.follow(record.run_id, after)
+
+    async def initial_messages(self, record: RunRecord) -> list[Msg]:
+        """The thread as the run started, its question in it (read from the store).
+
+        The thread's messages before the run's first stored one, then its question (from its
+        stored input) when the thread does not hold it yet. (A run that stored nothing yet
+        takes the whole thread: its question is stored as it opens the thread.)
+        """
+        rows = await self.state.store.get_messages(record.thread_id, record.user_id)
+        first = next((i for i, (_, run) in enumerate(rows) if run == record.run_id), len(rows))
+        before = [m for m, _ in rows[:first]]
+        question = _question(record)
+        if question is not None and all(m.id != question.id for m in before):
+            before.append(question)
+        return before
 
     async def close(self) -> None:
-        """Wait (a little) for the readers of runs to end; the runs stop with the service."""
-        if self._tasks:
-            await asyncio.wait(self._tasks, timeout=5)
+        """Stop the tasks waiting to delete stateless runs' threads."""
+        for task in list(self._tasks):
+            task.cancel()
+        with contextlib.suppress(Exception):
+            await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
-async def _initial(handle: RunHandle, message: Msg | None) -> list[Msg]:
-    """The thread as the run opened it; its question is added by the run itself."""
-    initial = await handle.memory.get() if handle.memory is not None else []
-    if message is not None and all(m.id != message.id for m in initial):
-        initial.append(message)
-    return initial
-
-
-def _drop_events(run: LgRun) -> None:
-    # Its thread as it started goes too: only its events' readers needed it.
-    run.events = None
-    run.initial = []
-    for key in ("input", "command"):  # its messages: the thread keeps them
-        run.kwargs.pop(key, None)
+def _question(record: RunRecord) -> Msg | None:
+    if not record.input:
+        return None
+    try:
+        return RunInput.model_validate(record.input).message
+    except ValueError:  # a record of an older shape: no question to add
+        return None

@@ -1,10 +1,11 @@
 """What LangGraph's run routes answer: runs as `Run`s, streams of frames, and results.
 
-A stream follows the run's events (`backend.LgRun.follow`) from its first, makes its frames
-(`streams.FrameMaker`) and sends those after the frame the client has, with heartbeats; when
-it ends (the run's end, or its client gone) its frames are closed at once and, with
+A stream follows the run's event log (`LangGraphRuns.follow`, any replica's) from its first
+event, makes its frames (`streams.FrameMaker`, from the thread as the run started, read from
+the store) and sends those after the frame the client has, with heartbeats; when it ends
+(the run's end, or its client gone) its frames are closed at once and, with
 `on_disconnect: cancel`, a run still going is stopped. A result (`wait`, `join`) is the
-thread's values at the run's end, newlines before it while the run goes on.
+thread's values at the run's end (from the log), newlines before it while the run goes on.
 """
 
 from __future__ import annotations
@@ -18,20 +19,21 @@ from typing import Any
 from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from parley.agents.events import ApprovalRequested, MessageCompleted
-from parley.service.langgraph.backend import LangGraphRuns, LgRun, assistant_id, lg_status
+from parley.agents.events import ApprovalRequested, MessageCompleted, RunError
+from parley.errors import NotFoundError
+from parley.messages import Msg
+from parley.service.langgraph.backend import LangGraphRuns, assistant_id, lg_status, options_of
 from parley.service.langgraph.convert import messages_of
 from parley.service.langgraph.state import thread_values
 from parley.service.langgraph.streams import FrameMaker, interrupt_dicts, sse
+from parley.service.runs_protocol import ACTIVE_STATUSES, EventsExpiredError
 from parley.service.sse import HEARTBEAT_INTERVAL, FrameId, with_heartbeats
-from parley.service.state import ServiceState
 from parley.service.store import RunRecord
 
 __all__ = [
     "HEARTBEAT_SECONDS",
     "SSE_HEADERS",
     "final_values",
-    "record_dict",
     "result_response",
     "run_dict",
     "run_path",
@@ -44,82 +46,110 @@ HEARTBEAT_SECONDS = HEARTBEAT_INTERVAL
 SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 
 
-def run_path(run: LgRun) -> str:
+def run_path(run: RunRecord) -> str:
     """The run's path under the mount (`Content-Location`): stateless runs have their own."""
-    if run.kwargs.get("stateless"):
+    if options_of(run).get("stateless"):
         return f"/runs/{run.run_id}"
     return f"/threads/{run.thread_id}/runs/{run.run_id}"
 
 
-def run_dict(run: LgRun) -> dict[str, Any]:
-    """A run as LangGraph's `Run`."""
+def run_dict(run: RunRecord) -> dict[str, Any]:
+    """A run (its store record, with the LangGraph options stored in it) as LangGraph's `Run`."""
+    options = options_of(run)
+    created = run.queued_at or run.started_at
     return {
         "run_id": run.run_id,
         "thread_id": run.thread_id,
         "assistant_id": assistant_id(run.agent),
-        "created_at": run.created_at.isoformat(),
-        "updated_at": run.updated_at.isoformat(),
-        "status": run.status,
-        "metadata": run.metadata,
-        "multitask_strategy": run.multitask_strategy,
-        "kwargs": {k: v for k, v in run.kwargs.items() if k != "stateless"},
+        "created_at": created.isoformat(),
+        "updated_at": (run.ended_at or run.started_at).isoformat(),
+        "status": lg_status(run.status),
+        "metadata": dict(options.get("metadata") or {}),
+        "multitask_strategy": str(options.get("multitask_strategy") or run.multitask_strategy),
+        "kwargs": {k: v for k, v in options.items() if k != "stateless"},
     }
 
 
-def record_dict(record: RunRecord) -> dict[str, Any]:
-    """A run this process did not start, as LangGraph's `Run` from its store record."""
-    return {
-        "run_id": record.run_id,
-        "thread_id": record.thread_id,
-        "assistant_id": assistant_id(record.agent),
-        "created_at": record.started_at.isoformat(),
-        "updated_at": (record.ended_at or record.started_at).isoformat(),
-        "status": lg_status(record.status),
-        "metadata": {},
-        "multitask_strategy": "reject",
-        "kwargs": {},
-    }
-
-
-def _maker(run: LgRun, modes: frozenset[str]) -> FrameMaker:
+def _maker(run: RunRecord, modes: frozenset[str], initial: list[Msg]) -> FrameMaker:
     return FrameMaker(
         run_id=run.run_id,
         thread_id=run.thread_id,
         assistant_id=assistant_id(run.agent),
         graph_id=run.agent,
         modes=modes,
-        initial=run.initial,
+        initial=initial,
     )
 
 
-async def _frames(run: LgRun, modes: frozenset[str], seen: FrameId | None) -> AsyncIterator[str]:
-    """The run's SSE text after the frame `seen` (None: its events from now on).
+async def _frames(
+    backend: LangGraphRuns, run: RunRecord, modes: frozenset[str], last: FrameId
+) -> AsyncIterator[str]:
+    """The run's SSE text after the frame `last`, read from its event log.
 
     Every event is read from the first, those whose frames are not sent too: they make the
     values the later frames hold.
     """
     maker: FrameMaker | None = None  # made at the first event: a queued run's thread is
-    # read when a worker opens it
-    last = seen if seen is not None else (len(run.events or []), 1 << 30)
-    async for seq, event in run.follow(0):
-        maker = maker or _maker(run, modes)
-        for part, frame in enumerate(maker.frames(seq, event)):
-            if (seq, part) > last:
-                yield sse(frame)
+    # read once a worker opened it
+    async with backend.reading(run.run_id):
+        async for seq, event in backend.follow(run, 0):
+            if maker is None:
+                maker = _maker(run, modes, await backend.initial_messages(run))
+            for part, frame in enumerate(maker.frames(seq, event)):
+                if (seq, part) > last:
+                    yield sse(frame)
+        await backend.read_to_end(run)
 
 
-def stream_response(
+async def _chained(first: asyncio.Future[str], rest: AsyncIterator[str]) -> AsyncIterator[str]:
+    """The frame `first` will be, then the others (`rest` is closed at the end, now)."""
+    try:
+        try:
+            text = await first
+        except StopAsyncIteration:
+            return
+        yield text
+        async for text in rest:
+            yield text
+    finally:
+        if not first.done():
+            first.cancel()
+            with contextlib.suppress(BaseException):
+                await first
+        close = getattr(rest, "aclose", None)
+        if close is not None:
+            await close()
+
+
+async def stream_response(
     backend: LangGraphRuns,
-    run: LgRun,
+    run: RunRecord,
     modes: frozenset[str],
     after: FrameId | None,
     *,
     cancel_on_disconnect: bool,
 ) -> StreamingResponse:
-    """The run's stream after the frame `after` (None: live), `Location` its own path."""
+    """The run's stream after the frame `after` (None: live), `Location` its own path.
+
+    Raises:
+        UnknownEventIdError: `after` names no event of the run (400).
+        EventsExpiredError: The run's events are no longer kept (410).
+    """
+    # 400 and 410 now, before the stream starts; and where "live" begins.
+    start = await backend.events.check(run.run_id, None if after is None else after[0])
+    last = after if after is not None else (start or 0, 1 << 30)
 
     async def body() -> AsyncIterator[str]:
-        frames = with_heartbeats(_frames(run, modes, after), HEARTBEAT_SECONDS)
+        source = _frames(backend, run, modes, last)
+        # Its first frame (`metadata`) leads, as LangGraph's does, unless it is a real
+        # heartbeat's time coming (a queued run).
+        first = asyncio.ensure_future(anext(source))
+        try:
+            await asyncio.wait({first}, timeout=HEARTBEAT_INTERVAL)
+        except BaseException:
+            first.cancel()
+            raise
+        frames = with_heartbeats(_chained(first, source), HEARTBEAT_SECONDS)
         try:
             async for text in frames:
                 yield text
@@ -131,7 +161,10 @@ def stream_response(
                 await close()
 
     async def left() -> None:
-        if cancel_on_disconnect and not run.done.is_set():
+        if not cancel_on_disconnect:
+            return
+        now = await backend.get(run.run_id, run.user_id)
+        if now is not None and now.status in ACTIVE_STATUSES:
             await backend.cancel(run.run_id, run.user_id)
 
     headers = SSE_HEADERS | {
@@ -175,38 +208,47 @@ def sse_error(exc: Exception) -> str:
     return f"event: error\r\ndata: {data}\r\n\r\n"
 
 
-def final_values(run: LgRun) -> dict[str, Any] | None:
-    """What `wait` and `join` answer for an ended run (None: its events were dropped)."""
-    if run.events is None:
-        return None
-    if run.error is not None:
-        return {"__error__": {"error": run.error.kind, "message": run.error.message}}
-    msgs = list(run.initial)
+async def final_values(backend: LangGraphRuns, run: RunRecord) -> dict[str, Any]:
+    """What `wait` and `join` answer for an ended run: the thread's values at its end.
+
+    Read from the run's event log (its thread as it started, and what it added); once its
+    events are no longer kept, the thread as it is now.
+    """
+    msgs: list[Msg] | None = None
     interrupts: list[dict[str, Any]] = []
-    for event in run.events:
-        if isinstance(event, MessageCompleted):
-            msgs.append(event.msg)
-        elif isinstance(event, ApprovalRequested):
-            interrupts = interrupt_dicts(event.interrupt_id, event.calls)
+    try:
+        async for _, event in backend.follow(run, 0):
+            if msgs is None:
+                msgs = await backend.initial_messages(run)
+            if isinstance(event, RunError):
+                return {"__error__": {"error": event.kind, "message": event.message}}
+            if isinstance(event, MessageCompleted):
+                msgs.append(event.msg)
+            elif isinstance(event, ApprovalRequested):
+                interrupts = interrupt_dicts(event.interrupt_id, event.calls)
+    except (EventsExpiredError, NotFoundError):
+        msgs = None
+    if msgs is None:  # no events kept (or none written): the thread as it is
+        return await thread_values(backend.state.store, run.thread_id, run.user_id)
     values: dict[str, Any] = {"messages": messages_of(msgs)}
     if interrupts:
         values["__interrupt__"] = interrupts
     return values
 
 
-async def _result(state: ServiceState, run: LgRun) -> AsyncIterator[str]:
-    while not run.done.is_set():
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(run.done.wait(), HEARTBEAT_SECONDS)
-        if not run.done.is_set():
+async def _result(backend: LangGraphRuns, run: RunRecord) -> AsyncIterator[str]:
+    async with backend.reading(run.run_id):
+        while True:
+            now = await backend.wait(run, HEARTBEAT_SECONDS)
+            if now.status not in ACTIVE_STATUSES:
+                break
             yield "\n"  # keeps proxies from cutting a long wait; JSON ignores it
-    values = final_values(run)
-    if values is None:
-        values = await thread_values(state.store, run.thread_id, run.user_id)
+        values = await final_values(backend, run)
+        await backend.read_to_end(run)
     yield json.dumps(values, ensure_ascii=False)
 
 
-def result_response(state: ServiceState, run: LgRun, *, location: str) -> StreamingResponse:
+def result_response(backend: LangGraphRuns, run: RunRecord, *, location: str) -> StreamingResponse:
     """The thread's values at the run's end (`wait`, `join`), `Location` where to ask again."""
     headers = {"Location": location, "Content-Location": run_path(run)}
-    return StreamingResponse(_result(state, run), media_type="application/json", headers=headers)
+    return StreamingResponse(_result(backend, run), media_type="application/json", headers=headers)

@@ -14,7 +14,6 @@ Streams send `: heartbeat` every 5 s when idle; wait and join send a newline ins
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Annotated, Any, Literal
 
@@ -26,13 +25,11 @@ from parley.errors import MessageError
 from parley.messages import Msg
 from parley.service.bounds import check_messages
 from parley.service.langgraph.auth import PREFIX, langgraph_user
-from parley.service.langgraph.backend import LangGraphRuns, LgRun
+from parley.service.langgraph.backend import LangGraphRuns, options_of
 from parley.service.langgraph.convert import input_messages
 from parley.service.langgraph.docs import EVENT_STREAM, JSON_RESULT, answers
 from parley.service.langgraph.models import RunCreate
 from parley.service.langgraph.responses import (
-    SSE_HEADERS,
-    record_dict,
     result_response,
     run_dict,
     run_path,
@@ -44,11 +41,9 @@ from parley.service.langgraph.routes_threads import (
     invalid,
     owned_thread,
 )
-from parley.service.langgraph.state import thread_values
 from parley.service.langgraph.streams import (
     LANGGRAPH_MODES,
 )
-from parley.service.runs_protocol import EventsExpiredError, UnknownEventIdError
 from parley.service.sse import parse_frame_id
 from parley.service.state import ServiceState, get_state
 from parley.service.store import RunRecord
@@ -127,7 +122,7 @@ def _question(state: ServiceState, body: RunCreate) -> tuple[list[Msg], Msg]:
 async def _make_room(backend: LangGraphRuns, body: RunCreate, thread_id: str, user: str) -> None:
     """Apply the multitask strategy to the thread's runs (a busy thread)."""
     thread = await backend.state.store.get_thread(thread_id, user)
-    active = backend.active_on(thread_id, user)
+    active = await backend.active_on(thread_id, user)
     if not active and (thread is None or thread.status != "running"):
         return
     if body.multitask_strategy == "reject":
@@ -141,7 +136,9 @@ async def _start(
     user: str,
     thread_id: str | None,
     body: RunCreate,
-) -> LgRun:
+    *,
+    read_here: bool = False,
+) -> RunRecord:
     entry = find_assistant(state, body.assistant_id, status_code=422)
     stateless = thread_id is None
     thread_id = thread_id or str(uuid.uuid4())
@@ -168,6 +165,7 @@ async def _start(
         history=history,
         options=options | {"stateless": stateless},
         multitask_strategy=body.multitask_strategy,
+        read_here=read_here,
     )
 
 
@@ -204,9 +202,9 @@ async def stream_run(
     thread_id: str, body: RunCreate, state: State, backend: Backend, user: User
 ) -> StreamingResponse:
     """Start a run and stream it (SSE: `metadata` first, then the modes asked)."""
-    run = await _start(state, backend, user, thread_id, body)
+    run = await _start(state, backend, user, thread_id, body, read_here=True)
     cancel = body.on_disconnect == "cancel"
-    return stream_response(
+    return await stream_response(
         backend, run, _modes(body.stream_mode), (0, 0), cancel_on_disconnect=cancel
     )
 
@@ -221,9 +219,9 @@ async def stream_stateless_run(
     body: RunCreate, state: State, backend: Backend, user: User
 ) -> StreamingResponse:
     """Start a run on a thread of its own and stream it."""
-    run = await _start(state, backend, user, None, body)
+    run = await _start(state, backend, user, None, body, read_here=True)
     cancel = body.on_disconnect == "cancel"
-    return stream_response(
+    return await stream_response(
         backend, run, _modes(body.stream_mode), (0, 0), cancel_on_disconnect=cancel
     )
 
@@ -238,8 +236,8 @@ async def wait_run(
     thread_id: str, body: RunCreate, state: State, backend: Backend, user: User
 ) -> StreamingResponse:
     """Start a run and answer the thread's values when it ends."""
-    run = await _start(state, backend, user, thread_id, body)
-    return result_response(state, run, location=f"{run_path(run)}/join")
+    run = await _start(state, backend, user, thread_id, body, read_here=True)
+    return result_response(backend, run, location=f"{run_path(run)}/join")
 
 
 @router.post(
@@ -252,17 +250,12 @@ async def wait_stateless_run(
     body: RunCreate, state: State, backend: Backend, user: User
 ) -> StreamingResponse:
     """Start a run on a thread of its own and answer its values when it ends."""
-    run = await _start(state, backend, user, None, body)
-    return result_response(state, run, location=f"{run_path(run)}/join")
+    run = await _start(state, backend, user, None, body, read_here=True)
+    return result_response(backend, run, location=f"{run_path(run)}/join")
 
 
-async def _find_run(
-    state: ServiceState, backend: LangGraphRuns, user: str, thread_id: str, run_id: str
-) -> LgRun | RunRecord:
-    run = backend.get(run_id, user)
-    if run is not None and run.thread_id == thread_id:
-        return run
-    record = await backend.record(run_id, user)
+async def _find_run(backend: LangGraphRuns, user: str, thread_id: str, run_id: str) -> RunRecord:
+    record = await backend.get(run_id, user)
     if record is None or record.thread_id != thread_id:
         raise invalid("Run not found")
     return record
@@ -278,19 +271,16 @@ async def list_runs(
     offset: Annotated[int, Query(ge=0)] = 0,
     status: str | None = None,
 ) -> list[dict[str, Any]]:
-    """The thread's runs started through this API, newest first."""
+    """The thread's runs, newest first (from the store: any replica's)."""
     await owned_thread(state, thread_id, user)
-    runs = [r for r in backend.of_thread(thread_id, user) if status in (None, r.status)]
-    return [run_dict(r) for r in runs[offset : offset + limit]]
+    runs = await backend.of_thread(thread_id, user, limit=limit, offset=offset, status=status)
+    return [run_dict(r) for r in runs]
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}", responses=answers(404), tags=["langgraph"])
-async def get_run(
-    thread_id: str, run_id: str, state: State, backend: Backend, user: User
-) -> dict[str, Any]:
+async def get_run(thread_id: str, run_id: str, backend: Backend, user: User) -> dict[str, Any]:
     """One run of the caller's."""
-    found = await _find_run(state, backend, user, thread_id, run_id)
-    return run_dict(found) if isinstance(found, LgRun) else record_dict(found)
+    return run_dict(await _find_run(backend, user, thread_id, run_id))
 
 
 @router.get(
@@ -299,34 +289,26 @@ async def get_run(
     responses=JSON_RESULT | answers(404),
     tags=["langgraph"],
 )
-async def join_run(
-    thread_id: str, run_id: str, state: State, backend: Backend, user: User
-) -> Response:
-    """Wait for a run's end; the thread's values (a finished run: at once)."""
-    found = await _find_run(state, backend, user, thread_id, run_id)
-    if isinstance(found, LgRun):
-        return result_response(state, found, location=f"{run_path(found)}/join")
-    values = await thread_values(state.store, thread_id, user)
-    return Response(json.dumps(values), media_type="application/json")
+async def join_run(thread_id: str, run_id: str, backend: Backend, user: User) -> Response:
+    """Wait for a run's end, wherever it runs; the thread's values (a finished run: at once)."""
+    found = await _find_run(backend, user, thread_id, run_id)
+    return result_response(backend, found, location=f"{run_path(found)}/join")
 
 
 async def _join_stream(
     backend: LangGraphRuns,
-    run: LgRun | RunRecord,
+    run: RunRecord,
     stream_mode: list[str] | None,
     last_event_id: str | None,
     cancel_on_disconnect: bool,
 ) -> Response:
-    if not isinstance(run, LgRun):  # not started here: its events are not here to follow
-        return Response(media_type="text/event-stream", headers=SSE_HEADERS)
     after = parse_frame_id(run.run_id, last_event_id)
-    if run.events is None:
-        raise EventsExpiredError(run.run_id)
-    if run.done.is_set() and after is not None and after[0] > len(run.events):
-        raise UnknownEventIdError(run.run_id, last_event_id or "")
-    given = [m for m in stream_mode or [] if m] or run.kwargs.get("stream_mode") or ["values"]
+    stored = options_of(run).get("stream_mode")
+    given = [m for m in stream_mode or [] if m] or stored or ["values"]
     modes = _modes(given if isinstance(given, list) else [given])
-    return stream_response(backend, run, modes, after, cancel_on_disconnect=cancel_on_disconnect)
+    return await stream_response(
+        backend, run, modes, after, cancel_on_disconnect=cancel_on_disconnect
+    )
 
 
 @router.get(
@@ -338,7 +320,6 @@ async def _join_stream(
 async def join_stream(
     thread_id: str,
     run_id: str,
-    state: State,
     backend: Backend,
     user: User,
     stream_mode: Annotated[list[str] | None, Query()] = None,
@@ -346,7 +327,7 @@ async def join_stream(
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> Response:
     """Follow a run's stream: with `Last-Event-ID` what came after it (-1: all), else live."""
-    found = await _find_run(state, backend, user, thread_id, run_id)
+    found = await _find_run(backend, user, thread_id, run_id)
     return await _join_stream(backend, found, stream_mode, last_event_id, cancel_on_disconnect)
 
 
@@ -365,7 +346,7 @@ async def join_stateless_stream(
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> Response:
     """Follow a stateless run's stream (where its stream's `Location` points)."""
-    run = backend.get(run_id, user)
+    run = await backend.get(run_id, user)
     if run is None:
         raise invalid("Run not found")
     return await _join_stream(backend, run, stream_mode, last_event_id, cancel_on_disconnect)
@@ -386,14 +367,11 @@ async def cancel_run(
     action: Literal["interrupt", "rollback"] = "interrupt",
 ) -> Response:
     """Stop a run (it keeps its partial answer): 202, or with `wait` 200 and the values."""
-    found = await _find_run(state, backend, user, thread_id, run_id)
+    found = await _find_run(backend, user, thread_id, run_id)
     await backend.cancel(run_id, user, action)
     if not wait:
         return Response(status_code=202)
-    if isinstance(found, LgRun):
-        return result_response(state, found, location=f"{run_path(found)}/join")
-    values = await thread_values(state.store, thread_id, user)
-    return Response(json.dumps(values), media_type="application/json")
+    return result_response(backend, found, location=f"{run_path(found)}/join")
 
 
 @router.delete(
@@ -402,12 +380,7 @@ async def cancel_run(
     responses=answers(404),
     tags=["langgraph"],
 )
-async def delete_run(
-    thread_id: str, run_id: str, state: State, backend: Backend, user: User
-) -> None:
+async def delete_run(thread_id: str, run_id: str, backend: Backend, user: User) -> None:
     """Delete a run (a running one is stopped first); its messages stay in the thread."""
-    found = await _find_run(state, backend, user, thread_id, run_id)
-    if isinstance(found, LgRun) and not found.done.is_set():
-        await backend.cancel(run_id, user)
-        await found.done.wait()
-    backend.forget(run_id)
+    await _find_run(backend, user, thread_id, run_id)
+    await backend.delete(run_id, user)

@@ -252,9 +252,9 @@ async def patch_thread(
 async def delete_thread(thread_id: str, state: State, backend: Backend, user: User) -> None:
     """Delete a thread and everything it holds (its running run is stopped first)."""
     await owned_thread(state, thread_id, user)
-    for run in backend.active_on(thread_id, user):
+    for run in await backend.active_on(thread_id, user):
         await backend.cancel(run.run_id, user)
-        await run.done.wait()
+        await backend.wait(run, state.settings.lease_seconds)  # it stops, wherever it runs
     if await state.store.delete_thread(thread_id, user):
         await state.end_thread(user, thread_id)
 
@@ -274,7 +274,7 @@ async def update_thread_state(
 ) -> dict[str, Any]:
     """Add `values.messages` to the thread (not while a run is on it: 409)."""
     thread = await owned_thread(state, thread_id, user)
-    if thread.status == "running" or backend.active_on(thread_id, user):
+    if thread.status == "running" or await backend.active_on(thread_id, user):
         raise invalid(f"Thread {thread_id} is busy with a run", 409)
     values = body.values if isinstance(body.values, dict) else {"messages": body.values or []}
     if set(values) - {"messages"}:

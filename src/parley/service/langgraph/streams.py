@@ -4,7 +4,9 @@ One parley run is a graph of two nodes as LangGraph's prebuilt agents have it: `
 assistant message) and `tools` (the tools' results). For each event of the run, in order:
 
 - `RunStarted` -> `metadata` `{"run_id", "attempt"}` (always first, whatever the modes), then
-  `values` (the thread as the run starts: its question in it).
+  `values` (the thread as the run starts: its question in it). A takeover's `RunStarted`
+  (attempt 2, 3...) gives them again: a new `metadata` with its attempt, and `values` with
+  the messages stored so far (the dead attempt's unfinished message dropped).
 - `TextDelta`, `ToolCallStarted`, `ToolCallArgumentsDelta` -> `messages` `[AIMessageChunk,
   metadata]` (`messages-tuple`); all chunks of one message share an id.
 - `MessageCompleted` -> `messages` (the message's last chunk with its usage, or the whole
@@ -142,6 +144,11 @@ class FrameMaker:
 
     def _parts(self, event: AgentEvent) -> Iterable[tuple[str, Any]]:
         if isinstance(event, RunStarted):
+            # A takeover starts the run again (attempt 2, 3...): the dead attempt's
+            # unfinished message is dropped (its messages stored whole stay in the values).
+            self.attempt = event.attempt
+            self._chunk_id, self._chunks = None, 0
+            self._call_index.clear()
             yield "metadata", {"run_id": self.run_id, "attempt": self.attempt}
             yield from self._mode("values", self.values())
         elif isinstance(event, TextDelta):
@@ -190,6 +197,8 @@ class FrameMaker:
     def _chunk(self, **fields: Any) -> Iterable[tuple[str, Any]]:
         if self._chunk_id is None:
             self._chunk_id = f"lc_run--{self.run_id}-{self._step}"
+            if self.attempt > 1:  # not the dead attempt's unfinished message continued
+                self._chunk_id += f"-{self.attempt}"
         self._chunks += 1
         if "messages-tuple" in self.modes:
             yield "messages", [ai_chunk(self._chunk_id, **fields), self._metadata("model")]

@@ -182,11 +182,14 @@ class RunJob:
     input: dict[str, Any]
     """The run's `RunInput`, as JSON (a takeover starts from it)."""
     multitask_strategy: str = "reject"
+    kwargs: dict[str, Any] | None = None
+    """The caller's options stored with the run (LangGraph's run options, say)."""
 
     def values(self, now: datetime) -> dict[str, Any]:
         """The record's job parameters, by the names `_Run.record` binds."""
         return {
             "_input": self.input,
+            "_kwargs": self.kwargs,
             "_strategy": self.multitask_strategy,
             "_worker": self.worker_id,
             "_lease": now + timedelta(seconds=self.lease_seconds),
@@ -1019,6 +1022,7 @@ class _Run:
         started_at=bindparam("_now", type_=runs.c.started_at.type),
         queued_at=bindparam("_now", type_=runs.c.queued_at.type),
         input=bindparam("_input", type_=runs.c.input.type),
+        kwargs=bindparam("_kwargs", type_=runs.c.kwargs.type),
         multitask_strategy=bindparam("_strategy"),
         worker_id=bindparam("_worker"),
         lease_until=bindparam("_lease", type_=runs.c.lease_until.type),
@@ -1055,6 +1059,7 @@ def _run_values(
         "_model": model,
         "_now": now,
         "_input": None,
+        "_kwargs": None,
         "_strategy": "reject",
         "_worker": None,
         "_lease": None,
