@@ -140,11 +140,10 @@ def test_kill_9_a_replica_under_the_langgraph_sdk_its_streams_resume(
             question = _question("sdk", n)
             run = await on_victim.runs.create(
                 thread["thread_id"],
-                "echo",
+                "slow",  # the replicas serve `_agents:slow` under that name
                 input={"messages": [{"role": "user", "content": question}]},
                 stream_mode=["values", "messages-tuple"],
                 stream_resumable=True,
-                on_disconnect="continue",
             )
             made.append((thread["thread_id"], run["run_id"], question))
         started = asyncio.Event()
