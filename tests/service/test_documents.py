@@ -142,8 +142,13 @@ def test_documents_built_to_pin_the_parser_fail_alone_and_cost_the_service_nothi
     assert growth.peak < 64 * MIB
     logged = caplog.text
     assert "1 added, 0 updated, 0 unchanged, 0 removed, 2 failed" in logged
-    assert "cannot read inflating.pdf: parsing it took longer than 3 seconds" in logged
-    assert "cannot read flood.xlsx: parsing it needed more memory than the 256 MiB" in logged
+    # Each stopped at a limit of its parser. Which limit comes first depends on the machine's
+    # speed (a loaded one parses the flood slower than it grows past 256 MiB):
+    # tests/rag/test_parse_limits.py pins each reason; here what counts is that they fail
+    # alone and cost the service nothing.
+    limits = ("parsing it took longer than 3 seconds", "parsing it needed more memory than")
+    for name in ("inflating.pdf", "flood.xlsx"):
+        assert any(f"cannot read {name}: {reason}" in logged for reason in limits), name
     parser_pool(256 * MIB).close()
 
 
