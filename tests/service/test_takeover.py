@@ -178,13 +178,6 @@ def test_a_replica_killed_mid_run_has_its_run_finished_by_another(postgres_db_ur
         assert texts == [("user", "hello"), ("assistant", "turn 1: hello")]
 
 
-_CONTINUES = pytest.mark.skipif(
-    not hasattr(Agent, "continue_stream"),
-    reason="needs Agent.continue_stream (the `resume` work); until then a takeover restarts",
-)
-
-
-@_CONTINUES
 @pytest.mark.parametrize(("idempotent", "sent"), [(False, 0), (True, 1)])
 async def test_a_takeover_reruns_an_interrupted_call_only_if_its_tool_is_idempotent(
     service: MakeService, idempotent: bool, sent: int
