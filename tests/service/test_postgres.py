@@ -42,14 +42,18 @@ def service_process(
 
 @contextmanager
 def service_popen(
-    database_url: str, *, delay: float = 0.0, busy_timeout: float = 30.0
+    database_url: str, *, delay: float = 0.0, busy_timeout: float = 30.0, **settings: str
 ) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    """A service in its own process on `database_url`; yields its base URL and process."""
+    """A service in its own process on `database_url`; yields its base URL and process.
+
+    `settings`: more environment variables for it (`PARLEY_LEASE_SECONDS="2"`).
+    """
     port = free_port()
     env = os.environ | {
         "PARLEY_DATABASE_URL": database_url,
         "PARLEY_BUSY_TIMEOUT": str(busy_timeout),
         "PARLEY_TEST_DELAY": str(delay),
+        **settings,
     }
     command = [
         sys.executable,

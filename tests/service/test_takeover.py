@@ -6,13 +6,9 @@ after `max_attempts`; a worker that lost its lease stops its copy and writes not
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import subprocess
-import sys
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import httpx
@@ -27,11 +23,10 @@ from parley.service.runs_protocol import EventLog, EventWriter, RunInput
 from parley.service.store import Store
 from parley.service.store.queue import RunQueue, new_run_id
 from parley.service.store.tables import runs
-from tests.service._live import free_port
 from tests.service._queued import Gated, echo, thread_texts, wait_status
 from tests.service._support import wait_for, wait_for_run
 from tests.service.conftest import MakeService
-from tests.service.test_postgres import ROOT, _wait_healthy
+from tests.service.test_postgres import service_popen
 
 pytestmark = [pytest.mark.usefixtures("no_ambient_settings"), pytest.mark.timeout(120)]
 
@@ -107,52 +102,15 @@ async def test_a_worker_that_lost_its_lease_stops_and_writes_nothing(
     assert await thread_texts(svc.client, "t") == ["user: mine?"]  # no partial answer written
 
 
-@contextmanager
-def _replica(database_url: str, **env: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    port = free_port()
-    environ = os.environ | {"PARLEY_DATABASE_URL": database_url, **env}
-    command = [
-        sys.executable,
-        "-m",
-        "uvicorn",
-        "--factory",
-        "tests.service._agents:app",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--log-level",
-        "warning",
-    ]
-    process = subprocess.Popen(
-        command, cwd=ROOT, env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_healthy(process, url)
-        yield url, process
-    finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(5)
-        if process.stderr is not None:
-            process.stderr.close()
-
-
 def _status(url: str, run_id: str) -> str:
     status: str = httpx.get(f"{url}/runs/{run_id}", timeout=5).json()["status"]
     return status
 
 
 def test_a_replica_killed_mid_run_has_its_run_finished_by_another(postgres_db_url: str) -> None:
-    env = {"PARLEY_LEASE_SECONDS": "2", "PARLEY_TEST_DELAY": "0.5"}
     with (
-        _replica(postgres_db_url, **env) as (first, doomed),
-        _replica(postgres_db_url, **env) as (
+        service_popen(postgres_db_url, delay=0.5, PARLEY_LEASE_SECONDS="2") as (first, doomed),
+        service_popen(postgres_db_url, delay=0.5, PARLEY_LEASE_SECONDS="2") as (
             second,
             _,
         ),
