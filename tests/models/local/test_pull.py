@@ -5,6 +5,7 @@ Every test runs with an `HF_HOME` of its own and `HF_ENDPOINT` on 127.0.0.1: no 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from pathlib import Path
 
@@ -117,6 +118,18 @@ def test_a_preset_whose_file_does_not_match_its_checksum_is_refused(
 
     assert _files(hf_home) == []
     assert hubmod.find_pulled(preset.name) is None
+
+
+def test_a_preset_larger_than_the_free_space_is_refused_before_downloading(
+    hub: HubServer, hf_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = PRESETS["qwen3-0.6b"]
+    monkeypatch.setitem(PRESETS, real.name, dataclasses.replace(real, size=10**18))  # 1 EB
+
+    with pytest.raises(ModelError, match="not enough disk space to pull qwen3-0.6b"):
+        hubmod.pull(real.name, progress=False)
+
+    assert hub.requests == []
 
 
 def test_an_unknown_preset_names_close_ones_and_asks_nothing_of_the_hub(

@@ -112,3 +112,26 @@ def test_a_full_disk_fails_in_one_line_and_leaves_nothing(hub: HubServer, tmp_pa
     assert len(errors) == 1
     assert "disk full" in errors[0]
     assert "HF_HUB_CACHE" in errors[0]
+
+
+def test_parley_chat_runs_a_pulled_hub_file_offline(hub: HubServer, hf_home: Path) -> None:
+    require_module("llama_cpp", "local")
+    name = "someone/Tiny-GGUF/tiny.gguf"
+    hub.add_bundled("someone/Tiny-GGUF", "tiny.gguf")
+    pull(name, progress=False)
+    hub.stop()
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    # Offline, with every proxy pointing nowhere: loading a pulled model needs no network.
+    env.update({"HF_HUB_OFFLINE": "1", "HTTPS_PROXY": "http://127.0.0.1:9", "NO_PROXY": ""})
+    env["PYTHONPATH"] = str(SRC)
+    question = "What is the capital of France?"
+    done = subprocess.run(
+        [sys.executable, "-m", "parley", "chat", "--model", f"local:{name}", question],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Paris" in done.stdout

@@ -18,6 +18,7 @@ import errno
 import hashlib
 import os
 import re
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -153,6 +154,8 @@ def pull(
         raise ConfigurationError(
             f"cannot pull {target.name}: HF_HUB_OFFLINE is set; unset it to download"
         )
+    if target.preset is not None and find_pulled(target.name) is None:
+        _check_space(target, target.preset.size)
     path = _download(target, token=token, progress=progress, revision=revision)
     try:
         _verify(target, path)
@@ -160,6 +163,21 @@ def pull(
         _discard(path)
         raise
     return PulledModel(target.name, path, path.stat().st_size, target.preset)
+
+
+def _check_space(target: _Target, size: int) -> None:
+    """Refuse before downloading what cannot fit (the disk-full error would come later)."""
+    folder = cache_dir()
+    existing = next((p for p in [folder, *folder.parents] if p.exists()), Path("/"))
+    free = shutil.disk_usage(existing).free
+    if free < size:
+        raise ModelError(
+            f"not enough disk space to pull {target.name}: it needs {size / 1e9:.2f} GB, "
+            f"{existing} has {free / 1e9:.2f} GB free; free space there or point "
+            "HF_HUB_CACHE at a bigger disk",
+            model=target.name,
+            provider="huggingface",
+        )
 
 
 def _offline() -> bool:
