@@ -3,7 +3,8 @@
 It answers what `huggingface_hub.hf_hub_download` asks when `HF_ENDPOINT` points at it:
 `HEAD` and `GET /{repo}/resolve/{revision}/{file}` with the Hub's headers (`X-Repo-Commit`,
 `ETag` and `X-Linked-Etag` holding the file's sha256, `X-Linked-Size`, `Content-Length`),
-`Range` requests (206), and the Hub's errors (404 with `X-Error-Code: RepoNotFound`,
+`Range` requests (206), optionally the redirect to storage the Hub sends for LFS files, and
+the Hub's errors (404 with `X-Error-Code: RepoNotFound`,
 `EntryNotFound` or `RevisionNotFound`; 401/403 with `GatedRepo` for a gated repository and a
 missing or refused token). It can misbehave on purpose: cut a download mid-way (the client
 resumes it with a `Range` request), or serve bytes other than the ones it announced.
@@ -55,6 +56,9 @@ class HubServer:
     Attributes:
         cut_downloads: How many of the next downloads to cut half-way through their body.
         corrupt: Serve every file with some bytes changed (its announced sha256 kept).
+        cdn_redirect: Answer for files as the Hub does for LFS files: a 302 carrying the
+            file's metadata, to its bytes under `/cdn/{sha256}` on another host name
+            (`localhost`) of this server.
     """
 
     def __init__(self) -> None:
@@ -62,6 +66,7 @@ class HubServer:
         self.gated: dict[str, set[str]] = {}
         self.cut_downloads = 0
         self.corrupt = False
+        self.cdn_redirect = False
         self._http = ScriptedHTTPServer(self._handle)
 
     # -- setting up --------------------------------------------------------------------------
@@ -120,24 +125,58 @@ class HubServer:
 
     def _handle(self, request: RecordedRequest, responder: Responder) -> None:
         path = unquote(urlsplit(request.path).path).lstrip("/")
+        if path.startswith("cdn/"):
+            self._cdn(path.removeprefix("cdn/"), request, responder)
+            return
+        file = self._resolve(path, request, responder)
+        if file is None:
+            return  # the error is sent
+        if self.cdn_redirect:
+            self._redirect(file, responder)
+        else:
+            self._send_file(file, request, responder)
+
+    def _resolve(self, path: str, request: RecordedRequest, responder: Responder) -> HubFile | None:
+        """The file `{repo}/resolve/{revision}/{file}` names, or None with the Hub's error sent."""
         repo, sep, rest = path.partition("/resolve/")
         revision, _, filename = rest.partition("/")
         if not sep or not filename or request.method not in {"GET", "HEAD"}:
-            _error(request, responder, 404, "NotFound", "Not Found")
-            return
-        if not any(known == repo for known, _ in self.files):
-            _error(request, responder, 404, "RepoNotFound", "Repository not found")
-            return
-        if repo in self.gated and not self._allowed(repo, request, responder):
-            return
-        if revision not in {"main", COMMIT}:
-            message = f"Invalid rev id: {revision}"
-            _error(request, responder, 404, "RevisionNotFound", message)
-            return
+            error: tuple[str, str] | None = ("NotFound", "Not Found")
+        elif not any(known == repo for known, _ in self.files):
+            error = ("RepoNotFound", "Repository not found")
+        elif repo in self.gated and not self._allowed(repo, request, responder):
+            return None
+        elif revision not in {"main", COMMIT}:
+            error = ("RevisionNotFound", f"Invalid rev id: {revision}")
+        else:
+            error = None
+        if error is not None:
+            _error(request, responder, 404, *error)
+            return None
         file = self.files.get((repo, filename))
         if file is None:
             headers = [("X-Repo-Commit", COMMIT)]
             _error(request, responder, 404, "EntryNotFound", "Entry not found", headers)
+        return file
+
+    def _redirect(self, file: HubFile, responder: Responder) -> None:
+        """What the Hub answers for an LFS file: a redirect to its storage, metadata on it."""
+        # Another host name for this server, as the Hub's storage is another host: the client
+        # then takes the metadata from this answer and sends no token to the storage.
+        location = f"http://localhost:{self._http.port}/cdn/{file.sha256}"
+        headers = [
+            ("X-Repo-Commit", COMMIT),
+            ("X-Linked-Etag", f'"{file.sha256}"'),
+            ("X-Linked-Size", str(len(file.data))),
+            ("Location", location),
+            ("Content-Length", "0"),
+        ]
+        responder.send_head(302, headers)
+
+    def _cdn(self, sha256: str, request: RecordedRequest, responder: Responder) -> None:
+        file = next((f for f in self.files.values() if f.sha256 == sha256), None)
+        if file is None:
+            _error(request, responder, 404, "NotFound", "Not Found")
             return
         self._send_file(file, request, responder)
 

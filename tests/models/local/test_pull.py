@@ -54,6 +54,22 @@ def test_a_hub_file_is_pulled_into_the_hub_cache_and_found_without_network(
     assert resolve_gguf(NAME) == pulled.path
 
 
+def test_a_file_behind_the_hubs_storage_redirect_is_pulled_without_the_token_leaving(
+    hub: HubServer, bundled: Bundled
+) -> None:
+    hub.add_bundled("someone/Gated-GGUF", "tiny.gguf")
+    hub.gate("someone/Gated-GGUF", "hf_granted")
+    hub.cdn_redirect = True
+
+    pulled = hubmod.pull("someone/Gated-GGUF/tiny.gguf", token="hf_granted", progress=False)
+
+    assert hashlib.sha256(pulled.path.read_bytes()).hexdigest() == bundled.sha256
+    storage = [r for r in hub.requests if r.path.startswith("/cdn/")]
+    assert [r.method for r in storage] == ["GET"]
+    assert storage[0].headers["host"].startswith("localhost:")
+    assert "authorization" not in storage[0].headers  # the token stays with the Hub
+
+
 def test_a_file_already_pulled_is_checked_but_not_downloaded_again(
     hub: HubServer, bundled: Bundled
 ) -> None:
