@@ -261,3 +261,23 @@ def _check_preset(preset: Preset) -> None:
     assert preset.size > 100_000_000
     assert preset.licence
     assert 0 < preset.context_size <= preset.max_context
+
+
+def test_pulled_models_lists_presets_by_name_largest_first_without_projectors(
+    hub: HubServer, smol_preset: Preset, bundled: Bundled
+) -> None:
+    small = bundled.path.read_bytes()[: 1 << 20]  # a GGUF header: enough to pass the magic
+    hub.add("someone/Small-GGUF", "small.gguf", small)
+    hub.add("someone/Small-GGUF", "mmproj-small.gguf", small)
+    hub.add_bundled(smol_preset.repo, smol_preset.filename)
+    for name in ["someone/Small-GGUF/small.gguf", "someone/Small-GGUF/mmproj-small.gguf"]:
+        hubmod.pull(name, progress=False)
+    hubmod.pull(smol_preset.name, progress=False)
+    hub.stop()
+
+    listed = [(m.name, m.size, m.preset) for m in hubmod.pulled_models()]
+
+    assert listed == [
+        (smol_preset.name, bundled.size, smol_preset),
+        ("someone/Small-GGUF/small.gguf", 1 << 20, None),
+    ]
