@@ -135,3 +135,18 @@ def test_parley_chat_runs_a_pulled_hub_file_offline(hub: HubServer, hf_home: Pat
     )
     assert done.returncode == 0, done.stderr
     assert "Paris" in done.stdout
+
+
+def test_parley_serve_builds_its_agent_on_a_pulled_model(hub: HubServer, hf_home: Path) -> None:
+    require_module("llama_cpp", "local")
+    service = require_module("parley.service", "service")
+    name = "someone/Tiny-GGUF/tiny.gguf"
+    hub.add_bundled("someone/Tiny-GGUF", "tiny.gguf")
+    pulled = pull(name, progress=False)
+    hub.stop()
+
+    settings = service.ServiceSettings(model=f"local:{name}")  # what `serve --model` sets
+    registry = service.build_registry(settings)
+    agent = registry.get(registry.default).agent
+
+    assert agent.model.path == pulled.path
