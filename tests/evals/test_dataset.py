@@ -121,6 +121,14 @@ def test_json_loads_and_a_file_without_a_name_takes_its_own(tmp_path: Path) -> N
     assert ds.cases[0].expected == 2
 
 
+def test_a_case_without_a_name_in_a_file_is_named_by_its_place(tmp_path: Path) -> None:
+    path = tmp_path / "quick.yaml"
+    path.write_text(
+        "cases:\n  - {inputs: a, expected: a}\n  - {name: b, inputs: b}\n  - {inputs: c}\n"
+    )
+    assert [c.name for c in Dataset.load(path).cases] == ["case 1", "b", "case 3"]
+
+
 def test_a_python_file_exposing_dataset_loads(tmp_path: Path) -> None:
     path = tmp_path / "built.py"
     path.write_text(

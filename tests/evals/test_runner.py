@@ -4,6 +4,9 @@ records, the concurrency bound, retries on provider errors only, errors kept per
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import threading
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -429,3 +432,39 @@ def test_end_to_end_on_the_embedded_local_model() -> None:
     summary = report.summary()
     assert summary.cases == 2
     assert 0.0 <= summary.score <= 1.0
+
+
+def test_ctrl_c_in_evaluate_sync_cancels_the_cases_in_flight() -> None:
+    started = threading.Event()
+    cancelled = threading.Event()
+
+    async def forever(inputs: str) -> str:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return inputs
+
+    def interrupt() -> None:
+        if started.wait(timeout=30):
+            os.kill(os.getpid(), signal.SIGINT)  # what Ctrl+C sends
+
+    ds = Dataset("f", [Case("a", "a")])
+    threading.Thread(target=interrupt, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        ds.evaluate_sync(forever)
+    assert cancelled.wait(timeout=30)
+
+
+async def test_an_agent_whose_model_fails_with_a_provider_error_is_tried_again() -> None:
+    model = ScriptedModel([ModelHTTPError(502, "bad gateway"), "84"])
+    ds = Dataset("r", [Case("a", "12*7?", expected="84")])
+
+    report = await ds.evaluate(Agent("calc", model), retry_policy=FAST)
+
+    [case] = report.cases
+    assert case.passed
+    assert case.attempts == 2
+    model.assert_consumed()

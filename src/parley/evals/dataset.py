@@ -204,6 +204,19 @@ class Dataset(BaseModel):
     def _schema(cls, schema: Any) -> dict[str, Any] | None:
         return _json_schema(schema)
 
+    @field_validator("cases", mode="before")
+    @classmethod
+    def _named(cls, cases: Any) -> Any:
+        """A case of a file without a `name` is named by its place: `case 3`."""
+        if not isinstance(cases, list):
+            return cases
+        return [
+            {**case, "name": f"case {i + 1}"}
+            if isinstance(case, Mapping) and "name" not in case
+            else case
+            for i, case in enumerate(cases)
+        ]
+
     @model_validator(mode="after")
     def _unique(self) -> Dataset:
         seen: set[str] = set()
