@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from pydantic import BaseModel
@@ -362,15 +362,33 @@ async def test_a_malformed_verdict_fails_the_case_with_the_reason() -> None:
 
 
 async def test_a_judge_without_a_model_uses_the_runs_judge_model() -> None:
-    judge_model = ScriptedModel([verdict(True, 1.0, "Fine.")])
+    judge_model = ScriptedModel([verdict(True, 1.0, "Fine.")], model="judge-1")
     ds = Dataset("j", [Case("a", "q")], evaluators=[Judge("Polite.")])
     report = await ds.evaluate(lambda inputs: "answer", judge_model=judge_model)
     assert report.cases[0].passed
+    assert report.settings["judge_model"] == "scripted:judge-1"
     alone = await ds.evaluate(lambda inputs: "answer")
     assert alone.cases[0].results[0].reason == (
         "evaluator raised UserError: Judge needs a model: "
         "Judge(rubric, model=...) or judge_model=..."
     )
+
+
+async def test_a_subclass_with_a_type_can_be_named_in_a_file(tmp_path: Path) -> None:
+    class Shouts(Evaluator):
+        type: ClassVar[str] = "test_shouts"
+        minimum: int = 1
+
+        async def evaluate(self, ctx: EvalContext) -> EvaluatorResult | bool | float:
+            return ctx.text.count("!") >= self.minimum
+
+    path = tmp_path / "shouts.yaml"
+    path.write_text(
+        "cases: [{name: pass, inputs: hi!!}, {name: fail, inputs: hi}]\n"
+        "evaluators: [{type: test_shouts, minimum: 2}]\n"
+    )
+    found = verdicts(await Dataset.load(path).evaluate(lambda s: s))
+    assert found == {"pass": (True, None), "fail": (False, "failed")}
 
 
 async def test_a_custom_evaluator_and_a_function_returning_a_score() -> None:

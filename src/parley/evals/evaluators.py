@@ -20,7 +20,8 @@ The built-in ones, by their `type` (the name a YAML or JSON dataset gives them):
 | `judge` | `Judge` | a model, given a rubric, says the answer passes |
 
 In YAML: `{type: contains, value: "84", case_sensitive: true}`; `Evaluator.from_spec` builds
-the class from that, and `to_spec()` writes it back.
+the class from that, and `to_spec()` writes it back. A subclass of your own that sets `type`
+is registered under that name as soon as its module is imported, so files may name it too.
 """
 
 from __future__ import annotations

@@ -117,7 +117,7 @@ async def evaluate(
     report = EvalReport(
         dataset=dataset.name,
         target=name or describe_target(target),
-        settings={"concurrency": concurrency, "retries": retries, **(settings or {})},
+        settings=_settings(concurrency, retries, judge_model, settings),
     )
 
     async def one(case: Case) -> CaseResult:
@@ -130,6 +130,19 @@ async def evaluate(
     report.cases = [task.result() for task in tasks]
     report.duration = time.perf_counter() - started
     return report
+
+
+def _settings(
+    concurrency: int,
+    retries: int,
+    judge_model: ChatModel | None,
+    extra: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """What identifies the run in its report: the runner's settings, then the caller's."""
+    found: dict[str, Any] = {"concurrency": concurrency, "retries": retries}
+    if judge_model is not None:
+        found["judge_model"] = _model_name(judge_model)
+    return {**found, **(extra or {})}
 
 
 async def _run_case(
