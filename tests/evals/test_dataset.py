@@ -23,6 +23,7 @@ from parley.evals import (
     Regex,
 )
 from parley.messages import Msg
+from tests import test_public_api as guard
 
 YAML = """\
 name: arith
@@ -228,3 +229,13 @@ def test_from_spec_builds_each_registered_type() -> None:
     for spec in specs:
         evaluator = Evaluator.from_spec(spec)
         assert evaluator.to_spec() == spec
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["parley.evals", "parley.evals.dataset", "parley.evals.evaluators", "parley.evals.runner"],
+)
+def test_the_modules_export_what_they_define(name: str) -> None:
+    # The suite's guard of the public surface, on this package's modules.
+    guard.test_all_is_sorted_and_resolves(name)
+    guard.test_all_names_every_public_class_and_function_defined_there(name)

@@ -62,8 +62,10 @@ __all__ = [
     "MaxLatency",
     "Regex",
     "RetrievalHit",
+    "Verdict",
     "as_evaluator",
     "default_evaluator",
+    "registered",
     "run_evaluator",
 ]
 
