@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import jsonschema
 import pytest
+import yaml
 from pydantic import BaseModel, ValidationError
 
 from parley.evals import (
@@ -163,6 +165,25 @@ def test_round_trip_through_yaml_and_json(tmp_path: Path) -> None:
         back = Dataset.load(ds.to_file(tmp_path / f"rt{suffix}"))
         assert back.to_data() == ds.to_data()
         assert Msg.model_validate(back.cases[1].inputs[0]).text == "hi"
+
+
+def test_the_file_schema_accepts_a_dataset_file_and_refuses_a_bad_one(tmp_path: Path) -> None:
+    schema = Dataset.file_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.validate(yaml.safe_load(YAML), schema)
+    bad = yaml.safe_load(YAML)
+    bad["cases"][0]["evaluators"] = [{"type": "contains", "valu": "84"}]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"cases": [{"name": "x"}]}, schema)  # no inputs
+    # Written beside the dataset, and named in the YAML for editors.
+    source = tmp_path / "in.yaml"
+    source.write_text(YAML)
+    path = Dataset.load(source).to_file(tmp_path / "out.yaml", schema=True)
+    assert path.read_text().startswith("# yaml-language-server: $schema=out_schema.json\n")
+    written = json.loads((tmp_path / "out_schema.json").read_text())
+    jsonschema.validate(yaml.safe_load(path.read_text()), written)
 
 
 def test_a_function_evaluator_cannot_be_written_to_a_file(tmp_path: Path) -> None:

@@ -44,7 +44,7 @@ from pydantic import (
 
 from parley._sync import run_sync
 from parley.errors import ConfigurationError
-from parley.evals.evaluators import Evaluator, as_evaluator, default_evaluator
+from parley.evals.evaluators import Evaluator, as_evaluator, default_evaluator, registered
 
 if TYPE_CHECKING:
     from parley.evals.report import EvalReport
@@ -359,8 +359,53 @@ class Dataset(BaseModel):
         data["cases"] = [case.to_data() for case in self.cases]
         return data
 
-    def to_file(self, path: str | Path) -> Path:
+    @staticmethod
+    def file_schema() -> dict[str, Any]:
+        """The JSON schema of a dataset file, for an editor's completion and checks.
+
+        Evaluator specs are those of the registered types (`registered()`), a type's name
+        alone, or its fields with `type`.
+        """
+        specs = [cls.spec_schema() for _, cls in sorted(registered().items())]
+        evaluators = {
+            "type": "array",
+            "items": {"anyOf": [{"enum": sorted(registered())}, *specs]},
+        }
+        case = {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "minLength": 1},
+                "inputs": {"description": "A question, messages, or any JSON value."},
+                "expected": {"description": "The expected output."},
+                "metadata": {"type": "object"},
+                "evaluators": evaluators,
+                "output_schema": {"type": "object"},
+            },
+            "required": ["inputs"],
+            "additionalProperties": False,
+        }
+        return {
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": "parley evaluation dataset",
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "minLength": 1},
+                "description": {"type": "string"},
+                "output_schema": {"type": "object"},
+                "evaluators": evaluators,
+                "cases": {"type": "array", "items": case},
+            },
+            "required": ["cases"],
+            "additionalProperties": False,
+        }
+
+    def to_file(self, path: str | Path, *, schema: bool = False) -> Path:
         """Write the dataset as YAML (`.yaml`, `.yml`) or JSON (`.json`); returns the path.
+
+        Args:
+            path: Where.
+            schema: Also write `file_schema()` beside it (`NAME_schema.json`), and point a YAML
+                file at it (the `yaml-language-server` comment editors read).
 
         Raises:
             UserError: Another suffix, or an evaluator a file cannot hold.
@@ -369,10 +414,15 @@ class Dataset(BaseModel):
         data = self.to_data()
         if path.suffix in (".yaml", ".yml"):
             text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+            if schema:
+                text = f"# yaml-language-server: $schema={path.stem}_schema.json\n{text}"
         elif path.suffix == ".json":
             text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
         else:
             raise DatasetError(f"{path}: write a dataset to a .yaml, .yml or .json file")
+        if schema:
+            written = json.dumps(self.file_schema(), indent=2) + "\n"
+            path.with_name(f"{path.stem}_schema.json").write_text(written, encoding="utf-8")
         path.write_text(text, encoding="utf-8")
         return path
 

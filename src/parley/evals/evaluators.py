@@ -134,6 +134,20 @@ class Evaluator(BaseModel):
             raise ConfigurationError(f"unknown evaluator type {kind!r}: use one of {known}")
         return cls.model_validate(fields)
 
+    @classmethod
+    def spec_schema(cls) -> dict[str, Any]:
+        """The JSON schema of this evaluator's spec in a file (`type` and its fields)."""
+        schema = cls.model_json_schema()
+        properties = {"type": {"const": cls.type}, **schema.get("properties", {})}
+        return {
+            "type": "object",
+            "title": cls.__name__,
+            "description": (cls.__doc__ or "").strip().split("\n", 1)[0],
+            "properties": properties,
+            "required": ["type", *schema.get("required", [])],
+            "additionalProperties": False,
+        }
+
     def to_spec(self) -> dict[str, Any]:
         """This evaluator as a dataset file writes it (what `from_spec` reads back).
 
@@ -436,6 +450,13 @@ class MatchesSchema(Evaluator):
             where = "/".join(str(p) for p in exc.absolute_path) or "the output"
             return _result(self, False, f"{where}: {exc.message}")
         return _result(self, True, "")
+
+    @classmethod
+    def spec_schema(cls) -> dict[str, Any]:
+        """The spec's JSON schema (the schema under `schema`, as files write it)."""
+        schema = super().spec_schema()
+        schema["properties"]["schema"] = schema["properties"].pop("json_schema")
+        return schema
 
     def to_spec(self) -> dict[str, Any]:
         """As a file writes it (the schema under `schema`)."""
