@@ -63,13 +63,43 @@ async def _wind_down() -> None:
     await asyncio.get_running_loop().shutdown_asyncgens()
 
 
+class _Started:
+    """Where a coroutine run on the background loop is, for cancelling it from this thread.
+
+    A Ctrl+C may land while `run_coroutine_threadsafe` is still scheduling, after the
+    coroutine was queued but before its future is handed back: the task is then cancelled
+    through this record (or never starts), instead of running on unseen.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.task: asyncio.Task[Any] | None = None
+        self.cancelled = False
+
+    async def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        with self.lock:
+            if self.cancelled:
+                coroutine.close()
+                raise asyncio.CancelledError
+            self.task = asyncio.current_task()
+        return await coroutine
+
+    def cancel(self, loop: asyncio.AbstractEventLoop) -> None:
+        with self.lock:
+            self.cancelled = True
+            if self.task is not None:
+                loop.call_soon_threadsafe(self.task.cancel)
+
+
 def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine to completion from synchronous code and return its result."""
-    future = asyncio.run_coroutine_threadsafe(coroutine, _background_loop())
+    loop = _background_loop()
+    started = _Started()
     try:
+        future = asyncio.run_coroutine_threadsafe(started.run(coroutine), loop)
         return future.result()
     except BaseException:
-        future.cancel()
+        started.cancel(loop)  # Ctrl+C (or any error here) cancels the work in flight
         raise
 
 
