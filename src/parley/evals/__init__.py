@@ -1,8 +1,37 @@
 """Evaluations: datasets of cases run over an agent, a model or a function, and judged.
 
-See docs/evals.md. The result types are in `parley.evals.report`.
+```python
+from parley.evals import Case, Contains, Dataset
+
+ds = Dataset("arith", [Case("12x7", "What is 12*7?", expected="84")], evaluators=[Contains()])
+report = ds.evaluate_sync(agent)  # or: await ds.evaluate(model_or_async_function)
+report.print()
+```
+
+`Dataset.load("sets/tools.yaml")` reads a dataset from YAML, JSON or a Python file that defines
+`dataset`; the evaluators (`parley.evals.evaluators`) check the answer (`Equals`, `Contains`,
+`Regex`, `MatchesSchema`), how it was reached (`CalledTool`, `RetrievalHit`), what it cost
+(`MaxCost`, `MaxLatency`), or ask a model (`Judge`). When a dataset names no evaluator, a
+case with an `expected` is judged by `Contains` (text) or `Equals` (anything else). The runner
+(`parley.evals.runner`) runs the cases concurrently, retries provider errors and traces each
+case; the result types are in `parley.evals.report`. See docs/evals.md.
 """
 
+from parley.evals._context import EvalContext
+from parley.evals.dataset import Case, Dataset, DatasetError
+from parley.evals.evaluators import (
+    CalledTool,
+    Contains,
+    Equals,
+    Evaluator,
+    FunctionEvaluator,
+    Judge,
+    MatchesSchema,
+    MaxCost,
+    MaxLatency,
+    Regex,
+    RetrievalHit,
+)
 from parley.evals.report import (
     CaseChange,
     CaseResult,
@@ -12,13 +41,31 @@ from parley.evals.report import (
     ReportSummary,
     ToolCallRecord,
 )
+from parley.evals.runner import Target, evaluate
 
 __all__ = [
+    "CalledTool",
+    "Case",
     "CaseChange",
     "CaseResult",
     "Comparison",
+    "Contains",
+    "Dataset",
+    "DatasetError",
+    "Equals",
+    "EvalContext",
     "EvalReport",
+    "Evaluator",
     "EvaluatorResult",
+    "FunctionEvaluator",
+    "Judge",
+    "MatchesSchema",
+    "MaxCost",
+    "MaxLatency",
+    "Regex",
     "ReportSummary",
+    "RetrievalHit",
+    "Target",
     "ToolCallRecord",
+    "evaluate",
 ]

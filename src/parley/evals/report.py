@@ -67,6 +67,7 @@ class CaseResult(BaseModel):
         tool_calls: The tool calls made, in order.
         retrieved: Passages retrieval tools returned (their ids or texts).
         usage: Tokens and cost of the case's model calls (None when unknown).
+        judge_usage: Tokens and cost of the `Judge` evaluators' model calls, kept apart.
         duration: Seconds the target took (the last attempt).
         attempts: Tries it took (more than 1 after provider errors).
         error: The error that ended the case, when the target raised (the case fails).
@@ -82,6 +83,7 @@ class CaseResult(BaseModel):
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     retrieved: list[str] = Field(default_factory=list)
     usage: Usage | None = None
+    judge_usage: Usage | None = None
     duration: float = 0.0
     attempts: int = 1
     error: str | None = None

@@ -69,6 +69,7 @@ __all__ = [
     "AgentTrace",
     "ChatScope",
     "EmbeddingsScope",
+    "EvalScope",
     "RetrievalScope",
     "StreamTrace",
     "ToolScope",
@@ -80,6 +81,7 @@ __all__ = [
     "configure",
     "embeddings",
     "error_type",
+    "eval_case",
     "instrument_app",
     "note_batches",
     "retrieval",
@@ -132,10 +134,23 @@ class RetrievalScope(_Scope):
         """Record how many passages were found (and which, when content is asked for)."""
 
 
+class EvalScope(_Scope):
+    """An evaluation case's span (`parley.evals`): the target's run and its verdicts."""
+
+    trace_id: str | None = None
+    """The span's trace id (32 hex digits); None when tracing is off."""
+
+    def result(
+        self, *, passed: bool, score: float, attempts: int, error: BaseException | None
+    ) -> None:
+        """Record the case's outcome (and the error its target ended with)."""
+
+
 _OFF_CHAT = ChatScope()
 _OFF_TOOL = ToolScope()
 _OFF_EMBEDDINGS = EmbeddingsScope()
 _OFF_RETRIEVAL = RetrievalScope()
+_OFF_EVAL = EvalScope()
 _NO_CONTEXT: contextlib.nullcontext[None] = contextlib.nullcontext()  # reusable, unlike most
 
 
@@ -267,4 +282,13 @@ def retrieval(store: IndexStore, query: str, mode: str, top_k: int) -> Retrieval
     if found is None:
         return _OFF_RETRIEVAL
     scope: RetrievalScope = _live().RetrievalSpan(found, store, query, mode, top_k)
+    return scope
+
+
+def eval_case(dataset: str, case: str) -> EvalScope:
+    """The span of one evaluation case (`parley.eval {case}`), current inside the `with`."""
+    found = _tracer()
+    if found is None:
+        return _OFF_EVAL
+    scope: EvalScope = _live().EvalSpan(found, dataset, case)
     return scope

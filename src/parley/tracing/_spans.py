@@ -27,7 +27,14 @@ from opentelemetry.semconv.attributes import (
 )
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
-from parley.tracing import ChatScope, EmbeddingsScope, RetrievalScope, ToolScope, error_type
+from parley.tracing import (
+    ChatScope,
+    EmbeddingsScope,
+    EvalScope,
+    RetrievalScope,
+    ToolScope,
+    error_type,
+)
 from parley.tracing._content import dumps, messages, parts, split_system
 from parley.tracing._setup import capture_content
 
@@ -49,6 +56,7 @@ __all__ = [
     "ChatCallSpan",
     "ContextOnly",
     "EmbeddingsSpan",
+    "EvalSpan",
     "RetrievalSpan",
     "StreamSpan",
     "ToolSpan",
@@ -557,3 +565,31 @@ class RetrievalSpan(_Live, RetrievalScope):
                 for hit in hits
             ]
             span.set_attribute(ga.GEN_AI_RETRIEVAL_DOCUMENTS, dumps(documents))
+
+
+# -- evaluations --------------------------------------------------------------------------------
+
+
+class EvalSpan(_Live, EvalScope):
+    """`parley.eval {case}`: one evaluation case, the target's run (its spans) beneath."""
+
+    def __init__(self, tracer: Tracer, dataset: str, case: str) -> None:
+        super().__init__()
+        attributes = {"parley.eval.dataset": dataset, "parley.eval.case": case}
+        self.span = tracer.start_span(
+            f"parley.eval {case}", kind=SpanKind.INTERNAL, attributes=attributes
+        )
+        context = self.span.get_span_context()
+        self.trace_id = format(context.trace_id, "032x") if context.is_valid else None
+
+    def result(
+        self, *, passed: bool, score: float, attempts: int, error: BaseException | None
+    ) -> None:
+        """Record the verdict; a target that raised fails the span."""
+        span = self.span
+        if span.is_recording():
+            span.set_attribute("parley.eval.passed", passed)
+            span.set_attribute("parley.eval.score", score)
+            span.set_attribute("parley.eval.attempts", attempts)
+        if error is not None:
+            fail_by(span, error)
