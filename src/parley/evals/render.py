@@ -205,7 +205,7 @@ def summary_line(summary: ReportSummary, *, color: bool = False) -> str:
     """The run's figures in one line: cases, passed, errors, score, cost, time and tokens."""
     passed = f"{summary.passed} passed ({summary.pass_rate:.0%})"
     parts = [
-        f"{summary.cases} cases",
+        f"{summary.cases} case" + ("" if summary.cases == 1 else "s"),
         _paint(passed, "pass" if summary.passed == summary.cases else "fail", color),
     ]
     if summary.errors:
