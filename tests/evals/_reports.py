@@ -70,6 +70,7 @@ def detailed() -> CaseResult:
         ],
         retrieved=["doc-7: multiplication tables"],
         usage=Usage(input_tokens=300, output_tokens=40, cost=0.0003),
+        judge_usage=Usage(input_tokens=50, output_tokens=5, cost=0.00002),
         duration=2.0,
         trace_id="4bf92f3577b34da6a3ce929d0e0e4736",
     )

@@ -71,6 +71,7 @@ def test_the_page_has_the_run_and_each_cases_details(tmp_path: Path) -> None:
         "expected &#x27;84&#x27; in the output, got &#x27;It is 85.&#x27;",
         "3 attempts",
         "300 tokens in, 40 out",
+        "<dt>judge usage</dt><dd>50 tokens in, 5 out · cost 0.000020</dd>",
         "&quot;topic&quot;: &quot;arithmetic&quot;",
     ):
         assert text in page, text

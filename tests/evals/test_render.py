@@ -111,3 +111,30 @@ def test_a_console_without_the_marks_gets_the_table_anyway() -> None:
     report(passing("a")).print(out)
     out.flush()
     assert b"pass" in out.buffer.getvalue()  # type: ignore[attr-defined]
+
+
+def test_the_table_of_a_run_by_the_runner() -> None:
+    from parley.evals import Case, Contains, Dataset, Regex  # noqa: PLC0415
+    from parley.models.testing import ScriptedModel  # noqa: PLC0415
+
+    def answer(request: object) -> str:
+        question = request.messages[-1].text  # type: ignore[attr-defined]
+        return "12*7 is 84." if "12*7" in question else "No idea."
+
+    dataset = Dataset(
+        "arith",
+        cases=[
+            Case("12x7", "What is 12*7?", expected="84"),
+            Case("13x7", "What is 13*7?", expected="91"),
+        ],
+        evaluators=[Contains(), Regex(pattern=r"^\d")],
+    )
+    run = dataset.evaluate_sync(ScriptedModel([answer, answer]), concurrency=1)
+    text = render_table(run)
+    rows = {line.split()[0]: line.split()[:5] for line in text.splitlines() if line.startswith("1")}
+    assert rows == {
+        "12x7": ["12x7", "pass", "1.00", "✓", "✓"],
+        "13x7": ["13x7", "FAIL", "0.00", "✗", "✗"],
+    }
+    assert text.splitlines()[0].startswith("dataset arith · target scripted:scripted · ")
+    assert "13x7  contains: expected '91'" in text

@@ -316,6 +316,15 @@ def _details(case: CaseResult) -> str:
     if case.retrieved:
         items.append(("retrieved", _list(_pre(p) for p in case.retrieved)))
     items.append(("usage", _usage(case)))
+    if case.judge_usage is not None:
+        judged = case.judge_usage
+        items.append(
+            (
+                "judge usage",
+                f"{judged.input_tokens:,} tokens in, {judged.output_tokens:,} out · cost "
+                f"{_e(format_cost(judged.cost))}",
+            )
+        )
     if case.metadata:
         items.append(("metadata", _pre(case.metadata)))
     if case.trace_id:
