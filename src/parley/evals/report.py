@@ -32,7 +32,7 @@ __all__ = [
 class EvaluatorResult(BaseModel):
     """One evaluator's verdict on one case.
 
-    Args:
+    Attributes:
         name: The evaluator's name (as the report's columns show it).
         passed: Whether the case passed this evaluator.
         score: 0 to 1 (1 for a pass and 0 for a fail when the evaluator has no finer score).
@@ -57,7 +57,7 @@ class ToolCallRecord(BaseModel):
 class CaseResult(BaseModel):
     """One case's run and its verdicts.
 
-    Args:
+    Attributes:
         name: The case's name.
         inputs: What the target was given (as JSON).
         expected: The case's expected output, if any.
@@ -131,7 +131,7 @@ class ReportSummary(BaseModel):
 class EvalReport(BaseModel):
     """One dataset run over one target.
 
-    Args:
+    Attributes:
         dataset: The dataset's name.
         target: What was evaluated, in one line (an agent's name and model, a model, a function).
         cases: Each case's result, in the dataset's order.
