@@ -31,11 +31,20 @@ if TYPE_CHECKING:
     from parley.evals.report import CaseChange, CaseResult, Comparison, EvalReport, ReportSummary
 
 __all__ = [
+    "NAME_WIDTH",
+    "REASON_WIDTH",
+    "UNKNOWN",
+    "evaluator_names",
+    "failure_reasons",
+    "figure_rows",
+    "format_cost",
+    "format_seconds",
     "print_comparison",
     "print_report",
     "render_comparison",
     "render_failures",
     "render_table",
+    "summary_line",
     "use_color",
 ]
 
@@ -52,7 +61,7 @@ _STYLES = {"pass": "32", "fail": "31;1", "error": "35;1", "dim": "2", "bold": "1
 
 
 @dataclass(frozen=True)
-class Cell:
+class _Cell:
     """A table cell: its text, how it is aligned, and its colour (a key of `_STYLES`)."""
 
     text: str
@@ -143,16 +152,16 @@ def _cases_table(report: EvalReport, color: bool) -> str:
     return _table(header, rows, color, right={2, len(header) - 2, len(header) - 1})
 
 
-def _case_row(case: CaseResult, names: Sequence[str]) -> list[Cell]:
+def _case_row(case: CaseResult, names: Sequence[str]) -> list[_Cell]:
     verdict = _verdict(case)
     row = [
-        Cell(_cut(visible(case.name), NAME_WIDTH)),
-        Cell(verdict, style=verdict.lower() if verdict != "pass" else "pass"),
-        Cell(f"{case.score:.2f}", right=True),
+        _Cell(_cut(visible(case.name), NAME_WIDTH)),
+        _Cell(verdict, style=verdict.lower() if verdict != "pass" else "pass"),
+        _Cell(f"{case.score:.2f}", right=True),
     ]
     row.extend(_evaluator_cell(case, name) for name in names)
-    row.append(Cell(format_cost(case.cost), right=True))
-    row.append(Cell(format_seconds(case.duration), right=True))
+    row.append(_Cell(format_cost(case.cost), right=True))
+    row.append(_Cell(format_seconds(case.duration), right=True))
     return row
 
 
@@ -162,17 +171,17 @@ def _verdict(case: CaseResult) -> str:
     return "pass" if case.passed else "FAIL"
 
 
-def _evaluator_cell(case: CaseResult, name: str) -> Cell:
+def _evaluator_cell(case: CaseResult, name: str) -> _Cell:
     results = [r for r in case.results if r.name == name]
     if not results:
-        return Cell("·", style="dim")  # the case was not judged by this evaluator
+        return _Cell("·", style="dim")  # the case was not judged by this evaluator
     marks = []
     for result in results:
         mark = "✓" if result.passed else "✗"
         # A finer score than pass or fail is shown beside the mark.
         marks.append(mark if result.score in (0.0, 1.0) else f"{mark} {result.score:.2f}")
     passed = all(r.passed for r in results)
-    return Cell(" ".join(marks), style="pass" if passed else "fail")
+    return _Cell(" ".join(marks), style="pass" if passed else "fail")
 
 
 def _failure_lines(report: EvalReport, color: bool) -> list[str]:
@@ -311,10 +320,10 @@ def _figures_table(before: ReportSummary, after: ReportSummary, color: bool) -> 
         style = "pass" if sign > 0 else "fail" if sign < 0 else None
         rows.append(
             [
-                Cell(label),
-                Cell(old, right=True),
-                Cell(new, right=True),
-                Cell(change, style, right=True),
+                _Cell(label),
+                _Cell(old, right=True),
+                _Cell(new, right=True),
+                _Cell(change, style, right=True),
             ]
         )
     return _table(["", "baseline", "this run", "change"], rows, color, right={1, 2, 3})
@@ -330,24 +339,24 @@ def _changes_table(comparison: Comparison, color: bool) -> str:
     return _table(["change", "case", "score", "verdict"], rows, color, right=set())
 
 
-def _change_row(kind: str, change: CaseChange, style: str) -> list[Cell]:
+def _change_row(kind: str, change: CaseChange, style: str) -> list[_Cell]:
     verdicts = f"{_word(change.passed_before)} → {_word(change.passed_after)}"
     if change.passed_before == change.passed_after:
         verdicts = _word(change.passed_after)
     return [
-        Cell(kind, style),
-        Cell(_cut(visible(change.name), NAME_WIDTH)),
-        Cell(f"{change.before:.2f} → {change.after:.2f} ({change.delta:+.2f})"),
-        Cell(verdicts),
+        _Cell(kind, style),
+        _Cell(_cut(visible(change.name), NAME_WIDTH)),
+        _Cell(f"{change.before:.2f} → {change.after:.2f} ({change.delta:+.2f})"),
+        _Cell(verdicts),
     ]
 
 
-def _presence_row(kind: str, case: CaseResult) -> list[Cell]:
+def _presence_row(kind: str, case: CaseResult) -> list[_Cell]:
     return [
-        Cell(kind, "dim"),
-        Cell(_cut(visible(case.name), NAME_WIDTH)),
-        Cell(f"{case.score:.2f}"),
-        Cell(_verdict(case)),
+        _Cell(kind, "dim"),
+        _Cell(_cut(visible(case.name), NAME_WIDTH)),
+        _Cell(f"{case.score:.2f}"),
+        _Cell(_verdict(case)),
     ]
 
 
@@ -461,7 +470,7 @@ def _paint(text: str, style: str | None, color: bool) -> str:
 
 
 def _table(
-    header: Sequence[str], rows: Sequence[Sequence[Cell]], color: bool, right: set[int]
+    header: Sequence[str], rows: Sequence[Sequence[_Cell]], color: bool, right: set[int]
 ) -> str:
     """Rows under a header, each column as wide as its widest cell, two spaces between.
 
