@@ -15,6 +15,7 @@ import pytest
 
 from parley.cli import main
 from parley.evals import EvalReport
+from tests._requires import require_module
 from tests.evals._reports import failing, passing, report
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -154,7 +155,7 @@ def test_a_module_in_the_working_directory_imports(dataset: Path) -> None:
 
 
 def test_a_model_on_the_openai_wire(dataset: Path) -> None:
-    pytest.importorskip("openai")
+    require_module("openai", "openai")
     from parley.testing.openai_server import OpenAIServer, Reply  # noqa: PLC0415
 
     with OpenAIServer([Reply(text="It is 84.")]) as server:
