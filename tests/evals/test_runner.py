@@ -4,8 +4,10 @@ records, the concurrency bound, retries on provider errors only, errors kept per
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
+from opentelemetry.trace import StatusCode
 from pydantic import BaseModel
 
 from parley.agents import Agent
@@ -21,9 +23,13 @@ from parley.evals import (
     Regex,
 )
 from parley.messages import Msg, Usage
+from parley.models.openai import OpenAIChatModel
 from parley.models.retry import RetryPolicy
 from parley.models.testing import ScriptedModel
+from parley.testing.openai_server import HTTPError, OpenAIServer, Reply
 from parley.tools import tool
+from tests._requires import require_module
+from tests.tracing.fixtures import Spans, attrs, parent_of, span_id
 
 
 @tool
@@ -279,3 +285,147 @@ def test_inputs_as_messages_reach_a_model_as_they_are() -> None:
     report = ds.evaluate_sync(model)
     assert report.cases[0].passed
     assert [m.role for m in model.requests[0].messages] == ["system", "user"]
+
+
+# -- retries against the project's OpenAI wire server -------------------------------------------
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    with OpenAIServer() as running:
+        yield running
+
+
+@pytest.fixture
+async def openai_model(server: OpenAIServer) -> AsyncIterator[OpenAIChatModel]:
+    """A model of the server's that does not retry itself: the runner's retries show."""
+    model = OpenAIChatModel(server.credential(), "gpt-4o-mini", max_retries=0)
+    yield model
+    await model.aclose()
+
+
+async def test_a_500_and_a_429_from_the_provider_are_retried(
+    server: OpenAIServer, openai_model: OpenAIChatModel
+) -> None:
+    server.add(HTTPError(500), HTTPError.rate_limit(retry_after=0.01), Reply(text="It is 84."))
+    ds = Dataset("r", [Case("a", "What is 12*7?", expected="84")])
+
+    report = await ds.evaluate(openai_model, retries=2, retry_policy=FAST)
+
+    [case] = report.cases
+    assert case.passed
+    assert case.attempts == 3
+    assert case.error is None
+    assert len(server.requests) == 3
+    server.assert_consumed()
+
+
+async def test_retries_run_out_and_the_last_error_is_the_cases(
+    server: OpenAIServer, openai_model: OpenAIChatModel
+) -> None:
+    server.add(HTTPError(503), HTTPError(503))
+    ds = Dataset("r", [Case("a", "q", expected="x")])
+
+    report = await ds.evaluate(openai_model, retries=1, retry_policy=FAST)
+
+    [case] = report.cases
+    assert case.attempts == 2
+    assert case.error is not None
+    assert case.error.startswith("ModelHTTPError")
+    assert not case.passed
+
+
+async def test_a_bad_request_is_not_retried(
+    server: OpenAIServer, openai_model: OpenAIChatModel
+) -> None:
+    server.add(HTTPError(400, "invalid model parameters"))
+    ds = Dataset("r", [Case("a", "q", expected="x")])
+
+    report = await ds.evaluate(openai_model, retries=3, retry_policy=FAST)
+
+    [case] = report.cases
+    assert case.attempts == 1
+    assert case.error is not None
+    assert "invalid model parameters" in case.error
+    assert len(server.requests) == 1
+
+
+# -- tracing --------------------------------------------------------------------------------------
+
+
+async def test_each_case_runs_in_a_span_with_the_agents_spans_beneath(spans: Spans) -> None:
+    model = ScriptedModel(
+        [ScriptedModel.tool_call("multiply", {"a": 12, "b": 7}), "84", "no idea"],
+        model="scripted-1",
+    )
+    agent = Agent("calc", model, tools=[multiply])
+
+    report = await arith().evaluate(agent, concurrency=1)
+
+    first, second = spans.named("parley.eval 12x7") + spans.named("parley.eval 3x3")
+    assert attrs(first) == {
+        "parley.eval.dataset": "arith",
+        "parley.eval.case": "12x7",
+        "parley.eval.passed": True,
+        "parley.eval.score": 1.0,
+        "parley.eval.attempts": 1,
+    }
+    assert attrs(second)["parley.eval.passed"] is False
+    [run_one, run_two] = spans.named("invoke_agent calc")
+    assert parent_of(run_one) == span_id(first)
+    assert parent_of(run_two) == span_id(second)
+    assert first.parent is None  # each case is a trace of its own
+    assert first.context is not None
+    assert report.cases[0].trace_id == format(first.context.trace_id, "032x")
+    assert report.cases[0].trace_id != report.cases[1].trace_id
+
+
+async def test_a_failed_case_fails_its_span(spans: Spans) -> None:
+    async def broken(inputs: str) -> str:
+        raise ValueError("no")
+
+    await Dataset("e", [Case("a", "q")]).evaluate(broken)
+
+    span = spans.one("parley.eval a")
+    assert span.status.status_code is StatusCode.ERROR
+    assert attrs(span)["error.type"] == "ValueError"
+
+
+async def test_without_tracing_there_is_no_trace_id(clean_tracing: None) -> None:
+    report = await Dataset("e", [Case("a", "q")]).evaluate(lambda inputs: inputs)
+    assert report.cases[0].trace_id is None
+
+
+# -- the real embedded model ----------------------------------------------------------------------
+
+
+def test_end_to_end_on_the_embedded_local_model() -> None:
+    require_module("llama_cpp", "local")
+    from parley.models.local import LocalChatModel  # noqa: PLC0415
+
+    model = LocalChatModel(parameters={"seed": 7, "max_tokens": 24, "temperature": 0})
+    ds = Dataset(
+        "easy",
+        [
+            Case("capital", "What is the capital of France? Answer in one word.", expected="Paris"),
+            Case("greet", "Say hello.", evaluators=[Regex("(?i)hello|hi")]),
+        ],
+    )
+
+    report = ds.evaluate_sync(model, concurrency=2)
+
+    assert report.target.startswith("local:")
+    assert [c.name for c in report.cases] == ["capital", "greet"]
+    for case in report.cases:
+        assert case.error is None
+        assert isinstance(case.output, str)
+        assert case.output.strip()
+        assert case.usage is not None
+        assert case.usage.output_tokens > 0
+        assert case.duration > 0
+    # The default evaluator for a text `expected`, and the case's own.
+    assert [r.name for r in report.case("capital").results] == ["contains"]
+    assert [r.name for r in report.case("greet").results] == ["regex"]
+    summary = report.summary()
+    assert summary.cases == 2
+    assert 0.0 <= summary.score <= 1.0

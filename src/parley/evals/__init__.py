@@ -1,12 +1,16 @@
 """Evaluations: datasets of cases run over an agent, a model or a function, and judged.
 
 ```python
-from parley.evals import Case, Contains, Dataset
+from parley.agents import Agent
+from parley.evals import Case, Dataset
+from parley.models.spec import model_from_spec
 
-ds = Dataset("arith", [Case("12x7", "What is 12*7?", expected="84")], evaluators=[Contains()])
-report = ds.evaluate_sync(agent)  # or: await ds.evaluate(model_or_async_function)
-report.print()
+agent = Agent("calc", model_from_spec("local"), tools=["code_interpreter"])
+ds = Dataset("arith", [Case("12x7", "What is 12*7?", expected="84")])  # judged by Contains
+ds.evaluate_sync(agent).print()  # or: report = await ds.evaluate(agent, concurrency=4)
 ```
+
+The target may also be a `ChatModel` or any function of a case's inputs (async or not).
 
 `Dataset.load("sets/tools.yaml")` reads a dataset from YAML, JSON or a Python file that defines
 `dataset`; the evaluators (`parley.evals.evaluators`) check the answer (`Equals`, `Contains`,

@@ -215,7 +215,9 @@ async def run_evaluator(evaluator: Evaluator, ctx: EvalContext) -> EvaluatorResu
     try:
         verdict = await evaluator.evaluate(ctx)
     except Exception as error:  # any failure of the check is its verdict, not the run's end
-        reason = f"evaluator raised {type(error).__name__}: {error}"
+        # The first line says what failed; pydantic's details and links would swamp a table.
+        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        reason = f"evaluator raised {type(error).__name__}: {first}"[:300]
         return EvaluatorResult(name=evaluator.name, passed=False, score=0.0, reason=reason)
     return _verdict(evaluator, verdict)
 
