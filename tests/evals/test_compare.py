@@ -88,3 +88,9 @@ def test_nothing_changed_shows_no_changes_table() -> None:
     text = run.compare(run).render()
     assert "improved  " not in text
     assert text.splitlines()[-1].startswith("0 improved")
+
+
+def test_a_baseline_of_another_dataset_is_named() -> None:
+    other = report(passing("a")).model_copy(update={"dataset": "arith-v0"})
+    lines = report(passing("a")).compare(other).render().splitlines()
+    assert lines[1] == "(the baseline ran the dataset arith-v0)"

@@ -128,9 +128,14 @@ def eval_command(args: argparse.Namespace) -> int:
     baseline = EvalReport.load(args.baseline) if args.baseline else None
     target = _target(args)
     judge = _model(args.judge) if args.judge else None
-    report = dataset.evaluate_sync(
-        target, concurrency=args.concurrency, retries=args.retries, judge_model=judge
-    )
+    from parley.cli import progress  # noqa: PLC0415  (parley.cli imports this module lazily)
+
+    cases = len(dataset.cases)
+    label = f"Evaluating {visible(dataset.name)}: {cases} case" + ("" if cases == 1 else "s")
+    with progress(label):  # a spinner on a terminal, one line otherwise (stderr)
+        report = dataset.evaluate_sync(
+            target, concurrency=args.concurrency, retries=args.retries, judge_model=judge
+        )
     _show(report, baseline, args)
     shortfall = report.check(min_score=args.min_score, min_pass_rate=args.min_pass_rate)
     if shortfall is not None:

@@ -244,6 +244,8 @@ def render_comparison(comparison: Comparison, *, color: bool = False) -> str:
         "bold",
         color,
     )
+    if comparison.before.dataset != comparison.after.dataset:
+        heading += f"\n(the baseline ran the dataset {_one_line(comparison.before.dataset)})"
     parts = [heading, _figures_table(before, after, color)]
     changes = _changes_table(comparison, color)
     if changes:
