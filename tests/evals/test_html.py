@@ -96,6 +96,9 @@ def test_the_comparison_is_in_the_page() -> None:
 def _open(page: Page, path: Path) -> list[str]:
     """Open the report at `path`; what the page said on its console and in dialogs, collected."""
     said: list[str] = []
+    # The shared browser's loop is lifted between tests (tests/_external.py) and `.on(...)`
+    # needs it: a call through Playwright's dispatcher first puts it back.
+    page.evaluate("0")
     page.on("console", lambda message: said.append(f"console: {message.text}"))
     page.on("pageerror", lambda error: said.append(f"error: {error}"))
     page.on("dialog", lambda dialog: (said.append(f"dialog: {dialog.message}"), dialog.dismiss()))
