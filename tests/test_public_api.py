@@ -33,6 +33,11 @@ MODULES = [
     "parley.rag",
     "parley.client",
     "parley.tracing",
+    "parley.evals.report",
+    "parley.evals.render",
+    "parley.evals.html",
+    "parley.evals.cli",
+    "parley.evals.pytest_plugin",
 ]
 
 

@@ -1,7 +1,7 @@
 """The `parley` command: chat with a model or a running service, list model cards.
 
 Also: index documents and ask them questions (`parley.rag.cli`), serve agents and manage
-their keys (`parley.service.cli`).
+their keys (`parley.service.cli`), run evaluations (`parley.evals.cli`).
 """
 
 from __future__ import annotations
@@ -496,11 +496,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     models_cmd.set_defaults(run=models)
     _add_service_commands(commands)
+    from parley.evals.cli import add_commands as add_evals  # noqa: PLC0415
     from parley.rag.cli import add_commands  # noqa: PLC0415  (imports nothing heavy)
     from parley.tts.cli import add_commands as add_speech  # noqa: PLC0415
 
     add_commands(commands)
     add_speech(commands)
+    add_evals(commands)
     return parser
 
 

@@ -1,18 +1,21 @@
 """What an evaluation gives back: each case's outcome, a summary, and two runs compared.
 
-These are plain pydantic models, so a report round-trips through JSON (`EvalReport.model_
-validate_json(report.model_dump_json())`) and two runs made days apart can be compared.
-Rendering them (a terminal table, JSON, a self-contained HTML page) is `parley.evals.render`'s.
+These are plain pydantic models, so a report round-trips through JSON (`report.to_json(path)`,
+`EvalReport.load(path)`) and two runs made days apart can be compared (`report.compare(old)`).
+Rendering them is `parley.evals.render`'s (the terminal table) and `parley.evals.html`'s (a
+self-contained page); `report.check()` and `report.assert_passes()` hold a run to a bar.
 """
 
 from __future__ import annotations
 
 import statistics
 from datetime import UTC, datetime
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
+from parley.errors import ConfigurationError
 from parley.messages import Usage
 
 __all__ = [
@@ -29,7 +32,7 @@ __all__ = [
 class EvaluatorResult(BaseModel):
     """One evaluator's verdict on one case.
 
-    Args:
+    Attributes:
         name: The evaluator's name (as the report's columns show it).
         passed: Whether the case passed this evaluator.
         score: 0 to 1 (1 for a pass and 0 for a fail when the evaluator has no finer score).
@@ -54,7 +57,7 @@ class ToolCallRecord(BaseModel):
 class CaseResult(BaseModel):
     """One case's run and its verdicts.
 
-    Args:
+    Attributes:
         name: The case's name.
         inputs: What the target was given (as JSON).
         expected: The case's expected output, if any.
@@ -128,7 +131,7 @@ class ReportSummary(BaseModel):
 class EvalReport(BaseModel):
     """One dataset run over one target.
 
-    Args:
+    Attributes:
         dataset: The dataset's name.
         target: What was evaluated, in one line (an agent's name and model, a model, a function).
         cases: Each case's result, in the dataset's order.
@@ -186,6 +189,101 @@ class EvalReport(BaseModel):
         """This run against `baseline`: which cases improved, regressed, appeared or went."""
         return Comparison.of(baseline, self)
 
+    def render(self, *, color: bool = False) -> str:
+        """The terminal table: a row per case, the failures' reasons, a summary line."""
+        from parley.evals.render import render_table  # noqa: PLC0415  (render imports this)
+
+        return render_table(self, color=color)
+
+    def print(self, file: IO[str] | None = None, *, color: bool | None = None) -> None:
+        """Print the table (`render`) on `file` (stdout); coloured on a terminal (not NO_COLOR)."""
+        from parley.evals.render import print_report  # noqa: PLC0415
+
+        print_report(self, file, color=color)
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        """The report as JSON (indented); written to `path` too when given. `load` reads it."""
+        text = self.model_dump_json(indent=2)
+        if path is not None:
+            Path(path).write_text(text + "\n", encoding="utf-8")
+        return text
+
+    @classmethod
+    def load(cls, path: str | Path) -> EvalReport:
+        """A report `to_json` wrote.
+
+        Raises:
+            ConfigurationError: No file there, or it is not a report's JSON.
+        """
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigurationError(
+                f"cannot read the report {str(path)!r}: {exc.strerror}"
+            ) from exc
+        try:
+            return cls.model_validate_json(text)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(map(str, first["loc"])) or "the top"
+            raise ConfigurationError(
+                f"{str(path)!r} is not an evaluation report's JSON (at {where}: {first['msg']}); "
+                "write one with `report.to_json(path)` or `parley eval ... --json PATH`"
+            ) from exc
+
+    def to_html(self, path: str | Path | None = None, *, baseline: EvalReport | None = None) -> str:
+        """A self-contained HTML page of the run (per-case details; against `baseline` if given).
+
+        The page loads nothing from elsewhere and runs only its own script (its
+        Content-Security-Policy says so), so it opens from a file or an attachment as it is.
+        Written to `path` too when given.
+        """
+        from parley.evals.html import render_html  # noqa: PLC0415  (html imports this)
+
+        page = render_html(self, baseline=baseline)
+        if path is not None:
+            Path(path).write_text(page, encoding="utf-8")
+        return page
+
+    def check(
+        self, *, min_score: float | None = None, min_pass_rate: float | None = None
+    ) -> str | None:
+        """Whether the run meets a bar: None when it does, else one line saying how it fell short.
+
+        Args:
+            min_score: The lowest mean score (0 to 1) that passes.
+            min_pass_rate: The lowest share of cases passed (0 to 1) that passes. With neither
+                bar given, every case must pass (`min_pass_rate=1.0`), as in a test suite.
+        """
+        if min_score is None and min_pass_rate is None:
+            min_pass_rate = 1.0
+        summary = self.summary()
+        shortfalls = []
+        if min_score is not None and summary.score < min_score - 1e-9:
+            shortfalls.append(f"score {summary.score:.3f} is below {min_score:g}")
+        if min_pass_rate is not None and summary.pass_rate < min_pass_rate - 1e-9:
+            shortfalls.append(
+                f"{summary.passed} of {summary.cases} cases passed "
+                f"({summary.pass_rate:.0%}, below {min_pass_rate:.0%})"
+            )
+        if not shortfalls:
+            return None
+        return f"{self.dataset}: " + "; ".join(shortfalls)
+
+    def assert_passes(
+        self, *, min_score: float | None = None, min_pass_rate: float | None = None
+    ) -> None:
+        """Raise AssertionError, its message the failures table, unless the run meets the bar.
+
+        The bar is `check`'s (every case must pass when neither is given); for tests.
+        """
+        __tracebackhide__ = True  # pytest shows the caller's line, not this one
+        shortfall = self.check(min_score=min_score, min_pass_rate=min_pass_rate)
+        if shortfall is not None:
+            from parley.evals.render import render_failures  # noqa: PLC0415
+
+            raise AssertionError(f"{shortfall}\n\n{render_failures(self)}")
+
 
 class CaseChange(BaseModel):
     """A case whose score or verdict differs between two runs."""
@@ -235,11 +333,38 @@ class Comparison(BaseModel):
                 passed_before=prior.passed,
                 passed_after=case.passed,
             )
-            # A verdict that flips counts even when the mean score does not move.
-            if change.delta > 1e-9 or (case.passed and not prior.passed):
-                comparison.improved.append(change)
-            elif change.delta < -1e-9 or (prior.passed and not case.passed):
-                comparison.regressed.append(change)
-            else:
-                comparison.unchanged.append(name)
+            comparison._classify(change)
         return comparison
+
+    def _classify(self, change: CaseChange) -> None:
+        # The verdict decides first: a case that now fails regressed even if its mean score
+        # rose (one evaluator gained, another that must hold broke), and a flip counts when
+        # the score does not move. Only with the same verdict does the score say which way.
+        if change.passed_after != change.passed_before:
+            better = change.passed_after
+        elif abs(change.delta) > 1e-9:
+            better = change.delta > 0
+        else:
+            self.unchanged.append(change.name)
+            return
+        (self.improved if better else self.regressed).append(change)
+
+    def summaries(self) -> tuple[ReportSummary, ReportSummary]:
+        """The baseline's figures and this run's."""
+        return self.before.summary(), self.after.summary()
+
+    def render(self, *, color: bool = False) -> str:
+        """The comparison as a terminal table: the figures' deltas, then each changed case."""
+        from parley.evals.render import render_comparison  # noqa: PLC0415
+
+        return render_comparison(self, color=color)
+
+    def print(self, file: IO[str] | None = None, *, color: bool | None = None) -> None:
+        """Print `render`'s table on `file` (stdout); coloured on a terminal (not NO_COLOR)."""
+        from parley.evals.render import print_comparison  # noqa: PLC0415
+
+        print_comparison(self, file, color=color)
+
+    def to_html(self, path: str | Path | None = None) -> str:
+        """The later run's HTML page, with this comparison in it (`EvalReport.to_html`)."""
+        return self.after.to_html(path, baseline=self.before)
