@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import os
 from collections.abc import AsyncIterator, Iterable
 from importlib import resources
 from pathlib import Path
@@ -35,7 +37,8 @@ from starlette.types import Receive, Scope, Send
 from parley import tracing
 from parley.agents import Agent
 from parley.errors import ConfigurationError, ParleyError, ServiceError, UserError
-from parley.models.spec import model_from_spec
+from parley.models.auto import ModelChoice, choose_model
+from parley.models.spec import DEFAULT_MODEL_SPEC, model_from_spec
 from parley.service import (
     langgraph,
     openai_compat,
@@ -58,14 +61,48 @@ from parley.service.store import Store, thread_locks
 from parley.service.store.store import DATABASE_DOWN, is_database_down
 from parley.service.worker import RunWorker
 
-__all__ = ["build_registry", "create_app"]
+__all__ = ["MODEL_CHOICE_VARIABLE", "build_registry", "create_app", "model_choice"]
 
 log = logging.getLogger("parley.service")
+
+MODEL_CHOICE_VARIABLE = "PARLEY_MODEL_CHOICE"
+"""Where `parley serve` hands its worker processes the model it chose (JSON of a
+`ModelChoice`), so that the model is chosen once and every process runs the same one."""
 
 NO_AUTH_WARNING = (
     "parley: no auth configured (PARLEY_API_KEYS / AUTH_SECRET): every request is user "
     "'local', and the service listens on 127.0.0.1 only"
 )
+
+
+def model_choice(settings: ServiceSettings) -> ModelChoice | None:
+    """The model the settings' agents run on, and why; None when the agents bring their own.
+
+    The settings' `model` when set; unset, the one `parley serve` chose and handed down
+    (`MODEL_CHOICE_VARIABLE`), else the one the user already has (`choose_model`): asked
+    only when the built-in agent or the documents' assistant runs on it.
+    """
+    if settings.model:
+        return choose_model(settings.model)
+    if (settings.agents or settings.agents_file is not None) and not settings.docs:
+        return None  # the settings' own agents: their models are theirs
+    handed = os.environ.get(MODEL_CHOICE_VARIABLE)
+    if handed:
+        try:
+            return ModelChoice(**json.loads(handed))
+        except (TypeError, ValueError):
+            log.warning("parley: ignoring %s, which is not a model choice", MODEL_CHOICE_VARIABLE)
+    return choose_model()
+
+
+def _settle_model(
+    settings: ServiceSettings, own_agents: bool
+) -> tuple[ServiceSettings, ModelChoice | None]:
+    """The settings with their model chosen (once, at start-up: the rest sees a spec)."""
+    choice = model_choice(settings) if own_agents else None
+    if choice is not None and settings.model != choice.spec:
+        settings = settings.model_copy(update={"model": choice.spec})
+    return settings, choice
 
 
 def build_registry(
@@ -89,8 +126,9 @@ def build_registry(
             default=True,
         )
     if not len(registry):
+        spec = settings.model or DEFAULT_MODEL_SPEC  # create_app chose it; `local` if called alone
         registry.register(
-            lambda: builtin_agent(model_from_spec(settings.model)),
+            lambda: builtin_agent(model_from_spec(spec)),
             key="assistant",
             description="A helpful assistant that can run Python in a sandbox.",
         )
@@ -153,7 +191,7 @@ def create_app(
     Raises:
         ConfigurationError: No agent to serve, or a served model's name is an agent's too.
     """
-    settings = settings or ServiceSettings()
+    settings, choice = _settle_model(settings or ServiceSettings(), agents is None)
     documents = (
         DocumentsService(settings, model_from_spec) if settings.docs and agents is None else None
     )
@@ -178,7 +216,7 @@ def create_app(
             run_concurrency=settings.run_concurrency,
             events=events,
         )
-        state = ServiceState(settings, registry, store, locks, runs, served, events)
+        state = ServiceState(settings, registry, store, locks, runs, served, events, choice)
         runs.resolve = state.resolve_run
         app.state.parley = state
         worker = RunWorker(runs)
