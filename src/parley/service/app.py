@@ -22,7 +22,7 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ from parley import tracing
 from parley.agents import Agent
 from parley.errors import ConfigurationError, ParleyError, ServiceError, UserError
 from parley.models.auto import ModelChoice, choose_model
+from parley.models.base import ChatModel
 from parley.models.spec import DEFAULT_MODEL_SPEC, model_from_spec
 from parley.service import (
     langgraph,
@@ -105,13 +106,37 @@ def _settle_model(
     return settings, choice
 
 
+class _OwnedModels:
+    """Builds models from specs for the service's own agents, and closes them at shut-down.
+
+    A hosted or Ollama model holds a connection pool: left open, its sockets outlive the app.
+    """
+
+    def __init__(self) -> None:
+        self.models: list[ChatModel] = []
+
+    def __call__(self, spec: str) -> ChatModel:
+        model = model_from_spec(spec)
+        self.models.append(model)
+        return model
+
+    async def aclose(self) -> None:
+        for model in self.models:
+            close = getattr(model, "aclose", None)
+            if callable(close):
+                with contextlib.suppress(Exception):  # one failing close stops no other
+                    await close()
+
+
 def build_registry(
-    settings: ServiceSettings, documents: DocumentsService | None = None
+    settings: ServiceSettings,
+    documents: DocumentsService | None = None,
+    build_model: Callable[[str], ChatModel] = model_from_spec,
 ) -> AgentRegistry:
     """The agents the settings name; the built-in agent when they name none.
 
     With `documents` (the settings' `docs`), its assistant is served too, as the default
-    agent unless the settings name another.
+    agent unless the settings name another. `build_model` makes the built-in agent's model.
     """
     registry = AgentRegistry()
     for target in settings.agents:
@@ -128,7 +153,7 @@ def build_registry(
     if not len(registry):
         spec = settings.model or DEFAULT_MODEL_SPEC  # create_app chose it; `local` if called alone
         registry.register(
-            lambda: builtin_agent(model_from_spec(spec)),
+            lambda: builtin_agent(build_model(spec)),
             key="assistant",
             description="A helpful assistant that can run Python in a sandbox.",
         )
@@ -141,9 +166,10 @@ def _registry(
     agents: AgentRegistry | Iterable[Agent] | None,
     settings: ServiceSettings,
     documents: DocumentsService | None,
+    build_model: Callable[[str], ChatModel],
 ) -> AgentRegistry:
     if agents is None:
-        return build_registry(settings, documents)
+        return build_registry(settings, documents, build_model)
     registry = agents if isinstance(agents, AgentRegistry) else AgentRegistry(agents)
     if not len(registry):
         raise ConfigurationError("no agent to serve: pass agents, or None for the settings'")
@@ -192,10 +218,9 @@ def create_app(
         ConfigurationError: No agent to serve, or a served model's name is an agent's too.
     """
     settings, choice = _settle_model(settings or ServiceSettings(), agents is None)
-    documents = (
-        DocumentsService(settings, model_from_spec) if settings.docs and agents is None else None
-    )
-    registry = _registry(agents, settings, documents)
+    owned = _OwnedModels()
+    documents = DocumentsService(settings, owned) if settings.docs and agents is None else None
+    registry = _registry(agents, settings, documents, owned)
     served = _served(models, settings, registry, builtin=agents is None)
 
     @contextlib.asynccontextmanager
@@ -234,6 +259,7 @@ def create_app(
             await runs.close()
             await events.close()
             await served.aclose()
+            await owned.aclose()
             await locks.close()
             await store.close()
 
