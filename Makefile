@@ -91,13 +91,14 @@ check: system lint typecheck test docs
 release-check: install
 	bash scripts/release-check.sh $(PY) $(UV) $(PYTHON)
 
-# The main job on the embedded defaults: the service with its web page, the local model and
-# its code interpreter, threads in an SQLite file (parley.db), no keys. Ctrl+C stops it.
+# The main job on the embedded defaults: the service with its web page, the model the user
+# already has (a provider key's, Ollama's, the largest pulled, else the embedded one: its first
+# line says which) and its code interpreter, threads in an SQLite file (parley.db). Ctrl+C stops it.
 PORT ?= 8080
 serve: install
 	$(VENV)/bin/parley serve --port $(PORT)
 
-# One question to the local model, in the terminal.
+# One question to the same model, in the terminal.
 Q ?= What is the capital of France?
 chat: install
 	$(VENV)/bin/parley chat "$(Q)"

@@ -177,8 +177,20 @@ def _speech(args: argparse.Namespace) -> tuple[Any, Any]:
     return voice, sink
 
 
-LOCAL_MODEL = "local"
-"""The model `parley chat` loads when `--model` names none."""
+def _chosen_model(given: str | None) -> str:
+    """The spec `parley chat` runs: `--model`, else `PARLEY_MODEL`, else the one the user has.
+
+    A model chosen for the user is said on standard error, with how to choose another (and,
+    for the tiny embedded one, how to pull a better one).
+    """
+    import os  # noqa: PLC0415
+
+    from parley.models.auto import choose_model  # noqa: PLC0415
+
+    choice = choose_model(given or os.environ.get("PARLEY_MODEL") or None)
+    if choice.source != "setting":
+        print(f"parley: {choice.describe()}", file=sys.stderr)
+    return choice.spec
 
 
 def chat(args: argparse.Namespace) -> int:
@@ -188,7 +200,7 @@ def chat(args: argparse.Namespace) -> int:
     if args.agent or args.thread or args.api_key:
         raise ConfigurationError("--agent, --thread and --api-key go with --url")
     voice, sink = _speech(args)
-    spec = args.model or LOCAL_MODEL
+    spec = _chosen_model(args.model)
     model = _load(spec)
     agent = _agent(model, args, voice) if args.tools or args.tool_names or voice else None
     history = [Msg.system(args.system)] if args.system else []
@@ -424,8 +436,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     chat_cmd.add_argument(
         "--model",
-        help="provider[:model], e.g. openai:gpt-4o-mini (default local); with --url, a model "
-        "name the service lists",
+        help="provider[:model], e.g. openai:gpt-4o-mini (default: $PARLEY_MODEL, else a "
+        "provider key's, an Ollama server's, the largest pulled, else the embedded local "
+        "model); with --url, a model name the service lists",
     )
     chat_cmd.add_argument(
         "--system", default="You are a helpful assistant.", help="the system prompt"

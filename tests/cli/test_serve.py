@@ -41,6 +41,9 @@ def test_serve_says_where_the_page_is_and_which_sandbox_runs_code(tmp_path: Path
     assert health.status_code == 200
     assert f"the web page is at http://localhost:{port}/" in text
     assert "no auth configured" in text
+    # No key, Ollama or pulled model here (tests/conftest.py): the embedded model, said tiny.
+    assert "parley: model local (no provider key, Ollama model or pulled model found" in text
+    assert "parley models pull qwen3-1.7b" in text
     strongest = available_sandbox_modes()[0]
     named = "bubblewrap" if strongest == "bwrap" else strongest
     assert f"code_interpreter: sandbox {named}" in text

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
-from collections.abc import AsyncIterator, Iterable
+import os
+from collections.abc import AsyncIterator, Callable, Iterable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -35,7 +37,9 @@ from starlette.types import Receive, Scope, Send
 from parley import tracing
 from parley.agents import Agent
 from parley.errors import ConfigurationError, ParleyError, ServiceError, UserError
-from parley.models.spec import model_from_spec
+from parley.models.auto import ModelChoice, choose_model
+from parley.models.base import ChatModel
+from parley.models.spec import DEFAULT_MODEL_SPEC, model_from_spec
 from parley.service import (
     langgraph,
     openai_compat,
@@ -58,9 +62,13 @@ from parley.service.store import Store, thread_locks
 from parley.service.store.store import DATABASE_DOWN, is_database_down
 from parley.service.worker import RunWorker
 
-__all__ = ["build_registry", "create_app"]
+__all__ = ["MODEL_CHOICE_VARIABLE", "build_registry", "create_app", "model_choice"]
 
 log = logging.getLogger("parley.service")
+
+MODEL_CHOICE_VARIABLE = "PARLEY_MODEL_CHOICE"
+"""Where `parley serve` hands its worker processes the model it chose (JSON of a
+`ModelChoice`), so that the model is chosen once and every process runs the same one."""
 
 NO_AUTH_WARNING = (
     "parley: no auth configured (PARLEY_API_KEYS / AUTH_SECRET): every request is user "
@@ -68,13 +76,67 @@ NO_AUTH_WARNING = (
 )
 
 
+def model_choice(settings: ServiceSettings) -> ModelChoice | None:
+    """The model the settings' agents run on, and why; None when the agents bring their own.
+
+    The settings' `model` when set; unset, the one `parley serve` chose and handed down
+    (`MODEL_CHOICE_VARIABLE`), else the one the user already has (`choose_model`): asked
+    only when the built-in agent or the documents' assistant runs on it.
+    """
+    if settings.model:
+        return choose_model(settings.model)
+    if (settings.agents or settings.agents_file is not None) and not settings.docs:
+        return None  # the settings' own agents: their models are theirs
+    handed = os.environ.get(MODEL_CHOICE_VARIABLE)
+    if handed:
+        try:
+            return ModelChoice(**json.loads(handed))
+        except (TypeError, ValueError):
+            log.warning("parley: ignoring %s, which is not a model choice", MODEL_CHOICE_VARIABLE)
+    return choose_model()
+
+
+def _settle_model(
+    settings: ServiceSettings, own_agents: bool
+) -> tuple[ServiceSettings, ModelChoice | None]:
+    """The settings with their model chosen (once, at start-up: the rest sees a spec)."""
+    choice = model_choice(settings) if own_agents else None
+    if choice is not None and settings.model != choice.spec:
+        settings = settings.model_copy(update={"model": choice.spec})
+    return settings, choice
+
+
+class _OwnedModels:
+    """Builds models from specs for the service's own agents, and closes them at shut-down.
+
+    A hosted or Ollama model holds a connection pool: left open, its sockets outlive the app.
+    """
+
+    def __init__(self) -> None:
+        self.models: list[ChatModel] = []
+
+    def __call__(self, spec: str) -> ChatModel:
+        model = model_from_spec(spec)
+        self.models.append(model)
+        return model
+
+    async def aclose(self) -> None:
+        for model in self.models:
+            close = getattr(model, "aclose", None)
+            if callable(close):
+                with contextlib.suppress(Exception):  # one failing close stops no other
+                    await close()
+
+
 def build_registry(
-    settings: ServiceSettings, documents: DocumentsService | None = None
+    settings: ServiceSettings,
+    documents: DocumentsService | None = None,
+    build_model: Callable[[str], ChatModel] = model_from_spec,
 ) -> AgentRegistry:
     """The agents the settings name; the built-in agent when they name none.
 
     With `documents` (the settings' `docs`), its assistant is served too, as the default
-    agent unless the settings name another.
+    agent unless the settings name another. `build_model` makes the built-in agent's model.
     """
     registry = AgentRegistry()
     for target in settings.agents:
@@ -89,8 +151,9 @@ def build_registry(
             default=True,
         )
     if not len(registry):
+        spec = settings.model or DEFAULT_MODEL_SPEC  # create_app chose it; `local` if called alone
         registry.register(
-            lambda: builtin_agent(model_from_spec(settings.model)),
+            lambda: builtin_agent(build_model(spec)),
             key="assistant",
             description="A helpful assistant that can run Python in a sandbox.",
         )
@@ -103,9 +166,10 @@ def _registry(
     agents: AgentRegistry | Iterable[Agent] | None,
     settings: ServiceSettings,
     documents: DocumentsService | None,
+    build_model: Callable[[str], ChatModel],
 ) -> AgentRegistry:
     if agents is None:
-        return build_registry(settings, documents)
+        return build_registry(settings, documents, build_model)
     registry = agents if isinstance(agents, AgentRegistry) else AgentRegistry(agents)
     if not len(registry):
         raise ConfigurationError("no agent to serve: pass agents, or None for the settings'")
@@ -153,11 +217,10 @@ def create_app(
     Raises:
         ConfigurationError: No agent to serve, or a served model's name is an agent's too.
     """
-    settings = settings or ServiceSettings()
-    documents = (
-        DocumentsService(settings, model_from_spec) if settings.docs and agents is None else None
-    )
-    registry = _registry(agents, settings, documents)
+    settings, choice = _settle_model(settings or ServiceSettings(), agents is None)
+    owned = _OwnedModels()
+    documents = DocumentsService(settings, owned) if settings.docs and agents is None else None
+    registry = _registry(agents, settings, documents, owned)
     served = _served(models, settings, registry, builtin=agents is None)
 
     @contextlib.asynccontextmanager
@@ -178,7 +241,7 @@ def create_app(
             run_concurrency=settings.run_concurrency,
             events=events,
         )
-        state = ServiceState(settings, registry, store, locks, runs, served, events)
+        state = ServiceState(settings, registry, store, locks, runs, served, events, choice)
         runs.resolve = state.resolve_run
         app.state.parley = state
         worker = RunWorker(runs)
@@ -196,6 +259,7 @@ def create_app(
             await runs.close()
             await events.close()
             await served.aclose()
+            await owned.aclose()
             await locks.close()
             await store.close()
 

@@ -54,7 +54,11 @@ def add_commands(commands: Any) -> None:
         help="sqlite+aiosqlite:///file.db (default parley.db) or "
         "postgresql+asyncpg://user:password@host/db",
     )
-    serve_parser.add_argument("--model", help="the built-in agent's model (default: local)")
+    serve_parser.add_argument(
+        "--model",
+        help="the built-in agent's model, provider[:model] (default: a provider key's, an "
+        "Ollama server's, the largest pulled, else the embedded local one)",
+    )
     serve_parser.add_argument(
         "--serve-model",
         dest="served_models",
@@ -146,7 +150,9 @@ def _add_worker(commands: Any) -> None:
         help="an agent to run (repeatable), as `parley serve --agent`",
     )
     worker_parser.add_argument("--agents-file", help="a TOML or YAML file listing agents")
-    worker_parser.add_argument("--model", help="the built-in agent's model (default: local)")
+    worker_parser.add_argument(
+        "--model", help="the built-in agent's model (default: chosen as `parley serve` does)"
+    )
     worker_parser.add_argument("--default-agent", help="the default agent")
     worker_parser.add_argument(
         "--run-concurrency", type=int, help="runs taken at once (default 16)"
@@ -168,6 +174,7 @@ def worker(args: argparse.Namespace) -> int:
             "a worker with PARLEY_RUN_CONCURRENCY=0 would run nothing; give it 1 or more"
         )
     _show_parley_logs()
+    _choose_model(settings)
     print(
         f"parley: worker taking up to {settings.run_concurrency} runs at once from "
         f"{_shown(settings.database_url)}",
@@ -243,6 +250,7 @@ def serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     _show_parley_logs()
+    _choose_model(settings)
     where = "localhost" if host in ("127.0.0.1", "0.0.0.0", "::") else host
     print(
         f"parley: the web page is at http://{where}:{settings.port}/ "
@@ -265,6 +273,26 @@ def serve(args: argparse.Namespace) -> int:
         proxy_headers=False,
     )
     return 0
+
+
+def _choose_model(settings: Any) -> None:
+    """Choose the built-in agent's model once, say which, and hand it to the app's processes.
+
+    uvicorn's worker processes build the app from the environment: they take this choice
+    (`MODEL_CHOICE_VARIABLE`) instead of looking around again, so all run the one said here.
+    """
+    import dataclasses  # noqa: PLC0415
+    import json  # noqa: PLC0415
+
+    from parley.service.app import MODEL_CHOICE_VARIABLE, model_choice  # noqa: PLC0415
+
+    os.environ.pop(MODEL_CHOICE_VARIABLE, None)  # a choice of another run's is not this one
+    choice = model_choice(settings)
+    if choice is None:
+        return  # the served agents bring their own models
+    if settings.model is None:
+        os.environ[MODEL_CHOICE_VARIABLE] = json.dumps(dataclasses.asdict(choice))
+    print(f"parley: {choice.describe()}", file=sys.stderr)
 
 
 def _server_parts() -> tuple[str, str]:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from parley._terminal import visible
 from parley.errors import ConfigurationError
+from parley.models.spec import DEFAULT_MODEL_SPEC
 
 if TYPE_CHECKING:
     from parley.agents import Agent
@@ -56,7 +57,7 @@ class DocumentsService:
         self.parse_limits = ParseLimits(
             timeout=settings.docs_parse_timeout, memory_bytes=settings.docs_parse_memory_bytes
         )
-        self.model_spec = settings.model
+        self.model_spec = settings.model or DEFAULT_MODEL_SPEC  # create_app chose it
         self.build_model = build_model
         self.index: DocumentIndex | None = None
         self.ready = asyncio.Event()

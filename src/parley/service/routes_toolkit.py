@@ -6,6 +6,7 @@ agent (`/{agent_id}/...`), the bare path meaning the default agent.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Response
@@ -17,7 +18,6 @@ from parley.compat.service_toolkit import (
     ChatHistoryInput,
     Feedback,
     FeedbackResponse,
-    ServiceMetadata,
     UserInput,
 )
 from parley.errors import ServiceError
@@ -27,8 +27,10 @@ from parley.service.bounds import check_messages
 from parley.service.runs import RunHandle
 from parley.service.runs_protocol import MultitaskStrategy
 from parley.service.schema import (
+    ModelInfo,
     ServiceChatHistory,
     ServiceChatMessage,
+    ServiceInfo,
     ServiceStreamInput,
     ServiceUserInput,
     error_responses,
@@ -71,14 +73,16 @@ _SSE: dict[int | str, dict[str, Any]] = {
 
 
 @router.get("/info", responses=_AUTH)
-async def info(state: State, _user: User) -> ServiceMetadata:
-    """The agents served and the model names clients may ask for."""
+async def info(state: State, _user: User) -> ServiceInfo:
+    """The agents served, the model names clients may ask for, and the model that runs."""
     aliases = list(state.settings.model_aliases)
-    return ServiceMetadata(
+    choice = state.model_choice
+    return ServiceInfo(
         agents=[AgentInfo(key=e.key, description=e.description) for e in state.registry],
         models=aliases,
         default_agent=state.registry.default,
         default_model=aliases[0] if aliases else "",
+        model=ModelInfo(**dataclasses.asdict(choice)) if choice is not None else None,
     )
 
 

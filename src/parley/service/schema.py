@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from parley.compat.service_toolkit import (
     ChatHistory,
     ChatMessage,
+    ServiceMetadata,
     StreamInput,
     ToolCall,
     UserInput,
@@ -28,10 +29,12 @@ __all__ = [
     "ErrorDetail",
     "EventsMode",
     "Interrupt",
+    "ModelInfo",
     "RunCreate",
     "RunInfo",
     "ServiceChatHistory",
     "ServiceChatMessage",
+    "ServiceInfo",
     "ServiceStreamInput",
     "ServiceUserInput",
     "ThreadDetail",
@@ -70,6 +73,32 @@ _ERRORS = {
 def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     """The OpenAPI `responses` of a route's error answers (FastAPI documents 422 itself)."""
     return {code: {"model": ErrorDetail, "description": _ERRORS[code]} for code in codes}
+
+
+class ModelInfo(BaseModel):
+    """The model the built-in agent runs on, and why (`parley.models.auto.ModelChoice`)."""
+
+    spec: str = Field(description="The model, as `provider:model`.", examples=["local"])
+    source: str = Field(
+        description="What chose it: `setting`, `env:<VARIABLE>` (a provider key), `ollama`, "
+        "`pulled` or `embedded`.",
+        examples=["embedded"],
+    )
+    reason: str = Field(description="Why this one, and how to choose another, in words.")
+    tiny: bool = Field(
+        description="The embedded 135M model: weak answers; pull a better one "
+        "(`parley models pull qwen3-1.7b`)."
+    )
+
+
+class ServiceInfo(ServiceMetadata):
+    """The toolkit's `/info`, and the model the built-in agent runs on."""
+
+    model: ModelInfo | None = Field(
+        None,
+        description="The model the settings' agents run on, and why; null when the served "
+        "agents bring their own models.",
+    )
 
 
 class ServiceChatMessage(ChatMessage):

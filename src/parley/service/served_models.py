@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from parley.errors import ConfigurationError
 from parley.models.base import ChatModel
 from parley.models.credentials import CredentialFactory
-from parley.models.spec import model_from_spec
+from parley.models.spec import DEFAULT_MODEL_SPEC, model_from_spec
 from parley.service.settings import ServiceSettings
 
 __all__ = ["ModelEntry", "ModelRegistry", "ModelsInput", "served_models"]
@@ -145,5 +145,5 @@ def served_models(settings: ServiceSettings, *, builtin_agent: bool) -> ModelReg
     """
     configured = settings.served_models
     if configured is None:
-        return ModelRegistry([settings.model] if builtin_agent else [])
+        return ModelRegistry([settings.model or DEFAULT_MODEL_SPEC] if builtin_agent else [])
     return ModelRegistry(configured)

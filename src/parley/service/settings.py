@@ -72,8 +72,12 @@ class ServiceSettings(BaseSettings):
         None, description="A TOML or YAML file listing agents (see `parley.service.registry`)."
     )
     default_agent: str | None = Field(None, description="The agent `/invoke` and `/stream` use.")
-    model: str = Field(
-        "local", description="The built-in agent's model, as `provider:model` (`local`: offline)."
+    model: str | None = Field(
+        None,
+        description="The built-in agent's model, as `provider:model` (`local`: the embedded "
+        "one, offline). Unset: the model the user already has, chosen at start-up "
+        "(`parley.models.auto`: a provider key in the environment, an Ollama server, the "
+        "largest pulled model, else the embedded one).",
     )
     served_models: list[str] | dict[str, str] | None = Field(
         None,
@@ -82,7 +86,7 @@ class ServiceSettings(BaseSettings):
         '(`["local", "openai:gpt-4o-mini"]`, each named by its spec), or names mapped to '
         'specs (`{"qwen": "dashscope:qwen-plus"}`). Clients name only these; none can name '
         "another provider or URL. Unset: the settings' `model` when the built-in agent is "
-        "served, else none; `[]`: none.",
+        "served (the chosen one when it is unset), else none; `[]`: none.",
     )
     docs: list[str] = Field(
         default_factory=list,

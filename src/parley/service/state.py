@@ -19,6 +19,7 @@ from parley.agents import Agent, Middleware
 from parley.agents.events import RunEnded
 from parley.compat.service_toolkit import DEFAULT_MODEL
 from parley.errors import ConfigurationError
+from parley.models.auto import ModelChoice
 from parley.models.spec import model_from_spec
 from parley.service.bounds import CONNECTION, ClientConnection
 from parley.service.registry import AgentEntry, AgentRegistry
@@ -62,6 +63,8 @@ class ServiceState:
     """The models `/v1/chat/completions` serves as themselves, beside the agents."""
     events: EventLog | None = None
     """Every run's events, for streams picked up again (`parley.service.events`)."""
+    model_choice: ModelChoice | None = None
+    """The built-in agent's model and why (`/info`'s `model`); None: the agents' own."""
     _voice: TTSModel | None = field(default=None, init=False, repr=False)
 
     def speech(self, speak: bool) -> list[Middleware]:

@@ -22,6 +22,9 @@ const ui = {
   keyButton: $("key-button"),
   threadTitle: $("thread-title"),
   agentSelect: $("agent-select"),
+  modelChip: $("model-chip"),
+  modelName: $("model-name"),
+  modelNote: $("model-note"),
   authPanel: $("auth-panel"),
   authForm: $("auth-form"),
   authInput: $("api-key-input"),
@@ -1355,6 +1358,20 @@ function selectAgent(key) {
   updateSend();
 }
 
+/** The model the service's own agent runs on (`/info`'s `model`), and a note when it is tiny. */
+async function loadModel() {
+  let model = null;
+  try {
+    model = (await api("GET", "/info"))?.model || null;
+  } catch {
+    // an older service, or one behind a proxy: the header just does not say
+  }
+  ui.modelChip.hidden = !model?.spec;
+  ui.modelName.textContent = model?.spec || "";
+  ui.modelChip.title = model?.reason || "";
+  ui.modelNote.hidden = !model?.tiny;
+}
+
 // -- authentication --------------------------------------------------------------------------
 
 function askForKey(reason) {
@@ -1416,7 +1433,7 @@ async function start() {
     if (err.status !== 401) showGlobalError(`Could not load the agents: ${err.message}`);
     return;
   }
-  await refreshThreads();
+  await Promise.all([refreshThreads(), loadModel()]);
   if (state.threadId) openThread(state.threadId);
 }
 
