@@ -36,6 +36,7 @@ from parley.evals.evaluators import (
     Regex,
     RetrievalHit,
 )
+from parley.evals.pytest_plugin import assert_passes
 from parley.evals.report import (
     CaseChange,
     CaseResult,
@@ -71,5 +72,6 @@ __all__ = [
     "RetrievalHit",
     "Target",
     "ToolCallRecord",
+    "assert_passes",
     "evaluate",
 ]

@@ -99,7 +99,7 @@ def _json_schema(schema: Any) -> dict[str, Any] | None:
 class Case(BaseModel):
     """One question for the target, and what a good answer is.
 
-    Args:
+    Attributes:
         name: Unique in its dataset (the report's rows and comparisons go by it).
         inputs: What the target is given: a question (text), a `Msg` or a list of them for an
             agent or a model, any JSON-able value for a function.
@@ -170,7 +170,7 @@ def _jsonable(value: Any) -> Any:
 class Dataset(BaseModel):
     """Named cases, and the evaluators that judge every one of them.
 
-    Args:
+    Attributes:
         name: The dataset's name (the report's title).
         cases: The cases, in order; their names must be unique.
         evaluators: Evaluators of every case (each may add its own).

@@ -80,7 +80,7 @@ _REGISTRY: dict[str, type[Evaluator]] = {}
 class Evaluator(BaseModel):
     """The base of evaluators: subclass it, set `type`, and write `evaluate`.
 
-    Args:
+    Attributes:
         name: The name the report shows (default: the type, with its main argument).
         threshold: The score at or above which a float verdict passes.
     """
@@ -178,7 +178,7 @@ def registered() -> dict[str, type[Evaluator]]:
 class FunctionEvaluator(Evaluator):
     """A function of the context as an evaluator: `f(ctx)`, sync or async.
 
-    Args:
+    Attributes:
         function: Returns an `EvaluatorResult`, a bool or a score.
     """
 
@@ -316,7 +316,7 @@ class Contains(Evaluator):
 
     Non-text outputs are searched as their JSON text.
 
-    Args:
+    Attributes:
         value: The text or texts to find; None: the case's `expected`.
         case_sensitive: Whether case matters (it does not by default).
         any: Pass when one of several values is found (default: all must be).
@@ -357,7 +357,7 @@ class Contains(Evaluator):
 class Regex(Evaluator):
     """The output (as text) matches the regular expression `pattern` (anywhere in it).
 
-    Args:
+    Attributes:
         pattern: The expression (Python's `re` syntax).
         ignore_case: Match regardless of case.
         full: The whole output must match (stripped of surrounding whitespace).
@@ -504,7 +504,7 @@ class CalledTool(Evaluator):
     not be called so); `after` asks for a call of that tool before the first match. `name`
     `"*"` is any tool: `CalledTool("*", times=0)` passes when no tool was called at all.
 
-    Args:
+    Attributes:
         tool: The tool's name, or `*`.
         arguments: What the call's arguments must hold.
         times: How many matching calls exactly; None: at least one.
@@ -556,7 +556,7 @@ class RetrievalHit(Evaluator):
     is the share of expected ones found (recall@k); it passes on one found, or on all with
     `all`.
 
-    Args:
+    Attributes:
         expected: The ids or texts to find; None: the case's `expected` (a text or a list).
         k: How many of the first passages count; None: all retrieved.
         all: Pass only when every expected one is found.
@@ -601,7 +601,7 @@ class MaxCost(Evaluator):
     A bound on cost fails when the cost is unknown (an unpriced model): bound the tokens
     instead for those.
 
-    Args:
+    Attributes:
         cost: The most the case may cost (the model card's currency).
         tokens: The most tokens (input and output) it may use.
     """
@@ -675,7 +675,7 @@ class Judge(Evaluator):
 
     The judge's own usage is counted apart from the target's (the case's judge usage).
 
-    Args:
+    Attributes:
         rubric: What a good answer does, in plain words.
         model: Any parley chat model, or a spec such as `openai:gpt-4o-mini`; None: the
             run's `judge_model`.

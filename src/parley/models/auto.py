@@ -245,10 +245,7 @@ def _size(entry: dict[str, Any]) -> int:
 
 def _from_pulled() -> ModelChoice | None:
     try:
-        # Written beside this (the `pull` branch): the ignore goes once both are in.
-        from parley.models.local.hub import (  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
-            pulled_models,
-        )
+        from parley.models.local.hub import pulled_models  # noqa: PLC0415
     except ImportError:  # no Hub support (huggingface_hub missing, or an older parley)
         return None
     try:
