@@ -29,12 +29,12 @@ Call one by writing <tool_call>
 {{ m.content }}
 </tool_response><|im_end|>
 {% elif m.role == 'assistant' %}<|im_start|>assistant
-{{ m.content }}
-{% for c in m.tool_calls or [] %}
-<tool_call>
+{% if m.content %}{{ m.content }}
+{% endif %}
+{%- for c in m.tool_calls or [] %}<tool_call>
 {"name": {{ c.function.name | tojson }}, "arguments": {{ c.function.arguments | tojson }}}
-</tool_call>
-{% endfor %}<|im_end|>
+</tool_call>{% if not loop.last %}{{ "\\n" }}{% endif %}
+{%- endfor %}<|im_end|>
 {% elif m.role != 'system' %}<|im_start|>{{ m.role }}
 {{ m.content }}<|im_end|>
 {% endif %}

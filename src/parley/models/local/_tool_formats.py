@@ -357,6 +357,9 @@ def call_grammar(syntax: CallSyntax, tools: Sequence[ToolSpec], *, parallel: boo
         if not parallel:
             schema["maxItems"] = 1
     gbnf = json_schema_to_gbnf(json.dumps(schema), prop_order=["name", syntax.arguments_key])
+    # This converter lets strings hold raw control characters, which JSON forbids: a model
+    # then writes on inside a string, past newlines, until it runs out of tokens.
+    gbnf = gbnf.replace('char ::= [^"\\\\]', 'char ::= [^"\\\\\\x7F\\x00-\\x1F]')
     # The converter names its top rule `root`; the body may start on a new line.
     body = re.sub(r"^root ::=", "call ::=", gbnf, count=1, flags=re.MULTILINE)
     return f'root ::= "\\n"? call\n{body}'
@@ -392,12 +395,29 @@ def parse_body(syntax: CallSyntax, body: str) -> list[ParsedCall] | None:
     try:
         value, _ = json.JSONDecoder().raw_decode(text)
     except json.JSONDecodeError:
-        return None
+        if not (syntax.in_list and text.startswith("[")):
+            return None
+        value = _leading_items(text)  # a list cut off by the token limit: its whole calls
     values = value if isinstance(value, list) else [value]
     calls = [_from_object(syntax, v) for v in values]
     if not calls or any(c is None for c in calls):
         return None
     return [c for c in calls if c is not None]
+
+
+def _leading_items(text: str) -> list[Any]:
+    """The whole items at the start of a JSON list that was cut off."""
+    decoder = json.JSONDecoder()
+    items: list[Any] = []
+    at = 1
+    while True:
+        while at < len(text) and text[at] in " \t\r\n,":
+            at += 1
+        try:
+            item, at = decoder.raw_decode(text, at)
+        except json.JSONDecodeError:
+            return items
+        items.append(item)
 
 
 def _openings(syntax: CallSyntax, text: str) -> list[int]:

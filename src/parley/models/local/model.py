@@ -307,7 +307,10 @@ class LocalChatModel(ChatModel):
         else:
             messages = template_messages(syntax, request.messages, tools)
         callable_tools = [t for t in tools if choice in {"auto", "required", t.name}]
-        parallel = request.parameters.to_kwargs().get("parallel_tool_calls") is not False
+        # A named tool is called once; otherwise as the request allows (Phi-4 lists calls).
+        parallel = choice in {"auto", "required"} and (
+            request.parameters.to_kwargs().get("parallel_tool_calls") is not False
+        )
         native = NativeCall(
             syntax,
             messages,
