@@ -123,6 +123,44 @@ def test_a_call_opened_in_free_text_goes_on_under_the_grammar() -> None:
     assert response.text == ""
 
 
+def _two(first: str, second: str, n: int) -> list[Msg]:
+    calls = [
+        ToolCallBlock(id=f"{c}{n}", name="get_weather", input={"city": city, "unit": "celsius"})
+        for c, city in (("a", first), ("b", second))
+    ]
+    return [
+        Msg.user(f"What is the weather in {first} and in {second}?"),
+        Msg.assistant(*calls),
+        Msg.tool_result(f"a{n}", "Sunny", name="get_weather"),
+        Msg.tool_result(f"b{n}", "Rainy", name="get_weather"),
+        Msg.assistant(f"Sunny in {first}, rainy in {second}."),
+    ]
+
+
+PAIRS = [
+    Msg.system("You are a helpful assistant."),
+    *_two("Paris", "Berlin", 1),
+    *_two("Oslo", "Lima", 2),
+    Msg.user("What is the weather in Rome and in Madrid?"),
+]
+
+
+def test_hermes_calls_follow_one_another_when_parallel_calls_are_allowed() -> None:
+    # After each call the model goes on: greedy SmolLM2, shown pairs of calls, opens a second.
+    model = local("hermes")
+    both = model.chat_sync(PAIRS, tools=[WEATHER], tool_choice="required", max_tokens=120)
+    assert len(both.tool_calls) == 2
+    assert both.tool_calls[0].input["city"] == "Rome"
+    for call in both.tool_calls:
+        valid(call, WEATHER)
+    assert len({c.id for c in both.tool_calls}) == 2
+    one = model.chat_sync(
+        PAIRS, tools=[WEATHER], tool_choice="required", max_tokens=120, parallel_tool_calls=False
+    )
+    [call] = one.tool_calls
+    assert call.input == both.tool_calls[0].input
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_auto_streams_text_until_a_call_would_open(fmt: str) -> None:
     async def main() -> list[Any]:

@@ -67,6 +67,8 @@ class NativeCall:
     grammar: str | None
     """The GBNF of a call's body (None: no call may be made)."""
     forced: bool
+    parallel: bool = False
+    """Whether more than one call may be made (Hermes writes them one after another)."""
     template: str | None = None
     """A jinja chat template to use instead of the GGUF's."""
 
@@ -75,6 +77,7 @@ class _Proxy:
     """What `_LlamaProxy` (in `_engine`) offers this module: the `Llama`, capped and counted."""
 
     _llama: Llama
+    _max_tokens: int
     sampled: int
 
     def create_completion(self, prompt: str | list[int], **kwargs: Any) -> Any: ...
@@ -197,72 +200,122 @@ def generate_native(
     sampling["stop"] = [*(sampling.get("stop") or ()), _token_text(llama, llama.token_eos())]
     budget = int(options["max_tokens"])
     if call.forced and call.grammar is not None:
-        continuation = _tokens(llama, prompt + call.syntax.opening)
+        continuation: list[int] | None = _tokens(llama, prompt + call.syntax.opening)
     else:
-        found = yield from _free(proxy, llama, call, prompt, sampling, budget, stop)
-        if found is None or call.grammar is None:
+        free = _Free(proxy, call.syntax, sampling, stop, calls_only=False)
+        continuation = yield from free.run(_tokens(llama, prompt), budget, watch=call.grammar)
+        if continuation is None:
+            if not stop.is_set():
+                yield _meta(proxy, "length" if free.finish == "length" else "stop")
             return
-        continuation = found
+    calls: list[ParsedCall] = []
+    while continuation is not None and call.grammar is not None:
+        body = _constrained(proxy, call.grammar, continuation, sampling, budget, stop)
+        if stop.is_set():
+            return
+        parsed = parse_body(call.syntax, body)
+        if parsed is None:
+            if calls:  # the calls before it were whole
+                break
+            # Cut short by max_tokens: what was written stays text.
+            yield TextDelta(call.syntax.opening + body)
+            yield _meta(proxy, "length")
+            return
+        calls += parsed
+        continuation = yield from _next_call(proxy, call, continuation, body, sampling, stop)
     if stop.is_set():
-        return
-    body = _constrained(proxy, call.grammar, continuation, sampling, budget, stop)
-    if stop.is_set():
-        return
-    calls = parse_body(call.syntax, body)
-    if calls is None:  # cut short by max_tokens: what was written stays text
-        yield TextDelta(call.syntax.opening + body)
-        yield _meta(proxy, "length")
         return
     yield from _call_deltas(calls)
     yield _meta(proxy, "tool_calls")
 
 
-def _free(
+def _next_call(
     proxy: _Proxy,
-    llama: Llama,
     call: NativeCall,
-    prompt: str,
+    tokens: list[int],
+    body: str,
     sampling: dict[str, Any],
-    budget: int,
     stop: threading.Event,
 ) -> Generator[Delta, None, list[int] | None]:
-    """Stream free text until a call opens: then return the continuation's tokens (else None)."""
-    prompt_tokens = _tokens(llama, prompt)
-    trigger = _TokenTrigger(llama, call.syntax, len(prompt_tokens))
-    watch = _Watch(call.syntax) if call.grammar is not None else None
-    chunks = proxy.create_completion(
-        prompt_tokens,
-        stream=True,
-        max_tokens=budget,
-        stopping_criteria=_criteria(trigger) if trigger.ids and watch else None,
-        **sampling,
-    )
-    finish: str | None = None
-    try:
-        for chunk in chunks:
-            if stop.is_set():
-                return None
-            choice = chunk["choices"][0]
-            piece = choice.get("text") or ""
-            text = watch.feed(piece) if watch is not None else piece
-            if text:
-                yield TextDelta(text)
-            finish = choice.get("finish_reason") or finish
-            if watch is not None and watch.opened is not None:
-                break
-    finally:
-        chunks.close()
-    if stop.is_set():
+    """Where a further call opens right after `body` (Hermes' parallel calls), else None.
+
+    The model goes on after the call's closing marker; anything but another marker (its end
+    of turn, or text) ends the turn's calls.
+    """
+    syntax = call.syntax
+    if not (call.parallel and syntax.repeats):
         return None
-    if trigger.seen is not None:
-        return trigger.seen
-    if watch is not None and watch.opened is not None:
-        before = watch.text[: watch.opened]
-        return _tokens(llama, prompt + before + watch.marker)
-    if watch is not None and (rest := watch.rest()):
-        yield TextDelta(rest)
-    yield _meta(proxy, "length" if finish == "length" else "stop")
-    return None
+    remaining = int(proxy._max_tokens) - max(proxy.sampled, 0)
+    if remaining < 2:
+        return None
+    after = tokens + _tokens(proxy._llama, body.rstrip() + syntax.closing + "\n")
+    free = _Free(proxy, syntax, sampling, stop, calls_only=True)
+    return (yield from free.run(after, remaining, watch=""))
+
+
+class _Free:
+    """A free generation, streamed as text until a call opens (or, `calls_only`, not at all)."""
+
+    def __init__(
+        self,
+        proxy: _Proxy,
+        syntax: CallSyntax,
+        sampling: dict[str, Any],
+        stop: threading.Event,
+        *,
+        calls_only: bool,
+    ) -> None:
+        self.proxy = proxy
+        self.syntax = syntax
+        self.sampling = sampling
+        self.stop = stop
+        self.calls_only = calls_only
+        self.finish: str | None = None
+
+    def run(
+        self, tokens: list[int], budget: int, *, watch: str | None
+    ) -> Generator[Delta, None, list[int] | None]:
+        """Generate after `tokens`; return the continuation's tokens where a call opened.
+
+        `watch` is None when no call may open (the tools are barred): then it is all text.
+        With `calls_only`, text is not streamed, and any text but blanks ends the run.
+        """
+        llama = self.proxy._llama
+        trigger = _TokenTrigger(llama, self.syntax, len(tokens))
+        watcher = _Watch(self.syntax) if watch is not None else None
+        chunks = self.proxy.create_completion(
+            tokens,
+            stream=True,
+            max_tokens=budget,
+            stopping_criteria=_criteria(trigger) if trigger.ids and watcher else None,
+            **self.sampling,
+        )
+        try:
+            for chunk in chunks:
+                if self.stop.is_set():
+                    return None
+                choice = chunk["choices"][0]
+                piece = choice.get("text") or ""
+                text = watcher.feed(piece) if watcher is not None else piece
+                self.finish = choice.get("finish_reason") or self.finish
+                if self.calls_only and text.strip():
+                    return None
+                if text and not self.calls_only:
+                    yield TextDelta(text)
+                if watcher is not None and watcher.opened is not None:
+                    break
+        finally:
+            chunks.close()
+        if self.stop.is_set():
+            return None
+        if trigger.seen is not None:
+            return trigger.seen
+        if watcher is not None and watcher.opened is not None:
+            before = watcher.text[: watcher.opened]
+            return tokens + _tokens(llama, before + watcher.marker)
+        if watcher is not None and (rest := watcher.rest()) and not self.calls_only:
+            yield TextDelta(rest)
+        return None
 
 
 def _criteria(trigger: _TokenTrigger) -> Any:

@@ -75,11 +75,19 @@ class CallSyntax:
     """`arguments` or `parameters`: the key the model was trained to write."""
     in_list: bool = False
     """The body is a JSON list of calls (parallel calls in one marker)."""
+    repeats: bool = False
+    """Parallel calls follow one another, each in its own marker."""
 
 
 SYNTAXES: dict[ToolFormat, CallSyntax] = {
     "hermes": CallSyntax(
-        "hermes", "<tool_call>\n", "\n</tool_call>", ("<tool_call>",), False, "arguments"
+        "hermes",
+        "<tool_call>\n",
+        "\n</tool_call>",
+        ("<tool_call>",),
+        opens_with_brace=False,
+        arguments_key="arguments",
+        repeats=True,
     ),
     "llama3": CallSyntax("llama3", "", "", ("<|python_tag|>",), True, "parameters"),
     "phi4": CallSyntax(

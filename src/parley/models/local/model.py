@@ -317,6 +317,7 @@ class LocalChatModel(ChatModel):
             tools,
             call_grammar(syntax, callable_tools, parallel=parallel) if callable_tools else None,
             forced=choice not in {"auto", "none"},
+            parallel=parallel,
             template=self.chat_template,
         )
         return Job([], None, True, max_tokens, seed=seed, options=options, native=native)
