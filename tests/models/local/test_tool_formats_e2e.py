@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from collections.abc import Generator
 from typing import Any
 
 import jsonschema
@@ -245,9 +246,9 @@ def constrained(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     seen: dict[str, Any] = {"started": threading.Event(), "bodies": []}
     real = _native._constrained
 
-    def recording(*args: Any) -> str:
+    def recording(*args: Any) -> Generator[Any, None, str]:
         seen["started"].set()
-        body = real(*args)
+        body = yield from real(*args)
         seen["bodies"].append(body)
         return body
 
@@ -284,3 +285,43 @@ def test_cancelling_mid_call_stops_the_worker_and_frees_the_model(
     # Stopped inside the call: the body is a cut-off call, nowhere near its 2000 characters.
     assert parse_body(SYNTAXES[fmt], body) is None  # type: ignore[index]
     assert len(json.dumps(body)) < 2000
+
+
+@pytest.mark.parametrize("fmt", ["hermes", "llama3", "gemma"])
+def test_a_forced_call_streams_its_arguments(fmt: str) -> None:
+    async def main() -> list[Any]:
+        stream = local(fmt).chat_stream(QUESTION, tools=[WEATHER], tool_choice="get_weather")
+        return [chunk async for chunk in stream]
+
+    chunks = asyncio.run(main())
+    pieces = [c.content[0] for c in chunks[:-1]]
+    assert len(pieces) > 3  # the name first, then the arguments as they are written
+    assert all(isinstance(p, ToolCallBlock) for p in pieces)
+    assert pieces[0].name == "get_weather"
+    [call] = chunks[-1].tool_calls
+    valid(call, WEATHER)
+    assert chunks[-1].finish_reason == "tool_calls"
+
+
+def test_cancelling_a_streamed_call_interrupts_it(constrained: dict[str, Any]) -> None:
+    model = local("hermes")
+
+    async def main() -> tuple[Any, int]:
+        stream = model.chat_stream(
+            [Msg.user("Write me a long story.")], tools=[LONG], tool_choice="write", max_tokens=1500
+        )
+        seen = 0
+        async for chunk in stream:
+            if chunk.is_last:
+                break
+            seen += 1
+            if seen == 5:
+                stream.cancel()
+        await model.chat([Msg.user("Hi")], max_tokens=4)
+        return stream.response, seen
+
+    final, seen = asyncio.run(main())
+    assert seen == 5
+    assert final.finish_reason == "interrupted"
+    [body] = constrained["bodies"]
+    assert parse_body(SYNTAXES["hermes"], body) is None  # stopped inside the call

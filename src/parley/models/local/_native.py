@@ -10,6 +10,10 @@ A template-native job (`NativeCall`) runs in the engine's worker thread:
    generation then stops, and goes on from the text before the marker plus the marker,
    under the call's grammar.
 
+A single call streams as it is written: its name once the grammar has written it (first),
+then its arguments piece by piece. Phi-4's list of calls arrives whole; Hermes' parallel
+calls come one after another (after each, the model may open another).
+
 Why not a lazy grammar: llama.cpp has triggered ("lazy") grammars, and llama-cpp-python
 0.3.36 binds the sampler (`LlamaSampler.add_grammar_lazy_patterns`), but its `Llama`
 completion API builds its own sampler chain and takes only a plain grammar. Stopping at the
@@ -21,11 +25,14 @@ cache does not evaluate again (for a marker that is one special token, as Qwen's
 
 from __future__ import annotations
 
+import json
+import re
 import threading
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from parley.messages import new_call_id
 from parley.models.accumulator import Delta, MetaDelta, TextDelta, ToolCallDelta
 from parley.models.local._tool_formats import (
     CallSyntax,
@@ -210,22 +217,25 @@ def generate_native(
             return
     calls: list[ParsedCall] = []
     while continuation is not None and call.grammar is not None:
-        body = _constrained(proxy, call.grammar, continuation, sampling, budget, stop)
+        # Single calls stream their arguments; Phi-4's lists arrive whole.
+        streamer = None if call.syntax.in_list else _ArgumentStream(len(calls))
+        body = yield from _constrained(
+            proxy, call.grammar, continuation, sampling, budget, stop, streamer
+        )
         if stop.is_set():
             return
         parsed = parse_body(call.syntax, body)
-        if parsed is None:
-            if calls:  # the calls before it were whole
-                break
-            # Cut short by max_tokens: what was written stays text.
-            yield TextDelta(call.syntax.opening + body)
+        if parsed is None:  # cut short by max_tokens
+            if streamer is None or not streamer.started:
+                if calls:  # the calls before it were whole
+                    break
+                yield TextDelta(call.syntax.opening + body)  # what was written stays text
             yield _meta(proxy, "length")
             return
+        if streamer is None:
+            yield from _call_deltas(parsed, len(calls))
         calls += parsed
         continuation = yield from _next_call(proxy, call, continuation, body, sampling, stop)
-    if stop.is_set():
-        return
-    yield from _call_deltas(calls)
     yield _meta(proxy, "tool_calls")
 
 
@@ -331,8 +341,9 @@ def _constrained(
     sampling: dict[str, Any],
     budget: int,
     stop: threading.Event,
-) -> str:
-    """A call's body, generated after `tokens` under `grammar`."""
+    streamer: _ArgumentStream | None,
+) -> Generator[Delta, None, str]:
+    """A call's body, generated after `tokens` under `grammar`; its arguments streamed."""
     from llama_cpp.llama_grammar import LlamaGrammar  # noqa: PLC0415
 
     remaining = max(budget - max(proxy.sampled, 0), 1)
@@ -350,13 +361,68 @@ def _constrained(
             if stop.is_set():
                 break
             parts.append(chunk["choices"][0].get("text") or "")
+            if streamer is not None:
+                yield from streamer.feed("".join(parts))
     finally:
         chunks.close()
-    return "".join(parts)
+    body = "".join(parts)
+    if streamer is not None and not stop.is_set():
+        yield from streamer.end(body)
+    return body
 
 
-def _call_deltas(calls: Sequence[ParsedCall]) -> Iterator[Delta]:
-    for key, parsed in enumerate(calls):
+_HEAD = re.compile(
+    r'\s*\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"(?:arguments|parameters)"\s*:\s*'
+)
+"""The start of a call's body, up to its arguments (the grammar writes the name first)."""
+_TAIL = re.compile(r"\}?\s*$")
+
+
+class _ArgumentStream:
+    """A single call's body as it is generated: its name, then its arguments piece by piece.
+
+    The body is `{"name": .., KEY: ARGUMENTS}`; the last `}` (and blanks) seen so far may be
+    the body's own end, so it is held back until more comes.
+    """
+
+    def __init__(self, key: int) -> None:
+        self.key = key
+        self.start: int | None = None
+        self.sent = 0
+
+    def feed(self, body: str) -> Iterator[Delta]:
+        """The deltas for what `body` (the text so far) adds."""
+        if self.start is None:
+            head = _HEAD.match(body)
+            if head is None:
+                return
+            self.start = self.sent = head.end()
+            # With an id, the call is announced now (without one it is held back to the end).
+            yield ToolCallDelta(self.key, new_call_id(), json.loads(head.group(1)), "")
+        match = _TAIL.search(body, self.sent)
+        end = match.start() if match else len(body)
+        if end > self.sent:
+            yield ToolCallDelta(self.key, arguments=body[self.sent : end])
+            self.sent = end
+
+    def end(self, body: str) -> Iterator[Delta]:
+        """What is left once the body is whole: the arguments' last characters."""
+        if self.start is None:
+            return
+        whole = body.rstrip()
+        end = len(whole) - 1 if whole.endswith("}") else len(whole)
+        if end > self.sent:
+            yield ToolCallDelta(self.key, arguments=body[self.sent : end])
+            self.sent = end
+
+    @property
+    def started(self) -> bool:
+        """Whether the call was announced (its name streamed)."""
+        return self.start is not None
+
+
+def _call_deltas(calls: Sequence[ParsedCall], first_key: int) -> Iterator[Delta]:
+    for key, parsed in enumerate(calls, start=first_key):
         yield ToolCallDelta(key, None, parsed.name, parsed.arguments)
 
 

