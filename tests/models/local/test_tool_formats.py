@@ -19,7 +19,7 @@ from parley.errors import UserError
 from parley.messages import ToolCallBlock
 from parley.models.local import LocalChatModel
 from parley.models.local._gguf import DEFAULT_MODEL, resolve_gguf
-from parley.models.local._native import _Watch
+from parley.models.local._native import _ArgumentStream, _Watch
 from parley.models.local._tool_formats import (
     SYNTAXES,
     ParsedCall,
@@ -271,3 +271,18 @@ def test_a_reply_opening_with_a_brace_is_a_call_in_bare_json_formats() -> None:
     assert text.feed(" The answer") == " The answer"
     assert text.feed(" is {x}.") == " is {x}."
     assert text.opened is None
+
+
+def test_a_calls_arguments_stream_without_the_bodys_closing_brace() -> None:
+    stream = _ArgumentStream(0)
+    body = ""
+    deltas = []
+    for piece in ['\n{"name": "get', '_weather", "arguments": ', '{"city": "Par', 'is"}', "}", " "]:
+        body += piece
+        deltas += list(stream.feed(body))
+    deltas += list(stream.end(body))
+    first, *rest = deltas
+    assert first.name == "get_weather"
+    assert first.id  # announced at once, under its own id
+    assert "".join(d.arguments for d in rest) == '{"city": "Paris"}'
+    assert [d.arguments for d in rest][-1] == "}"  # the arguments' own brace, held until sure
