@@ -70,7 +70,7 @@ if TYPE_CHECKING:
 __all__ = ["LocalChatModel", "LocalCredential", "LocalParameters"]
 
 TOOL_FORMAT = "chatml-function-calling"
-"""llama-cpp-python's chat format for tool calls."""
+"""llama-cpp-python's chat handler for the tool calls of models whose template knows none."""
 
 DEFAULT_CONTEXT = 4096
 """Context size for a GGUF given by path, which has no card (memory grows with it)."""
