@@ -6,7 +6,9 @@ engine has a lock; a generation runs in its own worker thread, which hands delta
 event loop through `loop.call_soon_threadsafe`, and the loop never blocks on the model.
 
 Generations go through llama-cpp-python's chat handlers (the GGUF's own chat template, or
-`chatml-function-calling` for tools), given a stand-in for the `Llama` (`_LlamaProxy`) whose
+`chatml-function-calling` for tools of models whose template knows none), or, for tools in
+the model's own format, through `_native` (the template renders, a grammar constrains the
+call). Both are given a stand-in for the `Llama` (`_LlamaProxy`) whose
 `create_completion` adds what the handlers do not pass on: a stopping criterion that ends
 the generation when the caller stops listening, a cap on `max_tokens` (the automatic
 tool-choice path asks for unlimited tokens), the seed (which `chatml-function-calling` drops),
@@ -30,6 +32,7 @@ from parley.errors import (
     ParleyError,
 )
 from parley.models.accumulator import Delta, MetaDelta, TextDelta, ToolCallDelta
+from parley.models.local._native import NativeCall, generate_native
 from parley.models.response import ChatUsage, FinishReason
 
 if TYPE_CHECKING:
@@ -168,6 +171,8 @@ class Job:
     seed: int | None = None
     options: dict[str, Any] = field(default_factory=dict)
     """Sampling options and `response_format`, passed to `create_chat_completion`."""
+    native: NativeCall | None = None
+    """Tools in the model's own format (`_native`): then `messages` and `chat_format` are unused."""
 
 
 class _LlamaProxy:
@@ -267,6 +272,11 @@ def generate(engine: Engine, job: Job, stop: threading.Event, model: str) -> Ite
 
     llama = engine.llama
     proxy = _LlamaProxy(llama, job, stop, model)
+    if job.native is not None:
+        yield from generate_native(
+            proxy, job.native, {**job.options, "max_tokens": job.max_tokens}, stop
+        )
+        return
     result = Llama.create_chat_completion(
         cast("Llama", proxy),
         messages=cast("Any", job.messages),

@@ -1,5 +1,7 @@
 r"""Messages for llama.cpp's chat handlers: ChatML text turns with `functions.<name>:` calls.
 
+(Models whose template renders tools in their own format get theirs from `_tool_formats`.)
+
 Two templates read these messages. The GGUF's own template (plain chat) concatenates each
 message's `content`, so content is always a string. llama-cpp-python's
 `chatml-function-calling` template renders an assistant's `tool_calls` as

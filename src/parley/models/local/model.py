@@ -6,11 +6,18 @@ pulled from the Hugging Face Hub (`parley models pull NAME`) by its preset's nam
 `OWNER/REPO/FILE.gguf`.
 
 - Plain chat uses the GGUF's own chat template.
-- Tools go through llama-cpp-python's `chatml-function-calling` format: a forced tool
-  (`tool_choice` a name, or `required` with one tool) streams its arguments under a grammar
-  made from the tool's JSON schema; `auto` lets a grammar choose between answering and
-  calling, which llama-cpp-python runs whole (it cannot stream that path), so the answer
-  arrives in one delta.
+- Tool calls follow the model (`tool_format`: given, else its preset's, else detected from
+  the GGUF's chat template): `hermes` (Qwen2.5, Qwen3, SmolLM3: `<tool_call>` JSON),
+  `llama3` (Llama 3.x JSON), `phi4` (Phi-4-mini's `<|tool_call|>` list) and `gemma` (Gemma 3,
+  JSON it is told to write) render the tools with the GGUF's own template and generate a
+  call under a llama.cpp grammar made from the tools' JSON schemas, so calls parse and their
+  arguments fit the schema: a forced call (`tool_choice` a name, or `required`) is generated
+  under the grammar at once; `auto` streams text until the model opens a call, then goes on
+  under the grammar. A call streams its name, then its arguments as they are written.
+  Models whose template knows no tools (SmolLM2, the default) use llama-cpp-python's
+  `chatml-function-calling`: a forced tool streams its arguments under a grammar; `auto`
+  lets a grammar choose between answering and calling, which llama-cpp-python runs whole,
+  so the answer arrives in one delta.
 - Agents given no tool-choice policy use the model's (`default_tool_choice`): one tool
   round, then an answer (`one_tool_round`). The 135M model calls a tool whenever it may, so
   without it a run would call tools until its iteration limit.
@@ -44,6 +51,17 @@ from parley.models.local._engine import (
 )
 from parley.models.local._format import for_function_calling, format_messages
 from parley.models.local._gguf import DEFAULT_MODEL, resolve_gguf
+from parley.models.local._native import NativeCall
+from parley.models.local._tool_formats import (
+    SYNTAXES,
+    ToolFormat,
+    call_grammar,
+    check_tool_format,
+    detect_tool_format,
+    preset_tool_format,
+    read_chat_template,
+    template_messages,
+)
 from parley.models.local.presets import preset_for
 from parley.models.parameters import Parameters
 from parley.models.tools import one_tool_round
@@ -56,7 +74,7 @@ if TYPE_CHECKING:
 __all__ = ["LocalChatModel", "LocalCredential", "LocalParameters"]
 
 TOOL_FORMAT = "chatml-function-calling"
-"""llama-cpp-python's chat format for tool calls."""
+"""llama-cpp-python's chat handler for the tool calls of models whose template knows none."""
 
 DEFAULT_CONTEXT = 4096
 """Context size for a GGUF given by path, which has no card (memory grows with it)."""
@@ -149,6 +167,11 @@ class LocalChatModel(ChatModel):
         cache_dir: Turns on the on-disk response cache in this folder.
         timeout: Kept for the common signature; a local generation is bounded by `max_tokens`.
         n_threads: CPU threads for llama.cpp; default all cores but one (at most 8).
+        tool_format: How the model writes tool calls (`hermes`, `llama3`, `phi4`, `gemma`,
+            `chatml-function-calling`); default: its preset's, else detected from the GGUF's
+            chat template.
+        chat_template: A jinja chat template to render tool conversations with instead of
+            the GGUF's own.
 
     Example:
         >>> model = LocalChatModel()
@@ -175,6 +198,8 @@ class LocalChatModel(ChatModel):
         cache_dir: str | Path | None = None,
         timeout: float = 120.0,
         n_threads: int | None = None,
+        tool_format: str | None = None,
+        chat_template: str | None = None,
     ) -> None:
         if isinstance(credential, str):  # `LocalChatModel("qwen3-1.7b")`: there is no key
             model, credential = credential, None
@@ -198,6 +223,26 @@ class LocalChatModel(ChatModel):
         self.max_tokens = (card.output_size if card else None) or DEFAULT_MAX_TOKENS
         self.default_tool_choice = one_tool_round
         self._engine: Engine | None = None
+        self.chat_template = chat_template
+        self._tool_format: ToolFormat | None = (
+            check_tool_format(tool_format) if tool_format else preset_tool_format(model)
+        )
+
+    @property
+    def tool_format(self) -> ToolFormat:
+        """How the model writes tool calls: given, its preset's, or detected from its template.
+
+        Detection reads the GGUF's metadata (its vocabulary only, unless the model is loaded).
+        """
+        if self._tool_format is None:
+            if self.chat_template is not None:
+                template: str | None = self.chat_template
+            elif self._engine is not None and not self._engine.closed:
+                template = self._engine.llama.metadata.get("tokenizer.chat_template")
+            else:
+                template = read_chat_template(self.path)
+            self._tool_format = detect_tool_format(template)
+        return self._tool_format
 
     @classmethod
     def list_models(cls, custom_yaml_dir: str | Path | None = None) -> list[ModelCard]:
@@ -237,7 +282,9 @@ class LocalChatModel(ChatModel):
     # -- calling ------------------------------------------------------------------------------
 
     async def _stream(self, request: ChatRequest) -> AsyncIterator[Delta]:
-        job = self._job(request)  # bad input fails before the model loads
+        if self._tool_format is None and _has_tools(request):
+            await self._loaded()  # the format is detected from the loaded model's template
+        job = self._job(request)  # bad input fails before the model loads (or generates)
         engine = await self._loaded()
         async for delta in stream_job(engine, job, self.model):
             yield delta
@@ -249,6 +296,8 @@ class LocalChatModel(ChatModel):
         max_tokens = options["max_tokens"] = options.get("max_tokens") or self.max_tokens
         if request.response_format is not None:
             options["response_format"] = {"type": "json_object", "schema": request.response_format}
+        if _has_tools(request) and self.tool_format in SYNTAXES:
+            return self._native_job(request, options, seed, max_tokens)
         # With tools barred, the GGUF's own template renders the turn (the model knows it best).
         native_tools = bool(request.tools) and request.tool_choice != "none"
         if self.formatter is not None:
@@ -265,6 +314,33 @@ class LocalChatModel(ChatModel):
             job.stream = job.tool_choice != "auto"
         return job
 
+    def _native_job(
+        self, request: ChatRequest, options: dict[str, Any], seed: int | None, max_tokens: int
+    ) -> Job:
+        """A job whose tools the model sees, and writes calls to, in its own format."""
+        syntax = SYNTAXES[self.tool_format]
+        choice = request.tool_choice or "auto"
+        tools = list(request.tools) if choice != "none" else []
+        if self.formatter is not None:
+            messages = self.formatter.format(request.messages)
+        else:
+            messages = template_messages(syntax, request.messages, tools)
+        callable_tools = [t for t in tools if choice in {"auto", "required", t.name}]
+        # A named tool is called once; otherwise as the request allows (Phi-4 lists calls).
+        parallel = choice in {"auto", "required"} and (
+            request.parameters.to_kwargs().get("parallel_tool_calls") is not False
+        )
+        native = NativeCall(
+            syntax,
+            messages,
+            tools,
+            call_grammar(syntax, callable_tools, parallel=parallel) if callable_tools else None,
+            forced=choice not in {"auto", "none"},
+            parallel=parallel,
+            template=self.chat_template,
+        )
+        return Job([], None, True, max_tokens, seed=seed, options=options, native=native)
+
     @staticmethod
     def _tool_choice(request: ChatRequest) -> str | dict[str, Any]:
         choice = request.tool_choice
@@ -279,3 +355,10 @@ class LocalChatModel(ChatModel):
                 return "auto"
             choice = request.tools[0].name
         return {"type": "function", "function": {"name": choice}}
+
+
+def _has_tools(request: ChatRequest) -> bool:
+    """Whether tools are offered, or tool turns are in the conversation."""
+    return bool(request.tools) or any(
+        msg.role == "tool" or msg.tool_calls for msg in request.messages
+    )
