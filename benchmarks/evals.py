@@ -10,7 +10,7 @@ of each pair is printed (what improved, what regressed).
 The `qa` set searches an index of `benchmarks/data/pydocs` built once with the embedded
 embedding model (`--cache-dir`, default `~/.cache/parley/evals`).
 
-Run: `python benchmarks/evals.py [--model SPEC] [--sets tools,qa,structured] [--limit N]
+Run: `python benchmarks/evals.py [--model SPEC] [--sets tools,qa,structured] [--every N]
 [--concurrency N] [--compare] [--out DIR]`; for example `--model local:qwen3-1.7b` (after
 `parley models pull qwen3-1.7b`), `--model ollama:qwen3:1.7b` or `--model openai:gpt-4o-mini`.
 benchmarks/README.md has the figures and how they were taken.
@@ -26,51 +26,67 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from parley.agents import Agent
 from parley.evals import Comparison, EvalReport
-from parley.evals.sets import NAMES, AgentSettings, load, qa_agent, structured_agent, tools_agent
+from parley.evals.sets import NAMES, load, qa_agent, structured_agent, tools_agent
 from parley.evals.sets._pydocs import open_index
 from parley.models.base import ChatModel
 from parley.models.spec import model_from_spec
-from parley.service.registry import BUILTIN_PROMPT
+from parley.service.registry import builtin_agent
 
-BEFORE = AgentSettings(
-    system_prompt=(
-        "You are a helpful assistant. To calculate, call code_interpreter with one line of "
-        "Python that prints the result, for example print(3 * 4). Then answer with the number "
-        "it printed."
-    ),
-    label="before",
+OLD_PROMPT = (
+    "You are a helpful assistant. To calculate, call code_interpreter with one line of "
+    "Python that prints the result, for example print(3 * 4). Then answer with the number "
+    "it printed."
 )
-"""The default agent as parley 0.x shipped it before issue 21: this prompt, its tools, the
-embedded model's one-round tool policy, greedy decoding."""
+"""The default agent's system prompt before issue 21 (it offered code_interpreter to every
+model, with the embedded model's one-round tool policy, decoding greedily)."""
 
-AFTER = AgentSettings(system_prompt=BUILTIN_PROMPT, label="after")
-"""The default agent as it ships now (`parley.service.registry.builtin_agent`)."""
+
+def page_agent(model: ChatModel, label: str) -> Agent:
+    """The service's default agent (what the web page talks to): as it was, or as it ships."""
+    if label == "after":
+        return builtin_agent(model)
+    from parley.tools import Toolkit  # noqa: PLC0415
+
+    return Agent("assistant", model, system_prompt=OLD_PROMPT, tools=Toolkit(["code_interpreter"]))
 
 
 async def run_set(
-    name: str,
-    model: ChatModel,
-    settings: AgentSettings,
-    *,
-    index: Any,
-    limit: int | None,
-    concurrency: int,
+    name: str, model: ChatModel, label: str, *, index: Any, every: int, concurrency: int
 ) -> EvalReport:
-    """One shipped set on `model` under `settings`."""
+    """One shipped set on `model` (every `every`th case).
+
+    `label` "before" or "after" runs the `tools` set on the service's default agent before and
+    after issue 21 (`page_agent`); "set" on the set's own agent. The other sets always run on
+    their own agents (the default agent's settings do not reach them).
+    """
     dataset = load(name)
-    if limit is not None:
-        dataset = dataset.model_copy(update={"cases": dataset.cases[:limit]})
+    dataset = dataset.model_copy(update={"cases": dataset.cases[::every]})
     target: Any
     if name == "tools":
-        target = tools_agent(model, settings)
+        target = tools_agent(model) if label == "set" else page_agent(model, label)
     elif name == "qa":
-        target = qa_agent(model, index, settings)
+        target = qa_agent(model, index)
     else:
         target = structured_agent(model)
-    report = await dataset.evaluate(target, concurrency=concurrency, retries=1)
-    report.settings.update(label=settings.label, model=model.model)
-    return report
+    settings = {"label": label, "model": model.model, "every": every}
+    return await dataset.evaluate(target, concurrency=concurrency, retries=1, settings=settings)
+
+
+ANSWER_CHECKS = ("regex", "contains", "fields_equal")
+"""The evaluators that judge the answer itself (the others judge how it was reached)."""
+
+
+def answers_right(report: EvalReport) -> str:
+    """How many cases' answers passed their answer checks, of those that have any."""
+    checked = [
+        [r.passed for r in case.results if r.name in ANSWER_CHECKS]
+        for case in report.cases
+        if case.error is None
+    ]
+    judged = [all(verdicts) for verdicts in checked if verdicts]
+    return f"{sum(judged)}/{len(judged)}"
 
 
 def row(report: EvalReport) -> str:
@@ -79,14 +95,14 @@ def row(report: EvalReport) -> str:
     cost = "-" if s.cost is None else f"${s.cost:.4f}"
     return (
         f"| {report.dataset} | {report.settings.get('label', '')} | {s.cases} | {s.score:.2f} | "
-        f"{s.pass_rate:.0%} | {cost} | {s.input_tokens:,} / {s.output_tokens:,} | "
-        f"{s.duration:.0f} s |"
+        f"{s.pass_rate:.0%} | {answers_right(report)} | {cost} | "
+        f"{s.input_tokens:,} / {s.output_tokens:,} | {s.duration:.0f} s |"
     )
 
 
 HEADER = (
-    "| set | settings | cases | score | pass rate | cost | tokens in / out | time |\n"
-    "|---|---|---|---|---|---|---|---|"
+    "| set | agent | cases | score | pass rate | answers right | cost | tokens in / out | time |\n"
+    "|---|---|---|---|---|---|---|---|---|"
 )
 
 
@@ -102,26 +118,22 @@ async def main(argv: Sequence[str] | None = None) -> int:
     index = await open_index(args.cache_dir / "pydocs.sqlite") if "qa" in sets else None
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    runs = [BEFORE, AFTER] if args.compare else [AFTER]
+    runs = [(name, "set") for name in sets if name != "tools" or not args.compare]
+    if args.compare and "tools" in sets:
+        runs[:0] = [("tools", "before"), ("tools", "after")]
     reports: dict[tuple[str, str], EvalReport] = {}
     print(f"model: {args.model} ({model.model}); concurrency {args.concurrency}")
     try:
-        for settings in runs:
-            for name in sets:
-                began = time.perf_counter()
-                report = await run_set(
-                    name,
-                    model,
-                    settings,
-                    index=index,
-                    limit=args.limit,
-                    concurrency=args.concurrency,
-                )
-                reports[name, settings.label] = report
-                stem = out / f"{name}-{settings.label}"
-                write(report, stem)
-                took = time.perf_counter() - began
-                print(f"{name} ({settings.label}): {took:.0f} s, {row(report)}", flush=True)
+        for name, label in runs:
+            began = time.perf_counter()
+            report = await run_set(
+                name, model, label, index=index, every=args.every, concurrency=args.concurrency
+            )
+            reports[name, label] = report
+            stem = out / f"{name}-{label}"
+            write(report, stem)
+            took = time.perf_counter() - began
+            print(f"{name} ({label}): {took:.0f} s, {row(report)}", flush=True)
     finally:
         if index is not None:
             await index.close()
@@ -129,10 +141,9 @@ async def main(argv: Sequence[str] | None = None) -> int:
     print(HEADER)
     for report in reports.values():
         print(row(report))
-    if args.compare:
-        for name in sets:
-            print(f"\n{name}: after against before")
-            show(reports[name, "after"].compare(reports[name, "before"]))
+    if ("tools", "after") in reports:
+        print("\nthe default agent on the tools set, after against before:")
+        show(reports["tools", "after"].compare(reports["tools", "before"]))
     return 0
 
 
@@ -159,10 +170,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="local", help="a model spec (default: local)")
     parser.add_argument("--sets", default=",".join(NAMES), help="comma-separated set names")
-    parser.add_argument("--limit", type=int, default=None, help="the first N cases of each set")
+    parser.add_argument(
+        "--every",
+        type=int,
+        default=1,
+        help="run every Nth case of each set (a sample across its categories; default all)",
+    )
     parser.add_argument("--concurrency", type=int, default=1, help="cases run at once")
     parser.add_argument(
-        "--compare", action="store_true", help="run under the settings before and after"
+        "--compare",
+        action="store_true",
+        help="run the tools set on the default agent as before issue 21 and as it ships now",
     )
     parser.add_argument("--out", type=Path, default=Path(".evals"), help="reports' folder")
     parser.add_argument(
