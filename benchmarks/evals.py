@@ -49,7 +49,8 @@ def page_agent(model: ChatModel, label: str) -> Agent:
         return builtin_agent(model)
     from parley.tools import Toolkit  # noqa: PLC0415
 
-    return Agent("assistant", model, system_prompt=OLD_PROMPT, tools=Toolkit(["code_interpreter"]))
+    tools = Toolkit(["code_interpreter"])
+    return Agent("assistant", model, system_prompt=OLD_PROMPT, tools=tools, max_iters=4)
 
 
 async def run_set(
