@@ -17,6 +17,14 @@ from tests._requires import require_module
 from tests.service._live import free_port
 
 START_TIMEOUT = 60.0
+TOOL_AGENT = """
+from parley.models.spec import model_from_spec
+from parley.service.registry import builtin_agent
+
+
+def assistant():
+    return builtin_agent(model_from_spec("local"), tools=True)
+"""
 
 
 def test_serve_says_where_the_page_is_and_which_sandbox_runs_code(tmp_path: Path) -> None:
@@ -24,6 +32,10 @@ def test_serve_says_where_the_page_is_and_which_sandbox_runs_code(tmp_path: Path
     log = tmp_path / "serve.log"
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env["PARLEY_WORKSPACE"] = str(tmp_path / "workspace")
+    # The built-in agent offers the embedded model no tool (issue 21: it cannot use one), so
+    # the code interpreter is asked for, as a user serving it to a larger model would have it.
+    (tmp_path / "served.py").write_text(TOOL_AGENT, encoding="utf-8")
+    env["PARLEY_AGENTS"] = '["served:assistant"]'
     command = [sys.executable, "-m", "parley", "serve", "--port", str(port)]
     with log.open("w") as out:
         server = subprocess.Popen(command, stderr=out, stdout=out, cwd=tmp_path, env=env)

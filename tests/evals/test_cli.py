@@ -176,12 +176,36 @@ def test_a_model_on_the_openai_wire(dataset: Path) -> None:
     assert "openai" in done.stdout.splitlines()[0]
 
 
+def test_a_shipped_set_by_name_runs_its_own_agent_on_the_model(tmp_path: Path) -> None:
+    """`parley eval tools --model SPEC`: the set's agent (its code interpreter) on that model."""
+    require_module("openai", "openai")
+    from parley.testing.openai_server import OpenAIServer, Reply, ToolCall  # noqa: PLC0415
+
+    steps = [
+        Reply(tool_calls=[ToolCall("code_interpreter", {"code": "print(12*7)"})]),
+        Reply(text="12*7 is 84."),
+    ]
+    with OpenAIServer(steps) as server:
+        env = {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": server.url}
+        done = _parley(
+            "tools", "--model", "openai:gpt-4o-mini", "--case", "arith-12x7", cwd=tmp_path, env=env
+        )
+        server.assert_consumed()
+        # The tool's result went back to the model: the interpreter really ran the code.
+        second = server.requests[1].json["messages"]
+    assert done.returncode == 0, done.stderr
+    assert any(m.get("role") == "tool" and "84" in str(m.get("content")) for m in second)
+    row = next(line for line in done.stdout.splitlines() if line.startswith("arith-12x7"))
+    assert row.split()[1] == "pass"
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (
             ["missing.yaml", "--agent", "x:y"],
-            "parley: no dataset at 'missing.yaml' (a YAML, JSON or .py file)",
+            "parley: no dataset at 'missing.yaml': give a YAML, JSON or .py file, or a shipped "
+            "set's name (tools, qa, structured)",
         ),
         (
             ["arith.yaml", "--agent", "nocolon"],

@@ -1,5 +1,7 @@
 """End to end on the embedded defaults: the built-in agent (the local model and the code
 interpreter) served on SQLite, asked through the API and through the web page in Chromium.
+The built-in agent offers the embedded model no tool unless asked (`tools=True`, as here:
+tests/service/test_builtin_agent.py has why); these tests keep its tool path working.
 
 The model decodes greedily, so its answers are the same on every run; the questions are ones
 the 135M model gets right with one tool call.
@@ -33,7 +35,7 @@ def local_model() -> LocalChatModel:
 async def test_the_builtin_agent_answers_with_a_tool(
     service: MakeService, local_model: LocalChatModel
 ) -> None:
-    svc = await service(builtin_agent(local_model))
+    svc = await service(builtin_agent(local_model, tools=True))
     response = await svc.client.post("/stream", json={"message": QUESTION})
     got = frames(response.text)
     assert got[-1] == DONE
@@ -49,7 +51,7 @@ async def test_the_builtin_agent_answers_with_a_tool(
 @pytest.fixture
 def local_service(tmp_path: Path, local_model: LocalChatModel) -> Iterator[str]:
     settings = ServiceSettings(database_url=f"sqlite+aiosqlite:///{tmp_path / 'parley.db'}")
-    with running(create_app(settings, agents=[builtin_agent(local_model)])) as url:
+    with running(create_app(settings, agents=[builtin_agent(local_model, tools=True)])) as url:
         yield url
 
 

@@ -38,7 +38,7 @@ def add_commands(commands: Any) -> None:
         help="run an evaluation dataset over an agent, a model or a function",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
-    parser.add_argument("dataset", metavar="DATASET", help="a dataset file: YAML, JSON or .py")
+    parser.add_argument("dataset", metavar="DATASET", help="a dataset file (YAML, JSON or .py), or a shipped set: tools, qa, structured")
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument(
         "--agent",
@@ -126,7 +126,7 @@ def eval_command(args: argparse.Namespace) -> int:
 
     dataset = _dataset(args.dataset, args.cases)
     baseline = EvalReport.load(args.baseline) if args.baseline else None
-    target = _target(args)
+    target = _shipped_target(args) or _target(args)
     judge = _model(args.judge) if args.judge else None
     from parley.cli import progress  # noqa: PLC0415  (parley.cli imports this module lazily)
 
@@ -160,9 +160,17 @@ def _show(report: EvalReport, baseline: EvalReport | None, args: argparse.Namesp
 def _dataset(path: str, names: list[str] | None) -> Dataset:
     from parley.evals.dataset import Dataset  # noqa: PLC0415
 
-    if not Path(path).is_file():
-        raise ConfigurationError(f"no dataset at {path!r} (a YAML, JSON or .py file)")
-    dataset = Dataset.load(path)
+    from parley.evals import sets  # noqa: PLC0415
+
+    if Path(path).is_file():
+        dataset = Dataset.load(path)
+    elif path in sets.NAMES:
+        dataset = sets.load(path)
+    else:
+        raise ConfigurationError(
+            f"no dataset at {path!r}: give a YAML, JSON or .py file, or a shipped set's name "
+            f"({', '.join(sets.NAMES)})"
+        )
     if not names:
         return dataset
     known = {case.name for case in dataset.cases}
@@ -174,6 +182,25 @@ def _dataset(path: str, names: list[str] | None) -> Dataset:
         )
     chosen = [case for case in dataset.cases if case.name in names]
     return dataset.model_copy(update={"cases": chosen})
+
+
+def _shipped_target(args: argparse.Namespace) -> Any:
+    """A shipped set named with `--model`: the set's own agent (its tools, prompt) on it."""
+    from parley.evals import sets  # noqa: PLC0415
+
+    if not args.model or args.dataset not in sets.NAMES or Path(args.dataset).is_file():
+        return None
+    model = _model(args.model)
+    if args.dataset == "tools":
+        return sets.tools_agent(model)
+    if args.dataset == "structured":
+        return sets.structured_agent(model)
+    from parley._sync import run_sync  # noqa: PLC0415
+    from parley.evals.sets._pydocs import open_index  # noqa: PLC0415
+
+    # Built once (embedding the corpus takes minutes on a CPU), then reopened from the cache.
+    cache = Path.home() / ".cache" / "parley" / "evals" / "pydocs.sqlite"
+    return sets.qa_agent(model, run_sync(open_index(cache)))
 
 
 def _target(args: argparse.Namespace) -> Any:

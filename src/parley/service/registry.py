@@ -19,7 +19,8 @@ descriptions::
     description = "Answers questions about the weather"
 
 With none of these, the service serves `builtin_agent()`: the settings' model (the embedded
-local model by default) with the built-in code interpreter.
+local model by default) with the built-in code interpreter (not for the embedded 135M model,
+which cannot use it: `embedded_model`).
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ BUILTIN_PROMPT = (
     "Python that prints the result, for example print(3 * 4). Then answer with the number it "
     "printed."
 )
+TINY_PROMPT = "You are a helpful assistant."
+"""The default agent's prompt for the embedded 135M model, which it gets without tools."""
 
 
 @dataclass
@@ -204,10 +207,23 @@ class AgentRegistry:
             self.default = data["default"]
 
 
-def builtin_agent(model: ChatModel, *, key: str = BUILTIN_KEY) -> Agent:
-    """The agent served when none is configured: `model` with the built-in code interpreter."""
+def builtin_agent(model: ChatModel, *, key: str = BUILTIN_KEY, tools: bool | None = None) -> Agent:
+    """The agent served when none is configured: `model` with the built-in code interpreter.
+
+    The embedded 135M model gets no tool and a plain prompt unless `tools=True` (see
+    `embedded_model`): offered a tool, it calls it for every question, with code that fails.
+    """
     from parley.tools import Toolkit  # noqa: PLC0415  (the tools extra loads on use)
 
+    offer = not embedded_model(model) if tools is None else tools
+    if not offer:
+        return Agent(
+            key,
+            model,
+            system_prompt=TINY_PROMPT,
+            max_iters=1,
+            description="A helpful assistant (the embedded model, without tools).",
+        )
     # No tool_choice: the model's own default applies (the local one's is one tool round).
     return Agent(
         key,
@@ -217,6 +233,20 @@ def builtin_agent(model: ChatModel, *, key: str = BUILTIN_KEY) -> Agent:
         max_iters=4,
         description="A helpful assistant that can run Python in a sandbox.",
     )
+
+
+def embedded_model(model: ChatModel) -> bool:
+    """Whether `model` is the embedded SmolLM2-135M, which the default agent offers no tool.
+
+    Measured on the shipped `tools` set (benchmarks/evals.py --compare; the figures are in
+    docs/how-to/evaluate.md): offered code_interpreter, the 135M model called it for plain
+    questions too ("What is the capital of France?" ran `Paris` as Python), with code that
+    fails, then explained the error; its arithmetic was no better for the tool. Without it, it
+    answered 10 of the 10 plain questions with no tool call, in about a second each.
+    """
+    from parley.models.local._gguf import DEFAULT_MODEL  # noqa: PLC0415
+
+    return model.provider == "local" and model.model == DEFAULT_MODEL
 
 
 def load_target(target: str) -> Any:
