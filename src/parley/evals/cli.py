@@ -38,7 +38,11 @@ def add_commands(commands: Any) -> None:
         help="run an evaluation dataset over an agent, a model or a function",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
-    parser.add_argument("dataset", metavar="DATASET", help="a dataset file (YAML, JSON or .py), or a shipped set: tools, qa, structured")
+    parser.add_argument(
+        "dataset",
+        metavar="DATASET",
+        help="a dataset file (YAML, JSON or .py), or a shipped set: tools, qa, structured",
+    )
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument(
         "--agent",
@@ -158,9 +162,8 @@ def _show(report: EvalReport, baseline: EvalReport | None, args: argparse.Namesp
 
 
 def _dataset(path: str, names: list[str] | None) -> Dataset:
-    from parley.evals.dataset import Dataset  # noqa: PLC0415
-
     from parley.evals import sets  # noqa: PLC0415
+    from parley.evals.dataset import Dataset  # noqa: PLC0415
 
     if Path(path).is_file():
         dataset = Dataset.load(path)
