@@ -37,7 +37,7 @@ from starlette.types import Receive, Scope, Send
 from parley import tracing
 from parley.agents import Agent
 from parley.errors import ConfigurationError, ParleyError, ServiceError, UserError
-from parley.models.auto import ModelChoice, choose_model
+from parley.models.auto import ModelChoice, choose_model, is_embedded
 from parley.models.base import ChatModel
 from parley.models.spec import DEFAULT_MODEL_SPEC, model_from_spec
 from parley.service import (
@@ -53,7 +53,12 @@ from parley.service.auth import local_only_tools
 from parley.service.bounds import CONNECTION, ClientConnection, limit_body
 from parley.service.documents import DOCUMENTS_KEY, DocumentsService
 from parley.service.events import StoreEventLog
-from parley.service.registry import AgentRegistry, builtin_agent
+from parley.service.registry import (
+    BUILTIN_DESCRIPTION,
+    TINY_DESCRIPTION,
+    AgentRegistry,
+    builtin_agent,
+)
 from parley.service.runs import RunManager
 from parley.service.served_models import ModelRegistry, ModelsInput, served_models
 from parley.service.settings import ServiceSettings
@@ -152,10 +157,10 @@ def build_registry(
         )
     if not len(registry):
         spec = settings.model or DEFAULT_MODEL_SPEC  # create_app chose it; `local` if called alone
+        # Said without building the model: the embedded one is offered no tool (`builtin_agent`).
+        described = TINY_DESCRIPTION if is_embedded(spec) else BUILTIN_DESCRIPTION
         registry.register(
-            lambda: builtin_agent(build_model(spec)),
-            key="assistant",
-            description="A helpful assistant that can run Python in a sandbox.",
+            lambda: builtin_agent(build_model(spec)), key="assistant", description=described
         )
     if settings.default_agent is not None:
         registry.default = settings.default_agent

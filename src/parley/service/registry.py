@@ -52,6 +52,8 @@ BUILTIN_PROMPT = (
     "printed."
 )
 TINY_PROMPT = "You are a helpful assistant."
+BUILTIN_DESCRIPTION = "A helpful assistant that can run Python in a sandbox."
+TINY_DESCRIPTION = "A helpful assistant (the embedded model, without tools)."
 """The default agent's prompt for the embedded 135M model, which it gets without tools."""
 
 
@@ -222,7 +224,7 @@ def builtin_agent(model: ChatModel, *, key: str = BUILTIN_KEY, tools: bool | Non
             model,
             system_prompt=TINY_PROMPT,
             max_iters=1,
-            description="A helpful assistant (the embedded model, without tools).",
+            description=TINY_DESCRIPTION,
         )
     # No tool_choice: the model's own default applies (the local one's is one tool round).
     return Agent(
@@ -231,7 +233,7 @@ def builtin_agent(model: ChatModel, *, key: str = BUILTIN_KEY, tools: bool | Non
         system_prompt=BUILTIN_PROMPT,
         tools=Toolkit(list(BUILTIN_TOOLS)),
         max_iters=4,
-        description="A helpful assistant that can run Python in a sandbox.",
+        description=BUILTIN_DESCRIPTION,
     )
 
 
