@@ -500,8 +500,11 @@ def test_with_no_agents_named_the_builtin_one_is_served_lazily() -> None:
     (entry,) = registry
     assert entry.key == "assistant"
     assert registry.default == "assistant"
-    assert "sandbox" in entry.description
+    # The embedded model is offered no tool, and its description says so without loading it.
+    assert entry.description == "A helpful assistant (the embedded model, without tools)."
     assert entry._agent is None  # its model is not loaded by naming it
+    hosted = build_registry(ServiceSettings(model="openai:gpt-4o-mini"))
+    assert "sandbox" in next(iter(hosted)).description
 
 
 async def test_the_service_serves_the_agents_its_settings_name(
