@@ -44,6 +44,10 @@ pip_install numpy soundfile tqdm python-dateutil
 # jieba: its `rag` extra declares them, with PDF and Office parsers that rag.py does not need.
 pip_install rank_bm25 snowballstemmer jieba
 
+# pydantic-evals, evals_peer.py's peer (that script also makes a virtualenv of its own for it
+# on first use, through _bench_venv.py, so it runs without this one).
+pip_install "pydantic-evals==2.62.0"
+
 # AgentScope 2.0.11 pins certifi>=2026.10.19, newer than some indexes hold: install it without
 # dependencies, then its own requirements (its Requires-Dist minus extras) with any certifi.
 pip_install --no-deps "agentscope==2.0.11"
@@ -107,6 +111,7 @@ from qwen_agent.llm.schema import ContentItem, FunctionCall, Message
 from qwen_agent.tools.search_tools.keyword_search import KeywordSearch
 from parley.embeddings.local import LocalEmbeddingModel
 from parley.rag import DocumentIndex
+from pydantic_evals import Case, Dataset
 
 assert agentscope.__version__ == "2.0.11", agentscope.__version__
 print(f"benchmark environment ready: parley {parley.__version__}, qwen-agent 0.0.34, "

@@ -71,7 +71,10 @@ class DatasetError(ConfigurationError):
 def _evaluators(values: Any) -> list[Evaluator]:
     if values is None:
         return []
-    if isinstance(values, Mapping | str) or not isinstance(values, Sequence):
+    # A list or a tuple first: the ABC checks cost more than the rest of a case's validation.
+    if not isinstance(values, list | tuple) and (
+        isinstance(values, Mapping | str) or not isinstance(values, Sequence)
+    ):
         values = [values]
     return [_evaluator(index, value) for index, value in enumerate(values)]
 
