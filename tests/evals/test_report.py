@@ -71,3 +71,11 @@ def test_both_bars_name_both_shortfalls() -> None:
 def test_an_error_fails_the_bar() -> None:
     assert report(errored("a")).check(min_score=0.0, min_pass_rate=0.0) is None
     assert report(errored("a")).check(min_pass_rate=0.01) is not None
+
+
+def test_the_repr_names_the_run_not_every_case() -> None:
+    # asyncio.run on 3.11 reprs the report it returns: it must not cost a walk of every case.
+    run = report(passing("a"), failing("b"), errored("c"))
+    assert repr(run) == (
+        "EvalReport(dataset='arith', target=\"agent 'maths' (scripted)\", cases=3, passed=1)"
+    )
