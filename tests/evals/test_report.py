@@ -79,3 +79,23 @@ def test_the_repr_names_the_run_not_every_case() -> None:
     assert repr(run) == (
         "EvalReport(dataset='arith', target=\"agent 'maths' (scripted)\", cases=3, passed=1)"
     )
+
+
+def test_the_judges_cost_is_summed_apart_from_the_targets() -> None:
+    from parley.messages import Usage  # noqa: PLC0415
+
+    judged = [passing("a"), passing("b"), passing("c")]
+    judged[0] = judged[0].model_copy(
+        update={"judge_usage": Usage(input_tokens=100, output_tokens=20, cost=0.002)}
+    )
+    judged[1] = judged[1].model_copy(
+        update={"judge_usage": Usage(input_tokens=50, output_tokens=10, cost=0.001)}
+    )
+    summary = report(*judged).summary()
+    assert summary.judge_cost == pytest.approx(0.003)
+    assert summary.judge_tokens == 180
+    assert summary.cost == pytest.approx(0.0003)  # the target's three calls only
+    assert "judge 0.003000, 180 tokens" in report(*judged).render()
+    unpriced = judged[0].model_copy(update={"judge_usage": Usage(input_tokens=5)})
+    assert report(unpriced).summary().judge_cost is None
+    assert report(passing("d")).summary().judge_tokens == 0

@@ -222,6 +222,8 @@ def summary_line(summary: ReportSummary, *, color: bool = False) -> str:
         parts.append(_paint(errors, "error", color))
     parts.append(f"score {summary.score:.2f}")
     parts.append(f"cost {format_cost(summary.cost)}")
+    if summary.judge_tokens:
+        parts.append(f"judge {format_cost(summary.judge_cost)}, {summary.judge_tokens:,} tokens")
     parts.append(
         f"{format_seconds(summary.duration)} (p50 {format_seconds(summary.latency_p50)}, "
         f"max {format_seconds(summary.latency_max)})"

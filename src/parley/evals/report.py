@@ -126,6 +126,11 @@ class ReportSummary(BaseModel):
     latency_max: float
     by_evaluator: dict[str, float]
     """Each evaluator's pass rate over the cases it judged."""
+    judge_cost: float | None = None
+    """What the `Judge` evaluators' model calls cost, apart from the target's (None: no judge
+    call, or an unpriced one)."""
+    judge_tokens: int = 0
+    """Tokens in and out of the `Judge` evaluators' model calls."""
 
 
 class EvalReport(BaseModel):
@@ -166,6 +171,8 @@ class EvalReport(BaseModel):
             for result in case.results:
                 by_evaluator.setdefault(result.name, []).append(result.passed)
         passed = sum(1 for c in cases if c.passed)
+        judged = [c.judge_usage for c in cases if c.judge_usage is not None]
+        judge_costs = [u.cost for u in judged]
         return ReportSummary(
             cases=len(cases),
             passed=passed,
@@ -180,6 +187,10 @@ class EvalReport(BaseModel):
             latency_p50=statistics.median(durations),
             latency_max=max(durations),
             by_evaluator={k: sum(v) / len(v) for k, v in by_evaluator.items()},
+            judge_cost=(
+                None if not judged or None in judge_costs else sum(c or 0.0 for c in judge_costs)
+            ),
+            judge_tokens=sum(u.input_tokens + u.output_tokens for u in judged),
         )
 
     def case(self, name: str) -> CaseResult:
