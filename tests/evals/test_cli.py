@@ -270,6 +270,8 @@ def test_bad_usage_is_one_line_and_exit_2(
         ["arith.yaml", "--agent", "a:b", "--min-score", "1.5"],
         ["arith.yaml", "--agent", "a:b", "--min-score", "0.5", "--min-pass-rate", "0.5"],
         ["arith.yaml", "--agent", "a:b", "--concurrency", "0"],
+        ["arith.yaml", "--agent", "a:b", "--timeout", "0"],
+        ["arith.yaml", "--agent", "a:b", "--timeout", "soon"],
     ],
 )
 def test_bad_options_exit_2(

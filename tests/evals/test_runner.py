@@ -223,6 +223,31 @@ async def test_a_target_that_raises_gives_its_case_an_error_and_the_run_goes_on(
     assert report.summary().errors == 1
 
 
+async def test_a_case_slower_than_the_timeout_ends_with_its_error_and_is_not_tried_again() -> None:
+    started: list[str] = []
+    release = asyncio.Event()  # never set: the slow case would wait forever without a timeout
+
+    async def target(inputs: str) -> str:
+        started.append(inputs)
+        if inputs == "slow":
+            await release.wait()
+        return inputs
+
+    ds = Dataset(
+        "t", [Case("slow", "slow", expected="slow"), Case("fast", "fast", expected="fast")]
+    )
+    report = await ds.evaluate(target, retries=2, timeout=0.2)
+
+    slow, fast = report.cases
+    assert slow.error == "CaseTimeoutError: took longer than 0.2 s"
+    assert slow.attempts == 1  # a slow model would be as slow again
+    assert started.count("slow") == 1
+    assert fast.passed
+    assert report.settings["timeout"] == 0.2
+    with pytest.raises(UserError, match="timeout must be above 0 seconds, got 0"):
+        await ds.evaluate(target, timeout=0)
+
+
 async def test_a_provider_error_is_retried_with_the_attempts_recorded() -> None:
     model = ScriptedModel([ModelHTTPError(503, "busy"), ModelHTTPError(500, "oops"), "84"])
     ds = Dataset("r", [Case("a", "12*7?", expected="84")])

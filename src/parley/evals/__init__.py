@@ -46,13 +46,14 @@ from parley.evals.report import (
     ReportSummary,
     ToolCallRecord,
 )
-from parley.evals.runner import Target, evaluate
+from parley.evals.runner import CaseTimeoutError, Target, evaluate
 
 __all__ = [
     "CalledTool",
     "Case",
     "CaseChange",
     "CaseResult",
+    "CaseTimeoutError",
     "Comparison",
     "Contains",
     "Dataset",

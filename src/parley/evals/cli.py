@@ -68,6 +68,12 @@ def add_commands(commands: Any) -> None:
         help="retries of a case after a provider error (default 2)",
     )
     parser.add_argument(
+        "--timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help="the most one try of a case may take; longer is that case's error (default none)",
+    )
+    parser.add_argument(
         "--judge", metavar="SPEC", help="the model `judge` evaluators ask, provider[:model]"
     )
     parser.add_argument(
@@ -107,6 +113,16 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError("must be above 0")
+    return value
+
+
 def _positive(text: str) -> int:
     value = _count(text)
     if value < 1:
@@ -138,7 +154,11 @@ def eval_command(args: argparse.Namespace) -> int:
     label = f"Evaluating {visible(dataset.name)}: {cases} case" + ("" if cases == 1 else "s")
     with progress(label):  # a spinner on a terminal, one line otherwise (stderr)
         report = dataset.evaluate_sync(
-            target, concurrency=args.concurrency, retries=args.retries, judge_model=judge
+            target,
+            concurrency=args.concurrency,
+            retries=args.retries,
+            judge_model=judge,
+            timeout=args.timeout,
         )
     _show(report, baseline, args)
     shortfall = report.check(min_score=args.min_score, min_pass_rate=args.min_pass_rate)

@@ -267,6 +267,7 @@ class Dataset(BaseModel):
         settings: Mapping[str, Any] | None = None,
         judge_model: ChatModel | None = None,
         retry_policy: RetryPolicy | None = None,
+        timeout: float | None = None,
     ) -> EvalReport:
         """Run every case over `target` and judge it; see `parley.evals.runner.evaluate`."""
         from parley.evals.runner import evaluate  # noqa: PLC0415
@@ -280,6 +281,7 @@ class Dataset(BaseModel):
             settings=settings,
             judge_model=judge_model,
             retry_policy=retry_policy,
+            timeout=timeout,
         )
 
     def evaluate_sync(
@@ -292,6 +294,7 @@ class Dataset(BaseModel):
         settings: Mapping[str, Any] | None = None,
         judge_model: ChatModel | None = None,
         retry_policy: RetryPolicy | None = None,
+        timeout: float | None = None,
     ) -> EvalReport:
         """`evaluate`, from synchronous code."""
         return run_sync(
@@ -303,6 +306,7 @@ class Dataset(BaseModel):
                 settings=settings,
                 judge_model=judge_model,
                 retry_policy=retry_policy,
+                timeout=timeout,
             )
         )
 

@@ -82,6 +82,7 @@ async def evaluate(
     settings: Mapping[str, Any] | None = None,
     judge_model: ChatModel | None = None,
     retry_policy: RetryPolicy | None = None,
+    timeout: float | None = None,
 ) -> EvalReport:
     """Run every case of `dataset` over `target` and judge it.
 
@@ -95,17 +96,22 @@ async def evaluate(
         settings: What else identifies the run, kept in the report.
         judge_model: The model of the `Judge` evaluators that name none.
         retry_policy: The backoff between tries (`retries` sets its `max_retries`).
+        timeout: Seconds one try of a case may take; a case that takes longer ends with a
+            `CaseTimeoutError` (not tried again: a slow model would be as slow again).
 
     Returns:
         The report: each case's result in the dataset's order.
 
     Raises:
-        UserError: `concurrency` below 1, `retries` below 0, or a target of no known kind.
+        UserError: `concurrency` below 1, `retries` below 0, `timeout` not above 0, or a
+            target of no known kind.
     """
     if concurrency < 1:
         raise UserError(f"concurrency must be at least 1, got {concurrency}")
     if retries < 0:
         raise UserError(f"retries must be 0 or more, got {retries}")
+    if timeout is not None and not timeout > 0:
+        raise UserError(f"timeout must be above 0 seconds, got {timeout}")
     run = _runner(target)
     policy = RetryPolicy(
         max_retries=retries,
@@ -117,12 +123,12 @@ async def evaluate(
     report = EvalReport(
         dataset=dataset.name,
         target=name or describe_target(target),
-        settings=_settings(concurrency, retries, judge_model, settings),
+        settings=_settings(concurrency, retries, judge_model, settings, timeout),
     )
 
     async def one(case: Case) -> CaseResult:
         async with limit:
-            return await _run_case(dataset, case, run, policy, judge_model)
+            return await _run_case(dataset, case, _timed(run, timeout), policy, judge_model)
 
     # A TaskGroup: cancelling the run (or a bug in the runner) cancels every case in flight.
     async with asyncio.TaskGroup() as group:
@@ -137,9 +143,12 @@ def _settings(
     retries: int,
     judge_model: ChatModel | None,
     extra: Mapping[str, Any] | None,
+    timeout: float | None = None,
 ) -> dict[str, Any]:
     """What identifies the run in its report: the runner's settings, then the caller's."""
     found: dict[str, Any] = {"concurrency": concurrency, "retries": retries}
+    if timeout is not None:
+        found["timeout"] = timeout
     if judge_model is not None:
         found["judge_model"] = _model_name(judge_model)
     return {**found, **(extra or {})}
@@ -177,6 +186,26 @@ async def _run_case(
         scope.result(passed=result.passed, score=result.score, attempts=attempts, error=error)
         result.trace_id = scope.trace_id
         return result
+
+
+class CaseTimeoutError(Exception):
+    """A try of a case took longer than the run's `timeout`."""
+
+
+def _timed(run: _Run, timeout: float | None) -> _Run:
+    """`run`, bounded by `timeout` seconds a try (as it is without one)."""
+    if timeout is None:
+        return run
+
+    async def bounded(ctx: EvalContext) -> Any:
+        try:
+            async with asyncio.timeout(timeout):
+                return await run(ctx)
+        except TimeoutError:
+            # Not a TimeoutError: the retry policy would take that for a provider's timeout.
+            raise CaseTimeoutError(f"took longer than {timeout:g} s") from None
+
+    return bounded
 
 
 async def _attempts(
