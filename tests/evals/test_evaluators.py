@@ -273,6 +273,31 @@ async def test_retrieval_hit_all_and_the_score() -> None:
     assert report.case("fail").results[0].score == 0.5
 
 
+async def test_retrieval_hit_by_source_is_not_fooled_by_a_passage_that_mentions_the_id() -> None:
+    def retrieving(inputs: list[str], ctx: EvalContext) -> str:
+        ctx.retrieved.extend(inputs)
+        return "ok"
+
+    mentions = "os.rmdir\nRemove an empty directory; to remove whole trees see shutil.rmtree."
+    right = "shutil.rmtree, page 2\nDelete an entire directory tree."
+    ds = Dataset(
+        "r",
+        [
+            Case("mentioned", [mentions], expected=["shutil.rmtree"]),
+            Case("retrieved", [mentions, right], expected=["shutil.rmtree"]),
+        ],
+        evaluators=[RetrievalHit(where="source")],
+    )
+    report = await ds.evaluate(retrieving)
+    assert not verdicts(report)["mentioned"][0]
+    assert verdicts(report)["retrieved"] == (True, None)
+    # Matched anywhere (the default) or in the text, the mention counts.
+    for where in ("any", "text"):
+        loose = ds.model_copy(update={"evaluators": [RetrievalHit(where=where)]})
+        assert verdicts(await loose.evaluate(retrieving))["mentioned"] == (True, None)
+    assert RetrievalHit.from_spec({"type": "retrieval_hit", "where": "source"}).where == "source"
+
+
 async def test_max_cost_and_tokens() -> None:
     cheap = ChatResponse.model_validate(
         {"content": [{"type": "text", "text": "a"}], "usage": {"input_tokens": 5, "cost": 0.001}}

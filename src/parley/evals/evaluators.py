@@ -30,7 +30,7 @@ import inspect
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import jsonschema
 from pydantic import (
@@ -551,21 +551,25 @@ class CalledTool(Evaluator):
 class RetrievalHit(Evaluator):
     """Expected passages are among the first `k` retrieved (hit@k).
 
-    A passage counts as found when an expected id or text occurs in it (case-insensitive):
-    passages carry their source line (a file name, a URL, an id) above their text. The score
-    is the share of expected ones found (recall@k); it passes on one found, or on all with
-    `all`.
+    Passages carry their source line (a file name, a URL, an id, then maybe `, page 2` or
+    `: heading`) above their text. With `where="source"` an expected value is found when it
+    is a passage's source (case-insensitive); with `"text"` when it occurs in a passage's
+    text; with `"any"` (the default) in either. Match ids by source: a passage that only
+    mentions `shutil.rmtree` in its text is not the `shutil.rmtree` passage. The score is the
+    share of expected ones found (recall@k); it passes on one found, or on all with `all`.
 
     Attributes:
         expected: The ids or texts to find; None: the case's `expected` (a text or a list).
         k: How many of the first passages count; None: all retrieved.
         all: Pass only when every expected one is found.
+        where: What an expected value is matched against: `source`, `text` or `any`.
     """
 
     type: ClassVar[str] = "retrieval_hit"
     expected: list[str] | None = None
     k: int | None = Field(default=None, ge=1)
     all: bool = False
+    where: Literal["any", "source", "text"] = "any"
 
     def __init__(self, expected: str | Sequence[str] | None = None, **fields: Any) -> None:
         if isinstance(expected, str):
@@ -585,7 +589,7 @@ class RetrievalHit(Evaluator):
         if not wanted:
             raise UserError("RetrievalHit has nothing to find: give `expected`")
         passages = [p.casefold() for p in ctx.retrieved[: self.k]]
-        found = [w for w in wanted if any(str(w).casefold() in p for p in passages)]
+        found = [w for w in wanted if any(self._matches(str(w).casefold(), p) for p in passages)]
         passed = len(found) == len(wanted) if self.all else bool(found)
         top = f"the first {self.k}" if self.k else "the"
         reason = (
@@ -593,6 +597,16 @@ class RetrievalHit(Evaluator):
             "passage(s) retrieved"
         )
         return _result(self, passed, reason, score=len(found) / len(wanted))
+
+    def _matches(self, wanted: str, passage: str) -> bool:
+        source, _, text = passage.partition("\n")
+        # A source line is the source, then maybe its place: `manual.pdf, page 2: Cleaning`.
+        by_source = source == wanted or source.startswith((f"{wanted}, ", f"{wanted}: "))
+        if self.where == "source":
+            return by_source
+        if self.where == "text":
+            return wanted in text
+        return by_source or wanted in passage
 
 
 class MaxCost(Evaluator):

@@ -46,7 +46,7 @@ from parley.models.retry import RetryPolicy, retry_wait
 if TYPE_CHECKING:
     from parley.evals.dataset import Case, Dataset
 
-__all__ = ["Target", "describe_target", "evaluate", "passages"]
+__all__ = ["CaseTimeoutError", "Target", "describe_target", "evaluate", "passages"]
 
 Target = Agent | ChatModel | Callable[..., Any]
 """What a dataset runs over: an agent, a chat model, or a function of the inputs."""
