@@ -27,40 +27,59 @@ def assistant():
 """
 
 
-def test_serve_says_where_the_page_is_and_which_sandbox_runs_code(tmp_path: Path) -> None:
+def _serve(tmp_path: Path, env: dict[str, str], until: str) -> str:
+    """Start `parley serve` in `tmp_path`, wait for `until` in its log and its health, stop it."""
     port = free_port()
     log = tmp_path / "serve.log"
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env["PARLEY_WORKSPACE"] = str(tmp_path / "workspace")
-    # The built-in agent offers the embedded model no tool (issue 21: it cannot use one), so
-    # the code interpreter is asked for, as a user serving it to a larger model would have it.
-    (tmp_path / "served.py").write_text(TOOL_AGENT, encoding="utf-8")
-    env["PARLEY_AGENTS"] = '["served:assistant"]'
     command = [sys.executable, "-m", "parley", "serve", "--port", str(port)]
     with log.open("w") as out:
         server = subprocess.Popen(command, stderr=out, stdout=out, cwd=tmp_path, env=env)
     try:
         deadline = time.monotonic() + START_TIMEOUT
-        while "code_interpreter: sandbox" not in log.read_text():
+        while until not in log.read_text():
             assert server.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, f"no sandbox line in time:\n{log.read_text()}"
+            assert time.monotonic() < deadline, f"no {until!r} line in time:\n{log.read_text()}"
             time.sleep(0.1)
         health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=10)
     finally:
         server.terminate()
         server.wait(timeout=30)
-    text = log.read_text()
     assert health.status_code == 200
+    text = log.read_text()
     assert f"the web page is at http://localhost:{port}/" in text
+    return text
+
+
+def _user_env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env["PARLEY_WORKSPACE"] = str(tmp_path / "workspace")
+    return env
+
+
+def test_serve_says_where_the_page_is_and_which_sandbox_runs_code(tmp_path: Path) -> None:
+    env = _user_env(tmp_path)
+    # The built-in agent offers the embedded model no tool (issue 21: it cannot use one), so
+    # the code interpreter is asked for, as a user serving it to a larger model would have it.
+    (tmp_path / "served.py").write_text(TOOL_AGENT, encoding="utf-8")
+    env["PARLEY_AGENTS"] = '["served:assistant"]'
+    text = _serve(tmp_path, env, until="code_interpreter: sandbox")
     assert "no auth configured" in text
-    # No key, Ollama or pulled model here (tests/conftest.py): the embedded model, said tiny.
-    assert "parley: model local (no provider key, Ollama model or pulled model found" in text
-    assert "parley models pull qwen3-1.7b" in text
+    # Agents of the user's own bring their models: no model is chosen, so none is named.
+    assert "parley: model " not in text
     strongest = available_sandbox_modes()[0]
     named = "bubblewrap" if strongest == "bwrap" else strongest
     assert f"code_interpreter: sandbox {named}" in text
     # The served database is where the user started it, outside anything the code can see.
     assert (tmp_path / "parley.db").exists()
+
+
+def test_serve_names_the_embedded_model_and_how_to_get_a_better_one(tmp_path: Path) -> None:
+    # No key, Ollama or pulled model here (tests/conftest.py): the embedded model, said tiny.
+    text = _serve(tmp_path, _user_env(tmp_path), until="Application startup complete")
+    assert "parley: model local (no provider key, Ollama model or pulled model found" in text
+    assert "parley models pull qwen3-1.7b" in text
+    # The built-in agent offers the tiny model no tool, so no code interpreter is made.
+    assert "code_interpreter: sandbox" not in text
 
 
 def test_serve_runs_on_uvloop_and_httptools_when_installed(
