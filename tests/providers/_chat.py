@@ -1,0 +1,476 @@
+"""The chat providers the contract suite runs, one entry each, and the harness a test drives.
+
+An entry (`ChatProvider`) says how to start its wire-format server, build its model (through
+the official SDK, as users run it), and write the suite's steps (an answer, a status, a dropped
+connection...) in its server's terms. What a provider genuinely lacks is a capability it does
+not declare (`capabilities`); the suite's tests that need one ask for it with `requires`, so a
+provider without it is left out of the parameters, not skipped inside a test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from parley.models.base import ChatModel
+from parley.models.retry import RetryPolicy
+from parley.testing import (
+    anthropic_server,
+    dashscope_server,
+    gemini_server,
+    ollama_server,
+    openai_server,
+)
+from parley.testing._dashscope_wire import stream_events
+from parley.testing._openai_wire import chat_chunks, response_events
+from parley.testing._scripted import ScriptedServer
+from tests._requires import require_module
+
+__all__ = ["CHAT_PROVIDERS", "Call", "Chat", "ChatProvider", "RecordingPolicy", "chat_params"]
+
+
+@dataclass(frozen=True)
+class RecordingPolicy(RetryPolicy):
+    """A fast backoff (at most 5 ms) that records each wait it chooses."""
+
+    waits: list[float] = field(default_factory=list)
+
+    def delay(self, attempt: int, error: BaseException) -> float:
+        wait = super().delay(attempt, error)
+        self.waits.append(wait)
+        return wait
+
+
+@dataclass(frozen=True)
+class Call:
+    """A tool call to script, in no provider's terms."""
+
+    name: str
+    arguments: dict[str, Any] | str
+    id: str
+
+
+# What a provider may lack (each test asks for what it needs):
+STREAM_END_CHECKED = "stream_end_checked"
+"""A stream that ends cleanly but without its last event is refused (`unfinished`)."""
+ERROR_EVENT_RETRIED = "error_event_retried"
+"""An error event before any chunk reached the caller is tried again."""
+STREAMED_ARGUMENTS = "streamed_arguments"
+"""Tool-call arguments arrive in pieces (else each call arrives whole in one chunk)."""
+STREAMED_USAGE = "streamed_usage"
+"""A stream's last event counts the tokens (Azure's API versions before 2024-09 do not)."""
+
+
+@dataclass(frozen=True)
+class ChatProvider:
+    """One chat provider, as the contract suite drives it.
+
+    Args:
+        name: The parameter's id.
+        provider: The model's `provider` (as its errors name it).
+        module: Its server module (`HTTPError`, `Reset`, `Raw`, `Reply` and the server).
+        server: Starts its server (not yet entered).
+        build: Builds its model on a server, given the model's keyword arguments.
+        model: The model name it is built with (and that answers carry).
+        reply: Its `Reply` from the suite's words (text, calls, usage, faults).
+        error: Its `HTTPError` for a status and a message.
+        lead: Events a stream sends before its first text chunk (for faults at a chunk).
+        error_event: The status and message of its servers' default error event.
+        unreachable: What its connection error says when nothing listens (a regex).
+        unfinished: A stream that ends cleanly without its last event (a `Raw` step).
+        context_length: A status answer that means the prompt was too long.
+        content_filter: A status answer that means the content was filtered.
+        requires: Modules its SDK needs (skipped on a dev machine without, failed in CI).
+        capabilities: What it has of what some providers lack (see the constants above).
+    """
+
+    name: str
+    provider: str
+    module: ModuleType
+    server: Callable[[], ScriptedServer]
+    build: Callable[[Any, dict[str, Any]], ChatModel]
+    model: str
+    reply: Callable[..., Any]
+    error: Callable[[int, str], Any]
+    lead: int
+    error_event: tuple[int, str]
+    unreachable: str
+    unfinished: Callable[[], Any] | None = None
+    context_length: Any = None
+    content_filter: Any = None
+    requires: tuple[tuple[str, str], ...] = ()
+    capabilities: frozenset[str] = field(default_factory=frozenset)
+
+
+def _usage(input_tokens: int | None, output_tokens: int | None, names: tuple[str, str]) -> dict:
+    fields: dict[str, int] = {}
+    if input_tokens is not None:
+        fields[names[0]] = input_tokens
+    if output_tokens is not None:
+        fields[names[1]] = output_tokens
+    return fields
+
+
+def _openai_reply(
+    text: str = "",
+    *,
+    calls: Iterable[Call] = (),
+    input_tokens: int | None = None,
+    output_tokens: int | None = None,
+    **faults: Any,
+) -> Any:
+    tool_calls = [openai_server.ToolCall(c.name, c.arguments, c.id) for c in calls]
+    usage = _usage(input_tokens, output_tokens, ("input_tokens", "output_tokens"))
+    return openai_server.Reply(text=text, tool_calls=tool_calls, **usage, **faults)
+
+
+def _anthropic_reply(
+    text: str = "",
+    *,
+    calls: Iterable[Call] = (),
+    input_tokens: int | None = None,
+    output_tokens: int | None = None,
+    **faults: Any,
+) -> Any:
+    tool_calls = [anthropic_server.ToolUse(c.name, c.arguments, c.id) for c in calls]
+    usage = _usage(input_tokens, output_tokens, ("input_tokens", "output_tokens"))
+    return anthropic_server.Reply(text=text, tool_calls=tool_calls, **usage, **faults)
+
+
+def _gemini_reply(
+    text: str = "",
+    *,
+    calls: Iterable[Call] = (),
+    input_tokens: int | None = None,
+    output_tokens: int | None = None,
+    **faults: Any,
+) -> Any:
+    function_calls = []
+    for c in calls:
+        assert isinstance(c.arguments, dict), "Gemini sends arguments as an object"
+        function_calls.append(gemini_server.FunctionCall(c.name, c.arguments, c.id))
+    usage = _usage(input_tokens, output_tokens, ("input_tokens", "output_tokens"))
+    return gemini_server.Reply(text=text, function_calls=function_calls, **usage, **faults)
+
+
+def _ollama_reply(
+    text: str = "",
+    *,
+    calls: Iterable[Call] = (),
+    input_tokens: int | None = None,
+    output_tokens: int | None = None,
+    **faults: Any,
+) -> Any:
+    tool_calls = [ollama_server.ToolCall(c.name, c.arguments, c.id) for c in calls]
+    usage = _usage(input_tokens, output_tokens, ("prompt_eval_count", "eval_count"))
+    return ollama_server.Reply(text=text, tool_calls=tool_calls, **usage, **faults)
+
+
+def _dashscope_reply(
+    text: str = "",
+    *,
+    calls: Iterable[Call] = (),
+    input_tokens: int | None = None,
+    output_tokens: int | None = None,
+    **faults: Any,
+) -> Any:
+    tool_calls = [dashscope_server.ToolCall(c.name, c.arguments, c.id) for c in calls]
+    usage = _usage(input_tokens, output_tokens, ("input_tokens", "output_tokens"))
+    return dashscope_server.Reply(text=text, tool_calls=tool_calls, **usage, **faults)
+
+
+def _openai(server: Any, kwargs: dict[str, Any]) -> ChatModel:
+    from parley.models.openai import OpenAIChatModel  # noqa: PLC0415  (built once needed)
+
+    return OpenAIChatModel(kwargs.pop("credential", None) or server.credential(), **kwargs)
+
+
+def _responses(server: Any, kwargs: dict[str, Any]) -> ChatModel:
+    from parley.models.openai import OpenAIResponseModel  # noqa: PLC0415
+
+    return OpenAIResponseModel(kwargs.pop("credential", None) or server.credential(), **kwargs)
+
+
+def _azure(server: Any, kwargs: dict[str, Any]) -> ChatModel:
+    from parley.models.openai import AzureOpenAIChatModel  # noqa: PLC0415
+
+    credential = kwargs.pop("credential", None) or server.azure_credential()
+    return AzureOpenAIChatModel(credential, **kwargs)
+
+
+def _anthropic(server: Any, kwargs: dict[str, Any]) -> ChatModel:
+    from parley.models.anthropic import AnthropicChatModel  # noqa: PLC0415
+
+    return AnthropicChatModel(kwargs.pop("credential", None) or server.credential(), **kwargs)
+
+
+def _gemini(server: Any, kwargs: dict[str, Any]) -> ChatModel:
+    from parley.models.gemini import GeminiChatModel  # noqa: PLC0415
+
+    return GeminiChatModel(kwargs.pop("credential", None) or server.credential(), **kwargs)
+
+
+def _ollama(server: Any, kwargs: dict[str, Any]) -> ChatModel:
+    from parley.models.ollama import OllamaChatModel  # noqa: PLC0415
+
+    return OllamaChatModel(kwargs.pop("credential", None) or server.credential(), **kwargs)
+
+
+def _dashscope(server: Any, kwargs: dict[str, Any]) -> ChatModel:
+    from parley.models.dashscope import DashScopeChatModel  # noqa: PLC0415
+
+    return DashScopeChatModel(kwargs.pop("credential", None) or server.credential(), **kwargs)
+
+
+def _chat_unfinished() -> Any:
+    """Chat Completions chunks with text but no finish reason, then a clean end."""
+    chunks = chat_chunks(openai_server.Reply(text="abcd", chunk_size=2), "m", include_usage=False)
+    body = b"".join(f"data: {chunk}\n\n".encode() for chunk in chunks[:3])
+    return openai_server.Raw(body, content_type="text/event-stream")
+
+
+def _responses_unfinished() -> Any:
+    """A Responses stream without its `response.completed`, then a clean end."""
+    events = response_events(openai_server.Reply(text="abcd", chunk_size=2), "m")[:-1]
+    body = b"".join(f"event: {name}\ndata: {data}\n\n".encode() for name, data in events)
+    return openai_server.Raw(body, content_type="text/event-stream")
+
+
+def _dashscope_unfinished() -> Any:
+    """A DashScope stream without its last event, then a clean end."""
+    reply = dashscope_server.Reply(text="abcd", chunk_size=2)
+    events = stream_events(reply, multimodal=False, incremental=True)[:-1]
+    return dashscope_server.Raw(b"".join(events), content_type="text/event-stream")
+
+
+def _responses_reply(*args: Any, **fields: Any) -> Any:
+    # A Responses `error` event carries a `code`, not the Chat Completions error's `type`
+    # (which would stand in for the event's own `type`).
+    fields.setdefault("error", {"code": "server_error", "message": "The server had an error"})
+    return _openai_reply(*args, **fields)
+
+
+_OPENAI_ERROR = (500, "The server had an error")
+_EVERY = frozenset({STREAM_END_CHECKED, ERROR_EVENT_RETRIED, STREAMED_ARGUMENTS, STREAMED_USAGE})
+
+CHAT_PROVIDERS = [
+    ChatProvider(
+        name="openai",
+        provider="openai",
+        module=openai_server,
+        server=openai_server.OpenAIServer,
+        build=_openai,
+        model="gpt-4o-mini",
+        reply=_openai_reply,
+        error=openai_server.HTTPError,
+        lead=1,
+        error_event=_OPENAI_ERROR,
+        unreachable="cannot reach openai",
+        unfinished=_chat_unfinished,
+        requires=(("openai", "openai"),),
+        context_length=openai_server.HTTPError(400, "too long", code="context_length_exceeded"),
+        content_filter=openai_server.HTTPError(400, "filtered", code="content_filter"),
+        capabilities=_EVERY,
+    ),
+    ChatProvider(
+        name="openai-responses",
+        provider="openai",
+        module=openai_server,
+        server=openai_server.OpenAIServer,
+        build=_responses,
+        model="gpt-4.1",
+        reply=_responses_reply,
+        error=openai_server.HTTPError,
+        lead=3,
+        error_event=_OPENAI_ERROR,
+        unreachable="cannot reach openai",
+        unfinished=_responses_unfinished,
+        requires=(("openai", "openai"),),
+        capabilities=_EVERY,
+    ),
+    ChatProvider(
+        name="azure-openai",
+        provider="azure_openai",
+        module=openai_server,
+        server=openai_server.OpenAIServer,
+        build=_azure,
+        model="my-gpt",
+        reply=_openai_reply,
+        error=openai_server.HTTPError,
+        lead=1,
+        error_event=_OPENAI_ERROR,
+        unreachable="cannot reach azure",
+        unfinished=_chat_unfinished,
+        requires=(("openai", "openai"),),
+        # Its API version (2024-06-01) takes no `stream_options`: a stream counts no tokens.
+        capabilities=_EVERY - {STREAMED_USAGE},
+    ),
+    ChatProvider(
+        name="anthropic",
+        provider="anthropic",
+        module=anthropic_server,
+        server=anthropic_server.AnthropicServer,
+        build=_anthropic,
+        model="claude-sonnet-5-5",
+        reply=_anthropic_reply,
+        error=anthropic_server.HTTPError,
+        lead=3,
+        error_event=(529, "Overloaded"),
+        unreachable="cannot reach anthropic",
+        unfinished=lambda: anthropic_server.Raw(
+            b'event: message_start\ndata: {"type": "message_start", "message": {"id": "m",'
+            b' "model": "x", "usage": {"input_tokens": 1, "output_tokens": 1}}}\n\n',
+            content_type="text/event-stream",
+        ),
+        context_length=anthropic_server.HTTPError(
+            400, "prompt is too long: 210000 tokens > 200000 maximum"
+        ),
+        content_filter=anthropic_server.HTTPError(
+            400, "Output blocked by content filtering policy"
+        ),
+        requires=(("anthropic", "anthropic"), ("aiohttp", "anthropic")),
+        capabilities=_EVERY,
+    ),
+    ChatProvider(
+        name="gemini",
+        provider="gemini",
+        module=gemini_server,
+        server=gemini_server.GeminiServer,
+        build=_gemini,
+        model="gemini-2.5-flash",
+        reply=_gemini_reply,
+        error=gemini_server.HTTPError,
+        lead=0,
+        error_event=(500, "500 INTERNAL: Internal error"),
+        unreachable="connection to gemini failed",
+        unfinished=lambda: gemini_server.Raw(
+            b'data: {"candidates": [{"content": {"role": "model", "parts": [{"text": "Hi"}]}}]}'
+            b"\r\n\r\n",
+            content_type="text/event-stream",
+        ),
+        context_length=gemini_server.HTTPError(
+            400,
+            "The input token count (1200000) exceeds the maximum number of tokens allowed "
+            "(1048576).",
+        ),
+        requires=(("google.genai", "gemini"),),
+        # Gemini sends each function call whole, in one chunk.
+        capabilities=_EVERY - {STREAMED_ARGUMENTS},
+    ),
+    ChatProvider(
+        name="ollama",
+        provider="ollama",
+        module=ollama_server,
+        server=ollama_server.OllamaServer,
+        build=_ollama,
+        model="qwen3",
+        reply=_ollama_reply,
+        error=ollama_server.HTTPError,
+        lead=0,
+        error_event=(500, "an error was encountered while running the model"),
+        unreachable=r"cannot reach ollama at .*`ollama serve`",
+        unfinished=lambda: ollama_server.Raw(
+            b'{"model": "qwen3", "message": {"role": "assistant", "content": "Hi"},'
+            b' "done": false}\n',
+            content_type="application/x-ndjson",
+        ),
+        context_length=ollama_server.HTTPError(400, "the input length exceeds the context length"),
+        requires=(("ollama", "ollama"), ("httpx_aiohttp", "ollama")),
+        # Ollama sends each tool call whole, in one line.
+        capabilities=_EVERY - {STREAMED_ARGUMENTS},
+    ),
+    ChatProvider(
+        name="dashscope",
+        provider="dashscope",
+        module=dashscope_server,
+        server=dashscope_server.DashScopeServer,
+        build=_dashscope,
+        model="qwen-plus",
+        reply=_dashscope_reply,
+        error=lambda status, message: dashscope_server.HTTPError(status, "InternalError", message),
+        lead=0,
+        error_event=(500, "An internal error has occured"),
+        unreachable=r"cannot reach dashscope.*Cannot connect",
+        unfinished=_dashscope_unfinished,
+        context_length=dashscope_server.HTTPError(
+            400, "InvalidParameter", "Range of input length should be [1, 30720]"
+        ),
+        content_filter=dashscope_server.HTTPError(
+            400, "DataInspectionFailed", "Input data may contain inappropriate content."
+        ),
+        requires=(("dashscope", "dashscope"),),
+        capabilities=_EVERY,
+    ),
+]
+"""Every chat provider of parley's that has a wire-format server."""
+
+
+def chat_params(*needs: str) -> list[Any]:
+    """The `chat` fixture's parameters: the providers that have every capability in `needs`."""
+    return [
+        pytest.param(entry, id=entry.name)
+        for entry in CHAT_PROVIDERS
+        if set(needs) <= entry.capabilities
+    ]
+
+
+class Chat:
+    """One provider's running server and the models built on it, for one test."""
+
+    def __init__(self, entry: ChatProvider, server: Any) -> None:
+        self.entry = entry
+        self.server = server
+        self.made: list[ChatModel] = []
+
+    @property
+    def name(self) -> str:
+        """The model name the models are built with."""
+        return self.entry.model
+
+    def model(self, **kwargs: Any) -> Any:
+        """A model on this server: fast backoff, `Retry-After` waits as the server asks."""
+        kwargs.setdefault("max_retries", 2)
+        kwargs.setdefault("model", self.entry.model)
+        max_retries = kwargs["max_retries"]
+        made = self.entry.build(self.server, kwargs)
+        made.retry = RecordingPolicy(max_retries=max_retries, initial_delay=0.001, max_delay=0.005)
+        self.made.append(made)
+        return made
+
+    def add(self, *steps: Any) -> None:
+        """Script the server's next answers."""
+        self.server.add(*steps)
+
+    def reply(self, text: str = "", **fields: Any) -> Any:
+        """An answer in the provider's wire format (`calls`, usage, faults as keywords)."""
+        return self.entry.reply(text, **fields)
+
+    def error(self, status: int, message: str = "scripted error") -> Any:
+        """A status with the provider's error body."""
+        return self.entry.error(status, message)
+
+    def rate_limit(self, retry_after: float) -> Any:
+        """A 429 that asks to wait `retry_after` seconds (`Retry-After`)."""
+        return self.entry.module.HTTPError.rate_limit(retry_after=retry_after)
+
+    def reset(self) -> Any:
+        """The connection dropped without an answer."""
+        return self.entry.module.Reset()
+
+    def raw(self, body: bytes, content_type: str = "application/json") -> Any:
+        """An answer sent as given."""
+        return self.entry.module.Raw(body, content_type=content_type)
+
+    def at(self, chunk: int) -> int:
+        """The stream event at which the `chunk`-th text chunk (from 0) would be sent."""
+        return self.entry.lead + chunk
+
+
+def require(entry: ChatProvider) -> None:
+    """Skip (fail in CI) when the SDK of `entry` is not installed."""
+    for module, extra in entry.requires:
+        require_module(module, extra)

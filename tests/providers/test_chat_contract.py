@@ -1,0 +1,494 @@
+"""What every chat provider does, whatever its wire: one suite, run once per provider.
+
+Each test takes `chat` (see `conftest.py`): the provider's wire-format server and its model,
+built through the official SDK. A provider's own file keeps only what is particular to it (its
+wire's fields, its parameters, its error codes, its extras).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import time
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from parley import Msg
+from parley.errors import (
+    ContentFilterError,
+    ContextLengthError,
+    MissingDependencyError,
+    ModelConnectionError,
+    ModelHTTPError,
+    ModelOutputError,
+    ModelTimeoutError,
+    RateLimitError,
+)
+from parley.models import ChatStream
+from parley.models.cards import Pricing
+from parley.testing._http import RecordedRequest
+from tests.providers._chat import (
+    ERROR_EVENT_RETRIED,
+    STREAM_END_CHECKED,
+    STREAMED_ARGUMENTS,
+    STREAMED_USAGE,
+    Call,
+    Chat,
+    ChatProvider,
+    require,
+)
+
+HI = [Msg.user("Hi")]
+TOOLS: list[dict[str, Any]] = [
+    {"name": "weather", "description": "Weather.", "parameters": {"type": "object"}},
+    {"name": "time", "description": "Time.", "parameters": {"type": "object"}},
+]
+CALLS = [Call("weather", {"city": "Paris"}, "call_a"), Call("time", {"tz": "CET"}, "call_b")]
+
+
+async def read_into(seen: list[str], stream: ChatStream) -> None:
+    """Read `stream`, keeping each chunk's text in `seen` (those before a failure count)."""
+    async for chunk in stream:
+        seen.append(chunk.text)  # noqa: PERF401  (a comprehension would lose them on failure)
+
+
+async def answer(model: Any, streamed: bool) -> Any:
+    """The model's whole answer to `HI`, streamed or not."""
+    return await (model.chat_stream(HI).collect() if streamed else model.chat(HI))
+
+
+async def until_disconnected(request: RecordedRequest) -> bool:
+    """Whether the client closed `request`'s connection within five seconds."""
+    deadline = time.monotonic() + 5
+    while not request.disconnected and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    return request.disconnected
+
+
+# -- answers --------------------------------------------------------------------------------
+
+
+async def test_whole_answer_with_usage(chat: Chat) -> None:
+    chat.add(chat.reply("Hello!", input_tokens=12, output_tokens=3))
+    response = await chat.model().chat(HI)
+    assert response.text == "Hello!"
+    assert response.is_last
+    assert response.finish_reason == "stop"
+    assert response.model == chat.name
+    assert response.usage is not None
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (12, 3)
+    assert response.usage.elapsed > 0
+    assert response.tool_calls == []
+    chat.server.assert_consumed()
+
+
+async def test_stream_deltas_then_the_whole(chat: Chat) -> None:
+    chat.add(chat.reply("Hello, world", chunk_size=5))
+    chunks = [chunk async for chunk in chat.model().chat_stream(HI)]
+    assert [c.text for c in chunks[:-1]] == ["Hello", ", wor", "ld"]
+    assert not any(c.is_last for c in chunks[:-1])
+    final = chunks[-1]
+    assert final.is_last
+    assert final.text == "Hello, world"
+    assert final.finish_reason == "stop"
+    assert final.model == chat.name
+    chat.server.assert_consumed()
+
+
+@pytest.mark.needs(STREAMED_USAGE)
+async def test_a_stream_s_usage_and_cost(chat: Chat) -> None:
+    chat.add(chat.reply("Hello, world", chunk_size=5, input_tokens=3000, output_tokens=50))
+    model = chat.model()
+    model.pricing = Pricing(input=2, output=10)  # dollars per million tokens
+    final = await model.chat_stream(HI).collect()
+    assert final.usage is not None
+    assert (final.usage.input_tokens, final.usage.output_tokens) == (3000, 50)
+    assert final.usage.cost == pytest.approx((3000 * 2 + 50 * 10) / 1e6)
+    assert final.usage.elapsed > 0
+
+
+async def test_streams_and_calls_reuse_one_connection(chat: Chat) -> None:
+    chat.add(chat.reply("one"), chat.reply("two", chunk_size=2), chat.reply("three"))
+    model = chat.model()
+    texts = [(await model.chat_stream(HI).collect()).text for _ in range(2)]
+    texts.append((await model.chat(HI)).text)
+    assert texts == ["one", "two", "three"]
+    assert len({request.client_port for request in chat.server.requests}) == 1
+    assert not any(request.disconnected for request in chat.server.requests)
+
+
+async def test_call_dispatches_on_stream_flag(chat: Chat) -> None:
+    chat.add(chat.reply("streamed"), chat.reply("whole"))
+    stream = await chat.model(stream=True)(HI)
+    assert isinstance(stream, ChatStream)
+    assert (await stream.collect()).text == "streamed"
+    whole = await chat.model(stream=False)(HI)
+    assert not isinstance(whole, ChatStream)
+    assert whole.text == "whole"
+
+
+async def test_usage_carries_the_cost_of_the_model_s_price(chat: Chat) -> None:
+    chat.add(chat.reply("a", input_tokens=1000, output_tokens=200), chat.reply("b"))
+    model = chat.model()
+    model.pricing = Pricing(input=2, output=10)  # dollars per million tokens
+    whole = await model.chat(HI)
+    assert whole.usage is not None
+    assert whole.usage.cost == pytest.approx((1000 * 2 + 200 * 10) / 1e6)
+    model.pricing = None
+    unpriced = await model.chat(HI)
+    assert unpriced.usage is not None
+    assert unpriced.usage.cost is None
+
+
+# -- tools and structured output ------------------------------------------------------------
+
+
+async def test_parallel_tool_calls_streamed(chat: Chat) -> None:
+    chat.add(chat.reply(calls=CALLS, chunk_size=3))
+    chunks = [c async for c in chat.model().chat_stream(HI, tools=TOOLS)]
+    final = chunks[-1]
+    assert final.finish_reason == "tool_calls"
+    assert [(c.id, c.name, c.input) for c in final.tool_calls] == [
+        ("call_a", "weather", {"city": "Paris"}),
+        ("call_b", "time", {"tz": "CET"}),
+    ]
+    assert not any(c.is_last for c in chunks[:-1])
+    assert any(c.tool_calls for c in chunks[:-1])  # the calls streamed before the whole
+
+
+@pytest.mark.needs(STREAMED_ARGUMENTS)
+async def test_tool_call_arguments_stream_in_pieces(chat: Chat) -> None:
+    chat.add(chat.reply(calls=CALLS, chunk_size=3))
+    chunks = [c async for c in chat.model().chat_stream(HI, tools=TOOLS)]
+    pieces = [c.tool_calls[0].raw_input for c in chunks[:-1] if c.tool_calls]
+    assert len([p for p in pieces if p]) > 4
+    assert "".join(p or "" for p in pieces) == '{"city": "Paris"}{"tz": "CET"}'
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_tool_calls_with_text(chat: Chat, streamed: bool) -> None:
+    chat.add(chat.reply("Let me look.", calls=[Call("weather", {"city": "Rome"}, "call_w")]))
+    model = chat.model()
+    call = model.chat_stream(HI, tools=TOOLS).collect() if streamed else model.chat(HI, TOOLS)
+    response = await call
+    assert response.text == "Let me look."
+    assert [(c.id, c.name, c.input) for c in response.tool_calls] == [
+        ("call_w", "weather", {"city": "Rome"})
+    ]
+    assert response.finish_reason == "tool_calls"
+
+
+class City(BaseModel):
+    name: str
+    population: int
+
+
+async def test_structured_output(chat: Chat) -> None:
+    # Whatever the provider tries first (a forced call, its JSON mode...), the server answers
+    # in kind: a call of the structured tool when one is offered, else the JSON text.
+    city = {"name": "Paris", "population": 2}
+
+    def in_kind(request: RecordedRequest) -> Any:
+        if b"generate_response" in request.body:
+            return chat.reply(calls=[Call("generate_response", city, "call_s")])
+        return chat.reply('{"name": "Paris", "population": 2}')
+
+    chat.add(in_kind)
+    model = chat.model()
+    result = await model.generate_structured_output(HI, City)
+    assert result.parsed == City(name="Paris", population=2)
+    assert result.content == city
+    assert result.strategy in model.structured_strategies
+    chat.server.assert_consumed()
+
+
+# -- retries ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_429_waits_what_retry_after_asks(
+    chat: Chat, streamed: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    chat.add(chat.rate_limit(retry_after=0.1), chat.reply("ok"))
+    model = chat.model()
+    with caplog.at_level(logging.WARNING, logger="parley.models"):
+        response = await answer(model, streamed)
+    assert response.text == "ok"
+    # The harness's backoff waits at most 5 ms: a wait of 0.1 s can only be the header's.
+    assert model.retry.waits == [0.1]
+    assert "429" in caplog.text  # the retry says why
+    assert len(chat.server.requests) == 2
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 504, 408, 409])
+async def test_retryable_statuses_are_retried(chat: Chat, status: int) -> None:
+    chat.add(chat.error(status), chat.reply("ok"))
+    assert (await chat.model().chat(HI)).text == "ok"
+    assert len(chat.server.requests) == 2
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
+async def test_client_errors_are_not_retried(chat: Chat, status: int) -> None:
+    refusal = chat.error(status, "nope")
+    chat.add(refusal, chat.reply("unused"))
+    with pytest.raises(ModelHTTPError) as caught:
+        await chat.model().chat(HI)
+    assert type(caught.value) is ModelHTTPError
+    assert caught.value.status_code == status
+    assert "nope" in str(caught.value)
+    # The error keeps the provider's own body (DashScope's names a fresh request id).
+    body = caught.value.body
+    assert body == refusal.payload() or body["message"] == "nope"
+    assert len(chat.server.requests) == 1
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_retries_give_up_after_max_retries(chat: Chat, streamed: bool) -> None:
+    chat.add(chat.error(500), chat.error(502), chat.error(503, "still down"))
+    with pytest.raises(ModelHTTPError, match="still down") as caught:
+        await answer(chat.model(max_retries=2), streamed)
+    assert caught.value.status_code == 503
+    chat.server.assert_consumed()
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_connection_reset_is_retried(chat: Chat, streamed: bool) -> None:
+    chat.add(chat.reset(), chat.reply("ok"))
+    assert (await answer(chat.model(), streamed)).text == "ok"
+    assert len(chat.server.requests) == 2
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_a_dropped_connection_is_a_connection_error(chat: Chat, streamed: bool) -> None:
+    chat.add(chat.reset())
+    with pytest.raises(ModelConnectionError, match=chat.entry.provider):
+        await answer(chat.model(max_retries=0), streamed)
+
+
+async def test_stream_failing_before_its_first_chunk_is_retried(chat: Chat) -> None:
+    chat.add(chat.error(503), chat.reset(), chat.reply("third time"))
+    final = await chat.model().chat_stream(HI).collect()
+    assert final.text == "third time"
+    assert len(chat.server.requests) == 3
+
+
+@pytest.mark.needs(ERROR_EVENT_RETRIED)
+async def test_an_error_event_before_any_chunk_is_retried(chat: Chat) -> None:
+    chat.add(chat.reply("x", error_at=chat.at(0)), chat.reply("second time"))
+    final = await chat.model().chat_stream(HI).collect()
+    assert final.text == "second time"
+    assert len(chat.server.requests) == 2
+
+
+# -- faults in a stream ----------------------------------------------------------------------
+
+
+async def test_stream_cut_after_its_first_chunks_raises_and_is_not_retried(chat: Chat) -> None:
+    chat.add(chat.reply("abcdefghijkl", chunk_size=2, cut_after=chat.at(2)), chat.reply("unused"))
+    stream = chat.model().chat_stream(HI)
+    seen: list[str] = []
+    failed = rf"connection to {chat.entry.provider}( at \S+)? failed"
+    with pytest.raises(ModelConnectionError, match=failed):
+        await read_into(seen, stream)
+    assert seen == ["ab", "cd"]
+    assert stream.response is not None
+    assert (stream.response.text, stream.response.finish_reason) == ("abcd", "error")
+    assert len(chat.server.requests) == 1
+
+
+async def test_a_malformed_chunk_is_an_output_error(chat: Chat) -> None:
+    chat.add(chat.reply("abcdef", chunk_size=2, malformed_at=chat.at(1)), chat.reply("unused"))
+    stream = chat.model().chat_stream(HI)
+    seen: list[str] = []
+    with pytest.raises(ModelOutputError, match="malformed JSON"):
+        await read_into(seen, stream)
+    assert seen == ["ab"]
+    assert stream.response is not None
+    assert (stream.response.text, stream.response.finish_reason) == ("ab", "error")
+    assert len(chat.server.requests) == 1
+
+
+async def test_a_malformed_body_is_an_output_error(chat: Chat) -> None:
+    chat.add(chat.raw(b'{"choices": [{"content": ['))
+    with pytest.raises(ModelOutputError, match="malformed JSON"):
+        await chat.model().chat(HI)
+
+
+async def test_an_error_event_mid_stream_is_surfaced_not_retried(chat: Chat) -> None:
+    status, message = chat.entry.error_event
+    chat.add(chat.reply("abcdef", chunk_size=2, error_at=chat.at(2)), chat.reply("unused"))
+    stream = chat.model().chat_stream(HI)
+    with pytest.raises(ModelHTTPError, match=message) as caught:
+        await stream.collect()
+    assert caught.value.status_code == status
+    assert stream.response is not None
+    assert (stream.response.text, stream.response.finish_reason) == ("abcd", "error")
+    assert len(chat.server.requests) == 1  # chunks had reached the caller
+
+
+@pytest.mark.needs(STREAM_END_CHECKED)
+async def test_a_stream_ending_without_its_last_event_is_a_connection_error(chat: Chat) -> None:
+    assert chat.entry.unfinished is not None
+    chat.add(chat.entry.unfinished())
+    with pytest.raises(ModelConnectionError, match="ended before"):
+        await chat.model(max_retries=0).chat_stream(HI).collect()
+
+
+# -- time ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_a_slow_answer_past_the_timeout(chat: Chat, streamed: bool) -> None:
+    chat.add(chat.reply("late", delay=1.0))
+    late = rf"{chat.entry.provider}( at \S+)? did not answer in time"
+    with pytest.raises(ModelTimeoutError, match=late):
+        await answer(chat.model(timeout=0.2, max_retries=0), streamed)
+    assert len(chat.server.requests) == 1
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_a_slow_start_is_retried(chat: Chat, streamed: bool) -> None:
+    # Nothing reached the caller before the timeout: another try is safe.
+    chat.add(chat.reply("late", delay=1.0), chat.reply("in time", chunk_size=3))
+    response = await answer(chat.model(timeout=0.3, max_retries=1), streamed)
+    assert response.text == "in time"
+    assert len(chat.server.requests) == 2
+
+
+async def test_a_slow_start_within_the_timeout_answers(chat: Chat) -> None:
+    chat.add(chat.reply("late but here", delay=0.3))
+    final = await chat.model(timeout=2.0, max_retries=0).chat_stream(HI).collect()
+    assert final.text == "late but here"
+
+
+async def test_slow_chunks_within_the_timeout_arrive_one_by_one(chat: Chat) -> None:
+    chat.add(chat.reply("abcdef", chunk_size=2, chunk_delay=0.05))
+    chunks = [chunk async for chunk in chat.model(timeout=2.0).chat_stream(HI)]
+    assert [c.text for c in chunks] == ["ab", "cd", "ef", "abcdef"]
+    assert chunks[-1].finish_reason == "stop"
+
+
+async def test_a_stream_stalling_past_the_timeout(chat: Chat) -> None:
+    chat.add(chat.reply("abcdef", chunk_size=2, chunk_delay=0.6))
+    with pytest.raises(ModelTimeoutError):
+        await chat.model(timeout=0.3, max_retries=0).chat_stream(HI).collect()
+
+
+async def test_a_long_slow_stream_is_not_cut_by_the_timeout(chat: Chat) -> None:
+    # The timeout bounds each wait for data, not the whole stream (as a total deadline would).
+    chat.add(chat.reply("abcdefgh", chunk_size=1, chunk_delay=0.1))
+    final = await chat.model(timeout=0.5, max_retries=0).chat_stream(HI).collect()
+    assert final.text == "abcdefgh"
+
+
+# -- error mapping ---------------------------------------------------------------------------
+
+
+def mapped_errors(entry: ChatProvider) -> list[tuple[str, Any, type[Exception]]]:
+    """The status answers of `entry` and the error each must raise."""
+    cases: list[tuple[str, Any, type[Exception]]] = [
+        ("rate-limit", entry.module.HTTPError.rate_limit(retry_after=7), RateLimitError),
+        ("teapot", entry.error(418, "teapot"), ModelHTTPError),
+    ]
+    if entry.context_length is not None:
+        cases.append(("context-length", entry.context_length, ContextLengthError))
+    if entry.content_filter is not None:
+        cases.append(("content-filter", entry.content_filter, ContentFilterError))
+    return cases
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_status_errors_map_to_the_tree(chat: Chat, streamed: bool) -> None:
+    cases = mapped_errors(chat.entry)
+    chat.add(*(step for _, step, _ in cases))
+    model = chat.model(max_retries=0)
+    for name, _, error in cases:
+        with pytest.raises(error) as caught:
+            await answer(model, streamed)
+        assert type(caught.value) is error, name
+        if isinstance(caught.value, RateLimitError):
+            assert (caught.value.status_code, caught.value.retry_after) == (429, 7)
+    chat.server.assert_consumed()
+
+
+async def test_an_unreachable_server_is_a_connection_error(chat: Chat) -> None:
+    model = chat.model(max_retries=0)
+    chat.server.stop()
+    with pytest.raises(ModelConnectionError, match=chat.entry.unreachable):
+        await model.chat(HI)
+
+
+# -- cancellation and cache ------------------------------------------------------------------
+
+
+async def test_cancel_ends_with_interrupted_and_closes_the_connection(chat: Chat) -> None:
+    chat.add(chat.reply("x" * 200, chunk_size=1, chunk_delay=0.02))
+    stream = chat.model().chat_stream(HI)
+    first = await anext(stream)
+    assert first.text == "x"
+    stream.cancel()
+    final = await anext(stream)
+    assert final.is_last
+    assert final.finish_reason == "interrupted"
+    assert final.text.startswith("x")
+    assert await until_disconnected(chat.server.requests[0])
+
+
+async def test_leaving_async_with_after_a_break_closes_the_connection(chat: Chat) -> None:
+    chat.add(chat.reply("x" * 400, chunk_size=1, chunk_delay=0.01))
+    before = asyncio.all_tasks()
+    async with chat.model().chat_stream(HI) as stream:
+        async for chunk in stream:
+            assert chunk.text == "x"
+            break
+    # Leaving the block waited for the pump: nothing of the stream is left running.
+    assert not asyncio.all_tasks() - before - {asyncio.current_task()}
+    assert stream.response is not None
+    assert stream.response.finish_reason == "interrupted"
+    assert await until_disconnected(chat.server.requests[0])
+
+
+async def test_the_cache_answers_a_repeated_call(chat: Chat, tmp_path: Any) -> None:
+    chat.add(chat.reply("cached", calls=[Call("weather", {"city": "Rome"}, "call_c")]))
+    model = chat.model(cache_dir=tmp_path)
+    first = await model.chat(HI, tools=TOOLS)
+    again = await model.chat(HI, tools=TOOLS)
+    assert again.content == first.content
+    assert [c.name for c in again.tool_calls] == ["weather"]
+    assert len(chat.server.requests) == 1
+
+
+async def test_a_cached_stream_replays_as_a_stream(chat: Chat, tmp_path: Any) -> None:
+    chat.add(chat.reply("streamed once", chunk_size=3))
+    model = chat.model(cache_dir=tmp_path)
+    live = [c async for c in model.chat_stream(HI)]
+    replayed = [c async for c in model.chat_stream(HI)]
+    assert len(chat.server.requests) == 1
+    assert replayed[-1].is_last
+    assert not replayed[0].is_last
+    assert replayed[-1].text == live[-1].text == "streamed once"
+
+
+# -- sync twins, the SDK ---------------------------------------------------------------------
+
+
+def test_sync_twins(chat_provider: ChatProvider) -> None:
+    require(chat_provider)
+    with chat_provider.server() as server:
+        server.add(chat_provider.reply("sync"), chat_provider.reply("sync stream", chunk_size=4))
+        model = chat_provider.build(server, {"model": chat_provider.model})
+        assert model.chat_sync(HI).text == "sync"
+        chunks = list(model.chat_stream_sync(HI))
+        assert [c.text for c in chunks[:-1]] == ["sync", " str", "eam"]
+        assert chunks[-1].text == "sync stream"
+        model.close_sync()
+
+
+async def test_a_missing_sdk_names_the_extra(chat: Chat, monkeypatch: pytest.MonkeyPatch) -> None:
+    (module, extra), *_ = chat.entry.requires
+    monkeypatch.setitem(sys.modules, module, None)
+    with pytest.raises(MissingDependencyError, match=rf"parley\[{extra}\]"):
+        await chat.model().chat(HI)
