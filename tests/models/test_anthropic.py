@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,14 +13,8 @@ import pytest
 from parley import Msg
 from parley.errors import (
     ConfigurationError,
-    ContentFilterError,
-    ContextLengthError,
     MissingDependencyError,
-    ModelConnectionError,
     ModelHTTPError,
-    ModelOutputError,
-    ModelTimeoutError,
-    RateLimitError,
     UserError,
 )
 from parley.messages import FileBlock, ImageBlock, ThinkingBlock
@@ -31,10 +23,8 @@ from parley.models.anthropic import AnthropicChatModel, AnthropicCredential
 from parley.testing.anthropic_server import (
     AnthropicServer,
     HTTPError,
-    Raw,
     Redacted,
     Reply,
-    Reset,
     ServerBlock,
     Text,
     Thinking,
@@ -108,22 +98,6 @@ async def test_whole_answer_with_usage(server: AnthropicServer, make_model: Mode
     server.assert_consumed()
 
 
-async def test_stream_deltas_then_the_whole(
-    server: AnthropicServer, make_model: ModelFactory
-) -> None:
-    server.add(Reply(text="Hello, world", chunk_size=5, input_tokens=4, output_tokens=3))
-    chunks = [chunk async for chunk in make_model().chat_stream(HI)]
-    assert [c.text for c in chunks[:-1]] == ["Hello", ", wor", "ld"]
-    assert not any(c.is_last for c in chunks[:-1])
-    final = chunks[-1]
-    assert final.is_last
-    assert final.text == "Hello, world"
-    assert final.finish_reason == "stop"
-    assert final.usage is not None
-    assert (final.usage.input_tokens, final.usage.output_tokens) == (4, 3)
-    assert server.bodies()[0]["stream"] is True
-
-
 async def test_streamed_usage_combines_message_start_and_message_delta(
     server: AnthropicServer, make_model: ModelFactory
 ) -> None:
@@ -156,26 +130,6 @@ async def test_max_tokens_defaults_from_the_card(
     await make_model(model).chat(HI)
     await make_model(model, parameters={"max_tokens": 100}).chat(HI)
     assert [body["max_tokens"] for body in server.bodies()] == [max_tokens, 100]
-
-
-async def test_streams_and_calls_reuse_one_connection(
-    server: AnthropicServer, make_model: ModelFactory
-) -> None:
-    server.add(Reply(text="one"), Reply(text="two"), Reply(text="three"))
-    model = make_model()
-    await model.chat_stream(HI).collect()
-    await model.chat_stream(HI).collect()
-    await model.chat(HI)
-    assert len({request.client_port for request in server.requests}) == 1
-
-
-async def test_call_dispatches_on_stream_flag(
-    server: AnthropicServer, make_model: ModelFactory
-) -> None:
-    server.add(Reply(text="streamed"))
-    stream = await make_model(stream=True)(HI)
-    assert isinstance(stream, ChatStream)
-    assert (await stream.collect()).text == "streamed"
 
 
 @pytest.mark.parametrize(
@@ -214,28 +168,6 @@ async def test_stop_reasons_map_to_finish_reasons(
 # -- tools ----------------------------------------------------------------------------------
 
 
-async def test_parallel_tool_calls_streamed(
-    server: AnthropicServer, make_model: ModelFactory
-) -> None:
-    calls = [
-        ToolUse("weather", {"city": "Paris"}, "toolu_a"),
-        ToolUse("time", {"tz": "CET"}, "toolu_b"),
-    ]
-    server.add(Reply(text="Let me look.", tool_calls=calls, chunk_size=3))
-    chunks = [c async for c in make_model().chat_stream(HI, tools=TOOLS)]
-    final = chunks[-1]
-    assert final.finish_reason == "tool_calls"
-    assert final.text == "Let me look."
-    assert [(c.id, c.name, c.input) for c in final.tool_calls] == [
-        ("toolu_a", "weather", {"city": "Paris"}),
-        ("toolu_b", "time", {"tz": "CET"}),
-    ]
-    pieces = [c.tool_calls[0].raw_input for c in chunks[:-1] if c.tool_calls]
-    # The argument JSON arrived in pieces (`input_json_delta`), several per call.
-    assert len([p for p in pieces if p]) > 4
-    assert "".join(p or "" for p in pieces) == '{"city": "Paris"}{"tz": "CET"}'
-
-
 async def test_broken_streamed_arguments_are_kept_raw(
     server: AnthropicServer, make_model: ModelFactory
 ) -> None:
@@ -243,15 +175,6 @@ async def test_broken_streamed_arguments_are_kept_raw(
     final = await make_model().chat_stream(HI, tools=TOOLS).collect()
     (call,) = final.tool_calls
     assert (call.id, call.input, call.raw_input) == ("toolu_x", {}, '{"city": "Par')
-
-
-async def test_tool_calls_whole(server: AnthropicServer, make_model: ModelFactory) -> None:
-    server.add(Reply(tool_calls=[ToolUse("weather", {"city": "Rome"}, "toolu_w")]))
-    response = await make_model().chat(HI, tools=TOOLS)
-    assert [(c.id, c.name, c.input) for c in response.tool_calls] == [
-        ("toolu_w", "weather", {"city": "Rome"})
-    ]
-    assert response.finish_reason == "tool_calls"
 
 
 @pytest.mark.parametrize(
@@ -631,42 +554,6 @@ async def test_images_and_pdfs_reach_the_api(
 # -- retries and faults -----------------------------------------------------------------------
 
 
-async def test_429_waits_what_retry_after_asks(
-    server: AnthropicServer, make_model: ModelFactory, caplog: pytest.LogCaptureFixture
-) -> None:
-    server.add(HTTPError.rate_limit(retry_after=0.1), Reply(text="ok"))
-    with caplog.at_level(logging.WARNING, logger="parley.models"):
-        response = await make_model().chat(HI)
-    assert response.text == "ok"
-    # The wait the retry chose, as it logs it before sleeping: the header's, not a backoff
-    # (the fixture's backoff waits near zero).
-    assert "retry 1 of" in caplog.text
-    assert "in 0.10s" in caplog.text
-    assert len(server.requests) == 2
-
-
-@pytest.mark.parametrize("status", [529, 500, 503, 504, 408, 409])
-async def test_retryable_statuses_are_retried(
-    server: AnthropicServer, make_model: ModelFactory, status: int
-) -> None:
-    server.add(HTTPError(status), Reply(text="ok"))
-    assert (await make_model().chat(HI)).text == "ok"
-    assert len(server.requests) == 2
-
-
-@pytest.mark.parametrize("status", [400, 401, 403, 404, 413, 422])
-async def test_client_errors_are_not_retried(
-    server: AnthropicServer, make_model: ModelFactory, status: int
-) -> None:
-    server.add(HTTPError(status, "nope"), Reply(text="unused"))
-    with pytest.raises(ModelHTTPError) as caught:
-        await make_model().chat(HI)
-    assert caught.value.status_code == status
-    assert caught.value.body["error"]["message"] == "nope"
-    assert "nope" in str(caught.value)
-    assert len(server.requests) == 1
-
-
 async def test_overloaded_retries_give_up_after_max_retries(
     server: AnthropicServer, make_model: ModelFactory
 ) -> None:
@@ -675,222 +562,6 @@ async def test_overloaded_retries_give_up_after_max_retries(
         await make_model(max_retries=2).chat(HI)
     assert caught.value.status_code == 529
     server.assert_consumed()
-
-
-async def test_a_connection_dropped_before_the_answer_is_no_unreachable_server(
-    server: AnthropicServer, make_model: ModelFactory
-) -> None:
-    server.add(Reset())
-    with pytest.raises(ModelConnectionError, match="the connection to anthropic failed"):
-        await make_model(max_retries=0).chat(HI)
-
-
-async def test_connection_reset_is_retried(
-    server: AnthropicServer, make_model: ModelFactory
-) -> None:
-    server.add(Reset(), Reply(text="ok"))
-    assert (await make_model().chat(HI)).text == "ok"
-
-
-async def test_stream_failing_before_its_first_chunk_is_retried(
-    server: AnthropicServer, make_model: ModelFactory
-) -> None:
-    # An overload as an `error` event right after `message_start`: nothing visible yet.
-    server.add(HTTPError.overloaded(), Reset(), Reply(text="x", error_at=1), Reply(text="4th"))
-    final = await make_model(max_retries=3).chat_stream(HI).collect()
-    assert final.text == "4th"
-    assert len(server.requests) == 4
-
-
-async def test_stream_cut_after_its_first_chunk_raises_and_is_not_retried(
-    server: AnthropicServer, make_model: ModelFactory
-) -> None:
-    # Events: message_start, block start, ping, then the deltas "ab", "cd", "ef"...
-    server.add(Reply(text="abcdefghijkl", chunk_size=2, cut_after=5), Reply(text="unused"))
-    stream = make_model().chat_stream(HI)
-    seen: list[str] = []
-    with pytest.raises(ModelConnectionError):
-        await read_into(seen, stream)
-    assert seen == ["ab", "cd"]
-    assert stream.response is not None
-    assert stream.response.finish_reason == "error"
-    assert stream.response.text == "abcd"
-    assert len(server.requests) == 1
-
-
-async def test_overloaded_event_mid_stream_is_surfaced_not_retried(
-    server: AnthropicServer, make_model: ModelFactory
-) -> None:
-    server.add(Reply(text="abcdef", chunk_size=2, error_at=5), Reply(text="unused"))
-    stream = make_model().chat_stream(HI)
-    with pytest.raises(ModelHTTPError, match="Overloaded") as caught:
-        await stream.collect()
-    assert caught.value.status_code == 529
-    assert stream.response is not None
-    assert stream.response.text == "abcd"
-    assert len(server.requests) == 1
-
-
-async def test_malformed_event_is_an_output_error(
-    server: AnthropicServer, make_model: ModelFactory
-) -> None:
-    # Events: message_start, block start, ping, "ab", then the broken one.
-    server.add(Reply(text="abcdef", chunk_size=2, malformed_at=4), Reply(text="unused"))
-    stream = make_model().chat_stream(HI)
-    seen: list[str] = []
-    with pytest.raises(ModelOutputError, match="malformed JSON"):
-        await read_into(seen, stream)
-    assert seen == ["ab"]
-    assert stream.response is not None
-    assert (stream.response.text, stream.response.finish_reason) == ("ab", "error")
-    assert len(server.requests) == 1
-
-
-async def test_malformed_body_is_an_output_error(
-    server: AnthropicServer, make_model: ModelFactory
-) -> None:
-    server.add(Raw(b'{"content": ['))
-    with pytest.raises(ModelOutputError, match="malformed JSON"):
-        await make_model().chat(HI)
-
-
-async def test_stream_ending_without_message_stop_is_a_connection_error(
-    server: AnthropicServer, make_model: ModelFactory
-) -> None:
-    events = (
-        b'event: message_start\ndata: {"type": "message_start", "message": {"id": "m",'
-        b' "model": "x", "usage": {"input_tokens": 1, "output_tokens": 1}}}\n\n'
-    )
-    server.add(Raw(events, content_type="text/event-stream"))
-    with pytest.raises(ModelConnectionError, match="before the message was complete"):
-        await make_model(max_retries=0).chat_stream(HI).collect()
-
-
-async def test_slow_answer_past_the_timeout(
-    server: AnthropicServer, make_model: ModelFactory
-) -> None:
-    server.add(Reply(text="late", delay=1.0))
-    with pytest.raises(ModelTimeoutError):
-        await make_model(timeout=0.2, max_retries=0).chat(HI)
-
-
-@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
-async def test_a_slow_start_is_retried(
-    server: AnthropicServer, make_model: ModelFactory, streamed: bool
-) -> None:
-    # Nothing reached the caller before the timeout: another try is safe.
-    server.add(Reply(text="late", delay=1.0), Reply(text="in time", chunk_size=3))
-    model = make_model(timeout=0.3, max_retries=1)
-    response = await (model.chat_stream(HI).collect() if streamed else model.chat(HI))
-    assert response.text == "in time"
-    assert len(server.requests) == 2
-
-
-async def test_slow_chunks_within_the_timeout_arrive_one_by_one(
-    server: AnthropicServer, make_model: ModelFactory
-) -> None:
-    server.add(Reply(text="abcdef", chunk_size=2, chunk_delay=0.05))
-    chunks = [chunk async for chunk in make_model(timeout=2.0).chat_stream(HI)]
-    assert [c.text for c in chunks] == ["ab", "cd", "ef", "abcdef"]
-    assert chunks[-1].finish_reason == "stop"
-
-
-async def test_stream_stalling_past_the_timeout(
-    server: AnthropicServer, make_model: ModelFactory
-) -> None:
-    server.add(Reply(text="abcdef", chunk_size=2, chunk_delay=0.6))
-    with pytest.raises(ModelTimeoutError):
-        await make_model(timeout=0.3, max_retries=0).chat_stream(HI).collect()
-
-
-@pytest.mark.parametrize(
-    ("step", "error"),
-    [
-        (HTTPError.rate_limit(retry_after=7), RateLimitError),
-        (HTTPError(400, "prompt is too long: 210000 tokens > 200000 maximum"), ContextLengthError),
-        (HTTPError(400, "Output blocked by content filtering policy"), ContentFilterError),
-        (HTTPError(418, "teapot", kind="api_error"), ModelHTTPError),
-    ],
-)
-async def test_status_errors_map_to_the_tree(
-    server: AnthropicServer, make_model: ModelFactory, step: HTTPError, error: type[Exception]
-) -> None:
-    server.add(step)
-    with pytest.raises(error) as caught:
-        await make_model(max_retries=0).chat(HI)
-    assert type(caught.value) is error
-    if isinstance(caught.value, RateLimitError):
-        assert caught.value.retry_after == 7
-        assert caught.value.status_code == 429
-
-
-async def test_unreachable_server_is_a_connection_error(make_model: ModelFactory) -> None:
-    with AnthropicServer() as gone:
-        credential = gone.credential()
-    with pytest.raises(ModelConnectionError, match="cannot reach anthropic"):
-        await make_model(credential=credential, max_retries=0).chat(HI)
-
-
-# -- cancellation and cache ------------------------------------------------------------------
-
-
-async def test_cancel_ends_with_interrupted_and_closes_the_connection(
-    server: AnthropicServer, make_model: ModelFactory
-) -> None:
-    server.add(Reply(text="x" * 200, chunk_size=1, chunk_delay=0.02))
-    stream = make_model().chat_stream(HI)
-    first = await anext(stream)
-    assert first.text == "x"
-    stream.cancel()
-    final = await anext(stream)
-    assert final.is_last
-    assert final.finish_reason == "interrupted"
-    assert final.text.startswith("x")
-    deadline = time.monotonic() + 5
-    while not server.requests[0].disconnected and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
-    assert server.requests[0].disconnected
-
-
-async def test_leaving_async_with_after_a_break_closes_the_connection(
-    server: AnthropicServer, make_model: ModelFactory
-) -> None:
-    server.add(Reply(text="x" * 400, chunk_size=1, chunk_delay=0.01))
-    before = asyncio.all_tasks()
-    async with make_model().chat_stream(HI) as stream:
-        async for chunk in stream:
-            assert chunk.text == "x"
-            break
-    # Leaving the block waited for the pump: nothing of the stream is left running.
-    assert not asyncio.all_tasks() - before - {asyncio.current_task()}
-    assert stream.response is not None
-    assert stream.response.finish_reason == "interrupted"
-    deadline = time.monotonic() + 5
-    while not server.requests[0].disconnected and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
-    assert server.requests[0].disconnected
-
-
-async def test_a_connection_read_to_the_end_is_kept_for_the_next_call(
-    server: AnthropicServer, make_model: ModelFactory
-) -> None:
-    server.add(*(Reply(text=f"answer {i}", chunk_size=2) for i in range(3)))
-    model = make_model()
-    texts = [(await model.chat_stream(HI).collect()).text for _ in range(3)]
-    assert texts == ["answer 0", "answer 1", "answer 2"]
-    assert len({request.client_port for request in server.requests}) == 1
-    assert not any(request.disconnected for request in server.requests)
-
-
-async def test_cache_answers_a_repeated_call(
-    server: AnthropicServer, make_model: ModelFactory, tmp_path: Path
-) -> None:
-    server.add(Reply(text="cached", tool_calls=[ToolUse("weather", {"city": "Rome"})]))
-    model = make_model(cache_dir=tmp_path)
-    first = await model.chat(HI, tools=TOOLS)
-    again = await model.chat(HI, tools=TOOLS)
-    assert again.content == first.content
-    assert len(server.requests) == 1
 
 
 # -- sync twins, configuration, secrets ------------------------------------------------------
@@ -931,15 +602,6 @@ async def test_missing_aiohttp_names_the_extra(
         await model.chat(HI)
 
 
-def test_sync_twins(server: AnthropicServer) -> None:
-    server.add(Reply(text="sync"), Reply(text="sync stream", chunk_size=4))
-    model = AnthropicChatModel(server.credential(), "claude-sonnet-5-5")
-    assert model.chat_sync(HI).text == "sync"
-    chunks = list(model.chat_stream_sync(HI))
-    assert chunks[-1].text == "sync stream"
-    model.close_sync()
-
-
 async def test_missing_key_is_a_configuration_error(
     server: AnthropicServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -956,15 +618,6 @@ async def test_key_from_the_environment(
     server.add(Reply(text="ok"))
     await make_model(credential=AnthropicCredential(base_url=server.url)).chat(HI)
     assert server.requests[0].headers["authorization"] == "Bearer sk-ant-env"
-
-
-async def test_missing_sdk_names_the_extra(
-    server: AnthropicServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setitem(sys.modules, "anthropic", None)
-    model = AnthropicChatModel(server.credential(), "claude-sonnet-5-5")
-    with pytest.raises(MissingDependencyError, match=r"parley\[anthropic\]"):
-        await model.chat(HI)
 
 
 async def test_remote_hosts_are_blocked_in_tests() -> None:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,27 +15,17 @@ from parley import Msg
 from parley.errors import (
     ConfigurationError,
     ContentFilterError,
-    ContextLengthError,
-    MissingDependencyError,
-    ModelConnectionError,
     ModelHTTPError,
-    ModelOutputError,
-    ModelTimeoutError,
-    RateLimitError,
     UserError,
 )
 from parley.messages import ThinkingBlock, ToolCallBlock
-from parley.models import ChatStream
 from parley.models.dashscope import DashScopeChatModel, DashScopeCredential
 from parley.models.retry import RetryPolicy
-from parley.testing._dashscope_wire import stream_events
 from parley.testing.dashscope_server import (
     TEXT_PATH,
     DashScopeServer,
     HTTPError,
-    Raw,
     Reply,
-    Reset,
     ToolCall,
 )
 from tests._requires import require_module
@@ -92,19 +80,12 @@ async def test_the_request_id_is_the_response_id(
     assert (await model.chat_stream(HI).collect()).id == "req-2"
 
 
-async def test_stream_deltas_then_the_whole(
+async def test_a_stream_asks_for_server_sent_increments(
     server: DashScopeServer, make_model: ModelFactory
 ) -> None:
-    server.add(Reply(text="Hello, world", chunk_size=5, input_tokens=4, output_tokens=3))
-    chunks = [chunk async for chunk in make_model().chat_stream(HI)]
-    assert [c.text for c in chunks[:-1]] == ["Hello", ", wor", "ld"]
-    assert not any(c.is_last for c in chunks[:-1])
-    final = chunks[-1]
-    assert final.is_last
-    assert final.text == "Hello, world"
-    assert final.finish_reason == "stop"
-    assert final.usage is not None
-    assert (final.usage.input_tokens, final.usage.output_tokens) == (4, 3)
+    # The stream's chunks and usage, as every provider's: tests/providers/test_chat_contract.py.
+    server.add(Reply(text="Hello, world", chunk_size=5))
+    await make_model().chat_stream(HI).collect()
     [request] = server.requests
     assert request.headers["x-dashscope-sse"] == "enable"
     assert request.json["parameters"] == {"result_format": "message", "incremental_output": True}
@@ -138,26 +119,6 @@ async def test_a_stream_that_repeats_the_whole_text_gives_the_same_deltas(
             ("call_a", "weather", {"city": "Paris"})
         ]
         assert final.finish_reason == "tool_calls"
-
-
-async def test_streams_and_calls_reuse_one_connection(
-    server: DashScopeServer, make_model: ModelFactory
-) -> None:
-    server.add(Reply(text="one"), Reply(text="two"), Reply(text="three"))
-    model = make_model()
-    await model.chat_stream(HI).collect()
-    await model.chat_stream(HI).collect()
-    await model.chat(HI)
-    assert len({request.client_port for request in server.requests}) == 1
-
-
-async def test_call_dispatches_on_stream_flag(
-    server: DashScopeServer, make_model: ModelFactory
-) -> None:
-    server.add(Reply(text="streamed"))
-    stream = await make_model(stream=True)(HI)
-    assert isinstance(stream, ChatStream)
-    assert (await stream.collect()).text == "streamed"
 
 
 async def test_two_models_on_two_endpoints_at_once(make_model: ModelFactory) -> None:
@@ -242,26 +203,6 @@ async def test_a_thinking_tool_round_trip(
 
 
 # -- tools ----------------------------------------------------------------------------------
-
-
-async def test_parallel_tool_calls_streamed(
-    server: DashScopeServer, make_model: ModelFactory
-) -> None:
-    calls = [
-        ToolCall("weather", {"city": "Paris"}, "call_a"),
-        ToolCall("time", {"tz": "CET"}, "call_b"),
-    ]
-    server.add(Reply(tool_calls=calls, chunk_size=3))
-    chunks = [c async for c in make_model().chat_stream(HI, tools=TOOLS)]
-    final = chunks[-1]
-    assert final.finish_reason == "tool_calls"
-    assert [(c.id, c.name, c.input) for c in final.tool_calls] == [
-        ("call_a", "weather", {"city": "Paris"}),
-        ("call_b", "time", {"tz": "CET"}),
-    ]
-    pieces = [c.tool_calls[0].raw_input or "" for c in chunks[:-1] if c.tool_calls]
-    assert len(pieces) > 2
-    assert "".join(pieces) == '{"city": "Paris"}{"tz": "CET"}'
 
 
 async def test_tool_calls_whole(server: DashScopeServer, make_model: ModelFactory) -> None:
@@ -448,33 +389,10 @@ class RecordingPolicy(RetryPolicy):
         return wait
 
 
-@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "stream"])
-async def test_429_waits_what_retry_after_asks(
-    server: DashScopeServer, make_model: ModelFactory, streamed: bool
-) -> None:
-    server.add(HTTPError.rate_limit(retry_after=0.1), Reply(text="ok"))
-    model = make_model()
-    model.retry = policy = RecordingPolicy(max_retries=2, initial_delay=0.001, max_delay=0.005)
-    response = await (model.chat_stream(HI).collect() if streamed else model.chat(HI))
-    assert response.text == "ok"
-    # The backoff waits at most 0.005 s: a wait of 0.1 s can only be the header's.
-    assert policy.waits == [0.1]
-    assert len(server.requests) == 2
-
-
 async def test_throttling_without_retry_after_is_retried_with_backoff(
     server: DashScopeServer, make_model: ModelFactory
 ) -> None:
     server.add(HTTPError(429, "Throttling.AllocationQuota", "quota"), Reply(text="ok"))
-    assert (await make_model().chat(HI)).text == "ok"
-    assert len(server.requests) == 2
-
-
-@pytest.mark.parametrize("status", [500, 503, 408, 409])
-async def test_retryable_statuses_are_retried(
-    server: DashScopeServer, make_model: ModelFactory, status: int
-) -> None:
-    server.add(HTTPError(status), Reply(text="ok"))
     assert (await make_model().chat(HI)).text == "ok"
     assert len(server.requests) == 2
 
@@ -503,108 +421,6 @@ async def test_client_errors_are_not_retried(
     assert len(server.requests) == 1
 
 
-async def test_a_5xx_retried_then_surfaced(
-    server: DashScopeServer, make_model: ModelFactory
-) -> None:
-    server.add(HTTPError(500), HTTPError(502), HTTPError(503, "ServiceUnavailable", "busy"))
-    with pytest.raises(ModelHTTPError) as caught:
-        await make_model(max_retries=2).chat_stream(HI).collect()
-    assert caught.value.status_code == 503
-    assert "busy" in str(caught.value)
-    server.assert_consumed()
-
-
-async def test_connection_reset_is_retried(
-    server: DashScopeServer, make_model: ModelFactory
-) -> None:
-    server.add(Reset(), Reply(text="ok"))
-    assert (await make_model().chat(HI)).text == "ok"
-
-
-@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "stream"])
-async def test_a_dropped_connection_is_a_connection_error(
-    server: DashScopeServer, make_model: ModelFactory, streamed: bool
-) -> None:
-    server.add(Reset())
-    model = make_model(max_retries=0)
-    with pytest.raises(ModelConnectionError, match="connection to dashscope failed"):
-        await (model.chat_stream(HI).collect() if streamed else model.chat(HI))
-
-
-async def test_stream_failing_before_its_first_chunk_is_retried(
-    server: DashScopeServer, make_model: ModelFactory
-) -> None:
-    server.add(HTTPError(503), Reset(), Reply(text="third time"))
-    final = await make_model().chat_stream(HI).collect()
-    assert final.text == "third time"
-    assert len(server.requests) == 3
-
-
-async def test_stream_cut_after_its_first_chunk_raises_and_is_not_retried(
-    server: DashScopeServer, make_model: ModelFactory
-) -> None:
-    server.add(Reply(text="abcdefghijkl", chunk_size=2, cut_after=3), Reply(text="unused"))
-    stream = make_model().chat_stream(HI)
-    seen: list[str] = []
-
-    async def read() -> None:
-        async for chunk in stream:
-            seen.append(chunk.text)  # noqa: PERF401  (the chunks before the failure count)
-
-    with pytest.raises(ModelConnectionError, match="connection to dashscope failed"):
-        await read()
-    assert seen == ["ab", "cd", "ef"]
-    assert stream.response is not None
-    assert stream.response.finish_reason == "error"
-    assert stream.response.text == "abcdef"
-    assert len(server.requests) == 1
-
-
-async def test_a_stream_that_ends_without_a_finish_reason_is_incomplete(
-    server: DashScopeServer, make_model: ModelFactory
-) -> None:
-    # Whole HTTP framing, but the last event never came: not an answer to keep.
-    events = stream_events(Reply(text="abcd", chunk_size=2), multimodal=False, incremental=True)
-    server.add(Raw(b"".join(events[:-1]), content_type="text/event-stream"))
-    with pytest.raises(ModelConnectionError, match="ended before it was complete"):
-        await make_model(max_retries=0).chat_stream(HI).collect()
-
-
-async def test_malformed_chunk_is_an_output_error(
-    server: DashScopeServer, make_model: ModelFactory
-) -> None:
-    server.add(Reply(text="abcdef", chunk_size=2, malformed_at=2))
-    with pytest.raises(ModelOutputError, match="malformed JSON"):
-        await make_model().chat_stream(HI).collect()
-
-
-async def test_malformed_body_is_an_output_error(
-    server: DashScopeServer, make_model: ModelFactory
-) -> None:
-    server.add(Raw(b'{"output": {"choices": ['))
-    with pytest.raises(ModelOutputError, match="malformed JSON"):
-        await make_model().chat(HI)
-
-
-async def test_an_error_event_mid_stream(server: DashScopeServer, make_model: ModelFactory) -> None:
-    server.add(Reply(text="abcdef", chunk_size=2, error_at=2))
-    stream = make_model(max_retries=0).chat_stream(HI)
-    with pytest.raises(ModelHTTPError, match="An internal error has occured") as caught:
-        await stream.collect()
-    assert caught.value.status_code == 500
-    assert stream.response is not None
-    assert stream.response.text == "abcd"
-
-
-async def test_an_error_event_before_any_chunk_is_retried(
-    server: DashScopeServer, make_model: ModelFactory
-) -> None:
-    throttled = {"code": "Throttling.RateQuota", "message": "slow down"}
-    server.add(Reply(text="x", error_at=0, error=throttled, error_status=429), Reply(text="ok"))
-    assert (await make_model().chat_stream(HI).collect()).text == "ok"
-    assert len(server.requests) == 2
-
-
 async def test_output_moderation_mid_stream_is_a_content_filter_error(
     server: DashScopeServer, make_model: ModelFactory
 ) -> None:
@@ -618,69 +434,14 @@ async def test_output_moderation_mid_stream_is_a_content_filter_error(
     assert len(server.requests) == 1
 
 
-async def test_slow_answer_past_the_timeout(
-    server: DashScopeServer, make_model: ModelFactory
-) -> None:
-    server.add(Reply(text="late", delay=1.0))
-    with pytest.raises(ModelTimeoutError):
-        await make_model(timeout=0.2, max_retries=0).chat(HI)
-
-
-async def test_stream_starting_past_the_timeout(
-    server: DashScopeServer, make_model: ModelFactory
-) -> None:
-    server.add(Reply(text="late", delay=1.0))
-    stream = make_model(timeout=0.2, max_retries=0).chat_stream(HI)
-    with pytest.raises(ModelTimeoutError, match="dashscope did not answer in time"):
-        await stream.collect()
-    assert len(server.requests) == 1
-
-
-@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "stream"])
-async def test_a_slow_start_is_retried(
-    server: DashScopeServer, make_model: ModelFactory, streamed: bool
-) -> None:
-    # Nothing was handed out yet, so the timed-out call is tried again.
-    server.add(Reply(text="late", delay=1.0), Reply(text="on time"))
-    model = make_model(timeout=0.3, max_retries=1)
-    response = await (model.chat_stream(HI).collect() if streamed else model.chat(HI))
-    assert response.text == "on time"
-    assert len(server.requests) == 2
-
-
-async def test_stream_stalling_past_the_timeout(
-    server: DashScopeServer, make_model: ModelFactory
-) -> None:
-    server.add(Reply(text="abcdef", chunk_size=2, chunk_delay=0.6))
-    with pytest.raises(ModelTimeoutError):
-        await make_model(timeout=0.3, max_retries=0).chat_stream(HI).collect()
-
-
-async def test_a_long_slow_stream_is_not_cut_by_the_timeout(
-    server: DashScopeServer, make_model: ModelFactory
-) -> None:
-    # The timeout bounds each wait for data, not the whole stream (as a total deadline would).
-    server.add(Reply(text="abcdefgh", chunk_size=1, chunk_delay=0.1))
-    final = await make_model(timeout=0.5, max_retries=0).chat_stream(HI).collect()
-    assert final.text == "abcdefgh"
-
-
 # -- error mapping ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["whole", "stream"])
 @pytest.mark.parametrize(
     ("step", "error"),
+    # A rate limit, a prompt too long, filtered input: the contract suite.
     [
-        (HTTPError.rate_limit(retry_after=7), RateLimitError),
-        (
-            HTTPError(400, "InvalidParameter", "Range of input length should be [1, 30720]"),
-            ContextLengthError,
-        ),
-        (
-            HTTPError(400, "DataInspectionFailed", "Input data may contain inappropriate content."),
-            ContentFilterError,
-        ),
         (HTTPError(401, "InvalidApiKey", "Invalid API-key provided."), ModelHTTPError),
         (
             HTTPError(
@@ -692,7 +453,7 @@ async def test_a_long_slow_stream_is_not_cut_by_the_timeout(
         ),
     ],
 )
-async def test_status_errors_map_to_the_tree(
+async def test_other_codes_are_plain_http_errors(
     server: DashScopeServer,
     make_model: ModelFactory,
     step: HTTPError,
@@ -704,49 +465,7 @@ async def test_status_errors_map_to_the_tree(
     with pytest.raises(error) as caught:
         await (model.chat_stream(HI).collect() if streamed else model.chat(HI))
     assert type(caught.value) is error
-    if isinstance(caught.value, RateLimitError):
-        assert caught.value.retry_after == 7
-        assert caught.value.status_code == 429
     assert step.message in str(caught.value)
-
-
-async def test_unreachable_server_is_a_connection_error(make_model: ModelFactory) -> None:
-    with DashScopeServer() as gone:
-        credential = gone.credential()
-    with pytest.raises(ModelConnectionError, match=r"cannot reach dashscope.*Cannot connect"):
-        await make_model(credential=credential, max_retries=0).chat(HI)
-
-
-# -- cancellation and cache ------------------------------------------------------------------
-
-
-async def test_cancel_ends_with_interrupted_and_closes_the_connection(
-    server: DashScopeServer, make_model: ModelFactory
-) -> None:
-    server.add(Reply(text="x" * 200, chunk_size=1, chunk_delay=0.02))
-    stream = make_model().chat_stream(HI)
-    first = await anext(stream)
-    assert first.text == "x"
-    stream.cancel()
-    final = await anext(stream)
-    assert final.is_last
-    assert final.finish_reason == "interrupted"
-    assert final.text.startswith("x")
-    deadline = time.monotonic() + 5
-    while not server.requests[0].disconnected and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
-    assert server.requests[0].disconnected
-
-
-async def test_cache_answers_a_repeated_call(
-    server: DashScopeServer, make_model: ModelFactory, tmp_path: Any
-) -> None:
-    server.add(Reply(text="cached answer", tool_calls=[ToolCall("weather", {"city": "Rome"})]))
-    model = make_model(cache_dir=tmp_path)
-    first = await model.chat(HI, tools=TOOLS)
-    again = await model.chat(HI, tools=TOOLS)
-    assert again.content == first.content
-    assert len(server.requests) == 1
 
 
 # -- sync twins, configuration, secrets ------------------------------------------------------
@@ -763,15 +482,6 @@ model = DashScopeChatModel(credential, "qwen-plus")
 """
     server.add(Reply(text="one"), Reply(text="two"), Reply(text="three"))
     assert run_without_closing(setup, server.url, ending) == ["one", "two", "three"]
-
-
-def test_sync_twins(server: DashScopeServer) -> None:
-    server.add(Reply(text="sync"), Reply(text="sync stream", chunk_size=4))
-    model = DashScopeChatModel(server.credential(), "qwen-plus")
-    assert model.chat_sync(HI).text == "sync"
-    chunks = list(model.chat_stream_sync(HI))
-    assert chunks[-1].text == "sync stream"
-    model.close_sync()
 
 
 async def test_missing_key_is_a_configuration_error(
@@ -791,15 +501,6 @@ async def test_key_and_endpoint_from_the_environment(
     server.add(Reply(text="ok"))
     assert (await make_model(credential=DashScopeCredential()).chat(HI)).text == "ok"
     assert server.requests[0].headers["authorization"] == "Bearer sk-env"
-
-
-async def test_missing_sdk_names_the_extra(
-    server: DashScopeServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setitem(sys.modules, "dashscope", None)
-    model = DashScopeChatModel(server.credential(), "qwen-plus")
-    with pytest.raises(MissingDependencyError, match=r"parley\[dashscope\]"):
-        await model.chat(HI)
 
 
 async def test_remote_hosts_are_blocked_in_tests() -> None:

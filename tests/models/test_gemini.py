@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -16,26 +13,16 @@ from parley import Msg
 from parley.errors import (
     ConfigurationError,
     ContentFilterError,
-    ContextLengthError,
-    MissingDependencyError,
-    ModelConnectionError,
-    ModelHTTPError,
-    ModelOutputError,
-    ModelTimeoutError,
-    RateLimitError,
     UserError,
 )
 from parley.messages import Base64Source, ImageBlock, TextBlock, ThinkingBlock
-from parley.models import ChatStream
 from parley.models.gemini import GeminiChatModel, GeminiCredential
 from parley.models.gemini.formatter import PART_SIGNATURE
 from parley.testing.gemini_server import (
     FunctionCall,
     GeminiServer,
     HTTPError,
-    Raw,
     Reply,
-    Reset,
 )
 
 pytest_plugins = ["tests.models.gemini_fixtures"]
@@ -86,38 +73,13 @@ async def test_whole_answer_with_usage(server: GeminiServer, make_model: ModelFa
     server.assert_consumed()
 
 
-async def test_stream_deltas_then_the_whole(server: GeminiServer, make_model: ModelFactory) -> None:
-    server.add(Reply(text="Hello, world", chunk_size=5, input_tokens=4, output_tokens=3))
-    chunks = [chunk async for chunk in make_model().chat_stream(HI)]
-    assert [c.text for c in chunks[:-1]] == ["Hello", ", wor", "ld"]
-    assert not any(c.is_last for c in chunks[:-1])
-    final = chunks[-1]
-    assert final.is_last
-    assert final.text == "Hello, world"
-    assert final.finish_reason == "stop"
-    assert final.usage is not None
-    assert (final.usage.input_tokens, final.usage.output_tokens) == (4, 3)
+async def test_a_stream_goes_to_stream_generate_content(
+    server: GeminiServer, make_model: ModelFactory
+) -> None:
+    # The stream's chunks and usage, as every provider's: tests/providers/test_chat_contract.py.
+    server.add(Reply(text="Hello, world", chunk_size=5))
+    await make_model().chat_stream(HI).collect()
     assert server.requests[0].path == f"{PATH}:streamGenerateContent?alt=sse"
-
-
-async def test_streams_and_calls_reuse_one_connection(
-    server: GeminiServer, make_model: ModelFactory
-) -> None:
-    server.add(Reply(text="one"), Reply(text="two"), Reply(text="three"))
-    model = make_model()
-    await model.chat_stream(HI).collect()
-    await model.chat_stream(HI).collect()
-    await model.chat(HI)
-    assert len({request.client_port for request in server.requests}) == 1
-
-
-async def test_call_dispatches_on_stream_flag(
-    server: GeminiServer, make_model: ModelFactory
-) -> None:
-    server.add(Reply(text="streamed"))
-    stream = await make_model(stream=True)(HI)
-    assert isinstance(stream, ChatStream)
-    assert (await stream.collect()).text == "streamed"
 
 
 # -- tools ----------------------------------------------------------------------------------
@@ -157,15 +119,6 @@ async def test_parallel_function_calls_streamed(
     assert [part["functionResponse"] for part in answers["parts"]] == [
         {"id": "fc_a", "name": "weather", "response": {"output": "Sunny"}},
         {"name": "time", "response": {"output": "9:00"}},
-    ]
-
-
-async def test_function_calls_whole(server: GeminiServer, make_model: ModelFactory) -> None:
-    server.add(Reply(function_calls=[FunctionCall("weather", {"city": "Rome"}, id="x1")]))
-    response = await make_model().chat(HI, tools=TOOLS)
-    assert response.finish_reason == "tool_calls"
-    assert [(c.id, c.name, c.input) for c in response.tool_calls] == [
-        ("x1", "weather", {"city": "Rome"})
     ]
 
 
@@ -397,11 +350,12 @@ async def test_structured_output_by_forced_call(
 
 @pytest.mark.parametrize(
     "limited",
-    # The fixture's backoff waits near zero, so a wait of 0.10 s can only be the server's.
-    [HTTPError.rate_limit(retry_after=0.1), HTTPError.rate_limit(retry_delay="0.1s")],
-    ids=["retry-after", "retry-info"],
+    # The fixture's backoff waits near zero, so a wait of 0.10 s can only be the server's
+    # (`Retry-After`: the contract suite).
+    [HTTPError.rate_limit(retry_delay="0.1s")],
+    ids=["retry-info"],
 )
-async def test_429_waits_what_the_server_asks(
+async def test_429_waits_what_its_retry_info_asks(
     server: GeminiServer,
     make_model: ModelFactory,
     limited: HTTPError,
@@ -416,168 +370,7 @@ async def test_429_waits_what_the_server_asks(
     assert len(server.requests) == 2
 
 
-@pytest.mark.parametrize("status", [500, 503, 408, 409])
-async def test_retryable_statuses_are_retried(
-    server: GeminiServer, make_model: ModelFactory, status: int
-) -> None:
-    server.add(HTTPError(status), Reply(text="ok"))
-    assert (await make_model().chat(HI)).text == "ok"
-    assert len(server.requests) == 2
-
-
-@pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
-async def test_client_errors_are_not_retried(
-    server: GeminiServer, make_model: ModelFactory, status: int
-) -> None:
-    server.add(HTTPError(status, "nope"), Reply(text="unused"))
-    with pytest.raises(ModelHTTPError) as caught:
-        await make_model().chat(HI)
-    assert caught.value.status_code == status
-    assert caught.value.body == HTTPError(status, "nope").payload()
-    assert "nope" in str(caught.value)
-    assert len(server.requests) == 1
-
-
-async def test_5xx_retried_then_surfaced(server: GeminiServer, make_model: ModelFactory) -> None:
-    server.add(HTTPError(500), HTTPError(502), HTTPError(503, "overloaded"))
-    with pytest.raises(ModelHTTPError, match="503 UNAVAILABLE: overloaded") as caught:
-        await make_model(max_retries=2).chat(HI)
-    assert caught.value.status_code == 503
-    server.assert_consumed()
-
-
-async def test_connection_reset_is_retried(server: GeminiServer, make_model: ModelFactory) -> None:
-    server.add(Reset(), Reply(text="ok"))
-    assert (await make_model().chat(HI)).text == "ok"
-
-
-async def test_stream_failing_before_its_first_chunk_is_retried(
-    server: GeminiServer, make_model: ModelFactory
-) -> None:
-    server.add(HTTPError(503), Reset(), Reply(text="third time"))
-    final = await make_model().chat_stream(HI).collect()
-    assert final.text == "third time"
-    assert len(server.requests) == 3
-
-
-async def test_stream_cut_after_its_first_chunk_raises_and_is_not_retried(
-    server: GeminiServer, make_model: ModelFactory
-) -> None:
-    server.add(Reply(text="abcdefghijkl", chunk_size=2, cut_after=2), Reply(text="unused"))
-    stream = make_model().chat_stream(HI)
-    seen: list[str] = []
-
-    async def read() -> None:
-        async for chunk in stream:
-            seen.append(chunk.text)  # noqa: PERF401  (the chunks before the failure count)
-
-    with pytest.raises(ModelConnectionError, match="connection to gemini failed"):
-        await read()
-    assert seen == ["ab", "cd"]
-    assert stream.response is not None
-    assert stream.response.finish_reason == "error"
-    assert stream.response.text == "abcd"
-    assert len(server.requests) == 1
-
-
-async def test_stream_ending_without_a_finish_reason_is_incomplete(
-    server: GeminiServer, make_model: ModelFactory
-) -> None:
-    event = b'data: {"candidates": [{"content": {"role": "model", "parts": [{"text": "Hi"}]}}]}'
-    server.add(Raw(event + b"\r\n\r\n", content_type="text/event-stream"))
-    with pytest.raises(ModelConnectionError, match="ended before its last event"):
-        await make_model(max_retries=0).chat_stream(HI).collect()
-
-
-async def test_malformed_chunk_is_an_output_error(
-    server: GeminiServer, make_model: ModelFactory
-) -> None:
-    server.add(Reply(text="abcdef", chunk_size=2, malformed_at=1))
-    with pytest.raises(ModelOutputError, match="malformed JSON"):
-        await make_model().chat_stream(HI).collect()
-
-
-async def test_malformed_body_is_an_output_error(
-    server: GeminiServer, make_model: ModelFactory
-) -> None:
-    server.add(Raw(b'{"candidates": ['))
-    with pytest.raises(ModelOutputError, match="malformed JSON"):
-        await make_model().chat(HI)
-
-
-async def test_error_event_in_a_stream(server: GeminiServer, make_model: ModelFactory) -> None:
-    server.add(Reply(text="abcdef", chunk_size=2, error_at=2))
-    stream = make_model(max_retries=0).chat_stream(HI)
-    with pytest.raises(ModelHTTPError, match="500 INTERNAL: Internal error") as caught:
-        await stream.collect()
-    assert caught.value.status_code == 500
-    assert stream.response is not None
-    assert stream.response.text == "abcd"
-
-
-@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
-async def test_slow_answer_past_the_timeout(
-    server: GeminiServer, make_model: ModelFactory, stream: bool
-) -> None:
-    server.add(Reply(text="late", delay=1.0))
-    model = make_model(timeout=0.2, max_retries=0)
-    with pytest.raises(ModelTimeoutError, match="did not answer in time"):
-        await (model.chat_stream(HI).collect() if stream else model.chat(HI))
-
-
-async def test_a_slow_start_within_the_timeout_answers(
-    server: GeminiServer, make_model: ModelFactory
-) -> None:
-    server.add(Reply(text="late but here", delay=0.3))
-    final = await make_model(timeout=2.0, max_retries=0).chat_stream(HI).collect()
-    assert final.text == "late but here"
-
-
-async def test_stream_stalling_past_the_timeout(
-    server: GeminiServer, make_model: ModelFactory
-) -> None:
-    server.add(Reply(text="abcdef", chunk_size=2, chunk_delay=0.6))
-    with pytest.raises(ModelTimeoutError):
-        await make_model(timeout=0.3, max_retries=0).chat_stream(HI).collect()
-
-
-async def test_a_long_stream_is_not_cut_by_the_timeout(
-    server: GeminiServer, make_model: ModelFactory
-) -> None:
-    # The timeout bounds each wait for data, not the whole stream (as a total deadline would).
-    server.add(Reply(text="abcdefgh", chunk_size=1, chunk_delay=0.1))
-    final = await make_model(timeout=0.5, max_retries=0).chat_stream(HI).collect()
-    assert final.text == "abcdefgh"
-
-
 # -- error mapping and finish reasons --------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("step", "error"),
-    [
-        (HTTPError.rate_limit(retry_after=7), RateLimitError),
-        (
-            HTTPError(
-                400,
-                "The input token count (1200000) exceeds the maximum number of tokens allowed "
-                "(1048576).",
-            ),
-            ContextLengthError,
-        ),
-        (HTTPError(418, "teapot"), ModelHTTPError),
-    ],
-)
-async def test_status_errors_map_to_the_tree(
-    server: GeminiServer, make_model: ModelFactory, step: HTTPError, error: type[Exception]
-) -> None:
-    server.add(step)
-    with pytest.raises(error) as caught:
-        await make_model(max_retries=0).chat(HI)
-    assert type(caught.value) is error
-    if isinstance(caught.value, RateLimitError):
-        assert caught.value.retry_after == 7
-        assert caught.value.status_code == 429
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
@@ -659,34 +452,6 @@ async def test_a_malformed_call_says_what_was_wrong(
         }
 
 
-async def test_unreachable_server_is_a_connection_error(make_model: ModelFactory) -> None:
-    with GeminiServer() as gone:
-        credential = gone.credential()
-    with pytest.raises(ModelConnectionError, match="connection to gemini failed"):
-        await make_model(credential=credential, max_retries=0).chat(HI)
-
-
-# -- cancellation ----------------------------------------------------------------------------
-
-
-async def test_cancel_ends_with_interrupted_and_closes_the_connection(
-    server: GeminiServer, make_model: ModelFactory
-) -> None:
-    server.add(Reply(text="x" * 200, chunk_size=1, chunk_delay=0.02))
-    stream = make_model().chat_stream(HI)
-    first = await anext(stream)
-    assert first.text == "x"
-    stream.cancel()
-    final = await anext(stream)
-    assert final.is_last
-    assert final.finish_reason == "interrupted"
-    assert final.text.startswith("x")
-    deadline = time.monotonic() + 5
-    while not server.requests[0].disconnected and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
-    assert server.requests[0].disconnected
-
-
 # -- Vertex AI -------------------------------------------------------------------------------
 
 
@@ -729,14 +494,6 @@ async def test_vertex_ai_without_a_project_is_a_configuration_error(
 # -- sync twins, configuration, secrets ------------------------------------------------------
 
 
-def test_sync_twins(server: GeminiServer) -> None:
-    server.add(Reply(text="sync"), Reply(text="sync stream", chunk_size=4))
-    model = GeminiChatModel(server.credential(), "gemini-2.5-flash")
-    assert model.chat_sync(HI).text == "sync"
-    assert list(model.chat_stream_sync(HI))[-1].text == "sync stream"
-    model.close_sync()
-
-
 async def test_missing_key_is_a_configuration_error(
     server: GeminiServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -770,15 +527,6 @@ async def test_key_from_the_environment(
     server.add(Reply(text="ok"))
     await make_model(credential=GeminiCredential(base_url=server.url)).chat(HI)
     assert server.requests[0].headers["x-goog-api-key"] == sent
-
-
-async def test_missing_sdk_names_the_extra(
-    server: GeminiServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setitem(sys.modules, "google.genai", None)
-    model = GeminiChatModel(server.credential(), "gemini-2.5-flash")
-    with pytest.raises(MissingDependencyError, match=r"parley\[gemini\]"):
-        await model.chat(HI)
 
 
 async def test_remote_hosts_are_blocked_in_tests() -> None:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import gzip
 import json
 import logging
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -20,18 +18,13 @@ from parley.agents import Agent
 from parley.errors import (
     ContextLengthError,
     MissingDependencyError,
-    ModelConnectionError,
     ModelHTTPError,
-    ModelOutputError,
-    ModelTimeoutError,
-    RateLimitError,
     UserError,
 )
 from parley.messages import ImageBlock, ThinkingBlock, ToolCallBlock
-from parley.models import ChatStream
 from parley.models.ollama import OllamaChatModel, OllamaCredential
 from parley.models.spec import model_from_spec
-from parley.testing.ollama_server import HTTPError, OllamaServer, Raw, Reply, Reset, ToolCall
+from parley.testing.ollama_server import HTTPError, OllamaServer, Raw, Reply, ToolCall
 from tests.models.loop_exit import ENDINGS, run_without_closing
 from tests.sample_tools import add
 
@@ -83,17 +76,12 @@ async def test_whole_answer_with_usage_and_durations(
     server.assert_consumed()
 
 
-async def test_stream_deltas_then_the_whole(server: OllamaServer, make_model: ModelFactory) -> None:
-    server.add(Reply(text="Hello, world", chunk_size=5, prompt_eval_count=4, eval_count=3))
-    chunks = [chunk async for chunk in make_model().chat_stream(HI)]
-    assert [c.text for c in chunks[:-1]] == ["Hello", ", wor", "ld"]
-    assert not any(c.is_last for c in chunks[:-1])
-    final = chunks[-1]
-    assert final.is_last
-    assert final.text == "Hello, world"
-    assert final.finish_reason == "stop"
-    assert final.usage is not None
-    assert (final.usage.input_tokens, final.usage.output_tokens) == (4, 3)
+async def test_a_stream_ends_with_its_durations(
+    server: OllamaServer, make_model: ModelFactory
+) -> None:
+    # The stream's chunks and usage, as every provider's: tests/providers/test_chat_contract.py.
+    server.add(Reply(text="Hello, world", chunk_size=5))
+    final = await make_model().chat_stream(HI).collect()
     assert final.metadata["durations"]["eval"] == 0.15
     assert server.bodies()[0]["stream"] is True
 
@@ -112,26 +100,6 @@ async def test_thinking_streams_before_the_text(
     assert isinstance(final.content[0], ThinkingBlock)
     assert (final.thinking, final.text) == ("Let me see.", "42")
     assert server.bodies()[0]["think"] is True
-
-
-async def test_call_dispatches_on_stream_flag(
-    server: OllamaServer, make_model: ModelFactory
-) -> None:
-    server.add(Reply(text="streamed"))
-    stream = await make_model(stream=True)(HI)
-    assert isinstance(stream, ChatStream)
-    assert (await stream.collect()).text == "streamed"
-
-
-async def test_streams_and_calls_reuse_one_connection(
-    server: OllamaServer, make_model: ModelFactory
-) -> None:
-    server.add(Reply(text="one"), Reply(text="two"), Reply(text="three"))
-    model = make_model()
-    await model.chat_stream(HI).collect()
-    await model.chat_stream(HI).collect()
-    await model.chat(HI)
-    assert len({request.client_port for request in server.requests}) == 1
 
 
 # -- tools ----------------------------------------------------------------------------------
@@ -398,50 +366,6 @@ async def test_load_and_unload(server: OllamaServer, make_model: ModelFactory) -
 # -- retries and faults ---------------------------------------------------------------------
 
 
-async def test_429_waits_what_retry_after_asks(
-    server: OllamaServer, make_model: ModelFactory, caplog: pytest.LogCaptureFixture
-) -> None:
-    server.add(HTTPError.rate_limit(retry_after=0.1), Reply(text="ok"))
-    with caplog.at_level(logging.WARNING, logger="parley.models"):
-        response = await make_model().chat(HI)
-    assert response.text == "ok"
-    # The wait the retry chose, as it logs it before sleeping: the header's, not a backoff
-    # (the fixture's backoff waits near zero).
-    assert "retry 1 of" in caplog.text
-    assert "in 0.10s" in caplog.text
-    assert len(server.requests) == 2
-
-
-@pytest.mark.parametrize("status", [500, 502, 503, 408, 409])
-async def test_retryable_statuses_are_retried(
-    server: OllamaServer, make_model: ModelFactory, status: int
-) -> None:
-    server.add(HTTPError(status), Reply(text="ok"))
-    assert (await make_model().chat(HI)).text == "ok"
-    assert len(server.requests) == 2
-
-
-async def test_5xx_retried_then_surfaced(server: OllamaServer, make_model: ModelFactory) -> None:
-    server.add(HTTPError(500), HTTPError(502, "upstream"), HTTPError(503, "still down"))
-    with pytest.raises(ModelHTTPError, match="still down") as caught:
-        await make_model(max_retries=2).chat(HI)
-    assert caught.value.status_code == 503
-    assert caught.value.body == {"error": "still down"}
-    server.assert_consumed()
-
-
-@pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
-async def test_client_errors_are_not_retried(
-    server: OllamaServer, make_model: ModelFactory, status: int
-) -> None:
-    server.add(HTTPError(status, "nope"), Reply(text="unused"))
-    with pytest.raises(ModelHTTPError, match="nope") as caught:
-        await make_model().chat(HI)
-    assert caught.value.status_code == status
-    assert caught.value.body == {"error": "nope"}
-    assert len(server.requests) == 1
-
-
 async def test_a_model_not_pulled_names_ollama_pull(
     server: OllamaServer, make_model: ModelFactory
 ) -> None:
@@ -463,151 +387,6 @@ async def test_context_length_errors(server: OllamaServer, make_model: ModelFact
         await model.chat(HI)
     with pytest.raises(ContextLengthError):
         await model.chat_stream(HI).collect()
-
-
-async def test_connection_reset_is_retried(server: OllamaServer, make_model: ModelFactory) -> None:
-    server.add(Reset(), Reply(text="ok"))
-    assert (await make_model().chat(HI)).text == "ok"
-
-
-async def test_stream_failing_before_its_first_chunk_is_retried(
-    server: OllamaServer, make_model: ModelFactory
-) -> None:
-    server.add(HTTPError(503), Reset(), Reply(text="x", error_at=0), Reply(text="fourth time"))
-    final = await make_model(max_retries=3).chat_stream(HI).collect()
-    assert final.text == "fourth time"
-    assert len(server.requests) == 4
-
-
-async def test_stream_cut_after_its_first_chunk_raises_and_is_not_retried(
-    server: OllamaServer, make_model: ModelFactory
-) -> None:
-    server.add(Reply(text="abcdefghijkl", chunk_size=2, cut_after=2), Reply(text="unused"))
-    stream = make_model().chat_stream(HI)
-    seen: list[str] = []
-
-    async def read() -> None:
-        async for chunk in stream:
-            seen.append(chunk.text)  # noqa: PERF401  (the chunks before the failure count)
-
-    with pytest.raises(ModelConnectionError):
-        await read()
-    assert seen == ["ab", "cd"]
-    assert stream.response is not None
-    assert stream.response.finish_reason == "error"
-    assert stream.response.text == "abcd"
-    assert len(server.requests) == 1
-
-
-async def test_stream_ending_without_done_is_a_connection_error(
-    server: OllamaServer, make_model: ModelFactory
-) -> None:
-    # The body ends properly but the last line never said `done`.
-    lines = (
-        b'{"model": "qwen3", "message": {"role": "assistant", "content": "Hi"}, "done": false}\n'
-    )
-    server.add(Raw(lines, content_type="application/x-ndjson"))
-    with pytest.raises(ModelConnectionError, match="ended before it was done"):
-        await make_model(max_retries=0).chat_stream(HI).collect()
-
-
-async def test_malformed_line_is_an_output_error(
-    server: OllamaServer, make_model: ModelFactory
-) -> None:
-    server.add(Reply(text="abcdef", chunk_size=2, malformed_at=2))
-    with pytest.raises(ModelOutputError, match="malformed JSON"):
-        await make_model().chat_stream(HI).collect()
-
-
-async def test_malformed_body_is_an_output_error(
-    server: OllamaServer, make_model: ModelFactory
-) -> None:
-    server.add(Raw(b'{"message": ['))
-    with pytest.raises(ModelOutputError, match="malformed JSON"):
-        await make_model().chat(HI)
-
-
-async def test_error_line_in_a_stream(server: OllamaServer, make_model: ModelFactory) -> None:
-    server.add(Reply(text="abcdef", chunk_size=2, error_at=2, error="the runner crashed"))
-    stream = make_model().chat_stream(HI)
-    with pytest.raises(ModelHTTPError, match="the runner crashed") as caught:
-        await stream.collect()
-    assert caught.value.status_code == 500
-    assert stream.response is not None
-    assert stream.response.text == "abcd"
-    assert len(server.requests) == 1  # chunks had reached the caller: no retry
-
-
-@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
-async def test_slow_answer_past_the_timeout(
-    server: OllamaServer, make_model: ModelFactory, stream: bool
-) -> None:
-    server.add(Reply(text="late", delay=1.0))
-    model = make_model(timeout=0.2, max_retries=0)
-    with pytest.raises(ModelTimeoutError):
-        await (model.chat_stream(HI).collect() if stream else model.chat(HI))
-
-
-async def test_a_slow_start_within_the_timeout_answers(
-    server: OllamaServer, make_model: ModelFactory
-) -> None:
-    server.add(Reply(text="late but here", delay=0.3))
-    final = await make_model(timeout=2.0, max_retries=0).chat_stream(HI).collect()
-    assert final.text == "late but here"
-
-
-async def test_stream_stalling_past_the_timeout(
-    server: OllamaServer, make_model: ModelFactory
-) -> None:
-    server.add(Reply(text="abcdef", chunk_size=2, chunk_delay=0.6))
-    with pytest.raises(ModelTimeoutError):
-        await make_model(timeout=0.3, max_retries=0).chat_stream(HI).collect()
-
-
-async def test_unreachable_server_says_to_start_ollama(make_model: ModelFactory) -> None:
-    with OllamaServer() as gone:
-        credential = gone.credential()
-    with pytest.raises(ModelConnectionError, match=r"cannot reach ollama at .*`ollama serve`"):
-        await make_model(credential=credential, max_retries=0).chat(HI)
-
-
-async def test_rate_limit_is_its_own_error(server: OllamaServer, make_model: ModelFactory) -> None:
-    server.add(HTTPError.rate_limit(retry_after=7))
-    with pytest.raises(RateLimitError) as caught:
-        await make_model(max_retries=0).chat(HI)
-    assert (caught.value.status_code, caught.value.retry_after) == (429, 7)
-
-
-# -- cancellation and cache -----------------------------------------------------------------
-
-
-async def test_cancel_ends_with_interrupted_and_closes_the_connection(
-    server: OllamaServer, make_model: ModelFactory
-) -> None:
-    server.add(Reply(text="x" * 200, chunk_size=1, chunk_delay=0.02))
-    stream = make_model().chat_stream(HI)
-    first = await anext(stream)
-    assert first.text == "x"
-    stream.cancel()
-    final = await anext(stream)
-    assert final.is_last
-    assert final.finish_reason == "interrupted"
-    assert final.text.startswith("x")
-    deadline = time.monotonic() + 5
-    while not server.requests[0].disconnected and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
-    assert server.requests[0].disconnected
-
-
-async def test_cache_answers_a_repeated_call(
-    server: OllamaServer, make_model: ModelFactory, tmp_path: Any
-) -> None:
-    server.add(Reply(text="cached answer", tool_calls=[ToolCall("weather", {"city": "Rome"})]))
-    model = make_model(cache_dir=tmp_path)
-    first = await model.chat(HI, tools=TOOLS)
-    again = await model.chat(HI, tools=TOOLS)
-    assert again.content == first.content
-    assert len(server.requests) == 1
 
 
 # -- sync twins, configuration, the SDK -----------------------------------------------------

@@ -81,6 +81,7 @@ class ChatProvider:
         lead: Events a stream sends before its first text chunk (for faults at a chunk).
         error_event: The status and message of its servers' default error event.
         unreachable: What its connection error says when nothing listens (a regex).
+        dropped: What it says when the connection drops before any answer (a regex).
         unfinished: A stream that ends cleanly without its last event (a `Raw` step).
         context_length: A status answer that means the prompt was too long.
         content_filter: A status answer that means the content was filtered.
@@ -99,6 +100,7 @@ class ChatProvider:
     lead: int
     error_event: tuple[int, str]
     unreachable: str
+    dropped: str
     unfinished: Callable[[], Any] | None = None
     context_length: Any = None
     content_filter: Any = None
@@ -270,6 +272,8 @@ CHAT_PROVIDERS = [
         lead=1,
         error_event=_OPENAI_ERROR,
         unreachable="cannot reach openai",
+        # The SDK reports a read error as a failed connect: parley says "cannot reach".
+        dropped="cannot reach openai: ReadError",
         unfinished=_chat_unfinished,
         requires=(("openai", "openai"),),
         context_length=openai_server.HTTPError(400, "too long", code="context_length_exceeded"),
@@ -288,6 +292,8 @@ CHAT_PROVIDERS = [
         lead=3,
         error_event=_OPENAI_ERROR,
         unreachable="cannot reach openai",
+        # The SDK reports a read error as a failed connect: parley says "cannot reach".
+        dropped="cannot reach openai: ReadError",
         unfinished=_responses_unfinished,
         requires=(("openai", "openai"),),
         capabilities=_EVERY,
@@ -304,6 +310,7 @@ CHAT_PROVIDERS = [
         lead=1,
         error_event=_OPENAI_ERROR,
         unreachable="cannot reach azure",
+        dropped="cannot reach azure_openai: ReadError",
         unfinished=_chat_unfinished,
         requires=(("openai", "openai"),),
         # Its API version (2024-06-01) takes no `stream_options`: a stream counts no tokens.
@@ -321,6 +328,7 @@ CHAT_PROVIDERS = [
         lead=3,
         error_event=(529, "Overloaded"),
         unreachable="cannot reach anthropic",
+        dropped="the connection to anthropic failed",
         unfinished=lambda: anthropic_server.Raw(
             b'event: message_start\ndata: {"type": "message_start", "message": {"id": "m",'
             b' "model": "x", "usage": {"input_tokens": 1, "output_tokens": 1}}}\n\n',
@@ -347,6 +355,7 @@ CHAT_PROVIDERS = [
         lead=0,
         error_event=(500, "500 INTERNAL: Internal error"),
         unreachable="connection to gemini failed",
+        dropped="the connection to gemini failed",
         unfinished=lambda: gemini_server.Raw(
             b'data: {"candidates": [{"content": {"role": "model", "parts": [{"text": "Hi"}]}}]}'
             b"\r\n\r\n",
@@ -373,6 +382,7 @@ CHAT_PROVIDERS = [
         lead=0,
         error_event=(500, "an error was encountered while running the model"),
         unreachable=r"cannot reach ollama at .*`ollama serve`",
+        dropped=r"the connection to ollama at \S+ failed",
         unfinished=lambda: ollama_server.Raw(
             b'{"model": "qwen3", "message": {"role": "assistant", "content": "Hi"},'
             b' "done": false}\n',
@@ -395,6 +405,7 @@ CHAT_PROVIDERS = [
         lead=0,
         error_event=(500, "An internal error has occured"),
         unreachable=r"cannot reach dashscope.*Cannot connect",
+        dropped="the connection to dashscope failed",
         unfinished=_dashscope_unfinished,
         context_length=dashscope_server.HTTPError(
             400, "InvalidParameter", "Range of input length should be [1, 30720]"

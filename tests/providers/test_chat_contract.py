@@ -230,7 +230,7 @@ async def test_retryable_statuses_are_retried(chat: Chat, status: int) -> None:
     assert len(chat.server.requests) == 2
 
 
-@pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 413, 422])
 async def test_client_errors_are_not_retried(chat: Chat, status: int) -> None:
     refusal = chat.error(status, "nope")
     chat.add(refusal, chat.reply("unused"))
@@ -264,7 +264,7 @@ async def test_connection_reset_is_retried(chat: Chat, streamed: bool) -> None:
 @pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
 async def test_a_dropped_connection_is_a_connection_error(chat: Chat, streamed: bool) -> None:
     chat.add(chat.reset())
-    with pytest.raises(ModelConnectionError, match=chat.entry.provider):
+    with pytest.raises(ModelConnectionError, match=chat.entry.dropped):
         await answer(chat.model(max_retries=0), streamed)
 
 
@@ -405,10 +405,11 @@ async def test_status_errors_map_to_the_tree(chat: Chat, streamed: bool) -> None
     cases = mapped_errors(chat.entry)
     chat.add(*(step for _, step, _ in cases))
     model = chat.model(max_retries=0)
-    for name, _, error in cases:
+    for name, step, error in cases:
         with pytest.raises(error) as caught:
             await answer(model, streamed)
         assert type(caught.value) is error, name
+        assert step.message in str(caught.value), name
         if isinstance(caught.value, RateLimitError):
             assert (caught.value.status_code, caught.value.retry_after) == (429, 7)
     chat.server.assert_consumed()
