@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from parley.embeddings.gemini import GeminiEmbeddingModel
 from parley.errors import (
     ConfigurationError,
     ModelOutputError,
@@ -22,8 +21,9 @@ from parley.errors import (
 )
 from parley.messages import AudioBlock, FileBlock, ImageBlock, TextBlock, VideoBlock
 from parley.models.credentials import CredentialFactory
-from parley.models.gemini import GeminiCredential
-from parley.testing.gemini_server import (
+from parley.providers.gemini import GeminiCredential
+from parley.providers.gemini.embeddings import GeminiEmbeddingModel
+from parley.providers.gemini.server import (
     Embeddings,
     GeminiServer,
     HTTPError,

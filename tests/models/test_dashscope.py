@@ -19,9 +19,9 @@ from parley.errors import (
     UserError,
 )
 from parley.messages import ThinkingBlock, ToolCallBlock
-from parley.models.dashscope import DashScopeChatModel, DashScopeCredential
 from parley.models.retry import RetryPolicy
-from parley.testing.dashscope_server import (
+from parley.providers.dashscope import DashScopeChatModel, DashScopeCredential
+from parley.providers.dashscope.server import (
     TEXT_PATH,
     DashScopeServer,
     HTTPError,
@@ -476,7 +476,7 @@ def test_connections_close_with_their_event_loop(server: DashScopeServer, ending
     # Each `asyncio.run` ends its loop, which closes the connections opened on it; the sync
     # twins' loop runs to the exit, which closes them there if the model is still alive.
     setup = """
-from parley.models.dashscope import DashScopeChatModel, DashScopeCredential
+from parley.providers.dashscope import DashScopeChatModel, DashScopeCredential
 credential = DashScopeCredential(api_key="k", base_url=sys.argv[1])
 model = DashScopeChatModel(credential, "qwen-plus")
 """

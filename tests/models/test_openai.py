@@ -15,8 +15,8 @@ from parley.errors import (
     ContextLengthError,
     UserError,
 )
-from parley.models.openai import OpenAIChatModel, OpenAICredential
-from parley.testing.openai_server import HTTPError, OpenAIServer, Reply, ToolCall
+from parley.providers.openai import OpenAIChatModel, OpenAICredential
+from parley.providers.openai.server import HTTPError, OpenAIServer, Reply, ToolCall
 
 pytest_plugins = ["tests.models.openai_fixtures"]
 

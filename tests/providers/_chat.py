@@ -18,16 +18,14 @@ import pytest
 
 from parley.models.base import ChatModel
 from parley.models.retry import RetryPolicy
-from parley.testing import (
-    anthropic_server,
-    dashscope_server,
-    gemini_server,
-    ollama_server,
-    openai_server,
-)
-from parley.testing._dashscope_wire import stream_events
-from parley.testing._openai_wire import chat_chunks, response_events
-from parley.testing._scripted import ScriptedServer
+from parley.providers._server.scripted import ScriptedServer
+from parley.providers.anthropic import server as anthropic_server
+from parley.providers.dashscope import server as dashscope_server
+from parley.providers.dashscope._server_wire import stream_events
+from parley.providers.gemini import server as gemini_server
+from parley.providers.ollama import server as ollama_server
+from parley.providers.openai import server as openai_server
+from parley.providers.openai._server_wire import chat_chunks, response_events
 from tests._requires import require_module
 
 __all__ = ["CHAT_PROVIDERS", "Call", "Chat", "ChatProvider", "RecordingPolicy", "chat_params"]
@@ -186,44 +184,44 @@ def _dashscope_reply(
 
 
 def _openai(server: Any, kwargs: dict[str, Any]) -> ChatModel:
-    from parley.models.openai import OpenAIChatModel  # noqa: PLC0415  (built once needed)
+    from parley.providers.openai import OpenAIChatModel  # noqa: PLC0415  (built once needed)
 
     return OpenAIChatModel(kwargs.pop("credential", None) or server.credential(), **kwargs)
 
 
 def _responses(server: Any, kwargs: dict[str, Any]) -> ChatModel:
-    from parley.models.openai import OpenAIResponseModel  # noqa: PLC0415
+    from parley.providers.openai import OpenAIResponseModel  # noqa: PLC0415
 
     return OpenAIResponseModel(kwargs.pop("credential", None) or server.credential(), **kwargs)
 
 
 def _azure(server: Any, kwargs: dict[str, Any]) -> ChatModel:
-    from parley.models.openai import AzureOpenAIChatModel  # noqa: PLC0415
+    from parley.providers.openai import AzureOpenAIChatModel  # noqa: PLC0415
 
     credential = kwargs.pop("credential", None) or server.azure_credential()
     return AzureOpenAIChatModel(credential, **kwargs)
 
 
 def _anthropic(server: Any, kwargs: dict[str, Any]) -> ChatModel:
-    from parley.models.anthropic import AnthropicChatModel  # noqa: PLC0415
+    from parley.providers.anthropic import AnthropicChatModel  # noqa: PLC0415
 
     return AnthropicChatModel(kwargs.pop("credential", None) or server.credential(), **kwargs)
 
 
 def _gemini(server: Any, kwargs: dict[str, Any]) -> ChatModel:
-    from parley.models.gemini import GeminiChatModel  # noqa: PLC0415
+    from parley.providers.gemini import GeminiChatModel  # noqa: PLC0415
 
     return GeminiChatModel(kwargs.pop("credential", None) or server.credential(), **kwargs)
 
 
 def _ollama(server: Any, kwargs: dict[str, Any]) -> ChatModel:
-    from parley.models.ollama import OllamaChatModel  # noqa: PLC0415
+    from parley.providers.ollama import OllamaChatModel  # noqa: PLC0415
 
     return OllamaChatModel(kwargs.pop("credential", None) or server.credential(), **kwargs)
 
 
 def _dashscope(server: Any, kwargs: dict[str, Any]) -> ChatModel:
-    from parley.models.dashscope import DashScopeChatModel  # noqa: PLC0415
+    from parley.providers.dashscope import DashScopeChatModel  # noqa: PLC0415
 
     return DashScopeChatModel(kwargs.pop("credential", None) or server.credential(), **kwargs)
 

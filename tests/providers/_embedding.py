@@ -16,8 +16,11 @@ from typing import Any
 import pytest
 
 from parley.embeddings import EmbeddingModel
-from parley.testing import dashscope_server, gemini_server, ollama_server, openai_server
-from parley.testing._http import RecordedRequest
+from parley.providers._server.http import RecordedRequest
+from parley.providers.dashscope import server as dashscope_server
+from parley.providers.gemini import server as gemini_server
+from parley.providers.ollama import server as ollama_server
+from parley.providers.openai import server as openai_server
 from tests._requires import require_module
 
 __all__ = [
@@ -74,32 +77,32 @@ class EmbeddingProvider:
 
 
 def _openai(server: Any, kwargs: dict[str, Any]) -> EmbeddingModel[Any]:
-    from parley.embeddings.openai import OpenAIEmbeddingModel  # noqa: PLC0415
+    from parley.providers.openai.embeddings import OpenAIEmbeddingModel  # noqa: PLC0415
 
     return OpenAIEmbeddingModel(kwargs.pop("credential", None) or server.credential(), **kwargs)
 
 
 def _ollama(server: Any, kwargs: dict[str, Any]) -> EmbeddingModel[Any]:
-    from parley.embeddings.ollama import OllamaEmbeddingModel  # noqa: PLC0415
+    from parley.providers.ollama.embeddings import OllamaEmbeddingModel  # noqa: PLC0415
 
     return OllamaEmbeddingModel(kwargs.pop("credential", None) or server.credential(), **kwargs)
 
 
 def _dashscope(server: Any, kwargs: dict[str, Any]) -> EmbeddingModel[Any]:
-    from parley.embeddings.dashscope import DashScopeEmbeddingModel  # noqa: PLC0415
+    from parley.providers.dashscope.embeddings import DashScopeEmbeddingModel  # noqa: PLC0415
 
     credential = kwargs.pop("credential", None) or server.credential()
     return DashScopeEmbeddingModel(credential, **kwargs)
 
 
 def _gemini(server: Any, kwargs: dict[str, Any]) -> EmbeddingModel[Any]:
-    from parley.embeddings.gemini import GeminiEmbeddingModel  # noqa: PLC0415
+    from parley.providers.gemini.embeddings import GeminiEmbeddingModel  # noqa: PLC0415
 
     return GeminiEmbeddingModel(kwargs.pop("credential", None) or server.credential(), **kwargs)
 
 
 def _local(server: Any, kwargs: dict[str, Any]) -> EmbeddingModel[Any]:
-    from parley.embeddings.local import LocalEmbeddingModel  # noqa: PLC0415
+    from parley.providers.local.embeddings import LocalEmbeddingModel  # noqa: PLC0415
 
     kwargs.pop("model", None)
     return LocalEmbeddingModel(**kwargs)

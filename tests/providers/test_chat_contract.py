@@ -29,7 +29,7 @@ from parley.errors import (
 )
 from parley.models import ChatStream
 from parley.models.cards import Pricing
-from parley.testing._http import RecordedRequest
+from parley.providers._server.http import RecordedRequest
 from tests.providers._chat import (
     ERROR_EVENT_RETRIED,
     STREAM_END_CHECKED,

@@ -22,7 +22,7 @@ from parley.errors import (
     RateLimitError,
     UserError,
 )
-from parley.testing._embedding_wire import vector_for
+from parley.providers._server.embeddings import vector_for
 from tests.embeddings.test_base import ItemCache, MemoryCache
 from tests.providers._embedding import (
     INDEXED,
