@@ -247,13 +247,6 @@ def _dashscope_unfinished() -> Any:
     return dashscope_server.Raw(b"".join(events), content_type="text/event-stream")
 
 
-def _responses_reply(*args: Any, **fields: Any) -> Any:
-    # A Responses `error` event carries a `code`, not the Chat Completions error's `type`
-    # (which would stand in for the event's own `type`).
-    fields.setdefault("error", {"code": "server_error", "message": "The server had an error"})
-    return _openai_reply(*args, **fields)
-
-
 _OPENAI_ERROR = (500, "The server had an error")
 _EVERY = frozenset({STREAM_END_CHECKED, ERROR_EVENT_RETRIED, STREAMED_ARGUMENTS, STREAMED_USAGE})
 
@@ -285,7 +278,7 @@ CHAT_PROVIDERS = [
         server=openai_server.OpenAIServer,
         build=_responses,
         model="gpt-4.1",
-        reply=_responses_reply,
+        reply=_openai_reply,
         error=openai_server.HTTPError,
         lead=3,
         error_event=_OPENAI_ERROR,

@@ -241,7 +241,9 @@ class OpenAIServer(ScriptedServer):
             error = _sse("", json.dumps({"error": reply.error}))
         else:
             events = [_sse(name, data) for name, data in response_events(reply, model)]
-            error = _sse("error", json.dumps({"type": "error", **reply.error}))
+            # The event's own `type` last: a Chat Completions error's `type` (`server_error`)
+            # would otherwise stand in for it, and the event would read as no error at all.
+            error = _sse("error", json.dumps({**reply.error, "type": "error"}))
         self._stream(events, error, reply, out)
 
     @staticmethod
