@@ -2,7 +2,7 @@
 
 Every format `LocalChatModel` speaks (`chatml-function-calling`, SmolLM2's default, and the
 template-native `hermes`, `llama3`, `phi4`, `gemma`, each rendered with the minimal family
-template of tests/models/local/tool_templates.py) gets the same prompts and two tools: a
+template of tests/providers/local/tool_templates.py) gets the same prompts and two tools: a
 Python runner (arithmetic questions that say to use Python) and a weather lookup (weather
 questions). Two tool choices:
 
@@ -30,7 +30,7 @@ import jsonschema
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.models.local.tool_templates import TEMPLATES
+from tests.providers.local.tool_templates import TEMPLATES
 
 from parley import Msg
 from parley.providers.local import LocalChatModel

@@ -12,12 +12,15 @@ from parley.messages import Msg, TextBlock
 from parley.models import ChatResponse, ChatUsage
 from parley.models.testing import ScriptedModel
 from parley.providers.anthropic.server import AnthropicServer, Reply, ServerBlock, Text, ToolUse
+from tests.providers.anthropic import fixtures as anthropic_fixtures
 from tests.sample_tools import add
 
-pytest_plugins = ["tests.models.anthropic_fixtures"]
+# Anthropic's wire: its `server` and `make_model`, for this module alone.
+server = anthropic_fixtures.server
+make_model = anthropic_fixtures.make_model
 
 ModelFactory = Callable[..., Any]
-"""The `make_model` fixture (see `tests.models.anthropic_fixtures`)."""
+"""The `make_model` fixture (see `tests.providers.anthropic.fixtures`)."""
 
 WEB_SEARCH = {"type": "web_search_20250305", "name": "web_search", "max_uses": 5}
 

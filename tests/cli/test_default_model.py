@@ -18,7 +18,7 @@ import httpx
 
 from parley.providers.ollama.server import OllamaServer
 from parley.providers.openai.server import OpenAIServer, Reply
-from tests.models.test_auto import CHAT, EMBEDDER, first_card
+from tests.providers.test_auto import CHAT, EMBEDDER, first_card
 from tests.service._live import free_port
 from tests.service.test_default_model import answer_or_load
 

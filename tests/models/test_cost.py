@@ -18,9 +18,8 @@ from parley.providers.openai import OpenAIChatModel, OpenAICredential
 from parley.providers.openai.server import OpenAIServer, Reply
 from tests._requires import require_module
 
-# Fixtures of its own, not `pytest_plugins = ["tests.models.openai_fixtures"]`: a module's
-# plugins register for the whole session, and registered here (before test_ollama's) the
-# other providers' `server` and `make_model` would shadow OpenAI's in test_openai.
+# Fixtures of its own: OpenAI's `server`, a `make_model` that takes the model's class, and
+# Anthropic's server named apart (`claude_server`).
 
 
 @pytest.fixture

@@ -21,8 +21,11 @@ from parley import Msg
 from parley.models import ChatStream
 from parley.models.accumulator import Delta, TextDelta
 from parley.providers.openai.server import OpenAIServer, Reply
+from tests.providers.openai import fixtures as openai_fixtures
 
-pytest_plugins = ["tests.models.openai_fixtures"]
+# OpenAI's wire: its `server` and `make_model`, for this module alone.
+server = openai_fixtures.server
+make_model = openai_fixtures.make_model
 
 ModelFactory = Callable[..., Any]
 

@@ -24,9 +24,12 @@ from parley.agents import (
 from parley.messages import new_id
 from parley.models.accumulator import MetaDelta, StreamAccumulator, TextDelta, ToolCallDelta
 from parley.providers.openai.server import OpenAIServer, Raw, Reply
+from tests.providers.openai import fixtures as openai_fixtures
 from tests.sample_tools import add
 
-pytest_plugins = ["tests.models.openai_fixtures"]
+# OpenAI's wire: its `server` and `make_model`, for this module alone.
+server = openai_fixtures.server
+make_model = openai_fixtures.make_model
 
 IDS_SCRIPT = """
 import json

@@ -25,7 +25,7 @@ from parley.providers.ollama.server import OllamaServer, RecordedRequest, Reply
 from parley.providers.openai import server as openai_server
 from parley.service import ServiceSettings, create_app
 from parley.service.app import MODEL_CHOICE_VARIABLE
-from tests.models.test_auto import CHAT, EMBEDDER, first_card
+from tests.providers.test_auto import CHAT, EMBEDDER, first_card
 from tests.service._live import running
 
 pytestmark = pytest.mark.usefixtures("no_ambient_settings")

@@ -16,8 +16,6 @@ from parley.providers.gemini import GeminiChatModel, GeminiCredential
 from parley.providers.gemini.server import FunctionCall, GeminiServer, Reply
 from parley.tools import tool
 
-pytest_plugins = ["tests.models.gemini_fixtures"]
-
 NAMES = {
     "gemini-2.5-pro",
     "gemini-2.5-flash",

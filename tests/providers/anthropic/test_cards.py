@@ -17,9 +17,7 @@ from parley.models.spec import model_from_spec
 from parley.providers.anthropic import AnthropicChatModel, AnthropicCredential
 from parley.providers.anthropic.server import AnthropicServer, Reply
 
-pytest_plugins = ["tests.models.anthropic_fixtures"]
-
-ROOT = Path(__file__).parents[2]
+ROOT = Path(__file__).parents[3]
 
 CURRENT = {"claude-fable-5-2", "claude-opus-5-5", "claude-sonnet-5-5", "claude-haiku-5-5"}
 """The models Anthropic recommends today (its models overview, 2026-11): parley offers each."""

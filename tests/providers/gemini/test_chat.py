@@ -25,10 +25,8 @@ from parley.providers.gemini.server import (
     Reply,
 )
 
-pytest_plugins = ["tests.models.gemini_fixtures"]
-
 ModelFactory = Callable[..., Any]
-"""The `make_model` fixture (see `gemini_fixtures`)."""
+"""The `make_model` fixture (see `fixtures.py`)."""
 
 HI = [Msg.user("Hi")]
 TOOLS: list[dict[str, Any]] = [

@@ -24,10 +24,8 @@ from parley.providers.openai import (
 )
 from parley.providers.openai.server import HTTPError, OpenAIServer, Reply, ToolCall
 
-pytest_plugins = ["tests.models.openai_fixtures"]
-
 ModelFactory = Callable[..., Any]
-"""The `make_model` fixture (see `openai_fixtures`)."""
+"""The `make_model` fixture (see `fixtures.py`)."""
 
 HI = [Msg.user("Hi")]
 

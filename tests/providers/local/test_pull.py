@@ -16,7 +16,7 @@ from parley.providers.local import hub as hubmod
 from parley.providers.local._gguf import resolve_gguf
 from parley.providers.local.hub_server import HubServer
 from parley.providers.local.presets import PRESETS, Preset, preset_for, split_hub_name
-from tests.models.local.conftest import Bundled
+from tests.providers.local.conftest import Bundled
 
 NAME = "someone/Tiny-GGUF/tiny.gguf"
 

@@ -24,7 +24,7 @@ from parley.providers.local import LocalChatModel, _native
 from parley.providers.local._tool_formats import SYNTAXES, parse_body
 from parley.tools import tool
 from tests._requires import require_module
-from tests.models.local.tool_templates import TEMPLATES
+from tests.providers.local.tool_templates import TEMPLATES
 
 require_module("llama_cpp", "local")
 

@@ -33,7 +33,7 @@ from parley.providers.local._tool_formats import (
     template_messages,
 )
 from tests._requires import require_module
-from tests.models.local.tool_templates import TEMPLATES
+from tests.providers.local.tool_templates import TEMPLATES
 
 require_module("llama_cpp", "local")
 

@@ -31,7 +31,6 @@ from tests._requires import require_module
 
 dashscope = require_module("dashscope", "dashscope")
 
-pytest_plugins = ["tests.models.dashscope_fixtures"]
 
 MESSAGES = [{"role": "user", "content": "Hi"}]
 

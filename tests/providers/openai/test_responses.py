@@ -22,10 +22,8 @@ from parley.messages import (
 from parley.providers.openai import OpenAIResponseModel, OpenAIResponsesFormatter
 from parley.providers.openai.server import OpenAIServer, Reply, ToolCall
 
-pytest_plugins = ["tests.models.openai_fixtures"]
-
 ModelFactory = Callable[..., Any]
-"""The `make_model` fixture (see `openai_fixtures`)."""
+"""The `make_model` fixture (see `fixtures.py`)."""
 
 HI = [Msg.user("Hi")]
 TOOLS = [{"name": "weather", "description": "Weather.", "parameters": {"type": "object"}}]

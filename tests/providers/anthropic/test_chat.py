@@ -32,10 +32,8 @@ from parley.providers.anthropic.server import (
 )
 from tests.models.loop_exit import ENDINGS, run_without_closing
 
-pytest_plugins = ["tests.models.anthropic_fixtures"]
-
 ModelFactory = Callable[..., Any]
-"""The `make_model` fixture (see `anthropic_fixtures`)."""
+"""The `make_model` fixture (see `fixtures.py`)."""
 
 HI = [Msg.user("Hi")]
 TOOLS: list[dict[str, Any]] = [

@@ -1,6 +1,8 @@
 """Fixtures for the Gemini tests: a scripted local server and models bound to it.
 
-Use them from a test module with `pytest_plugins = ["tests.models.gemini_fixtures"]`.
+This folder's `conftest.py` gives them to its tests; a module elsewhere binds them by name
+(`server = fixtures.server`), so they hold for that module alone (never `pytest_plugins`, whose
+fixtures hold for the whole session and shadow other providers' of the same name).
 """
 
 from __future__ import annotations

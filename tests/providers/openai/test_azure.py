@@ -21,10 +21,8 @@ from parley.models.spec import model_from_spec
 from parley.providers.openai import AzureOpenAIChatModel, AzureOpenAICredential
 from parley.providers.openai.server import OpenAIServer, Reply, ToolCall
 
-pytest_plugins = ["tests.models.openai_fixtures"]
-
 ModelFactory = Callable[..., Any]
-"""The `make_model` fixture (see `openai_fixtures`)."""
+"""The `make_model` fixture (see `fixtures.py`)."""
 
 HI = [Msg.user("Hi")]
 DEPLOYMENT_PATH = "/openai/deployments/my-gpt/chat/completions?api-version=2024-06-01"

@@ -33,10 +33,9 @@ from tests.models.loop_exit import ENDINGS, run_without_closing
 
 require_module("dashscope", "dashscope")
 
-pytest_plugins = ["tests.models.dashscope_fixtures"]
 
 ModelFactory = Callable[..., Any]
-"""The `make_model` fixture (see `dashscope_fixtures`)."""
+"""The `make_model` fixture (see `fixtures.py`)."""
 
 HI = [Msg.user("Hi")]
 TOOLS: list[dict[str, Any]] = [

@@ -26,7 +26,6 @@ from tests._requires import require_module
 
 require_module("dashscope", "dashscope")
 
-pytest_plugins = ["tests.models.dashscope_fixtures"]
 
 ModelFactory = Callable[..., Any]
 

@@ -18,10 +18,8 @@ from parley.errors import (
 from parley.providers.openai import OpenAIChatModel, OpenAICredential
 from parley.providers.openai.server import HTTPError, OpenAIServer, Reply, ToolCall
 
-pytest_plugins = ["tests.models.openai_fixtures"]
-
 ModelFactory = Callable[..., Any]
-"""The `make_model` fixture (see `openai_fixtures`)."""
+"""The `make_model` fixture (see `fixtures.py`)."""
 
 HI = [Msg.user("Hi")]
 TOOLS: list[dict[str, Any]] = [

@@ -19,8 +19,6 @@ from parley.providers.anthropic.server import (
 )
 from tests._requires import require_module
 
-pytest_plugins = ["tests.models.anthropic_fixtures"]
-
 anthropic = require_module("anthropic", "anthropic")
 
 MESSAGES: list[Any] = [{"role": "user", "content": "Hi"}]

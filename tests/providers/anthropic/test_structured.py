@@ -19,8 +19,6 @@ from parley.providers.anthropic.server import (
 )
 from parley.tools import tool
 
-pytest_plugins = ["tests.models.anthropic_fixtures"]
-
 ModelFactory = Callable[..., Any]
 
 HI = [Msg.user("Name a city.")]

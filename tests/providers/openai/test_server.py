@@ -10,8 +10,6 @@ import pytest
 
 from parley.providers.openai.server import HTTPError, OpenAIServer, RecordedRequest, Reply, ToolCall
 
-pytest_plugins = ["tests.models.openai_fixtures"]
-
 
 @pytest.fixture
 async def client(server: OpenAIServer) -> AsyncIterator[openai.AsyncOpenAI]:

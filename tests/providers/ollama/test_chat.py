@@ -28,10 +28,8 @@ from parley.providers.ollama.server import HTTPError, OllamaServer, Raw, Reply, 
 from tests.models.loop_exit import ENDINGS, run_without_closing
 from tests.sample_tools import add
 
-pytest_plugins = ["tests.models.ollama_fixtures"]
-
 ModelFactory = Callable[..., Any]
-"""The `make_model` fixture (see `ollama_fixtures`)."""
+"""The `make_model` fixture (see `fixtures.py`)."""
 
 HI = [Msg.user("Hi")]
 TOOLS: list[dict[str, Any]] = [

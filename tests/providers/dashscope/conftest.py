@@ -1,0 +1,5 @@
+"""DashScope's fixtures for the tests of this folder: `server` and `make_model` (`fixtures.py`)."""
+
+from tests.providers.dashscope.fixtures import make_model, server
+
+__all__ = ["make_model", "server"]
