@@ -57,6 +57,7 @@ class EmbeddingProvider:
         error: Its `HTTPError` for a status and a message.
         sizes: A size it takes per call and one its card refuses.
         unreachable: What its connection error says when nothing listens (a regex).
+        missing: What its error says when the answer lacks the vector of input 1 of 2.
         requires: Modules it needs (skipped on a dev machine without, failed in CI).
         capabilities: What it has of what some providers lack (`WIRE`, `PER_CALL_SIZE`).
     """
@@ -72,6 +73,7 @@ class EmbeddingProvider:
     error: Callable[[int, str], Any] = lambda status, message: None
     sizes: tuple[int, int] = (0, 0)
     unreachable: str = ""
+    missing: str = ""
     requires: tuple[tuple[str, str], ...] = ()
     capabilities: frozenset[str] = field(default_factory=frozenset)
 
@@ -127,6 +129,7 @@ EMBEDDING_PROVIDERS = [
         error=openai_server.HTTPError,
         sizes=(16, 2000),
         unreachable="cannot reach openai",
+        missing="1 vectors for 2 inputs",
         requires=(("openai", "openai"),),
         capabilities=_SERVED | {INDEXED},
     ),
@@ -142,6 +145,7 @@ EMBEDDING_PROVIDERS = [
         error=ollama_server.HTTPError,
         sizes=(64, 100),
         unreachable="is it running",
+        missing="1 vectors for 2 inputs",
         requires=(("ollama", "ollama"), ("httpx_aiohttp", "ollama")),
         capabilities=_SERVED,
     ),
@@ -157,6 +161,7 @@ EMBEDDING_PROVIDERS = [
         error=lambda status, message: dashscope_server.HTTPError(status, "InternalError", message),
         sizes=(64, 300),
         unreachable="cannot reach dashscope",
+        missing="no vector for input 1 of 2",
         requires=(("dashscope", "dashscope"),),
         capabilities=_SERVED | {INDEXED},
     ),
@@ -172,6 +177,7 @@ EMBEDDING_PROVIDERS = [
         error=gemini_server.HTTPError,
         sizes=(200, 64),
         unreachable="gemini",
+        missing="sent 1 embeddings for 2 inputs",
         requires=(("google.genai", "gemini"),),
         capabilities=_SERVED,
     ),
