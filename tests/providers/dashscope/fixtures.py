@@ -1,4 +1,5 @@
-"""Fixtures for the DashScope tests: a scripted native-API server and models bound to it.
+"""DashScope's fixtures: its scripted local server (`server`) and models bound to it
+(`make_model`), made by `tests.providers._fixtures`.
 
 This folder's `conftest.py` gives them to its tests; a module elsewhere binds them by name
 (`server = fixtures.server`), so they hold for that module alone (never `pytest_plugins`, whose
@@ -7,40 +8,10 @@ fixtures hold for the whole session and shadow other providers' of the same name
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any
-
-import pytest
-
-from parley.models.retry import RetryPolicy
 from parley.providers.dashscope import DashScopeChatModel
 from parley.providers.dashscope.server import DashScopeServer
+from tests.providers._fixtures import ModelFactory, provider_fixtures
 
-ModelFactory = Callable[..., Any]
+__all__ = ["ModelFactory", "make_model", "server"]
 
-
-@pytest.fixture
-def server() -> Iterator[DashScopeServer]:
-    """A started, empty `DashScopeServer`; stopped after the test."""
-    with DashScopeServer() as running:
-        yield running
-
-
-@pytest.fixture
-async def make_model(server: DashScopeServer) -> AsyncIterator[ModelFactory]:
-    """Builds models bound to `server` (fast retries); closes their clients afterwards."""
-    made: list[DashScopeChatModel] = []
-
-    def make(model: str = "qwen-plus", *, credential: Any = None, **kwargs: Any) -> Any:
-        kwargs.setdefault("max_retries", 2)
-        instance = DashScopeChatModel(credential or server.credential(), model, **kwargs)
-        # Backoff waits near zero; `Retry-After` waits stay as the server asks.
-        instance.retry = RetryPolicy(
-            max_retries=kwargs["max_retries"], initial_delay=0.001, max_delay=0.005
-        )
-        made.append(instance)
-        return instance
-
-    yield make
-    for instance in made:
-        await instance.aclose()
+server, make_model = provider_fixtures(DashScopeServer, DashScopeChatModel, "qwen-plus", ())

@@ -1,4 +1,5 @@
-"""Fixtures for the Gemini tests: a scripted local server and models bound to it.
+"""Gemini's fixtures: its scripted local server (`server`) and models bound to it
+(`make_model`), made by `tests.providers._fixtures`.
 
 This folder's `conftest.py` gives them to its tests; a module elsewhere binds them by name
 (`server = fixtures.server`), so they hold for that module alone (never `pytest_plugins`, whose
@@ -7,43 +8,13 @@ fixtures hold for the whole session and shadow other providers' of the same name
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any
-
-import pytest
-
-from parley.models.retry import RetryPolicy
 from parley.providers.gemini import GeminiChatModel
 from parley.providers.gemini.server import GeminiServer
 from tests._requires import require_module
+from tests.providers._fixtures import ModelFactory, provider_fixtures
+
+__all__ = ["ModelFactory", "make_model", "server"]
 
 require_module("google.genai", "gemini")
 
-ModelFactory = Callable[..., Any]
-
-
-@pytest.fixture
-def server() -> Iterator[GeminiServer]:
-    """A started, empty `GeminiServer`; stopped after the test."""
-    with GeminiServer() as running:
-        yield running
-
-
-@pytest.fixture
-async def make_model(server: GeminiServer) -> AsyncIterator[ModelFactory]:
-    """Builds Gemini models bound to `server` (fast retries); closes their clients afterwards."""
-    made: list[GeminiChatModel] = []
-
-    def make(model: str = "gemini-2.5-flash", *, credential: Any = None, **kwargs: Any) -> Any:
-        kwargs.setdefault("max_retries", 2)
-        instance = GeminiChatModel(credential or server.credential(), model, **kwargs)
-        # Backoff waits near zero; `Retry-After` waits stay as the server asks.
-        instance.retry = RetryPolicy(
-            max_retries=kwargs["max_retries"], initial_delay=0.001, max_delay=0.005
-        )
-        made.append(instance)
-        return instance
-
-    yield make
-    for instance in made:
-        await instance.aclose()
+server, make_model = provider_fixtures(GeminiServer, GeminiChatModel, "gemini-2.5-flash", ())

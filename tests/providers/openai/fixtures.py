@@ -1,4 +1,5 @@
-"""Fixtures for the OpenAI-family tests: a scripted local server and models bound to it.
+"""The OpenAI family's fixtures: its scripted local server (`server`) and models bound to it
+(`make_model`), made by `tests.providers._fixtures`.
 
 This folder's `conftest.py` gives them to its tests; a module elsewhere binds them by name
 (`server = fixtures.server`), so they hold for that module alone (never `pytest_plugins`, whose
@@ -7,47 +8,10 @@ fixtures hold for the whole session and shadow other providers' of the same name
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any
-
-import pytest
-
-from parley.models.retry import RetryPolicy
-from parley.providers.openai._common import OpenAIModelBase
 from parley.providers.openai.chat import OpenAIChatModel
 from parley.providers.openai.server import OpenAIServer
+from tests.providers._fixtures import ModelFactory, provider_fixtures
 
-ModelFactory = Callable[..., Any]
+__all__ = ["ModelFactory", "make_model", "server"]
 
-
-@pytest.fixture
-def server() -> Iterator[OpenAIServer]:
-    """A started, empty `OpenAIServer`; stopped after the test."""
-    with OpenAIServer() as running:
-        yield running
-
-
-@pytest.fixture
-async def make_model(server: OpenAIServer) -> AsyncIterator[ModelFactory]:
-    """Builds models bound to `server` (fast retries); closes their clients afterwards."""
-    made: list[OpenAIModelBase] = []
-
-    def make(
-        cls: type[OpenAIModelBase] = OpenAIChatModel,
-        model: str = "gpt-4o-mini",
-        *,
-        credential: Any = None,
-        **kwargs: Any,
-    ) -> Any:
-        kwargs.setdefault("max_retries", 2)
-        instance = cls(credential or server.credential(), model, **kwargs)
-        # Backoff waits near zero; `Retry-After` waits stay as the server asks.
-        instance.retry = RetryPolicy(
-            max_retries=kwargs["max_retries"], initial_delay=0.001, max_delay=0.005
-        )
-        made.append(instance)
-        return instance
-
-    yield make
-    for instance in made:
-        await instance.aclose()
+server, make_model = provider_fixtures(OpenAIServer, OpenAIChatModel, "gpt-4o-mini", ())
