@@ -19,11 +19,16 @@ import pytest
 from parley.models.base import ChatModel
 from parley.models.retry import RetryPolicy
 from parley.providers._server.scripted import ScriptedServer
+from parley.providers.anthropic import AnthropicChatModel
 from parley.providers.anthropic import server as anthropic_server
+from parley.providers.dashscope import DashScopeChatModel
 from parley.providers.dashscope import server as dashscope_server
 from parley.providers.dashscope._server_wire import stream_events
+from parley.providers.gemini import GeminiChatModel
 from parley.providers.gemini import server as gemini_server
+from parley.providers.ollama import OllamaChatModel
 from parley.providers.ollama import server as ollama_server
+from parley.providers.openai import AzureOpenAIChatModel, OpenAIChatModel, OpenAIResponseModel
 from parley.providers.openai import server as openai_server
 from parley.providers.openai._server_wire import chat_chunks, response_events
 from tests._requires import require_module
@@ -106,124 +111,40 @@ class ChatProvider:
     capabilities: frozenset[str] = field(default_factory=frozenset)
 
 
-def _usage(input_tokens: int | None, output_tokens: int | None, names: tuple[str, str]) -> dict:
-    fields: dict[str, int] = {}
-    if input_tokens is not None:
-        fields[names[0]] = input_tokens
-    if output_tokens is not None:
-        fields[names[1]] = output_tokens
-    return fields
+def replies(
+    module: ModuleType,
+    call: Callable[[Call], Any],
+    calls_field: str = "tool_calls",
+    usage: tuple[str, str] = ("input_tokens", "output_tokens"),
+) -> Callable[..., Any]:
+    """A provider's `reply`: the suite's words (text, `calls`, token counts, faults) in its
+    server's `Reply`, its calls made by `call` and its token counts under the names in `usage`."""
+
+    def reply(
+        text: str = "",
+        *,
+        calls: Iterable[Call] = (),
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+        **faults: Any,
+    ) -> Any:
+        counts = zip(usage, (input_tokens, output_tokens), strict=True)
+        faults.update({name: count for name, count in counts if count is not None})
+        faults[calls_field] = [call(c) for c in calls]
+        return module.Reply(text=text, **faults)
+
+    return reply
 
 
-def _openai_reply(
-    text: str = "",
-    *,
-    calls: Iterable[Call] = (),
-    input_tokens: int | None = None,
-    output_tokens: int | None = None,
-    **faults: Any,
-) -> Any:
-    tool_calls = [openai_server.ToolCall(c.name, c.arguments, c.id) for c in calls]
-    usage = _usage(input_tokens, output_tokens, ("input_tokens", "output_tokens"))
-    return openai_server.Reply(text=text, tool_calls=tool_calls, **usage, **faults)
+def builder(model_class: type, credential: str = "credential") -> Callable[..., Any]:
+    """A provider's `build` (of a chat or embedding model): `model_class` on the server's
+    credential (`credential` names the server's method), unless the test gives one."""
 
+    def build(server: Any, kwargs: dict[str, Any]) -> Any:
+        given = kwargs.pop("credential", None)
+        return model_class(given or getattr(server, credential)(), **kwargs)
 
-def _anthropic_reply(
-    text: str = "",
-    *,
-    calls: Iterable[Call] = (),
-    input_tokens: int | None = None,
-    output_tokens: int | None = None,
-    **faults: Any,
-) -> Any:
-    tool_calls = [anthropic_server.ToolUse(c.name, c.arguments, c.id) for c in calls]
-    usage = _usage(input_tokens, output_tokens, ("input_tokens", "output_tokens"))
-    return anthropic_server.Reply(text=text, tool_calls=tool_calls, **usage, **faults)
-
-
-def _gemini_reply(
-    text: str = "",
-    *,
-    calls: Iterable[Call] = (),
-    input_tokens: int | None = None,
-    output_tokens: int | None = None,
-    **faults: Any,
-) -> Any:
-    function_calls = []
-    for c in calls:
-        assert isinstance(c.arguments, dict), "Gemini sends arguments as an object"
-        function_calls.append(gemini_server.FunctionCall(c.name, c.arguments, c.id))
-    usage = _usage(input_tokens, output_tokens, ("input_tokens", "output_tokens"))
-    return gemini_server.Reply(text=text, function_calls=function_calls, **usage, **faults)
-
-
-def _ollama_reply(
-    text: str = "",
-    *,
-    calls: Iterable[Call] = (),
-    input_tokens: int | None = None,
-    output_tokens: int | None = None,
-    **faults: Any,
-) -> Any:
-    tool_calls = [ollama_server.ToolCall(c.name, c.arguments, c.id) for c in calls]
-    usage = _usage(input_tokens, output_tokens, ("prompt_eval_count", "eval_count"))
-    return ollama_server.Reply(text=text, tool_calls=tool_calls, **usage, **faults)
-
-
-def _dashscope_reply(
-    text: str = "",
-    *,
-    calls: Iterable[Call] = (),
-    input_tokens: int | None = None,
-    output_tokens: int | None = None,
-    **faults: Any,
-) -> Any:
-    tool_calls = [dashscope_server.ToolCall(c.name, c.arguments, c.id) for c in calls]
-    usage = _usage(input_tokens, output_tokens, ("input_tokens", "output_tokens"))
-    return dashscope_server.Reply(text=text, tool_calls=tool_calls, **usage, **faults)
-
-
-def _openai(server: Any, kwargs: dict[str, Any]) -> ChatModel:
-    from parley.providers.openai import OpenAIChatModel  # noqa: PLC0415  (built once needed)
-
-    return OpenAIChatModel(kwargs.pop("credential", None) or server.credential(), **kwargs)
-
-
-def _responses(server: Any, kwargs: dict[str, Any]) -> ChatModel:
-    from parley.providers.openai import OpenAIResponseModel  # noqa: PLC0415
-
-    return OpenAIResponseModel(kwargs.pop("credential", None) or server.credential(), **kwargs)
-
-
-def _azure(server: Any, kwargs: dict[str, Any]) -> ChatModel:
-    from parley.providers.openai import AzureOpenAIChatModel  # noqa: PLC0415
-
-    credential = kwargs.pop("credential", None) or server.azure_credential()
-    return AzureOpenAIChatModel(credential, **kwargs)
-
-
-def _anthropic(server: Any, kwargs: dict[str, Any]) -> ChatModel:
-    from parley.providers.anthropic import AnthropicChatModel  # noqa: PLC0415
-
-    return AnthropicChatModel(kwargs.pop("credential", None) or server.credential(), **kwargs)
-
-
-def _gemini(server: Any, kwargs: dict[str, Any]) -> ChatModel:
-    from parley.providers.gemini import GeminiChatModel  # noqa: PLC0415
-
-    return GeminiChatModel(kwargs.pop("credential", None) or server.credential(), **kwargs)
-
-
-def _ollama(server: Any, kwargs: dict[str, Any]) -> ChatModel:
-    from parley.providers.ollama import OllamaChatModel  # noqa: PLC0415
-
-    return OllamaChatModel(kwargs.pop("credential", None) or server.credential(), **kwargs)
-
-
-def _dashscope(server: Any, kwargs: dict[str, Any]) -> ChatModel:
-    from parley.providers.dashscope import DashScopeChatModel  # noqa: PLC0415
-
-    return DashScopeChatModel(kwargs.pop("credential", None) or server.credential(), **kwargs)
+    return build
 
 
 def _chat_unfinished() -> Any:
@@ -247,6 +168,7 @@ def _dashscope_unfinished() -> Any:
     return dashscope_server.Raw(b"".join(events), content_type="text/event-stream")
 
 
+_OPENAI_REPLY = replies(openai_server, lambda c: openai_server.ToolCall(c.name, c.arguments, c.id))
 _OPENAI_ERROR = (500, "The server had an error")
 _EVERY = frozenset({STREAM_END_CHECKED, ERROR_EVENT_RETRIED, STREAMED_ARGUMENTS, STREAMED_USAGE})
 
@@ -256,9 +178,9 @@ CHAT_PROVIDERS = [
         provider="openai",
         module=openai_server,
         server=openai_server.OpenAIServer,
-        build=_openai,
+        build=builder(OpenAIChatModel),
         model="gpt-4o-mini",
-        reply=_openai_reply,
+        reply=_OPENAI_REPLY,
         error=openai_server.HTTPError,
         lead=1,
         error_event=_OPENAI_ERROR,
@@ -276,9 +198,9 @@ CHAT_PROVIDERS = [
         provider="openai",
         module=openai_server,
         server=openai_server.OpenAIServer,
-        build=_responses,
+        build=builder(OpenAIResponseModel),
         model="gpt-4.1",
-        reply=_openai_reply,
+        reply=_OPENAI_REPLY,
         error=openai_server.HTTPError,
         lead=3,
         error_event=_OPENAI_ERROR,
@@ -294,9 +216,9 @@ CHAT_PROVIDERS = [
         provider="azure_openai",
         module=openai_server,
         server=openai_server.OpenAIServer,
-        build=_azure,
+        build=builder(AzureOpenAIChatModel, "azure_credential"),
         model="my-gpt",
-        reply=_openai_reply,
+        reply=_OPENAI_REPLY,
         error=openai_server.HTTPError,
         lead=1,
         error_event=_OPENAI_ERROR,
@@ -312,9 +234,11 @@ CHAT_PROVIDERS = [
         provider="anthropic",
         module=anthropic_server,
         server=anthropic_server.AnthropicServer,
-        build=_anthropic,
+        build=builder(AnthropicChatModel),
         model="claude-sonnet-5-5",
-        reply=_anthropic_reply,
+        reply=replies(
+            anthropic_server, lambda c: anthropic_server.ToolUse(c.name, c.arguments, c.id)
+        ),
         error=anthropic_server.HTTPError,
         lead=3,
         error_event=(529, "Overloaded"),
@@ -339,9 +263,13 @@ CHAT_PROVIDERS = [
         provider="gemini",
         module=gemini_server,
         server=gemini_server.GeminiServer,
-        build=_gemini,
+        build=builder(GeminiChatModel),
         model="gemini-2.5-flash",
-        reply=_gemini_reply,
+        reply=replies(
+            gemini_server,
+            lambda c: gemini_server.FunctionCall(c.name, c.arguments, c.id),
+            "function_calls",
+        ),
         error=gemini_server.HTTPError,
         lead=0,
         error_event=(500, "500 INTERNAL: Internal error"),
@@ -366,9 +294,13 @@ CHAT_PROVIDERS = [
         provider="ollama",
         module=ollama_server,
         server=ollama_server.OllamaServer,
-        build=_ollama,
+        build=builder(OllamaChatModel),
         model="qwen3",
-        reply=_ollama_reply,
+        reply=replies(
+            ollama_server,
+            lambda c: ollama_server.ToolCall(c.name, c.arguments, c.id),
+            usage=("prompt_eval_count", "eval_count"),
+        ),
         error=ollama_server.HTTPError,
         lead=0,
         error_event=(500, "an error was encountered while running the model"),
@@ -389,9 +321,11 @@ CHAT_PROVIDERS = [
         provider="dashscope",
         module=dashscope_server,
         server=dashscope_server.DashScopeServer,
-        build=_dashscope,
+        build=builder(DashScopeChatModel),
         model="qwen-plus",
-        reply=_dashscope_reply,
+        reply=replies(
+            dashscope_server, lambda c: dashscope_server.ToolCall(c.name, c.arguments, c.id)
+        ),
         error=lambda status, message: dashscope_server.HTTPError(status, "InternalError", message),
         lead=0,
         error_event=(500, "An internal error has occured"),

@@ -18,10 +18,16 @@ import pytest
 from parley.embeddings import EmbeddingModel
 from parley.providers._server.http import RecordedRequest
 from parley.providers.dashscope import server as dashscope_server
+from parley.providers.dashscope.embeddings import DashScopeEmbeddingModel
 from parley.providers.gemini import server as gemini_server
+from parley.providers.gemini.embeddings import GeminiEmbeddingModel
+from parley.providers.local.embeddings import LocalEmbeddingModel
 from parley.providers.ollama import server as ollama_server
+from parley.providers.ollama.embeddings import OllamaEmbeddingModel
 from parley.providers.openai import server as openai_server
+from parley.providers.openai.embeddings import OpenAIEmbeddingModel
 from tests._requires import require_module
+from tests.providers._chat import builder
 
 __all__ = [
     "EMBEDDING_PROVIDERS",
@@ -78,34 +84,7 @@ class EmbeddingProvider:
     capabilities: frozenset[str] = field(default_factory=frozenset)
 
 
-def _openai(server: Any, kwargs: dict[str, Any]) -> EmbeddingModel[Any]:
-    from parley.providers.openai.embeddings import OpenAIEmbeddingModel  # noqa: PLC0415
-
-    return OpenAIEmbeddingModel(kwargs.pop("credential", None) or server.credential(), **kwargs)
-
-
-def _ollama(server: Any, kwargs: dict[str, Any]) -> EmbeddingModel[Any]:
-    from parley.providers.ollama.embeddings import OllamaEmbeddingModel  # noqa: PLC0415
-
-    return OllamaEmbeddingModel(kwargs.pop("credential", None) or server.credential(), **kwargs)
-
-
-def _dashscope(server: Any, kwargs: dict[str, Any]) -> EmbeddingModel[Any]:
-    from parley.providers.dashscope.embeddings import DashScopeEmbeddingModel  # noqa: PLC0415
-
-    credential = kwargs.pop("credential", None) or server.credential()
-    return DashScopeEmbeddingModel(credential, **kwargs)
-
-
-def _gemini(server: Any, kwargs: dict[str, Any]) -> EmbeddingModel[Any]:
-    from parley.providers.gemini.embeddings import GeminiEmbeddingModel  # noqa: PLC0415
-
-    return GeminiEmbeddingModel(kwargs.pop("credential", None) or server.credential(), **kwargs)
-
-
 def _local(server: Any, kwargs: dict[str, Any]) -> EmbeddingModel[Any]:
-    from parley.providers.local.embeddings import LocalEmbeddingModel  # noqa: PLC0415
-
     kwargs.pop("model", None)
     return LocalEmbeddingModel(**kwargs)
 
@@ -120,7 +99,7 @@ EMBEDDING_PROVIDERS = [
     EmbeddingProvider(
         name="openai",
         provider="openai",
-        build=_openai,
+        build=builder(OpenAIEmbeddingModel),
         model="text-embedding-3-small",
         batch=2048,
         module=openai_server,
@@ -136,7 +115,7 @@ EMBEDDING_PROVIDERS = [
     EmbeddingProvider(
         name="ollama",
         provider="ollama",
-        build=_ollama,
+        build=builder(OllamaEmbeddingModel),
         model="nomic-embed-text",
         batch=512,
         module=ollama_server,
@@ -152,7 +131,7 @@ EMBEDDING_PROVIDERS = [
     EmbeddingProvider(
         name="dashscope",
         provider="dashscope",
-        build=_dashscope,
+        build=builder(DashScopeEmbeddingModel),
         model="text-embedding-v4",
         batch=10,
         module=dashscope_server,
@@ -168,7 +147,7 @@ EMBEDDING_PROVIDERS = [
     EmbeddingProvider(
         name="gemini",
         provider="gemini",
-        build=_gemini,
+        build=builder(GeminiEmbeddingModel),
         model="gemini-embedding-001",
         batch=100,
         module=gemini_server,
