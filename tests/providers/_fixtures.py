@@ -16,7 +16,7 @@ import pytest
 from parley.models.retry import RetryPolicy
 from tests._requires import require_module
 
-__all__ = ["ModelFactory", "provider_fixtures"]
+__all__ = ["ModelFactory", "embedding_fixtures", "provider_fixtures"]
 
 ModelFactory = Callable[..., Any]
 """The `make_model` fixture: `make_model([cls,] [model], *, credential=None, **kwargs)`."""
@@ -54,6 +54,34 @@ def provider_fixtures(
             )
             made.append(instance)
             return instance
+
+        yield make
+        for instance in made:
+            await instance.aclose()
+
+    return server, make_model
+
+
+def embedding_fixtures(
+    server_class: Callable[[], Any], model_class: type, default_model: str
+) -> tuple[Any, Any]:
+    """The `server` and `make_model` fixtures of one provider's embedding tests (a backoff near
+    zero): `make_model(model, cls=..., credential=None, **kwargs)`."""
+
+    @pytest.fixture(name="server")
+    def server() -> Iterator[Any]:
+        with server_class() as running:
+            yield running
+
+    @pytest.fixture(name="make_model")
+    async def make_model(server: Any) -> AsyncIterator[ModelFactory]:
+        made: list[Any] = []
+
+        def make(model: str = default_model, cls: type = model_class, **kwargs: Any) -> Any:
+            kwargs.setdefault("retry_delay", 0.001)
+            credential = kwargs.pop("credential", None) or server.credential()
+            made.append(cls(credential, model, **kwargs))
+            return made[-1]
 
         yield make
         for instance in made:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from parley.providers.dashscope.server import (
     vector_for,
 )
 from tests._requires import require_module
+from tests.providers._fixtures import embedding_fixtures
 
 require_module("dashscope", "dashscope")
 
@@ -50,27 +51,9 @@ VIDEO_URL = "https://example.com/dog.mp4"
 ModelFactory = Callable[..., DashScopeEmbeddingModel]
 
 
-@pytest.fixture
-def server() -> Any:
-    with DashScopeServer() as running:
-        yield running
-
-
-@pytest.fixture
-async def make_model(server: DashScopeServer) -> AsyncIterator[ModelFactory]:
-    """Models bound to `server` with near-zero backoff; their clients closed afterwards."""
-    made: list[DashScopeEmbeddingModel] = []
-
-    def make(model: str = "text-embedding-v4", **kwargs: Any) -> DashScopeEmbeddingModel:
-        kwargs.setdefault("retry_delay", 0.001)
-        credential = kwargs.pop("credential", None) or server.credential()
-        instance = DashScopeEmbeddingModel(credential, model, **kwargs)
-        made.append(instance)
-        return instance
-
-    yield make
-    for instance in made:
-        await instance.aclose()
+server, make_model = embedding_fixtures(
+    DashScopeServer, DashScopeEmbeddingModel, "text-embedding-v4"
+)
 
 
 def texts_of(request: RecordedRequest) -> list[str]:

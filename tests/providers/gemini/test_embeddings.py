@@ -7,7 +7,7 @@ which input each vector came from.
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from parley.providers.gemini.server import (
     vector_for,
 )
 from tests._requires import require_module
+from tests.providers._fixtures import embedding_fixtures
 
 require_module("google.genai", "gemini")
 
@@ -43,27 +44,7 @@ IMAGE_URL = "https://example.com/cat.png"
 ModelFactory = Callable[..., GeminiEmbeddingModel]
 
 
-@pytest.fixture
-def server() -> Any:
-    with GeminiServer() as running:
-        yield running
-
-
-@pytest.fixture
-async def make_model(server: GeminiServer) -> AsyncIterator[ModelFactory]:
-    """Models bound to `server` with near-zero backoff; their clients closed afterwards."""
-    made: list[GeminiEmbeddingModel] = []
-
-    def make(model: str = "gemini-embedding-001", **kwargs: Any) -> GeminiEmbeddingModel:
-        kwargs.setdefault("retry_delay", 0.001)
-        credential = kwargs.pop("credential", None) or server.credential()
-        instance = GeminiEmbeddingModel(credential, model, **kwargs)
-        made.append(instance)
-        return instance
-
-    yield make
-    for instance in made:
-        await instance.aclose()
+server, make_model = embedding_fixtures(GeminiServer, GeminiEmbeddingModel, "gemini-embedding-001")
 
 
 def first_text(request: RecordedRequest) -> str:

@@ -6,8 +6,7 @@ which input each vector came from.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import Callable
 
 import pytest
 
@@ -32,6 +31,7 @@ from parley.providers.ollama.server import (
     vector_for,
 )
 from tests._requires import require_module
+from tests.providers._fixtures import embedding_fixtures
 
 require_module("ollama", "ollama")
 require_module("httpx_aiohttp", "ollama")
@@ -41,27 +41,7 @@ EMBED = "/api/embed"
 ModelFactory = Callable[..., OllamaEmbeddingModel]
 
 
-@pytest.fixture
-def server() -> Any:
-    with OllamaServer() as running:
-        yield running
-
-
-@pytest.fixture
-async def make_model(server: OllamaServer) -> AsyncIterator[ModelFactory]:
-    """Models bound to `server` with near-zero backoff; their clients closed afterwards."""
-    made: list[OllamaEmbeddingModel] = []
-
-    def make(model: str = "nomic-embed-text", **kwargs: Any) -> OllamaEmbeddingModel:
-        kwargs.setdefault("retry_delay", 0.001)
-        credential = kwargs.pop("credential", None) or server.credential()
-        instance = OllamaEmbeddingModel(credential, model, **kwargs)
-        made.append(instance)
-        return instance
-
-    yield make
-    for instance in made:
-        await instance.aclose()
+server, make_model = embedding_fixtures(OllamaServer, OllamaEmbeddingModel, "nomic-embed-text")
 
 
 def texts_of(request: RecordedRequest) -> list[str]:

@@ -10,7 +10,7 @@ import base64
 import json
 import struct
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -35,6 +35,7 @@ from parley.providers.openai.server import (
 )
 from tests._requires import require_module
 from tests.embeddings.test_base import ItemCache
+from tests.providers._fixtures import embedding_fixtures
 
 require_module("openai", "openai")
 
@@ -42,31 +43,9 @@ TEXTS = [f"text number {i}" for i in range(4100)]  # 2048 + 2048 + 4
 ModelFactory = Callable[..., Any]
 
 
-@pytest.fixture
-def server() -> Any:
-    with OpenAIServer() as running:
-        yield running
-
-
-@pytest.fixture
-async def make_model(server: OpenAIServer) -> AsyncIterator[ModelFactory]:
-    """Models bound to `server` with near-zero backoff; their clients closed afterwards."""
-    made: list[OpenAIEmbeddingModel] = []
-
-    def make(
-        model: str = "text-embedding-3-small",
-        cls: type[OpenAIEmbeddingModel] = OpenAIEmbeddingModel,
-        **kwargs: Any,
-    ) -> Any:
-        kwargs.setdefault("retry_delay", 0.001)
-        credential = kwargs.pop("credential", None) or server.credential()
-        instance = cls(credential, model, **kwargs)
-        made.append(instance)
-        return instance
-
-    yield make
-    for instance in made:
-        await instance.aclose()
+server, make_model = embedding_fixtures(
+    OpenAIServer, OpenAIEmbeddingModel, "text-embedding-3-small"
+)
 
 
 def texts_of(request: RecordedRequest) -> list[str]:
