@@ -10,7 +10,7 @@ provider without it is left out of the parameters, not skipped inside a test.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Any
 
@@ -168,64 +168,51 @@ def _dashscope_unfinished() -> Any:
     return dashscope_server.Raw(b"".join(events), content_type="text/event-stream")
 
 
-_OPENAI_REPLY = replies(openai_server, lambda c: openai_server.ToolCall(c.name, c.arguments, c.id))
-_OPENAI_ERROR = (500, "The server had an error")
 _EVERY = frozenset({STREAM_END_CHECKED, ERROR_EVENT_RETRIED, STREAMED_ARGUMENTS, STREAMED_USAGE})
 
+_OPENAI = ChatProvider(
+    name="openai",
+    provider="openai",
+    module=openai_server,
+    server=openai_server.OpenAIServer,
+    build=builder(OpenAIChatModel),
+    model="gpt-4o-mini",
+    reply=replies(openai_server, lambda c: openai_server.ToolCall(c.name, c.arguments, c.id)),
+    error=openai_server.HTTPError,
+    lead=1,
+    error_event=(500, "The server had an error"),
+    unreachable="cannot reach openai",
+    # The SDK reports a read error as a failed connect: parley says "cannot reach".
+    dropped="cannot reach openai: ReadError",
+    unfinished=_chat_unfinished,
+    context_length=openai_server.HTTPError(400, "too long", code="context_length_exceeded"),
+    content_filter=openai_server.HTTPError(400, "filtered", code="content_filter"),
+    requires=(("openai", "openai"),),
+    capabilities=_EVERY,
+)
+
 CHAT_PROVIDERS = [
-    ChatProvider(
-        name="openai",
-        provider="openai",
-        module=openai_server,
-        server=openai_server.OpenAIServer,
-        build=builder(OpenAIChatModel),
-        model="gpt-4o-mini",
-        reply=_OPENAI_REPLY,
-        error=openai_server.HTTPError,
-        lead=1,
-        error_event=_OPENAI_ERROR,
-        unreachable="cannot reach openai",
-        # The SDK reports a read error as a failed connect: parley says "cannot reach".
-        dropped="cannot reach openai: ReadError",
-        unfinished=_chat_unfinished,
-        requires=(("openai", "openai"),),
-        context_length=openai_server.HTTPError(400, "too long", code="context_length_exceeded"),
-        content_filter=openai_server.HTTPError(400, "filtered", code="content_filter"),
-        capabilities=_EVERY,
-    ),
-    ChatProvider(
+    _OPENAI,
+    replace(
+        _OPENAI,
         name="openai-responses",
-        provider="openai",
-        module=openai_server,
-        server=openai_server.OpenAIServer,
         build=builder(OpenAIResponseModel),
         model="gpt-4.1",
-        reply=_OPENAI_REPLY,
-        error=openai_server.HTTPError,
         lead=3,
-        error_event=_OPENAI_ERROR,
-        unreachable="cannot reach openai",
-        # The SDK reports a read error as a failed connect: parley says "cannot reach".
-        dropped="cannot reach openai: ReadError",
         unfinished=_responses_unfinished,
-        requires=(("openai", "openai"),),
-        capabilities=_EVERY,
+        context_length=None,
+        content_filter=None,
     ),
-    ChatProvider(
+    replace(
+        _OPENAI,
         name="azure-openai",
         provider="azure_openai",
-        module=openai_server,
-        server=openai_server.OpenAIServer,
         build=builder(AzureOpenAIChatModel, "azure_credential"),
         model="my-gpt",
-        reply=_OPENAI_REPLY,
-        error=openai_server.HTTPError,
-        lead=1,
-        error_event=_OPENAI_ERROR,
         unreachable="cannot reach azure",
         dropped="cannot reach azure_openai: ReadError",
-        unfinished=_chat_unfinished,
-        requires=(("openai", "openai"),),
+        context_length=None,
+        content_filter=None,
         # Its API version (2024-06-01) takes no `stream_options`: a stream counts no tokens.
         capabilities=_EVERY - {STREAMED_USAGE},
     ),
