@@ -23,7 +23,9 @@ SQLAlchemy's statement objects, and their cache keys, cost more than SQLite exec
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import queue
 import secrets
 import threading
 from abc import ABC, abstractmethod
@@ -277,40 +279,113 @@ class _GreenletRunner(_Runner):
 
 
 class _ThreadRunner(_Runner):
-    """SQLite: the work runs whole in a worker thread, on the standard library's driver.
+    """SQLite: the work runs whole in a thread, on the standard library's driver.
 
     One hop to a thread and back per transaction: an async driver (aiosqlite) hops for every
-    cursor call, several per statement, which cost more than the statements themselves. Writes
-    take turns (a lock), so a write never meets SQLite's "database is locked"; reads run beside
-    them (WAL). The threads are the store's own, so tools running in the event loop's default
-    pool never hold the store up.
+    cursor call, several per statement, which cost more than the statements themselves. The
+    threads are the store's own, so tools running in the event loop's default pool never hold
+    the store up.
+
+    Writes go to ONE writer thread, through a queue (group commit). It takes everything queued
+    and runs it as one transaction, committed once, then settles the callers' futures with one
+    wake-up of their loop: under many clients a commit, and each hop between the loop and the
+    thread, serve a batch of runs instead of one. SQLite has one writer anyway; before this,
+    writers took turns on a lock from several threads, and with the event loop busy each turn
+    waited for the GIL and for the thread to be scheduled, one run after another. A caller's
+    future is settled only after the commit of its work (its durability is unchanged). When a
+    work in a batch raises, the batch is rolled back and each of its works runs again alone, so
+    one caller's error (a conflict, a constraint) is that caller's only: a work must therefore
+    be safe to run again, as a function of the connection it is given (every store operation
+    is). Reads run in a pool beside the writer (WAL: they never wait for it).
     """
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
-        self._write_turn = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=_SQLITE_THREADS, thread_name_prefix="parley-db")
+        self._writes: queue.SimpleQueue[_Write | None] = queue.SimpleQueue()
+        self._writer: threading.Thread | None = None
+        self._writer_started = threading.Lock()
 
     async def read(self, work: Callable[[Connection], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, self._read, work)
 
     async def write(self, work: Callable[[Connection], T]) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, self._write, work)
+        return await self._submit(work, alone=False)
 
     def _read(self, work: Callable[[Connection], T]) -> T:
         with self._engine.connect() as conn:
             return work(conn)
 
-    def _write(self, work: Callable[[Connection], T]) -> T:
-        with self._write_turn, self._engine.begin() as conn:
-            return work(conn)
+    async def _submit(self, work: Callable[[Connection], Any], *, alone: bool) -> Any:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        self._start_writer()
+        self._writes.put(_Write(work, future, loop, alone))
+        return await future
+
+    def _start_writer(self) -> None:
+        if self._writer is not None:
+            return
+        with self._writer_started:
+            if self._writer is None:
+                thread = threading.Thread(
+                    target=self._write_forever, name="parley-db-writer", daemon=True
+                )
+                thread.start()
+                self._writer = thread
+
+    def _write_forever(self) -> None:
+        """The writer thread: batches of queued writes, one transaction each, until `None`."""
+        while True:
+            first = self._writes.get()
+            if first is None:
+                return
+            batch = [first]
+            while len(batch) < _WRITE_BATCH and not batch[-1].alone:
+                try:
+                    item = self._writes.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:  # closing: finish this batch first
+                    self._writes.put(None)
+                    break
+                if item.alone:  # runs on its own, after this batch
+                    self._run_batch(batch)
+                    batch = [item]
+                    break
+                batch.append(item)
+            self._run_batch(batch)
+
+    def _run_batch(self, batch: list[_Write]) -> None:
+        if len(batch) == 1:
+            _settle([(batch[0], *self._run_alone(batch[0]))])
+            return
+        try:
+            with self._engine.begin() as conn:
+                results = [item.work(conn) for item in batch]
+        except Exception:
+            # One of them failed, and the batch with it (rolled back): each runs again alone.
+            _settle([(item, *self._run_alone(item)) for item in batch])
+            return
+        _settle([(item, result, None) for item, result in zip(batch, results, strict=True)])
+
+    def _run_alone(self, item: _Write) -> tuple[Any, BaseException | None]:
+        try:
+            if item.alone:  # the work manages its transactions itself (migrations)
+                with self._engine.connect() as conn:
+                    return item.work(conn), None
+            with self._engine.begin() as conn:
+                return item.work(conn), None
+        except Exception as exc:
+            return None, exc
 
     async def migrate(self, work: Callable[[Connection], None]) -> None:
         """Run the migrations with foreign keys off, then check every key still holds.
 
         SQLite alters a table by copying it and dropping the old one; with foreign keys on,
         dropping `threads` would delete every message, run and approval (ON DELETE CASCADE).
-        The pragma is a no-op inside a transaction, so it is set before one begins.
+        The pragma is a no-op inside a transaction, so it is set before one begins. It runs
+        on the writer thread, alone: no other write meets it.
         """
 
         def migrate(conn: Connection) -> None:
@@ -326,15 +401,52 @@ class _ThreadRunner(_Runner):
                 conn.exec_driver_sql("PRAGMA foreign_keys=ON")
                 conn.commit()
 
-        def run() -> None:
-            with self._write_turn, self._engine.connect() as conn:
-                migrate(conn)
-
-        await asyncio.get_running_loop().run_in_executor(self._pool, run)
+        await self._submit(migrate, alone=True)
 
     async def close(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._pool, self._engine.dispose)
+        loop = asyncio.get_running_loop()
+        writer = self._writer
+        if writer is not None:  # the writes queued before the close are done first
+            self._writes.put(None)
+            await loop.run_in_executor(self._pool, writer.join)
+            self._writer = None
+        await loop.run_in_executor(self._pool, self._engine.dispose)
         self._pool.shutdown(wait=False)
+
+
+_WRITE_BATCH = 256
+"""The most writes one transaction of `_ThreadRunner`'s writer takes (bounds its latency)."""
+
+
+@dataclass(frozen=True)
+class _Write:
+    """A write queued for `_ThreadRunner`'s writer: its work and where its outcome goes."""
+
+    work: Callable[[Connection], Any]
+    future: asyncio.Future[Any]
+    loop: asyncio.AbstractEventLoop
+    alone: bool
+    """Run on its own connection, outside any batch (it commits itself)."""
+
+
+def _settle(outcomes: list[tuple[_Write, Any, BaseException | None]]) -> None:
+    """Hand each write's result or error to its future, one wake-up per loop."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Write, Any, BaseException | None]]] = {}
+    for outcome in outcomes:
+        by_loop.setdefault(outcome[0].loop, []).append(outcome)
+    for loop, settled in by_loop.items():
+        with contextlib.suppress(RuntimeError):  # its loop closed: nobody waits any more
+            loop.call_soon_threadsafe(_set_outcomes, settled)
+
+
+def _set_outcomes(outcomes: list[tuple[_Write, Any, BaseException | None]]) -> None:
+    for item, result, error in outcomes:
+        if item.future.done():  # its caller was cancelled; the work was done all the same
+            continue
+        if error is not None:
+            item.future.set_exception(error)
+        else:
+            item.future.set_result(result)
 
 
 def _runner_for(engine: AsyncEngine) -> _Runner:
@@ -673,13 +785,8 @@ class Store:
         def work(conn: Connection) -> bool:
             if fence is not None:
                 worker_id, attempt = fence
-                held = select(runs.c.id).where(
-                    runs.c.id == run_id,
-                    runs.c.status == "running",
-                    runs.c.worker_id == worker_id,
-                    runs.c.attempt == attempt,
-                )
-                if conn.execute(held.with_for_update()).first() is None:
+                held = {"_run": run_id, "_worker": worker_id, "_attempt": attempt}
+                if conn.execute(_Run.held, held).first() is None:
                     return False
             if rollback:
                 conn.execute(delete(messages).where(messages.c.run_id == run_id))
@@ -1027,6 +1134,17 @@ class _Run:
         worker_id=bindparam("_worker"),
         lease_until=bindparam("_lease", type_=runs.c.lease_until.type),
         attempt=bindparam("_attempt"),
+    )
+    # Whether a worker still holds the run (`end_run`'s fence), the row locked until commit.
+    held = (
+        select(runs.c.id)
+        .where(
+            runs.c.id == bindparam("_run"),
+            runs.c.status == "running",
+            runs.c.worker_id == bindparam("_worker"),
+            runs.c.attempt == bindparam("_attempt"),
+        )
+        .with_for_update()
     )
     end = (
         update(runs)
