@@ -310,7 +310,8 @@ class _ThreadRunner(_Runner):
         return await asyncio.get_running_loop().run_in_executor(self._pool, self._read, work)
 
     async def write(self, work: Callable[[Connection], T]) -> T:
-        return await self._submit(work, alone=False)
+        result: T = await self._submit(work, alone=False)
+        return result
 
     def _read(self, work: Callable[[Connection], T]) -> T:
         with self._engine.connect() as conn:
