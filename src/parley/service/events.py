@@ -192,7 +192,7 @@ class StoreEventLog(EventLog):
     and the periodic sweep), close it with `close()`.
 
     Args:
-        store: The service's store (its own runner: SQLite writes take turns with its own).
+        store: The service's store (its own runner: the events' writes are committed with its own).
         listen: On PostgreSQL, LISTEN for other replicas' events (else readers look again
             every `recheck_interval`: polling).
         notify: On PostgreSQL, NOTIFY other replicas of each flush (`benchmarks/event_log.py`
@@ -213,7 +213,7 @@ class StoreEventLog(EventLog):
         self.store = store
         self.poll_interval = poll_interval
         self.recheck_interval = recheck_interval
-        self._runner = store._runner  # the store's own: SQLite writes take turns with its own
+        self._runner = store._runner  # the store's own: events batched with its writes
         self._notify = notify and not store.is_sqlite
         self._listen = listen and not store.is_sqlite
         self._waiters: dict[str, set[asyncio.Event]] = {}

@@ -1,11 +1,12 @@
 """`Store`: threads, messages, runs, approvals, feedback and API keys, on SQLAlchemy async.
 
 One class for both databases; each operation is a function of a sync connection, run as one
-transaction. SQLite (the embedded default) runs in WAL mode, so readers never wait for the
-writer; its operations run whole in the store's own worker threads (one hop per transaction)
-and its writes take turns, so a write never meets SQLite's "database is locked"; one process
-serves an SQLite store. PostgreSQL (asyncpg, through SQLAlchemy's greenlet bridge) takes any
-number of processes.
+transaction (writes are group-committed: those queued together share one, see the runners).
+SQLite (the embedded default) runs in WAL mode, so readers never wait for the writer; its
+reads run whole in the store's own threads (one hop per transaction) and its writes in one
+writer thread, so a write never meets SQLite's "database is locked"; one process serves an
+SQLite store. PostgreSQL (asyncpg, through SQLAlchemy's greenlet bridge) takes any number of
+processes.
 
 A thread is named by its user and its id together: every method on a thread takes both, and
 one user's ids say nothing about another's (see `tables`). Every method is one transaction: a
