@@ -530,7 +530,12 @@ class Store:
         self._runner = _runner_for(engine)
 
     async def transact(self, work: Callable[[Connection], T]) -> T:
-        """Run `work` (a function of a sync connection) as one committed transaction."""
+        """Run `work` (a function of a sync connection) as one committed transaction.
+
+        It may share that transaction with other writes queued meanwhile (group commit), and
+        when one of them fails it runs again alone: `work` must do nothing but its
+        statements (or be safe to do twice).
+        """
         return await self._runner.write(work)
 
     async def query(self, work: Callable[[Connection], T]) -> T:
