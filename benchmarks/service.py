@@ -973,7 +973,10 @@ def toolkit_python(args: argparse.Namespace) -> Path | None:
     # toolkit's processes start in other folders.
     python = (python if str(python) not in ("", ".") else TOOLKIT_PYTHON).absolute()
     if not python.exists():
-        note = f"agent-service-toolkit skipped: no {python} (bash benchmarks/setup.sh .venv-bench)"
+        note = (
+            f"agent-service-toolkit skipped: no {python} (make it with "
+            "`bash benchmarks/setup.sh --toolkit .venv-bench`, or pass --toolkit-python)"
+        )
         if args.require_peers:
             raise SystemExit(note)
         print(f"({note})")
