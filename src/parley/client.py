@@ -31,7 +31,6 @@ import json
 import os
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any, Generic, TypeAlias, TypedDict, TypeVar, Unpack, get_args
 from urllib.parse import quote
 
@@ -863,12 +862,7 @@ class AgentClient(_ClientBase):
     def __enter__(self) -> AgentClient:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
 
@@ -1034,10 +1028,5 @@ class AsyncAgentClient(_ClientBase):
             raise
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
