@@ -20,10 +20,7 @@ from parley.models import ChatResponse
 from parley.models.testing import ScriptedModel
 from tests.agents._tools import delete_file, lookup, ran, send_email
 
-
-@pytest.fixture(autouse=True)
-def _clear() -> None:
-    ran.clear()
+pytestmark = pytest.mark.usefixtures("clear_ran")
 
 
 def calls(*specs: tuple[str, dict[str, Any], str]) -> ChatResponse:

@@ -33,10 +33,7 @@ from parley.models.structured import STRUCTURED_TOOL
 from parley.models.testing import ScriptedModel
 from tests.agents._tools import charge, lookup, ran, send_email, whoami
 
-
-@pytest.fixture(autouse=True)
-def _clear() -> None:
-    ran.clear()
+pytestmark = pytest.mark.usefixtures("clear_ran")
 
 
 def call(cid: str, name: str, /, **args: Any) -> ToolCallBlock:

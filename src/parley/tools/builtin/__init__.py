@@ -8,12 +8,13 @@ when a tool needs them.
 
 from parley.tools.builtin._net import FetchNotAllowedError, FetchPolicy, ResponseTooLargeError
 from parley.tools.builtin._paths import PathNotAllowedError
-from parley.tools.builtin.code_interpreter import CodeInterpreter, Execution
+from parley.tools.builtin.code_interpreter import CodeInterpreter, CodeOptions, Execution
 from parley.tools.builtin.doc_parser import (
     DocParser,
     ParsedDocument,
     ParseLimitError,
     ParseLimits,
+    ParseOptions,
     aparse_document,
     parse_document,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "BraveSearch",
     "BraveSearchCredential",
     "CodeInterpreter",
+    "CodeOptions",
     "DocParser",
     "Execution",
     "FetchNotAllowedError",
@@ -44,6 +46,7 @@ __all__ = [
     "KeyNotExistsError",
     "ParseLimitError",
     "ParseLimits",
+    "ParseOptions",
     "ParsedDocument",
     "PathNotAllowedError",
     "ResponseTooLargeError",
