@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import itertools
 import json
 import sys
-import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from parley import __version__
-from parley._terminal import visible
+from parley._terminal import progress, visible
 from parley.errors import ConfigurationError, ParleyError
 from parley.messages import Msg
 
@@ -25,32 +22,6 @@ if TYPE_CHECKING:
     from parley.client import AgentClient, Interrupt, ServiceChatMessage, Stream, StreamItem
 
 __all__ = ["main"]
-
-
-@contextlib.contextmanager
-def progress(label: str, stream: TextIO | None = None) -> Iterator[None]:
-    """Show a spinner with `label` on a terminal while the block runs (plain line otherwise)."""
-    stream = stream or sys.stderr
-    if not stream.isatty():
-        print(f"{label}...", file=stream, flush=True)
-        yield
-        return
-    done = threading.Event()
-
-    def spin() -> None:
-        for frame in itertools.cycle("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"):
-            if done.wait(0.1):
-                break
-            print(f"\r{frame} {label}...", end="", file=stream, flush=True)
-        print("\r\033[K", end="", file=stream, flush=True)
-
-    spinner = threading.Thread(target=spin, daemon=True)
-    spinner.start()
-    try:
-        yield
-    finally:
-        done.set()
-        spinner.join()
 
 
 def describe_usage(usage: Any) -> str:
