@@ -25,6 +25,7 @@ MODULES = [
     "parley.embeddings.openai",
     "parley.agents",
     "parley.agents.multi",
+    "parley.agents.speech",
     "parley.tools",
     "parley.tools.builtin",
     "parley.tools.mcp",

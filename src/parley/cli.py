@@ -115,7 +115,7 @@ def _agent(model: object, args: argparse.Namespace, voice: Any = None) -> Any:
     names = (args.tool_names or list(DEFAULT_TOOLS)) if tools else []
     middleware = []
     if voice is not None:
-        from parley.tts.middleware import TTSMiddleware  # noqa: PLC0415
+        from parley.agents.speech import TTSMiddleware  # noqa: PLC0415
 
         middleware.append(TTSMiddleware(voice))
     return Agent(
@@ -134,7 +134,7 @@ def _speech(args: argparse.Namespace) -> tuple[Any, Any]:
         return None, None
     from pathlib import Path  # noqa: PLC0415
 
-    from parley.tts.player import AudioSink, find_player  # noqa: PLC0415
+    from parley.agents.speech import AudioSink, find_player  # noqa: PLC0415
     from parley.tts.spec import DEFAULT_TTS_SPEC, tts_model_from_spec  # noqa: PLC0415
 
     # The player is found before anything loads: a missing one is said at once.

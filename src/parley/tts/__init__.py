@@ -4,7 +4,8 @@
   with `stream=True`, its pieces as they arrive.
 - `RealtimeTTSModel`: text pushed in pieces over one connection (`push`, then `synthesize()`
   for the rest), for speaking a model's answer while it is being written.
-- `TTSMiddleware`: an agent's answers as audio events (`parley.tts.middleware`).
+- `TTSMiddleware`, which speaks an agent's answers, sits on the agents' floor:
+  `parley.agents.speech`.
 
 Providers: `parley.tts.local` (the embedded voice, offline), `parley.tts.openai`,
 `parley.tts.dashscope`. Build one from a spec with `parley.tts.spec.tts_model_from_spec`.
