@@ -26,8 +26,8 @@ from parley.errors import UserError
 from parley.messages import TextBlock, ThinkingBlock
 from parley.models import ChatResponse
 from parley.models.testing import ScriptedModel
+from parley.providers.local.speech import LocalRealtimeTTSModel, LocalTTSModel
 from parley.tts import TTSParameters, read_wav
-from parley.tts.local import LocalRealtimeTTSModel, LocalTTSModel
 from parley.tts.realtime import RealtimeSession
 from tests._requires import require_module, require_program
 from tests.sample_tools import add

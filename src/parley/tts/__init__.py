@@ -7,8 +7,9 @@
 - `TTSMiddleware`, which speaks an agent's answers, sits on the agents' floor:
   `parley.agents.speech`.
 
-Providers: `parley.tts.local` (the embedded voice, offline), `parley.tts.openai`,
-`parley.tts.dashscope`. Build one from a spec with `parley.tts.spec.tts_model_from_spec`.
+Providers: `parley.providers.local.speech` (the embedded voice, offline),
+`parley.providers.openai.speech`, `parley.providers.dashscope.speech`. Build one from a spec
+with `parley.tts.spec.tts_model_from_spec`.
 """
 
 from parley.tts._audio import PCMFormat, pcm_format, pcm_media_type, read_wav, wav_bytes
