@@ -16,7 +16,7 @@ Each model wraps one of parley's (`to_parley()` gives it), which speaks the wire
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
@@ -57,6 +57,23 @@ __all__ = [
     "OpenAIResponseModel",
     "StructuredResponse",
     "XAIChatModel",
+]
+
+
+# AgentScope's parameters that several providers share, each written once.
+_MaxTokens = Annotated[int | None, Field(gt=0, description="Most output tokens.")]
+_Thinking = Annotated[bool, Field(description="Think before answering.")]
+_ThinkingBudget = Annotated[int | None, Field(gt=0, description="Most thinking tokens.")]
+_Temperature = Annotated[float | None, Field(ge=0, le=2)]
+_TopP = Annotated[float | None, Field(gt=0, le=1)]
+_ParallelToolCalls = Annotated[bool, Field(description="Several calls at once.")]
+_Voice = Annotated[str | None, Field(description="Spoken answers (not supported).")]
+_Reasoning = Annotated[
+    bool, Field(description="Reason first (reasoning models; see reasoning_effort).")
+]
+_OpenAIEffort = Annotated[
+    Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None,
+    Field(description="How hard to reason, when thinking_enable is on."),
 ]
 
 
@@ -102,38 +119,46 @@ class _XAIWire(_ExtraBody, _Grok):
     pass
 
 
-def _with_call_extra_body(inner: ChatModel, kwargs: dict[str, Any]) -> ChatModel:
-    """`inner`, or a copy sending a call's `extra_body` over the constructor's."""
-    extra = kwargs.pop("extra_body", None)
-    if extra is None:
+class _ExtraBodyChatModel(ParleyChatModel):
+    """A model on an OpenAI-compatible wire: a call's `extra_body` goes with that call."""
+
+    def wire_extra_body(self) -> dict[str, Any]:
+        """Fields this model sends in every request, beyond parley's parameters."""
+        return {}
+
+    def _build(self) -> ChatModel:
+        inner = super()._build()
+        assert isinstance(inner, _ExtraBody)
+        inner.extra_body = self.wire_extra_body()
         return inner
-    assert isinstance(inner, _ExtraBody)
-    copied = inner.with_parameters()  # shares the connections
-    assert isinstance(copied, _ExtraBody)
-    copied.extra_body = {**(inner.extra_body or {}), **extra}
-    return copied
+
+    def for_call(self, kwargs: dict[str, Any]) -> ChatModel:
+        """The wrapped model, sending the call's `extra_body` if it has one."""
+        extra = kwargs.pop("extra_body", None)
+        if extra is None:
+            return self._parley
+        assert isinstance(self._parley, _ExtraBody)
+        copied = self._parley.with_parameters()  # shares the connections
+        assert isinstance(copied, _ExtraBody)
+        copied.extra_body = {**(self._parley.extra_body or {}), **extra}
+        return copied
 
 
-class OpenAIChatModel(ParleyChatModel):
+class OpenAIChatModel(_ExtraBodyChatModel):
     """OpenAI's Chat Completions (and servers that speak it), as AgentScope's class."""
 
     class Parameters(BaseModel):
         """Chat Completions parameters, as AgentScope names them."""
 
-        max_tokens: int | None = Field(default=None, gt=0, description="Most output tokens.")
-        thinking_enable: bool = Field(
-            default=False, description="Reason first (reasoning models; see reasoning_effort)."
-        )
-        reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = (
-            Field(default=None, description="How hard to reason, when thinking_enable is on.")
-        )
-        temperature: float | None = Field(default=None, ge=0, le=2)
-        top_p: float | None = Field(default=None, gt=0, le=1)
-        parallel_tool_calls: bool = Field(default=True, description="Several calls at once.")
-        voice: str | None = Field(default=None, description="Spoken answers (not supported).")
+        max_tokens: _MaxTokens = None
+        thinking_enable: _Reasoning = False
+        reasoning_effort: _OpenAIEffort = None
+        temperature: _Temperature = None
+        top_p: _TopP = None
+        parallel_tool_calls: _ParallelToolCalls = True
+        voice: _Voice = None
 
     parley_class: ClassVar[type[ChatModel]] = _OpenAIWire
-    client_kwargs_supported: ClassVar[tuple[str, ...]] = ("base_url", "timeout")
 
     def __init__(
         self,
@@ -161,15 +186,9 @@ class OpenAIChatModel(ParleyChatModel):
             client_kwargs,
         )
 
-    def _build(self) -> ChatModel:
-        inner = super()._build()
-        assert isinstance(inner, _OpenAIWire)
-        inner.extra_body = dict(self.extra_body or {})
-        return inner
-
-    def for_call(self, kwargs: dict[str, Any]) -> ChatModel:
-        """The wrapped model, sending the call's `extra_body` if it has one."""
-        return _with_call_extra_body(self._parley, kwargs)
+    def wire_extra_body(self) -> dict[str, Any]:
+        """The constructor's `extra_body`."""
+        return dict(self.extra_body or {})
 
     def parley_parameters(self) -> dict[str, Any]:
         """AgentScope's fields as parley's OpenAI parameters."""
@@ -185,7 +204,7 @@ class OpenAIChatModel(ParleyChatModel):
         )
 
 
-class DashScopeChatModel(ParleyChatModel):
+class DashScopeChatModel(_ExtraBodyChatModel):
     """DashScope (Qwen) through its OpenAI-compatible mode, as AgentScope's class.
 
     The credential is `parley.compat.agentscope.credential.DashScopeCredential`, whose
@@ -195,44 +214,17 @@ class DashScopeChatModel(ParleyChatModel):
     class Parameters(BaseModel):
         """DashScope parameters, as AgentScope names them."""
 
-        max_tokens: int | None = Field(default=None, gt=0, description="Most output tokens.")
-        thinking_enable: bool = Field(default=False, description="Think before answering.")
-        thinking_budget: int | None = Field(default=None, gt=0, description="Most thinking tokens.")
+        max_tokens: _MaxTokens = None
+        thinking_enable: _Thinking = False
+        thinking_budget: _ThinkingBudget = None
         temperature: float | None = Field(default=None, ge=0, lt=2)
-        top_p: float | None = Field(default=None, gt=0, le=1)
+        top_p: _TopP = None
         top_k: int | None = Field(default=None, gt=0)
-        parallel_tool_calls: bool = Field(default=True, description="Several calls at once.")
-        voice: str | None = Field(default=None, description="Spoken answers (not supported).")
+        parallel_tool_calls: _ParallelToolCalls = True
+        voice: _Voice = None
 
     parley_class: ClassVar[type[ChatModel]] = _DashScopeWire
-
-    def __init__(
-        self,
-        credential: Any,
-        model: str,
-        parameters: DashScopeChatModel.Parameters | None = None,
-        stream: bool = True,
-        max_retries: int = 3,
-        retry_delay: float = 1.0,
-        context_size: int = 131072,
-        formatter: Any = None,
-        client_kwargs: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(
-            credential,
-            model,
-            parameters,
-            stream,
-            max_retries,
-            retry_delay,
-            context_size,
-            formatter,
-            client_kwargs,
-        )
-
-    def for_call(self, kwargs: dict[str, Any]) -> ChatModel:
-        """The wrapped model, sending the call's `extra_body` if it has one."""
-        return _with_call_extra_body(self._parley, kwargs)
+    default_context_size = 131072
 
     def parley_parameters(self) -> dict[str, Any]:
         """AgentScope's fields as parley's; `enable_thinking` always sent, as AgentScope does."""
@@ -256,9 +248,9 @@ class AnthropicChatModel(ParleyChatModel):
     class Parameters(BaseModel):
         """Anthropic parameters, as AgentScope names them."""
 
-        max_tokens: int | None = Field(default=None, gt=0, description="Most output tokens.")
-        thinking_enable: bool = Field(default=False, description="Think before answering.")
-        thinking_budget: int | None = Field(default=None, gt=0, description="Most thinking tokens.")
+        max_tokens: _MaxTokens = None
+        thinking_enable: _Thinking = False
+        thinking_budget: _ThinkingBudget = None
         thinking_mode: Literal["adaptive", "enabled", "disabled"] | None = Field(
             default=None, description="How the model thinks, when thinking_enable is on."
         )
@@ -266,30 +258,7 @@ class AnthropicChatModel(ParleyChatModel):
         reasoning_effort: Literal["low", "medium", "high", "xhigh", "max"] | None = None
 
     parley_class: ClassVar[type[ChatModel]] = _Anthropic
-
-    def __init__(
-        self,
-        credential: Any,
-        model: str,
-        parameters: AnthropicChatModel.Parameters | None = None,
-        stream: bool = True,
-        max_retries: int = 3,
-        retry_delay: float = 1.0,
-        context_size: int = 200000,
-        formatter: Any = None,
-        client_kwargs: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(
-            credential,
-            model,
-            parameters,
-            stream,
-            max_retries,
-            retry_delay,
-            context_size,
-            formatter,
-            client_kwargs,
-        )
+    default_context_size = 200000
 
     def parley_parameters(self) -> dict[str, Any]:
         """AgentScope's fields as parley's Anthropic parameters."""
@@ -318,37 +287,14 @@ class GeminiChatModel(ParleyChatModel):
     class Parameters(BaseModel):
         """Gemini parameters, as AgentScope names them."""
 
-        max_tokens: int | None = Field(default=None, gt=0, description="Most output tokens.")
+        max_tokens: _MaxTokens = None
         thinking_enable: bool = Field(default=False, description="Return thoughts.")
         thinking_budget: int | None = Field(default=None, description="Most thinking tokens.")
-        temperature: float | None = Field(default=None, ge=0, le=2)
-        top_p: float | None = Field(default=None, gt=0, le=1)
+        temperature: _Temperature = None
+        top_p: _TopP = None
 
     parley_class: ClassVar[type[ChatModel]] = _Gemini
-
-    def __init__(
-        self,
-        credential: Any,
-        model: str,
-        parameters: GeminiChatModel.Parameters | None = None,
-        stream: bool = True,
-        max_retries: int = 3,
-        retry_delay: float = 1.0,
-        context_size: int = 1048576,
-        formatter: Any = None,
-        client_kwargs: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(
-            credential,
-            model,
-            parameters,
-            stream,
-            max_retries,
-            retry_delay,
-            context_size,
-            formatter,
-            client_kwargs,
-        )
+    default_context_size = 1048576
 
     def parley_parameters(self) -> dict[str, Any]:
         """AgentScope's fields as parley's; thinking on: thoughts included (budget 1024)."""
@@ -366,8 +312,8 @@ class OllamaChatModel(ParleyChatModel):
     class Parameters(BaseModel):
         """Ollama parameters, as AgentScope names them."""
 
-        max_tokens: int | None = Field(default=None, gt=0, description="Most output tokens.")
-        thinking_enable: bool = Field(default=False, description="Think before answering.")
+        max_tokens: _MaxTokens = None
+        thinking_enable: _Thinking = False
         temperature: float | None = Field(default=None, ge=0)
 
     parley_class: ClassVar[type[ChatModel]] = _Ollama
@@ -404,58 +350,28 @@ class OllamaChatModel(ParleyChatModel):
         return _given(max_tokens=p.max_tokens, temperature=p.temperature, think=p.thinking_enable)
 
 
-class DeepSeekChatModel(ParleyChatModel):
+class DeepSeekChatModel(_ExtraBodyChatModel):
     """DeepSeek's API, as AgentScope's class (the thinking switch sent on every call)."""
 
     class Parameters(BaseModel):
         """DeepSeek parameters, as AgentScope names them."""
 
-        max_tokens: int | None = Field(default=None, gt=0, description="Most output tokens.")
-        thinking_enable: bool = Field(default=False, description="Think before answering.")
+        max_tokens: _MaxTokens = None
+        thinking_enable: _Thinking = False
         reasoning_effort: Literal["high", "max"] | None = Field(
             default=None, description="How hard to think."
         )
-        temperature: float | None = Field(default=None, ge=0, le=2)
-        top_p: float | None = Field(default=None, gt=0, le=1)
+        temperature: _Temperature = None
+        top_p: _TopP = None
 
     parley_class: ClassVar[type[ChatModel]] = _DeepSeekWire
+    default_context_size = 65536
 
-    def __init__(
-        self,
-        credential: Any,
-        model: str,
-        parameters: DeepSeekChatModel.Parameters | None = None,
-        stream: bool = True,
-        max_retries: int = 3,
-        retry_delay: float = 1.0,
-        context_size: int = 65536,
-        formatter: Any = None,
-        client_kwargs: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(
-            credential,
-            model,
-            parameters,
-            stream,
-            max_retries,
-            retry_delay,
-            context_size,
-            formatter,
-            client_kwargs,
-        )
-
-    def _build(self) -> ChatModel:
-        inner = super()._build()
-        assert isinstance(inner, _DeepSeekWire)
+    def wire_extra_body(self) -> dict[str, Any]:
+        """`reasoning_effort`, which parley's DeepSeek parameters do not have."""
         p = self.parameters
         assert isinstance(p, DeepSeekChatModel.Parameters)
-        # parley's DeepSeek parameters have no effort: it goes as a field of its own.
-        inner.extra_body = _given(reasoning_effort=p.reasoning_effort)
-        return inner
-
-    def for_call(self, kwargs: dict[str, Any]) -> ChatModel:
-        """The wrapped model, sending the call's `extra_body` if it has one."""
-        return _with_call_extra_body(self._parley, kwargs)
+        return _given(reasoning_effort=p.reasoning_effort)
 
     def parley_parameters(self) -> dict[str, Any]:
         """AgentScope's fields as parley's DeepSeek parameters."""
@@ -475,40 +391,13 @@ class OpenAIResponseModel(ParleyChatModel):
     class Parameters(BaseModel):
         """Responses API parameters, as AgentScope names them."""
 
-        max_tokens: int | None = Field(default=None, gt=0, description="Most output tokens.")
-        thinking_enable: bool = Field(
-            default=False, description="Reason first (reasoning models; see reasoning_effort)."
-        )
-        reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = (
-            Field(default=None, description="How hard to reason, when thinking_enable is on.")
-        )
-        temperature: float | None = Field(default=None, ge=0, le=2)
+        max_tokens: _MaxTokens = None
+        thinking_enable: _Reasoning = False
+        reasoning_effort: _OpenAIEffort = None
+        temperature: _Temperature = None
 
     parley_class: ClassVar[type[ChatModel]] = _OpenAIResponses
-
-    def __init__(
-        self,
-        credential: Any,
-        model: str,
-        parameters: OpenAIResponseModel.Parameters | None = None,
-        stream: bool = True,
-        max_retries: int = 3,
-        retry_delay: float = 1.0,
-        context_size: int = 200000,
-        formatter: Any = None,
-        client_kwargs: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(
-            credential,
-            model,
-            parameters,
-            stream,
-            max_retries,
-            retry_delay,
-            context_size,
-            formatter,
-            client_kwargs,
-        )
+    default_context_size = 200000
 
     def parley_parameters(self) -> dict[str, Any]:
         """AgentScope's fields as parley's Responses parameters."""
@@ -521,7 +410,7 @@ class OpenAIResponseModel(ParleyChatModel):
         )
 
 
-class MoonshotChatModel(ParleyChatModel):
+class MoonshotChatModel(_ExtraBodyChatModel):
     """Moonshot AI (Kimi), as AgentScope's class.
 
     As AgentScope: the thinking switch (`thinking: {"type": ...}`) goes with every call,
@@ -532,58 +421,27 @@ class MoonshotChatModel(ParleyChatModel):
     class Parameters(BaseModel):
         """Moonshot parameters, as AgentScope names them."""
 
-        max_tokens: int | None = Field(default=None, gt=0, description="Most output tokens.")
-        thinking_enable: bool = Field(default=False, description="Think before answering.")
+        max_tokens: _MaxTokens = None
+        thinking_enable: _Thinking = False
         reasoning_effort: Literal["low", "high", "max"] | None = Field(
             default=None, description="kimi-k3 only: how hard to think."
         )
         temperature: float | None = Field(default=None, ge=0, le=1)
-        top_p: float | None = Field(default=None, gt=0, le=1)
+        top_p: _TopP = None
 
     parley_class: ClassVar[type[ChatModel]] = _MoonshotWire
-
-    def __init__(
-        self,
-        credential: Any,
-        model: str,
-        parameters: MoonshotChatModel.Parameters | None = None,
-        stream: bool = True,
-        max_retries: int = 3,
-        retry_delay: float = 1.0,
-        context_size: int = 131072,
-        formatter: Any = None,
-        client_kwargs: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(
-            credential,
-            model,
-            parameters,
-            stream,
-            max_retries,
-            retry_delay,
-            context_size,
-            formatter,
-            client_kwargs,
-        )
+    default_context_size = 131072
 
     def _is_k3(self) -> bool:
         return self.model == "kimi-k3"
 
-    def _build(self) -> ChatModel:
-        inner = super()._build()
-        assert isinstance(inner, _MoonshotWire)
+    def wire_extra_body(self) -> dict[str, Any]:
+        """kimi-k3's fields, which parley's Moonshot parameters do not have."""
         p = self.parameters
         assert isinstance(p, MoonshotChatModel.Parameters)
-        if self._is_k3():
-            # parley's Moonshot parameters have neither field: they go as fields of their own.
-            inner.extra_body = _given(
-                max_completion_tokens=p.max_tokens, reasoning_effort=p.reasoning_effort
-            )
-        return inner
-
-    def for_call(self, kwargs: dict[str, Any]) -> ChatModel:
-        """The wrapped model, sending the call's `extra_body` if it has one."""
-        return _with_call_extra_body(self._parley, kwargs)
+        if not self._is_k3():
+            return {}
+        return _given(max_completion_tokens=p.max_tokens, reasoning_effort=p.reasoning_effort)
 
     def parley_parameters(self) -> dict[str, Any]:
         """AgentScope's fields as parley's Moonshot parameters."""
@@ -599,7 +457,7 @@ class MoonshotChatModel(ParleyChatModel):
         )
 
 
-class XAIChatModel(ParleyChatModel):
+class XAIChatModel(_ExtraBodyChatModel):
     """xAI (Grok), as AgentScope's class, over xAI's OpenAI-compatible REST API.
 
     `reasoning_effort` is sent only with `thinking_enable`, as AgentScope does. The
@@ -610,56 +468,25 @@ class XAIChatModel(ParleyChatModel):
     class Parameters(BaseModel):
         """xAI parameters, as AgentScope names them."""
 
-        max_tokens: int | None = Field(default=None, gt=0, description="Most output tokens.")
+        max_tokens: _MaxTokens = None
         thinking_enable: bool = Field(
             default=False, description="Reason first (grok-3-mini; see reasoning_effort)."
         )
         reasoning_effort: Literal["low", "medium", "high"] | None = Field(
             default=None, description="How hard to reason, when thinking_enable is on."
         )
-        temperature: float | None = Field(default=None, ge=0, le=2)
-        top_p: float | None = Field(default=None, gt=0, le=1)
+        temperature: _Temperature = None
+        top_p: _TopP = None
 
     parley_class: ClassVar[type[ChatModel]] = _XAIWire
     client_kwargs_supported: ClassVar[tuple[str, ...]] = ("timeout",)
+    default_context_size = 131072
 
-    def __init__(
-        self,
-        credential: Any,
-        model: str,
-        parameters: XAIChatModel.Parameters | None = None,
-        stream: bool = True,
-        max_retries: int = 3,
-        retry_delay: float = 1.0,
-        context_size: int = 131072,
-        formatter: Any = None,
-        client_kwargs: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(
-            credential,
-            model,
-            parameters,
-            stream,
-            max_retries,
-            retry_delay,
-            context_size,
-            formatter,
-            client_kwargs,
-        )
-
-    def _build(self) -> ChatModel:
-        inner = super()._build()
-        assert isinstance(inner, _XAIWire)
+    def wire_extra_body(self) -> dict[str, Any]:
+        """`reasoning_effort` as is (parley's xAI parameters take low/high; AgentScope's medium)."""
         p = self.parameters
         assert isinstance(p, XAIChatModel.Parameters)
-        # parley's xAI parameters take low/high only; AgentScope's also medium: sent as is.
-        effort = p.reasoning_effort if p.thinking_enable else None
-        inner.extra_body = _given(reasoning_effort=effort)
-        return inner
-
-    def for_call(self, kwargs: dict[str, Any]) -> ChatModel:
-        """The wrapped model, sending the call's `extra_body` if it has one."""
-        return _with_call_extra_body(self._parley, kwargs)
+        return _given(reasoning_effort=p.reasoning_effort if p.thinking_enable else None)
 
     def parley_parameters(self) -> dict[str, Any]:
         """AgentScope's fields as parley's xAI parameters."""
