@@ -292,9 +292,13 @@ class ParleyChatModel(ChatModelBase):
         # AgentScope's classes each spell out their defaults; help() shows them here too.
         cls.__signature__ = _shown_signature(cls)  # type: ignore[attr-defined]
 
+    sent_as: ClassVar[Mapping[str, str]] = {}
+    """The `Parameters` fields sent as they are (when set), each to its parley parameter."""
+
     def parley_parameters(self) -> dict[str, Any]:
-        """This model's `Parameters` as the wrapped parley model's parameters."""
-        raise NotImplementedError
+        """This model's `Parameters` as the wrapped parley model's (the fields `sent_as` names)."""
+        fields = self.parameters.model_dump(include=set(self.sent_as))
+        return {self.sent_as[name]: value for name, value in fields.items() if value is not None}
 
     def _build(self) -> ChatModel:
         unknown = sorted(set(self.client_kwargs) - set(self.client_kwargs_supported))

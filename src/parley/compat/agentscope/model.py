@@ -16,6 +16,7 @@ Each model wraps one of parley's (`to_parley()` gives it), which speaks the wire
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field
@@ -81,12 +82,27 @@ def _given(**fields: Any) -> dict[str, Any]:
     return {name: value for name, value in fields.items() if value is not None}
 
 
-def _no_voice(owner: str, voice: str | None) -> None:
-    if voice is not None:
+_SAMPLING: Mapping[str, str] = {
+    "max_tokens": "max_tokens",
+    "temperature": "temperature",
+    "top_p": "top_p",
+}
+
+
+def _openai_style(model: ParleyChatModel, p: BaseModel) -> dict[str, Any]:
+    """The fields of OpenAI-style parameters that are not sent as they are.
+
+    `reasoning_effort` goes only with `thinking_enable`; `parallel_tool_calls` only when
+    off; `voice` (spoken answers) is refused.
+    """
+    if getattr(p, "voice", None) is not None:
         raise UserError(
-            f"{owner}.Parameters(voice=...) asks for spoken answers, which parley's wrapper "
-            "does not read; use parley.compat.agentscope.tts for speech"
+            f"{type(model).__name__}.Parameters(voice=...) asks for spoken answers, which "
+            "parley's wrapper does not read; use parley.compat.agentscope.tts for speech"
         )
+    effort = getattr(p, "reasoning_effort", None) if getattr(p, "thinking_enable", False) else None
+    parallel = None if getattr(p, "parallel_tool_calls", True) else False
+    return _given(reasoning_effort=effort, parallel_tool_calls=parallel)
 
 
 class _ExtraBody:
@@ -190,18 +206,13 @@ class OpenAIChatModel(_ExtraBodyChatModel):
         """The constructor's `extra_body`."""
         return dict(self.extra_body or {})
 
+    sent_as: ClassVar[Mapping[str, str]] = _SAMPLING
+
     def parley_parameters(self) -> dict[str, Any]:
         """AgentScope's fields as parley's OpenAI parameters."""
         p = self.parameters
         assert isinstance(p, OpenAIChatModel.Parameters)
-        _no_voice(type(self).__name__, p.voice)
-        return _given(
-            max_tokens=p.max_tokens,
-            temperature=p.temperature,
-            top_p=p.top_p,
-            reasoning_effort=p.reasoning_effort if p.thinking_enable else None,
-            parallel_tool_calls=None if p.parallel_tool_calls else False,
-        )
+        return {**super().parley_parameters(), **_openai_style(self, p)}
 
 
 class DashScopeChatModel(_ExtraBodyChatModel):
@@ -226,20 +237,18 @@ class DashScopeChatModel(_ExtraBodyChatModel):
     parley_class: ClassVar[type[ChatModel]] = _DashScopeWire
     default_context_size = 131072
 
+    sent_as: ClassVar[Mapping[str, str]] = {
+        **_SAMPLING,
+        "top_k": "top_k",
+        "thinking_enable": "enable_thinking",  # sent on every call, as AgentScope does
+        "thinking_budget": "thinking_budget",
+    }
+
     def parley_parameters(self) -> dict[str, Any]:
         """AgentScope's fields as parley's; `enable_thinking` always sent, as AgentScope does."""
         p = self.parameters
         assert isinstance(p, DashScopeChatModel.Parameters)
-        _no_voice(type(self).__name__, p.voice)
-        return _given(
-            max_tokens=p.max_tokens,
-            temperature=p.temperature,
-            top_p=p.top_p,
-            top_k=p.top_k,
-            enable_thinking=p.thinking_enable,
-            thinking_budget=p.thinking_budget,
-            parallel_tool_calls=None if p.parallel_tool_calls else False,
-        )
+        return {**super().parley_parameters(), **_openai_style(self, p)}
 
 
 class AnthropicChatModel(ParleyChatModel):
@@ -296,11 +305,13 @@ class GeminiChatModel(ParleyChatModel):
     parley_class: ClassVar[type[ChatModel]] = _Gemini
     default_context_size = 1048576
 
+    sent_as: ClassVar[Mapping[str, str]] = _SAMPLING
+
     def parley_parameters(self) -> dict[str, Any]:
         """AgentScope's fields as parley's; thinking on: thoughts included (budget 1024)."""
         p = self.parameters
         assert isinstance(p, GeminiChatModel.Parameters)
-        fields = _given(max_tokens=p.max_tokens, temperature=p.temperature, top_p=p.top_p)
+        fields = super().parley_parameters()
         if p.thinking_enable:
             fields.update(include_thoughts=True, thinking_budget=p.thinking_budget or 1024)
         return fields
@@ -343,11 +354,11 @@ class OllamaChatModel(ParleyChatModel):
             client_kwargs,
         )
 
-    def parley_parameters(self) -> dict[str, Any]:
-        """AgentScope's fields as parley's Ollama parameters."""
-        p = self.parameters
-        assert isinstance(p, OllamaChatModel.Parameters)
-        return _given(max_tokens=p.max_tokens, temperature=p.temperature, think=p.thinking_enable)
+    sent_as: ClassVar[Mapping[str, str]] = {
+        "max_tokens": "max_tokens",
+        "thinking_enable": "think",
+        "temperature": "temperature",
+    }
 
 
 class DeepSeekChatModel(_ExtraBodyChatModel):
@@ -373,16 +384,7 @@ class DeepSeekChatModel(_ExtraBodyChatModel):
         assert isinstance(p, DeepSeekChatModel.Parameters)
         return _given(reasoning_effort=p.reasoning_effort)
 
-    def parley_parameters(self) -> dict[str, Any]:
-        """AgentScope's fields as parley's DeepSeek parameters."""
-        p = self.parameters
-        assert isinstance(p, DeepSeekChatModel.Parameters)
-        return _given(
-            max_tokens=p.max_tokens,
-            temperature=p.temperature,
-            top_p=p.top_p,
-            enable_thinking=p.thinking_enable,
-        )
+    sent_as: ClassVar[Mapping[str, str]] = {**_SAMPLING, "thinking_enable": "enable_thinking"}
 
 
 class OpenAIResponseModel(ParleyChatModel):
@@ -399,15 +401,16 @@ class OpenAIResponseModel(ParleyChatModel):
     parley_class: ClassVar[type[ChatModel]] = _OpenAIResponses
     default_context_size = 200000
 
+    sent_as: ClassVar[Mapping[str, str]] = {
+        "max_tokens": "max_tokens",
+        "temperature": "temperature",
+    }
+
     def parley_parameters(self) -> dict[str, Any]:
         """AgentScope's fields as parley's Responses parameters."""
         p = self.parameters
         assert isinstance(p, OpenAIResponseModel.Parameters)
-        return _given(
-            max_tokens=p.max_tokens,
-            temperature=p.temperature,
-            reasoning_effort=p.reasoning_effort if p.thinking_enable else None,
-        )
+        return {**super().parley_parameters(), **_openai_style(self, p)}
 
 
 class MoonshotChatModel(_ExtraBodyChatModel):
@@ -443,18 +446,14 @@ class MoonshotChatModel(_ExtraBodyChatModel):
             return {}
         return _given(max_completion_tokens=p.max_tokens, reasoning_effort=p.reasoning_effort)
 
+    sent_as: ClassVar[Mapping[str, str]] = {**_SAMPLING, "thinking_enable": "enable_thinking"}
+
     def parley_parameters(self) -> dict[str, Any]:
-        """AgentScope's fields as parley's Moonshot parameters."""
-        p = self.parameters
-        assert isinstance(p, MoonshotChatModel.Parameters)
+        """AgentScope's fields as parley's Moonshot parameters (kimi-k3's others go as they are)."""
+        fields = super().parley_parameters()
         if self._is_k3():
-            return _given(temperature=p.temperature, top_p=p.top_p)
-        return _given(
-            max_tokens=p.max_tokens,
-            temperature=p.temperature,
-            top_p=p.top_p,
-            enable_thinking=p.thinking_enable,
-        )
+            return _given(temperature=fields.get("temperature"), top_p=fields.get("top_p"))
+        return fields
 
 
 class XAIChatModel(_ExtraBodyChatModel):
@@ -488,8 +487,4 @@ class XAIChatModel(_ExtraBodyChatModel):
         assert isinstance(p, XAIChatModel.Parameters)
         return _given(reasoning_effort=p.reasoning_effort if p.thinking_enable else None)
 
-    def parley_parameters(self) -> dict[str, Any]:
-        """AgentScope's fields as parley's xAI parameters."""
-        p = self.parameters
-        assert isinstance(p, XAIChatModel.Parameters)
-        return _given(max_tokens=p.max_tokens, temperature=p.temperature, top_p=p.top_p)
+    sent_as: ClassVar[Mapping[str, str]] = _SAMPLING
