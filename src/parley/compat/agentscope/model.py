@@ -69,13 +69,19 @@ _Temperature = Annotated[float | None, Field(ge=0, le=2)]
 _TopP = Annotated[float | None, Field(gt=0, le=1)]
 _ParallelToolCalls = Annotated[bool, Field(description="Several calls at once.")]
 _Voice = Annotated[str | None, Field(description="Spoken answers (not supported).")]
-_Reasoning = Annotated[
-    bool, Field(description="Reason first (reasoning models; see reasoning_effort).")
-]
-_OpenAIEffort = Annotated[
-    Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None,
-    Field(description="How hard to reason, when thinking_enable is on."),
-]
+
+
+class _OpenAIParameters(BaseModel):
+    """The fields OpenAI's two APIs (Chat Completions, Responses) share, in AgentScope's order."""
+
+    max_tokens: _MaxTokens = None
+    thinking_enable: bool = Field(
+        default=False, description="Reason first (reasoning models; see reasoning_effort)."
+    )
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = Field(
+        default=None, description="How hard to reason, when thinking_enable is on."
+    )
+    temperature: _Temperature = None
 
 
 def _given(**fields: Any) -> dict[str, Any]:
@@ -89,12 +95,13 @@ _SAMPLING: Mapping[str, str] = {
 }
 
 
-def _openai_style(model: ParleyChatModel, p: BaseModel) -> dict[str, Any]:
+def _openai_style(model: ParleyChatModel) -> dict[str, Any]:
     """The fields of OpenAI-style parameters that are not sent as they are.
 
     `reasoning_effort` goes only with `thinking_enable`; `parallel_tool_calls` only when
     off; `voice` (spoken answers) is refused.
     """
+    p = model.parameters
     if getattr(p, "voice", None) is not None:
         raise UserError(
             f"{type(model).__name__}.Parameters(voice=...) asks for spoken answers, which "
@@ -163,13 +170,9 @@ class _ExtraBodyChatModel(ParleyChatModel):
 class OpenAIChatModel(_ExtraBodyChatModel):
     """OpenAI's Chat Completions (and servers that speak it), as AgentScope's class."""
 
-    class Parameters(BaseModel):
+    class Parameters(_OpenAIParameters):
         """Chat Completions parameters, as AgentScope names them."""
 
-        max_tokens: _MaxTokens = None
-        thinking_enable: _Reasoning = False
-        reasoning_effort: _OpenAIEffort = None
-        temperature: _Temperature = None
         top_p: _TopP = None
         parallel_tool_calls: _ParallelToolCalls = True
         voice: _Voice = None
@@ -210,9 +213,7 @@ class OpenAIChatModel(_ExtraBodyChatModel):
 
     def parley_parameters(self) -> dict[str, Any]:
         """AgentScope's fields as parley's OpenAI parameters."""
-        p = self.parameters
-        assert isinstance(p, OpenAIChatModel.Parameters)
-        return {**super().parley_parameters(), **_openai_style(self, p)}
+        return {**super().parley_parameters(), **_openai_style(self)}
 
 
 class DashScopeChatModel(_ExtraBodyChatModel):
@@ -246,9 +247,7 @@ class DashScopeChatModel(_ExtraBodyChatModel):
 
     def parley_parameters(self) -> dict[str, Any]:
         """AgentScope's fields as parley's; `enable_thinking` always sent, as AgentScope does."""
-        p = self.parameters
-        assert isinstance(p, DashScopeChatModel.Parameters)
-        return {**super().parley_parameters(), **_openai_style(self, p)}
+        return {**super().parley_parameters(), **_openai_style(self)}
 
 
 class AnthropicChatModel(ParleyChatModel):
@@ -390,13 +389,8 @@ class DeepSeekChatModel(_ExtraBodyChatModel):
 class OpenAIResponseModel(ParleyChatModel):
     """OpenAI's Responses API, as AgentScope's class."""
 
-    class Parameters(BaseModel):
+    class Parameters(_OpenAIParameters):
         """Responses API parameters, as AgentScope names them."""
-
-        max_tokens: _MaxTokens = None
-        thinking_enable: _Reasoning = False
-        reasoning_effort: _OpenAIEffort = None
-        temperature: _Temperature = None
 
     parley_class: ClassVar[type[ChatModel]] = _OpenAIResponses
     default_context_size = 200000
@@ -408,9 +402,7 @@ class OpenAIResponseModel(ParleyChatModel):
 
     def parley_parameters(self) -> dict[str, Any]:
         """AgentScope's fields as parley's Responses parameters."""
-        p = self.parameters
-        assert isinstance(p, OpenAIResponseModel.Parameters)
-        return {**super().parley_parameters(), **_openai_style(self, p)}
+        return {**super().parley_parameters(), **_openai_style(self)}
 
 
 class MoonshotChatModel(_ExtraBodyChatModel):
