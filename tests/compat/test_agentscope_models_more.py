@@ -8,12 +8,14 @@ the request the server got and the answer in AgentScope's shapes.
 from __future__ import annotations
 
 import base64
+import inspect
 import json
 import struct
 from collections.abc import Iterator
 
 import pytest
 
+from parley.compat.agentscope import model as agentscope_model
 from parley.compat.agentscope.credential import (
     DashScopeCredential,
     GeminiCredential,
@@ -44,6 +46,41 @@ from parley.providers.openai.server import OpenAIServer, Reply, ToolCall
 from parley.tts import PCMFormat, read_wav
 from tests._requires import require_module
 from tests.compat._agentscope_support import WEATHER_TOOL, collect, user
+
+# -- the constructors ----------------------------------------------------------------------
+
+CONTEXT_SIZES = {
+    "AnthropicChatModel": 200000,
+    "DashScopeChatModel": 131072,
+    "DeepSeekChatModel": 65536,
+    "GeminiChatModel": 1048576,
+    "MoonshotChatModel": 131072,
+    "OllamaChatModel": 32768,
+    "OpenAIChatModel": 128000,
+    "OpenAIResponseModel": 200000,
+    "XAIChatModel": 131072,
+}
+
+
+@pytest.mark.parametrize(("name", "context_size"), sorted(CONTEXT_SIZES.items()))
+def test_each_model_shows_its_own_constructor_defaults(name: str, context_size: int) -> None:
+    # One constructor serves the classes; help() and inspect show each one's, as AgentScope's.
+    shown = inspect.signature(getattr(agentscope_model, name)).parameters
+    assert list(shown)[:9] == [
+        "credential",
+        "model",
+        "parameters",
+        "stream",
+        "max_retries",
+        "retry_delay",
+        "context_size",
+        "formatter",
+        "client_kwargs",
+    ]
+    assert shown["context_size"].default == context_size
+    assert shown["parameters"].annotation == f"{name}.Parameters | None"
+    assert shown["stream"].default is True
+
 
 # -- Moonshot -------------------------------------------------------------------------------
 
