@@ -10,6 +10,7 @@ from parley.tools.builtin._net import FetchNotAllowedError, FetchPolicy, Respons
 from parley.tools.builtin._paths import PathNotAllowedError
 from parley.tools.builtin.code_interpreter import CodeInterpreter, CodeOptions, Execution
 from parley.tools.builtin.doc_parser import (
+    BytesOptions,
     DocParser,
     ParsedDocument,
     ParseLimitError,
@@ -37,6 +38,7 @@ from parley.tools.builtin.web_search import SearchBackend, SearchResult, WebSear
 __all__ = [
     "BraveSearch",
     "BraveSearchCredential",
+    "BytesOptions",
     "CodeInterpreter",
     "CodeOptions",
     "DocParser",

@@ -55,6 +55,7 @@ from parley.tools.context import RunContext
 from parley.tools.registry import register_tool
 
 __all__ = [
+    "BytesOptions",
     "DocParser",
     "ParseLimitError",
     "ParseLimits",
@@ -254,13 +255,21 @@ def _pool(limits: ParseLimits | None) -> ParserPool:
     return parser_pool((limits or ParseLimits()).memory_bytes)
 
 
+class BytesOptions(TypedDict, total=False):
+    """`parse_bytes`'s keyword arguments, which `aparse_bytes` takes too."""
+
+    media_type: str | None
+    max_rows: int
+    limits: ParseLimits | None
+
+
 def parse_bytes(
     source: str,
     name: str,
     data: bytes,
     *,
     media_type: str | None = None,
-    max_rows: int = 1000,
+    max_rows: int = _MAX_ROWS,
     limits: ParseLimits | None = None,
 ) -> ParsedDocument:
     """Parse a document already in memory; its format from `name`, else `media_type`.
@@ -278,19 +287,14 @@ def parse_bytes(
 
 
 async def aparse_bytes(
-    source: str,
-    name: str,
-    data: bytes,
-    *,
-    media_type: str | None = None,
-    max_rows: int = 1000,
-    limits: ParseLimits | None = None,
+    source: str, name: str, data: bytes, **options: Unpack[BytesOptions]
 ) -> ParsedDocument:
     """The async twin of `parse_bytes` (same arguments and errors).
 
     Cancelling it kills the parser process at once.
     """
-    request = _request(name, media_type, max_rows, limits)
+    media_type, limits = options.get("media_type"), options.get("limits")
+    request = _request(name, media_type, options.get("max_rows", _MAX_ROWS), limits)
     return _document(source, name, await _pool(limits).aparse(request, data))
 
 
