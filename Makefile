@@ -19,7 +19,7 @@ UV_RUN := UV_PROJECT_ENVIRONMENT=$(VENV) UV_PYTHON_DOWNLOADS=never $(UV)
 comma := ,
 UV_EXTRAS := $(foreach extra,$(subst $(comma), ,$(EXTRAS)),--extra $(extra))
 
-.PHONY: install lock upgrade system lint format typecheck test docs check release-check bench \
+.PHONY: install lock upgrade system lint imports format typecheck test docs check release-check bench \
 	chat serve clean
 
 install: $(STAMP)
@@ -65,6 +65,11 @@ system:
 lint: install
 	$(PY) -m ruff check src tests benchmarks scripts
 	$(PY) -m ruff format --check src tests benchmarks scripts
+
+# The floors and the providers' independence (.importlinter; docs/architecture.md, "Layout"):
+# a package that imports a floor above its own, or another provider, fails here.
+imports: install
+	$(VENV)/bin/lint-imports
 
 format: install
 	$(PY) -m ruff check --fix src tests benchmarks scripts

@@ -1,6 +1,6 @@
 """A fast OpenAI-compatible server for `models.py`: pre-rendered answers, kept-alive connections.
 
-The wire-format test server (`parley.testing.openai_server`) serves one thread per
+The wire-format test server (`parley.providers.openai.server`) serves one thread per
 connection and renders every answer afresh: right for tests, too slow to keep out of a
 benchmark's way. This one is a bare `asyncio.start_server` HTTP/1.1 handler that renders each
 distinct answer once and then writes the same bytes, in one write, to every request that asks

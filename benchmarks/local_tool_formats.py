@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.models.local.tool_templates import TEMPLATES
 
 from parley import Msg
-from parley.models.local import LocalChatModel
+from parley.providers.local import LocalChatModel
 
 PYTHON = {
     "name": "run_python",

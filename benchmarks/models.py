@@ -191,7 +191,7 @@ class ParleyContender:
 
     def __init__(self, url: Callable[[int | None], str], timeout: float | None = None) -> None:
         from parley import Msg  # noqa: PLC0415
-        from parley.models.openai import OpenAIChatModel, OpenAICredential  # noqa: PLC0415
+        from parley.providers.openai import OpenAIChatModel, OpenAICredential  # noqa: PLC0415
 
         self._url = url
         self._timeout = {"timeout": timeout} if timeout else {}
@@ -738,7 +738,7 @@ _IMPORT_PARLEY = """
 import time
 start = time.perf_counter()
 import parley
-from parley.models.openai import OpenAIChatModel, OpenAICredential
+from parley.providers.openai import OpenAIChatModel, OpenAICredential
 model = OpenAIChatModel(OpenAICredential(api_key="x", base_url="{url}"), "gpt-4o-mini")
 elapsed = time.perf_counter() - start
 import sys
@@ -757,7 +757,7 @@ import time
 start = time.perf_counter()
 import asyncio
 import parley
-from parley.models.openai import OpenAIChatModel, OpenAICredential
+from parley.providers.openai import OpenAIChatModel, OpenAICredential
 model = OpenAIChatModel(OpenAICredential(api_key="x", base_url="{url}"), "gpt-4o-mini")
 async def client():
     model.client()
@@ -826,20 +826,20 @@ class LocalPair:
         from llama_cpp import Llama  # noqa: PLC0415
 
         from parley import Msg  # noqa: PLC0415
-        from parley.models.local import LocalChatModel  # noqa: PLC0415
+        from parley.providers.local import LocalChatModel  # noqa: PLC0415
 
         self.max_tokens = max_tokens
         self.model = LocalChatModel()
         self.messages = [Msg.system(LOCAL_MESSAGES[0]["content"])]
         self.messages.append(Msg.user(LOCAL_MESSAGES[1]["content"]))
         key = self.model.key
-        # As parley loads it (`parley.models.local._engine._load`).
+        # As parley loads it (`parley.providers.local._engine._load`).
         self.llama = Llama(
             model_path=key.path,
             n_ctx=key.n_ctx,
             n_threads=key.n_threads,
             n_threads_batch=key.n_threads,
-            flash_attn=True,  # as parley's engine loads it (see parley.models.local._engine)
+            flash_attn=True,  # as parley's engine loads it (see parley.providers.local._engine)
             verbose=False,
         )
         self.n_threads = key.n_threads
@@ -871,7 +871,7 @@ class LocalPair:
         return LocalRun(seconds, cpu, tokens, text)
 
     def close(self) -> None:
-        from parley.models.local._engine import close_engines  # noqa: PLC0415
+        from parley.providers.local._engine import close_engines  # noqa: PLC0415
 
         self.llama.close()
         close_engines()

@@ -246,7 +246,7 @@ class ParleyContender:
 
     def __init__(self, url: Callable[[int | None], str]) -> None:
         from parley import Msg  # noqa: PLC0415
-        from parley.models.anthropic import AnthropicChatModel, AnthropicCredential  # noqa: PLC0415
+        from parley.providers.anthropic import AnthropicChatModel, AnthropicCredential  # noqa: PLC0415
 
         self._url = url
         self._model_class = AnthropicChatModel

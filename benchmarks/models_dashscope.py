@@ -106,7 +106,7 @@ class ParleyContender:
 
     def __init__(self, url: URL) -> None:
         from parley import Msg  # noqa: PLC0415
-        from parley.models.dashscope import (  # noqa: PLC0415
+        from parley.providers.dashscope import (  # noqa: PLC0415
             DashScopeChatModel,
             DashScopeCredential,
         )

@@ -175,7 +175,7 @@ class ParleyContender:
         ]
 
     def model(self, chunks: int | None = None) -> Any:
-        from parley.models.gemini import GeminiChatModel, GeminiCredential  # noqa: PLC0415
+        from parley.providers.gemini import GeminiChatModel, GeminiCredential  # noqa: PLC0415
 
         model = self._models.get(chunks)
         if model is None:

@@ -197,7 +197,7 @@ class ParleyContender:
 
     def __init__(self, server: BenchServer) -> None:
         from parley import Msg  # noqa: PLC0415
-        from parley.models.ollama import OllamaChatModel, OllamaCredential  # noqa: PLC0415
+        from parley.providers.ollama import OllamaChatModel, OllamaCredential  # noqa: PLC0415
 
         self._server = server
         self._model_class = OllamaChatModel

@@ -59,7 +59,7 @@ import embedding_models  # noqa: E402
 from parley.agents.budget import text_token_counter  # noqa: E402
 from parley.embeddings.base import Embedding  # noqa: E402
 from parley.embeddings.cache import EmbeddingCache, SQLiteEmbeddingCache  # noqa: E402
-from parley.embeddings.local import LocalEmbeddingModel  # noqa: E402
+from parley.providers.local.embeddings import LocalEmbeddingModel  # noqa: E402
 from parley.rag import Chunk as IndexChunk  # noqa: E402
 from parley.rag import (  # noqa: E402
     DocumentIndex,

@@ -109,7 +109,7 @@ import parley
 from agentscope.message import Msg, TextBlock, ToolCallBlock, ToolResultBlock
 from qwen_agent.llm.schema import ContentItem, FunctionCall, Message
 from qwen_agent.tools.search_tools.keyword_search import KeywordSearch
-from parley.embeddings.local import LocalEmbeddingModel
+from parley.providers.local.embeddings import LocalEmbeddingModel
 from parley.rag import DocumentIndex
 from pydantic_evals import Case, Dataset
 

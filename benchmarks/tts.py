@@ -27,9 +27,9 @@ import time
 
 from parley.agents import Agent, AudioDelta
 from parley.models.testing import ScriptedModel
+from parley.providers.local.speech import LocalRealtimeTTSModel, LocalTTSModel
 from parley.tts import read_wav
 from parley.tts.base import TTSModel
-from parley.tts.local import LocalRealtimeTTSModel, LocalTTSModel
 from parley.tts.middleware import TTSMiddleware
 
 ANSWER = (

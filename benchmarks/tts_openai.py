@@ -40,7 +40,7 @@ from _embedding_bench import BenchServer, EmbeddingSettings, run_provider_main  
 from _openai_bench_server import Server as _OpenAIServer  # noqa: E402
 from _openai_bench_server import _http  # noqa: E402
 from models import Figure, interleaved, time_figure  # noqa: E402
-from parley.testing.openai_server import speech_pcm  # noqa: E402
+from parley.providers.openai.server import speech_pcm  # noqa: E402
 
 MODEL = "gpt-4o-mini-tts"
 VOICE = "coral"
@@ -109,8 +109,8 @@ class ParleyContender:
     name = "parley"
 
     def __init__(self, url: str) -> None:
-        from parley.models.openai import OpenAICredential  # noqa: PLC0415
-        from parley.tts.openai import OpenAITTSModel  # noqa: PLC0415
+        from parley.providers.openai import OpenAICredential  # noqa: PLC0415
+        from parley.providers.openai.speech import OpenAITTSModel  # noqa: PLC0415
 
         credential = OpenAICredential(api_key="x", base_url=url)
         self.model = OpenAITTSModel(credential, MODEL, parameters={"voice": VOICE})

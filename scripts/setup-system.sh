@@ -4,7 +4,7 @@
 #   bubblewrap  the code interpreter's sandbox (its tests also run the weaker modes without it)
 #   postgresql  the server tests/_external.py starts a throwaway cluster of (initdb, pg_ctl)
 #   chromium    the headless browser the web page's tests drive through Playwright
-#   espeak-ng   the local voice's fallback engine (parley.tts.local), when piper is not installed
+#   espeak-ng   the local voice's fallback engine (parley.providers.local.speech), when piper is not installed
 #   haproxy     the load balancer in front of the multi-replica fault tests (tests/service/cluster),
 #               which start it themselves: the system service it ships is stopped and disabled
 #   nodejs, npm the JavaScript LangGraph SDK's tests (tests/service/langgraph/test_js_sdk.py)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import parley.models.base
-from parley.models import auto
+from parley.providers import auto
 
 # Under CI=true no skip passes and Hypothesis replays fixed examples (tests/_ci.py); PostgreSQL
 # and Chromium fixtures (postgres_url, postgres_db_url, chromium_browser, ...); `pytester`, for
@@ -29,7 +29,7 @@ NO_OLLAMA = "127.0.0.1:1"
 def no_ambient_model(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """No model of the machine is chosen for a test that configures none (`parley.models.auto`).
+    """No model of the machine is chosen for a test that configures none (`parley.providers.auto`).
 
     A test that leaves the model unset runs the embedded one, as on a bare machine, whatever
     the developer has: provider keys cleared, `OLLAMA_HOST` on a port nothing listens on, and

@@ -2,6 +2,7 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
+from parley import _moved
 from parley.errors import ParleyError, UserError
 from parley.messages import (
     AudioBlock,
@@ -36,6 +37,9 @@ __all__ = [
     "UserError",
     "VideoBlock",
 ]
+
+# Old module paths (before each provider became one package) keep working for one release.
+_moved.install()
 
 try:
     __version__ = version("parley")

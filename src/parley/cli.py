@@ -185,7 +185,7 @@ def _chosen_model(given: str | None) -> str:
     """
     import os  # noqa: PLC0415
 
-    from parley.models.auto import choose_model  # noqa: PLC0415
+    from parley.providers.auto import choose_model  # noqa: PLC0415
 
     choice = choose_model(given or os.environ.get("PARLEY_MODEL") or None)
     if choice.source != "setting":
@@ -356,7 +356,7 @@ def models(args: argparse.Namespace) -> int:
     voices.
     """
     from parley.models.credentials import CredentialFactory  # noqa: PLC0415
-    from parley.models.local._cli import ACTIONS, run_action  # noqa: PLC0415
+    from parley.providers.local._cli import ACTIONS, run_action  # noqa: PLC0415
 
     if args.provider in ACTIONS:
         return run_action(args)
@@ -404,7 +404,7 @@ def _card_rows(kind: str, credential_cls: Any, args: argparse.Namespace) -> list
 
 def _local_status(card: Any) -> str:
     """A local model's status: embedded, pulled or not pulled (`parley models pull`)."""
-    from parley.models.local._cli import local_status  # noqa: PLC0415
+    from parley.providers.local._cli import local_status  # noqa: PLC0415
 
     return local_status(card.name) or str(card.status)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from parley.agents import Agent, MessageCompleted, ToolCallEnded, ToolResult
-from parley.models.local import LocalChatModel
+from parley.providers.local import LocalChatModel
 from parley.tools import tool
 from tests._requires import require_module
 

@@ -16,8 +16,8 @@ from parley.agents import Agent, MessageCompleted, PromptedToolsModel, RunEnded,
 from parley.agents.multi.formatting import FoldingModel
 from parley.compat.qwen import FnCallAgent
 from parley.messages import Msg
-from parley.models.local import LocalChatModel
 from parley.models.testing import ScriptedModel
+from parley.providers.local import LocalChatModel
 from parley.tools import tool
 from tests._requires import require_module
 

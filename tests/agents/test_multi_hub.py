@@ -18,14 +18,14 @@ from parley.agents.multi import (
 from parley.errors import UserError
 from parley.messages import Msg, ThinkingBlock, ToolCallBlock
 from parley.models import ChatResponse
-from parley.models.openai import (
+from parley.models.testing import ScriptedModel
+from parley.providers.openai import (
     OpenAIChatModel,
     OpenAIMultiAgentFormatter,
     OpenAIResponseModel,
     OpenAIResponsesFormatter,
 )
-from parley.models.testing import ScriptedModel
-from parley.testing.openai_server import OpenAIServer, Reply
+from parley.providers.openai.server import OpenAIServer, Reply
 from parley.tools import tool
 
 

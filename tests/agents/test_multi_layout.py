@@ -11,9 +11,9 @@ from parley.agents.multi import FoldingModel, GroupChat, MsgHub
 from parley.errors import UserError
 from parley.messages import ImageBlock, Msg
 from parley.models.formatter import fold_other_agents
-from parley.models.openai import OpenAIChatModel, OpenAIMultiAgentFormatter
 from parley.models.testing import ScriptedModel
-from parley.testing.openai_server import OpenAIServer, Reply
+from parley.providers.openai import OpenAIChatModel, OpenAIMultiAgentFormatter
+from parley.providers.openai.server import OpenAIServer, Reply
 
 
 def test_entries_fold_each_turn_into_its_own_named_user_message() -> None:

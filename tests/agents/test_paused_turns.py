@@ -11,7 +11,7 @@ from parley.agents import Agent, InMemoryMemory, MaxItersReached, MessageComplet
 from parley.messages import Msg, TextBlock
 from parley.models import ChatResponse, ChatUsage
 from parley.models.testing import ScriptedModel
-from parley.testing.anthropic_server import AnthropicServer, Reply, ServerBlock, Text, ToolUse
+from parley.providers.anthropic.server import AnthropicServer, Reply, ServerBlock, Text, ToolUse
 from tests.sample_tools import add
 
 pytest_plugins = ["tests.models.anthropic_fixtures"]
@@ -223,7 +223,7 @@ async def test_claude_pausing_every_time_ends_at_max_iters(
 
 
 def test_a_non_agent_caller_reads_the_flag_on_chat(server: AnthropicServer) -> None:
-    from parley.models.anthropic import AnthropicChatModel  # noqa: PLC0415  (needs the SDK)
+    from parley.providers.anthropic import AnthropicChatModel  # noqa: PLC0415  (needs the SDK)
 
     server.add(Reply(content=PAUSED_REPLY, stop_reason="pause_turn"), Reply(content=CONTINUATION))
     model = AnthropicChatModel(server.credential(), "claude-sonnet-5-5")
@@ -368,7 +368,7 @@ async def test_a_paused_code_execution_turn_goes_on_in_its_container(
 
 
 def test_a_non_agent_caller_continues_in_the_container_too(server: AnthropicServer) -> None:
-    from parley.models.anthropic import AnthropicChatModel  # noqa: PLC0415  (needs the SDK)
+    from parley.providers.anthropic import AnthropicChatModel  # noqa: PLC0415  (needs the SDK)
 
     server.add(
         Reply(

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from parley import cli
-from parley.testing._http import RecordedRequest, Responder, ScriptedHTTPServer
+from parley.providers._server.http import RecordedRequest, Responder, ScriptedHTTPServer
 
 THREAD = "thread-1"
 RUN = "run-1"

@@ -38,7 +38,7 @@ class Provider:
 
 
 def _openai() -> Provider:
-    from parley.testing.openai_server import OpenAIServer, Reply  # noqa: PLC0415
+    from parley.providers.openai.server import OpenAIServer, Reply  # noqa: PLC0415
 
     return Provider(
         "openai:gpt-4o-mini",
@@ -52,8 +52,8 @@ def _openai() -> Provider:
 
 
 def _anthropic() -> Provider:
-    from parley.testing._anthropic_wire import Reply  # noqa: PLC0415
-    from parley.testing.anthropic_server import AnthropicServer  # noqa: PLC0415
+    from parley.providers.anthropic._server_wire import Reply  # noqa: PLC0415
+    from parley.providers.anthropic.server import AnthropicServer  # noqa: PLC0415
 
     return Provider(
         "anthropic:claude-sonnet-4-5",
@@ -67,8 +67,8 @@ def _anthropic() -> Provider:
 
 
 def _gemini() -> Provider:
-    from parley.testing._gemini_wire import Reply  # noqa: PLC0415
-    from parley.testing.gemini_server import GeminiServer  # noqa: PLC0415
+    from parley.providers.gemini._server_wire import Reply  # noqa: PLC0415
+    from parley.providers.gemini.server import GeminiServer  # noqa: PLC0415
 
     return Provider(
         "gemini:gemini-2.5-flash",
@@ -82,8 +82,8 @@ def _gemini() -> Provider:
 
 
 def _ollama() -> Provider:
-    from parley.testing._ollama_wire import Reply  # noqa: PLC0415
-    from parley.testing.ollama_server import OllamaServer  # noqa: PLC0415
+    from parley.providers.ollama._server_wire import Reply  # noqa: PLC0415
+    from parley.providers.ollama.server import OllamaServer  # noqa: PLC0415
 
     return Provider(
         "ollama:qwen3",
@@ -97,8 +97,8 @@ def _ollama() -> Provider:
 
 
 def _dashscope() -> Provider:
-    from parley.testing._dashscope_wire import Reply  # noqa: PLC0415
-    from parley.testing.dashscope_server import DashScopeServer  # noqa: PLC0415
+    from parley.providers.dashscope._server_wire import Reply  # noqa: PLC0415
+    from parley.providers.dashscope.server import DashScopeServer  # noqa: PLC0415
 
     return Provider(
         "dashscope:qwen-plus",

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import httpx
 
-from parley.testing.ollama_server import OllamaServer
-from parley.testing.openai_server import OpenAIServer, Reply
+from parley.providers.ollama.server import OllamaServer
+from parley.providers.openai.server import OpenAIServer, Reply
 from tests.models.test_auto import CHAT, EMBEDDER, first_card
 from tests.service._live import free_port
 from tests.service.test_default_model import answer_or_load

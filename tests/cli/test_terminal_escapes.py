@@ -25,10 +25,10 @@ from parley._terminal import visible
 from parley.agents import Agent
 from parley.models import ChatModel, Credential
 from parley.models.testing import ScriptedModel
+from parley.providers._server.http import ScriptedHTTPServer
 from parley.rag import DocumentIndex
 from parley.service import ServiceSettings
 from parley.service.documents import DocumentsService
-from parley.testing._http import ScriptedHTTPServer
 from parley.tools import tool
 from tests.cli.test_chat_url import (
     RUN,

@@ -59,16 +59,16 @@ from parley.compat.agentscope.model import (
 from parley.compat.agentscope.tool import ToolChoice
 from parley.compat.agentscope.tts import OpenAITTSModel
 from parley.errors import UserError
-from parley.testing.anthropic_server import AnthropicServer
-from parley.testing.anthropic_server import Reply as AnthropicReply
-from parley.testing.dashscope_server import DashScopeServer
-from parley.testing.dashscope_server import Embeddings as DashScopeEmbeddings
-from parley.testing.gemini_server import GeminiServer
-from parley.testing.gemini_server import Reply as GeminiReply
-from parley.testing.ollama_server import Embeddings as OllamaEmbeddings
-from parley.testing.ollama_server import OllamaServer
-from parley.testing.ollama_server import Reply as OllamaReply
-from parley.testing.openai_server import (
+from parley.providers.anthropic.server import AnthropicServer
+from parley.providers.anthropic.server import Reply as AnthropicReply
+from parley.providers.dashscope.server import DashScopeServer
+from parley.providers.dashscope.server import Embeddings as DashScopeEmbeddings
+from parley.providers.gemini.server import GeminiServer
+from parley.providers.gemini.server import Reply as GeminiReply
+from parley.providers.ollama.server import Embeddings as OllamaEmbeddings
+from parley.providers.ollama.server import OllamaServer
+from parley.providers.ollama.server import Reply as OllamaReply
+from parley.providers.openai.server import (
     Embeddings,
     HTTPError,
     OpenAIServer,

@@ -35,13 +35,13 @@ from parley.compat.agentscope.tts import (
     TTSResponse,
 )
 from parley.errors import UserError
-from parley.testing.dashscope_realtime_server import DashScopeRealtimeServer, render
-from parley.testing.dashscope_server import DashScopeServer
-from parley.testing.dashscope_server import Speech as DashScopeSpeech
-from parley.testing.gemini_server import Embeddings as GeminiEmbeddings
-from parley.testing.gemini_server import GeminiServer
-from parley.testing.gemini_server import vector_for as gemini_vector_for
-from parley.testing.openai_server import OpenAIServer, Reply, ToolCall
+from parley.providers.dashscope.realtime_server import DashScopeRealtimeServer, render
+from parley.providers.dashscope.server import DashScopeServer
+from parley.providers.dashscope.server import Speech as DashScopeSpeech
+from parley.providers.gemini.server import Embeddings as GeminiEmbeddings
+from parley.providers.gemini.server import GeminiServer
+from parley.providers.gemini.server import vector_for as gemini_vector_for
+from parley.providers.openai.server import OpenAIServer, Reply, ToolCall
 from parley.tts import PCMFormat, read_wav
 from tests._requires import require_module
 

@@ -38,10 +38,10 @@ from parley.compat.qwen import (
 from parley.compat.qwen.llm import BaseChatModel, ModelServiceError
 from parley.errors import ConfigurationError, MessageError, ModelHTTPError, UserError
 from parley.messages import ImageBlock, TextBlock, ThinkingBlock, ToolCallBlock
-from parley.models.openai import OpenAICompatibleChatModel
 from parley.models.response import ChatResponse
 from parley.models.testing import ScriptedModel
-from parley.testing.openai_server import OpenAIServer, Reply, ToolCall
+from parley.providers.openai import OpenAICompatibleChatModel
+from parley.providers.openai.server import OpenAIServer, Reply, ToolCall
 from tests._requires import require_module
 
 MCP_SERVER = Path(__file__).parents[1] / "tools" / "mcp_servers" / "demo_server.py"
@@ -780,8 +780,8 @@ def test_fncall_agents_text_model_gets_pictures_as_notes_and_a_vl_model_gets_the
     """As Qwen-Agent's `chat` does for a text model (`qwen_dashscope`): a picture in the
     conversation becomes a note in the text, so `qwen-max` is asked on DashScope's text
     endpoint; a VL model (`qwenvl_dashscope`) gets the picture itself."""
-    from parley.testing.dashscope_server import DashScopeServer  # noqa: PLC0415
-    from parley.testing.dashscope_server import Reply as DSReply  # noqa: PLC0415
+    from parley.providers.dashscope.server import DashScopeServer  # noqa: PLC0415
+    from parley.providers.dashscope.server import Reply as DSReply  # noqa: PLC0415
 
     picture = "https://images.test/dog_and_girl.jpeg"
     messages = [Message("user", [ContentItem(image=picture), ContentItem(text="看图说话")])]

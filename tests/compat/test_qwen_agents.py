@@ -39,15 +39,15 @@ from parley.compat.qwen.llm.fncall_prompts import QwenFormat
 from parley.errors import ConfigurationError, DocumentError, MessageError, ModelHTTPError
 from parley.messages import TextBlock, ThinkingBlock, ToolCallBlock
 from parley.models.base import ChatModel
-from parley.models.dashscope import DashScopeChatModel
-from parley.models.openai import (
+from parley.models.response import ChatResponse
+from parley.models.testing import ScriptedModel
+from parley.providers.dashscope import DashScopeChatModel
+from parley.providers.openai import (
     DashScopeCompatibleChatModel,
     OpenAIChatModel,
     OpenAICompatibleChatModel,
 )
-from parley.models.response import ChatResponse
-from parley.models.testing import ScriptedModel
-from parley.testing.openai_server import OpenAIServer, Reply, ToolCall
+from parley.providers.openai.server import OpenAIServer, Reply, ToolCall
 from parley.tools import TOOL_REGISTRY as PARLEY_REGISTRY
 from parley.tools import Tool
 from parley.tools import register_tool as parley_register_tool

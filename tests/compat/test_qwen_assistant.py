@@ -10,12 +10,12 @@ import pytest
 
 from parley.compat.qwen import Assistant, BasicAgent, ContentItem, FnCallAgent, Message
 from parley.compat.qwen._rag import RagSettings, _embedder, _index_location
-from parley.embeddings.dashscope import DashScopeEmbeddingModel
-from parley.embeddings.openai import OpenAIEmbeddingModel
 from parley.errors import ConfigurationError, DocumentError
 from parley.models.testing import ScriptedModel
+from parley.providers.dashscope.embeddings import DashScopeEmbeddingModel
+from parley.providers.openai.embeddings import OpenAIEmbeddingModel
+from parley.providers.openai.server import OpenAIServer, Reply
 from parley.rag.tool import RetrievalTool
-from parley.testing.openai_server import OpenAIServer, Reply
 from tests._requires import require_module
 
 HANDBOOK = """# Refund policy

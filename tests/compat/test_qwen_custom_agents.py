@@ -47,7 +47,7 @@ from parley.compat.qwen import (
     register_tool,
 )
 from parley.models.testing import ScriptedModel
-from parley.testing.openai_server import OpenAIServer, Reply
+from parley.providers.openai.server import OpenAIServer, Reply
 from tests.tools._hostile import text_pdf
 
 

@@ -27,7 +27,7 @@ from parley.compat.qwen.llm import (
 )
 from parley.compat.qwen.llm.schema import ASSISTANT, USER, Message
 from parley.errors import ConfigurationError
-from parley.testing.openai_server import HTTPError, OpenAIServer, Reply, ToolCall
+from parley.providers.openai.server import HTTPError, OpenAIServer, Reply, ToolCall
 from tests.compat.qwen_examples._llm_support import nous_call
 
 FUNCTIONS = [

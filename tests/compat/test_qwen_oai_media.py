@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from parley.compat.qwen.llm import get_chat_model
-from parley.testing.openai_server import OpenAIServer, Reply
+from parley.providers.openai.server import OpenAIServer, Reply
 
 AUDIO = "https://media.test/welcome.mp3"
 FRAMES = [f"https://media.test/frame{i}.jpg" for i in range(3)]

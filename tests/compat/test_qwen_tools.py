@@ -26,7 +26,7 @@ from parley.compat.qwen.tools import (
     register_tool,
 )
 from parley.errors import ConfigurationError, ToolArgumentsError, ToolExecutionError
-from parley.testing.openai_server import OpenAIServer, Reply
+from parley.providers.openai.server import OpenAIServer, Reply
 from parley.tools import Tool
 from parley.tools.builtin import FetchNotAllowedError, PathNotAllowedError
 from parley.tools.builtin.code_interpreter import CodeInterpreter

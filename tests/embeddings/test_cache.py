@@ -29,8 +29,8 @@ from parley.embeddings import (
     FileEmbeddingCache,
     SQLiteEmbeddingCache,
 )
-from parley.embeddings.local import LocalEmbeddingModel
 from parley.errors import ConfigurationError, UserError
+from parley.providers.local.embeddings import LocalEmbeddingModel
 from tests._requires import require_module
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from parley.embeddings.dashscope import DashScopeEmbeddingModel
 from parley.errors import (
     ConfigurationError,
     ModelConnectionError,
@@ -26,8 +25,9 @@ from parley.errors import (
 )
 from parley.messages import AudioBlock, ImageBlock, TextBlock, VideoBlock
 from parley.models.credentials import CredentialFactory
-from parley.models.dashscope import DashScopeCredential
-from parley.testing.dashscope_server import (
+from parley.providers.dashscope import DashScopeCredential
+from parley.providers.dashscope.embeddings import DashScopeEmbeddingModel
+from parley.providers.dashscope.server import (
     MULTIMODAL_EMBEDDING_PATH,
     STORAGE_PATH,
     TEXT_EMBEDDING_PATH,

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from parley.embeddings.gemini import GeminiEmbeddingModel
 from parley.errors import (
     ConfigurationError,
     ModelConnectionError,
@@ -25,8 +24,9 @@ from parley.errors import (
 )
 from parley.messages import AudioBlock, FileBlock, ImageBlock, TextBlock, VideoBlock
 from parley.models.credentials import CredentialFactory
-from parley.models.gemini import GeminiCredential
-from parley.testing.gemini_server import (
+from parley.providers.gemini import GeminiCredential
+from parley.providers.gemini.embeddings import GeminiEmbeddingModel
+from parley.providers.gemini.server import (
     Embeddings,
     GeminiServer,
     HTTPError,

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from parley.embeddings import EmbeddingModelCard
-from parley.embeddings.local import DEFAULT_EMBEDDING_MODEL, LocalEmbeddingModel
-from parley.embeddings.local._tokenizer import build_tokenizer
 from parley.errors import ContextLengthError, MissingDependencyError, UserError
 from parley.models.credentials import CredentialFactory
-from parley.models.local import LocalCredential
+from parley.providers.local import LocalCredential
+from parley.providers.local.embeddings import DEFAULT_EMBEDDING_MODEL, LocalEmbeddingModel
+from parley.providers.local.embeddings._tokenizer import build_tokenizer
 from tests._requires import require_module
 
 require_module("onnxruntime", "embeddings")

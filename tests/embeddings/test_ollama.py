@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from parley.embeddings.ollama import OllamaEmbeddingModel
 from parley.errors import (
     ConfigurationError,
     ContextLengthError,
@@ -23,8 +22,9 @@ from parley.errors import (
     UserError,
 )
 from parley.models.credentials import CredentialFactory
-from parley.models.ollama import OllamaCredential
-from parley.testing.ollama_server import (
+from parley.providers.ollama import OllamaCredential
+from parley.providers.ollama.embeddings import OllamaEmbeddingModel
+from parley.providers.ollama.server import (
     Embeddings,
     HTTPError,
     OllamaServer,

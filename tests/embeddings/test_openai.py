@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from parley.embeddings.openai import OpenAICompatibleEmbeddingModel, OpenAIEmbeddingModel
 from parley.errors import (
     ConfigurationError,
     MissingDependencyError,
@@ -28,8 +27,9 @@ from parley.errors import (
     UserError,
 )
 from parley.models.credentials import CredentialFactory
-from parley.models.openai import OpenAICompatibleCredential, OpenAICredential
-from parley.testing.openai_server import (
+from parley.providers.openai import OpenAICompatibleCredential, OpenAICredential
+from parley.providers.openai.embeddings import OpenAICompatibleEmbeddingModel, OpenAIEmbeddingModel
+from parley.providers.openai.server import (
     Embeddings,
     HTTPError,
     OpenAIServer,

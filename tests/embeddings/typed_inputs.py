@@ -11,12 +11,12 @@ from __future__ import annotations
 from typing import assert_type
 
 from parley.embeddings import EmbeddingModel, EmbeddingResponse
-from parley.embeddings.dashscope import DashScopeEmbeddingModel
-from parley.embeddings.gemini import GeminiEmbeddingModel
-from parley.embeddings.local import LocalEmbeddingModel
-from parley.embeddings.ollama import OllamaEmbeddingModel
-from parley.embeddings.openai import OpenAIEmbeddingModel
 from parley.messages import ImageBlock, TextBlock, VideoBlock
+from parley.providers.dashscope.embeddings import DashScopeEmbeddingModel
+from parley.providers.gemini.embeddings import GeminiEmbeddingModel
+from parley.providers.local.embeddings import LocalEmbeddingModel
+from parley.providers.ollama.embeddings import OllamaEmbeddingModel
+from parley.providers.openai.embeddings import OpenAIEmbeddingModel
 
 
 async def text_models_take_strings_only(

@@ -157,7 +157,7 @@ def test_a_module_in_the_working_directory_imports(dataset: Path) -> None:
 
 def test_a_model_on_the_openai_wire(dataset: Path) -> None:
     require_module("openai", "openai")
-    from parley.testing.openai_server import OpenAIServer, Reply  # noqa: PLC0415
+    from parley.providers.openai.server import OpenAIServer, Reply  # noqa: PLC0415
 
     with OpenAIServer([Reply(text="It is 84.")]) as server:
         env = {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": server.url}
@@ -179,7 +179,7 @@ def test_a_model_on_the_openai_wire(dataset: Path) -> None:
 def test_a_shipped_set_by_name_runs_its_own_agent_on_the_model(tmp_path: Path) -> None:
     """`parley eval tools --model SPEC`: the set's agent (its code interpreter) on that model."""
     require_module("openai", "openai")
-    from parley.testing.openai_server import OpenAIServer, Reply, ToolCall  # noqa: PLC0415
+    from parley.providers.openai.server import OpenAIServer, Reply, ToolCall  # noqa: PLC0415
 
     steps = [
         Reply(tool_calls=[ToolCall("code_interpreter", {"code": "print(12*7)"})]),

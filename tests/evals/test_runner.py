@@ -26,10 +26,10 @@ from parley.evals import (
     Regex,
 )
 from parley.messages import Msg, Usage
-from parley.models.openai import OpenAIChatModel
 from parley.models.retry import RetryPolicy
 from parley.models.testing import ScriptedModel
-from parley.testing.openai_server import HTTPError, OpenAIServer, Reply
+from parley.providers.openai import OpenAIChatModel
+from parley.providers.openai.server import HTTPError, OpenAIServer, Reply
 from parley.tools import tool
 from tests._requires import require_module
 from tests.tracing.fixtures import Spans, attrs, parent_of, span_id
@@ -429,7 +429,7 @@ async def test_without_tracing_there_is_no_trace_id(clean_tracing: None) -> None
 
 def test_end_to_end_on_the_embedded_local_model() -> None:
     require_module("llama_cpp", "local")
-    from parley.models.local import LocalChatModel  # noqa: PLC0415
+    from parley.providers.local import LocalChatModel  # noqa: PLC0415
 
     model = LocalChatModel(parameters={"seed": 7, "max_tokens": 24, "temperature": 0})
     ds = Dataset(

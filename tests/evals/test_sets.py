@@ -232,7 +232,7 @@ async def test_the_structured_set_scores_field_by_field() -> None:
 
 async def test_a_few_tool_cases_on_the_embedded_model_make_a_full_report() -> None:
     require_module("llama_cpp", "local")
-    from parley.models.local import LocalChatModel  # noqa: PLC0415
+    from parley.providers.local import LocalChatModel  # noqa: PLC0415
 
     dataset = load("tools")
     picked = [dataset.case("arith-12x7"), dataset.case("plain-capital-france")]

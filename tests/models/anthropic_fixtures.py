@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from parley.models.anthropic import AnthropicChatModel
 from parley.models.retry import RetryPolicy
-from parley.testing.anthropic_server import AnthropicServer
+from parley.providers.anthropic import AnthropicChatModel
+from parley.providers.anthropic.server import AnthropicServer
 from tests._requires import require_module
 
 ModelFactory = Callable[..., Any]

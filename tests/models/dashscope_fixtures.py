@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from parley.models.dashscope import DashScopeChatModel
 from parley.models.retry import RetryPolicy
-from parley.testing.dashscope_server import DashScopeServer
+from parley.providers.dashscope import DashScopeChatModel
+from parley.providers.dashscope.server import DashScopeServer
 
 ModelFactory = Callable[..., Any]
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from parley.models.gemini import GeminiChatModel
 from parley.models.retry import RetryPolicy
-from parley.testing.gemini_server import GeminiServer
+from parley.providers.gemini import GeminiChatModel
+from parley.providers.gemini.server import GeminiServer
 from tests._requires import require_module
 
 require_module("google.genai", "gemini")

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from parley.models.ollama import OllamaChatModel
 from parley.models.retry import RetryPolicy
-from parley.testing.ollama_server import OllamaServer
+from parley.providers.ollama import OllamaChatModel
+from parley.providers.ollama.server import OllamaServer
 from tests._requires import require_module
 
 require_module("ollama", "ollama")  # the SDK the models and the listing run on

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from parley.models.openai._common import OpenAIModelBase
-from parley.models.openai.chat import OpenAIChatModel
 from parley.models.retry import RetryPolicy
-from parley.testing.openai_server import OpenAIServer
+from parley.providers.openai._common import OpenAIModelBase
+from parley.providers.openai.chat import OpenAIChatModel
+from parley.providers.openai.server import OpenAIServer
 
 ModelFactory = Callable[..., Any]
 

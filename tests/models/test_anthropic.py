@@ -27,8 +27,8 @@ from parley.errors import (
 )
 from parley.messages import FileBlock, ImageBlock, ThinkingBlock
 from parley.models import ChatStream
-from parley.models.anthropic import AnthropicChatModel, AnthropicCredential
-from parley.testing.anthropic_server import (
+from parley.providers.anthropic import AnthropicChatModel, AnthropicCredential
+from parley.providers.anthropic.server import (
     AnthropicServer,
     HTTPError,
     Raw,
@@ -901,7 +901,7 @@ def test_connections_close_with_their_event_loop(server: AnthropicServer, ending
     # Each `asyncio.run` ends its loop, which closes the connections opened on it; the sync
     # twins' loop runs to the exit, which closes them there if the model is still alive.
     setup = """
-from parley.models.anthropic import AnthropicChatModel, AnthropicCredential
+from parley.providers.anthropic import AnthropicChatModel, AnthropicCredential
 credential = AnthropicCredential(api_key="k", base_url=sys.argv[1])
 model = AnthropicChatModel(credential, "claude-sonnet-5-5")
 """

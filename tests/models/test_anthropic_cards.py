@@ -12,10 +12,10 @@ import pytest
 from parley import Msg
 from parley.errors import ConfigurationError
 from parley.models import CredentialFactory, ModelCard
-from parley.models.anthropic import AnthropicChatModel, AnthropicCredential
 from parley.models.cards import THINKING
 from parley.models.spec import model_from_spec
-from parley.testing.anthropic_server import AnthropicServer, Reply
+from parley.providers.anthropic import AnthropicChatModel, AnthropicCredential
+from parley.providers.anthropic.server import AnthropicServer, Reply
 
 pytest_plugins = ["tests.models.anthropic_fixtures"]
 

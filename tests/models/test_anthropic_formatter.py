@@ -21,8 +21,8 @@ from parley.messages import (
     ToolResultBlock,
     VideoBlock,
 )
-from parley.models.anthropic import AnthropicChatFormatter, AnthropicMultiAgentFormatter
-from parley.models.anthropic.formatter import split_system
+from parley.providers.anthropic import AnthropicChatFormatter, AnthropicMultiAgentFormatter
+from parley.providers.anthropic.formatter import split_system
 
 PNG = base64.b64encode(b"\x89PNG fake").decode()
 PDF = base64.b64encode(b"%PDF fake").decode()

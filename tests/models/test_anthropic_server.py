@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from parley.testing.anthropic_server import (
+from parley.providers.anthropic.server import (
     AnthropicServer,
     HTTPError,
     Redacted,

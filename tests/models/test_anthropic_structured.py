@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from parley import Msg
 from parley.agents import Agent
-from parley.testing.anthropic_server import (
+from parley.providers.anthropic.server import (
     AnthropicServer,
     HTTPError,
     RecordedRequest,

@@ -16,8 +16,8 @@ from parley.errors import ContextLengthError, ModelHTTPError, ModelOutputError, 
 from parley.messages import ThinkingBlock
 from parley.models import StreamAccumulator
 from parley.models._wire import iter_events as general_events
-from parley.models.anthropic._sse import EventSplitter
-from parley.models.anthropic._wire import MessageStreamReader, message_deltas
+from parley.providers.anthropic._sse import EventSplitter
+from parley.providers.anthropic._wire import MessageStreamReader, message_deltas
 
 
 def feed(events: list[tuple[str, dict[str, Any]]]) -> tuple[MessageStreamReader, Any]:

@@ -1,6 +1,6 @@
 """`choose_model`: the model a user already has, in order, when none is configured.
 
-The Ollama server is the project's stand-in (`parley.testing.ollama_server`) on `OLLAMA_HOST`;
+The Ollama server is the project's stand-in (`parley.providers.ollama.server`) on `OLLAMA_HOST`;
 the suite's conftest clears the provider keys, points `OLLAMA_HOST` at a closed port and the
 Hugging Face cache at an empty folder, so each test sets only what it is about.
 """
@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from parley.models import auto
-from parley.models.auto import PULL_HINT, ModelChoice, choose_model, is_embedded
 from parley.models.credentials import CredentialFactory
-from parley.models.local._gguf import BUNDLED, DEFAULT_MODEL, find_bundled
-from parley.testing.ollama_server import OllamaServer, ServedModel
-from parley.testing.openai_server import OpenAIServer
+from parley.providers import auto
+from parley.providers.auto import PULL_HINT, ModelChoice, choose_model, is_embedded
+from parley.providers.local._gguf import BUNDLED, DEFAULT_MODEL, find_bundled
+from parley.providers.ollama.server import OllamaServer, ServedModel
+from parley.providers.openai.server import OpenAIServer
 from tests._requires import require_module, unavailable
 
 CHAT = ServedModel("qwen3:1.7b", capabilities=["completion", "tools"], parameter_size="1.7B")
@@ -218,7 +218,7 @@ def pull_into_cache(cache: Path, repo: str, filename: str, source: Path) -> Path
 
 @pytest.fixture
 def hub_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    require_module("parley.models.local.hub", "local")  # the `pull` branch's
+    require_module("parley.providers.local.hub", "local")  # the `pull` branch's
     home = tmp_path / "hf"
     monkeypatch.setenv("HF_HOME", str(home))
     monkeypatch.setenv("HF_HUB_CACHE", str(home / "hub"))

@@ -9,13 +9,13 @@ import pytest
 
 from parley.agents import Agent
 from parley.messages import Msg, Usage
-from parley.models.anthropic import AnthropicChatModel
 from parley.models.cards import Pricing, PromptTier
-from parley.models.local import LocalChatModel
-from parley.models.openai import OpenAIChatModel, OpenAICredential
 from parley.models.testing import ScriptedModel
-from parley.testing import anthropic_server
-from parley.testing.openai_server import OpenAIServer, Reply
+from parley.providers.anthropic import AnthropicChatModel
+from parley.providers.anthropic import server as anthropic_server
+from parley.providers.local import LocalChatModel
+from parley.providers.openai import OpenAIChatModel, OpenAICredential
+from parley.providers.openai.server import OpenAIServer, Reply
 from tests._requires import require_module
 
 # Fixtures of its own, not `pytest_plugins = ["tests.models.openai_fixtures"]`: a module's

@@ -28,10 +28,10 @@ from parley.errors import (
 )
 from parley.messages import ThinkingBlock, ToolCallBlock
 from parley.models import ChatStream
-from parley.models.dashscope import DashScopeChatModel, DashScopeCredential
 from parley.models.retry import RetryPolicy
-from parley.testing._dashscope_wire import stream_events
-from parley.testing.dashscope_server import (
+from parley.providers.dashscope import DashScopeChatModel, DashScopeCredential
+from parley.providers.dashscope._server_wire import stream_events
+from parley.providers.dashscope.server import (
     TEXT_PATH,
     DashScopeServer,
     HTTPError,
@@ -757,7 +757,7 @@ def test_connections_close_with_their_event_loop(server: DashScopeServer, ending
     # Each `asyncio.run` ends its loop, which closes the connections opened on it; the sync
     # twins' loop runs to the exit, which closes them there if the model is still alive.
     setup = """
-from parley.models.dashscope import DashScopeChatModel, DashScopeCredential
+from parley.providers.dashscope import DashScopeChatModel, DashScopeCredential
 credential = DashScopeCredential(api_key="k", base_url=sys.argv[1])
 model = DashScopeChatModel(credential, "qwen-plus")
 """

@@ -9,15 +9,15 @@ import pytest
 from parley.errors import ConfigurationError
 from parley.models import CredentialFactory, ModelCard
 from parley.models.cards import THINKING
-from parley.models.dashscope import (
+from parley.models.spec import model_from_spec
+from parley.providers.dashscope import (
     BEIJING_URL,
     INTERNATIONAL_URL,
     DashScopeChatModel,
     DashScopeCredential,
 )
-from parley.models.dashscope.chat import is_multimodal_model, is_stream_only
-from parley.models.openai import DashScopeCompatibleCredential
-from parley.models.spec import model_from_spec
+from parley.providers.dashscope.chat import is_multimodal_model, is_stream_only
+from parley.providers.openai import DashScopeCompatibleCredential
 
 NAMES = {
     "qwen-max",

@@ -20,7 +20,7 @@ from parley.messages import (
     ToolCallBlock,
     VideoBlock,
 )
-from parley.models.dashscope import DashScopeChatFormatter, DashScopeMultiAgentFormatter
+from parley.providers.dashscope import DashScopeChatFormatter, DashScopeMultiAgentFormatter
 
 PNG = base64.b64encode(b"\x89PNG fake").decode()
 WAV = base64.b64encode(b"RIFF fake").decode()

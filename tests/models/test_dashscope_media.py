@@ -12,7 +12,7 @@ import pytest
 from parley import Msg
 from parley.errors import MessageError, ModelHTTPError, UserError
 from parley.messages import AudioBlock, ImageBlock, VideoBlock
-from parley.testing.dashscope_server import (
+from parley.providers.dashscope.server import (
     MULTIMODAL_PATH,
     STORAGE_PATH,
     TEXT_PATH,

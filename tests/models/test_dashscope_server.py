@@ -17,8 +17,8 @@ import pytest
 
 from parley.errors import ModelHTTPError
 from parley.models.accumulator import MetaDelta, TextDelta, ThinkingDelta, ToolCallDelta
-from parley.models.dashscope._wire import StreamReader
-from parley.testing.dashscope_server import (
+from parley.providers.dashscope._wire import StreamReader
+from parley.providers.dashscope.server import (
     STORAGE_PATH,
     UPLOADS_PATH,
     DashScopeServer,

@@ -27,9 +27,9 @@ from parley.errors import (
 )
 from parley.messages import Base64Source, ImageBlock, TextBlock, ThinkingBlock
 from parley.models import ChatStream
-from parley.models.gemini import GeminiChatModel, GeminiCredential
-from parley.models.gemini.formatter import PART_SIGNATURE
-from parley.testing.gemini_server import (
+from parley.providers.gemini import GeminiChatModel, GeminiCredential
+from parley.providers.gemini.formatter import PART_SIGNATURE
+from parley.providers.gemini.server import (
     FunctionCall,
     GeminiServer,
     HTTPError,

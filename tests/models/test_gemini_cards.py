@@ -11,9 +11,9 @@ from parley.agents import Agent
 from parley.errors import ConfigurationError
 from parley.models import CredentialFactory, ModelCard
 from parley.models.cards import THINKING
-from parley.models.gemini import GeminiChatModel, GeminiCredential
 from parley.models.spec import model_from_spec
-from parley.testing.gemini_server import FunctionCall, GeminiServer, Reply
+from parley.providers.gemini import GeminiChatModel, GeminiCredential
+from parley.providers.gemini.server import FunctionCall, GeminiServer, Reply
 from parley.tools import tool
 
 pytest_plugins = ["tests.models.gemini_fixtures"]

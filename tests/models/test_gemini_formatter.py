@@ -21,8 +21,8 @@ from parley.messages import (
     VideoBlock,
     new_call_id,
 )
-from parley.models.gemini import GeminiChatFormatter, GeminiMultiAgentFormatter
-from parley.models.gemini.formatter import PART_SIGNATURE, split_system
+from parley.providers.gemini import GeminiChatFormatter, GeminiMultiAgentFormatter
+from parley.providers.gemini.formatter import PART_SIGNATURE, split_system
 
 PNG = base64.b64encode(b"\x89PNG fake").decode()
 PDF = base64.b64encode(b"%PDF fake").decode()

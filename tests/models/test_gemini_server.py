@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from parley.testing.gemini_server import FunctionCall, GeminiServer, HTTPError, Reply
+from parley.providers.gemini.server import FunctionCall, GeminiServer, HTTPError, Reply
 from tests._requires import require_module
 
 genai = require_module("google.genai", "gemini")

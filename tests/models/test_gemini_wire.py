@@ -9,10 +9,10 @@ import pytest
 from parley.errors import ContentFilterError, RateLimitError
 from parley.messages import AudioBlock, TextBlock, ThinkingBlock, URLSource
 from parley.models.accumulator import StreamAccumulator
-from parley.models.gemini._errors import error_from_status
-from parley.models.gemini._wire import ResponseReader, usage
-from parley.models.gemini.formatter import PART_SIGNATURE
 from parley.models.response import ChatResponse
+from parley.providers.gemini._errors import error_from_status
+from parley.providers.gemini._wire import ResponseReader, usage
+from parley.providers.gemini.formatter import PART_SIGNATURE
 
 
 def read(*chunks: dict[str, Any]) -> ChatResponse:

@@ -27,13 +27,13 @@ from parley.errors import (
 from parley.messages import ImageBlock, TextBlock, ToolCallBlock
 from parley.models import ChatResponse
 from parley.models.credentials import CredentialFactory
-from parley.models.local import DEFAULT_MODEL, LocalChatModel, LocalCredential, _engine
-from parley.models.local._engine import close_engines
-from parley.models.local._format import DEFAULT_SYSTEM, format_messages, with_tool_guide
-from parley.models.local._gguf import BundledGGUF, find_bundled, resolve_gguf
-from parley.models.local.presets import PRESETS
 from parley.models.spec import model_from_spec
 from parley.models.tools import ToolSpec
+from parley.providers.local import DEFAULT_MODEL, LocalChatModel, LocalCredential, _engine
+from parley.providers.local._engine import close_engines
+from parley.providers.local._format import DEFAULT_SYSTEM, format_messages, with_tool_guide
+from parley.providers.local._gguf import BundledGGUF, find_bundled, resolve_gguf
+from parley.providers.local.presets import PRESETS
 from tests._requires import require_module
 
 require_module("llama_cpp", "local")

@@ -13,8 +13,8 @@ import pytest
 from parley import Msg
 from parley.agents import one_tool_round
 from parley.messages import ToolCallBlock
-from parley.models.local import LocalChatModel
-from parley.models.local._engine import get_engine
+from parley.providers.local import LocalChatModel
+from parley.providers.local._engine import get_engine
 from tests._requires import require_module
 
 ECHO = {

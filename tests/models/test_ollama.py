@@ -29,9 +29,9 @@ from parley.errors import (
 )
 from parley.messages import ImageBlock, ThinkingBlock, ToolCallBlock
 from parley.models import ChatStream
-from parley.models.ollama import OllamaChatModel, OllamaCredential
 from parley.models.spec import model_from_spec
-from parley.testing.ollama_server import HTTPError, OllamaServer, Raw, Reply, Reset, ToolCall
+from parley.providers.ollama import OllamaChatModel, OllamaCredential
+from parley.providers.ollama.server import HTTPError, OllamaServer, Raw, Reply, Reset, ToolCall
 from tests.models.loop_exit import ENDINGS, run_without_closing
 from tests.sample_tools import add
 
@@ -627,7 +627,7 @@ def test_connections_close_with_their_event_loop(server: OllamaServer, ending: s
     # Each `asyncio.run` ends its loop, which closes the connections opened on it; the sync
     # twins' loop runs to the exit, which closes them there if the model is still alive.
     setup = """
-from parley.models.ollama import OllamaChatModel, OllamaCredential
+from parley.providers.ollama import OllamaChatModel, OllamaCredential
 model = OllamaChatModel(OllamaCredential(host=sys.argv[1]), "qwen3")
 """
     server.add(Reply(text="one"), Reply(text="two"), Reply(text="three"))

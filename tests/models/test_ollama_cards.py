@@ -9,8 +9,8 @@ import pytest
 from parley.errors import ConfigurationError, ModelConnectionError, ModelHTTPError, UserError
 from parley.models import CredentialFactory, ModelCard
 from parley.models.cards import THINKING
-from parley.models.ollama import TOOL_CALLS, OllamaChatModel, OllamaCredential
-from parley.testing.ollama_server import OllamaServer, ServedModel
+from parley.providers.ollama import TOOL_CALLS, OllamaChatModel, OllamaCredential
+from parley.providers.ollama.server import OllamaServer, ServedModel
 from tests._requires import require_module
 
 require_module("ollama", "ollama")  # the SDK the models and the listing run on
@@ -114,7 +114,7 @@ def test_credential_factory_and_registry() -> None:
 
 
 def test_a_model_refuses_another_providers_credential() -> None:
-    from parley.models.openai import OpenAICredential  # noqa: PLC0415
+    from parley.providers.openai import OpenAICredential  # noqa: PLC0415
 
     with pytest.raises(UserError, match="needs a OllamaCredential"):
         OllamaChatModel(OpenAICredential(api_key="k"), "qwen3")  # type: ignore[arg-type]

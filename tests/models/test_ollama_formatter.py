@@ -19,7 +19,7 @@ from parley.messages import (
     ToolResultBlock,
     VideoBlock,
 )
-from parley.models.ollama import OllamaChatFormatter, OllamaMultiAgentFormatter
+from parley.providers.ollama import OllamaChatFormatter, OllamaMultiAgentFormatter
 
 PNG_BYTES = b"\x89PNG\r\n\x1a\n" + b"\x01" * 8
 PNG = base64.b64encode(PNG_BYTES).decode()

@@ -17,11 +17,11 @@ from parley.errors import (
     RateLimitError,
 )
 from parley.models.accumulator import MetaDelta, TextDelta, ThinkingDelta, ToolCallDelta
-from parley.models.ollama import OllamaParameters
-from parley.models.ollama._errors import error_from_status, map_error
-from parley.models.ollama._wire import ChatReader, iter_lines
 from parley.models.response import ChatUsage
-from parley.testing.ollama_server import OllamaServer, Reply, ServedModel, ToolCall
+from parley.providers.ollama import OllamaParameters
+from parley.providers.ollama._errors import error_from_status, map_error
+from parley.providers.ollama._wire import ChatReader, iter_lines
+from parley.providers.ollama.server import OllamaServer, Reply, ServedModel, ToolCall
 from tests._requires import require_module
 
 ollama = require_module("ollama", "ollama")

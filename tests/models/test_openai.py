@@ -26,8 +26,8 @@ from parley.errors import (
     UserError,
 )
 from parley.models import ChatStream
-from parley.models.openai import OpenAIChatModel, OpenAICredential
-from parley.testing.openai_server import HTTPError, OpenAIServer, Raw, Reply, Reset, ToolCall
+from parley.providers.openai import OpenAIChatModel, OpenAICredential
+from parley.providers.openai.server import HTTPError, OpenAIServer, Raw, Reply, Reset, ToolCall
 
 pytest_plugins = ["tests.models.openai_fixtures"]
 

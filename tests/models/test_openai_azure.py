@@ -17,9 +17,9 @@ import pytest
 from parley import Msg
 from parley.errors import ConfigurationError
 from parley.models.credentials import CredentialFactory
-from parley.models.openai import AzureOpenAIChatModel, AzureOpenAICredential
 from parley.models.spec import model_from_spec
-from parley.testing.openai_server import OpenAIServer, Reply, ToolCall
+from parley.providers.openai import AzureOpenAIChatModel, AzureOpenAICredential
+from parley.providers.openai.server import OpenAIServer, Reply, ToolCall
 
 pytest_plugins = ["tests.models.openai_fixtures"]
 

@@ -8,7 +8,7 @@ import pytest
 
 from parley.models import CredentialFactory, ModelCard
 from parley.models.cards import THINKING
-from parley.models.openai import (
+from parley.providers.openai import (
     DashScopeCompatibleChatModel,
     DashScopeCompatibleCredential,
     DeepSeekChatModel,

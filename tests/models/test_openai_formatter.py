@@ -19,7 +19,7 @@ from parley.messages import (
     ToolCallBlock,
     VideoBlock,
 )
-from parley.models.openai import OpenAIChatFormatter, OpenAIMultiAgentFormatter
+from parley.providers.openai import OpenAIChatFormatter, OpenAIMultiAgentFormatter
 
 PNG = base64.b64encode(b"\x89PNG fake").decode()
 WAV = base64.b64encode(b"RIFF fake").decode()

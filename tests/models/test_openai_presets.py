@@ -10,7 +10,7 @@ import pytest
 from parley import Msg
 from parley.errors import ConfigurationError
 from parley.messages import ThinkingBlock, ToolCallBlock
-from parley.models.openai import (
+from parley.providers.openai import (
     DashScopeCompatibleChatModel,
     DashScopeCompatibleCredential,
     DeepSeekChatModel,
@@ -22,7 +22,7 @@ from parley.models.openai import (
     XAIChatModel,
     XAICredential,
 )
-from parley.testing.openai_server import HTTPError, OpenAIServer, Reply, ToolCall
+from parley.providers.openai.server import HTTPError, OpenAIServer, Reply, ToolCall
 
 pytest_plugins = ["tests.models.openai_fixtures"]
 

@@ -19,8 +19,8 @@ from parley.messages import (
     ThinkingBlock,
     ToolCallBlock,
 )
-from parley.models.openai import OpenAIResponseModel, OpenAIResponsesFormatter
-from parley.testing.openai_server import OpenAIServer, Reply, ToolCall
+from parley.providers.openai import OpenAIResponseModel, OpenAIResponsesFormatter
+from parley.providers.openai.server import OpenAIServer, Reply, ToolCall
 
 pytest_plugins = ["tests.models.openai_fixtures"]
 

@@ -8,7 +8,7 @@ from typing import Any
 import openai
 import pytest
 
-from parley.testing.openai_server import HTTPError, OpenAIServer, RecordedRequest, Reply, ToolCall
+from parley.providers.openai.server import HTTPError, OpenAIServer, RecordedRequest, Reply, ToolCall
 
 pytest_plugins = ["tests.models.openai_fixtures"]
 

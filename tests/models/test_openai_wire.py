@@ -21,8 +21,8 @@ from parley.errors import (
 )
 from parley.models._wire import iter_events, retry_after
 from parley.models.accumulator import MetaDelta, TextDelta, ThinkingDelta, ToolCallDelta
-from parley.models.openai._chat_wire import ChatStreamReader, chat_usage, completion_deltas
-from parley.models.openai._errors import (
+from parley.providers.openai._chat_wire import ChatStreamReader, chat_usage, completion_deltas
+from parley.providers.openai._errors import (
     error_from_payload,
     error_from_status,
     map_error,

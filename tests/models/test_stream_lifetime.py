@@ -20,7 +20,7 @@ import pytest
 from parley import Msg
 from parley.models import ChatStream
 from parley.models.accumulator import Delta, TextDelta
-from parley.testing.openai_server import OpenAIServer, Reply
+from parley.providers.openai.server import OpenAIServer, Reply
 
 pytest_plugins = ["tests.models.openai_fixtures"]
 

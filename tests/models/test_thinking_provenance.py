@@ -17,12 +17,12 @@ import pytest
 
 from parley.agents import Agent, InMemoryMemory
 from parley.messages import Msg, ThinkingBlock, ToolCallBlock
-from parley.models.anthropic import AnthropicChatModel
-from parley.models.anthropic.formatter import AnthropicChatFormatter
-from parley.models.gemini import GeminiChatModel
 from parley.models.retry import RetryPolicy
-from parley.testing import anthropic_server as claude
-from parley.testing import gemini_server as gemini
+from parley.providers.anthropic import AnthropicChatModel
+from parley.providers.anthropic import server as claude
+from parley.providers.anthropic.formatter import AnthropicChatFormatter
+from parley.providers.gemini import GeminiChatModel
+from parley.providers.gemini import server as gemini
 from tests._requires import require_module
 from tests.sample_tools import add
 
@@ -174,8 +174,8 @@ def test_gemini_3_and_later_get_placeholders_in_multi_agent_talks_too(
     name: str, checks: bool
 ) -> None:
     require_module("google.genai", "gemini")
-    from parley.models.gemini import GeminiCredential  # noqa: PLC0415
-    from parley.models.gemini.chat import requires_signatures  # noqa: PLC0415
+    from parley.providers.gemini import GeminiCredential  # noqa: PLC0415
+    from parley.providers.gemini.chat import requires_signatures  # noqa: PLC0415
 
     assert requires_signatures(name) is checks
     model = GeminiChatModel(GeminiCredential(api_key="AIza-test"), name)

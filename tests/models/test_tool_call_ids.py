@@ -23,7 +23,7 @@ from parley.agents import (
 )
 from parley.messages import new_id
 from parley.models.accumulator import MetaDelta, StreamAccumulator, TextDelta, ToolCallDelta
-from parley.testing.openai_server import OpenAIServer, Raw, Reply
+from parley.providers.openai.server import OpenAIServer, Raw, Reply
 from tests.sample_tools import add
 
 pytest_plugins = ["tests.models.openai_fixtures"]

@@ -15,15 +15,15 @@ from parley.agents import (
     ToolCallStarted,
     ToolResult,
 )
-from parley.embeddings.openai import OpenAIEmbeddingModel
 from parley.errors import DocumentError, UserError
 from parley.messages import Msg, ToolCallBlock
-from parley.models.openai import OpenAICompatibleChatModel
 from parley.models.testing import ScriptedModel
+from parley.providers.openai import OpenAICompatibleChatModel
+from parley.providers.openai.embeddings import OpenAIEmbeddingModel
+from parley.providers.openai.server import OpenAIServer, Reply, ToolCall
 from parley.rag import DocumentIndex
 from parley.rag.assistant import PASSAGES_INTRO, Assistant, default_index_path, fold_retrievals
 from parley.rag.tool import NO_RESULTS, RetrievalTool, format_hits
-from parley.testing.openai_server import OpenAIServer, Reply, ToolCall
 from tests._requires import require_module
 from tests.tools._hostile import text_pdf
 

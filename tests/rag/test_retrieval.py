@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from parley.embeddings.local import LocalEmbeddingModel
 from parley.errors import IndexMismatchError
+from parley.providers.local.embeddings import LocalEmbeddingModel
 from parley.rag import RRF_K, DocumentIndex, SearchHit, reciprocal_rank_fusion
 from tests._requires import require_module
 
@@ -119,7 +119,7 @@ async def test_another_embedding_model_is_refused_at_open(
     tmp_path: Path, index: DocumentIndex
 ) -> None:
     require_module("ollama", "ollama")
-    from parley.embeddings.ollama.model import OllamaEmbeddingModel  # noqa: PLC0415
+    from parley.providers.ollama.embeddings.model import OllamaEmbeddingModel  # noqa: PLC0415
 
     other = OllamaEmbeddingModel(model="nomic-embed-text")  # 768 dimensions; never called
     with pytest.raises(IndexMismatchError, match=r"local/all-minilm-l6-v2 \(384 dimensions\)"):

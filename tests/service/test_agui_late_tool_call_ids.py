@@ -15,8 +15,8 @@ import pytest
 from ag_ui.core import ToolCallArgsEvent, ToolCallEndEvent, ToolCallResultEvent, ToolCallStartEvent
 
 from parley.agents import Agent
-from parley.models.openai.chat import OpenAIChatModel
-from parley.testing.openai_server import OpenAIServer, Reply
+from parley.providers.openai.chat import OpenAIChatModel
+from parley.providers.openai.server import OpenAIServer, Reply
 from tests.models.test_tool_call_ids import late_id_stream
 from tests.sample_tools import add
 from tests.service.conftest import MakeService

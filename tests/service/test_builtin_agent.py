@@ -18,7 +18,7 @@ from tests._requires import require_module
 @pytest.fixture(scope="module")
 def embedded() -> object:
     require_module("llama_cpp", "local")
-    from parley.models.local import LocalChatModel  # noqa: PLC0415
+    from parley.providers.local import LocalChatModel  # noqa: PLC0415
 
     return LocalChatModel()
 

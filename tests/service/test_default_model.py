@@ -20,10 +20,11 @@ from playwright.sync_api import Page, expect
 
 from parley.agents import Agent
 from parley.models.testing import ScriptedModel
+from parley.providers.anthropic import server as anthropic_server
+from parley.providers.ollama.server import OllamaServer, RecordedRequest, Reply
+from parley.providers.openai import server as openai_server
 from parley.service import ServiceSettings, create_app
 from parley.service.app import MODEL_CHOICE_VARIABLE
-from parley.testing import anthropic_server, openai_server
-from parley.testing.ollama_server import OllamaServer, RecordedRequest, Reply
 from tests.models.test_auto import CHAT, EMBEDDER, first_card
 from tests.service._live import running
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from parley.models.local import LocalChatModel
+from parley.providers.local import LocalChatModel
 from parley.service import ServiceSettings, create_app
 from parley.service.registry import builtin_agent
 from tests.service._live import running

@@ -24,8 +24,8 @@ import pytest
 from parley.agents import Agent
 from parley.models.base import ChatRequest
 from parley.models.testing import ScriptedModel
+from parley.providers.openai.server import HTTPError, OpenAIServer, Reply, ToolCall
 from parley.service import ServiceSettings, create_app
-from parley.testing.openai_server import HTTPError, OpenAIServer, Reply, ToolCall
 from tests.service._live import running
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("no_ambient_settings")]

@@ -63,7 +63,7 @@ def test_defaults() -> None:
     assert settings.is_sqlite
     assert not settings.auth_enabled
     assert settings.agents == []
-    assert settings.model is None  # chosen at start-up: parley.models.auto
+    assert settings.model is None  # chosen at start-up: parley.providers.auto
     assert settings.model_aliases == {"fake": None, "openai-compatible": None}
     assert settings.busy_timeout == 30.0
 

@@ -17,11 +17,11 @@ from parley.messages import Msg, TextBlock
 from parley.models.accumulator import Delta, MetaDelta, TextDelta
 from parley.models.base import ChatModel, ChatRequest
 from parley.models.cards import Pricing
-from parley.models.openai.chat import OpenAIChatModel
 from parley.models.response import ChatResponse, ChatUsage
 from parley.models.retry import RetryPolicy
 from parley.models.testing import ScriptedModel
-from parley.testing.openai_server import HTTPError, OpenAIServer, Reply
+from parley.providers.openai.chat import OpenAIChatModel
+from parley.providers.openai.server import HTTPError, OpenAIServer, Reply
 from tests._requires import require_module
 from tests.sample_tools import add
 from tests.tracing.fixtures import Spans, attrs, parent_of, span_id

@@ -12,12 +12,12 @@ import pytest
 from opentelemetry.trace import SpanKind, StatusCode
 
 from parley.agents import Agent
-from parley.embeddings.openai import OpenAIEmbeddingModel
 from parley.errors import ModelError
 from parley.models.testing import ScriptedModel
+from parley.providers.openai.embeddings import OpenAIEmbeddingModel
+from parley.providers.openai.server import Embeddings, HTTPError, OpenAIServer
 from parley.rag import DocumentIndex
 from parley.rag.tool import RetrievalTool
-from parley.testing.openai_server import Embeddings, HTTPError, OpenAIServer
 from tests._requires import require_module
 from tests.tracing.fixtures import Spans, attrs, parent_of, span_id
 

@@ -17,7 +17,7 @@ from parley import tracing
 from parley.agents import Agent
 from parley.errors import ConfigurationError
 from parley.models.testing import ScriptedModel
-from parley.testing._http import RecordedRequest, Responder, ScriptedHTTPServer
+from parley.providers._server.http import RecordedRequest, Responder, ScriptedHTTPServer
 from parley.tracing import _setup
 from tests.sample_tools import add
 from tests.tracing.fixtures import CONTENT

@@ -21,12 +21,12 @@ from parley.errors import (  # noqa: E402
     ModelTimeoutError,
     UserError,
 )
-from parley.models.dashscope.credentials import DashScopeCredential  # noqa: E402
-from parley.testing.cosyvoice_server import CosyVoiceServer, render, sentences  # noqa: E402
-from parley.tts import TTSResponse, read_wav  # noqa: E402
-from parley.tts.dashscope.cosyvoice import (  # noqa: E402
+from parley.providers.dashscope.cosyvoice_server import CosyVoiceServer, render, sentences  # noqa: E402
+from parley.providers.dashscope.credentials import DashScopeCredential  # noqa: E402
+from parley.providers.dashscope.speech.cosyvoice import (  # noqa: E402
     DashScopeCosyVoiceRealtimeTTSModel,
 )
+from parley.tts import TTSResponse, read_wav  # noqa: E402
 
 MODEL = "cosyvoice-v3-flash"
 

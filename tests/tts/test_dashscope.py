@@ -19,11 +19,11 @@ from parley.errors import (
     RateLimitError,
     UserError,
 )
-from parley.models.dashscope import DashScopeCredential
-from parley.testing.dashscope_realtime_server import Behaviour, DashScopeRealtimeServer, render
-from parley.testing.dashscope_server import DashScopeServer, HTTPError, Speech
+from parley.providers.dashscope import DashScopeCredential
+from parley.providers.dashscope.realtime_server import Behaviour, DashScopeRealtimeServer, render
+from parley.providers.dashscope.server import DashScopeServer, HTTPError, Speech
+from parley.providers.dashscope.speech import DashScopeRealtimeTTSModel, DashScopeTTSModel
 from parley.tts import PCMFormat, TTSResponse, read_wav
-from parley.tts.dashscope import DashScopeRealtimeTTSModel, DashScopeTTSModel
 
 require_module("dashscope", "dashscope")
 require_module("websockets", "dashscope")

@@ -10,10 +10,10 @@ import pytest
 from tests._requires import require_module
 
 from parley.errors import ConfigurationError, UserError
-from parley.models.local.model import LocalCredential
+from parley.providers.local.model import LocalCredential
+from parley.providers.local.speech import LocalRealtimeTTSModel, LocalTTSModel, default_local_voice
+from parley.providers.local.speech.model import split_ready
 from parley.tts import PCMFormat, TTSResponse, read_wav
-from parley.tts.local import LocalRealtimeTTSModel, LocalTTSModel, default_local_voice
-from parley.tts.local.model import split_ready
 from parley.tts.spec import tts_model_from_spec
 
 SENTENCE = "The quick brown fox jumps over the lazy dog."

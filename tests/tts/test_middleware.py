@@ -27,8 +27,8 @@ from parley.errors import UserError
 from parley.messages import TextBlock, ThinkingBlock
 from parley.models import ChatResponse
 from parley.models.testing import ScriptedModel
+from parley.providers.local.speech import LocalRealtimeTTSModel, LocalTTSModel
 from parley.tts import TTSParameters, read_wav
-from parley.tts.local import LocalRealtimeTTSModel, LocalTTSModel
 from parley.tts.middleware import TTSMiddleware
 from parley.tts.realtime import RealtimeSession
 

@@ -24,10 +24,10 @@ from parley.errors import (
     RateLimitError,
     UserError,
 )
-from parley.models.openai import OpenAICredential
-from parley.testing.openai_server import HTTPError, OpenAIServer, Speech, speech_pcm
+from parley.providers.openai import OpenAICredential
+from parley.providers.openai.server import HTTPError, OpenAIServer, Speech, speech_pcm
+from parley.providers.openai.speech import OpenAITTSModel
 from parley.tts import PCMFormat, TTSResponse, read_wav
-from parley.tts.openai import OpenAITTSModel
 
 require_module("openai", "openai")
 

@@ -6,9 +6,9 @@
 Every provider's model builds on `EmbeddingModel` (batching, bounded concurrency, per-batch
 retry, caches); see `parley.embeddings.base`. Caches are in `parley.embeddings.cache`
 (`FileEmbeddingCache`, `SQLiteEmbeddingCache`). The providers are packages of their own,
-imported when used: `parley.embeddings.dashscope`, `parley.embeddings.gemini`, and the
-embedded local model, on no network and no key, `parley.embeddings.local` (extra
-`embeddings`).
+imported when used: `parley.providers.dashscope.embeddings`,
+`parley.providers.gemini.embeddings`, and the embedded local model, on no network and no key,
+`parley.providers.local.embeddings` (extra `embeddings`).
 """
 
 from parley.embeddings.base import (

@@ -188,12 +188,12 @@ class CredentialFactory:
 
 
 _BUILTIN_PROVIDERS = (
-    "parley.models.openai",
-    "parley.models.local",
-    "parley.models.anthropic",
-    "parley.models.dashscope",
-    "parley.models.gemini",
-    "parley.models.ollama",
+    "parley.providers.openai",
+    "parley.providers.local",
+    "parley.providers.anthropic",
+    "parley.providers.dashscope",
+    "parley.providers.gemini",
+    "parley.providers.ollama",
 )
 """The provider packages whose credentials `CredentialFactory` knows without an import."""
 

@@ -104,7 +104,7 @@ DEFAULT = _Default.MODEL
 
 
 def _default_model() -> EmbeddingModel[Any]:
-    from parley.embeddings.local import LocalEmbeddingModel  # noqa: PLC0415  (onnxruntime)
+    from parley.providers.local.embeddings import LocalEmbeddingModel  # noqa: PLC0415  (onnxruntime)
 
     return LocalEmbeddingModel()
 
@@ -208,7 +208,7 @@ class DocumentIndex:
         schema and table prefix (give `store=` for others).
 
         `embedding_model` embeds chunks and queries: by default the embedded local model
-        (`parley.embeddings.local`, extra `embeddings`); None for keyword search only. An
+        (`parley.providers.local.embeddings`, extra `embeddings`); None for keyword search only. An
         index keeps the vectors of one model: open it again with that model.
 
         Raises:

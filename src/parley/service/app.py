@@ -37,9 +37,9 @@ from starlette.types import Receive, Scope, Send
 from parley import tracing
 from parley.agents import Agent
 from parley.errors import ConfigurationError, ParleyError, ServiceError, UserError
-from parley.models.auto import ModelChoice, choose_model, is_embedded
 from parley.models.base import ChatModel
 from parley.models.spec import DEFAULT_MODEL_SPEC, model_from_spec
+from parley.providers.auto import ModelChoice, choose_model, is_embedded
 from parley.service import (
     langgraph,
     openai_compat,

@@ -246,7 +246,7 @@ def embedded_model(model: ChatModel) -> bool:
     fails, then explained the error; its arithmetic was no better for the tool. Without it, it
     answered 10 of the 10 plain questions with no tool call, in about a second each.
     """
-    from parley.models.local._gguf import DEFAULT_MODEL  # noqa: PLC0415
+    from parley.providers.local._gguf import DEFAULT_MODEL  # noqa: PLC0415
 
     return model.provider == "local" and model.model == DEFAULT_MODEL
 

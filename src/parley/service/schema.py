@@ -76,7 +76,7 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
 
 
 class ModelInfo(BaseModel):
-    """The model the built-in agent runs on, and why (`parley.models.auto.ModelChoice`)."""
+    """The model the built-in agent runs on, and why (`parley.providers.auto.ModelChoice`)."""
 
     spec: str = Field(description="The model, as `provider:model`.", examples=["local"])
     source: str = Field(

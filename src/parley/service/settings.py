@@ -76,7 +76,7 @@ class ServiceSettings(BaseSettings):
         None,
         description="The built-in agent's model, as `provider:model` (`local`: the embedded "
         "one, offline). Unset: the model the user already has, chosen at start-up "
-        "(`parley.models.auto`: a provider key in the environment, an Ollama server, the "
+        "(`parley.providers.auto`: a provider key in the environment, an Ollama server, the "
         "largest pulled model, else the embedded one).",
     )
     served_models: list[str] | dict[str, str] | None = Field(

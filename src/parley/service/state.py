@@ -19,8 +19,8 @@ from parley.agents import Agent, Middleware
 from parley.agents.events import RunEnded
 from parley.compat.service_toolkit import DEFAULT_MODEL
 from parley.errors import ConfigurationError
-from parley.models.auto import ModelChoice
 from parley.models.spec import model_from_spec
+from parley.providers.auto import ModelChoice
 from parley.service.bounds import CONNECTION, ClientConnection
 from parley.service.registry import AgentEntry, AgentRegistry
 from parley.service.runs import ReaderDropped, RunHandle, RunManager

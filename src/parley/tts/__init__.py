@@ -6,8 +6,9 @@
   for the rest), for speaking a model's answer while it is being written.
 - `TTSMiddleware`: an agent's answers as audio events (`parley.tts.middleware`).
 
-Providers: `parley.tts.local` (the embedded voice, offline), `parley.tts.openai`,
-`parley.tts.dashscope`. Build one from a spec with `parley.tts.spec.tts_model_from_spec`.
+Providers: `parley.providers.local.speech` (the embedded voice, offline),
+`parley.providers.openai.speech`, `parley.providers.dashscope.speech`. Build one from a spec
+with `parley.tts.spec.tts_model_from_spec`.
 """
 
 from parley.tts._audio import PCMFormat, pcm_format, pcm_media_type, read_wav, wav_bytes

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from parley.testing._http import RecordedRequest
-from parley.testing.openai_server import Reply, ToolCall
+from parley.providers._server.http import RecordedRequest
+from parley.providers.openai.server import Reply, ToolCall
 
 
 @contextmanager

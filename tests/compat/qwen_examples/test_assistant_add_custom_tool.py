@@ -23,7 +23,7 @@ import pytest
 
 from parley.compat.qwen.agents import Assistant
 from parley.compat.qwen.tools.base import BaseTool, register_tool
-from parley.testing.dashscope_server import DashScopeServer, Reply, ToolCall
+from parley.providers.dashscope.server import DashScopeServer, Reply, ToolCall
 from tests.tools._hostile import text_pdf
 
 DRAWN: list[str] = []

@@ -20,7 +20,7 @@ import pytest
 from parley.compat.qwen.agents import Assistant
 from parley.compat.qwen.gui import WebUI  # noqa: F401  (imported by the example, unused here)
 from parley.compat.qwen.llm.models import QwenAudioChatAtDS
-from parley.testing.dashscope_server import MULTIMODAL_PATH, DashScopeServer, Reply
+from parley.providers.dashscope.server import MULTIMODAL_PATH, DashScopeServer, Reply
 
 AUDIO = "https://dashscope.oss-cn-beijing.aliyuncs.com/audios/welcome.mp3"
 ANSWER = "这段音频在说：欢迎使用阿里云。"

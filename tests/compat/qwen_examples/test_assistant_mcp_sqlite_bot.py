@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from parley.compat.qwen.agents import Assistant
-from parley.testing.dashscope_server import DashScopeServer, Reply, ToolCall
+from parley.providers.dashscope.server import DashScopeServer, Reply, ToolCall
 from tests._requires import require_module
 from tests.compat.qwen_examples._doc_support import message_text, text_only
 from tests.tools._hostile import text_pdf

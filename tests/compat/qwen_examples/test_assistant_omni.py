@@ -13,7 +13,7 @@ from typing import Any
 
 from parley.compat.qwen.agents import Assistant
 from parley.compat.qwen.gui import WebUI  # noqa: F401  (imported by the example, unused here)
-from parley.testing.openai_server import OpenAIServer, Reply
+from parley.providers.openai.server import OpenAIServer, Reply
 
 AUDIO = "https://dashscope.oss-cn-beijing.aliyuncs.com/audios/welcome.mp3"
 VIDEO = "https://help-static-aliyun-doc.aliyuncs.com/file-manage-files/zh-CN/20241115/cqqkru/1.mp4"

@@ -24,7 +24,7 @@ import pytest
 from parley.compat.qwen.agents import Assistant
 from parley.compat.qwen.gui import WebUI  # noqa: F401  (imported by the example, unused here)
 from parley.compat.qwen.utils.output_beautify import typewriter_print
-from parley.testing.dashscope_server import DashScopeServer, Reply, ToolCall
+from parley.providers.dashscope.server import DashScopeServer, Reply, ToolCall
 from tests._requires import require_module
 
 SERVERS = str(Path(__file__).with_name("stand_in_mcp_servers.py"))

@@ -23,7 +23,7 @@ from parley.compat.qwen import BaseTool
 from parley.compat.qwen.agents import Assistant
 from parley.compat.qwen.gui import WebUI  # noqa: F401  (imported by the example, unused here)
 from parley.compat.qwen.utils.output_beautify import typewriter_print
-from parley.testing.dashscope_server import DashScopeServer, Reply, ToolCall
+from parley.providers.dashscope.server import DashScopeServer, Reply, ToolCall
 from parley.tools import TOOL_REGISTRY
 
 QUERY = "画一只猫，再画一只狗，最后画他们一起玩的画面，给我三张图"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from parley.compat.qwen.agents import Assistant
-from parley.testing.dashscope_server import DashScopeServer, Reply
+from parley.providers.dashscope.server import DashScopeServer, Reply
 from tests._requires import require_module
 from tests.compat.qwen_examples._doc_support import (
     local_web,

@@ -24,7 +24,7 @@ import pytest
 
 from parley.compat.qwen.agents import Assistant
 from parley.compat.qwen.tools.base import BaseTool
-from parley.testing.dashscope_server import DashScopeServer, Reply, ToolCall
+from parley.providers.dashscope.server import DashScopeServer, Reply, ToolCall
 from tests.compat.qwen_examples._doc_support import serve_files
 from tests.compat.qwen_examples._llm_support import registered_stand_in
 from tests.tools._hostile import text_pdf

@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 from parley.compat.qwen.llm import get_chat_model
-from parley.testing.dashscope_server import DashScopeServer
-from parley.testing.dashscope_server import Reply as DSReply
-from parley.testing.dashscope_server import ToolCall as DSToolCall
-from parley.testing.openai_server import OpenAIServer, Reply
+from parley.providers.dashscope.server import DashScopeServer
+from parley.providers.dashscope.server import Reply as DSReply
+from parley.providers.dashscope.server import ToolCall as DSToolCall
+from parley.providers.openai.server import OpenAIServer, Reply
 from tests.compat.qwen_examples._llm_support import nous_call, qwen_call, tools_in_prompt
 
 CALLED: list[dict[str, Any]] = []

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from parley.compat.qwen.llm import get_chat_model
-from parley.testing.openai_server import OpenAIServer, Reply
+from parley.providers.openai.server import OpenAIServer, Reply
 from tests.compat.qwen_examples._llm_support import qwen_call
 
 CALLED: list[str] = []

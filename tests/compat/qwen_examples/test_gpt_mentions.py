@@ -27,7 +27,7 @@ from parley.compat.qwen.agents import Assistant, ReActChat
 from parley.compat.qwen.agents.doc_qa import BasicDocQA
 from parley.compat.qwen.agents.group_chat import mentioned_names
 from parley.compat.qwen.gui import WebUI, WebUIUnavailableError
-from parley.testing.dashscope_server import DashScopeServer, Reply
+from parley.providers.dashscope.server import DashScopeServer, Reply
 from tests._requires import require_module
 from tests.compat.qwen_examples._doc_support import local_web, message_text, serve_files
 from tests.tools._hostile import text_pdf

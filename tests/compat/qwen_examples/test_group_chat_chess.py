@@ -22,7 +22,7 @@ from parley.compat.qwen.agents import GroupChat
 from parley.compat.qwen.agents.user_agent import PENDING_USER_INPUT
 from parley.compat.qwen.gui import WebUI, WebUIUnavailableError
 from parley.compat.qwen.schema import Message
-from parley.testing.dashscope_server import DashScopeServer, Reply
+from parley.providers.dashscope.server import DashScopeServer, Reply
 
 NPC_NAME = "小明"
 USER_NAME = "小塘"

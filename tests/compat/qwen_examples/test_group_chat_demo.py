@@ -27,7 +27,7 @@ from parley.compat.qwen import BaseTool
 from parley.compat.qwen.agents import GroupChat, GroupChatCreator
 from parley.compat.qwen.agents.user_agent import PENDING_USER_INPUT
 from parley.compat.qwen.schema import ContentItem, Message
-from parley.testing.dashscope_server import DashScopeServer, Reply
+from parley.providers.dashscope.server import DashScopeServer, Reply
 from parley.tools import TOOL_REGISTRY
 
 CFGS: dict[str, Any] = {

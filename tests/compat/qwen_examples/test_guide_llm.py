@@ -20,10 +20,10 @@ import pytest
 from parley.compat.qwen.llm import LLM_REGISTRY, get_chat_model, register_llm
 from parley.compat.qwen.llm.function_calling import BaseFnCallModel
 from parley.compat.qwen.llm.schema import ASSISTANT, Message
-from parley.testing.dashscope_server import DashScopeServer
-from parley.testing.dashscope_server import Reply as DSReply
-from parley.testing.dashscope_server import ToolCall as DSToolCall
-from parley.testing.openai_server import OpenAIServer, Reply
+from parley.providers.dashscope.server import DashScopeServer
+from parley.providers.dashscope.server import Reply as DSReply
+from parley.providers.dashscope.server import ToolCall as DSToolCall
+from parley.providers.openai.server import OpenAIServer, Reply
 from tests.compat.qwen_examples._llm_support import nous_call, tools_in_prompt
 
 MESSAGES = [{"role": "user", "content": "What's the weather like in San Francisco?"}]

@@ -20,7 +20,7 @@ from parley.compat.qwen import Agent
 from parley.compat.qwen.agents import Assistant
 from parley.compat.qwen.llm import BaseChatModel
 from parley.compat.qwen.llm.schema import Message
-from parley.testing.dashscope_server import DashScopeServer, Reply
+from parley.providers.dashscope.server import DashScopeServer, Reply
 
 EXAMINER = (
     "请你创造十个比较离谱或小众的短语，长度在10个汉字以内。例如“1+1=3”、“主莫朗玛峰”等反人类直觉的短语，"

@@ -17,7 +17,7 @@ import pytest
 
 from parley.compat.qwen.llm import get_chat_model
 from parley.compat.qwen.llm.schema import ContentItem, Message
-from parley.testing.dashscope_server import (
+from parley.providers.dashscope.server import (
     MULTIMODAL_PATH,
     TEXT_PATH,
     DashScopeServer,

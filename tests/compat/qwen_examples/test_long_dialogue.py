@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from parley.compat.qwen.agents import DialogueRetrievalAgent
-from parley.testing.dashscope_server import DashScopeServer, RecordedRequest, Reply
+from parley.providers.dashscope.server import DashScopeServer, RecordedRequest, Reply
 from parley.tools.workspace import default_workspace
 from tests.compat.qwen_examples._doc_support import message_text
 

@@ -25,7 +25,7 @@ import pytest
 from parley.compat.qwen import BaseTool
 from parley.compat.qwen.agents import Assistant, ReActChat, Router
 from parley.compat.qwen.gui import WebUI  # noqa: F401  (imported by the example, unused here)
-from parley.testing.dashscope_server import DashScopeServer, Reply
+from parley.providers.dashscope.server import DashScopeServer, Reply
 from parley.tools import TOOL_REGISTRY
 from tests.tools._hostile import text_pdf
 

@@ -37,7 +37,7 @@ from parley.compat.qwen.agents import FnCallAgent
 from parley.compat.qwen.gui import WebUI  # noqa: F401  (imported by the example, unused here)
 from parley.compat.qwen.llm.schema import ContentItem
 from parley.compat.qwen.tools.base import BaseToolWithFileAccess, register_tool
-from parley.testing.dashscope_server import MULTIMODAL_PATH, DashScopeServer, Reply
+from parley.providers.dashscope.server import MULTIMODAL_PATH, DashScopeServer, Reply
 from tests._requires import require_module
 from tests.compat.qwen_examples._llm_support import qwen_call
 

@@ -15,7 +15,7 @@ import pytest
 
 from parley.compat.qwen.agents import Assistant
 from parley.compat.qwen.llm.models import QwenVLChatAtDS
-from parley.testing.dashscope_server import MULTIMODAL_PATH, DashScopeServer, Reply
+from parley.providers.dashscope.server import MULTIMODAL_PATH, DashScopeServer, Reply
 
 BASE = "https://help-static-aliyun-doc.aliyuncs.com/file-manage-files/zh-CN/20241108"
 FRAMES = [

@@ -18,7 +18,7 @@ import pytest
 
 from parley.compat.qwen.llm import get_chat_model
 from parley.compat.qwen.llm.schema import ContentItem
-from parley.testing.dashscope_server import DashScopeServer, Reply
+from parley.providers.dashscope.server import DashScopeServer, Reply
 from tests.compat.qwen_examples._llm_support import qwen_call
 
 PNG = bytes.fromhex(

@@ -21,7 +21,7 @@ import pytest
 
 from parley.compat.qwen.agents import ReActChat
 from parley.compat.qwen.gui import WebUI  # noqa: F401  (imported by the example, unused here)
-from parley.testing.dashscope_server import DashScopeServer, Reply
+from parley.providers.dashscope.server import DashScopeServer, Reply
 
 PRICES = """,Date,Open,High,Low,Close
 0,2020/1/3,74.13,74.31,73.6,73.91

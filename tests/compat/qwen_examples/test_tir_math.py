@@ -17,7 +17,7 @@ import pytest
 
 from parley.compat.qwen.agents import TIRMathAgent
 from parley.compat.qwen.gui import WebUI  # noqa: F401  (imported by the example, unused here)
-from parley.testing.dashscope_server import DashScopeServer, Reply
+from parley.providers.dashscope.server import DashScopeServer, Reply
 
 TIR_SYSTEM = (
     "Please integrate natural language reasoning with programs to solve the problem above, "

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from parley.compat.qwen.agents import VirtualMemoryAgent
-from parley.testing.dashscope_server import DashScopeServer, Reply, ToolCall
+from parley.providers.dashscope.server import DashScopeServer, Reply, ToolCall
 from tests._requires import require_module
 from tests.compat.qwen_examples._doc_support import local_web, message_text, serve_files
 from tests.tools._hostile import text_pdf

@@ -25,7 +25,7 @@ import pytest
 from parley.compat.qwen import Agent
 from parley.compat.qwen.agents import Assistant
 from parley.compat.qwen.schema import ContentItem, Message
-from parley.testing.dashscope_server import DashScopeServer, Reply
+from parley.providers.dashscope.server import DashScopeServer, Reply
 from tests.compat.qwen_examples._doc_support import local_web, message_text, serve_files
 
 __all__ = ["local_web"]

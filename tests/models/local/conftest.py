@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from parley.models.local import presets
-from parley.testing.hub_server import HubServer, bundled_gguf
+from parley.providers.local import presets
+from parley.providers.local.hub_server import HubServer, bundled_gguf
 
 _HUB_VARIABLES = (
     "HF_HOME",

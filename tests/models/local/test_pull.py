@@ -1,4 +1,4 @@
-"""`parley.models.local.hub.pull` against the Hub's stand-in: downloads, resumes, refusals.
+"""`parley.providers.local.hub.pull` against the Hub's stand-in: downloads, resumes, refusals.
 
 Every test runs with an `HF_HOME` of its own and `HF_ENDPOINT` on 127.0.0.1: no network.
 """
@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from parley.errors import ConfigurationError, ModelError
-from parley.models.local import hub as hubmod
-from parley.models.local._gguf import resolve_gguf
-from parley.models.local.presets import PRESETS, Preset, preset_for, split_hub_name
-from parley.testing.hub_server import HubServer
+from parley.providers.local import hub as hubmod
+from parley.providers.local._gguf import resolve_gguf
+from parley.providers.local.hub_server import HubServer
+from parley.providers.local.presets import PRESETS, Preset, preset_for, split_hub_name
 from tests.models.local.conftest import Bundled
 
 NAME = "someone/Tiny-GGUF/tiny.gguf"

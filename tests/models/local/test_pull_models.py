@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from parley.cli import main
-from parley.models.local.hub import pull
-from parley.models.local.presets import Preset
 from parley.models.spec import model_from_spec
-from parley.testing.hub_server import HubServer
+from parley.providers.local.hub import pull
+from parley.providers.local.hub_server import HubServer
+from parley.providers.local.presets import Preset
 from tests._requires import require_module, require_program, unavailable
 
 SRC = Path(__file__).resolve().parents[3] / "src"
@@ -22,7 +22,7 @@ SRC = Path(__file__).resolve().parents[3] / "src"
 def test_a_pulled_preset_answers_by_its_name(hub: HubServer, smol_preset: Preset) -> None:
     require_module("llama_cpp", "local")
     from parley.messages import Msg  # noqa: PLC0415
-    from parley.models.local import LocalChatModel  # noqa: PLC0415
+    from parley.providers.local import LocalChatModel  # noqa: PLC0415
 
     hub.add_bundled(smol_preset.repo, smol_preset.filename)
     pulled = pull(smol_preset.name, progress=False)

@@ -17,10 +17,11 @@ import pytest
 from parley import Msg
 from parley.errors import UserError
 from parley.messages import ToolCallBlock
-from parley.models.local import LocalChatModel
-from parley.models.local._gguf import DEFAULT_MODEL, resolve_gguf
-from parley.models.local._native import _ArgumentStream, _Watch
-from parley.models.local._tool_formats import (
+from parley.models.tools import ToolSpec
+from parley.providers.local import LocalChatModel
+from parley.providers.local._gguf import DEFAULT_MODEL, resolve_gguf
+from parley.providers.local._native import _ArgumentStream, _Watch
+from parley.providers.local._tool_formats import (
     SYNTAXES,
     ParsedCall,
     call_grammar,
@@ -31,7 +32,6 @@ from parley.models.local._tool_formats import (
     split_calls,
     template_messages,
 )
-from parley.models.tools import ToolSpec
 from tests._requires import require_module
 from tests.models.local.tool_templates import TEMPLATES
 
@@ -107,9 +107,9 @@ def test_the_format_is_detected_from_the_gguf_metadata(hermes_gguf: Path) -> Non
 
 def test_a_presets_tool_format_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
     preset = types.SimpleNamespace(tool_format="phi4")
-    presets = types.ModuleType("parley.models.local.presets")
+    presets = types.ModuleType("parley.providers.local.presets")
     presets.preset_for = lambda model: preset if model == "phi-4-mini" else None  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "parley.models.local.presets", presets)
+    monkeypatch.setitem(sys.modules, "parley.providers.local.presets", presets)
     assert preset_tool_format("phi-4-mini") == "phi4"
     assert preset_tool_format("other") is None
 

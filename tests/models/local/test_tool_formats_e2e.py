@@ -20,8 +20,8 @@ import pytest
 from parley import Msg
 from parley.agents import Agent, MessageCompleted, ToolCallEnded
 from parley.messages import ToolCallBlock
-from parley.models.local import LocalChatModel, _native
-from parley.models.local._tool_formats import SYNTAXES, parse_body
+from parley.providers.local import LocalChatModel, _native
+from parley.providers.local._tool_formats import SYNTAXES, parse_body
 from parley.tools import tool
 from tests._requires import require_module
 from tests.models.local.tool_templates import TEMPLATES

@@ -7,11 +7,11 @@ OpenAI-compatible mode, which is parley's `DashScopeCompatibleCredential`.
 
 from parley.models import Credential as CredentialBase
 from parley.models import CredentialFactory
-from parley.models.anthropic import AnthropicCredential
-from parley.models.gemini import GeminiCredential
-from parley.models.ollama import OllamaCredential
-from parley.models.openai import DashScopeCompatibleCredential as DashScopeCredential
-from parley.models.openai import (
+from parley.providers.anthropic import AnthropicCredential
+from parley.providers.gemini import GeminiCredential
+from parley.providers.ollama import OllamaCredential
+from parley.providers.openai import DashScopeCompatibleCredential as DashScopeCredential
+from parley.providers.openai import (
     DeepSeekCredential,
     MoonshotCredential,
     OpenAICredential,

@@ -24,11 +24,11 @@ from parley.embeddings import EmbeddingCache as EmbeddingCacheBase
 from parley.embeddings import EmbeddingModelCard, EmbeddingResponse, EmbeddingUsage
 from parley.embeddings import FileEmbeddingCache as _FileCache
 from parley.embeddings.base import EmbeddingModel
-from parley.embeddings.dashscope import DashScopeEmbeddingModel as _DashScope
-from parley.embeddings.gemini import GeminiEmbeddingModel as _Gemini
-from parley.embeddings.ollama import OllamaEmbeddingModel as _Ollama
-from parley.embeddings.openai import OpenAIEmbeddingModel as _OpenAI
 from parley.errors import UserError
+from parley.providers.dashscope.embeddings import DashScopeEmbeddingModel as _DashScope
+from parley.providers.gemini.embeddings import GeminiEmbeddingModel as _Gemini
+from parley.providers.ollama.embeddings import OllamaEmbeddingModel as _Ollama
+from parley.providers.openai.embeddings import OpenAIEmbeddingModel as _OpenAI
 
 __all__ = [
     "DashScopeEmbeddingModel",
@@ -374,7 +374,7 @@ class DashScopeEmbeddingModel(_ParleyEmbeddingModel):
 
     def parley_credential(self, credential: Any) -> Any:
         """The native API's credential (parley's `DashScopeCredential`), with the same key."""
-        from parley.models.dashscope import DashScopeCredential  # noqa: PLC0415
+        from parley.providers.dashscope import DashScopeCredential  # noqa: PLC0415
 
         key = getattr(credential, "api_key", None)
         return DashScopeCredential(api_key=key) if key is not None else None

@@ -14,11 +14,11 @@ from typing import Any, ClassVar
 
 from parley import messages as pm
 from parley.compat.agentscope.message import Msg, to_parley
-from parley.models.anthropic import AnthropicChatFormatter as _Anthropic
 from parley.models.formatter import Formatter
-from parley.models.gemini import GeminiChatFormatter as _Gemini
-from parley.models.ollama import OllamaChatFormatter as _Ollama
-from parley.models.openai import OpenAIChatFormatter as _OpenAI
+from parley.providers.anthropic import AnthropicChatFormatter as _Anthropic
+from parley.providers.gemini import GeminiChatFormatter as _Gemini
+from parley.providers.ollama import OllamaChatFormatter as _Ollama
+from parley.providers.openai import OpenAIChatFormatter as _OpenAI
 
 __all__ = [
     "AnthropicChatFormatter",

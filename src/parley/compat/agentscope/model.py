@@ -28,18 +28,18 @@ from parley.compat.agentscope._responses import (
     StructuredResponse,
 )
 from parley.errors import UserError
-from parley.models.anthropic import AnthropicChatModel as _Anthropic
 from parley.models.base import ChatModel
 from parley.models.cards import ModelCard
-from parley.models.gemini import GeminiChatModel as _Gemini
-from parley.models.ollama import OllamaChatModel as _Ollama
-from parley.models.openai import DashScopeCompatibleChatModel as _DashScope
-from parley.models.openai import DeepSeekChatModel as _DeepSeek
-from parley.models.openai import MoonshotChatModel as _Moonshot
-from parley.models.openai import OpenAIChatModel as _OpenAI
-from parley.models.openai import OpenAIResponseModel as _OpenAIResponses
-from parley.models.openai import XAIChatModel as _Grok
 from parley.models.parameters import Parameters
+from parley.providers.anthropic import AnthropicChatModel as _Anthropic
+from parley.providers.gemini import GeminiChatModel as _Gemini
+from parley.providers.ollama import OllamaChatModel as _Ollama
+from parley.providers.openai import DashScopeCompatibleChatModel as _DashScope
+from parley.providers.openai import DeepSeekChatModel as _DeepSeek
+from parley.providers.openai import MoonshotChatModel as _Moonshot
+from parley.providers.openai import OpenAIChatModel as _OpenAI
+from parley.providers.openai import OpenAIResponseModel as _OpenAIResponses
+from parley.providers.openai import XAIChatModel as _Grok
 
 __all__ = [
     "AnthropicChatModel",

@@ -6,7 +6,7 @@ an incremental piece, the last with `is_last=True`; no text answers `content=Non
 `OpenAITTSModel`, `DashScopeTTSModel` and `DashScopeRealtimeTTSModel` (text pushed in
 pieces: `connect`, `push`, `synthesize`, `close`) wrap parley's (`to_parley()`). AgentScope's
 `DashScopeCosyVoiceTTSModel` and `GeminiTTSModel` are not here: use parley's
-`parley.tts.dashscope.cosyvoice` directly; parley has no Gemini speech model.
+`parley.providers.dashscope.speech.cosyvoice` directly; parley has no Gemini speech model.
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from pydantic import BaseModel, Field
 from parley.compat.agentscope.message import DataBlock, blocks_from_parley
 from parley.errors import UserError
 from parley.messages import new_id
+from parley.providers.dashscope.speech import DashScopeRealtimeTTSModel as _DashScopeRealtime
+from parley.providers.dashscope.speech import DashScopeTTSModel as _DashScope
+from parley.providers.openai.speech import OpenAITTSModel as _OpenAI
 from parley.tts import base as tb
 from parley.tts._audio import pcm_format
 from parley.tts.base import TTSModel as TTSModelBase
-from parley.tts.dashscope import DashScopeRealtimeTTSModel as _DashScopeRealtime
-from parley.tts.dashscope import DashScopeTTSModel as _DashScope
-from parley.tts.openai import OpenAITTSModel as _OpenAI
 
 __all__ = [
     "DashScopeRealtimeTTSModel",
@@ -238,7 +238,7 @@ def _as_wav(piece: tb.TTSResponse, *, header: bool) -> tb.TTSResponse:
 
 def _native_dashscope(credential: Any) -> Any:
     """The native API's `DashScopeCredential` (parley's), with the key of AgentScope's."""
-    from parley.models.dashscope import DashScopeCredential  # noqa: PLC0415
+    from parley.providers.dashscope import DashScopeCredential  # noqa: PLC0415
 
     key = getattr(credential, "api_key", None)
     return DashScopeCredential(api_key=key) if key is not None else None

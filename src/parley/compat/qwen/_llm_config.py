@@ -78,8 +78,8 @@ from parley.compat.qwen._oai_media import QwenOAIMediaFormatter
 from parley.errors import ConfigurationError, UserError
 from parley.models.base import ChatModel
 from parley.models.credentials import Credential, CredentialFactory
-from parley.models.openai.chat import OpenAIChatModel
 from parley.models.spec import model_from_spec
+from parley.providers.openai.chat import OpenAIChatModel
 
 __all__ = [
     "LLMConfig",
@@ -426,7 +426,7 @@ def _continuation(model_type: str) -> dict[str, Any]:
     """
     if model_type not in _DASHSCOPE_TYPES:
         return {}
-    from parley.models.dashscope.formatter import DashScopeChatFormatter  # noqa: PLC0415
+    from parley.providers.dashscope.formatter import DashScopeChatFormatter  # noqa: PLC0415
 
     return {"formatter": DashScopeChatFormatter(continue_final=True)}
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from parley.messages.blocks import AudioBlock, ImageBlock, VideoBlock
 from parley.models import _media
-from parley.models.openai.formatter import OpenAIChatFormatter
+from parley.providers.openai.formatter import OpenAIChatFormatter
 
 __all__ = ["QwenOAIMediaFormatter"]
 

@@ -1,0 +1,364 @@
+"""A local server that speaks DashScope's native wire format, scripted per test, with faults.
+
+It serves `POST /api/v1/services/aigc/text-generation/generation` and
+`POST /api/v1/services/aigc/multimodal-generation/generation`, whole (JSON) or streamed
+(server-sent events) as each request's `X-DashScope-SSE` header asks, incrementally or
+repeating the whole text as its `incremental_output` asks; the two embedding endpoints,
+`POST /api/v1/services/embeddings/text-embedding/text-embedding` and
+`.../multimodal-embedding/multimodal-embedding` (an `Embeddings` step: a vector per input,
+from `vector_for`, of the size the request's `parameters.dimension` asks); all from a queue
+of scripted steps; and, for the SDK's uploads of local files, `GET
+/api/v1/uploads?action=getPolicy` and a storage host (`POST /oss`) that keeps what it is
+sent; Qwen-TTS on the multimodal endpoint (a `Speech` step: the request's text spoken by
+the test voice of `parley.providers._server.tone`, streamed as audio events). Every request is
+recorded. Drive it through the official SDK, or through parley's
+`DashScopeChatModel` and `DashScopeEmbeddingModel`:
+
+    >>> from parley import Msg
+    >>> from parley.providers.dashscope import DashScopeChatModel
+    >>> with DashScopeServer([Reply(text="Hello!")]) as server:
+    ...     model = DashScopeChatModel(server.credential(), "qwen-plus")
+    ...     print(model.chat_sync([Msg.user("Hi")]).text)
+    ...     model.close_sync()
+    Hello!
+
+Steps: `Speech` (audio, with `Reply`'s faults), `Reply` (an answer, with optional faults: a
+slow start, slow chunks, a cut stream, a malformed chunk, an error event), `Embeddings` (an
+embedding answer, with optional faults: vectors missing, listed out of order), `HTTPError`
+(a status with DashScope's error body, e.g. `HTTPError.rate_limit(retry_after=0.1)`),
+`Reset` (the connection dropped without an answer), `Raw` (bytes as given), or a function of
+the request that returns one. A request with no step left is answered 500 and reported by
+`assert_consumed()`, which also fails on steps never used.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+from urllib.parse import parse_qs, urlsplit
+
+from pydantic import SecretStr
+
+from parley.providers._server.embeddings import vector_for
+from parley.providers._server.http import RecordedRequest, Responder
+from parley.providers._server.scripted import ScriptedServer
+from parley.providers.dashscope._server_wire import (
+    Embeddings,
+    Reply,
+    Speech,
+    ToolCall,
+    embedding_answer,
+    error_event,
+    request_id,
+    speech_answer,
+    speech_events,
+    stream_events,
+    whole_answer,
+)
+from parley.providers.dashscope.credentials import DashScopeCredential
+
+__all__ = [
+    "DashScopeServer",
+    "Embeddings",
+    "HTTPError",
+    "Raw",
+    "RecordedRequest",
+    "Reply",
+    "Reset",
+    "Speech",
+    "Step",
+    "ToolCall",
+    "vector_for",
+]
+
+TEXT_PATH = "/api/v1/services/aigc/text-generation/generation"
+MULTIMODAL_PATH = "/api/v1/services/aigc/multimodal-generation/generation"
+TEXT_EMBEDDING_PATH = "/api/v1/services/embeddings/text-embedding/text-embedding"
+MULTIMODAL_EMBEDDING_PATH = "/api/v1/services/embeddings/multimodal-embedding/multimodal-embedding"
+UPLOADS_PATH = "/api/v1/uploads"
+STORAGE_PATH = "/oss"
+
+
+@dataclass
+class HTTPError:
+    """An error status with DashScope's error body (`code`, `message`, `request_id`).
+
+    Sent as JSON, or for a streamed request as one `event:error`, as DashScope does.
+
+    Args:
+        status: The HTTP status.
+        code: DashScope's error code (`InvalidParameter`, `Throttling.RateQuota`,
+            `DataInspectionFailed`, `InvalidApiKey`...).
+        message: The error's message.
+        headers: Extra headers (e.g. `Retry-After`).
+        body: The whole body, instead of DashScope's.
+        delay: Seconds before answering.
+    """
+
+    status: int
+    code: str = "InternalError"
+    message: str = "scripted error"
+    headers: dict[str, str] = field(default_factory=dict)
+    body: Any = None
+    delay: float = 0.0
+
+    @classmethod
+    def rate_limit(cls, retry_after: float | None = None) -> HTTPError:
+        """A 429 `Throttling.RateQuota`, asking to wait `retry_after` seconds if given."""
+        headers = {} if retry_after is None else {"Retry-After": f"{retry_after:g}"}
+        return cls(
+            429,
+            "Throttling.RateQuota",
+            "Requests rate limit exceeded, please try again later.",
+            headers=headers,
+        )
+
+    def payload(self) -> Any:
+        """The body to send."""
+        if self.body is not None:
+            return self.body
+        return {"code": self.code, "message": self.message, "request_id": request_id()}
+
+
+@dataclass
+class Reset:
+    """Drop the connection without answering (a reset), after `delay` seconds."""
+
+    delay: float = 0.0
+
+
+@dataclass
+class Raw:
+    """An answer sent exactly as given."""
+
+    body: bytes
+    status: int = 200
+    content_type: str = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+Answer: TypeAlias = Reply | Speech | Embeddings | HTTPError | Reset | Raw
+Step: TypeAlias = Answer | Callable[[RecordedRequest], "Step"]
+"""What the server answers to one request."""
+
+_SSE = "text/event-stream;charset=UTF-8"
+
+
+class DashScopeServer(ScriptedServer):
+    """A DashScope native-API server on 127.0.0.1, scripted by steps (see the module docs).
+
+    Args:
+        steps: The answers, one per generation request, in order.
+        startup_timeout: Seconds to wait for the server to start.
+    """
+
+    answer_types = (Reply, Speech, Embeddings, HTTPError, Reset, Raw)
+
+    def __init__(self, steps: Iterable[Step] = (), *, startup_timeout: float = 5.0) -> None:
+        super().__init__(steps, startup_timeout=startup_timeout)
+        self.policy_error: HTTPError | None = None
+        """When set, the upload policy is refused with this error."""
+        self.stored: dict[str, bytes] = {}
+        """What the storage host received: object key to the multipart body."""
+        self.upload_host: str | None = None
+        """The storage host the upload policy names (default: this server's `/oss`)."""
+
+    # -- where it is ------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """The native API's base URL, `http://127.0.0.1:<port>/api/v1`."""
+        return f"{self._http.base_url}/api/v1"
+
+    def credential(
+        self, api_key: str = "sk-test", workspace: str | None = None
+    ) -> DashScopeCredential:
+        """A `DashScopeCredential` for this server."""
+        return DashScopeCredential(
+            api_key=SecretStr(api_key), base_url=self.url, workspace=workspace
+        )
+
+    # -- script -----------------------------------------------------------------------------
+
+    def generation_requests(self) -> list[RecordedRequest]:
+        """The requests to the two generation endpoints, in order."""
+        return [r for r in self.requests if r.path.startswith((TEXT_PATH, MULTIMODAL_PATH))]
+
+    def bodies(self) -> list[Any]:
+        """The JSON bodies of the generation requests."""
+        return [request.json for request in self.generation_requests()]
+
+    def embedding_requests(self) -> list[RecordedRequest]:
+        """The requests to the two embedding endpoints, in order."""
+        paths = (TEXT_EMBEDDING_PATH, MULTIMODAL_EMBEDDING_PATH)
+        return [r for r in self.requests if r.path.split("?", 1)[0] in paths]
+
+    # -- answering --------------------------------------------------------------------------
+
+    def _handle(self, request: RecordedRequest, out: Responder) -> None:
+        path = request.path.split("?", 1)[0]
+        if request.method == "GET" and path == UPLOADS_PATH:
+            self._policy(request, out)
+        elif request.method == "POST" and path == STORAGE_PATH:
+            self._store(request, out)
+        elif request.method == "POST" and path in (TEXT_PATH, MULTIMODAL_PATH):
+            self._generate(request, out, multimodal=path == MULTIMODAL_PATH)
+        elif request.method == "POST" and path in (TEXT_EMBEDDING_PATH, MULTIMODAL_EMBEDDING_PATH):
+            self._embed(request, out, multimodal=path == MULTIMODAL_EMBEDDING_PATH)
+        else:
+            body = {"code": "NotFound", "message": f"no route {request.method} {path}"}
+            out.send_json(404, body)
+
+    def _generate(self, request: RecordedRequest, out: Responder, *, multimodal: bool) -> None:
+        streamed = request.headers.get("x-dashscope-sse", "").lower() == "enable"
+        step = self._next(request)
+        if step is None:
+            self.unexpected.append(request)
+            out.send_json(500, {"code": "Test", "message": "no scripted response left"})
+        elif isinstance(step, HTTPError):
+            out.sleep(step.delay)
+            self._error(step, out, streamed=streamed)
+        elif isinstance(step, Reset):
+            out.sleep(step.delay)
+            out.drop(reset=True)
+        elif isinstance(step, Raw):
+            out.send(step.status, step.body, step.headers.items(), step.content_type)
+        elif isinstance(step, Embeddings):
+            self._misplaced(request)
+        elif isinstance(step, Speech):
+            out.sleep(step.delay)
+            self._speak(request, step, out, streamed=streamed)
+        else:
+            out.sleep(step.delay)
+            if streamed:
+                parameters = (request.json or {}).get("parameters") or {}
+                incremental = parameters.get("incremental_output") is True
+                events = stream_events(step, multimodal=multimodal, incremental=incremental)
+                self._stream(events, step, out)
+            else:
+                out.send_json(200, whole_answer(step, multimodal=multimodal))
+
+    def _embed(self, request: RecordedRequest, out: Responder, *, multimodal: bool) -> None:
+        step = self._next(request)
+        if step is None:
+            self.unexpected.append(request)
+            out.send_json(500, {"code": "Test", "message": "no scripted response left"})
+        elif isinstance(step, HTTPError):
+            out.sleep(step.delay)
+            out.send_json(step.status, step.payload(), step.headers.items())
+        elif isinstance(step, Reset):
+            out.sleep(step.delay)
+            out.drop(reset=True)
+        elif isinstance(step, Raw):
+            out.send(step.status, step.body, step.headers.items(), step.content_type)
+        elif isinstance(step, Reply):
+            self._misplaced(request)
+        else:
+            out.sleep(step.delay)
+            try:
+                answer = embedding_answer(step, request.json, multimodal=multimodal)
+            except ValueError as exc:
+                body = {"code": "InvalidParameter", "message": str(exc), "request_id": request_id()}
+                out.send_json(400, body)
+                return
+            out.send_json(200, answer)
+
+    def _speak(
+        self, request: RecordedRequest, step: Speech, out: Responder, *, streamed: bool
+    ) -> None:
+        try:
+            events = speech_events(step, request.json) if streamed else []
+            whole = None if streamed else speech_answer(request.json)
+        except ValueError as exc:
+            body = {"code": "InvalidParameter", "message": str(exc), "request_id": request_id()}
+            out.send_json(400, body)
+            return
+        if whole is not None:
+            out.send_json(200, whole)
+        else:
+            self._stream(events, step, out)
+
+    @staticmethod
+    def _misplaced(request: RecordedRequest) -> None:
+        # A generation answer scripted for an embedding request, or the other way round:
+        # a mistake in the test, reported by `assert_consumed()` as the server's failure.
+        raise AssertionError(f"the scripted step does not answer {request.path}")
+
+    @staticmethod
+    def _error(step: HTTPError, out: Responder, *, streamed: bool) -> None:
+        payload = step.payload()
+        if not streamed or step.body is not None:
+            out.send_json(step.status, payload, step.headers.items())
+            return
+        data = f"id:1\nevent:error\n:HTTP_STATUS/{step.status}\ndata:{json.dumps(payload)}\n\n"
+        out.send(step.status, data.encode(), step.headers.items(), _SSE)
+
+    @staticmethod
+    def _stream(events: list[bytes], reply: Reply | Speech, out: Responder) -> None:
+        if reply.malformed_at is not None and reply.malformed_at < len(events):
+            number = reply.malformed_at + 1
+            events[reply.malformed_at] = (
+                f'id:{number}\nevent:result\ndata:{{"output": \n\n'.encode()
+            )
+        if reply.error_at is not None:
+            error = reply.error
+            code, message = str(error.get("code", "")), str(error.get("message", ""))
+            failure = error_event(reply.error_at + 1, reply.error_status, code, message)
+            events = [*events[: reply.error_at], failure]
+        cut = reply.cut_after is not None and reply.cut_after < len(events)
+        if cut:
+            events = events[: reply.cut_after]
+        out.start_stream(_SSE)
+        if reply.chunk_delay:
+            for data in events:
+                out.sleep(reply.chunk_delay)
+                out.chunk(data)
+        else:
+            # No pacing asked: fewer, larger writes keep the server out of the way.
+            for start in range(0, len(events), 64):
+                out.chunk(b"".join(events[start : start + 64]))
+        if cut:
+            out.drop()
+        else:
+            out.end_stream()
+
+    # -- the SDK's uploads --------------------------------------------------------------------
+
+    def _policy(self, request: RecordedRequest, out: Responder) -> None:
+        if self.policy_error is not None:
+            out.send_json(self.policy_error.status, self.policy_error.payload())
+            return
+        query = parse_qs(urlsplit(request.path).query)
+        model = (query.get("model") or [""])[0]
+        data = {
+            "policy": "scripted-policy",
+            "signature": "scripted-signature",
+            "upload_dir": f"dashscope-instant/{model}/scripted",
+            "upload_host": self.upload_host or f"{self._http.base_url}{STORAGE_PATH}",
+            "expire_in_seconds": 300,
+            "max_file_size_mb": 100,
+            "capacity_limit_mb": 999999,
+            "oss_access_key_id": "scripted-key-id",
+            "x_oss_object_acl": "private",
+            "x_oss_forbid_overwrite": "true",
+        }
+        out.send_json(200, {"request_id": request_id(), "data": data})
+
+    def _store(self, request: RecordedRequest, out: Responder) -> None:
+        key = _form_field(request.body, "key")
+        with self._lock:
+            self.stored[key] = request.body
+        out.send(200, b"", content_type="text/plain")
+
+
+def _form_field(body: bytes, name: str) -> str:
+    """A text field of a multipart form body (enough for the SDK's upload form)."""
+    marker = f'name="{name}"'.encode()
+    start = body.find(marker)
+    if start < 0:
+        return ""
+    value_start = body.find(b"\r\n\r\n", start) + 4
+    value_end = body.find(b"\r\n", value_start)
+    return body[value_start:value_end].decode("utf-8", "replace")
