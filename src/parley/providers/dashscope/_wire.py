@@ -12,6 +12,11 @@ read once, at the end.
 With `incremental_output` (parley's default for streams) each event carries the new text
 only. Without it DashScope repeats the whole message so far in every event: the reader then
 hands on only what is past what it has seen, so the caller gets the same deltas either way.
+
+The events are cut from the body a read at a time (`EventSplitter`), DashScope's own framing
+(`id:`, `event:result`, a `:HTTP_STATUS/200` comment, one `data:` line) recognized whole:
+a stream's cost per event is what parley is measured on against the SDK
+(benchmarks/models_dashscope.py).
 """
 
 from __future__ import annotations
@@ -25,7 +30,13 @@ from parley.models.accumulator import Delta, MetaDelta, TextDelta, ThinkingDelta
 from parley.models.response import ChatUsage, FinishReason
 from parley.providers.dashscope._errors import error_from_code
 
-__all__ = ["StreamReader", "completion_deltas", "finish_reason", "native_usage"]
+__all__ = [
+    "EventSplitter",
+    "StreamReader",
+    "completion_deltas",
+    "finish_reason",
+    "native_usage",
+]
 
 _FINISH: dict[str, FinishReason] = {
     "stop": "stop",
@@ -170,24 +181,45 @@ class StreamReader:
             _raise_error(
                 {"code": "InternalError", **body}, model=self.model, provider=self.provider
             )
+        try:
+            choice = body["output"]["choices"][0]
+        except (KeyError, TypeError, IndexError):
+            choice = _choice(body)
         deltas: list[Delta] = []
-        choice = _choice(body)
-        self._message(choice.get("message") or {}, deltas)
+        message = choice.get("message")
+        if message:
+            # Most events of a stream: a new piece of text alone (read without a call).
+            text = message.get("content")
+            if (
+                self._seen is None
+                and type(text) is str
+                and "reasoning_content" not in message
+                and "tool_calls" not in message
+                and "reasoning_signature" not in message
+            ):
+                if text:
+                    deltas.append(TextDelta(text))
+            else:
+                self._message(message, deltas)
         if usage := body.get("usage"):
             self._usage = usage
-        reason = finish_reason(choice.get("finish_reason"))
-        if reason is not None or not self._started:
-            self._started = True
-            self.finished = self.finished or reason is not None
-            usage = self._usage if reason is not None else None
-            deltas.append(
-                MetaDelta(
-                    usage=native_usage(usage) if usage else None,
-                    finish_reason=reason,
-                    response_id=body.get("request_id"),
-                )
-            )
+        reason = choice.get("finish_reason")
+        if (reason is not None and reason != "null") or not self._started:
+            self._meta(body, finish_reason(reason), deltas)
         return deltas
+
+    def _meta(self, body: dict[str, Any], reason: FinishReason | None, out: list[Delta]) -> None:
+        """The stream's first event, or its last (with the finish reason and the usage)."""
+        self._started = True
+        self.finished = self.finished or reason is not None
+        usage = self._usage if reason is not None else None
+        out.append(
+            MetaDelta(
+                usage=native_usage(usage) if usage else None,
+                finish_reason=reason,
+                response_id=body.get("request_id"),
+            )
+        )
 
     def _message(self, message: dict[str, Any], out: list[Delta]) -> None:
         reasoning = message.get("reasoning_content")
@@ -244,3 +276,70 @@ def _past(value: Any, seen: int) -> tuple[str, int]:
     if not isinstance(value, str) or len(value) <= seen:
         return "", max(seen, len(value) if isinstance(value, str) else 0)
     return value[seen:], len(value)
+
+
+# -- server-sent events, a read at a time ---------------------------------------------------
+
+Event = tuple[str, bytes]
+"""A server-sent event: its name (`""` when it has none) and its data."""
+
+
+class EventSplitter:
+    """Cuts server-sent events from a body's bytes, a read at a time.
+
+    It reads the SSE format as `parley.models._wire.iter_events` does (`data:` lines joined
+    by newlines, `event:` names the event, comments (`:` lines), `id:` and `retry:` ignored,
+    a blank line ends an event; an event still open when the body ends is kept if its lines
+    were whole), and recognizes DashScope's every event, `event:result` and one `data:` line
+    last, with a few searches of its bytes instead of a pass over each line: a fifth less
+    time per event, without an async generator's step for each.
+    """
+
+    __slots__ = ("_pending",)
+
+    def __init__(self) -> None:
+        self._pending = b""
+
+    def feed(self, chunk: bytes) -> list[Event]:
+        """The events that end in `chunk`; the bytes after the last are kept for the next."""
+        buffer = self._pending + chunk if self._pending else chunk
+        if b"\r" in buffer:
+            buffer = buffer.replace(b"\r\n", b"\n")  # a `\r` cut from its `\n`: joined next time
+        blocks = buffer.split(b"\n\n")
+        self._pending = blocks.pop()
+        events: list[Event] = []
+        for block in blocks:
+            head, found, data = block.partition(b"\ndata:")
+            if (
+                found
+                and b"\n" not in data  # one data line, the last
+                and b"\nevent:result\n" in head
+                and head.count(b"event") == 1  # the one event line, named `result`
+                and b"data" not in head
+            ):
+                events.append(("result", data[1:] if data[:1] == b" " else data))
+            elif (event := _event_by_lines(block)) is not None:
+                events.append(event)
+        return events
+
+    def end(self) -> list[Event]:
+        """The event still open when the body ended, if its lines were whole."""
+        rest, self._pending = self._pending, b""
+        whole = rest.rpartition(b"\n")[0]  # a line cut in half is dropped
+        event = _event_by_lines(whole) if whole else None
+        return [event] if event is not None else []
+
+
+def _event_by_lines(block: bytes) -> Event | None:
+    """The event in a block of lines (no blank line inside), or None when it has no data."""
+    name = ""
+    data: list[bytes] = []
+    for line in block.split(b"\n"):
+        field, _, value = line.partition(b":")
+        if value[:1] == b" ":
+            value = value[1:]
+        if field == b"data":
+            data.append(value)
+        elif field == b"event":
+            name = value.decode("utf-8", "replace")
+    return (name, b"\n".join(data)) if data else None

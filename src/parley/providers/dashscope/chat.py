@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from parley.errors import ModelConnectionError
-from parley.models._wire import iter_events, read_json
+from parley.models._wire import read_json
 from parley.models.accumulator import Delta, StreamAccumulator
 from parley.models.base import ChatModel, ChatRequest
 from parley.models.credentials import Credential
@@ -39,7 +39,7 @@ from parley.models.response import ChatResponse
 from parley.providers.dashscope._errors import dashscope_errors
 from parley.providers.dashscope._sdk import DashScopeClients
 from parley.providers.dashscope._upload import OSS_RESOLVE_HEADER, Uploader
-from parley.providers.dashscope._wire import StreamReader, completion_deltas
+from parley.providers.dashscope._wire import EventSplitter, StreamReader, completion_deltas
 from parley.providers.dashscope.credentials import DashScopeCredential
 from parley.providers.dashscope.formatter import (
     DashScopeChatFormatter,
@@ -293,7 +293,12 @@ class DashScopeChatModel(DashScopeClients, ChatModel):
             try:
                 # Read to the end, past the last event: a connection whose body was read
                 # whole goes back to the pool for the next call.
-                async for name, data in iter_events(response.aiter_bytes()):
+                events = EventSplitter()
+                async for chunk in response.aiter_bytes():
+                    for name, data in events.feed(chunk):
+                        for delta in reader.feed(name, data):
+                            yield delta
+                for name, data in events.end():
                     for delta in reader.feed(name, data):
                         yield delta
             finally:
