@@ -13,10 +13,11 @@ With `incremental_output` (parley's default for streams) each event carries the 
 only. Without it DashScope repeats the whole message so far in every event: the reader then
 hands on only what is past what it has seen, so the caller gets the same deltas either way.
 
-The events are cut from the body a read at a time (`EventSplitter`), DashScope's own framing
-(`id:`, `event:result`, a `:HTTP_STATUS/200` comment, one `data:` line) recognized whole:
-a stream's cost per event is what parley is measured on against the SDK
-(benchmarks/models_dashscope.py).
+A stream is read a network read at a time (`StreamReader.read`): its events cut from the
+bytes (`EventSplitter`, DashScope's own framing of `id:`, `event:result`, a
+`:HTTP_STATUS/200` comment and one `data:` line recognized whole), each read into deltas
+without an async generator's step per event. A stream's cost per event is what parley is
+measured on against the SDK (benchmarks/models_dashscope.py).
 """
 
 from __future__ import annotations
@@ -158,6 +159,9 @@ class StreamReader:
         self._names: dict[int | str, str] = {}
         self._ids: dict[int | str, str] = {}
         self._signature = ""
+        self._events = EventSplitter()
+        self.failure: Exception | None = None
+        """An event's error, raised by `read` after the deltas before it (see `read`)."""
 
     @property
     def complete(self) -> bool:
@@ -169,6 +173,37 @@ class StreamReader:
         """Whether later events are to be read past (none are: the last event ends it)."""
         return False
 
+    def read(self, chunk: bytes) -> list[Delta]:
+        """The deltas of the events that end in `chunk`, a read of the body.
+
+        When an event fails, the deltas of the events before it in `chunk` are handed out
+        first: `failure` then holds the error, for the caller to raise after them.
+
+        Raises:
+            ModelOutputError: An event's data is not a JSON object.
+            ModelError: DashScope reported an error in the stream.
+        """
+        deltas: list[Delta] = []
+        try:
+            for block in self._events.blocks(chunk):
+                data = _result_data(block)
+                if data is not None:
+                    self._event("result", data, deltas)
+                elif (event := _event_by_lines(block)) is not None:
+                    self._event(*event, deltas)
+        except Exception as exc:
+            if not deltas:
+                raise
+            self.failure = exc
+        return deltas
+
+    def end(self) -> list[Delta]:
+        """The deltas of the event still open when the body ended, if its lines were whole."""
+        deltas: list[Delta] = []
+        for name, data in self._events.end():
+            self._event(name, data, deltas)
+        return deltas
+
     def feed(self, name: str, data: bytes) -> list[Delta]:
         """The deltas in one event (`name` is `result`, or `error` for a failure).
 
@@ -176,6 +211,11 @@ class StreamReader:
             ModelOutputError: The data is not a JSON object.
             ModelError: DashScope reported an error in the stream.
         """
+        deltas: list[Delta] = []
+        self._event(name, data, deltas)
+        return deltas
+
+    def _event(self, name: str, data: bytes, deltas: list[Delta]) -> None:
         body = read_json(data, model=self.model, provider=self.provider)
         if name == "error" or body.get("code"):
             _raise_error(
@@ -185,7 +225,6 @@ class StreamReader:
             choice = body["output"]["choices"][0]
         except (KeyError, TypeError, IndexError):
             choice = _choice(body)
-        deltas: list[Delta] = []
         message = choice.get("message")
         if message:
             # Most events of a stream: a new piece of text alone (read without a call).
@@ -206,7 +245,6 @@ class StreamReader:
         reason = choice.get("finish_reason")
         if (reason is not None and reason != "null") or not self._started:
             self._meta(body, finish_reason(reason), deltas)
-        return deltas
 
     def _meta(self, body: dict[str, Any], reason: FinishReason | None, out: list[Delta]) -> None:
         """The stream's first event, or its last (with the finish reason and the usage)."""
@@ -290,9 +328,9 @@ class EventSplitter:
     It reads the SSE format as `parley.models._wire.iter_events` does (`data:` lines joined
     by newlines, `event:` names the event, comments (`:` lines), `id:` and `retry:` ignored,
     a blank line ends an event; an event still open when the body ends is kept if its lines
-    were whole), and recognizes DashScope's every event, `event:result` and one `data:` line
-    last, with a few searches of its bytes instead of a pass over each line: a fifth less
-    time per event, without an async generator's step for each.
+    were whole), and recognizes DashScope's every event (`id:`, `event:result`, a
+    `:HTTP_STATUS/200` comment, one `data:` line) with a few searches of its bytes instead of
+    a pass over each line.
     """
 
     __slots__ = ("_pending",)
@@ -300,24 +338,22 @@ class EventSplitter:
     def __init__(self) -> None:
         self._pending = b""
 
-    def feed(self, chunk: bytes) -> list[Event]:
-        """The events that end in `chunk`; the bytes after the last are kept for the next."""
+    def blocks(self, chunk: bytes) -> list[bytes]:
+        """The lines of each event that ends in `chunk` (the bytes after the last are kept)."""
         buffer = self._pending + chunk if self._pending else chunk
         if b"\r" in buffer:
             buffer = buffer.replace(b"\r\n", b"\n")  # a `\r` cut from its `\n`: joined next time
         blocks = buffer.split(b"\n\n")
         self._pending = blocks.pop()
+        return blocks
+
+    def feed(self, chunk: bytes) -> list[Event]:
+        """The events that end in `chunk`."""
         events: list[Event] = []
-        for block in blocks:
-            head, found, data = block.partition(b"\ndata:")
-            if (
-                found
-                and b"\n" not in data  # one data line, the last
-                and b"\nevent:result\n" in head
-                and head.count(b"event") == 1  # the one event line, named `result`
-                and b"data" not in head
-            ):
-                events.append(("result", data[1:] if data[:1] == b" " else data))
+        for block in self.blocks(chunk):
+            data = _result_data(block)
+            if data is not None:
+                events.append(("result", data))
             elif (event := _event_by_lines(block)) is not None:
                 events.append(event)
         return events
@@ -328,6 +364,27 @@ class EventSplitter:
         whole = rest.rpartition(b"\n")[0]  # a line cut in half is dropped
         event = _event_by_lines(whole) if whole else None
         return [event] if event is not None else []
+
+
+_RESULT_HEAD = b"\nevent:result\n:HTTP_STATUS/200"
+
+
+def _result_data(block: bytes) -> bytes | None:
+    """The data of a block that is DashScope's `result` event exactly, else None.
+
+    That is `id:<n>`, `event:result`, `:HTTP_STATUS/200` and one `data:` line, in that order.
+    """
+    head, found, data = block.partition(b"\ndata:")
+    if (
+        found
+        and head.endswith(_RESULT_HEAD)
+        and head.startswith(b"id:")
+        and head.count(b"\n") == 2
+        and b"\n" not in data
+        and data[:1] != b" "
+    ):
+        return data
+    return None
 
 
 def _event_by_lines(block: bytes) -> Event | None:

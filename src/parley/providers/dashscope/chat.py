@@ -39,7 +39,7 @@ from parley.models.response import ChatResponse
 from parley.providers.dashscope._errors import dashscope_errors
 from parley.providers.dashscope._sdk import DashScopeClients
 from parley.providers.dashscope._upload import OSS_RESOLVE_HEADER, Uploader
-from parley.providers.dashscope._wire import EventSplitter, StreamReader, completion_deltas
+from parley.providers.dashscope._wire import StreamReader, completion_deltas
 from parley.providers.dashscope.credentials import DashScopeCredential
 from parley.providers.dashscope.formatter import (
     DashScopeChatFormatter,
@@ -293,14 +293,13 @@ class DashScopeChatModel(DashScopeClients, ChatModel):
             try:
                 # Read to the end, past the last event: a connection whose body was read
                 # whole goes back to the pool for the next call.
-                events = EventSplitter()
                 async for chunk in response.aiter_bytes():
-                    for name, data in events.feed(chunk):
-                        for delta in reader.feed(name, data):
-                            yield delta
-                for name, data in events.end():
-                    for delta in reader.feed(name, data):
+                    for delta in reader.read(chunk):
                         yield delta
+                    if reader.failure is not None:
+                        raise reader.failure
+                for delta in reader.end():
+                    yield delta
             finally:
                 await response.aclose()
         if not reader.complete:
