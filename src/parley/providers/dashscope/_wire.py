@@ -26,7 +26,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from parley.models._wire import read_json
+from parley.models._wire import loads, read_json
 from parley.models.accumulator import Delta, MetaDelta, TextDelta, ThinkingDelta, ToolCallDelta
 from parley.models.response import ChatUsage, FinishReason
 from parley.providers.dashscope._errors import error_from_code
@@ -216,7 +216,12 @@ class StreamReader:
         return deltas
 
     def _event(self, name: str, data: bytes, deltas: list[Delta]) -> None:
-        body = read_json(data, model=self.model, provider=self.provider)
+        try:
+            body = loads(data)
+        except ValueError:
+            body = None
+        if type(body) is not dict:  # what is wrong with it, said as for every provider
+            body = read_json(data, model=self.model, provider=self.provider)
         if name == "error" or body.get("code"):
             _raise_error(
                 {"code": "InternalError", **body}, model=self.model, provider=self.provider
@@ -366,25 +371,22 @@ class EventSplitter:
         return [event] if event is not None else []
 
 
-_RESULT_HEAD = b"\nevent:result\n:HTTP_STATUS/200"
+_RESULT = b"\nevent:result\n:HTTP_STATUS/200\ndata:"
 
 
 def _result_data(block: bytes) -> bytes | None:
     """The data of a block that is DashScope's `result` event exactly, else None.
 
-    That is `id:<n>`, `event:result`, `:HTTP_STATUS/200` and one `data:` line, in that order.
+    That is `id:<n>`, `event:result`, `:HTTP_STATUS/200` and one `data:` line, in that
+    order: found by searches of the block, without copying its lines out.
     """
-    head, found, data = block.partition(b"\ndata:")
-    if (
-        found
-        and head.endswith(_RESULT_HEAD)
-        and head.startswith(b"id:")
-        and head.count(b"\n") == 2
-        and b"\n" not in data
-        and data[:1] != b" "
-    ):
-        return data
-    return None
+    at = block.find(_RESULT)
+    if at < 3 or not block.startswith(b"id:") or block.find(b"\n", 3, at) != -1:
+        return None
+    start = at + len(_RESULT)
+    if block.find(b"\n", start) != -1 or block[start : start + 1] == b" ":
+        return None  # more lines after the data, or a space to strip: read line by line
+    return block[start:]
 
 
 def _event_by_lines(block: bytes) -> Event | None:
