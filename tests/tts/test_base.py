@@ -273,6 +273,7 @@ def test_audio_assigned_after_the_response_was_made_is_what_it_holds() -> None:
     assert read_first.content is not None
     read_first.content = None
     assert read_first.audio_bytes == b""
+    assert list(emptied.model_dump()) == list(TTSResponse.model_fields)  # `content` first
 
 
 def test_a_response_is_refused_a_media_type_that_is_not_audio_when_made() -> None:

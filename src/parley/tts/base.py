@@ -141,6 +141,8 @@ class TTSResponse(BaseModel):
         values = self.__dict__
         if "content" in values:
             block: AudioBlock | None = values["content"]
+            if next(iter(values)) != "content":  # assigned before it was built: put it first
+                _set_dict(self, {"content": block, **values})
             return block
         audio = self._raw_audio()
         if audio is None:  # not made by `of_audio`, yet no content: pydantic's own error
