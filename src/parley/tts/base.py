@@ -192,6 +192,10 @@ class TTSResponse(BaseModel):
     @property
     def audio_bytes(self) -> bytes:
         """The audio's bytes (empty when there is none)."""
+        private = self.__pydantic_private__
+        audio = private.get("_audio") if private else None
+        if audio is not None and "content" not in self.__dict__:
+            return audio.data  # a piece of a stream, as a player reads it: the bytes as they came
         held = self._held()
         if held is None:
             return b""
@@ -394,17 +398,17 @@ class TTSModel:
         Raw PCM comes back as a WAV file (`audio/wav`); other formats as the provider sent
         them.
         """
+        text, parameters = self._prepared(text, overrides)
+        tally = _Tally()
         parts: list[bytes] = []
         media_type = ""
-        usage = TTSUsage()
         # The provider's chunks joined as they are: through `synthesize_stream` each would be
-        # put in base64 and read back (half the time of a whole answer, benchmarks/tts_openai.py).
-        async for item in self._audio(text, overrides):
-            if isinstance(item, TTSUsage):
-                usage = item
-            elif item.data:
-                parts.append(item.data)
-                media_type = media_type or item.media_type
+        # made a response first.
+        async for chunk in self._resumable(text, parameters, tally):
+            if chunk.data:
+                parts.append(chunk.data)
+                media_type = media_type or chunk.media_type
+        usage = tally.usage(text)
         if not parts:
             raise ModelOutputError(f"{self.model} returned no audio", provider=self.provider)
         data, media_type = _whole(parts, media_type)
@@ -417,34 +421,21 @@ class TTSModel:
 
         Every response but the last has `is_last=False`; the last carries the usage.
         """
-        async for item in self._audio(text, overrides):
-            if isinstance(item, TTSUsage):
-                yield TTSResponse(content=None, is_last=True, usage=item)
-            elif item.data:
-                yield TTSResponse.of_audio(item.data, item.media_type, is_last=False)
+        text, parameters = self._prepared(text, overrides)
+        tally = _Tally()
+        of_audio = TTSResponse.of_audio
+        async for chunk in self._resumable(text, parameters, tally):
+            if chunk.data:
+                yield of_audio(chunk.data, chunk.media_type, is_last=False)
+        yield TTSResponse(content=None, is_last=True, usage=tally.usage(text))
 
-    async def _audio(
-        self, text: str, overrides: dict[str, Any]
-    ) -> AsyncGenerator[AudioChunk | TTSUsage, None]:
-        """The provider's chunks under retries, then the usage."""
+    def _prepared(self, text: str, overrides: dict[str, Any]) -> tuple[str, TTSParameters]:
+        """The text checked, and the parameters with this call's overrides."""
         text = _check_text(text)
         parameters = self.parameters.merged(**overrides)
         if overrides:
             self._check_voice(parameters, self.voices)
-        started = time.perf_counter()
-        input_tokens = output_tokens = None
-        async for chunk in self._resumable(text, parameters):
-            if chunk.input_tokens is not None:
-                input_tokens = chunk.input_tokens
-            if chunk.output_tokens is not None:
-                output_tokens = chunk.output_tokens
-            yield chunk
-        yield TTSUsage(
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            characters=len(text),
-            time=time.perf_counter() - started,
-        )
+        return text, parameters
 
     def synthesize_sync(self, text: str, **overrides: Any) -> TTSResponse:
         """The sync twin of `synthesize_whole`."""
@@ -454,9 +445,12 @@ class TTSModel:
         """Release the provider's connections; a model may be used again afterwards."""
 
     async def _resumable(
-        self, text: str, parameters: TTSParameters
+        self, text: str, parameters: TTSParameters, tally: _Tally
     ) -> AsyncGenerator[AudioChunk, None]:
-        """`_call_api` under the retry policy, skipping audio already handed out on a retry."""
+        """`_call_api` under the retry policy, skipping audio already handed out on a retry.
+
+        The tokens the provider counted go in `tally`.
+        """
         handed_out = 0
         attempt = 0
         while True:
@@ -474,6 +468,8 @@ class TTSModel:
                         skip -= dropped
                         chunk.data = chunk.data[dropped:]
                     handed_out += len(chunk.data)
+                    if chunk.input_tokens is not None or chunk.output_tokens is not None:
+                        tally.count(chunk)
                     yield chunk
                 return
             except Exception as exc:
@@ -496,6 +492,33 @@ class TTSModel:
         Providers implement it as an async generator.
         """
         raise NotImplementedError
+
+
+class _Tally:
+    """What one synthesis consumed so far: the provider's token counts and the time."""
+
+    __slots__ = ("input_tokens", "output_tokens", "started")
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.input_tokens: int | None = None
+        self.output_tokens: int | None = None
+
+    def count(self, chunk: AudioChunk) -> None:
+        """Keep the latest counts a chunk carries (providers send running totals)."""
+        if chunk.input_tokens is not None:
+            self.input_tokens = chunk.input_tokens
+        if chunk.output_tokens is not None:
+            self.output_tokens = chunk.output_tokens
+
+    def usage(self, text: str) -> TTSUsage:
+        """The usage of speaking `text`, now."""
+        return TTSUsage(
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            characters=len(text),
+            time=time.perf_counter() - self.started,
+        )
 
 
 def _check_text(text: str) -> str:
