@@ -193,7 +193,7 @@ class TTSResponse(BaseModel):
     def audio_bytes(self) -> bytes:
         """The audio's bytes (empty when there is none)."""
         private = self.__pydantic_private__
-        audio = private.get("_audio") if private else None
+        audio: _RawAudio | None = private.get("_audio") if private else None
         if audio is not None and "content" not in self.__dict__:
             return audio.data  # a piece of a stream, as a player reads it: the bytes as they came
         held = self._held()
