@@ -11,7 +11,7 @@ from 0.87x the raw SDK's time to 0.36x (ollama), from 0.45x to 0.19x (anthropic)
 SDKs that take it: dashscope (`http_client=`,
 httpx-aiohttp's `HttpxAiohttpClient`), ollama (the class its `AsyncClient` builds, see
 `ollama._sdk`), anthropic (its own `DefaultAioHttpClient`, a vendored httpx-aiohttp), openai
-for speech (the same from the openai SDK: a 690 KB answer read in a third of the time).
+for speech (the same, from the openai SDK).
 
 What every such client needs, here once:
 
