@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+from parley.providers._server.steps import Faults
+
 __all__ = [
     "Block",
     "Redacted",
@@ -173,7 +175,7 @@ Block: TypeAlias = Text | Thinking | Redacted | ToolUse | ServerBlock
 
 
 @dataclass
-class Reply:
+class Reply(Faults):
     """One scripted answer, sent whole or streamed as the request asks.
 
     The content is `content` when given, else built from the shorthand fields in this
@@ -213,14 +215,8 @@ class Reply:
     cache_creation_tokens: int = 0
     cache_read_tokens: int = 0
     output_tokens: int | None = None
-    chunk_size: int = 4
     model: str | None = None
     response_id: str | None = None
-    delay: float = 0.0
-    chunk_delay: float = 0.0
-    cut_after: int | None = None
-    malformed_at: int | None = None
-    error_at: int | None = None
     error: dict[str, Any] = field(
         default_factory=lambda: {"type": "overloaded_error", "message": "Overloaded"}
     )

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from parley.providers._server.embeddings import MEDIA_TOKENS, Embeddings, text_tokens
-from parley.providers._server.steps import ToolCall
+from parley.providers._server.steps import Faults, ToolCall
 from parley.providers._server.tone import render
 
 __all__ = [
@@ -52,7 +52,7 @@ def request_id() -> str:
 
 
 @dataclass
-class Reply:
+class Reply(Faults):
     """One scripted answer, in the wire format of the endpoint called.
 
     Sent whole or streamed as the request asks (`X-DashScope-SSE: enable`), incrementally or
@@ -84,13 +84,7 @@ class Reply:
     input_tokens: int = 10
     output_tokens: int | None = None
     cached_tokens: int = 0
-    chunk_size: int = 4
     response_id: str | None = None
-    delay: float = 0.0
-    chunk_delay: float = 0.0
-    cut_after: int | None = None
-    malformed_at: int | None = None
-    error_at: int | None = None
     error: dict[str, Any] = field(
         default_factory=lambda: {
             "code": "InternalError",
@@ -98,11 +92,6 @@ class Reply:
         }
     )
     error_status: int = 500
-
-    def pieces(self, text: str) -> list[str]:
-        """`text` in streamed pieces."""
-        size = max(1, self.chunk_size)
-        return [text[i : i + size] for i in range(0, len(text), size)]
 
     def finish(self) -> str:
         """The finish reason of the last event."""
@@ -117,7 +106,7 @@ class Reply:
 
 
 @dataclass
-class Speech:
+class Speech(Faults):
     """A scripted Qwen-TTS answer: the request's `input.text` spoken by the test voice.
 
     Streamed (`X-DashScope-SSE: enable`) as one event per `chunk_size` characters, each with
@@ -137,11 +126,6 @@ class Speech:
     """
 
     chunk_size: int = 3
-    delay: float = 0.0
-    chunk_delay: float = 0.0
-    cut_after: int | None = None
-    malformed_at: int | None = None
-    error_at: int | None = None
     error: dict[str, Any] = field(
         default_factory=lambda: {"code": "InternalError", "message": "An internal error"}
     )

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from parley.providers._server.steps import Faults
+
 __all__ = ["Reply", "ToolCall", "chat_lines", "chat_object"]
 
 
@@ -34,7 +36,7 @@ class ToolCall:
 
 
 @dataclass
-class Reply:
+class Reply(Faults):
     """One scripted `/api/chat` answer, sent whole or streamed as the request asks.
 
     Args:
@@ -69,19 +71,8 @@ class Reply:
             "eval_duration": 150_000_000,
         }
     )
-    chunk_size: int = 4
     model: str | None = None
-    delay: float = 0.0
-    chunk_delay: float = 0.0
-    cut_after: int | None = None
-    malformed_at: int | None = None
-    error_at: int | None = None
     error: str = "an error was encountered while running the model"
-
-    def pieces(self, text: str) -> list[str]:
-        """`text` in streamed pieces."""
-        size = max(1, self.chunk_size)
-        return [text[i : i + size] for i in range(0, len(text), size)]
 
     def out_tokens(self) -> int:
         """The output token count to report."""
