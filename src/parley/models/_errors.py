@@ -5,7 +5,8 @@ SDK and HTTP library are timeouts, unreachable servers and lost connections (a `
 table), how its error bodies read, and which statuses, codes or wordings mean a context
 overflow or a refused output. What is the same for every provider is here:
 
-- `map_failure`: a failure without an answer becomes a `ModelTimeoutError` or a
+- `map_failure`: an SDK's error status goes to the provider's table; a failure without an
+  answer becomes a `ModelTimeoutError` or a
   `ModelConnectionError` naming the provider; aiohttp's error under an httpx-shaped one says
   best whether the server was out of reach or the connection dropped (`connection_failure`);
 - `status_error`: an error status becomes a `ContextLengthError` or a `ContentFilterError`
@@ -143,27 +144,39 @@ class Failures:
     """No connection made: a `ModelConnectionError` saying the server is out of reach."""
     lost: tuple[type[BaseException], ...] = ()
     """A connection that failed on the way (a stream cut off): a `ModelConnectionError`."""
+    statuses: tuple[type[BaseException], ...] = ()
+    """An httpx-based SDK's error statuses (`status_code`, `response`): the provider's error."""
+
+
+StatusMapper = Callable[[int, Any, Mapping[str, str]], ModelError]
+"""A provider's `error_from_status`: the status, the body, the headers."""
 
 
 def map_failure(
     exc: BaseException,
     failures: Failures,
+    from_status: StatusMapper | None = None,
     *,
     model: str,
     provider: str,
     where: str | None = None,
     hint: str = "",
 ) -> ModelError | None:
-    """The parley error for a failure without an answer; None if `exc` is none of those.
+    """The parley error for what the SDK or its HTTP library raised; None for a foreign error.
 
     Args:
         exc: What the SDK or its HTTP library raised.
         failures: The provider's exception classes.
+        from_status: Maps the SDK's error statuses (`failures.statuses`).
         model: The model asked.
         provider: The provider's name, on the error.
         where: Who was asked, in the message (the provider's name unless given).
         hint: Said after an unreachable server's error (what to check).
     """
+    if from_status is not None and isinstance(exc, failures.statuses):
+        response: Any = getattr(exc, "response", None)
+        status: int = getattr(exc, "status_code", 500)
+        return from_status(status, response_body(exc), response.headers)
     where = where or provider
     failure = connection_failure(exc)
     if failure is not None:

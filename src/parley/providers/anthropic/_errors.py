@@ -32,7 +32,6 @@ from parley.models._errors import (
     error_fields,
     map_failure,
     raising_mapped,
-    response_body,
     status_error,
 )
 
@@ -103,19 +102,15 @@ def _failures() -> Failures:
     return Failures(
         timeouts=(anthropic.APITimeoutError, httpx2.TimeoutException),
         unreachable=(anthropic.APIConnectionError,),
+        statuses=(anthropic.APIStatusError,),
         lost=(httpx2.TransportError,),
     )
 
 
 def map_error(exc: BaseException, *, model: str, provider: str) -> ModelError | None:
     """The parley error for an exception from the SDK or its transport; None if foreign."""
-    import anthropic  # noqa: PLC0415  (loaded already: it raised `exc` or made the transport)
-
-    if isinstance(exc, anthropic.APIStatusError):
-        body = response_body(exc)
-        headers = exc.response.headers
-        return error_from_status(exc.status_code, body, headers, model=model, provider=provider)
-    return map_failure(exc, _failures(), model=model, provider=provider)
+    from_status = functools.partial(error_from_status, model=model, provider=provider)
+    return map_failure(exc, _failures(), from_status, model=model, provider=provider)
 
 
 def anthropic_errors(model: str, provider: str) -> AbstractContextManager[None]:

@@ -21,7 +21,6 @@ from parley.models._errors import (
     error_fields,
     map_failure,
     raising_mapped,
-    response_body,
     status_error,
 )
 from parley.models._wire import transport_errors
@@ -90,19 +89,15 @@ def _failures() -> Failures:
     return Failures(
         timeouts=(openai.APITimeoutError, *timeouts),
         unreachable=(openai.APIConnectionError,),
+        statuses=(openai.APIStatusError,),
         lost=transport,
     )
 
 
 def map_error(exc: BaseException, *, model: str, provider: str) -> ModelError | None:
     """The parley error for an exception from the SDK or its transport; None if foreign."""
-    import openai  # noqa: PLC0415  (loaded already: it raised `exc` or made the transport)
-
-    if isinstance(exc, openai.APIStatusError):
-        body = response_body(exc)
-        headers = exc.response.headers
-        return error_from_status(exc.status_code, body, headers, model=model, provider=provider)
-    return map_failure(exc, _failures(), model=model, provider=provider)
+    from_status = functools.partial(error_from_status, model=model, provider=provider)
+    return map_failure(exc, _failures(), from_status, model=model, provider=provider)
 
 
 def openai_errors(model: str, provider: str) -> AbstractContextManager[None]:
