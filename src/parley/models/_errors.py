@@ -18,6 +18,8 @@ overflow or a refused output. What is the same for every provider is here:
 
 from __future__ import annotations
 
+import functools
+import importlib
 import json
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -40,6 +42,7 @@ from parley.models._wire import retry_after
 __all__ = [
     "Failures",
     "answered",
+    "classes",
     "describe",
     "error_fields",
     "map_failure",
@@ -146,6 +149,32 @@ class Failures:
     """A connection that failed on the way (a stream cut off): a `ModelConnectionError`."""
     statuses: tuple[type[BaseException], ...] = ()
     """An httpx-based SDK's error statuses (`status_code`, `response`): the provider's error."""
+
+
+def classes(**names: tuple[str, ...]) -> Callable[[], Failures]:
+    """A provider's `Failures` by class names (`"module:Class"`), imported on first use.
+
+    The SDKs are imported lazily (one takes a second to import), so the table names the
+    classes and `classes(...)()` gives them, once imported. A module that cannot be imported
+    is passed over: an SDK is built on httpx2 or on httpx, and the table names both.
+    """
+
+    @functools.cache
+    def load() -> Failures:
+        return Failures(**{kind: _imported(found) for kind, found in names.items()})
+
+    return load
+
+
+def _imported(names: tuple[str, ...]) -> tuple[type[BaseException], ...]:
+    found = []
+    for name in names:
+        module, _, attr = name.partition(":")
+        try:
+            found.append(getattr(importlib.import_module(module), attr))
+        except ImportError:
+            continue
+    return tuple(found)
 
 
 StatusMapper = Callable[[int, Any, Mapping[str, str]], ModelError]

@@ -26,14 +26,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from parley.errors import ModelError
-from parley.models._errors import (
-    Failures,
-    answered,
-    error_fields,
-    map_failure,
-    raising_mapped,
-    status_error,
-)
+from parley.models import _errors as mapper
 
 __all__ = ["STATUS_BY_TYPE", "anthropic_errors", "error_from_event", "error_from_status"]
 
@@ -67,9 +60,9 @@ def error_from_status(
     provider: str | None = None,
 ) -> ModelError:
     """The parley error for an HTTP error status and its body."""
-    kind, message = error_fields(body, "type", "message")
-    text = answered(provider or "anthropic", status, message, f" ({kind})" if kind else "")
-    return status_error(
+    kind, message = mapper.error_fields(body, "type", "message")
+    text = mapper.answered(provider or "anthropic", status, message, f" ({kind})" if kind else "")
+    return mapper.status_error(
         status,
         body,
         text,
@@ -89,30 +82,26 @@ def error_from_event(
     The status is the one Anthropic sends with the error's type; an unknown type counts as a
     server error (500).
     """
-    kind, _ = error_fields(body, "type", "message")
+    kind, _ = mapper.error_fields(body, "type", "message")
     status = STATUS_BY_TYPE.get(kind, 500)
     return error_from_status(status, body, model=model, provider=provider)
 
 
-@functools.cache
-def _failures() -> Failures:
-    import anthropic  # noqa: PLC0415  (loaded already: it raised the error or made the transport)
-    import httpx2  # noqa: PLC0415  (the SDK's HTTP library)
-
-    return Failures(
-        timeouts=(anthropic.APITimeoutError, httpx2.TimeoutException),
-        unreachable=(anthropic.APIConnectionError,),
-        statuses=(anthropic.APIStatusError,),
-        lost=(httpx2.TransportError,),
-    )
+_FAILURES = mapper.classes(
+    timeouts=("anthropic:APITimeoutError", "httpx2:TimeoutException"),
+    unreachable=("anthropic:APIConnectionError",),
+    statuses=("anthropic:APIStatusError",),
+    lost=("httpx2:TransportError",),
+)
+"""The SDK's exception classes and its HTTP library's (httpx2)."""
 
 
 def map_error(exc: BaseException, *, model: str, provider: str) -> ModelError | None:
     """The parley error for an exception from the SDK or its transport; None if foreign."""
     from_status = functools.partial(error_from_status, model=model, provider=provider)
-    return map_failure(exc, _failures(), from_status, model=model, provider=provider)
+    return mapper.map_failure(exc, _FAILURES(), from_status, model=model, provider=provider)
 
 
 def anthropic_errors(model: str, provider: str) -> AbstractContextManager[None]:
     """Raise parley's error for any SDK or transport error raised inside the block."""
-    return raising_mapped(functools.partial(map_error, model=model, provider=provider))
+    return mapper.raising_mapped(functools.partial(map_error, model=model, provider=provider))

@@ -27,7 +27,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from parley.errors import ModelError
-from parley.models._errors import Failures, answered, map_failure, raising_mapped, status_error
+from parley.models import _errors as mapper
 
 __all__ = ["dashscope_errors", "error_from_code", "map_error"]
 
@@ -75,10 +75,11 @@ def error_from_code(
     if code.startswith("Throttling"):
         status = 429
     request_id = body.get("request_id") if isinstance(body, Mapping) else None
-    text = answered(provider or "dashscope", status, ": ".join(filter(None, (code, message))))
+    detail = ": ".join(part for part in (code, message) if part)
+    text = mapper.answered(provider or "dashscope", status, detail)
     if request_id:
         text += f" (request {request_id})"
-    return status_error(
+    return mapper.status_error(
         status,
         body,
         text,
@@ -90,16 +91,12 @@ def error_from_code(
     )
 
 
-@functools.cache
-def _failures() -> Failures:
-    import httpx  # noqa: PLC0415
-    from dashscope.v2 import errors  # noqa: PLC0415
-
-    return Failures(
-        timeouts=(errors.APITimeoutError, httpx.TimeoutException),
-        unreachable=(errors.APIConnectionError,),
-        lost=(httpx.TransportError,),
-    )
+_FAILURES = mapper.classes(
+    timeouts=("dashscope.v2.errors:APITimeoutError", "httpx:TimeoutException"),
+    unreachable=("dashscope.v2.errors:APIConnectionError",),
+    lost=("httpx:TransportError",),
+)
+"""The SDK's exception classes and its HTTP client's (httpx's interface on aiohttp)."""
 
 
 def map_error(exc: BaseException, *, model: str, provider: str) -> ModelError | None:
@@ -107,7 +104,7 @@ def map_error(exc: BaseException, *, model: str, provider: str) -> ModelError | 
     from dashscope.v2 import errors  # noqa: PLC0415
 
     # The SDK's connection errors are `DashScopeError`s too: they go first.
-    mapped = map_failure(exc, _failures(), model=model, provider=provider)
+    mapped = mapper.map_failure(exc, _FAILURES(), model=model, provider=provider)
     if mapped is None and isinstance(exc, errors.DashScopeError) and (exc.status_code or exc.code):
         return error_from_code(
             exc.status_code,
@@ -123,4 +120,4 @@ def map_error(exc: BaseException, *, model: str, provider: str) -> ModelError | 
 
 def dashscope_errors(model: str, provider: str) -> AbstractContextManager[None]:
     """Raise parley's error for any SDK or transport error raised inside the block."""
-    return raising_mapped(functools.partial(map_error, model=model, provider=provider))
+    return mapper.raising_mapped(functools.partial(map_error, model=model, provider=provider))

@@ -18,15 +18,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from parley.errors import ContentFilterError, ModelError
-from parley.models._errors import (
-    Failures,
-    answered,
-    error_fields,
-    map_failure,
-    raising_mapped,
-    status_error,
-)
-from parley.models._wire import transport_errors
+from parley.models import _errors as mapper
 
 __all__ = ["error_from_payload", "error_from_status", "gemini_errors", "map_error"]
 
@@ -60,11 +52,11 @@ def error_from_status(
     provider: str = "gemini",
 ) -> ModelError:
     """The parley error for an HTTP error status and its (Google-shaped) body."""
-    code, message = error_fields(body, "status", "message")
-    return status_error(
+    code, message = mapper.error_fields(body, "status", "message")
+    return mapper.status_error(
         status,
         body,
-        answered(provider, status, message, f" {code}" if code else ""),
+        mapper.answered(provider, status, message, f" {code}" if code else ""),
         headers,
         model=model,
         provider=provider,
@@ -94,10 +86,11 @@ def blocked_prompt(feedback: Mapping[str, Any], *, model: str | None) -> Content
     return ContentFilterError(text, model=model, provider="gemini")
 
 
-@functools.cache
-def _failures() -> Failures:
-    timeouts, transport = transport_errors()
-    return Failures(timeouts=timeouts, lost=transport)
+_FAILURES = mapper.classes(
+    timeouts=("httpx2:TimeoutException", "httpx:TimeoutException"),
+    lost=("httpx2:TransportError", "httpx:TransportError"),
+)
+"""The exception classes of the SDK's HTTP library (httpx2, or httpx)."""
 
 
 def map_error(exc: BaseException, *, model: str) -> ModelError | None:
@@ -108,9 +101,9 @@ def map_error(exc: BaseException, *, model: str) -> ModelError | None:
         headers = getattr(exc.response, "headers", None)
         headers = headers if isinstance(headers, Mapping) else {}
         return error_from_status(int(exc.code or 500), exc.details, headers, model=model)
-    return map_failure(exc, _failures(), model=model, provider="gemini")
+    return mapper.map_failure(exc, _FAILURES(), model=model, provider="gemini")
 
 
 def gemini_errors(model: str) -> AbstractContextManager[None]:
     """Raise parley's error for any SDK or transport error raised inside the block."""
-    return raising_mapped(functools.partial(map_error, model=model))
+    return mapper.raising_mapped(functools.partial(map_error, model=model))

@@ -86,10 +86,7 @@ class Reply(Faults):
         chunk_size: Characters per streamed piece.
         model_version: The `modelVersion` to report (default: the model asked for).
         response_id: The `responseId` to report.
-        delay: Seconds before answering at all.
-        chunk_delay: Seconds before each stream event.
-        cut_after: Drop the connection after this many stream events.
-        malformed_at: Replace this stream event (0-based) with broken JSON.
+        delay, chunk_delay, cut_after, malformed_at: The faults (see `Faults`).
         error_at: Send an error event at this position and end the stream.
         error: The error event's `error` object.
     """

@@ -15,7 +15,6 @@ Failures without an answer come from the HTTP client, httpx's interface on aioht
 
 from __future__ import annotations
 
-import builtins
 import functools
 import re
 from collections.abc import Mapping
@@ -23,7 +22,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from parley.errors import ModelError
-from parley.models._errors import Failures, answered, map_failure, raising_mapped, status_error
+from parley.models import _errors as mapper
 
 if TYPE_CHECKING:
     import httpx
@@ -65,14 +64,14 @@ def error_from_status(
 ) -> ModelError:
     """The parley error for an HTTP error status and its body."""
     message = _message(body)
-    text = answered(f"ollama at {host}", status, message)
+    text = mapper.answered(f"ollama at {host}", status, message)
     if status == 404 and _NOT_FOUND.search(message) and "model" in message.lower():
         text = (
             f"ollama at {host} has no model {model!r} ({message}): "
             f"pull it first with `ollama pull {model}`"
         )
     context = bool(_CONTEXT_TEXT.search(message))
-    return status_error(
+    return mapper.status_error(
         status, body, text, headers, model=model, provider=PROVIDER, context=context
     )
 
@@ -95,16 +94,13 @@ def error_from_payload(error: Any, *, model: str, host: str) -> ModelError:
     return error_from_status(500, {"error": error}, model=model, host=host)
 
 
-@functools.cache
-def _failures() -> Failures:
-    import httpx  # noqa: PLC0415  (loaded already: the SDK is built on it)
-
+_FAILURES = mapper.classes(
+    timeouts=("httpx:TimeoutException",),
     # The SDK raises a plain `ConnectionError` when it cannot connect.
-    return Failures(
-        timeouts=(httpx.TimeoutException,),
-        unreachable=(httpx.ConnectError, builtins.ConnectionError),
-        lost=(httpx.TransportError,),
-    )
+    unreachable=("httpx:ConnectError", "builtins:ConnectionError"),
+    lost=("httpx:TransportError",),
+)
+"""The exception classes of the SDK's HTTP library (httpx)."""
 
 
 def map_error(exc: BaseException, *, model: str, host: str) -> ModelError | None:
@@ -115,11 +111,11 @@ def map_error(exc: BaseException, *, model: str, host: str) -> ModelError | None
         status = exc.status_code if exc.status_code >= 400 else 500
         return error_from_status(status, {"error": exc.error}, model=model, host=host)
     where = f"ollama at {host}"
-    return map_failure(
-        exc, _failures(), model=model, provider=PROVIDER, where=where, hint=_UNREACHABLE_HINT
+    return mapper.map_failure(
+        exc, _FAILURES(), model=model, provider=PROVIDER, where=where, hint=_UNREACHABLE_HINT
     )
 
 
 def ollama_errors(model: str, host: str) -> AbstractContextManager[None]:
     """Raise parley's error for any SDK or transport error raised inside the block."""
-    return raising_mapped(functools.partial(map_error, model=model, host=host))
+    return mapper.raising_mapped(functools.partial(map_error, model=model, host=host))

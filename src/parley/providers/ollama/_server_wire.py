@@ -49,10 +49,7 @@ class Reply(Faults):
         durations: The durations to report, in nanoseconds (`total_duration`, ...).
         chunk_size: Characters per streamed line.
         model: The model name to report (default: the one asked for).
-        delay: Seconds before answering at all (a slow server).
-        chunk_delay: Seconds before each streamed line.
-        cut_after: Drop the connection after this many lines.
-        malformed_at: Replace this line (0-based) with broken JSON.
+        delay, chunk_delay, cut_after, malformed_at: The faults (see `Faults`).
         error_at: Send an `{"error": ...}` line at this position and end the stream.
         error: That line's error message.
     """

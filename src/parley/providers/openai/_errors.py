@@ -15,15 +15,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from parley.errors import ModelError
-from parley.models._errors import (
-    Failures,
-    answered,
-    error_fields,
-    map_failure,
-    raising_mapped,
-    status_error,
-)
-from parley.models._wire import transport_errors
+from parley.models import _errors as mapper
 
 __all__ = ["error_from_payload", "error_from_status", "map_error", "openai_errors"]
 
@@ -48,12 +40,12 @@ def error_from_status(
     provider: str | None = None,
 ) -> ModelError:
     """The parley error for an HTTP error status and its body."""
-    code, kind, message = error_fields(body, "code", "type", "message")
+    code, kind, message = mapper.error_fields(body, "code", "type", "message")
     context = code in _CONTEXT_CODES or kind in _CONTEXT_CODES or _CONTEXT_TEXT.search(message)
-    return status_error(
+    return mapper.status_error(
         status,
         body,
-        answered(provider or "the provider", status, message),
+        mapper.answered(provider or "the provider", status, message),
         headers,
         model=model,
         provider=provider,
@@ -71,7 +63,7 @@ def error_from_payload(
     `code`; otherwise a rate-limit code is a 429 and anything else counts as a server
     error (500), retried like one while no chunk has reached the caller.
     """
-    (code,) = error_fields(error, "code")
+    (code,) = mapper.error_fields(error, "code")
     if code.isdigit() and 400 <= int(code) < 600:
         status = int(code)
     elif "rate_limit" in code:
@@ -81,25 +73,21 @@ def error_from_payload(
     return error_from_status(status, error, model=model, provider=provider)
 
 
-@functools.cache
-def _failures() -> Failures:
-    import openai  # noqa: PLC0415  (loaded already: it raised the error or made the transport)
-
-    timeouts, transport = transport_errors()
-    return Failures(
-        timeouts=(openai.APITimeoutError, *timeouts),
-        unreachable=(openai.APIConnectionError,),
-        statuses=(openai.APIStatusError,),
-        lost=transport,
-    )
+_FAILURES = mapper.classes(
+    timeouts=("openai:APITimeoutError", "httpx2:TimeoutException", "httpx:TimeoutException"),
+    unreachable=("openai:APIConnectionError",),
+    statuses=("openai:APIStatusError",),
+    lost=("httpx2:TransportError", "httpx:TransportError"),
+)
+"""The SDK's exception classes and its HTTP library's (httpx2 in openai 3, httpx before)."""
 
 
 def map_error(exc: BaseException, *, model: str, provider: str) -> ModelError | None:
     """The parley error for an exception from the SDK or its transport; None if foreign."""
     from_status = functools.partial(error_from_status, model=model, provider=provider)
-    return map_failure(exc, _failures(), from_status, model=model, provider=provider)
+    return mapper.map_failure(exc, _FAILURES(), from_status, model=model, provider=provider)
 
 
 def openai_errors(model: str, provider: str) -> AbstractContextManager[None]:
     """Raise parley's error for any SDK or transport error raised inside the block."""
-    return raising_mapped(functools.partial(map_error, model=model, provider=provider))
+    return mapper.raising_mapped(functools.partial(map_error, model=model, provider=provider))
