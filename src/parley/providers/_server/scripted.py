@@ -11,23 +11,12 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Iterable
-from typing import Any, ClassVar, Protocol, Self
+from typing import Any, ClassVar, Self
 
 from parley.providers._server.http import RecordedRequest, Responder, ScriptedHTTPServer
-from parley.providers._server.steps import Faults, Raw, Reset
+from parley.providers._server.steps import ErrorAnswer, Faults, Raw, Reset
 
-__all__ = ["ErrorStep", "ScriptedServer", "send_stream"]
-
-
-class ErrorStep(Protocol):
-    """A provider's `HTTPError` step: an error status with the provider's body."""
-
-    status: int
-    headers: dict[str, str]
-    delay: float
-
-    def payload(self) -> Any:
-        """The body to send."""
+__all__ = ["ScriptedServer", "send_stream"]
 
 
 class ScriptedServer:
@@ -40,8 +29,6 @@ class ScriptedServer:
 
     answer_types: ClassVar[tuple[type, ...]] = ()
     """The steps that are answers; any other step is called with the request to get one."""
-    error_type: ClassVar[type[Any]] = type(None)
-    """The provider's `HTTPError` step (an `ErrorStep`), which `_answer_alike` sends."""
 
     def __init__(self, steps: Iterable[Any] = (), *, startup_timeout: float = 5.0) -> None:
         self._steps: deque[Any] = deque(steps)
@@ -120,15 +107,14 @@ class ScriptedServer:
         """Answer the steps every server answers alike; False for one the provider answers.
 
         Those are: no step left (a 500 with the body `missing`, the request kept for
-        `assert_consumed`), the provider's `HTTPError`, `Reset` and `Raw`.
+        `assert_consumed`), the provider's `HTTPError` (an `ErrorAnswer`), `Reset` and `Raw`.
         """
         if step is None:
             self.unexpected.append(request)
             out.send_json(500, missing)
-        elif isinstance(step, self.error_type):
-            error: ErrorStep = step
-            out.sleep(error.delay)
-            out.send_json(error.status, error.payload(), error.headers.items())
+        elif isinstance(step, ErrorAnswer):
+            out.sleep(step.delay)
+            out.send_json(step.status, step.payload(), step.headers.items())
         elif isinstance(step, Reset):
             out.sleep(step.delay)
             out.drop(reset=True)

@@ -72,22 +72,24 @@ class Faults:
         return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-@dataclass(kw_only=True)
+@dataclass
 class ErrorAnswer:
     """The base of each provider's `HTTPError` step: an error status with the provider's body.
 
-    A subclass names its positional fields (`status`, then its body's: `message`, `code`...)
-    and writes its body in `error_body`.
+    A subclass adds its body's fields (`message`, `code`...) after `status` and writes its
+    body in `error_body`.
 
     Args:
+        status: The HTTP status.
         headers: Extra headers (e.g. `Retry-After`).
         body: The whole body, instead of the provider's.
         delay: Seconds before answering.
     """
 
-    headers: dict[str, str] = field(default_factory=dict)
-    body: Any = None
-    delay: float = 0.0
+    status: int
+    headers: dict[str, str] = field(default_factory=dict, kw_only=True)
+    body: Any = field(default=None, kw_only=True)
+    delay: float = field(default=0.0, kw_only=True)
 
     def payload(self) -> Any:
         """The body to send."""

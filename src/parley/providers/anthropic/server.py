@@ -92,12 +92,9 @@ class HTTPError(ErrorAnswer):
         status: The HTTP status.
         message: The error's message.
         kind: The error's `type` (default: the one Anthropic sends with the status).
-        headers: Extra headers (e.g. `retry-after`).
-        body: The whole body, instead of the Anthropic-shaped one.
-        delay: Seconds before answering.
+        headers, body, delay: See `ErrorAnswer`.
     """
 
-    status: int
     message: str = "scripted error"
     kind: str | None = None
 
@@ -157,7 +154,6 @@ class AnthropicServer(ScriptedServer):
     """
 
     answer_types = (Reply, HTTPError, Reset, Raw)
-    error_type = HTTPError
 
     # -- where it is ------------------------------------------------------------------------
 

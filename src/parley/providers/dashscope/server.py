@@ -93,12 +93,9 @@ class HTTPError(ErrorAnswer):
         code: DashScope's error code (`InvalidParameter`, `Throttling.RateQuota`,
             `DataInspectionFailed`, `InvalidApiKey`...).
         message: The error's message.
-        headers: Extra headers (e.g. `Retry-After`).
-        body: The whole body, instead of DashScope's.
-        delay: Seconds before answering.
+        headers, body, delay: See `ErrorAnswer`.
     """
 
-    status: int
     code: str = "InternalError"
     message: str = "scripted error"
 
@@ -130,7 +127,6 @@ class DashScopeServer(ScriptedServer):
     """
 
     answer_types = (Reply, Speech, Embeddings, HTTPError, Reset, Raw)
-    error_type = HTTPError
 
     def __init__(self, steps: Iterable[Step] = (), *, startup_timeout: float = 5.0) -> None:
         super().__init__(steps, startup_timeout=startup_timeout)

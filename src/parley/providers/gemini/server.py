@@ -93,12 +93,9 @@ class HTTPError(ErrorAnswer):
         status: The HTTP status.
         message: The error's message.
         details: The error's `details` (e.g. a `google.rpc.RetryInfo`).
-        headers: Extra headers (e.g. `Retry-After`).
-        body: The whole body, instead of the Google-shaped one.
-        delay: Seconds before answering.
+        headers, body, delay: See `ErrorAnswer`.
     """
 
-    status: int
     message: str = "scripted error"
     details: list[dict[str, Any]] = field(default_factory=list)
 
@@ -141,7 +138,6 @@ class GeminiServer(ScriptedServer):
     """
 
     answer_types = (Reply, Embeddings, HTTPError, Reset, Raw)
-    error_type = HTTPError
     _EMBEDDING_CALLS = ("batchEmbedContents", "embedContent", "predict")
 
     # -- where it is ------------------------------------------------------------------------

@@ -65,12 +65,9 @@ class HTTPError(ErrorAnswer):
     Args:
         status: The HTTP status.
         message: The error's text.
-        headers: Extra headers (e.g. `Retry-After`).
-        body: The whole body, instead of Ollama's.
-        delay: Seconds before answering.
+        headers, body, delay: See `ErrorAnswer`.
     """
 
-    status: int
     message: str = "scripted error"
 
     @classmethod
@@ -168,7 +165,6 @@ class OllamaServer(ScriptedServer):
     """
 
     answer_types = (Reply, Embeddings, HTTPError, Reset, Raw)
-    error_type = HTTPError
 
     def __init__(
         self,

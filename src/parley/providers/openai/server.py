@@ -103,12 +103,9 @@ class HTTPError(ErrorAnswer):
         status: The HTTP status.
         message: The error's message.
         code: The error's `code` (e.g. `context_length_exceeded`, `content_filter`).
-        headers: Extra headers (e.g. `Retry-After`).
-        body: The whole body, instead of the OpenAI-shaped one.
-        delay: Seconds before answering.
+        headers, body, delay: See `ErrorAnswer`.
     """
 
-    status: int
     message: str = "scripted error"
     code: str | None = None
 
@@ -146,7 +143,6 @@ class OpenAIServer(ScriptedServer):
     """
 
     answer_types = (Reply, Embeddings, Speech, HTTPError, Reset, Raw)
-    error_type = HTTPError
 
     # -- where it is ------------------------------------------------------------------------
 
