@@ -18,7 +18,9 @@ import time
 from importlib import metadata
 from typing import Any
 
-START_TIMEOUT = 60.0
+START_TIMEOUT = 300.0
+"""Seconds a server may take to start: the toolkit imports LangChain and its providers, 10 s
+of CPU, which on a busy 2-core machine took 53 s."""
 
 
 def versions(names: tuple[str, ...]) -> str:

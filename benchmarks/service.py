@@ -318,7 +318,11 @@ class Server(Child, contextlib.AbstractContextManager["Server"]):
         line = self._start(self.command, START_TIMEOUT)
         if not line.startswith("PORT "):
             self._stop()
-            raise SystemExit(f"the {self.kind} server did not start: {line!r}")
+            said = self.log.read_text(errors="replace")[-2000:] if self.log else ""
+            raise SystemExit(
+                f"the {self.kind} server did not start within {START_TIMEOUT:g} s "
+                f"(its first line: {line!r}); the end of its log:\n{said}"
+            )
         self.url = f"http://127.0.0.1:{int(line.split()[1])}"
         return self
 
@@ -965,9 +969,14 @@ def toolkit_python(args: argparse.Namespace) -> Path | None:
         SystemExit: It is missing and `--require-peers` was given.
     """
     python = Path(args.toolkit_python or os.environ.get("PARLEY_BENCH_TOOLKIT_PYTHON") or "")
-    python = python if str(python) not in ("", ".") else TOOLKIT_PYTHON
+    # Absolute (not resolved: a virtualenv's python is a symlink that must stay one): the
+    # toolkit's processes start in other folders.
+    python = (python if str(python) not in ("", ".") else TOOLKIT_PYTHON).absolute()
     if not python.exists():
-        note = f"agent-service-toolkit skipped: no {python} (bash benchmarks/setup.sh .venv-bench)"
+        note = (
+            f"agent-service-toolkit skipped: no {python} (make it with "
+            "`bash benchmarks/setup.sh --toolkit .venv-bench`, or pass --toolkit-python)"
+        )
         if args.require_peers:
             raise SystemExit(note)
         print(f"({note})")

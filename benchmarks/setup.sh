@@ -2,13 +2,20 @@
 # Make the benchmark virtualenv: parley (editable) and the peer libraries it is compared with.
 #
 # Usage: bash benchmarks/setup.sh VENV_DIR        (PYTHON=python3.11 to choose the interpreter)
+#        bash benchmarks/setup.sh --toolkit VENV_DIR   (agent-service-toolkit's virtualenv only,
+#                                                      VENV_DIR/toolkit: service.py's peer)
 #
 # The peers live in their own virtualenv so that their pins never touch parley's. The script is
 # idempotent: it does nothing while its stamp file is newer than pyproject.toml and itself.
 set -euo pipefail
 
+TOOLKIT_ONLY=""
+if [ "${1:-}" = "--toolkit" ]; then
+  TOOLKIT_ONLY=1
+  shift
+fi
 if [ $# -ne 1 ]; then
-  echo "usage: $0 VENV_DIR" >&2
+  echo "usage: $0 [--toolkit] VENV_DIR" >&2
   exit 2
 fi
 
@@ -18,8 +25,60 @@ VENV="$(mkdir -p "$1" && cd "$1" && pwd)"
 STAMP="$VENV/.bench-installed"
 PY="$VENV/bin/python"
 
-if [ -f "$STAMP" ] && [ "$STAMP" -nt "$ROOT/pyproject.toml" ] && [ "$STAMP" -nt "$SCRIPT" ]; then
+if [ -z "$TOOLKIT_ONLY" ] && [ -f "$STAMP" ] && [ "$STAMP" -nt "$ROOT/pyproject.toml" ] \
+    && [ "$STAMP" -nt "$SCRIPT" ]; then
   echo "benchmark environment up to date: $VENV"
+  exit 0
+fi
+
+# agent-service-toolkit, service.py's peer: not on PyPI, and its code needs Python 3.12 or newer
+# (`type` statements) and pins its own pydantic, FastAPI and LangChain. So it gets a virtualenv
+# of its own, VENV_DIR/toolkit (made with $TOOLKIT_PYTHON, default the first python3.1[234]
+# found), holding its source at TOOLKIT_COMMIT and the dependencies its pyproject.toml declares
+# (`pip install` of that source: its packages, `service`, `agents`, `core`..., go into that
+# virtualenv only). The source comes from $TOOLKIT_SRC, a clone of
+# github.com/JoshuaC215/agent-service-toolkit (a work tree or a bare repository) holding that
+# commit, else GitHub's tarball of the commit. Without a Python 3.12 or the source it is
+# skipped, with a note: service.py then runs without the peer.
+TOOLKIT_COMMIT=a561c88fbac4b1914ea08c6ff113b32437fbcd9c
+install_toolkit() {
+  local python="${TOOLKIT_PYTHON:-}" candidate dest="$VENV/toolkit/agent-service-toolkit"
+  if [ -z "$python" ]; then
+    # On PATH first, then pyenv's installed versions (its shims answer only for the versions
+    # it was told to use, so `python3.12` fails there while 3.12 is installed).
+    local pyenv_root="${PYENV_ROOT:-$HOME/.pyenv}"
+    for candidate in python3.14 python3.13 python3.12 \
+        "$pyenv_root"/versions/3.14*/bin/python3 "$pyenv_root"/versions/3.13*/bin/python3 \
+        "$pyenv_root"/versions/3.12*/bin/python3; do
+      if "$candidate" -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null; then
+        python="$candidate"
+        break
+      fi
+    done
+  fi
+  if [ -z "$python" ]; then
+    echo "agent-service-toolkit skipped: no Python 3.12 or newer (set TOOLKIT_PYTHON)" >&2
+    return "${TOOLKIT_ONLY:-0}"
+  fi
+  if [ ! -x "$VENV/toolkit/bin/python" ]; then
+    "$python" -m venv "$VENV/toolkit"
+  fi
+  rm -rf "$dest" && mkdir -p "$dest"
+  local files=(pyproject.toml README.md LICENSE src)
+  if [ -n "${TOOLKIT_SRC:-}" ]; then
+    git -C "$TOOLKIT_SRC" archive "$TOOLKIT_COMMIT" "${files[@]}" | tar -x -C "$dest"
+  elif ! curl -fsSL "https://codeload.github.com/JoshuaC215/agent-service-toolkit/tar.gz/$TOOLKIT_COMMIT" \
+      | tar -xz -C "$dest" --strip-components=1 "${files[@]/#/agent-service-toolkit-$TOOLKIT_COMMIT/}"; then
+    echo "agent-service-toolkit skipped: GitHub unreachable (set TOOLKIT_SRC to a clone)" >&2
+    return "${TOOLKIT_ONLY:-0}"
+  fi
+  echo "$TOOLKIT_COMMIT" > "$dest/COMMIT"
+  "$VENV/toolkit/bin/python" -m pip install --quiet --disable-pip-version-check "$dest"
+  (cd "$dest" && USE_FAKE_MODEL=true "$VENV/toolkit/bin/python" -c 'import service.service')
+  echo "agent-service-toolkit $TOOLKIT_COMMIT ready: $VENV/toolkit"
+}
+if [ -n "$TOOLKIT_ONLY" ]; then  # a skip is a failure when the toolkit is all that was asked
+  install_toolkit
   exit 0
 fi
 
@@ -59,47 +118,7 @@ pip_install \
   python-socketio rich shortuuid python-frontmatter jinja2 aiofiles \
   tree_sitter tree_sitter_bash jsonschema pypdf tzdata certifi
 
-# agent-service-toolkit, service.py's peer: not on PyPI, and its code needs Python 3.12 or newer
-# (`type` statements) and pins its own pydantic, FastAPI and LangChain. So it gets a virtualenv
-# of its own, VENV_DIR/toolkit (made with $TOOLKIT_PYTHON, default the first python3.1[234]
-# found), holding its source at TOOLKIT_COMMIT and the dependencies its pyproject.toml declares
-# (`pip install` of that source: its packages, `service`, `agents`, `core`..., go into that
-# virtualenv only). The source comes from $TOOLKIT_SRC, a clone of
-# github.com/JoshuaC215/agent-service-toolkit (a work tree or a bare repository) holding that
-# commit, else GitHub's tarball of the commit. Without a Python 3.12 or the source it is
-# skipped, with a note: service.py then runs without the peer.
-TOOLKIT_COMMIT=a561c88fbac4b1914ea08c6ff113b32437fbcd9c
-install_toolkit() {
-  local python="${TOOLKIT_PYTHON:-}" candidate dest="$VENV/toolkit/agent-service-toolkit"
-  if [ -z "$python" ]; then
-    for candidate in python3.14 python3.13 python3.12; do
-      if "$candidate" -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null; then
-        python="$candidate"
-        break
-      fi
-    done
-  fi
-  if [ -z "$python" ]; then
-    echo "agent-service-toolkit skipped: no Python 3.12 or newer (set TOOLKIT_PYTHON)" >&2
-    return 0
-  fi
-  if [ ! -x "$VENV/toolkit/bin/python" ]; then
-    "$python" -m venv "$VENV/toolkit"
-  fi
-  rm -rf "$dest" && mkdir -p "$dest"
-  local files=(pyproject.toml README.md LICENSE src)
-  if [ -n "${TOOLKIT_SRC:-}" ]; then
-    git -C "$TOOLKIT_SRC" archive "$TOOLKIT_COMMIT" "${files[@]}" | tar -x -C "$dest"
-  elif ! curl -fsSL "https://codeload.github.com/JoshuaC215/agent-service-toolkit/tar.gz/$TOOLKIT_COMMIT" \
-      | tar -xz -C "$dest" --strip-components=1 "${files[@]/#/agent-service-toolkit-$TOOLKIT_COMMIT/}"; then
-    echo "agent-service-toolkit skipped: GitHub unreachable (set TOOLKIT_SRC to a clone)" >&2
-    return 0
-  fi
-  echo "$TOOLKIT_COMMIT" > "$dest/COMMIT"
-  "$VENV/toolkit/bin/python" -m pip install --quiet --disable-pip-version-check "$dest"
-  (cd "$dest" && USE_FAKE_MODEL=true "$VENV/toolkit/bin/python" -c 'import service.service')
-  echo "agent-service-toolkit $TOOLKIT_COMMIT ready: $VENV/toolkit"
-}
+
 install_toolkit
 
 # Check that what the benchmark imports is there before calling the environment ready.

@@ -3,7 +3,7 @@
 Against a local server that speaks `/v1/audio/speech` (this file, run with `--serve`, in a
 process of its own; the loop is `_openai_bench_server.py`'s, each distinct answer rendered
 once), parley and the SDK's `AsyncOpenAI.audio.speech` speak the same paragraph (about 600
-characters: 14 s of 24 kHz PCM, 690 KB, sent in 4,800-byte HTTP chunks as OpenAI's server
+characters: 6 s of 24 kHz PCM, 284 KB, sent in 4,800-byte HTTP chunks as OpenAI's server
 streams them), taking turns round by round:
 
 1. time to first audio: from the call to the first piece of audio in hand (parley's
@@ -13,8 +13,11 @@ streams them), taking turns round by round:
 3. the whole as a WAV file: parley's `synthesize_whole`; the SDK's `create(...)` read whole
    and put in a WAV file with the standard library's `wave`, as a caller would to play it.
 
-The audio is the test server's scripted voice (`speech_pcm`), so both sides' bytes are
-checked before any timing.
+The reference is the SDK as it comes (on httpx2's own transport); the same figures are then
+given against the SDK on its `DefaultAioHttpClient` (httpx2's interface on aiohttp's
+connections, the transport parley's speech model sends through), which isolates what parley
+adds on top of the transport. The audio is the test server's scripted voice (`speech_pcm`),
+so both sides' bytes are checked before any timing.
 
 Run: `python benchmarks/tts_openai.py [--quick]`.
 """
@@ -55,7 +58,10 @@ PARAGRAPH = (
     "Whatever sits between the service and the speaker should add as little as it can."
 )
 EXPECTED = speech_pcm(PARAGRAPH)
-REFERENCE = "the raw `openai` SDK (AsyncOpenAI.audio.speech, response_format='pcm')"
+REFERENCE = (
+    "the raw `openai` SDK (AsyncOpenAI.audio.speech, response_format='pcm') as it comes, on "
+    "httpx2; [vs SDK on aiohttp]: the same on its DefaultAioHttpClient, parley's transport"
+)
 
 
 def answer(text: str) -> bytes:
@@ -144,7 +150,7 @@ class RawSDKContender:
     def __init__(self, url: str) -> None:
         from openai import AsyncOpenAI  # noqa: PLC0415
 
-        self.client = AsyncOpenAI(api_key="x", base_url=url, max_retries=0)
+        self.client = AsyncOpenAI(api_key="x", base_url=url, max_retries=0, **self.transport())
         self.fields: dict[str, Any] = {
             "model": MODEL,
             "voice": VOICE,
@@ -174,8 +180,22 @@ class RawSDKContender:
         response = await self.client.audio.speech.create(**self.fields)
         return wav_file(response.content)
 
+    def transport(self) -> dict[str, Any]:
+        """The client's HTTP client: the SDK's default (httpx2's own transport)."""
+        return {}
+
     async def aclose(self) -> None:
         await self.client.close()
+
+
+class AiohttpSDKContender(RawSDKContender):
+    """The same calls on the SDK's `DefaultAioHttpClient`, the transport parley gives it:
+    the SDK's own per-piece work on parley's transport."""
+
+    def transport(self) -> dict[str, Any]:
+        from openai import DefaultAioHttpClient  # noqa: PLC0415
+
+        return {"http_client": DefaultAioHttpClient()}
 
 
 async def check(pair: Sequence[Contender]) -> None:
@@ -202,14 +222,19 @@ async def first_audio_runs(
 
 
 async def provider_figures(settings: EmbeddingSettings) -> list[Figure]:
-    """Time to first audio, the whole stream, the whole as WAV: parley beside the SDK."""
+    """Time to first audio, the whole stream, the whole as WAV: parley beside the SDK as it
+    comes, then beside the SDK on aiohttp."""
     with BenchServer(Path(__file__).resolve()) as server:
-        return await figures(f"http://127.0.0.1:{server.port}/v1", settings)
+        url = f"http://127.0.0.1:{server.port}/v1"
+        rows = await figures(url, settings, RawSDKContender)
+        return rows + await figures(url, settings, AiohttpSDKContender, " [vs SDK on aiohttp]")
 
 
-async def figures(url: str, settings: EmbeddingSettings) -> list[Figure]:
-    """The rows, against the server at `url`."""
-    pair: list[Contender] = [ParleyContender(url), RawSDKContender(url)]
+async def figures(
+    url: str, settings: EmbeddingSettings, reference: type[RawSDKContender], suffix: str = ""
+) -> list[Figure]:
+    """The rows, against the server at `url`, beside `reference`."""
+    pair: list[Contender] = [ParleyContender(url), reference(url)]
     try:
         await check(pair)
 
@@ -219,19 +244,19 @@ async def figures(url: str, settings: EmbeddingSettings) -> list[Figure]:
         rounds, calls = settings.rounds, settings.calls_per_round
         rows = [
             time_figure(
-                "openai tts: time to first audio",
+                "openai tts: time to first audio" + suffix,
                 "µs",
                 1e6,
                 await first_audio_runs(pair, rounds, calls),
             ),
             time_figure(
-                "openai tts: whole stream, 690 KB",
+                f"openai tts: whole stream, {len(EXPECTED) // 1000} KB" + suffix,
                 "µs/call",
                 1e6,
                 await interleaved(pair, job("stream"), rounds, calls),
             ),
             time_figure(
-                "openai tts: whole as WAV",
+                "openai tts: whole as WAV" + suffix,
                 "µs/call",
                 1e6,
                 await interleaved(pair, job("whole"), rounds, calls),
@@ -251,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         doc=__doc__,
         server=OpenAISpeechServer,
         figures_of=provider_figures,
-        packages=("openai", "httpx2"),
+        packages=("openai", "httpx2", "aiohttp"),
         reference=REFERENCE,
     )
 

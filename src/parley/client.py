@@ -31,8 +31,7 @@ import json
 import os
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Generic, TypeAlias, TypeVar, get_args
+from typing import Any, Generic, TypeAlias, TypedDict, TypeVar, Unpack, get_args
 from urllib.parse import quote
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -75,11 +74,16 @@ __all__ = [
     "Approval",
     "AsyncAgentClient",
     "AsyncStream",
+    "EventFlags",
+    "EventsOptions",
     "Interrupt",
+    "InvokeOptions",
     "RunInfo",
     "ServiceChatMessage",
     "Stream",
+    "StreamFlags",
     "StreamItem",
+    "StreamOptions",
     "ThreadDetail",
     "ThreadInfo",
     "ThreadList",
@@ -456,7 +460,10 @@ def _base_url(base_url: str) -> str:
 
 
 def _user_input(
-    message: str, model: str | None, thread_id: str | None, agent_config: Mapping[str, Any] | None
+    message: str,
+    model: str | None = None,
+    thread_id: str | None = None,
+    agent_config: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A `UserInput` body with only what was given: the service fills in its defaults."""
     body: dict[str, Any] = {"message": message}
@@ -486,6 +493,40 @@ _PARLEY_EVENTS: _Mode[AgentEvent] = _Mode(_event_item, {"events": "parley"})
 
 Approval: TypeAlias = bool | Mapping[str, bool]
 """An answer to an interrupt: all calls approved or denied, or a verdict per call id."""
+
+
+class InvokeOptions(TypedDict, total=False):
+    """What `invoke` and the streams take besides the message (every one may be left out).
+
+    Attributes:
+        model: A model name from `/info`'s `models`; None lets the agent use its own.
+        thread_id: The thread to continue; None starts a new one.
+        agent_config: Agent-specific settings, passed through.
+    """
+
+    model: str | None
+    thread_id: str | None
+    agent_config: Mapping[str, Any] | None
+
+
+class StreamFlags(TypedDict, total=False):
+    """What a stream's frames hold: `stream_tokens=False` leaves out the text deltas."""
+
+    stream_tokens: bool
+
+
+class EventFlags(StreamFlags, total=False):
+    """`StreamFlags`, and `speak=True` to have the answer spoken (its audio in the events)."""
+
+    speak: bool
+
+
+class StreamOptions(InvokeOptions, StreamFlags, total=False):
+    """`stream`'s options: `InvokeOptions` and `StreamFlags`."""
+
+
+class EventsOptions(InvokeOptions, EventFlags, total=False):
+    """`stream_events`'s options: `InvokeOptions` and `EventFlags`."""
 
 
 class _ClientBase:
@@ -568,24 +609,18 @@ class _ClientBase:
     def _health_call(self) -> _Call[dict[str, Any]]:
         return _Call("GET", "/health", lambda response: _validated(response, dict))
 
-    def _invoke_call(
-        self,
-        message: str,
-        model: str | None,
-        thread_id: str | None,
-        agent_config: Mapping[str, Any] | None,
-    ) -> _Call[ServiceChatMessage]:
-        body = _user_input(message, model, thread_id, agent_config)
+    def _invoke_call(self, message: str, options: InvokeOptions) -> _Call[ServiceChatMessage]:
+        body = _user_input(message, **options)
         return _Call("POST", self._agent_path("invoke"), _chat_message, body)
 
     def _stream_call(
         self,
         mode: _Mode[T],
         message: str,
-        model: str | None,
-        thread_id: str | None,
-        agent_config: Mapping[str, Any] | None,
-        stream_tokens: bool,
+        model: str | None = None,
+        thread_id: str | None = None,
+        agent_config: Mapping[str, Any] | None = None,
+        stream_tokens: bool = True,
         speak: bool = False,
     ) -> _StreamCall[T]:
         body = _user_input(message, model, thread_id, agent_config)
@@ -630,7 +665,7 @@ class _ClientBase:
         mode: _Mode[T],
         interrupt_id: str,
         approved: Approval,
-        stream_tokens: bool,
+        stream_tokens: bool = True,
         speak: bool = False,
     ) -> _StreamCall[T]:
         body = _approval(approved) | mode.body(stream_tokens) | ({"speak": True} if speak else {})
@@ -737,33 +772,16 @@ class AgentClient(_ClientBase):
         """`GET /health`: `{"status": "ok"}` when the service is up."""
         return self._send(self._health_call())
 
-    def invoke(
-        self,
-        message: str,
-        *,
-        model: str | None = None,
-        thread_id: str | None = None,
-        agent_config: Mapping[str, Any] | None = None,
-    ) -> ServiceChatMessage:
+    def invoke(self, message: str, **options: Unpack[InvokeOptions]) -> ServiceChatMessage:
         """Run the agent on `message` and return its final answer, with its `thread_id`.
 
         Args:
             message: The user's message.
-            model: A model name from `/info`'s `models`; None lets the agent use its own.
-            thread_id: The thread to continue; None starts a new one.
-            agent_config: Agent-specific settings, passed through.
+            **options: `model`, `thread_id`, `agent_config` (see `InvokeOptions`).
         """
-        return self._send(self._invoke_call(message, model, thread_id, agent_config))
+        return self._send(self._invoke_call(message, options))
 
-    def stream(
-        self,
-        message: str,
-        *,
-        model: str | None = None,
-        thread_id: str | None = None,
-        agent_config: Mapping[str, Any] | None = None,
-        stream_tokens: bool = True,
-    ) -> Stream[StreamItem]:
+    def stream(self, message: str, **options: Unpack[StreamOptions]) -> Stream[StreamItem]:
         """Run the agent on `message`, yielding text deltas, messages, then any `Interrupt`.
 
         Arguments as `invoke`; `stream_tokens=False` leaves out the text deltas. The
@@ -772,33 +790,16 @@ class AgentClient(_ClientBase):
         Raises (while iterating):
             RunFailedError: The run failed on the service.
         """
-        return self._open(
-            lambda: self._stream_call(
-                _TOOLKIT_FRAMES, message, model, thread_id, agent_config, stream_tokens
-            )
-        )
+        return self._open(lambda: self._stream_call(_TOOLKIT_FRAMES, message, **options))
 
-    def stream_events(
-        self,
-        message: str,
-        *,
-        model: str | None = None,
-        thread_id: str | None = None,
-        agent_config: Mapping[str, Any] | None = None,
-        stream_tokens: bool = True,
-        speak: bool = False,
-    ) -> Stream[AgentEvent]:
+    def stream_events(self, message: str, **options: Unpack[EventsOptions]) -> Stream[AgentEvent]:
         """Run the agent on `message`, yielding parley's `AgentEvent`s (`"events": "parley"`).
 
         Arguments as `stream`. A failed run ends with `RunError` and `RunEnded` events.
         `speak=True` asks the service to speak the answer: the events carry its audio
         (`AudioStarted`, `AudioDelta` with base64 PCM, `AudioEnded`).
         """
-        return self._open(
-            lambda: self._stream_call(
-                _PARLEY_EVENTS, message, model, thread_id, agent_config, stream_tokens, speak
-            )
-        )
+        return self._open(lambda: self._stream_call(_PARLEY_EVENTS, message, **options))
 
     def history(self, thread_id: str) -> list[ServiceChatMessage]:
         """A thread's messages, in order (`POST /history`; an unknown thread has none)."""
@@ -838,28 +839,19 @@ class AgentClient(_ClientBase):
         return self._send(self._approve_call(interrupt_id, approved))
 
     def approve_stream(
-        self, interrupt_id: str, approved: Approval = True, *, stream_tokens: bool = True
+        self, interrupt_id: str, approved: Approval = True, **flags: Unpack[StreamFlags]
     ) -> Stream[StreamItem]:
         """Answer an interrupt and stream the resumed run, as `stream` does."""
         return self._open(
-            lambda: self._approve_stream_call(
-                _TOOLKIT_FRAMES, interrupt_id, approved, stream_tokens
-            )
+            lambda: self._approve_stream_call(_TOOLKIT_FRAMES, interrupt_id, approved, **flags)
         )
 
     def approve_events(
-        self,
-        interrupt_id: str,
-        approved: Approval = True,
-        *,
-        stream_tokens: bool = True,
-        speak: bool = False,
+        self, interrupt_id: str, approved: Approval = True, **flags: Unpack[EventFlags]
     ) -> Stream[AgentEvent]:
         """Answer an interrupt and stream the resumed run's `AgentEvent`s (`speak`: audio)."""
         return self._open(
-            lambda: self._approve_stream_call(
-                _PARLEY_EVENTS, interrupt_id, approved, stream_tokens, speak
-            )
+            lambda: self._approve_stream_call(_PARLEY_EVENTS, interrupt_id, approved, **flags)
         )
 
     def close(self) -> None:
@@ -870,12 +862,7 @@ class AgentClient(_ClientBase):
     def __enter__(self) -> AgentClient:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
 
@@ -963,54 +950,22 @@ class AsyncAgentClient(_ClientBase):
         """`GET /health`: `{"status": "ok"}` when the service is up."""
         return await self._send(self._health_call())
 
-    async def invoke(
-        self,
-        message: str,
-        *,
-        model: str | None = None,
-        thread_id: str | None = None,
-        agent_config: Mapping[str, Any] | None = None,
-    ) -> ServiceChatMessage:
+    async def invoke(self, message: str, **options: Unpack[InvokeOptions]) -> ServiceChatMessage:
         """Run the agent on `message` and return its final answer (see `AgentClient.invoke`)."""
-        return await self._send_to_agent(
-            lambda: self._invoke_call(message, model, thread_id, agent_config)
-        )
+        return await self._send_to_agent(lambda: self._invoke_call(message, options))
 
-    def stream(
-        self,
-        message: str,
-        *,
-        model: str | None = None,
-        thread_id: str | None = None,
-        agent_config: Mapping[str, Any] | None = None,
-        stream_tokens: bool = True,
-    ) -> AsyncStream[StreamItem]:
+    def stream(self, message: str, **options: Unpack[StreamOptions]) -> AsyncStream[StreamItem]:
         """Run the agent on `message`, yielding text deltas, messages, then any `Interrupt`.
 
         See `AgentClient.stream`.
         """
-        return self._open(
-            lambda: self._stream_call(
-                _TOOLKIT_FRAMES, message, model, thread_id, agent_config, stream_tokens
-            )
-        )
+        return self._open(lambda: self._stream_call(_TOOLKIT_FRAMES, message, **options))
 
     def stream_events(
-        self,
-        message: str,
-        *,
-        model: str | None = None,
-        thread_id: str | None = None,
-        agent_config: Mapping[str, Any] | None = None,
-        stream_tokens: bool = True,
-        speak: bool = False,
+        self, message: str, **options: Unpack[EventsOptions]
     ) -> AsyncStream[AgentEvent]:
         """Run the agent on `message`, yielding parley's `AgentEvent`s (`"events": "parley"`)."""
-        return self._open(
-            lambda: self._stream_call(
-                _PARLEY_EVENTS, message, model, thread_id, agent_config, stream_tokens, speak
-            )
-        )
+        return self._open(lambda: self._stream_call(_PARLEY_EVENTS, message, **options))
 
     async def history(self, thread_id: str) -> list[ServiceChatMessage]:
         """A thread's messages, in order (`POST /history`; an unknown thread has none)."""
@@ -1045,28 +1000,19 @@ class AsyncAgentClient(_ClientBase):
         return await self._send(self._approve_call(interrupt_id, approved))
 
     def approve_stream(
-        self, interrupt_id: str, approved: Approval = True, *, stream_tokens: bool = True
+        self, interrupt_id: str, approved: Approval = True, **flags: Unpack[StreamFlags]
     ) -> AsyncStream[StreamItem]:
         """Answer an interrupt and stream the resumed run, as `stream` does."""
         return self._open(
-            lambda: self._approve_stream_call(
-                _TOOLKIT_FRAMES, interrupt_id, approved, stream_tokens
-            )
+            lambda: self._approve_stream_call(_TOOLKIT_FRAMES, interrupt_id, approved, **flags)
         )
 
     def approve_events(
-        self,
-        interrupt_id: str,
-        approved: Approval = True,
-        *,
-        stream_tokens: bool = True,
-        speak: bool = False,
+        self, interrupt_id: str, approved: Approval = True, **flags: Unpack[EventFlags]
     ) -> AsyncStream[AgentEvent]:
         """Answer an interrupt and stream the resumed run's `AgentEvent`s (`speak`: audio)."""
         return self._open(
-            lambda: self._approve_stream_call(
-                _PARLEY_EVENTS, interrupt_id, approved, stream_tokens, speak
-            )
+            lambda: self._approve_stream_call(_PARLEY_EVENTS, interrupt_id, approved, **flags)
         )
 
     async def aclose(self) -> None:
@@ -1082,10 +1028,5 @@ class AsyncAgentClient(_ClientBase):
             raise
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()

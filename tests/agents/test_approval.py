@@ -18,47 +18,9 @@ from parley.errors import UserError
 from parley.messages import ToolCallBlock
 from parley.models import ChatResponse
 from parley.models.testing import ScriptedModel
-from parley.tools import tool
+from tests.agents._tools import delete_file, lookup, ran, send_email
 
-ran: list[tuple[str, dict[str, Any]]] = []
-
-
-@pytest.fixture(autouse=True)
-def _clear() -> None:
-    ran.clear()
-
-
-@tool(requires_approval=True)
-def send_email(to: str) -> str:
-    """Send an email.
-
-    Args:
-        to: The address.
-    """
-    ran.append(("send_email", {"to": to}))
-    return f"sent to {to}"
-
-
-@tool(requires_approval=True)
-def delete_file(path: str) -> str:
-    """Delete a file.
-
-    Args:
-        path: The file.
-    """
-    ran.append(("delete_file", {"path": path}))
-    return f"deleted {path}"
-
-
-@tool
-def lookup(name: str) -> str:
-    """Look a contact up (no approval needed).
-
-    Args:
-        name: Who.
-    """
-    ran.append(("lookup", {"name": name}))
-    return f"{name.lower()}@example.org"
+pytestmark = pytest.mark.usefixtures("clear_ran")
 
 
 def calls(*specs: tuple[str, dict[str, Any], str]) -> ChatResponse:

@@ -31,54 +31,9 @@ from parley.models import ChatResponse
 from parley.models.base import ChatRequest
 from parley.models.structured import STRUCTURED_TOOL
 from parley.models.testing import ScriptedModel
-from parley.tools import RunContext, tool
+from tests.agents._tools import charge, lookup, ran, send_email, whoami
 
-ran: list[tuple[str, dict[str, Any]]] = []
-
-
-@pytest.fixture(autouse=True)
-def _clear() -> None:
-    ran.clear()
-
-
-@tool(idempotent=True)
-def lookup(name: str) -> str:
-    """Look a contact up (reading only: safe to run again).
-
-    Args:
-        name: Who.
-    """
-    ran.append(("lookup", {"name": name}))
-    return f"{name.lower()}@example.org"
-
-
-@tool
-def charge(amount: int) -> str:
-    """Charge a card (not idempotent: twice would charge twice).
-
-    Args:
-        amount: In cents.
-    """
-    ran.append(("charge", {"amount": amount}))
-    return f"charged {amount}"
-
-
-@tool(requires_approval=True)
-def send_email(to: str) -> str:
-    """Send an email.
-
-    Args:
-        to: The address.
-    """
-    ran.append(("send_email", {"to": to}))
-    return f"sent to {to}"
-
-
-@tool(idempotent=True)
-def whoami(ctx: RunContext) -> str:
-    """The run's id."""
-    ran.append(("whoami", {}))
-    return ctx.run_id
+pytestmark = pytest.mark.usefixtures("clear_ran")
 
 
 def call(cid: str, name: str, /, **args: Any) -> ToolCallBlock:
@@ -93,6 +48,18 @@ def answered(cid: str, output: str) -> Msg:
 
 def turn(*calls: ToolCallBlock, **metadata: Any) -> Msg:
     return Msg(role="assistant", content=list(calls), name="clerk", metadata=metadata)
+
+
+def looked_up() -> InMemoryMemory:
+    """A conversation ending on a complete round of tool results: Ada's address looked up."""
+    result = ToolResultBlock(tool_call_id="c1", name="lookup", output="ada@x.org")
+    return InMemoryMemory(
+        [
+            Msg.user("Ada's address?"),
+            turn(call("c1", "lookup", name="Ada")),
+            Msg(role="tool", content=[result]),
+        ]
+    )
 
 
 def agent_on(*steps: Any, max_iters: int = 10) -> tuple[Agent, ScriptedModel]:
@@ -141,16 +108,7 @@ async def test_a_stored_question_gets_the_agents_planned_calls_first() -> None:
 
 
 async def test_a_complete_round_of_tool_results_goes_to_the_model() -> None:
-    memory = InMemoryMemory(
-        [
-            Msg.user("Ada's address?"),
-            turn(call("c1", "lookup", name="Ada")),
-            Msg(
-                role="tool",
-                content=[ToolResultBlock(tool_call_id="c1", name="lookup", output="ada@x.org")],
-            ),
-        ]
-    )
+    memory = looked_up()
     agent, model = agent_on("ada@x.org")
     answer = await agent.continue_reply(memory=memory)
     assert answer.text == "ada@x.org"
@@ -291,16 +249,7 @@ async def test_a_resumed_run_cut_off_is_decided_by_its_verdicts() -> None:
 
 
 async def test_model_calls_count_on_from_those_since_the_question() -> None:
-    memory = InMemoryMemory(
-        [
-            Msg.user("Ada's address?"),
-            turn(call("c1", "lookup", name="Ada")),
-            Msg(
-                role="tool",
-                content=[ToolResultBlock(tool_call_id="c1", name="lookup", output="ada@x.org")],
-            ),
-        ]
-    )
+    memory = looked_up()
     agent, model = agent_on(max_iters=1)
     events = await events_of(agent, memory)
     assert any(isinstance(e, MaxItersReached) for e in events)

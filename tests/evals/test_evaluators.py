@@ -33,17 +33,9 @@ from parley.models.testing import ScriptedModel
 from parley.rag.index import DocumentIndex
 from parley.rag.tool import RetrievalTool
 from parley.tools import tool
+from tests.evals import _fixtures
 
-
-@tool
-def multiply(a: int, b: int) -> int:
-    """Multiply two numbers.
-
-    Args:
-        a: The first.
-        b: The second.
-    """
-    return a * b
+multiply = tool(_fixtures.multiply)
 
 
 @tool

@@ -32,18 +32,10 @@ from parley.providers.openai import OpenAIChatModel
 from parley.providers.openai.server import HTTPError, OpenAIServer, Reply
 from parley.tools import tool
 from tests._requires import require_module
+from tests.evals import _fixtures
 from tests.tracing.fixtures import Spans, attrs, parent_of, span_id
 
-
-@tool
-def multiply(a: int, b: int) -> int:
-    """Multiply two numbers.
-
-    Args:
-        a: The first.
-        b: The second.
-    """
-    return a * b
+multiply = tool(_fixtures.multiply)
 
 
 FAST = RetryPolicy(initial_delay=0.01, max_delay=0.02)

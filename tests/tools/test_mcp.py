@@ -430,20 +430,21 @@ class HTTPServer:
             self.process.wait(timeout=10)
 
 
-@pytest.fixture
-def http_server(tmp_path: Path) -> Iterator[HTTPServer]:
-    server = HTTPServer("http", tmp_path / "http.log")
+def _served(transport: str, tmp_path: Path) -> Iterator[HTTPServer]:
+    server = HTTPServer(transport, tmp_path / f"{transport}.log")
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def http_server(tmp_path: Path) -> Iterator[HTTPServer]:
+    yield from _served("http", tmp_path)
 
 
 @pytest.fixture
 def sse_server(tmp_path: Path) -> Iterator[HTTPServer]:
-    server = HTTPServer("sse", tmp_path / "sse.log")
-    server.start()
-    yield server
-    server.stop()
+    yield from _served("sse", tmp_path)
 
 
 async def test_streamable_http_lists_and_calls(http_server: HTTPServer) -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -361,6 +363,66 @@ def test_the_sync_twin(server: OpenAIServer) -> None:
         assert read_wav(model.synthesize_sync(TEXT).audio_bytes)[0] == PCM
     finally:
         model.close_sync()
+
+
+async def test_speech_goes_through_the_sdk_s_aiohttp_client(
+    server: OpenAIServer, make_model: ModelFactory
+) -> None:
+    from openai import DefaultAioHttpClient  # noqa: PLC0415  (the openai extra installs it)
+
+    model = make_model()
+    assert isinstance(model.client()._client, DefaultAioHttpClient)
+    server.add(Speech(chunk_size=333), Speech(chunk_size=4800))
+    assert joined(await pieces_of(model)) == PCM
+    assert read_wav((await model.synthesize_whole(TEXT)).audio_bytes)[0] == PCM
+    assert len({request.client_port for request in server.requests}) == 1  # one connection
+
+
+async def test_without_aiohttp_speech_goes_through_the_sdk_s_own_client(
+    server: OpenAIServer, make_model: ModelFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from openai import DefaultAioHttpClient  # noqa: PLC0415
+
+    monkeypatch.setitem(sys.modules, "aiohttp", None)
+    model = make_model()
+    assert not isinstance(model.client()._client, DefaultAioHttpClient)
+    server.add(Speech(chunk_size=333))
+    assert joined(await pieces_of(model)) == PCM
+
+
+_UNCLOSED = """
+import asyncio, gc, sys
+from parley.providers.openai import OpenAICredential
+from parley.providers.openai.speech import OpenAITTSModel
+model = OpenAITTSModel(OpenAICredential(api_key="k", base_url=sys.argv[1]), "tts-1")
+async def streamed():
+    return b"".join([piece.audio_bytes async for piece in model.synthesize_stream("Hi")])
+print(len(asyncio.run(model.synthesize_whole("Hi")).audio_bytes))
+print(len(asyncio.run(streamed())))
+print(len(model.synthesize_sync("Hi").audio_bytes))
+if sys.argv[2] == "dropped":
+    del model
+    gc.collect()
+"""
+
+
+@pytest.mark.parametrize("ending", ["dropped", "kept"])
+def test_connections_close_with_their_event_loop(server: OpenAIServer, ending: str) -> None:
+    # Each `asyncio.run` ends its loop, which closes the aiohttp connections opened on it; the
+    # sync twins' loop runs to the exit, which closes them there if the model is still alive.
+    server.add(Speech(), Speech(), Speech())
+    ran = subprocess.run(
+        [sys.executable, "-W", "always::ResourceWarning", "-c", _UNCLOSED, server.url, ending],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    trouble = ("Unclosed", "ResourceWarning", "never awaited", "destroyed but it is pending")
+    assert not [word for word in trouble if word in ran.stderr], ran.stderr
+    wav = 44 + len(speech_pcm("Hi"))
+    assert [int(size) for size in ran.stdout.split()] == [wav, len(speech_pcm("Hi")), wav]
 
 
 # -- the server's own checks ------------------------------------------------------------------

@@ -4,7 +4,15 @@
 `PromptedToolsModel` gives tool calling to models without it (Qwen-Agent's `nous` format).
 """
 
-from parley.agents.agent import Agent, AgentInput, ToolChoicePolicy, one_tool_round
+from parley.agents.agent import (
+    Agent,
+    AgentInput,
+    ContinueOptions,
+    RunOptions,
+    StructuredOptions,
+    ToolChoicePolicy,
+    one_tool_round,
+)
 from parley.agents.approval import CANCELLED, DENIED, INTERRUPTED, NOT_RUN, PendingApproval
 from parley.agents.budget import (
     ContextBudget,
@@ -54,6 +62,7 @@ __all__ = [
     "AudioStarted",
     "ContextBudget",
     "ContextStrategy",
+    "ContinueOptions",
     "CountsTokens",
     "InMemoryMemory",
     "MaxItersReached",
@@ -64,8 +73,10 @@ __all__ = [
     "PromptedToolsModel",
     "RunEnded",
     "RunError",
+    "RunOptions",
     "RunStarted",
     "RunStatus",
+    "StructuredOptions",
     "StructuredSchema",
     "TextDelta",
     "ThinkingDelta",

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar, overload
+from typing import Any, TypedDict, TypeVar, Unpack, overload
 
 from pydantic import BaseModel, ValidationError
 
@@ -38,7 +38,16 @@ from parley.models.base import ChatModel
 from parley.models.tools import ToolChoicePolicy, check_tool_choice, one_tool_round
 from parley.tools import ToolInput, Toolkit
 
-__all__ = ["Agent", "AgentInput", "ReplyListener", "ToolChoicePolicy", "one_tool_round"]
+__all__ = [
+    "Agent",
+    "AgentInput",
+    "ContinueOptions",
+    "ReplyListener",
+    "RunOptions",
+    "StructuredOptions",
+    "ToolChoicePolicy",
+    "one_tool_round",
+]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -47,6 +56,31 @@ AgentInput = str | Msg | Mapping[str, Any] | Sequence[str | Msg | Mapping[str, A
 
 ReplyListener = Callable[["Agent", Msg], Awaitable[None]]
 """Awaited with an agent and the answer one of its runs ended with (`Agent.reply_listeners`)."""
+
+
+class StructuredOptions(TypedDict, total=False):
+    """`reply_structured`'s keyword arguments: where a run goes and for whom (as `stream`'s)."""
+
+    memory: Memory | None
+    deps: Any
+    user_id: str | None
+
+
+class RunOptions(StructuredOptions, total=False):
+    """The keyword arguments of every way to run an agent (`Agent.stream` tells each).
+
+    `reply`, `resume` and the sync twins take them as `stream` and `resume_stream` do, so
+    they are written down once, here.
+    """
+
+    structured: StructuredSchema | None
+    run_id: str | None
+
+
+class ContinueOptions(RunOptions, total=False):
+    """`continue_stream`'s keyword arguments: `RunOptions` and the verdicts of `resume`."""
+
+    resume: tuple[str, bool | Mapping[str, bool]] | None
 
 
 def _as_msgs(msgs: AgentInput) -> list[Msg]:
@@ -181,9 +215,8 @@ class Agent:
             run_id: The run's id (`run_<hex>` by default): a caller that runs it again (a
                 takeover) keeps its id across attempts.
         """
-        return _ListenedRun(
-            self,
-            self.memory if memory is None else memory,
+        return self._start(
+            memory=memory,
             input_msgs=_as_msgs(msgs),
             structured=structured,
             deps=deps,
@@ -191,17 +224,12 @@ class Agent:
             run_id=run_id,
         )
 
-    async def reply(
-        self,
-        msgs: AgentInput = None,
-        *,
-        structured: StructuredSchema | None = None,
-        memory: Memory | None = None,
-        deps: Any = None,
-        user_id: str | None = None,
-        run_id: str | None = None,
-    ) -> Msg:
-        """Run on `msgs` and return the final assistant message.
+    def _start(self, *, memory: Memory | None = None, **run: Any) -> AgentRun:
+        """A run on `memory` (the agent's own when None) that tells the reply listeners."""
+        return _ListenedRun(self, self.memory if memory is None else memory, **run)
+
+    async def reply(self, msgs: AgentInput = None, **options: Unpack[RunOptions]) -> Msg:
+        """Run on `msgs` and return the final assistant message (options as `stream`'s).
 
         When the run parks for approval, that is the message whose calls wait (its
         `metadata["interrupt_id"]` is what `resume` takes); at `max_iters`, the last one.
@@ -209,10 +237,7 @@ class Agent:
         Raises:
             ModelError: The model failed (after its retries).
         """
-        run = self.stream(
-            msgs, structured=structured, memory=memory, deps=deps, user_id=user_id, run_id=run_id
-        )
-        return _final(run, await run.result())
+        return await _final(self.stream(msgs, **options))
 
     @overload
     async def reply_structured(
@@ -298,12 +323,7 @@ class Agent:
         self,
         interrupt: str | PendingApproval,
         approved: bool | Mapping[str, bool],
-        *,
-        structured: StructuredSchema | None = None,
-        memory: Memory | None = None,
-        deps: Any = None,
-        user_id: str | None = None,
-        run_id: str | None = None,
+        **options: Unpack[RunOptions],
     ) -> AgentRun:
         """Continue a run parked for approval, iterating its events.
 
@@ -312,49 +332,24 @@ class Agent:
                 itself (as the service persisted it).
             approved: One verdict for every awaiting call, or one per call id (a call left
                 out is denied). Approved calls run; denied ones answer "denied by the user".
-            structured: A pydantic model or JSON schema the final answer must follow.
-            memory: The memory the run parked on, when it was not the agent's own.
-            deps: Handed to the tools that take a `RunContext` (`ctx.deps`).
-            user_id: Who the run is for (`ctx.user_id`).
-            run_id: The run's id (a new one by default).
+            **options: As `stream`'s; `memory` is the one the run parked on, when it was not
+                the agent's own, and `run_id` a new one by default.
 
         Raises:
             UserError: The interrupt id is unknown or used, or a verdict names another call.
         """
         pending = self._lookup(interrupt)
         verdicts = pending.decide(approved)
-        return _ListenedRun(
-            self,
-            self.memory if memory is None else memory,
-            resume=(pending, verdicts),
-            structured=structured,
-            deps=deps,
-            user_id=user_id,
-            run_id=run_id,
-        )
+        return self._start(resume=(pending, verdicts), **options)
 
     async def resume(
         self,
         interrupt: str | PendingApproval,
         approved: bool | Mapping[str, bool],
-        *,
-        structured: StructuredSchema | None = None,
-        memory: Memory | None = None,
-        deps: Any = None,
-        user_id: str | None = None,
-        run_id: str | None = None,
+        **options: Unpack[RunOptions],
     ) -> Msg:
         """Continue a run parked for approval; the final message, as `reply` returns it."""
-        run = self.resume_stream(
-            interrupt,
-            approved,
-            structured=structured,
-            memory=memory,
-            deps=deps,
-            user_id=user_id,
-            run_id=run_id,
-        )
-        return _final(run, await run.result())
+        return await _final(self.resume_stream(interrupt, approved, **options))
 
     # -- continuing --------------------------------------------------------------------------------
 
@@ -396,9 +391,8 @@ class Agent:
             UserError: (when iterated) The memory holds no message, or a verdict names a
                 call that does not wait.
         """
-        return _ListenedRun(
-            self,
-            self.memory if memory is None else memory,
+        return self._start(
+            memory=memory,
             carry_on=Continuation(resume=resume),
             structured=structured,
             deps=deps,
@@ -406,26 +400,9 @@ class Agent:
             run_id=run_id,
         )
 
-    async def continue_reply(
-        self,
-        *,
-        memory: Memory | None = None,
-        user_id: str | None = None,
-        deps: Any = None,
-        run_id: str | None = None,
-        structured: StructuredSchema | None = None,
-        resume: tuple[str, bool | Mapping[str, bool]] | None = None,
-    ) -> Msg:
+    async def continue_reply(self, **options: Unpack[ContinueOptions]) -> Msg:
         """`continue_stream` run to its end: the final message, as `reply` returns it."""
-        run = self.continue_stream(
-            memory=memory,
-            user_id=user_id,
-            deps=deps,
-            run_id=run_id,
-            structured=structured,
-            resume=resume,
-        )
-        return _final(run, await run.result())
+        return await _final(self.continue_stream(**options))
 
     async def planned_calls(self, input_msgs: Sequence[Msg]) -> list[ToolCallBlock]:
         """Tool calls to make before the model's first turn of a run on new input.
@@ -456,152 +433,47 @@ class Agent:
 
     # -- sync twins --------------------------------------------------------------------------------
 
-    def reply_sync(
-        self,
-        msgs: AgentInput = None,
-        *,
-        structured: StructuredSchema | None = None,
-        memory: Memory | None = None,
-        deps: Any = None,
-        user_id: str | None = None,
-        run_id: str | None = None,
-    ) -> Msg:
+    def reply_sync(self, msgs: AgentInput = None, **options: Unpack[RunOptions]) -> Msg:
         """`reply`, from synchronous code."""
-        return run_sync(
-            self.reply(
-                msgs,
-                structured=structured,
-                memory=memory,
-                deps=deps,
-                user_id=user_id,
-                run_id=run_id,
-            )
-        )
+        return run_sync(self.reply(msgs, **options))
 
     def stream_sync(
-        self,
-        msgs: AgentInput = None,
-        *,
-        structured: StructuredSchema | None = None,
-        memory: Memory | None = None,
-        deps: Any = None,
-        user_id: str | None = None,
-        run_id: str | None = None,
+        self, msgs: AgentInput = None, **options: Unpack[RunOptions]
     ) -> Iterator[AgentEvent]:
         """`stream`, from synchronous code; closing the iterator stops the run."""
-        return iterate_sync(
-            self.stream(
-                msgs,
-                structured=structured,
-                memory=memory,
-                deps=deps,
-                user_id=user_id,
-                run_id=run_id,
-            )
-        )
+        return iterate_sync(self.stream(msgs, **options))
 
     def reply_structured_sync(
-        self,
-        msgs: AgentInput,
-        schema: StructuredSchema,
-        *,
-        memory: Memory | None = None,
-        deps: Any = None,
-        user_id: str | None = None,
+        self, msgs: AgentInput, schema: StructuredSchema, **options: Unpack[StructuredOptions]
     ) -> tuple[Msg, Any]:
         """`reply_structured`, from synchronous code."""
-        coroutine = self.reply_structured(msgs, schema, memory=memory, deps=deps, user_id=user_id)
-        return run_sync(coroutine)
+        return run_sync(self.reply_structured(msgs, schema, **options))
 
     def resume_sync(
         self,
         interrupt: str | PendingApproval,
         approved: bool | Mapping[str, bool],
-        *,
-        structured: StructuredSchema | None = None,
-        memory: Memory | None = None,
-        deps: Any = None,
-        user_id: str | None = None,
-        run_id: str | None = None,
+        **options: Unpack[RunOptions],
     ) -> Msg:
         """`resume`, from synchronous code."""
-        return run_sync(
-            self.resume(
-                interrupt,
-                approved,
-                structured=structured,
-                memory=memory,
-                deps=deps,
-                user_id=user_id,
-                run_id=run_id,
-            )
-        )
+        return run_sync(self.resume(interrupt, approved, **options))
 
     def resume_stream_sync(
         self,
         interrupt: str | PendingApproval,
         approved: bool | Mapping[str, bool],
-        *,
-        structured: StructuredSchema | None = None,
-        memory: Memory | None = None,
-        deps: Any = None,
-        user_id: str | None = None,
-        run_id: str | None = None,
+        **options: Unpack[RunOptions],
     ) -> Iterator[AgentEvent]:
         """`resume_stream`, from synchronous code."""
-        run = self.resume_stream(
-            interrupt,
-            approved,
-            structured=structured,
-            memory=memory,
-            deps=deps,
-            user_id=user_id,
-            run_id=run_id,
-        )
-        return iterate_sync(run)
+        return iterate_sync(self.resume_stream(interrupt, approved, **options))
 
-    def continue_reply_sync(
-        self,
-        *,
-        memory: Memory | None = None,
-        user_id: str | None = None,
-        deps: Any = None,
-        run_id: str | None = None,
-        structured: StructuredSchema | None = None,
-        resume: tuple[str, bool | Mapping[str, bool]] | None = None,
-    ) -> Msg:
+    def continue_reply_sync(self, **options: Unpack[ContinueOptions]) -> Msg:
         """`continue_reply`, from synchronous code."""
-        return run_sync(
-            self.continue_reply(
-                memory=memory,
-                user_id=user_id,
-                deps=deps,
-                run_id=run_id,
-                structured=structured,
-                resume=resume,
-            )
-        )
+        return run_sync(self.continue_reply(**options))
 
-    def continue_stream_sync(
-        self,
-        *,
-        memory: Memory | None = None,
-        user_id: str | None = None,
-        deps: Any = None,
-        run_id: str | None = None,
-        structured: StructuredSchema | None = None,
-        resume: tuple[str, bool | Mapping[str, bool]] | None = None,
-    ) -> Iterator[AgentEvent]:
+    def continue_stream_sync(self, **options: Unpack[ContinueOptions]) -> Iterator[AgentEvent]:
         """`continue_stream`, from synchronous code; closing the iterator stops the run."""
-        run = self.continue_stream(
-            memory=memory,
-            user_id=user_id,
-            deps=deps,
-            run_id=run_id,
-            structured=structured,
-            resume=resume,
-        )
-        return iterate_sync(run)
+        return iterate_sync(self.continue_stream(**options))
 
 
 class _ListenedRun(AgentRun):
@@ -614,7 +486,9 @@ class _ListenedRun(AgentRun):
         return event
 
 
-def _final(run: AgentRun, final: Msg | None) -> Msg:
+async def _final(run: AgentRun) -> Msg:
+    """`run` run to its end: its final message."""
+    final = await run.result()
     if final is None:
         # Only a run interrupted before the model wrote anything ends without a message.
         raise ModelOutputError(f"the run ended ({run.status}) before the model answered")
@@ -622,7 +496,7 @@ def _final(run: AgentRun, final: Msg | None) -> Msg:
 
 
 async def _structured_result(run: AgentRun) -> tuple[Msg, Any]:
-    final = _final(run, await run.result())
+    final = await _final(run)
     if run.status != "completed":
         hint = " (resume it with agent.resume)" if run.status == "awaiting_approval" else ""
         raise ModelOutputError(

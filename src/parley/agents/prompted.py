@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Protocol
 from pydantic import BaseModel
 
 from parley.agents._nous import NousParser, ThinkSplitter, nous_messages
+from parley.agents._wrapper import WrapperModel
 from parley.messages import Msg, TextBlock, ThinkingBlock, ToolCallBlock
 from parley.models.accumulator import (
     BlockDelta,
@@ -104,7 +105,7 @@ def _finish(inner: FinishReason | None, calls: int) -> FinishReason | None:
     return inner
 
 
-class PromptedToolsModel(ChatModel):
+class PromptedToolsModel(WrapperModel):
     """A chat model that calls tools through its prompt (Qwen-Agent's `nous` format).
 
     It answers like any chat model: the tools it is given come back as tool-call blocks.
@@ -128,19 +129,9 @@ class PromptedToolsModel(ChatModel):
         *,
         thought_in_content: bool = False,
     ) -> None:
-        # No retries of its own: the inner model's stream retries before its first chunk.
-        super().__init__(
-            None,
-            inner.model,
-            inner.parameters,
-            stream=inner.stream,
-            max_retries=0,
-            context_size=inner.context_size,
-        )
-        self.inner = inner
+        super().__init__(inner)
         self.fmt: ToolPromptFormat = fmt if fmt is not None else NousFormat()
         self.thought_in_content = thought_in_content
-        self.default_tool_choice = inner.default_tool_choice
 
     def __repr__(self) -> str:
         return f"PromptedToolsModel({self.inner!r})"

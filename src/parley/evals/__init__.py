@@ -46,7 +46,7 @@ from parley.evals.report import (
     ReportSummary,
     ToolCallRecord,
 )
-from parley.evals.runner import CaseTimeoutError, Target, evaluate
+from parley.evals.runner import CaseTimeoutError, EvaluateOptions, Target, evaluate
 
 __all__ = [
     "CalledTool",
@@ -61,6 +61,7 @@ __all__ = [
     "Equals",
     "EvalContext",
     "EvalReport",
+    "EvaluateOptions",
     "Evaluator",
     "EvaluatorResult",
     "FunctionEvaluator",

@@ -30,17 +30,10 @@ import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 import yaml
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from parley._sync import run_sync
 from parley.errors import ConfigurationError
@@ -48,9 +41,7 @@ from parley.evals.evaluators import Evaluator, as_evaluator, default_evaluator, 
 
 if TYPE_CHECKING:
     from parley.evals.report import EvalReport
-    from parley.evals.runner import Target
-    from parley.models.base import ChatModel
-    from parley.models.retry import RetryPolicy
+    from parley.evals.runner import EvaluateOptions, Target
 
 __all__ = ["Case", "Dataset", "DatasetError", "EvaluatorInput"]
 
@@ -257,58 +248,15 @@ class Dataset(BaseModel):
 
     # -- running ----------------------------------------------------------------------------
 
-    async def evaluate(
-        self,
-        target: Target,
-        *,
-        concurrency: int = 4,
-        retries: int = 2,
-        name: str | None = None,
-        settings: Mapping[str, Any] | None = None,
-        judge_model: ChatModel | None = None,
-        retry_policy: RetryPolicy | None = None,
-        timeout: float | None = None,
-    ) -> EvalReport:
+    async def evaluate(self, target: Target, **options: Unpack[EvaluateOptions]) -> EvalReport:
         """Run every case over `target` and judge it; see `parley.evals.runner.evaluate`."""
         from parley.evals.runner import evaluate  # noqa: PLC0415
 
-        return await evaluate(
-            self,
-            target,
-            concurrency=concurrency,
-            retries=retries,
-            name=name,
-            settings=settings,
-            judge_model=judge_model,
-            retry_policy=retry_policy,
-            timeout=timeout,
-        )
+        return await evaluate(self, target, **options)
 
-    def evaluate_sync(
-        self,
-        target: Target,
-        *,
-        concurrency: int = 4,
-        retries: int = 2,
-        name: str | None = None,
-        settings: Mapping[str, Any] | None = None,
-        judge_model: ChatModel | None = None,
-        retry_policy: RetryPolicy | None = None,
-        timeout: float | None = None,
-    ) -> EvalReport:
+    def evaluate_sync(self, target: Target, **options: Unpack[EvaluateOptions]) -> EvalReport:
         """`evaluate`, from synchronous code."""
-        return run_sync(
-            self.evaluate(
-                target,
-                concurrency=concurrency,
-                retries=retries,
-                name=name,
-                settings=settings,
-                judge_model=judge_model,
-                retry_policy=retry_policy,
-                timeout=timeout,
-            )
-        )
+        return run_sync(self.evaluate(target, **options))
 
     # -- files ------------------------------------------------------------------------------
 

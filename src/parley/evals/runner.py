@@ -28,7 +28,7 @@ import inspect
 import re
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from parley import tracing
 from parley.agents.agent import Agent
@@ -46,10 +46,29 @@ from parley.models.retry import RetryPolicy, retry_wait
 if TYPE_CHECKING:
     from parley.evals.dataset import Case, Dataset
 
-__all__ = ["CaseTimeoutError", "Target", "describe_target", "evaluate", "passages"]
+__all__ = [
+    "CaseTimeoutError",
+    "EvaluateOptions",
+    "Target",
+    "describe_target",
+    "evaluate",
+    "passages",
+]
 
 Target = Agent | ChatModel | Callable[..., Any]
 """What a dataset runs over: an agent, a chat model, or a function of the inputs."""
+
+
+class EvaluateOptions(TypedDict, total=False):
+    """`evaluate`'s keyword arguments, which `Dataset.evaluate` and its sync twin pass on."""
+
+    concurrency: int
+    retries: int
+    name: str | None
+    settings: Mapping[str, Any] | None
+    judge_model: ChatModel | None
+    retry_policy: RetryPolicy | None
+    timeout: float | None
 
 
 class _Run(Protocol):

@@ -10,7 +10,8 @@ about a sixth of the time, and a small call costs 0.15 to 0.3 ms less; the strea
 from 0.87x the raw SDK's time to 0.36x (ollama), from 0.45x to 0.19x (anthropic). The
 SDKs that take it: dashscope (`http_client=`,
 httpx-aiohttp's `HttpxAiohttpClient`), ollama (the class its `AsyncClient` builds, see
-`ollama._sdk`), anthropic (its own `DefaultAioHttpClient`, a vendored httpx-aiohttp).
+`ollama._sdk`), anthropic (its own `DefaultAioHttpClient`, a vendored httpx-aiohttp), openai
+for speech (the same, from the openai SDK).
 
 What every such client needs, here once:
 

@@ -24,7 +24,14 @@ PostgreSQL, the `rag-postgres` extra (asyncpg).
 
 from parley.rag.chunking import Chunker
 from parley.rag.fusion import RRF_K, reciprocal_rank_fusion
-from parley.rag.index import DEFAULT, DocumentIndex, IngestReport
+from parley.rag.index import (
+    DEFAULT,
+    DocumentIndex,
+    IndexSettings,
+    IngestReport,
+    OpenOptions,
+    SearchOptions,
+)
 from parley.rag.postgres_store import PostgresIndexStore
 from parley.rag.sqlite_store import SQLiteIndexStore
 from parley.rag.store import IndexStore
@@ -46,12 +53,15 @@ __all__ = [
     "DocumentIndex",
     "DocumentRecord",
     "IndexInfo",
+    "IndexSettings",
     "IndexStore",
     "IngestReport",
+    "OpenOptions",
     "PostgresIndexStore",
     "SQLiteIndexStore",
     "SearchHit",
     "SearchMode",
+    "SearchOptions",
     "document_id",
     "keyword_query",
     "keyword_terms",

@@ -42,8 +42,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, Unpack
 
 from parley import tracing
 from parley._sync import run_sync
@@ -62,7 +61,15 @@ from parley.rag.types import Chunk, DocumentRecord, SearchHit, SearchMode, docum
 from parley.tools.builtin._net import FetchPolicy
 from parley.tools.builtin.doc_parser import ParsedDocument, ParseLimits, detect_format
 
-__all__ = ["DEFAULT", "DocumentIndex", "IngestReport", "Progress"]
+__all__ = [
+    "DEFAULT",
+    "DocumentIndex",
+    "IndexSettings",
+    "IngestReport",
+    "OpenOptions",
+    "Progress",
+    "SearchOptions",
+]
 
 logger = logging.getLogger("parley.rag")
 
@@ -73,6 +80,37 @@ Source = str | os.PathLike[str]
 
 Progress = Callable[[int, int, str], None]
 """Told of each source indexed: (sources done, sources in all, the source)."""
+
+
+class IndexSettings(TypedDict, total=False):
+    """How a `DocumentIndex` reads, chunks and searches (the class's docstring tells each)."""
+
+    chunk_size: int
+    chunk_overlap: int
+    max_file_bytes: int
+    fetch_policy: FetchPolicy | None
+    roots: Sequence[Source] | None
+    front_page_chunks: int
+    max_rows: int
+    parse_limits: ParseLimits | None
+
+
+class OpenOptions(IndexSettings, total=False):
+    """`DocumentIndex.open`'s keyword arguments: the store and model, and `IndexSettings`."""
+
+    store: IndexStore | None
+    embedding_model: EmbeddingModel[Any] | _Default | None
+
+
+class SearchOptions(TypedDict, total=False):
+    """`DocumentIndex.search`'s keyword arguments (its docstring tells each)."""
+
+    mode: SearchMode | None
+    top_k: int
+    score_threshold: float | None
+    sources: Sequence[Source] | None
+    front_page_tokens: int | None
+    front_page_fallback: bool
 
 
 # Sources in flight: the one being stored, and two read and parsed meanwhile (the parser
@@ -192,16 +230,9 @@ class DocumentIndex:
         *,
         store: IndexStore | None = None,
         embedding_model: EmbeddingModel[Any] | _Default | None = DEFAULT,
-        chunk_size: int = 500,
-        chunk_overlap: int = 50,
-        max_file_bytes: int = _MAX_BYTES,
-        fetch_policy: FetchPolicy | None = None,
-        roots: Sequence[Source] | None = None,
-        front_page_chunks: int = 2,
-        max_rows: int = 1000,
-        parse_limits: ParseLimits | None = None,
+        **settings: Unpack[IndexSettings],
     ) -> DocumentIndex:
-        """Open the index at `path`, or in `store`.
+        """Open the index at `path`, or in `store`, with the class's settings.
 
         `path` is an SQLite file (made if missing), or a PostgreSQL URL (`postgresql://`,
         `postgres://` or `postgresql+asyncpg://`) for a `PostgresIndexStore` with its default
@@ -221,18 +252,7 @@ class DocumentIndex:
         model = _default_model() if embedding_model is DEFAULT else embedding_model
         opened = store if store is not None else await _open_store(path or "")
         try:
-            index = cls(
-                opened,
-                model,
-                chunk_size=chunk_size,
-                chunk_overlap=chunk_overlap,
-                max_file_bytes=max_file_bytes,
-                fetch_policy=fetch_policy,
-                roots=roots,
-                front_page_chunks=front_page_chunks,
-                max_rows=max_rows,
-                parse_limits=parse_limits,
-            )
+            index = cls(opened, model, **settings)
             await index._check_model()
         except BaseException:
             if store is None:
@@ -241,19 +261,14 @@ class DocumentIndex:
         return index
 
     @classmethod
-    def open_sync(cls, path: Source | None = None, **options: object) -> DocumentIndex:
+    def open_sync(cls, path: Source | None = None, **options: Unpack[OpenOptions]) -> DocumentIndex:
         """The sync twin of `open` (same arguments)."""
-        return run_sync(cls.open(path, **options))  # type: ignore[arg-type]
+        return run_sync(cls.open(path, **options))
 
     async def __aenter__(self) -> DocumentIndex:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
     async def close(self) -> None:
@@ -572,29 +587,9 @@ class DocumentIndex:
             span.hits(hits)
         return hits
 
-    def search_sync(
-        self,
-        query: str,
-        *,
-        mode: SearchMode | None = None,
-        top_k: int = 5,
-        score_threshold: float | None = None,
-        sources: Sequence[Source] | None = None,
-        front_page_tokens: int | None = None,
-        front_page_fallback: bool = False,
-    ) -> list[SearchHit]:
+    def search_sync(self, query: str, **options: Unpack[SearchOptions]) -> list[SearchHit]:
         """The sync twin of `search`."""
-        return run_sync(
-            self.search(
-                query,
-                mode=mode,
-                top_k=top_k,
-                score_threshold=score_threshold,
-                sources=sources,
-                front_page_tokens=front_page_tokens,
-                front_page_fallback=front_page_fallback,
-            )
-        )
+        return run_sync(self.search(query, **options))
 
     async def _doc_ids(self, sources: Sequence[Source] | None) -> list[str] | None:
         """The ids of the documents `sources` name; a folder names those under it."""

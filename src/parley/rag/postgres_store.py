@@ -61,7 +61,7 @@ import time
 import unicodedata
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack, cast
 from urllib.parse import urlsplit
 
 from parley.errors import IndexMismatchError, MissingDependencyError, RetrievalError, UserError
@@ -77,7 +77,13 @@ if TYPE_CHECKING:
 
     Connection = asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyncpg.Record]
 
-__all__ = ["PG_KEYWORD_ANALYZER", "SCHEMA_VERSION", "PostgresIndexStore", "is_postgres_url"]
+__all__ = [
+    "PG_KEYWORD_ANALYZER",
+    "SCHEMA_VERSION",
+    "PostgresIndexStore",
+    "PostgresOptions",
+    "is_postgres_url",
+]
 
 SCHEMA_VERSION = 1
 """The layout of the tables; an index of a later one is refused."""
@@ -169,6 +175,17 @@ class _Names:
         return f"'{self.config}'::regconfig"
 
 
+class PostgresOptions(TypedDict, total=False):
+    """Where a `PostgresIndexStore` keeps its tables, and its most connections.
+
+    The class's keyword arguments, which `open` takes too.
+    """
+
+    schema: str
+    table_prefix: str
+    pool_size: int
+
+
 class PostgresIndexStore:
     """An `IndexStore` in PostgreSQL (see the module docstring).
 
@@ -225,28 +242,21 @@ class PostgresIndexStore:
         )
 
     @classmethod
-    async def open(
-        cls,
-        url: str,
-        *,
-        schema: str = "public",
-        table_prefix: str = "parley_rag_",
-        pool_size: int = 10,
-    ) -> PostgresIndexStore:
-        """Connect, and make the index's tables if they are missing.
+    async def open(cls, url: str, **options: Unpack[PostgresOptions]) -> PostgresIndexStore:
+        """Connect, and make the index's tables if they are missing (arguments as the class's).
 
         Raises:
             RetrievalError: The server cannot be reached, or the tables are a later
                 parley's, or cannot be made.
             UserError: A bad URL, schema or prefix.
         """
-        store = cls(url, schema=schema, table_prefix=table_prefix, pool_size=pool_size)
+        store = cls(url, **options)
         try:
             async with store._errors("cannot open"):
                 store._pool = await store._asyncpg.create_pool(
                     store.url,
                     min_size=1,
-                    max_size=pool_size,
+                    max_size=store.pool_size,
                     connection_class=_connection_class(),
                     timeout=_CONNECT_TIMEOUT,
                     command_timeout=_COMMAND_TIMEOUT,

@@ -67,14 +67,7 @@ def add_commands(commands: Any) -> None:
         help="a model /v1/chat/completions serves as itself, client tools passed through "
         "(repeatable): a spec such as local or openai:gpt-4o-mini, named by itself or NAME",
     )
-    serve_parser.add_argument(
-        "--agent",
-        dest="agents",
-        action="append",
-        metavar="MODULE:ATTR",
-        help="an agent to serve (repeatable): an Agent, a factory, a list or a registry",
-    )
-    serve_parser.add_argument("--agents-file", help="a TOML or YAML file listing agents")
+    _add_agents_and_logs(serve_parser)
     serve_parser.add_argument(
         "--docs",
         action="append",
@@ -101,9 +94,6 @@ def add_commands(commands: Any) -> None:
         "--tts",
         metavar="SPEC",
         help="the voice for requests asking for speech, provider[:model] (default local)",
-    )
-    serve_parser.add_argument(
-        "--log-level", choices=["critical", "error", "warning", "info", "debug"]
     )
     serve_parser.add_argument(
         "--tracing",
@@ -134,6 +124,19 @@ def add_commands(commands: Any) -> None:
     keys_parser.set_defaults(run=keys)
 
 
+def _add_agents_and_logs(parser: argparse.ArgumentParser) -> None:
+    """The options `serve` and `worker` share: which agents, and how much to log."""
+    parser.add_argument(
+        "--agent",
+        dest="agents",
+        action="append",
+        metavar="MODULE:ATTR",
+        help="an agent (repeatable): an Agent, a factory, a list or a registry",
+    )
+    parser.add_argument("--agents-file", help="a TOML or YAML file listing agents")
+    parser.add_argument("--log-level", choices=["critical", "error", "warning", "info", "debug"])
+
+
 def _add_worker(commands: Any) -> None:
     worker_parser = commands.add_parser(
         "worker",
@@ -142,23 +145,13 @@ def _add_worker(commands: Any) -> None:
     worker_parser.add_argument(
         "--database-url", help="the service's database (PostgreSQL for several processes)"
     )
-    worker_parser.add_argument(
-        "--agent",
-        dest="agents",
-        action="append",
-        metavar="MODULE:ATTR",
-        help="an agent to run (repeatable), as `parley serve --agent`",
-    )
-    worker_parser.add_argument("--agents-file", help="a TOML or YAML file listing agents")
+    _add_agents_and_logs(worker_parser)
     worker_parser.add_argument(
         "--model", help="the built-in agent's model (default: chosen as `parley serve` does)"
     )
     worker_parser.add_argument("--default-agent", help="the default agent")
     worker_parser.add_argument(
         "--run-concurrency", type=int, help="runs taken at once (default 16)"
-    )
-    worker_parser.add_argument(
-        "--log-level", choices=["critical", "error", "warning", "info", "debug"]
     )
     worker_parser.set_defaults(run=worker, docs=None)
 

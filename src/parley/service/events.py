@@ -119,11 +119,13 @@ def _read_page(conn: Connection, run_id: str, after: int) -> _Page:
     )
 
 
+_last_seq_query = select(func.coalesce(func.max(run_events.c.seq), 0)).where(
+    run_events.c.run_id == bindparam("run_id")
+)
+
+
 def _last_seq(conn: Connection, run_id: str) -> int:
-    query = select(func.coalesce(func.max(run_events.c.seq), 0)).where(
-        run_events.c.run_id == run_id
-    )
-    return int(conn.execute(query).scalar_one())
+    return int(conn.execute(_last_seq_query, {"run_id": run_id}).scalar_one())
 
 
 class _Writer(EventWriter):
@@ -190,7 +192,7 @@ class StoreEventLog(EventLog):
     and the periodic sweep), close it with `close()`.
 
     Args:
-        store: The service's store (its own runner: SQLite writes take turns with its own).
+        store: The service's store (its own runner: the events' writes are committed with its own).
         listen: On PostgreSQL, LISTEN for other replicas' events (else readers look again
             every `recheck_interval`: polling).
         notify: On PostgreSQL, NOTIFY other replicas of each flush (`benchmarks/event_log.py`
@@ -211,7 +213,7 @@ class StoreEventLog(EventLog):
         self.store = store
         self.poll_interval = poll_interval
         self.recheck_interval = recheck_interval
-        self._runner = store._runner  # the store's own: SQLite writes take turns with its own
+        self._runner = store._runner  # the store's own: events batched with its writes
         self._notify = notify and not store.is_sqlite
         self._listen = listen and not store.is_sqlite
         self._waiters: dict[str, set[asyncio.Event]] = {}
@@ -257,9 +259,9 @@ class StoreEventLog(EventLog):
 
     # -- writing ----------------------------------------------------------------------------
 
-    async def writer(self, run_id: str) -> EventWriter:
-        """A writer for the run, numbering on from its log's last id."""
-        last = await self._runner.read(lambda conn: _last_seq(conn, run_id))
+    async def writer(self, run_id: str, *, new: bool = False) -> EventWriter:
+        """A writer for the run, numbering on from its log's last id (0 for a `new` run)."""
+        last = 0 if new else await self._runner.read(partial(_last_seq, run_id=run_id))
         return _Writer(self, run_id, last)
 
     async def store_batch(self, run_id: str, rows: list[dict[str, Any]]) -> None:

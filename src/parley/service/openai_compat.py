@@ -75,7 +75,7 @@ from parley.service.openai_messages import (
     error_body,
     request_messages,
 )
-from parley.service.openai_models import model_completion
+from parley.service.openai_models import completion_usage, model_completion
 from parley.service.openai_schema import (
     UNION_TAGS,
     ChatCompletion,
@@ -343,7 +343,7 @@ class _Completion:
 
     def usage_chunk(self, ended: RunEnded) -> str:
         """The frame that reports the run's usage (no choice), as OpenAI's last chunk."""
-        return self._frame([], usage=_usage(ended))
+        return self._frame([], usage=completion_usage(ended.usage))
 
     def _frame(
         self,
@@ -363,18 +363,6 @@ class _Completion:
         # `finish_reason: null` stays, as OpenAI sends it; fields a chunk lacks are left out.
         absent = {name for name in ("usage", "parley") if getattr(chunk, name) is None}
         return frame(chunk.model_dump(mode="json", exclude=absent))
-
-
-def _usage(ended: RunEnded) -> CompletionUsage:
-    usage = ended.usage
-    return CompletionUsage.model_validate(
-        {
-            "prompt_tokens": usage.input_tokens,
-            "completion_tokens": usage.output_tokens,
-            "total_tokens": usage.total_tokens,
-            "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
-        }
-    )
 
 
 class _Answer:
@@ -459,7 +447,7 @@ async def _whole(handle: RunHandle, completion: _Completion) -> JSONResponse:
         created=completion.created,
         model=completion.model,
         choices=[choice],
-        usage=_usage(ended),
+        usage=completion_usage(ended.usage),
         parley=completion.parley(ended),
     )
     return JSONResponse(body.model_dump(mode="json"), headers=headers)

@@ -77,7 +77,7 @@ from parley.service.served_models import ModelEntry
 from parley.service.settings import ServiceSettings
 from parley.service.sse import DONE, frame
 
-__all__ = ["model_completion"]
+__all__ = ["completion_usage", "model_completion"]
 
 log = logging.getLogger("parley.service")
 
@@ -278,7 +278,7 @@ class _Completion:
             created=self.created,
             model=self.model,
             choices=[choice],
-            usage=_usage(response.usage),
+            usage=completion_usage(response.usage),
         )
 
     def chunk(self, delta: ChunkDelta, finish_reason: FinishReason | None = None) -> str:
@@ -287,7 +287,7 @@ class _Completion:
 
     def usage_chunk(self, usage: Usage | None) -> str:
         """The frame that reports the call's usage (no choice), as OpenAI's last chunk."""
-        return self._frame([], usage=_usage(usage))
+        return self._frame([], usage=completion_usage(usage))
 
     def _frame(self, choices: list[ChunkChoice], usage: CompletionUsage | None = None) -> str:
         chunk = ChatCompletionChunk(
@@ -310,7 +310,8 @@ def _finish(response: ChatResponse) -> FinishReason:
     return _FINISH.get(response.finish_reason or "stop", "stop")
 
 
-def _usage(usage: Usage | None) -> CompletionUsage:
+def completion_usage(usage: Usage | None) -> CompletionUsage:
+    """Parley's `Usage` as OpenAI's `usage` of a completion (no usage: zeros)."""
     usage = usage or Usage()
     return CompletionUsage.model_validate(
         {

@@ -224,6 +224,8 @@ class RunHandle:
         """Whether this worker lost the run (its lease lapsed, another may hold it): this
         copy stops and writes nothing more about it."""
         self.cancel_action: CancelAction = "interrupt"
+        self.submits_seen = 0
+        """The manager's count of queued runs when this one started (`_wake_for`)."""
         self.on_early_cancel: Callable[[], None] | None = None
         """Called by `cancel()` while the run waits its turn (not started yet)."""
         self._buffer_bytes = buffer_bytes
@@ -391,6 +393,8 @@ class RunManager:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._renewed_at = time.monotonic()
         self._claiming: set[str] = set()
+        self._submits = 0
+        """Runs queued here so far (`submit`): see `_wake_for`."""
 
     # -- starting runs ---------------------------------------------------------------------
 
@@ -524,6 +528,7 @@ class RunManager:
             ConflictError: The thread is busy and the strategy is `reject` (409).
         """
         await self._make_room(thread_id, user_id, multitask_strategy)
+        self._submits += 1  # a run ending meanwhile wakes the worker for it
         run_id = new_run_id()
         handle: RunHandle | None = None
         model = model_name
@@ -702,6 +707,7 @@ class RunManager:
 
     def _launch(self, handle: RunHandle, lease: Lease) -> None:
         self.active[handle.run_id] = handle
+        handle.submits_seen = self._submits
         handle.task = asyncio.create_task(self._drive(handle, lease), name=handle.run_id)
         self._ensure_poller()
 
@@ -767,7 +773,8 @@ class RunManager:
         if self.events is None:
             return None
         try:
-            return await self.events.writer(handle.run_id)
+            # A first start's log is empty (only the run's worker writes it): nothing to read.
+            return await self.events.writer(handle.run_id, new=handle.attempt == 1)
         except Exception:  # the run goes on; only its re-attachable stream is lost
             log.exception("could not open the event log of run %s", handle.run_id)
             return None
@@ -828,7 +835,7 @@ class RunManager:
                 log.warning("run %s: could not release its thread's lock", handle.run_id)
             self.active.pop(handle.run_id, None)
             handle.done.set()
-            self.wake.set()  # the thread is free: a run waiting for it may start
+            self._wake_for(handle)  # the thread is free: a run waiting for it may start
             for event in (failure, ended):
                 if event is not None:
                     handle.put(event)
@@ -837,6 +844,17 @@ class RunManager:
             handle.put(None)
             if writer is not None:
                 await self._close_writer(handle.run_id, writer)
+
+    def _wake_for(self, handle: RunHandle) -> None:
+        """Wake the worker if a queued run may start now that `handle`'s ended.
+
+        A background run's end frees room; a run queued here since `handle` began may wait
+        for its thread (runs queued by other processes are their workers' to poll for). Not
+        waking the worker after every run's end spares a busy service a poll of the queue a
+        run (a write and a read).
+        """
+        if handle.background or self.waiting or self._submits != handle.submits_seen:
+            self.wake.set()
 
     async def _end_run(
         self,

@@ -120,8 +120,12 @@ class EventLog(ABC):
     """Every run's events: written by the worker running it, followed by readers anywhere."""
 
     @abstractmethod
-    async def writer(self, run_id: str) -> EventWriter:
-        """A writer for the run, numbering on from what its log holds (a takeover goes on)."""
+    async def writer(self, run_id: str, *, new: bool = False) -> EventWriter:
+        """A writer for the run, numbering on from what its log holds (a takeover goes on).
+
+        `new`: the run's first start, whose log holds nothing yet (the writer starts at 1
+        without reading it).
+        """
 
     @abstractmethod
     def follow(self, run_id: str, after: int | None) -> AsyncIterator[tuple[int, AgentEvent]]:

@@ -22,10 +22,11 @@ from typing import Any, ClassVar
 from parley.errors import ToolArgumentsError, ToolError
 from parley.messages import AudioBlock, FileBlock, ImageBlock, OutputBlock, TextBlock, VideoBlock
 from parley.models.tools import ToolSpec
+from parley.tools._qwen_content import QwenContentItem, block_from_content
 from parley.tools.arguments import parse_tool_arguments, qwen_list_to_schema
 from parley.tools.executor import run_in_tool_thread
 
-__all__ = ["Tool", "ToolOutput", "to_output"]
+__all__ = ["InstanceTool", "Tool", "ToolOutput", "to_output"]
 
 ToolOutput = str | list[OutputBlock]
 """What a tool result holds: text, or a list of text and media blocks."""
@@ -40,12 +41,9 @@ def _block_output(value: Sequence[Any]) -> list[OutputBlock] | None:
         return None
     if all(isinstance(item, _OUTPUT_CLASSES) for item in value):
         return list(value)
-    from parley.compat.qwen import ContentItem  # noqa: PLC0415  (Qwen-style tools only)
-
-    if all(isinstance(item, ContentItem) for item in value):
-        from parley.compat.qwen._media import block_from_item  # noqa: PLC0415
-
-        return [block_from_item(item) for item in value]
+    # Known by their shape: parley.compat.qwen sits above tools (and Qwen-Agent's own count).
+    if all(isinstance(item, QwenContentItem) for item in value):
+        return [block_from_content(*item.get_type_and_value()) for item in value]
     return None
 
 
@@ -239,3 +237,31 @@ class Tool:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
+
+
+class InstanceTool(Tool):
+    """A `Tool` whose name, description and idempotence are its own, not its class's.
+
+    What Qwen-Agent's shape keeps as class attributes, a subclass sets per object
+    (`_name`, `_description`, `_idempotent`) before calling `super().__init__()`; hence the
+    overrides of plain attributes by properties.
+    """
+
+    _name: str
+    _description: str
+    _idempotent: bool
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        """The tool's name."""
+        return self._name
+
+    @property
+    def description(self) -> str:  # type: ignore[override]
+        """What the tool does."""
+        return self._description
+
+    @property
+    def idempotent(self) -> bool:  # type: ignore[override]
+        """Whether a second call with the same arguments changes nothing more."""
+        return self._idempotent

@@ -20,7 +20,7 @@ from pydantic.json_schema import GenerateJsonSchema
 
 from parley.errors import ToolArgumentsError, UserError
 from parley.tools.arguments import parse_tool_arguments
-from parley.tools.base import Tool
+from parley.tools.base import InstanceTool
 from parley.tools.context import RunContext
 from parley.tools.executor import run_in_tool_thread
 
@@ -73,7 +73,7 @@ class _NoTitles(GenerateJsonSchema):
         return False
 
 
-class FunctionTool(Tool):
+class FunctionTool(InstanceTool):
     """A tool that calls a Python function (sync or async).
 
     Args:
@@ -109,18 +109,7 @@ class FunctionTool(Tool):
         self.__doc__ = fn.__doc__
         super().__init__()
 
-    # Per-instance values behind what Qwen-Agent's shape keeps as class attributes (hence the
-    # overrides of plain attributes by properties).
-    @property
-    def name(self) -> str:  # type: ignore[override]
-        """The tool's name."""
-        return self._name
-
-    @property
-    def description(self) -> str:  # type: ignore[override]
-        """What the tool does."""
-        return self._description
-
+    # Per-instance values, as `InstanceTool`'s name and description.
     @property
     def parameters(self) -> dict[str, Any]:  # type: ignore[override]
         """The JSON schema of the function's parameters."""
@@ -138,11 +127,6 @@ class FunctionTool(Tool):
     def timeout(self) -> float | None:  # type: ignore[override]
         """Seconds a call may take."""
         return self._timeout
-
-    @property
-    def idempotent(self) -> bool:  # type: ignore[override]
-        """Whether a second call with the same arguments changes nothing more."""
-        return self._idempotent
 
     def prepare(self, raw: str | dict[str, Any] | None) -> dict[str, Any]:
         """Parse (with repair guided by the schema) and validate with pydantic."""

@@ -9,15 +9,27 @@ from __future__ import annotations
 
 import io
 import re
+import struct
 import wave
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from parley.errors import UserError
 
-__all__ = ["PCMFormat", "pcm_format", "pcm_media_type", "read_wav", "wav_bytes"]
+__all__ = [
+    "PCMFormat",
+    "pcm_format",
+    "pcm_media_type",
+    "read_wav",
+    "wav_bytes",
+    "wav_file",
+    "wav_header",
+]
 
 _PCM = re.compile(r"^audio/(?:pcm|l16)\s*(?P<params>(?:;.*)?)$", re.IGNORECASE)
 _PARAM = re.compile(r";\s*(?P<name>[a-z]+)\s*=\s*(?P<value>\d+)", re.IGNORECASE)
+# RIFF's header of a PCM WAV file: little-endian, 44 bytes.
+_WAV_HEADER = struct.Struct("<4sI4s4sIHHIIHH4sI")
 
 
 @dataclass(frozen=True)
@@ -63,15 +75,44 @@ def pcm_format(media_type: str) -> PCMFormat | None:
     return PCMFormat(rate=params["rate"], channels=params.get("channels", 1))
 
 
+def wav_header(size: int, fmt: PCMFormat) -> bytes:
+    """The 44-byte header of a WAV file holding `size` bytes of `fmt`'s PCM.
+
+    RIFF's canonical layout (a `fmt ` chunk for integer PCM, then the `data` chunk), as the
+    standard library's `wave` writes it.
+    """
+    return _WAV_HEADER.pack(
+        b"RIFF",
+        36 + size,
+        b"WAVE",
+        b"fmt ",
+        16,  # the size of the `fmt ` chunk's body
+        1,  # WAVE_FORMAT_PCM
+        fmt.channels,
+        fmt.rate,
+        fmt.rate * fmt.frame_size,  # bytes per second
+        fmt.frame_size,  # block align
+        fmt.sample_width * 8,
+        b"data",
+        size,
+    )
+
+
+def wav_file(pcm: Iterable[bytes], fmt: PCMFormat) -> bytes:
+    """The pieces of `pcm`, in order, in one WAV file.
+
+    The header and the pieces are joined in one copy: `wave` writes the samples into a
+    buffer and copies the buffer out again (twice the copying, for a whole answer of a
+    megabyte or more).
+    """
+    parts = list(pcm)
+    size = sum(len(part) for part in parts)
+    return b"".join([wav_header(size, fmt), *parts])
+
+
 def wav_bytes(pcm: bytes, fmt: PCMFormat) -> bytes:
     """`pcm` in a WAV file."""
-    buffer = io.BytesIO()
-    with wave.open(buffer, "wb") as out:
-        out.setnchannels(fmt.channels)
-        out.setsampwidth(fmt.sample_width)
-        out.setframerate(fmt.rate)
-        out.writeframes(pcm)
-    return buffer.getvalue()
+    return wav_file((pcm,), fmt)
 
 
 def read_wav(data: bytes) -> tuple[bytes, PCMFormat]:

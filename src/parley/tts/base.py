@@ -25,9 +25,16 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
 from parley._sync import run_sync
 from parley.errors import ModelError, ModelOutputError, UserError
@@ -37,7 +44,7 @@ from parley.models.cards import TTSModelCard, load_cards
 from parley.models.credentials import Credential
 from parley.models.parameters import ParametersBase
 from parley.models.retry import DEFAULT_RETRYABLE, Retryable, RetryPolicy, retry_wait
-from parley.tts._audio import PCMFormat, pcm_format, wav_bytes
+from parley.tts._audio import PCMFormat, pcm_format, wav_file
 
 __all__ = ["AudioChunk", "TTSModel", "TTSParameters", "TTSResponse", "TTSUsage"]
 
@@ -65,12 +72,27 @@ class TTSUsage(BaseModel):
     time: float = 0.0
 
 
+@dataclass(slots=True)
+class _RawAudio:
+    """The bytes a `TTSResponse` was made from, and the block built from them (once built)."""
+
+    data: bytes
+    media_type: str
+    block: AudioBlock | None = None
+
+
 class TTSResponse(BaseModel):
     """Audio from a TTS model: the whole, or one piece of a stream.
 
     `content` is an audio block carrying its bytes as base64 data; its media type says the
     format (`audio/wav`, or `audio/pcm;rate=24000` for a streamed piece). A stream's last
     response has `is_last=True` and the usage; its `content` is None when no audio was left.
+
+    A response made from raw bytes (`of_audio`, as every TTS model makes its pieces) keeps
+    them and builds its block on first need: when `content` is read, or the response is
+    dumped or compared. `audio_bytes` and `media_type` read the bytes themselves, so a
+    caller that only plays or joins the audio never pays for base64 (about a third of a
+    whole stream's time, benchmarks/tts_openai.py).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -81,28 +103,105 @@ class TTSResponse(BaseModel):
     id: str = Field(default_factory=new_id)
     metadata: dict[str, Any] | None = None
     type: Literal["tts"] = "tts"
-    # The bytes a response was built from, beside the block they went into: reading them
-    # back needs no base64 decoding (a second of speech is 48-64 KB).
-    _raw: tuple[AudioBlock, bytes] | None = PrivateAttr(default=None)
+    # The bytes a response was built from, and the block they went into once built.
+    _audio: _RawAudio | None = PrivateAttr(default=None)
 
     @classmethod
     def of_audio(
         cls, data: bytes, media_type: str, *, is_last: bool, usage: TTSUsage | None = None
     ) -> TTSResponse:
-        """A response carrying `data` (of `media_type`) as its audio block."""
-        block = AudioBlock.from_bytes(data, media_type)
-        response = cls(content=block, is_last=is_last, usage=usage)
-        response._raw = (block, data)
+        """A response carrying `data` (of `media_type`) as its audio block, built on first need.
+
+        Raises:
+            ValueError: `media_type` is not an audio media type (pydantic's error).
+        """
+        if type(data) is not bytes:
+            data = bytes(data)
+        _check_media_type(media_type)
+        response = _new(cls)
+        # What pydantic's `model_construct` does, without `content`: `__getattr__` builds it.
+        _set_dict(
+            response,
+            {"is_last": is_last, "usage": usage, "id": new_id(), "metadata": None, "type": "tts"},
+        )
+        _set_fields_set(response, {"content", "is_last", "usage"})
+        _set_extra(response, None)
+        _set_private(response, {"_audio": _RawAudio(data, media_type)})
         return response
+
+    if not TYPE_CHECKING:  # as pydantic's own: typed, mypy would take any attribute name
+
+        def __getattr__(self, name: str) -> Any:
+            if name == "content":
+                return self._built()
+            return super().__getattr__(name)
+
+    def _built(self) -> AudioBlock | None:
+        """`content`, its block built from the raw bytes now if it was not yet."""
+        values = self.__dict__
+        if "content" in values:
+            block: AudioBlock | None = values["content"]
+            if next(iter(values)) != "content":  # assigned before it was built: put it first
+                _set_dict(self, {"content": block, **values})
+            return block
+        audio = self._raw_audio()
+        if audio is None:  # not made by `of_audio`, yet no content: pydantic's own error
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute 'content'")
+        block = audio.block = AudioBlock.from_bytes(audio.data, audio.media_type)
+        # First, as the field comes first: dumps and reprs list the fields in that order.
+        _set_dict(self, {"content": block, **values})
+        return block
+
+    def _raw_audio(self) -> _RawAudio | None:
+        private = self.__pydantic_private__
+        return private.get("_audio") if private else None
+
+    @model_serializer(mode="wrap")
+    def _serialize(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]  # noqa: ANN202
+        # No return annotation: pydantic would make it the JSON schema of a dumped response.
+        self._built()
+        return handler(self)
+
+    def __eq__(self, other: object) -> bool:
+        # By value: the fields, not the raw bytes kept beside them (pydantic's own `==` also
+        # compares private attributes, so a response made from bytes would equal no other).
+        if not isinstance(other, TTSResponse):
+            return NotImplemented
+        self._built()
+        other._built()
+        return (
+            type(self) is type(other)
+            and self.__dict__ == other.__dict__
+            and self.__pydantic_extra__ == other.__pydantic_extra__
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # as pydantic's models: compared by value
+
+    def __iter__(self) -> Any:
+        self._built()
+        return super().__iter__()
+
+    def __repr_args__(self) -> Any:
+        self._built()
+        return super().__repr_args__()
+
+    def __getstate__(self) -> dict[Any, Any]:
+        self._built()
+        return super().__getstate__()
 
     @property
     def audio_bytes(self) -> bytes:
         """The audio's bytes (empty when there is none)."""
-        if self.content is None:
+        private = self.__pydantic_private__
+        audio: _RawAudio | None = private.get("_audio") if private else None
+        if audio is not None and "content" not in self.__dict__:
+            return audio.data  # a piece of a stream, as a player reads it: the bytes as they came
+        held = self._held()
+        if held is None:
             return b""
-        if self._raw is not None and self._raw[0] is self.content:
-            return self._raw[1]
-        source = self.content.source
+        if isinstance(held, _RawAudio):
+            return held.data
+        source = held.source
         if source.type != "base64":
             raise UserError("this response's audio is at a URL, not carried inline")
         return source.to_bytes()
@@ -110,12 +209,45 @@ class TTSResponse(BaseModel):
     @property
     def media_type(self) -> str | None:
         """The audio's media type, when there is audio."""
-        if self.content is None or self.content.source.type != "base64":
+        held = self._held()
+        if held is None:
             return None
-        return self.content.source.media_type
+        if isinstance(held, _RawAudio):
+            return held.media_type
+        return held.source.media_type if held.source.type == "base64" else None
+
+    def _held(self) -> _RawAudio | AudioBlock | None:
+        """What the response holds: the raw bytes it was made from, or its block.
+
+        The bytes while `content` is their block (built or not), else `content` (given, or
+        assigned since).
+        """
+        audio = self._raw_audio()
+        content = self.__dict__.get("content", _UNBUILT)
+        if audio is not None and (
+            content is _UNBUILT or (content is not None and content is audio.block)
+        ):
+            return audio
+        return None if content is _UNBUILT else content
 
 
-@dataclass
+_UNBUILT: Any = object()
+# The slots of every pydantic model, set straight through their descriptors (as
+# `parley.messages._base.trusted` does).
+_new = object.__new__
+_set_dict = BaseModel.__dict__["__dict__"].__set__
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+
+
+@functools.lru_cache(maxsize=64)
+def _check_media_type(media_type: str) -> None:
+    """Refuse a media type an audio block would not take, when a response is made, not later."""
+    AudioBlock.from_bytes(b"", media_type)
+
+
+@dataclass(slots=True)
 class AudioChunk:
     """What a provider's `_call_api` yields: audio bytes as they arrive.
 
@@ -266,20 +398,20 @@ class TTSModel:
         Raw PCM comes back as a WAV file (`audio/wav`); other formats as the provider sent
         them.
         """
+        text, parameters = self._prepared(text, overrides)
+        tally = _Tally()
         parts: list[bytes] = []
         media_type = ""
-        usage = TTSUsage()
         # The provider's chunks joined as they are: through `synthesize_stream` each would be
-        # put in base64 and read back (half the time of a whole answer, benchmarks/tts_openai.py).
-        async for item in self._audio(text, overrides):
-            if isinstance(item, TTSUsage):
-                usage = item
-            elif item.data:
-                parts.append(item.data)
-                media_type = media_type or item.media_type
+        # made a response first.
+        async for chunk in self._resumable(text, parameters, tally):
+            if chunk.data:
+                parts.append(chunk.data)
+                media_type = media_type or chunk.media_type
+        usage = tally.usage(text)
         if not parts:
             raise ModelOutputError(f"{self.model} returned no audio", provider=self.provider)
-        data, media_type = _whole(b"".join(parts), media_type)
+        data, media_type = _whole(parts, media_type)
         return TTSResponse.of_audio(data, media_type, is_last=True, usage=usage)
 
     async def synthesize_stream(
@@ -289,34 +421,21 @@ class TTSModel:
 
         Every response but the last has `is_last=False`; the last carries the usage.
         """
-        async for item in self._audio(text, overrides):
-            if isinstance(item, TTSUsage):
-                yield TTSResponse(content=None, is_last=True, usage=item)
-            elif item.data:
-                yield TTSResponse.of_audio(item.data, item.media_type, is_last=False)
+        text, parameters = self._prepared(text, overrides)
+        tally = _Tally()
+        of_audio = TTSResponse.of_audio
+        async for chunk in self._resumable(text, parameters, tally):
+            if chunk.data:
+                yield of_audio(chunk.data, chunk.media_type, is_last=False)
+        yield TTSResponse(content=None, is_last=True, usage=tally.usage(text))
 
-    async def _audio(
-        self, text: str, overrides: dict[str, Any]
-    ) -> AsyncGenerator[AudioChunk | TTSUsage, None]:
-        """The provider's chunks under retries, then the usage."""
+    def _prepared(self, text: str, overrides: dict[str, Any]) -> tuple[str, TTSParameters]:
+        """The text checked, and the parameters with this call's overrides."""
         text = _check_text(text)
         parameters = self.parameters.merged(**overrides)
         if overrides:
             self._check_voice(parameters, self.voices)
-        started = time.perf_counter()
-        tokens: list[int | None] = [None, None]
-        async for chunk in self._resumable(text, parameters):
-            tokens = [
-                chunk.input_tokens if chunk.input_tokens is not None else tokens[0],
-                chunk.output_tokens if chunk.output_tokens is not None else tokens[1],
-            ]
-            yield chunk
-        yield TTSUsage(
-            input_tokens=tokens[0],
-            output_tokens=tokens[1],
-            characters=len(text),
-            time=time.perf_counter() - started,
-        )
+        return text, parameters
 
     def synthesize_sync(self, text: str, **overrides: Any) -> TTSResponse:
         """The sync twin of `synthesize_whole`."""
@@ -326,9 +445,12 @@ class TTSModel:
         """Release the provider's connections; a model may be used again afterwards."""
 
     async def _resumable(
-        self, text: str, parameters: TTSParameters
+        self, text: str, parameters: TTSParameters, tally: _Tally
     ) -> AsyncGenerator[AudioChunk, None]:
-        """`_call_api` under the retry policy, skipping audio already handed out on a retry."""
+        """`_call_api` under the retry policy, skipping audio already handed out on a retry.
+
+        The tokens the provider counted go in `tally`.
+        """
         handed_out = 0
         attempt = 0
         while True:
@@ -346,6 +468,8 @@ class TTSModel:
                         skip -= dropped
                         chunk.data = chunk.data[dropped:]
                     handed_out += len(chunk.data)
+                    if chunk.input_tokens is not None or chunk.output_tokens is not None:
+                        tally.count(chunk)
                     yield chunk
                 return
             except Exception as exc:
@@ -370,6 +494,33 @@ class TTSModel:
         raise NotImplementedError
 
 
+class _Tally:
+    """What one synthesis consumed so far: the provider's token counts and the time."""
+
+    __slots__ = ("input_tokens", "output_tokens", "started")
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.input_tokens: int | None = None
+        self.output_tokens: int | None = None
+
+    def count(self, chunk: AudioChunk) -> None:
+        """Keep the latest counts a chunk carries (providers send running totals)."""
+        if chunk.input_tokens is not None:
+            self.input_tokens = chunk.input_tokens
+        if chunk.output_tokens is not None:
+            self.output_tokens = chunk.output_tokens
+
+    def usage(self, text: str) -> TTSUsage:
+        """The usage of speaking `text`, now."""
+        return TTSUsage(
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            characters=len(text),
+            time=time.perf_counter() - self.started,
+        )
+
+
 def _check_text(text: str) -> str:
     if not isinstance(text, str):
         raise UserError(f"text to speak must be a str, got {type(text).__name__}")
@@ -378,9 +529,11 @@ def _check_text(text: str) -> str:
     return text
 
 
-def _whole(data: bytes, media_type: str) -> tuple[bytes, str]:
-    """Raw PCM as a WAV file; anything else as it is."""
+def _whole(parts: bytes | list[bytes], media_type: str) -> tuple[bytes, str]:
+    """The audio (or its pieces, joined): raw PCM as a WAV file, anything else as it is."""
+    if isinstance(parts, bytes):
+        parts = [parts]
     fmt: PCMFormat | None = pcm_format(media_type)
     if fmt is None:
-        return data, media_type
-    return wav_bytes(data, fmt), "audio/wav"
+        return b"".join(parts), media_type
+    return wav_file(parts, fmt), "audio/wav"

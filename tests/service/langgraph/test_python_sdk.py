@@ -100,6 +100,18 @@ def _human(text: str) -> dict[str, Any]:
     return {"messages": [{"type": "human", "content": text}]}
 
 
+def _running_slow(client: Any, tid: str, text: str) -> dict[str, Any]:
+    """A run of the slow agent on thread `tid`, once its answer began streaming."""
+    run: dict[str, Any] = client.runs.create(tid, "slow", input=_human(text))
+    stream = client.runs.join_stream(
+        tid, run["run_id"], last_event_id="-1", stream_mode="messages-tuple"
+    )
+    for part in stream:
+        if part.event == "messages":
+            break  # it is running
+    return run
+
+
 # -- assistants and threads ----------------------------------------------------------------
 
 
@@ -369,13 +381,7 @@ def test_cancel_interrupts_a_run(server: tuple[str, str, str]) -> None:
     base, alice, _ = server
     client = _client(base, alice)
     tid = client.threads.create()["thread_id"]
-    run = client.runs.create(tid, "slow", input=_human("go"))
-    stream = client.runs.join_stream(
-        tid, run["run_id"], last_event_id="-1", stream_mode="messages-tuple"
-    )
-    for part in stream:
-        if part.event == "messages":
-            break  # it is running
+    run = _running_slow(client, tid, "go")
     client.runs.cancel(tid, run["run_id"], wait=True)
     assert client.runs.get(tid, run["run_id"])["status"] == "interrupted"
     with pytest.raises(NotFoundError):
@@ -613,13 +619,7 @@ def test_a_new_run_stops_the_running_one(server: tuple[str, str, str], strategy:
     base, alice, _ = server
     client = _client(base, alice)
     tid = client.threads.create()["thread_id"]
-    first = client.runs.create(tid, "slow", input=_human("first"))
-    stream = client.runs.join_stream(
-        tid, first["run_id"], last_event_id="-1", stream_mode="messages-tuple"
-    )
-    for part in stream:
-        if part.event == "messages":
-            break  # it is running
+    first = _running_slow(client, tid, "first")
     values = client.runs.wait(tid, "echo", input=_human("second"), multitask_strategy=strategy)
     texts = [m["content"] for m in values["messages"]]
     assert texts[-2:] == ["second", ANSWER]

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
 
+from parley.agents._wrapper import WrapperModel
 from parley.messages import Msg
 from parley.models.base import ChatModel, ChatRequest, MessagesInput
 from parley.models.formatter import (
@@ -66,7 +67,7 @@ def observable(msg: Msg) -> Msg | None:
     return msg.model_copy(update={"content": copy.deepcopy(kept)}, deep=True)
 
 
-class FoldingModel(ChatModel):
+class FoldingModel(WrapperModel):
     """A chat model that sees other agents' turns folded into named user messages.
 
     For models without a multi-agent formatter: the messages are folded
@@ -85,18 +86,9 @@ class FoldingModel(ChatModel):
     def __init__(
         self, inner: ChatModel, self_name: str, *, layout: HistoryLayout = "history"
     ) -> None:
-        super().__init__(
-            None,
-            inner.model,
-            inner.parameters,
-            stream=inner.stream,
-            max_retries=0,
-            context_size=inner.context_size,
-        )
-        self.inner = inner
+        super().__init__(inner)
         self.self_name = self_name
         self.layout: HistoryLayout = check_layout(layout)
-        self.default_tool_choice = inner.default_tool_choice
 
     def __repr__(self) -> str:
         return f"FoldingModel({self.inner!r}, self_name={self.self_name!r})"

@@ -14,8 +14,9 @@ from collections.abc import Iterable
 from typing import Any, ClassVar, Self
 
 from parley.providers._server.http import RecordedRequest, Responder, ScriptedHTTPServer
+from parley.providers._server.steps import ErrorAnswer, Faults, Raw, Reset
 
-__all__ = ["ScriptedServer"]
+__all__ = ["ScriptedServer", "send_stream"]
 
 
 class ScriptedServer:
@@ -99,3 +100,69 @@ class ScriptedServer:
     def _handle(self, request: RecordedRequest, out: Responder) -> None:
         """Answer one request (the provider's wire format)."""
         raise NotImplementedError
+
+    def _answer_alike(
+        self, request: RecordedRequest, step: Any, out: Responder, missing: Any
+    ) -> bool:
+        """Answer the steps every server answers alike; False for one the provider answers.
+
+        Those are: no step left (a 500 with the body `missing`, the request kept for
+        `assert_consumed`), the provider's `HTTPError` (an `ErrorAnswer`), `Reset` and `Raw`.
+        """
+        if step is None:
+            self.unexpected.append(request)
+            out.send_json(500, missing)
+        elif isinstance(step, ErrorAnswer):
+            out.sleep(step.delay)
+            out.send_json(step.status, step.payload(), step.headers.items())
+        elif isinstance(step, Reset):
+            out.sleep(step.delay)
+            out.drop(reset=True)
+        elif isinstance(step, Raw):
+            out.send(step.status, step.body, step.headers.items(), step.content_type)
+        else:
+            return False
+        return True
+
+
+def send_stream(
+    out: Responder,
+    events: list[bytes],
+    faults: Faults,
+    *,
+    malformed: bytes,
+    error: bytes,
+    content_type: str = "text/event-stream",
+) -> None:
+    """Send `events` as a chunked answer, with the faults the step asks for.
+
+    Args:
+        out: The answer.
+        events: The stream's events (or lines), each whole.
+        faults: The step: `malformed_at` replaces that event by `malformed`, `error_at` ends
+            the stream there with `error`, `cut_after` drops the connection after that many
+            events, `chunk_delay` paces them.
+        malformed: The broken event.
+        error: The provider's error event.
+        content_type: The stream's media type.
+    """
+    if faults.malformed_at is not None and faults.malformed_at < len(events):
+        events[faults.malformed_at] = malformed
+    if faults.error_at is not None:
+        events = [*events[: faults.error_at], error]
+    cut = faults.cut_after is not None and faults.cut_after < len(events)
+    if cut:
+        events = events[: faults.cut_after]
+    out.start_stream(content_type)
+    if faults.chunk_delay:
+        for event in events:
+            out.sleep(faults.chunk_delay)
+            out.chunk(event)
+    else:
+        # No pacing asked: fewer, larger writes keep the server out of the way.
+        for start in range(0, len(events), 64):
+            out.chunk(b"".join(events[start : start + 64]))
+    if cut:
+        out.drop()
+    else:
+        out.end_stream()

@@ -19,24 +19,14 @@ aiohttp's error under the SDK's or httpx2's (`parley.models._aiohttp`).
 
 from __future__ import annotations
 
-import json
+import functools
 import re
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from typing import Any
 
-from parley.errors import (
-    ContentFilterError,
-    ContextLengthError,
-    ModelConnectionError,
-    ModelError,
-    ModelHTTPError,
-    ModelTimeoutError,
-    ParleyError,
-    RateLimitError,
-)
-from parley.models._aiohttp import connection_failure
-from parley.models._wire import retry_after
+from parley.errors import ModelError
+from parley.models import _errors as mapper
 
 __all__ = ["STATUS_BY_TYPE", "anthropic_errors", "error_from_event", "error_from_status"]
 
@@ -61,14 +51,6 @@ _CONTEXT_TEXT = re.compile(
 _FILTER_TEXT = re.compile(r"content filtering policy", re.IGNORECASE)
 
 
-def _detail(body: Any) -> tuple[str, str]:
-    """`(type, message)` of an error body (the whole body, its `error`, or plain text)."""
-    error = body.get("error", body) if isinstance(body, Mapping) else body
-    if isinstance(error, Mapping):
-        return str(error.get("type") or ""), str(error.get("message") or "")
-    return "", str(error or "")
-
-
 def error_from_status(
     status: int,
     body: Any,
@@ -78,17 +60,18 @@ def error_from_status(
     provider: str | None = None,
 ) -> ModelError:
     """The parley error for an HTTP error status and its body."""
-    kind, message = _detail(body)
-    text = f"{provider or 'anthropic'} answered {status}"
-    text += f" ({kind})" if kind else ""
-    text += f": {message}" if message else ""
-    if status == 400 and _CONTEXT_TEXT.search(message):
-        return ContextLengthError(text, model=model, provider=provider)
-    if status == 400 and _FILTER_TEXT.search(message):
-        return ContentFilterError(text, model=model, provider=provider)
-    cls = RateLimitError if status == 429 else ModelHTTPError
-    wait = retry_after(headers or {})
-    return cls(status, body, text, retry_after=wait, model=model, provider=provider)
+    kind, message = mapper.error_fields(body, "type", "message")
+    text = mapper.answered(provider or "anthropic", status, message, f" ({kind})" if kind else "")
+    return mapper.status_error(
+        status,
+        body,
+        text,
+        headers,
+        model=model,
+        provider=provider,
+        context=status == 400 and bool(_CONTEXT_TEXT.search(message)),
+        refused=status == 400 and bool(_FILTER_TEXT.search(message)),
+    )
 
 
 def error_from_event(
@@ -99,76 +82,26 @@ def error_from_event(
     The status is the one Anthropic sends with the error's type; an unknown type counts as a
     server error (500).
     """
-    kind, _ = _detail(body)
+    kind, _ = mapper.error_fields(body, "type", "message")
     status = STATUS_BY_TYPE.get(kind, 500)
     return error_from_status(status, body, model=model, provider=provider)
 
 
-def _status_body(exc: Any) -> Any:
-    """The whole error body, parsed when JSON (the SDK's `body` is it, when it read one)."""
-    try:
-        content: bytes = exc.response.content
-    except Exception:  # the body was never read
-        return exc.body
-    try:
-        return json.loads(content)
-    except ValueError:
-        return content.decode("utf-8", "replace")
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+_FAILURES = mapper.classes(
+    timeouts=("anthropic:APITimeoutError", "httpx2:TimeoutException"),
+    unreachable=("anthropic:APIConnectionError",),
+    statuses=("anthropic:APIStatusError",),
+    lost=("httpx2:TransportError",),
+)
+"""The SDK's exception classes and its HTTP library's (httpx2)."""
 
 
 def map_error(exc: BaseException, *, model: str, provider: str) -> ModelError | None:
     """The parley error for an exception from the SDK or its transport; None if foreign."""
-    import anthropic  # noqa: PLC0415  (loaded already: it raised `exc` or made the transport)
-    import httpx2  # noqa: PLC0415  (the SDK's HTTP library)
-
-    failure = connection_failure(exc)
-    if failure is not None:
-        what = "cannot reach {}" if failure.unreachable else "the connection to {} failed"
-        text = f"{what.format(provider)}: {failure.describe()}"
-        return ModelConnectionError(text, model=model, provider=provider)
-    if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
-        return ModelTimeoutError(
-            f"{provider} did not answer in time ({type(exc).__name__})",
-            model=model,
-            provider=provider,
-        )
-    if isinstance(exc, anthropic.APIConnectionError):
-        return ModelConnectionError(
-            f"cannot reach {provider}: {_describe(exc.__cause__ or exc)}",
-            model=model,
-            provider=provider,
-        )
-    if isinstance(exc, anthropic.APIStatusError):
-        return error_from_status(
-            exc.status_code,
-            _status_body(exc),
-            exc.response.headers,
-            model=model,
-            provider=provider,
-        )
-    if isinstance(exc, httpx2.TransportError):
-        return ModelConnectionError(
-            f"the connection to {provider} failed: {_describe(exc)}",
-            model=model,
-            provider=provider,
-        )
-    return None
+    from_status = functools.partial(error_from_status, model=model, provider=provider)
+    return mapper.map_failure(exc, _FAILURES(), from_status, model=model, provider=provider)
 
 
-@contextmanager
-def anthropic_errors(model: str, provider: str) -> Iterator[None]:
+def anthropic_errors(model: str, provider: str) -> AbstractContextManager[None]:
     """Raise parley's error for any SDK or transport error raised inside the block."""
-    try:
-        yield
-    except ParleyError:
-        raise
-    except Exception as exc:
-        mapped = map_error(exc, model=model, provider=provider)
-        if mapped is None:
-            raise
-        raise mapped from exc
+    return mapper.raising_mapped(functools.partial(map_error, model=model, provider=provider))

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+from parley.providers._server.steps import Faults
+
 __all__ = [
     "Block",
     "Redacted",
@@ -173,7 +175,7 @@ Block: TypeAlias = Text | Thinking | Redacted | ToolUse | ServerBlock
 
 
 @dataclass
-class Reply:
+class Reply(Faults):
     """One scripted answer, sent whole or streamed as the request asks.
 
     The content is `content` when given, else built from the shorthand fields in this
@@ -193,10 +195,7 @@ class Reply:
         chunk_size: Characters per streamed delta.
         model: The model name to report (default: the one asked for).
         response_id: The message id to report.
-        delay: Seconds before answering at all (a slow server).
-        chunk_delay: Seconds before each stream event.
-        cut_after: Drop the connection after this many stream events.
-        malformed_at: Replace this stream event (0-based) with broken JSON.
+        delay, chunk_delay, cut_after, malformed_at: The faults (see `Faults`).
         error_at: Send an `error` event at this position and end the stream.
         error: The `error` event's `error` object.
         container: The code execution container the answer ran in (`{"id", "expires_at"}`),
@@ -213,14 +212,8 @@ class Reply:
     cache_creation_tokens: int = 0
     cache_read_tokens: int = 0
     output_tokens: int | None = None
-    chunk_size: int = 4
     model: str | None = None
     response_id: str | None = None
-    delay: float = 0.0
-    chunk_delay: float = 0.0
-    cut_after: int | None = None
-    malformed_at: int | None = None
-    error_at: int | None = None
     error: dict[str, Any] = field(
         default_factory=lambda: {"type": "overloaded_error", "message": "Overloaded"}
     )

@@ -16,15 +16,14 @@ import json_repair
 
 from parley.errors import MessageError
 from parley.messages import (
-    AudioBlock,
     FileBlock,
     ImageBlock,
+    MediaBlock,
     Msg,
     TextBlock,
     ThinkingBlock,
     ToolCallBlock,
     ToolResultBlock,
-    VideoBlock,
 )
 from parley.models.formatter import Formatter, MultiAgentFormatter
 from parley.providers.anthropic import _media
@@ -97,7 +96,7 @@ def _media_block(block: Any) -> Payload:
         return _media.image_block(block)
     if isinstance(block, FileBlock):
         return _media.document_block(block)
-    if isinstance(block, AudioBlock | VideoBlock):
+    if isinstance(block, MediaBlock):  # audio or video
         raise MessageError(f"Claude takes no {block.type} input; transcribe or describe it first")
     raise MessageError(f"a {block.type} block cannot be sent as message content")
 

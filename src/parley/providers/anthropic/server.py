@@ -27,14 +27,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from pydantic import SecretStr
 
 from parley.providers._server.http import RecordedRequest, Responder
-from parley.providers._server.scripted import ScriptedServer
-from parley.providers._server.steps import Raw, Reset
+from parley.providers._server.scripted import ScriptedServer, send_stream
+from parley.providers._server.steps import ErrorAnswer, Raw, Reset, retry_headers
 from parley.providers.anthropic._server_wire import (
     Redacted,
     Reply,
@@ -85,41 +85,33 @@ def error_body(status: int, message: str, kind: str | None = None) -> dict[str, 
 
 
 @dataclass
-class HTTPError:
+class HTTPError(ErrorAnswer):
     """An error status with an Anthropic-shaped error body.
 
     Args:
         status: The HTTP status.
         message: The error's message.
         kind: The error's `type` (default: the one Anthropic sends with the status).
-        headers: Extra headers (e.g. `retry-after`).
-        body: The whole body, instead of the Anthropic-shaped one.
-        delay: Seconds before answering.
+        headers, body, delay: See `ErrorAnswer`.
     """
 
-    status: int
     message: str = "scripted error"
     kind: str | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    body: Any = None
-    delay: float = 0.0
 
     @classmethod
     def rate_limit(cls, retry_after: float | None = None) -> HTTPError:
         """A 429 asking to wait `retry_after` seconds (`retry-after`)."""
-        headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else {}
-        return cls(429, "Number of request tokens has exceeded your rate limit", headers=headers)
+        message = "Number of request tokens has exceeded your rate limit"
+        return cls(429, message, headers=retry_headers(retry_after, "retry-after"))
 
     @classmethod
     def overloaded(cls) -> HTTPError:
         """A 529: Anthropic's API is overloaded."""
         return cls(529, "Overloaded")
 
-    def payload(self) -> Any:
-        """The body to send."""
-        return (
-            self.body if self.body is not None else error_body(self.status, self.message, self.kind)
-        )
+    def error_body(self) -> Any:
+        """Anthropic's error body."""
+        return error_body(self.status, self.message, self.kind)
 
 
 Answer: TypeAlias = Reply | HTTPError | Reset | Raw
@@ -186,18 +178,7 @@ class AnthropicServer(ScriptedServer):
             out.send_json(refused[0], error_body(*refused))
             return
         step = self._next(request)
-        if step is None:
-            self.unexpected.append(request)
-            out.send_json(500, error_body(500, "no scripted response left"))
-        elif isinstance(step, HTTPError):
-            out.sleep(step.delay)
-            out.send_json(step.status, step.payload(), step.headers.items())
-        elif isinstance(step, Reset):
-            out.sleep(step.delay)
-            out.drop(reset=True)
-        elif isinstance(step, Raw):
-            out.send(step.status, step.body, step.headers.items(), step.content_type)
-        else:
+        if not self._answer_alike(request, step, out, error_body(500, "no scripted response left")):
             self._reply(request, step, out)
 
     def _reply(self, request: RecordedRequest, reply: Reply, out: Responder) -> None:
@@ -209,28 +190,10 @@ class AnthropicServer(ScriptedServer):
             return
         events = [_sse(name, data) for name, data in message_events(reply, model)]
         error = _sse("error", {"type": "error", "error": reply.error, "request_id": "req_test"})
-        if reply.malformed_at is not None and reply.malformed_at < len(events):
-            events[reply.malformed_at] = (
-                b'event: content_block_delta\ndata: {"type": "content_block_delta", "delta": \n\n'
-            )
-        if reply.error_at is not None:
-            events = [*events[: reply.error_at], error]
-        cut = reply.cut_after is not None and reply.cut_after < len(events)
-        if cut:
-            events = events[: reply.cut_after]
-        out.start_stream()
-        if reply.chunk_delay:
-            for event in events:
-                out.sleep(reply.chunk_delay)
-                out.chunk(event)
-        else:
-            # No pacing asked: fewer, larger writes keep the server out of the way.
-            for start in range(0, len(events), 64):
-                out.chunk(b"".join(events[start : start + 64]))
-        if cut:
-            out.drop()
-        else:
-            out.end_stream()
+        send_stream(out, events, reply, malformed=_MALFORMED, error=error)
+
+
+_MALFORMED = b'event: content_block_delta\ndata: {"type": "content_block_delta", "delta": \n\n'
 
 
 def _sse(name: str, data: dict[str, Any]) -> bytes:

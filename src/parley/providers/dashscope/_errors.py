@@ -20,23 +20,14 @@ while a stream's body is read, from its HTTP client (httpx's interface on aiohtt
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from typing import Any
 
-from parley.errors import (
-    ContentFilterError,
-    ContextLengthError,
-    ModelConnectionError,
-    ModelError,
-    ModelHTTPError,
-    ModelTimeoutError,
-    ParleyError,
-    RateLimitError,
-)
-from parley.models._aiohttp import connection_failure
-from parley.models._wire import retry_after
+from parley.errors import ModelError
+from parley.models import _errors as mapper
 
 __all__ = ["dashscope_errors", "error_from_code", "map_error"]
 
@@ -85,49 +76,36 @@ def error_from_code(
         status = 429
     request_id = body.get("request_id") if isinstance(body, Mapping) else None
     detail = ": ".join(part for part in (code, message) if part)
-    text = f"{provider or 'dashscope'} answered {status}" + (f": {detail}" if detail else "")
+    text = mapper.answered(provider or "dashscope", status, detail)
     if request_id:
         text += f" (request {request_id})"
-    if code in _FILTER_CODES:
-        return ContentFilterError(text, model=model, provider=provider)
-    if status == 400 and _CONTEXT_TEXT.search(message):
-        return ContextLengthError(text, model=model, provider=provider)
-    cls = RateLimitError if status == 429 else ModelHTTPError
-    wait = retry_after(headers or {})
-    return cls(status, body, text, retry_after=wait, model=model, provider=provider)
+    return mapper.status_error(
+        status,
+        body,
+        text,
+        headers,
+        model=model,
+        provider=provider,
+        context=status == 400 and bool(_CONTEXT_TEXT.search(message)),
+        refused=code in _FILTER_CODES,
+    )
 
 
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+_FAILURES = mapper.classes(
+    timeouts=("dashscope.v2.errors:APITimeoutError", "httpx:TimeoutException"),
+    unreachable=("dashscope.v2.errors:APIConnectionError",),
+    lost=("httpx:TransportError",),
+)
+"""The SDK's exception classes and its HTTP client's (httpx's interface on aiohttp)."""
 
 
 def map_error(exc: BaseException, *, model: str, provider: str) -> ModelError | None:
     """The parley error for an exception from the SDK or its HTTP client; None if foreign."""
-    import httpx  # noqa: PLC0415
     from dashscope.v2 import errors  # noqa: PLC0415
 
-    failure = connection_failure(exc)
-    if failure is not None:
-        what = "cannot reach {}" if failure.unreachable else "the connection to {} failed"
-        text = f"{what.format(provider)}: {failure.describe()}"
-        return ModelConnectionError(text, model=model, provider=provider)
-    if isinstance(exc, errors.APITimeoutError | httpx.TimeoutException):
-        return ModelTimeoutError(
-            f"{provider} did not answer in time", model=model, provider=provider
-        )
-    if isinstance(exc, errors.APIConnectionError):
-        cause = exc.__cause__ or exc
-        return ModelConnectionError(
-            f"cannot reach {provider}: {_describe(cause)}", model=model, provider=provider
-        )
-    if isinstance(exc, httpx.TransportError):
-        return ModelConnectionError(
-            f"the connection to {provider} failed: {_describe(exc)}",
-            model=model,
-            provider=provider,
-        )
-    if isinstance(exc, errors.DashScopeError) and (exc.status_code or exc.code):
+    # The SDK's connection errors are `DashScopeError`s too: they go first.
+    mapped = mapper.map_failure(exc, _FAILURES(), model=model, provider=provider)
+    if mapped is None and isinstance(exc, errors.DashScopeError) and (exc.status_code or exc.code):
         return error_from_code(
             exc.status_code,
             exc.code,
@@ -137,18 +115,9 @@ def map_error(exc: BaseException, *, model: str, provider: str) -> ModelError | 
             model=model,
             provider=provider,
         )
-    return None
+    return mapped
 
 
-@contextmanager
-def dashscope_errors(model: str, provider: str) -> Iterator[None]:
+def dashscope_errors(model: str, provider: str) -> AbstractContextManager[None]:
     """Raise parley's error for any SDK or transport error raised inside the block."""
-    try:
-        yield
-    except ParleyError:
-        raise
-    except Exception as exc:
-        mapped = map_error(exc, model=model, provider=provider)
-        if mapped is None:
-            raise
-        raise mapped from exc
+    return mapper.raising_mapped(functools.partial(map_error, model=model, provider=provider))

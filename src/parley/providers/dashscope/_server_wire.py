@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from parley.providers._server.embeddings import MEDIA_TOKENS, Embeddings, text_tokens
-from parley.providers._server.steps import ToolCall
+from parley.providers._server.steps import Faults, ToolCall
 from parley.providers._server.tone import render
 
 __all__ = [
@@ -52,7 +52,7 @@ def request_id() -> str:
 
 
 @dataclass
-class Reply:
+class Reply(Faults):
     """One scripted answer, in the wire format of the endpoint called.
 
     Sent whole or streamed as the request asks (`X-DashScope-SSE: enable`), incrementally or
@@ -68,10 +68,7 @@ class Reply:
         cached_tokens: Usage: prompt tokens served from cache.
         chunk_size: Characters per streamed piece.
         response_id: The `request_id` to report.
-        delay: Seconds before answering at all (a slow server).
-        chunk_delay: Seconds before each stream event.
-        cut_after: Drop the connection after this many stream events.
-        malformed_at: Replace this stream event (0-based) with broken JSON.
+        delay, chunk_delay, cut_after, malformed_at: The faults (see `Faults`).
         error_at: Send an `event:error` at this position and end the stream.
         error: The error event's `code` and `message`.
         error_status: The status the error event's comment names.
@@ -84,13 +81,7 @@ class Reply:
     input_tokens: int = 10
     output_tokens: int | None = None
     cached_tokens: int = 0
-    chunk_size: int = 4
     response_id: str | None = None
-    delay: float = 0.0
-    chunk_delay: float = 0.0
-    cut_after: int | None = None
-    malformed_at: int | None = None
-    error_at: int | None = None
     error: dict[str, Any] = field(
         default_factory=lambda: {
             "code": "InternalError",
@@ -98,11 +89,6 @@ class Reply:
         }
     )
     error_status: int = 500
-
-    def pieces(self, text: str) -> list[str]:
-        """`text` in streamed pieces."""
-        size = max(1, self.chunk_size)
-        return [text[i : i + size] for i in range(0, len(text), size)]
 
     def finish(self) -> str:
         """The finish reason of the last event."""
@@ -117,7 +103,7 @@ class Reply:
 
 
 @dataclass
-class Speech:
+class Speech(Faults):
     """A scripted Qwen-TTS answer: the request's `input.text` spoken by the test voice.
 
     Streamed (`X-DashScope-SSE: enable`) as one event per `chunk_size` characters, each with
@@ -127,21 +113,13 @@ class Speech:
 
     Args:
         chunk_size: Characters per audio event.
-        delay: Seconds before answering at all.
-        chunk_delay: Seconds before each stream event.
-        cut_after: Drop the connection after this many stream events.
-        malformed_at: Replace this stream event (0-based) with broken JSON.
+        delay, chunk_delay, cut_after, malformed_at: The faults (see `Faults`).
         error_at: Send an `event:error` at this position and end the stream.
         error: The error event's `code` and `message`.
         error_status: The status the error event's comment names.
     """
 
     chunk_size: int = 3
-    delay: float = 0.0
-    chunk_delay: float = 0.0
-    cut_after: int | None = None
-    malformed_at: int | None = None
-    error_at: int | None = None
     error: dict[str, Any] = field(
         default_factory=lambda: {"code": "InternalError", "message": "An internal error"}
     )

@@ -12,6 +12,12 @@ read once, at the end.
 With `incremental_output` (parley's default for streams) each event carries the new text
 only. Without it DashScope repeats the whole message so far in every event: the reader then
 hands on only what is past what it has seen, so the caller gets the same deltas either way.
+
+A stream is read a network read at a time (`StreamReader.read`): its events cut from the
+bytes (`EventSplitter`, DashScope's own framing of `id:`, `event:result`, a
+`:HTTP_STATUS/200` comment and one `data:` line recognized whole), each read into deltas
+without an async generator's step per event. A stream's cost per event is what parley is
+measured on against the SDK (benchmarks/models_dashscope.py).
 """
 
 from __future__ import annotations
@@ -20,12 +26,18 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from parley.models._wire import read_json
+from parley.models._wire import loads, read_json
 from parley.models.accumulator import Delta, MetaDelta, TextDelta, ThinkingDelta, ToolCallDelta
 from parley.models.response import ChatUsage, FinishReason
 from parley.providers.dashscope._errors import error_from_code
 
-__all__ = ["StreamReader", "completion_deltas", "finish_reason", "native_usage"]
+__all__ = [
+    "EventSplitter",
+    "StreamReader",
+    "completion_deltas",
+    "finish_reason",
+    "native_usage",
+]
 
 _FINISH: dict[str, FinishReason] = {
     "stop": "stop",
@@ -147,6 +159,9 @@ class StreamReader:
         self._names: dict[int | str, str] = {}
         self._ids: dict[int | str, str] = {}
         self._signature = ""
+        self._events = EventSplitter()
+        self.failure: Exception | None = None
+        """An event's error, raised by `read` after the deltas before it (see `read`)."""
 
     @property
     def complete(self) -> bool:
@@ -158,6 +173,37 @@ class StreamReader:
         """Whether later events are to be read past (none are: the last event ends it)."""
         return False
 
+    def read(self, chunk: bytes) -> list[Delta]:
+        """The deltas of the events that end in `chunk`, a read of the body.
+
+        When an event fails, the deltas of the events before it in `chunk` are handed out
+        first: `failure` then holds the error, for the caller to raise after them.
+
+        Raises:
+            ModelOutputError: An event's data is not a JSON object.
+            ModelError: DashScope reported an error in the stream.
+        """
+        deltas: list[Delta] = []
+        try:
+            for block in self._events.blocks(chunk):
+                data = _result_data(block)
+                if data is not None:
+                    self._event("result", data, deltas)
+                elif (event := _event_by_lines(block)) is not None:
+                    self._event(*event, deltas)
+        except Exception as exc:
+            if not deltas:
+                raise
+            self.failure = exc
+        return deltas
+
+    def end(self) -> list[Delta]:
+        """The deltas of the event still open when the body ended, if its lines were whole."""
+        deltas: list[Delta] = []
+        for name, data in self._events.end():
+            self._event(name, data, deltas)
+        return deltas
+
     def feed(self, name: str, data: bytes) -> list[Delta]:
         """The deltas in one event (`name` is `result`, or `error` for a failure).
 
@@ -165,29 +211,58 @@ class StreamReader:
             ModelOutputError: The data is not a JSON object.
             ModelError: DashScope reported an error in the stream.
         """
-        body = read_json(data, model=self.model, provider=self.provider)
+        deltas: list[Delta] = []
+        self._event(name, data, deltas)
+        return deltas
+
+    def _event(self, name: str, data: bytes, deltas: list[Delta]) -> None:
+        try:
+            body = loads(data)
+        except ValueError:
+            body = None
+        if type(body) is not dict:  # what is wrong with it, said as for every provider
+            body = read_json(data, model=self.model, provider=self.provider)
         if name == "error" or body.get("code"):
             _raise_error(
                 {"code": "InternalError", **body}, model=self.model, provider=self.provider
             )
-        deltas: list[Delta] = []
-        choice = _choice(body)
-        self._message(choice.get("message") or {}, deltas)
+        try:
+            choice = body["output"]["choices"][0]
+        except (KeyError, TypeError, IndexError):
+            choice = _choice(body)
+        message = choice.get("message")
+        if message:
+            # Most events of a stream: a new piece of text alone (read without a call).
+            text = message.get("content")
+            if (
+                self._seen is None
+                and type(text) is str
+                and "reasoning_content" not in message
+                and "tool_calls" not in message
+                and "reasoning_signature" not in message
+            ):
+                if text:
+                    deltas.append(TextDelta(text))
+            else:
+                self._message(message, deltas)
         if usage := body.get("usage"):
             self._usage = usage
-        reason = finish_reason(choice.get("finish_reason"))
-        if reason is not None or not self._started:
-            self._started = True
-            self.finished = self.finished or reason is not None
-            usage = self._usage if reason is not None else None
-            deltas.append(
-                MetaDelta(
-                    usage=native_usage(usage) if usage else None,
-                    finish_reason=reason,
-                    response_id=body.get("request_id"),
-                )
+        reason = choice.get("finish_reason")
+        if (reason is not None and reason != "null") or not self._started:
+            self._meta(body, finish_reason(reason), deltas)
+
+    def _meta(self, body: dict[str, Any], reason: FinishReason | None, out: list[Delta]) -> None:
+        """The stream's first event, or its last (with the finish reason and the usage)."""
+        self._started = True
+        self.finished = self.finished or reason is not None
+        usage = self._usage if reason is not None else None
+        out.append(
+            MetaDelta(
+                usage=native_usage(usage) if usage else None,
+                finish_reason=reason,
+                response_id=body.get("request_id"),
             )
-        return deltas
+        )
 
     def _message(self, message: dict[str, Any], out: list[Delta]) -> None:
         reasoning = message.get("reasoning_content")
@@ -244,3 +319,86 @@ def _past(value: Any, seen: int) -> tuple[str, int]:
     if not isinstance(value, str) or len(value) <= seen:
         return "", max(seen, len(value) if isinstance(value, str) else 0)
     return value[seen:], len(value)
+
+
+# -- server-sent events, a read at a time ---------------------------------------------------
+
+Event = tuple[str, bytes]
+"""A server-sent event: its name (`""` when it has none) and its data."""
+
+
+class EventSplitter:
+    """Cuts server-sent events from a body's bytes, a read at a time.
+
+    It reads the SSE format as `parley.models._wire.iter_events` does (`data:` lines joined
+    by newlines, `event:` names the event, comments (`:` lines), `id:` and `retry:` ignored,
+    a blank line ends an event; an event still open when the body ends is kept if its lines
+    were whole), and recognizes DashScope's every event (`id:`, `event:result`, a
+    `:HTTP_STATUS/200` comment, one `data:` line) with a few searches of its bytes instead of
+    a pass over each line.
+    """
+
+    __slots__ = ("_pending",)
+
+    def __init__(self) -> None:
+        self._pending = b""
+
+    def blocks(self, chunk: bytes) -> list[bytes]:
+        """The lines of each event that ends in `chunk` (the bytes after the last are kept)."""
+        buffer = self._pending + chunk if self._pending else chunk
+        if b"\r" in buffer:
+            buffer = buffer.replace(b"\r\n", b"\n")  # a `\r` cut from its `\n`: joined next time
+        blocks = buffer.split(b"\n\n")
+        self._pending = blocks.pop()
+        return blocks
+
+    def feed(self, chunk: bytes) -> list[Event]:
+        """The events that end in `chunk`."""
+        events: list[Event] = []
+        for block in self.blocks(chunk):
+            data = _result_data(block)
+            if data is not None:
+                events.append(("result", data))
+            elif (event := _event_by_lines(block)) is not None:
+                events.append(event)
+        return events
+
+    def end(self) -> list[Event]:
+        """The event still open when the body ended, if its lines were whole."""
+        rest, self._pending = self._pending, b""
+        whole = rest.rpartition(b"\n")[0]  # a line cut in half is dropped
+        event = _event_by_lines(whole) if whole else None
+        return [event] if event is not None else []
+
+
+_RESULT = b"\nevent:result\n:HTTP_STATUS/200\ndata:"
+
+
+def _result_data(block: bytes) -> bytes | None:
+    """The data of a block that is DashScope's `result` event exactly, else None.
+
+    That is `id:<n>`, `event:result`, `:HTTP_STATUS/200` and one `data:` line, in that
+    order: found by searches of the block, without copying its lines out.
+    """
+    at = block.find(_RESULT)
+    if at < 3 or not block.startswith(b"id:") or block.find(b"\n", 3, at) != -1:
+        return None
+    start = at + len(_RESULT)
+    if block.find(b"\n", start) != -1 or block[start : start + 1] == b" ":
+        return None  # more lines after the data, or a space to strip: read line by line
+    return block[start:]
+
+
+def _event_by_lines(block: bytes) -> Event | None:
+    """The event in a block of lines (no blank line inside), or None when it has no data."""
+    name = ""
+    data: list[bytes] = []
+    for line in block.split(b"\n"):
+        field, _, value = line.partition(b":")
+        if value[:1] == b" ":
+            value = value[1:]
+        if field == b"data":
+            data.append(value)
+        elif field == b"event":
+            name = value.decode("utf-8", "replace")
+    return (name, b"\n".join(data)) if data else None

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from parley.errors import ModelConnectionError
-from parley.models._wire import iter_events, read_json
+from parley.models._wire import read_json
 from parley.models.accumulator import Delta, StreamAccumulator
 from parley.models.base import ChatModel, ChatRequest
 from parley.models.credentials import Credential
@@ -293,9 +293,13 @@ class DashScopeChatModel(DashScopeClients, ChatModel):
             try:
                 # Read to the end, past the last event: a connection whose body was read
                 # whole goes back to the pool for the next call.
-                async for name, data in iter_events(response.aiter_bytes()):
-                    for delta in reader.feed(name, data):
+                async for chunk in response.aiter_bytes():
+                    for delta in reader.read(chunk):
                         yield delta
+                    if reader.failure is not None:
+                        raise reader.failure
+                for delta in reader.end():
+                    yield delta
             finally:
                 await response.aclose()
         if not reader.complete:

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeAlias
 from urllib.parse import parse_qs, urlsplit
 
@@ -43,7 +43,8 @@ from pydantic import SecretStr
 
 from parley.providers._server.embeddings import vector_for
 from parley.providers._server.http import RecordedRequest, Responder
-from parley.providers._server.scripted import ScriptedServer
+from parley.providers._server.scripted import ScriptedServer, send_stream
+from parley.providers._server.steps import ErrorAnswer, Raw, Reset, retry_headers
 from parley.providers.dashscope._server_wire import (
     Embeddings,
     Reply,
@@ -82,7 +83,7 @@ STORAGE_PATH = "/oss"
 
 
 @dataclass
-class HTTPError:
+class HTTPError(ErrorAnswer):
     """An error status with DashScope's error body (`code`, `message`, `request_id`).
 
     Sent as JSON, or for a streamed request as one `event:error`, as DashScope does.
@@ -92,51 +93,21 @@ class HTTPError:
         code: DashScope's error code (`InvalidParameter`, `Throttling.RateQuota`,
             `DataInspectionFailed`, `InvalidApiKey`...).
         message: The error's message.
-        headers: Extra headers (e.g. `Retry-After`).
-        body: The whole body, instead of DashScope's.
-        delay: Seconds before answering.
+        headers, body, delay: See `ErrorAnswer`.
     """
 
-    status: int
     code: str = "InternalError"
     message: str = "scripted error"
-    headers: dict[str, str] = field(default_factory=dict)
-    body: Any = None
-    delay: float = 0.0
 
     @classmethod
     def rate_limit(cls, retry_after: float | None = None) -> HTTPError:
         """A 429 `Throttling.RateQuota`, asking to wait `retry_after` seconds if given."""
-        headers = {} if retry_after is None else {"Retry-After": f"{retry_after:g}"}
-        return cls(
-            429,
-            "Throttling.RateQuota",
-            "Requests rate limit exceeded, please try again later.",
-            headers=headers,
-        )
+        message = "Requests rate limit exceeded, please try again later."
+        return cls(429, "Throttling.RateQuota", message, headers=retry_headers(retry_after))
 
-    def payload(self) -> Any:
-        """The body to send."""
-        if self.body is not None:
-            return self.body
+    def error_body(self) -> Any:
+        """DashScope's error body."""
         return {"code": self.code, "message": self.message, "request_id": request_id()}
-
-
-@dataclass
-class Reset:
-    """Drop the connection without answering (a reset), after `delay` seconds."""
-
-    delay: float = 0.0
-
-
-@dataclass
-class Raw:
-    """An answer sent exactly as given."""
-
-    body: bytes
-    status: int = 200
-    content_type: str = "application/json"
-    headers: dict[str, str] = field(default_factory=dict)
 
 
 Answer: TypeAlias = Reply | Speech | Embeddings | HTTPError | Reset | Raw
@@ -144,6 +115,7 @@ Step: TypeAlias = Answer | Callable[[RecordedRequest], "Step"]
 """What the server answers to one request."""
 
 _SSE = "text/event-stream;charset=UTF-8"
+_MISSING = {"code": "Test", "message": "no scripted response left"}
 
 
 class DashScopeServer(ScriptedServer):
@@ -214,17 +186,11 @@ class DashScopeServer(ScriptedServer):
     def _generate(self, request: RecordedRequest, out: Responder, *, multimodal: bool) -> None:
         streamed = request.headers.get("x-dashscope-sse", "").lower() == "enable"
         step = self._next(request)
-        if step is None:
-            self.unexpected.append(request)
-            out.send_json(500, {"code": "Test", "message": "no scripted response left"})
-        elif isinstance(step, HTTPError):
+        if isinstance(step, HTTPError) and streamed and step.body is None:
             out.sleep(step.delay)
-            self._error(step, out, streamed=streamed)
-        elif isinstance(step, Reset):
-            out.sleep(step.delay)
-            out.drop(reset=True)
-        elif isinstance(step, Raw):
-            out.send(step.status, step.body, step.headers.items(), step.content_type)
+            self._stream_error(step, out)
+        elif self._answer_alike(request, step, out, _MISSING):
+            return
         elif isinstance(step, Embeddings):
             self._misplaced(request)
         elif isinstance(step, Speech):
@@ -242,18 +208,9 @@ class DashScopeServer(ScriptedServer):
 
     def _embed(self, request: RecordedRequest, out: Responder, *, multimodal: bool) -> None:
         step = self._next(request)
-        if step is None:
-            self.unexpected.append(request)
-            out.send_json(500, {"code": "Test", "message": "no scripted response left"})
-        elif isinstance(step, HTTPError):
-            out.sleep(step.delay)
-            out.send_json(step.status, step.payload(), step.headers.items())
-        elif isinstance(step, Reset):
-            out.sleep(step.delay)
-            out.drop(reset=True)
-        elif isinstance(step, Raw):
-            out.send(step.status, step.body, step.headers.items(), step.content_type)
-        elif isinstance(step, Reply):
+        if self._answer_alike(request, step, out, _MISSING):
+            return
+        if isinstance(step, Reply):
             self._misplaced(request)
         else:
             out.sleep(step.delay)
@@ -287,42 +244,20 @@ class DashScopeServer(ScriptedServer):
         raise AssertionError(f"the scripted step does not answer {request.path}")
 
     @staticmethod
-    def _error(step: HTTPError, out: Responder, *, streamed: bool) -> None:
+    def _stream_error(step: HTTPError, out: Responder) -> None:
         payload = step.payload()
-        if not streamed or step.body is not None:
-            out.send_json(step.status, payload, step.headers.items())
-            return
         data = f"id:1\nevent:error\n:HTTP_STATUS/{step.status}\ndata:{json.dumps(payload)}\n\n"
         out.send(step.status, data.encode(), step.headers.items(), _SSE)
 
     @staticmethod
     def _stream(events: list[bytes], reply: Reply | Speech, out: Responder) -> None:
-        if reply.malformed_at is not None and reply.malformed_at < len(events):
-            number = reply.malformed_at + 1
-            events[reply.malformed_at] = (
-                f'id:{number}\nevent:result\ndata:{{"output": \n\n'.encode()
-            )
+        at = reply.malformed_at
+        malformed = f'id:{(at or 0) + 1}\nevent:result\ndata:{{"output": \n\n'.encode()
+        error = b""
         if reply.error_at is not None:
-            error = reply.error
-            code, message = str(error.get("code", "")), str(error.get("message", ""))
-            failure = error_event(reply.error_at + 1, reply.error_status, code, message)
-            events = [*events[: reply.error_at], failure]
-        cut = reply.cut_after is not None and reply.cut_after < len(events)
-        if cut:
-            events = events[: reply.cut_after]
-        out.start_stream(_SSE)
-        if reply.chunk_delay:
-            for data in events:
-                out.sleep(reply.chunk_delay)
-                out.chunk(data)
-        else:
-            # No pacing asked: fewer, larger writes keep the server out of the way.
-            for start in range(0, len(events), 64):
-                out.chunk(b"".join(events[start : start + 64]))
-        if cut:
-            out.drop()
-        else:
-            out.end_stream()
+            code, message = str(reply.error.get("code", "")), str(reply.error.get("message", ""))
+            error = error_event(reply.error_at + 1, reply.error_status, code, message)
+        send_stream(out, events, reply, malformed=malformed, error=error, content_type=_SSE)
 
     # -- the SDK's uploads --------------------------------------------------------------------
 

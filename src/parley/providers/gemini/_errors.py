@@ -11,22 +11,14 @@ timeouts come from its HTTP library (httpx2, or httpx) and are mapped here too.
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from typing import Any
 
-from parley.errors import (
-    ContentFilterError,
-    ContextLengthError,
-    ModelConnectionError,
-    ModelError,
-    ModelHTTPError,
-    ModelTimeoutError,
-    ParleyError,
-    RateLimitError,
-)
-from parley.models._wire import retry_after, transport_errors
+from parley.errors import ContentFilterError, ModelError
+from parley.models import _errors as mapper
 
 __all__ = ["error_from_payload", "error_from_status", "gemini_errors", "map_error"]
 
@@ -39,22 +31,11 @@ _DELAY = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
 _RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
 
 
-def _detail(body: Any) -> tuple[str, str, list[Any]]:
-    """`(status, message, details)` of a Google error body, its inner dict, or text."""
-    error = body.get("error", body) if isinstance(body, Mapping) else body
-    if isinstance(error, Mapping):
-        details = error.get("details")
-        return (
-            str(error.get("status") or ""),
-            str(error.get("message") or ""),
-            details if isinstance(details, list) else [],
-        )
-    return "", str(error or ""), []
-
-
-def _retry_delay(details: list[Any]) -> float | None:
+def _retry_delay(body: Any) -> float | None:
     """The wait a `google.rpc.RetryInfo` detail asks for (`"retryDelay": "31s"`), or None."""
-    for detail in details:
+    error = body.get("error", body) if isinstance(body, Mapping) else None
+    details = error.get("details") if isinstance(error, Mapping) else None
+    for detail in details if isinstance(details, list) else ():
         if isinstance(detail, Mapping) and detail.get("@type") == _RETRY_INFO:
             found = _DELAY.match(str(detail.get("retryDelay") or ""))
             if found:
@@ -71,16 +52,17 @@ def error_from_status(
     provider: str = "gemini",
 ) -> ModelError:
     """The parley error for an HTTP error status and its (Google-shaped) body."""
-    code, message, details = _detail(body)
-    text = f"{provider} answered {status}" + (f" {code}" if code else "")
-    text += f": {message}" if message else ""
-    if status == 400 and _CONTEXT_TEXT.search(message):
-        return ContextLengthError(text, model=model, provider=provider)
-    cls = RateLimitError if status == 429 else ModelHTTPError
-    wait = retry_after(headers or {})
-    if wait is None:
-        wait = _retry_delay(details)
-    return cls(status, body, text, retry_after=wait, model=model, provider=provider)
+    code, message = mapper.error_fields(body, "status", "message")
+    return mapper.status_error(
+        status,
+        body,
+        mapper.answered(provider, status, message, f" {code}" if code else ""),
+        headers,
+        model=model,
+        provider=provider,
+        context=status == 400 and bool(_CONTEXT_TEXT.search(message)),
+        wait=_retry_delay(body),
+    )
 
 
 def error_from_payload(
@@ -104,14 +86,11 @@ def blocked_prompt(feedback: Mapping[str, Any], *, model: str | None) -> Content
     return ContentFilterError(text, model=model, provider="gemini")
 
 
-def _headers(response: Any) -> Mapping[str, str]:
-    headers = getattr(response, "headers", None)
-    return headers if isinstance(headers, Mapping) else {}
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+_FAILURES = mapper.classes(
+    timeouts=("httpx2:TimeoutException", "httpx:TimeoutException"),
+    lost=("httpx2:TransportError", "httpx:TransportError"),
+)
+"""The exception classes of the SDK's HTTP library (httpx2, or httpx)."""
 
 
 def map_error(exc: BaseException, *, model: str) -> ModelError | None:
@@ -119,30 +98,12 @@ def map_error(exc: BaseException, *, model: str) -> ModelError | None:
     from google.genai import errors  # noqa: PLC0415  (loaded: it raised `exc` or sent)
 
     if isinstance(exc, errors.APIError):
-        return error_from_status(
-            int(exc.code or 500), exc.details, _headers(exc.response), model=model
-        )
-    timeouts, transport = transport_errors()
-    if isinstance(exc, timeouts):
-        return ModelTimeoutError(
-            f"gemini did not answer in time ({type(exc).__name__})", model=model, provider="gemini"
-        )
-    if isinstance(exc, transport):
-        return ModelConnectionError(
-            f"the connection to gemini failed: {_describe(exc)}", model=model, provider="gemini"
-        )
-    return None
+        headers = getattr(exc.response, "headers", None)
+        headers = headers if isinstance(headers, Mapping) else {}
+        return error_from_status(int(exc.code or 500), exc.details, headers, model=model)
+    return mapper.map_failure(exc, _FAILURES(), model=model, provider="gemini")
 
 
-@contextmanager
-def gemini_errors(model: str) -> Iterator[None]:
+def gemini_errors(model: str) -> AbstractContextManager[None]:
     """Raise parley's error for any SDK or transport error raised inside the block."""
-    try:
-        yield
-    except ParleyError:
-        raise
-    except Exception as exc:
-        mapped = map_error(exc, model=model)
-        if mapped is None:
-            raise
-        raise mapped from exc
+    return mapper.raising_mapped(functools.partial(map_error, model=model))

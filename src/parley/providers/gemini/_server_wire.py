@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from parley.providers._server.embeddings import MEDIA_TOKENS, Embeddings, text_tokens
+from parley.providers._server.steps import Faults
 
 __all__ = [
     "Embeddings",
@@ -63,7 +64,7 @@ class FunctionCall:
 
 
 @dataclass
-class Reply:
+class Reply(Faults):
     """One scripted answer, whole or streamed as the request asks.
 
     Args:
@@ -85,10 +86,7 @@ class Reply:
         chunk_size: Characters per streamed piece.
         model_version: The `modelVersion` to report (default: the model asked for).
         response_id: The `responseId` to report.
-        delay: Seconds before answering at all.
-        chunk_delay: Seconds before each stream event.
-        cut_after: Drop the connection after this many stream events.
-        malformed_at: Replace this stream event (0-based) with broken JSON.
+        delay, chunk_delay, cut_after, malformed_at: The faults (see `Faults`).
         error_at: Send an error event at this position and end the stream.
         error: The error event's `error` object.
     """
@@ -107,22 +105,11 @@ class Reply:
     output_tokens: int | None = None
     thoughts_tokens: int = 0
     cached_tokens: int = 0
-    chunk_size: int = 4
     model_version: str | None = None
     response_id: str | None = None
-    delay: float = 0.0
-    chunk_delay: float = 0.0
-    cut_after: int | None = None
-    malformed_at: int | None = None
-    error_at: int | None = None
     error: dict[str, Any] = field(
         default_factory=lambda: {"code": 500, "message": "Internal error", "status": "INTERNAL"}
     )
-
-    def pieces(self, text: str) -> list[str]:
-        """`text` in streamed pieces."""
-        size = max(1, self.chunk_size)
-        return [text[i : i + size] for i in range(0, len(text), size)]
 
     def out_tokens(self) -> int:
         """The `candidatesTokenCount` to report."""

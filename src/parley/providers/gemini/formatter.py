@@ -39,15 +39,12 @@ from typing import Any, ClassVar
 
 from parley.errors import MessageError
 from parley.messages import (
-    AudioBlock,
-    FileBlock,
-    ImageBlock,
+    MediaBlock,
     Msg,
     TextBlock,
     ThinkingBlock,
     ToolCallBlock,
     ToolResultBlock,
-    VideoBlock,
 )
 from parley.models.formatter import Formatter, MultiAgentFormatter
 from parley.providers.gemini._media import media_part
@@ -65,7 +62,6 @@ PART_SIGNATURE = "gemini_part_signature"
 PROVIDER = "gemini"
 """`ThinkingBlock.provider` of the blocks Gemini made: the only ones whose signatures go back."""
 
-_MEDIA = (ImageBlock, AudioBlock, VideoBlock, FileBlock)
 _MADE_ID = re.compile(r"call_[0-9a-f]{32}")
 """The form of the ids parley makes for calls that came without one (`new_call_id`)."""
 
@@ -224,7 +220,7 @@ class GeminiChatFormatter(Formatter):
     def _part(block: Any) -> dict[str, Any]:
         if isinstance(block, TextBlock):
             return {"text": block.text}
-        if isinstance(block, _MEDIA):
+        if isinstance(block, MediaBlock):
             return media_part(block)
         raise MessageError(f"Gemini takes no {block.type} block in this place")
 

@@ -39,8 +39,8 @@ from pydantic import SecretStr
 
 from parley.providers._server.embeddings import vector_for
 from parley.providers._server.http import RecordedRequest, Responder
-from parley.providers._server.scripted import ScriptedServer
-from parley.providers._server.steps import Raw, Reset
+from parley.providers._server.scripted import ScriptedServer, send_stream
+from parley.providers._server.steps import ErrorAnswer, Raw, Reset, retry_headers
 from parley.providers.gemini._server_wire import (
     Embeddings,
     FunctionCall,
@@ -86,31 +86,25 @@ _ROUTE = re.compile(
 
 
 @dataclass
-class HTTPError:
+class HTTPError(ErrorAnswer):
     """An error status with a Google-shaped body (`{"error": {code, message, status}}`).
 
     Args:
         status: The HTTP status.
         message: The error's message.
         details: The error's `details` (e.g. a `google.rpc.RetryInfo`).
-        headers: Extra headers (e.g. `Retry-After`).
-        body: The whole body, instead of the Google-shaped one.
-        delay: Seconds before answering.
+        headers, body, delay: See `ErrorAnswer`.
     """
 
-    status: int
     message: str = "scripted error"
     details: list[dict[str, Any]] = field(default_factory=list)
-    headers: dict[str, str] = field(default_factory=dict)
-    body: Any = None
-    delay: float = 0.0
 
     @classmethod
     def rate_limit(
         cls, retry_after: float | None = None, *, retry_delay: str | None = None
     ) -> HTTPError:
         """A 429 asking to wait: `Retry-After` seconds, or a `RetryInfo` delay (`"31s"`)."""
-        headers = {"Retry-After": f"{retry_after:g}"} if retry_after is not None else {}
+        headers = retry_headers(retry_after)
         details = []
         if retry_delay is not None:
             details.append(
@@ -118,10 +112,8 @@ class HTTPError:
             )
         return cls(429, "Resource has been exhausted", details=details, headers=headers)
 
-    def payload(self) -> Any:
-        """The body to send."""
-        if self.body is not None:
-            return self.body
+    def error_body(self) -> Any:
+        """Google's error body."""
         error: dict[str, Any] = {
             "code": self.status,
             "message": self.message,
@@ -169,22 +161,14 @@ class GeminiServer(ScriptedServer):
             out.send_json(404, HTTPError(404, f"no route {request.method} {path}").payload())
             return
         step = self._next(request)
-        if step is None:
-            self.unexpected.append(request)
-            out.send_json(500, HTTPError(500, "no scripted response left").payload())
-        elif isinstance(step, HTTPError):
-            out.sleep(step.delay)
-            out.send_json(step.status, step.payload(), step.headers.items())
-        elif isinstance(step, Reset):
-            out.sleep(step.delay)
-            out.drop(reset=True)
-        elif isinstance(step, Raw):
-            out.send(step.status, step.body, step.headers.items(), step.content_type)
-        elif (route.group("method") in self._EMBEDDING_CALLS) != isinstance(step, Embeddings):
+        missing = HTTPError(500, "no scripted response left").payload()
+        if self._answer_alike(request, step, out, missing):
+            return
+        if (route.group("method") in self._EMBEDDING_CALLS) != isinstance(step, Embeddings):
             # An answer scripted for another call: the test's mistake, which
             # `assert_consumed()` reports as the server's failure.
             raise AssertionError(f"the scripted step does not answer {path}")
-        elif isinstance(step, Embeddings):
+        if isinstance(step, Embeddings):
             out.sleep(step.delay)
             self._embed(request, route, out, step)
         else:
@@ -196,7 +180,9 @@ class GeminiServer(ScriptedServer):
                 # Without `alt=sse` Google streams one JSON array; parley always asks for SSE.
                 out.send_json(400, HTTPError(400, "this test server streams SSE only").payload())
             else:
-                self._stream(step, model, out)
+                events = [_sse(chunk) for chunk in stream_chunks(step, model)]
+                error = _sse({"error": step.error})
+                send_stream(out, events, step, malformed=_MALFORMED, error=error)
 
     @staticmethod
     def _embed(
@@ -221,29 +207,8 @@ class GeminiServer(ScriptedServer):
         calls = tuple(f":{name}" for name in self._EMBEDDING_CALLS)
         return [r for r in self.requests if r.path.split("?", 1)[0].endswith(calls)]
 
-    @staticmethod
-    def _stream(reply: Reply, model: str, out: Responder) -> None:
-        events = [_sse(chunk) for chunk in stream_chunks(reply, model)]
-        if reply.malformed_at is not None and reply.malformed_at < len(events):
-            events[reply.malformed_at] = b'data: {"candidates": [{"content": \n\n'
-        if reply.error_at is not None:
-            events = [*events[: reply.error_at], _sse({"error": reply.error})]
-        cut = reply.cut_after is not None and reply.cut_after < len(events)
-        if cut:
-            events = events[: reply.cut_after]
-        out.start_stream()
-        if reply.chunk_delay:
-            for event in events:
-                out.sleep(reply.chunk_delay)
-                out.chunk(event)
-        else:
-            # No pacing asked: fewer, larger writes keep the server out of the way.
-            for start in range(0, len(events), 64):
-                out.chunk(b"".join(events[start : start + 64]))
-        if cut:
-            out.drop()
-        else:
-            out.end_stream()
+
+_MALFORMED = b'data: {"candidates": [{"content": \n\n'
 
 
 def _sse(data: Any) -> bytes:

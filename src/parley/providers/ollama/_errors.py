@@ -15,24 +15,14 @@ Failures without an answer come from the HTTP client, httpx's interface on aioht
 
 from __future__ import annotations
 
-import builtins
 import functools
 import re
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from parley.errors import (
-    ContextLengthError,
-    ModelConnectionError,
-    ModelError,
-    ModelHTTPError,
-    ModelTimeoutError,
-    ParleyError,
-    RateLimitError,
-)
-from parley.models._aiohttp import connection_failure
-from parley.models._wire import retry_after
+from parley.errors import ModelError
+from parley.models import _errors as mapper
 
 if TYPE_CHECKING:
     import httpx
@@ -51,6 +41,7 @@ _CONTEXT_TEXT = re.compile(
     r"context length|context window|context size|prompt is too long", re.IGNORECASE
 )
 _NOT_FOUND = re.compile(r"not found", re.IGNORECASE)
+_UNREACHABLE_HINT = ": is it running? (`ollama serve`)"
 
 
 def _message(body: Any) -> str:
@@ -73,17 +64,16 @@ def error_from_status(
 ) -> ModelError:
     """The parley error for an HTTP error status and its body."""
     message = _message(body)
-    text = f"ollama at {host} answered {status}" + (f": {message}" if message else "")
-    if _CONTEXT_TEXT.search(message):
-        return ContextLengthError(text, model=model, provider=PROVIDER)
+    text = mapper.answered(f"ollama at {host}", status, message)
     if status == 404 and _NOT_FOUND.search(message) and "model" in message.lower():
         text = (
             f"ollama at {host} has no model {model!r} ({message}): "
             f"pull it first with `ollama pull {model}`"
         )
-    cls = RateLimitError if status == 429 else ModelHTTPError
-    wait = retry_after(headers or {})
-    return cls(status, body, text, retry_after=wait, model=model, provider=PROVIDER)
+    context = bool(_CONTEXT_TEXT.search(message))
+    return mapper.status_error(
+        status, body, text, headers, model=model, provider=PROVIDER, context=context
+    )
 
 
 def error_from_response(response: httpx.Response, *, model: str, host: str) -> ModelError:
@@ -104,68 +94,28 @@ def error_from_payload(error: Any, *, model: str, host: str) -> ModelError:
     return error_from_status(500, {"error": error}, model=model, host=host)
 
 
-@functools.cache
-def _httpx() -> Any:
-    import httpx  # noqa: PLC0415  (loaded already: the SDK is built on it)
-
-    return httpx
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _unreachable(host: str, model: str, exc: BaseException) -> ModelConnectionError:
-    return ModelConnectionError(
-        f"cannot reach ollama at {host} ({_describe(exc)}): is it running? (`ollama serve`)",
-        model=model,
-        provider=PROVIDER,
-    )
-
-
-def _lost(host: str, model: str, exc: BaseException) -> ModelConnectionError:
-    return ModelConnectionError(
-        f"the connection to ollama at {host} failed: {_describe(exc)}",
-        model=model,
-        provider=PROVIDER,
-    )
+_FAILURES = mapper.classes(
+    timeouts=("httpx:TimeoutException",),
+    # The SDK raises a plain `ConnectionError` when it cannot connect.
+    unreachable=("httpx:ConnectError", "builtins:ConnectionError"),
+    lost=("httpx:TransportError",),
+)
+"""The exception classes of the SDK's HTTP library (httpx)."""
 
 
 def map_error(exc: BaseException, *, model: str, host: str) -> ModelError | None:
     """The parley error for an exception from the SDK or its transport; None if foreign."""
     import ollama  # noqa: PLC0415  (loaded already: it raised `exc` or made the transport)
 
-    httpx = _httpx()
-    failure = connection_failure(exc)
-    if failure is not None:
-        return (_unreachable if failure.unreachable else _lost)(host, model, failure.cause)
     if isinstance(exc, ollama.ResponseError):
         status = exc.status_code if exc.status_code >= 400 else 500
         return error_from_status(status, {"error": exc.error}, model=model, host=host)
-    if isinstance(exc, httpx.TimeoutException):
-        return ModelTimeoutError(
-            f"ollama at {host} did not answer in time ({type(exc).__name__})",
-            model=model,
-            provider=PROVIDER,
-        )
-    if isinstance(exc, httpx.ConnectError | builtins.ConnectionError):
-        # The SDK raises a plain `ConnectionError` when it cannot connect.
-        return _unreachable(host, model, exc)
-    if isinstance(exc, httpx.TransportError):
-        return _lost(host, model, exc)
-    return None
+    where = f"ollama at {host}"
+    return mapper.map_failure(
+        exc, _FAILURES(), model=model, provider=PROVIDER, where=where, hint=_UNREACHABLE_HINT
+    )
 
 
-@contextmanager
-def ollama_errors(model: str, host: str) -> Iterator[None]:
+def ollama_errors(model: str, host: str) -> AbstractContextManager[None]:
     """Raise parley's error for any SDK or transport error raised inside the block."""
-    try:
-        yield
-    except ParleyError:
-        raise
-    except Exception as exc:
-        mapped = map_error(exc, model=model, host=host)
-        if mapped is None:
-            raise
-        raise mapped from exc
+    return mapper.raising_mapped(functools.partial(map_error, model=model, host=host))

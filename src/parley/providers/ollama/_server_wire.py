@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from parley.providers._server.steps import Faults
+
 __all__ = ["Reply", "ToolCall", "chat_lines", "chat_object"]
 
 
@@ -34,7 +36,7 @@ class ToolCall:
 
 
 @dataclass
-class Reply:
+class Reply(Faults):
     """One scripted `/api/chat` answer, sent whole or streamed as the request asks.
 
     Args:
@@ -47,10 +49,7 @@ class Reply:
         durations: The durations to report, in nanoseconds (`total_duration`, ...).
         chunk_size: Characters per streamed line.
         model: The model name to report (default: the one asked for).
-        delay: Seconds before answering at all (a slow server).
-        chunk_delay: Seconds before each streamed line.
-        cut_after: Drop the connection after this many lines.
-        malformed_at: Replace this line (0-based) with broken JSON.
+        delay, chunk_delay, cut_after, malformed_at: The faults (see `Faults`).
         error_at: Send an `{"error": ...}` line at this position and end the stream.
         error: That line's error message.
     """
@@ -69,19 +68,8 @@ class Reply:
             "eval_duration": 150_000_000,
         }
     )
-    chunk_size: int = 4
     model: str | None = None
-    delay: float = 0.0
-    chunk_delay: float = 0.0
-    cut_after: int | None = None
-    malformed_at: int | None = None
-    error_at: int | None = None
     error: str = "an error was encountered while running the model"
-
-    def pieces(self, text: str) -> list[str]:
-        """`text` in streamed pieces."""
-        size = max(1, self.chunk_size)
-        return [text[i : i + size] for i in range(0, len(text), size)]
 
     def out_tokens(self) -> int:
         """The output token count to report."""

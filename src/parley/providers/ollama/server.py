@@ -38,8 +38,8 @@ from pydantic import SecretStr
 
 from parley.providers._server.embeddings import Embeddings, text_tokens, vector_for
 from parley.providers._server.http import RecordedRequest, Responder
-from parley.providers._server.scripted import ScriptedServer
-from parley.providers._server.steps import Raw, Reset
+from parley.providers._server.scripted import ScriptedServer, send_stream
+from parley.providers._server.steps import ErrorAnswer, Raw, Reset, retry_headers
 from parley.providers.ollama._server_wire import Reply, ToolCall, chat_lines, chat_object
 from parley.providers.ollama.credentials import OllamaCredential
 
@@ -59,37 +59,30 @@ __all__ = [
 
 
 @dataclass
-class HTTPError:
+class HTTPError(ErrorAnswer):
     """An error status with Ollama's error body, `{"error": message}`.
 
     Args:
         status: The HTTP status.
         message: The error's text.
-        headers: Extra headers (e.g. `Retry-After`).
-        body: The whole body, instead of Ollama's.
-        delay: Seconds before answering.
+        headers, body, delay: See `ErrorAnswer`.
     """
 
-    status: int
     message: str = "scripted error"
-    headers: dict[str, str] = field(default_factory=dict)
-    body: Any = None
-    delay: float = 0.0
 
     @classmethod
     def rate_limit(cls, retry_after: float | None = None) -> HTTPError:
         """A 429 asking to wait `retry_after` seconds (`Retry-After`)."""
-        headers = {"Retry-After": f"{retry_after:g}"} if retry_after is not None else {}
-        return cls(429, "too many requests", headers=headers)
+        return cls(429, "too many requests", headers=retry_headers(retry_after))
 
     @classmethod
     def not_found(cls, model: str) -> HTTPError:
         """The 404 Ollama answers for a model it has not pulled."""
         return cls(404, f"model '{model}' not found")
 
-    def payload(self) -> Any:
-        """The body to send."""
-        return self.body if self.body is not None else {"error": self.message}
+    def error_body(self) -> Any:
+        """Ollama's error body."""
+        return {"error": self.message}
 
 
 @dataclass
@@ -229,20 +222,11 @@ class OllamaServer(ScriptedServer):
     def _answer(self, request: RecordedRequest, out: Responder) -> None:
         embed = request.path.split("?", 1)[0] == "/api/embed"
         step = self._next(request)
-        if step is None:
-            self.unexpected.append(request)
-            out.send_json(500, {"error": "no scripted response left"})
-        elif isinstance(step, HTTPError):
-            out.sleep(step.delay)
-            out.send_json(step.status, step.payload(), step.headers.items())
-        elif isinstance(step, Reset):
-            out.sleep(step.delay)
-            out.drop(reset=True)
-        elif isinstance(step, Raw):
-            out.send(step.status, step.body, step.headers.items(), step.content_type)
-        elif embed != isinstance(step, Embeddings):
+        if self._answer_alike(request, step, out, {"error": "no scripted response left"}):
+            return
+        if embed != isinstance(step, Embeddings):
             raise TypeError(f"a {type(step).__name__} step cannot answer {request.path}")
-        elif isinstance(step, Embeddings):
+        if isinstance(step, Embeddings):
             out.sleep(step.delay)
             out.send_json(200, embed_object(step, request.json or {}))
         else:
@@ -257,26 +241,9 @@ class OllamaServer(ScriptedServer):
             out.send_json(200, chat_object(reply, model))
             return
         lines = chat_lines(reply, model)
-        if reply.malformed_at is not None and reply.malformed_at < len(lines):
-            lines[reply.malformed_at] = b'{"message": {"content": \n'
-        if reply.error_at is not None:
-            lines = [*lines[: reply.error_at], _error_line(reply.error)]
-        cut = reply.cut_after is not None and reply.cut_after < len(lines)
-        if cut:
-            lines = lines[: reply.cut_after]
-        out.start_stream("application/x-ndjson")
-        if reply.chunk_delay:
-            for line in lines:
-                out.sleep(reply.chunk_delay)
-                out.chunk(line)
-        else:
-            # No pacing asked: fewer, larger writes keep the server out of the way.
-            for start in range(0, len(lines), 64):
-                out.chunk(b"".join(lines[start : start + 64]))
-        if cut:
-            out.drop()
-        else:
-            out.end_stream()
+        error = _error_line(reply.error)
+        malformed = b'{"message": {"content": \n'
+        send_stream(out, lines, reply, malformed=malformed, error=error, content_type=_NDJSON)
 
 
 def embed_object(step: Embeddings, body: dict[str, Any]) -> dict[str, Any]:
@@ -298,6 +265,9 @@ def embed_object(step: Embeddings, body: dict[str, Any]) -> dict[str, Any]:
     else:
         answer.update(step.usage)
     return answer
+
+
+_NDJSON = "application/x-ndjson"
 
 
 def _error_line(message: str) -> bytes:

@@ -18,15 +18,7 @@ from parley.providers.openai._sdk import OpenAIClients
 from parley.providers.openai.credentials import OpenAICredential
 from parley.providers.openai.formatter import OpenAIMultiAgentFormatter
 
-__all__ = ["OpenAIModelBase", "StreamReader", "thinking_switch"]
-
-
-def thinking_switch(fields: dict[str, Any]) -> dict[str, Any]:
-    """`enable_thinking` as DeepSeek and Moonshot take it: `thinking: {"type": ...}`."""
-    enabled = fields.pop("enable_thinking", None)
-    if enabled is not None:
-        fields["thinking"] = {"type": "enabled" if enabled else "disabled"}
-    return fields
+__all__ = ["OpenAIModelBase", "StreamReader"]
 
 
 class StreamReader(Protocol):

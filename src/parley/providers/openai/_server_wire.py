@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from parley.providers._server.steps import ToolCall
+from parley.providers._server.steps import Faults, ToolCall
 
 __all__ = [
     "Reply",
@@ -32,7 +32,7 @@ def _id(prefix: str) -> str:
 
 
 @dataclass
-class Reply:
+class Reply(Faults):
     """One scripted answer, in the wire format of the endpoint called.
 
     Sent whole or streamed as the request asks; the fault fields make it misbehave.
@@ -56,10 +56,7 @@ class Reply:
         encrypted_reasoning: The Responses reasoning item's `encrypted_content`.
         model: The model name to report (default: the one asked for).
         response_id: The id to report.
-        delay: Seconds before answering at all (a slow server).
-        chunk_delay: Seconds before each stream event.
-        cut_after: Drop the connection after this many stream events.
-        malformed_at: Replace this stream event (0-based) with broken JSON.
+        delay, chunk_delay, cut_after, malformed_at: The faults (see `Faults`).
         error_at: Send an error event at this position and end the stream.
         error: The error event's payload.
     """
@@ -71,25 +68,14 @@ class Reply:
     input_tokens: int = 10
     output_tokens: int | None = None
     cached_tokens: int = 0
-    chunk_size: int = 4
     reasoning_field: str = "reasoning_content"
     content_parts: bool = False
     encrypted_reasoning: str | None = None
     model: str | None = None
     response_id: str | None = None
-    delay: float = 0.0
-    chunk_delay: float = 0.0
-    cut_after: int | None = None
-    malformed_at: int | None = None
-    error_at: int | None = None
     error: dict[str, Any] = field(
         default_factory=lambda: {"message": "The server had an error", "type": "server_error"}
     )
-
-    def pieces(self, text: str) -> list[str]:
-        """`text` in streamed pieces."""
-        size = max(1, self.chunk_size)
-        return [text[i : i + size] for i in range(0, len(text), size)]
 
     def finish(self) -> str:
         """The Chat Completions finish reason."""

@@ -57,7 +57,7 @@ import re
 import struct
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeAlias
 from urllib.parse import parse_qs
 
@@ -65,8 +65,8 @@ from pydantic import SecretStr
 
 from parley.providers._server.embeddings import Embeddings, text_tokens, vector_for
 from parley.providers._server.http import RecordedRequest, Responder
-from parley.providers._server.scripted import ScriptedServer
-from parley.providers._server.steps import Raw, Reset
+from parley.providers._server.scripted import ScriptedServer, send_stream
+from parley.providers._server.steps import ErrorAnswer, Raw, Reset, retry_headers
 from parley.providers.openai._server_wire import (
     Reply,
     ToolCall,
@@ -96,41 +96,29 @@ __all__ = [
 
 
 @dataclass
-class HTTPError:
+class HTTPError(ErrorAnswer):
     """An error status with an OpenAI-shaped error body.
 
     Args:
         status: The HTTP status.
         message: The error's message.
         code: The error's `code` (e.g. `context_length_exceeded`, `content_filter`).
-        headers: Extra headers (e.g. `Retry-After`).
-        body: The whole body, instead of the OpenAI-shaped one.
-        delay: Seconds before answering.
+        headers, body, delay: See `ErrorAnswer`.
     """
 
-    status: int
     message: str = "scripted error"
     code: str | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    body: Any = None
-    delay: float = 0.0
 
     @classmethod
     def rate_limit(
         cls, retry_after: float | None = None, *, retry_after_ms: float | None = None
     ) -> HTTPError:
         """A 429 asking to wait `retry_after` seconds (`Retry-After`) or ms (`retry-after-ms`)."""
-        headers = {}
-        if retry_after is not None:
-            headers["Retry-After"] = f"{retry_after:g}"
-        if retry_after_ms is not None:
-            headers["retry-after-ms"] = f"{retry_after_ms:g}"
+        headers = retry_headers(retry_after) | retry_headers(retry_after_ms, "retry-after-ms")
         return cls(429, "Rate limit reached", code="rate_limit_exceeded", headers=headers)
 
-    def payload(self) -> Any:
-        """The body to send."""
-        if self.body is not None:
-            return self.body
+    def error_body(self) -> Any:
+        """OpenAI's error body."""
         kind = "invalid_request_error" if self.status < 500 else "server_error"
         return {"error": {"message": self.message, "type": kind, "param": None, "code": self.code}}
 
@@ -203,20 +191,11 @@ class OpenAIServer(ScriptedServer):
             out.send_json(400, invalid)  # checked before any step, as OpenAI checks first
             return
         step = self._next(request)
-        if step is None:
-            self.unexpected.append(request)
-            out.send_json(500, {"error": {"message": "no scripted response left", "type": "test"}})
-        elif isinstance(step, HTTPError):
-            out.sleep(step.delay)
-            out.send_json(step.status, step.payload(), step.headers.items())
-        elif isinstance(step, Reset):
-            out.sleep(step.delay)
-            out.drop(reset=True)
-        elif isinstance(step, Raw):
-            out.send(step.status, step.body, step.headers.items(), step.content_type)
-        elif not isinstance(step, _ANSWERS.get(path, Reply)):
+        if self._answer_alike(request, step, out, _MISSING):
+            return
+        if not isinstance(step, _ANSWERS.get(path, Reply)):
             raise TypeError(f"a {type(step).__name__} step cannot answer {path}")
-        elif isinstance(step, Embeddings):
+        if isinstance(step, Embeddings):
             out.sleep(step.delay)
             out.send_json(200, embedding_list(step, request.json or {}))
         elif isinstance(step, Speech):
@@ -244,7 +223,8 @@ class OpenAIServer(ScriptedServer):
             # The event's own `type` last: a Chat Completions error's `type` (`server_error`)
             # would otherwise stand in for it, and the event would read as no error at all.
             error = _sse("error", json.dumps({**reply.error, "type": "error"}))
-        self._stream(events, error, reply, out)
+        malformed = b'data: {"choices": [{"delta": \n\n'
+        send_stream(out, events, reply, malformed=malformed, error=error)
 
     @staticmethod
     def _speak(step: Speech, body: dict[str, Any], out: Responder) -> None:
@@ -260,30 +240,8 @@ class OpenAIServer(ScriptedServer):
         else:
             out.end_stream()
 
-    @staticmethod
-    def _stream(events: list[bytes], error: bytes, reply: Reply, out: Responder) -> None:
-        if reply.malformed_at is not None and reply.malformed_at < len(events):
-            events[reply.malformed_at] = b'data: {"choices": [{"delta": \n\n'
-        if reply.error_at is not None:
-            events = [*events[: reply.error_at], error]
-        cut = reply.cut_after is not None and reply.cut_after < len(events)
-        if cut:
-            events = events[: reply.cut_after]
-        out.start_stream()
-        if reply.chunk_delay:
-            for event in events:
-                out.sleep(reply.chunk_delay)
-                out.chunk(event)
-        else:
-            # No pacing asked: fewer, larger writes keep the server out of the way.
-            for start in range(0, len(events), 64):
-                out.chunk(b"".join(events[start : start + 64]))
-        if cut:
-            out.drop()
-        else:
-            out.end_stream()
 
-
+_MISSING = {"error": {"message": "no scripted response left", "type": "test"}}
 _ANSWERS: dict[str, type] = {_EMBEDDINGS: Embeddings, _SPEECH: Speech}
 """The step each path other than the chat ones takes (they take `Reply`)."""
 

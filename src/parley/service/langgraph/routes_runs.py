@@ -15,6 +15,7 @@ Streams send `: heartbeat` every 5 s when idle; wait and join send a newline ins
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Response
@@ -51,7 +52,7 @@ from parley.service.strict import StrictRoute
 
 __all__ = ["router"]
 
-router = APIRouter(prefix=PREFIX, route_class=StrictRoute)
+router = APIRouter(prefix=PREFIX, route_class=StrictRoute, tags=["langgraph"])
 
 State = Annotated[ServiceState, Depends(get_state)]
 User = Annotated[str, Depends(langgraph_user)]
@@ -172,7 +173,7 @@ async def _start(
 # -- routes ------------------------------------------------------------------------------------
 
 
-@router.post("/threads/{thread_id}/runs", responses=answers(404, 409), tags=["langgraph"])
+@router.post("/threads/{thread_id}/runs", responses=answers(404, 409))
 async def create_run(
     thread_id: str, body: RunCreate, response: Response, state: State, backend: Backend, user: User
 ) -> dict[str, Any]:
@@ -182,7 +183,7 @@ async def create_run(
     return run_dict(run)
 
 
-@router.post("/runs", responses=answers(409), tags=["langgraph"])
+@router.post("/runs", responses=answers(409))
 async def create_stateless_run(
     body: RunCreate, response: Response, state: State, backend: Backend, user: User
 ) -> dict[str, Any]:
@@ -192,16 +193,10 @@ async def create_stateless_run(
     return run_dict(run)
 
 
-@router.post(
-    "/threads/{thread_id}/runs/stream",
-    response_class=StreamingResponse,
-    responses=EVENT_STREAM | answers(404, 409),
-    tags=["langgraph"],
-)
-async def stream_run(
-    thread_id: str, body: RunCreate, state: State, backend: Backend, user: User
+async def _stream_new(
+    state: ServiceState, backend: LangGraphRuns, user: str, thread_id: str | None, body: RunCreate
 ) -> StreamingResponse:
-    """Start a run and stream it (SSE: `metadata` first, then the modes asked)."""
+    """Start a run (on `thread_id`, or a thread of its own) and stream it from its start."""
     run = await _start(state, backend, user, thread_id, body, read_here=True)
     cancel = body.on_disconnect == "cancel"
     return await stream_response(
@@ -210,27 +205,33 @@ async def stream_run(
 
 
 @router.post(
+    "/threads/{thread_id}/runs/stream",
+    response_class=StreamingResponse,
+    responses=EVENT_STREAM | answers(404, 409),
+)
+async def stream_run(
+    thread_id: str, body: RunCreate, state: State, backend: Backend, user: User
+) -> StreamingResponse:
+    """Start a run and stream it (SSE: `metadata` first, then the modes asked)."""
+    return await _stream_new(state, backend, user, thread_id, body)
+
+
+@router.post(
     "/runs/stream",
     response_class=StreamingResponse,
     responses=EVENT_STREAM | answers(409),
-    tags=["langgraph"],
 )
 async def stream_stateless_run(
     body: RunCreate, state: State, backend: Backend, user: User
 ) -> StreamingResponse:
     """Start a run on a thread of its own and stream it."""
-    run = await _start(state, backend, user, None, body, read_here=True)
-    cancel = body.on_disconnect == "cancel"
-    return await stream_response(
-        backend, run, _modes(body.stream_mode), (0, 0), cancel_on_disconnect=cancel
-    )
+    return await _stream_new(state, backend, user, None, body)
 
 
 @router.post(
     "/threads/{thread_id}/runs/wait",
     response_class=StreamingResponse,
     responses=JSON_RESULT | answers(404, 409),
-    tags=["langgraph"],
 )
 async def wait_run(
     thread_id: str, body: RunCreate, state: State, backend: Backend, user: User
@@ -244,7 +245,6 @@ async def wait_run(
     "/runs/wait",
     response_class=StreamingResponse,
     responses=JSON_RESULT | answers(409),
-    tags=["langgraph"],
 )
 async def wait_stateless_run(
     body: RunCreate, state: State, backend: Backend, user: User
@@ -261,7 +261,7 @@ async def _find_run(backend: LangGraphRuns, user: str, thread_id: str, run_id: s
     return record
 
 
-@router.get("/threads/{thread_id}/runs", responses=answers(404), tags=["langgraph"])
+@router.get("/threads/{thread_id}/runs", responses=answers(404))
 async def list_runs(
     thread_id: str,
     state: State,
@@ -277,7 +277,7 @@ async def list_runs(
     return [run_dict(r) for r in runs]
 
 
-@router.get("/threads/{thread_id}/runs/{run_id}", responses=answers(404), tags=["langgraph"])
+@router.get("/threads/{thread_id}/runs/{run_id}", responses=answers(404))
 async def get_run(thread_id: str, run_id: str, backend: Backend, user: User) -> dict[str, Any]:
     """One run of the caller's."""
     return run_dict(await _find_run(backend, user, thread_id, run_id))
@@ -287,7 +287,6 @@ async def get_run(thread_id: str, run_id: str, backend: Backend, user: User) -> 
     "/threads/{thread_id}/runs/{run_id}/join",
     response_class=StreamingResponse,
     responses=JSON_RESULT | answers(404),
-    tags=["langgraph"],
 )
 async def join_run(thread_id: str, run_id: str, backend: Backend, user: User) -> Response:
     """Wait for a run's end, wherever it runs; the thread's values (a finished run: at once)."""
@@ -295,67 +294,66 @@ async def join_run(thread_id: str, run_id: str, backend: Backend, user: User) ->
     return result_response(backend, found, location=f"{run_path(found)}/join")
 
 
-async def _join_stream(
-    backend: LangGraphRuns,
-    run: RunRecord,
-    stream_mode: list[str] | None,
-    last_event_id: str | None,
-    cancel_on_disconnect: bool,
-) -> Response:
-    after = parse_frame_id(run.run_id, last_event_id)
-    stored = options_of(run).get("stream_mode")
-    given = [m for m in stream_mode or [] if m] or stored or ["values"]
-    modes = _modes(given if isinstance(given, list) else [given])
-    return await stream_response(
-        backend, run, modes, after, cancel_on_disconnect=cancel_on_disconnect
-    )
+@dataclass(frozen=True)
+class _Joining:
+    """How a client joins a run's stream: the modes, where it left off, whether leaving cancels."""
+
+    stream_mode: list[str] | None
+    cancel_on_disconnect: bool
+    last_event_id: str | None
+
+    async def stream(self, backend: LangGraphRuns, run: RunRecord) -> Response:
+        """`run`'s stream from where the client left off (live without `Last-Event-ID`)."""
+        after = parse_frame_id(run.run_id, self.last_event_id)
+        stored = options_of(run).get("stream_mode")
+        given = [m for m in self.stream_mode or [] if m] or stored or ["values"]
+        modes = _modes(given if isinstance(given, list) else [given])
+        return await stream_response(
+            backend, run, modes, after, cancel_on_disconnect=self.cancel_on_disconnect
+        )
+
+
+def _joining(
+    stream_mode: Annotated[list[str] | None, Query()] = None,
+    cancel_on_disconnect: bool = False,
+    last_event_id: Annotated[str | None, Header()] = None,
+) -> _Joining:
+    return _Joining(stream_mode, cancel_on_disconnect, last_event_id)
+
+
+Joining = Annotated[_Joining, Depends(_joining)]
 
 
 @router.get(
     "/threads/{thread_id}/runs/{run_id}/stream",
     response_class=StreamingResponse,
     responses=EVENT_STREAM | answers(400, 404, 410),
-    tags=["langgraph"],
 )
 async def join_stream(
-    thread_id: str,
-    run_id: str,
-    backend: Backend,
-    user: User,
-    stream_mode: Annotated[list[str] | None, Query()] = None,
-    cancel_on_disconnect: bool = False,
-    last_event_id: Annotated[str | None, Header()] = None,
+    thread_id: str, run_id: str, backend: Backend, user: User, joining: Joining
 ) -> Response:
     """Follow a run's stream: with `Last-Event-ID` what came after it (-1: all), else live."""
-    found = await _find_run(backend, user, thread_id, run_id)
-    return await _join_stream(backend, found, stream_mode, last_event_id, cancel_on_disconnect)
+    return await joining.stream(backend, await _find_run(backend, user, thread_id, run_id))
 
 
 @router.get(
     "/runs/{run_id}/stream",
     response_class=StreamingResponse,
     responses=EVENT_STREAM | answers(400, 404, 410),
-    tags=["langgraph"],
 )
 async def join_stateless_stream(
-    run_id: str,
-    backend: Backend,
-    user: User,
-    stream_mode: Annotated[list[str] | None, Query()] = None,
-    cancel_on_disconnect: bool = False,
-    last_event_id: Annotated[str | None, Header()] = None,
+    run_id: str, backend: Backend, user: User, joining: Joining
 ) -> Response:
     """Follow a stateless run's stream (where its stream's `Location` points)."""
     run = await backend.get(run_id, user)
     if run is None:
         raise invalid("Run not found")
-    return await _join_stream(backend, run, stream_mode, last_event_id, cancel_on_disconnect)
+    return await joining.stream(backend, run)
 
 
 @router.post(
     "/threads/{thread_id}/runs/{run_id}/cancel",
     responses=_CANCELLED | answers(404),
-    tags=["langgraph"],
 )
 async def cancel_run(
     thread_id: str,
@@ -378,7 +376,6 @@ async def cancel_run(
     "/threads/{thread_id}/runs/{run_id}",
     status_code=204,
     responses=answers(404),
-    tags=["langgraph"],
 )
 async def delete_run(thread_id: str, run_id: str, backend: Backend, user: User) -> None:
     """Delete a run (a running one is stopped first); its messages stay in the thread."""

@@ -47,7 +47,7 @@ from parley.service.strict import StrictRoute
 
 __all__ = ["find_assistant", "get_backend", "invalid", "owned_thread", "router"]
 
-router = APIRouter(prefix=PREFIX, route_class=StrictRoute)
+router = APIRouter(prefix=PREFIX, route_class=StrictRoute, tags=["langgraph"])
 
 State = Annotated[ServiceState, Depends(get_state)]
 User = Annotated[str, Depends(langgraph_user)]
@@ -111,13 +111,13 @@ def _assistant(entry: AgentEntry, backend: LangGraphRuns) -> dict[str, Any]:
 Backend = Annotated[LangGraphRuns, Depends(get_backend)]
 
 
-@router.get("/info", tags=["langgraph"])
+@router.get("/info")
 async def server_info(request: Request) -> dict[str, Any]:
     """What LangGraph's `/info` tells, open to all as there (agent-chat-ui checks it first)."""
     return {"version": request.app.version, "flags": {"assistants": True, "crons": False}}
 
 
-@router.get("/ok", responses=error_responses(503), tags=["langgraph"])
+@router.get("/ok", responses=error_responses(503))
 async def server_ok(state: State) -> dict[str, bool]:
     """LangGraph's health check: whether the service and its database answer."""
     try:
@@ -127,7 +127,7 @@ async def server_ok(state: State) -> dict[str, bool]:
     return {"ok": True}
 
 
-@router.post("/assistants/search", responses=answers(), tags=["langgraph"])
+@router.post("/assistants/search", responses=answers())
 async def search_assistants(
     body: AssistantSearch, response: Response, state: State, backend: Backend, _user: User
 ) -> list[dict[str, Any]]:
@@ -146,7 +146,7 @@ async def search_assistants(
     return page
 
 
-@router.get("/assistants/{assistant}", responses=answers(404), tags=["langgraph"])
+@router.get("/assistants/{assistant}", responses=answers(404))
 async def get_assistant(
     assistant: str, state: State, backend: Backend, _user: User
 ) -> dict[str, Any]:
@@ -154,7 +154,7 @@ async def get_assistant(
     return _assistant(find_assistant(state, assistant), backend)
 
 
-@router.get("/assistants/{assistant}/schemas", responses=answers(404), tags=["langgraph"])
+@router.get("/assistants/{assistant}/schemas", responses=answers(404))
 async def get_schemas(assistant: str, state: State, _user: User) -> dict[str, Any]:
     """An assistant's state schema: `{"messages": [...]}` in, out and kept."""
     entry = find_assistant(state, assistant)
@@ -190,7 +190,7 @@ async def _thread_out(state: ServiceState, thread: ThreadRecord) -> dict[str, An
     return thread_dict(thread, values, interrupts)
 
 
-@router.post("/threads", responses=answers(409), tags=["langgraph"])
+@router.post("/threads", responses=answers(409))
 async def create_thread(body: ThreadCreate, state: State, user: User) -> dict[str, Any]:
     """Make a thread of the caller's, for the agent `metadata.graph_id` names (or the default).
 
@@ -208,7 +208,7 @@ async def create_thread(body: ThreadCreate, state: State, user: User) -> dict[st
     return await _thread_out(state, thread)
 
 
-@router.post("/threads/search", responses=answers(), tags=["langgraph"])
+@router.post("/threads/search", responses=answers())
 async def search_threads(
     body: ThreadSearch, response: Response, state: State, user: User
 ) -> list[dict[str, Any]]:
@@ -227,13 +227,13 @@ async def search_threads(
     return [await _thread_out(state, t) for t in found[body.offset : body.offset + body.limit]]
 
 
-@router.get("/threads/{thread_id}", responses=answers(404), tags=["langgraph"])
+@router.get("/threads/{thread_id}", responses=answers(404))
 async def get_thread(thread_id: str, state: State, user: User) -> dict[str, Any]:
     """One of the caller's threads, with its values."""
     return await _thread_out(state, await owned_thread(state, thread_id, user))
 
 
-@router.patch("/threads/{thread_id}", responses=answers(404), tags=["langgraph"])
+@router.patch("/threads/{thread_id}", responses=answers(404))
 async def patch_thread(
     thread_id: str, body: ThreadPatch, state: State, user: User
 ) -> dict[str, Any]:
@@ -248,7 +248,7 @@ async def patch_thread(
     return await _thread_out(state, thread)
 
 
-@router.delete("/threads/{thread_id}", status_code=204, responses=answers(404), tags=["langgraph"])
+@router.delete("/threads/{thread_id}", status_code=204, responses=answers(404))
 async def delete_thread(thread_id: str, state: State, backend: Backend, user: User) -> None:
     """Delete a thread and everything it holds (its running run is stopped first)."""
     await owned_thread(state, thread_id, user)
@@ -259,7 +259,7 @@ async def delete_thread(thread_id: str, state: State, backend: Backend, user: Us
         await state.end_thread(user, thread_id)
 
 
-@router.get("/threads/{thread_id}/state", responses=answers(404), tags=["langgraph"])
+@router.get("/threads/{thread_id}/state", responses=answers(404))
 async def get_thread_state(thread_id: str, state: State, user: User) -> dict[str, Any]:
     """The thread's state now: values, what is next, its interrupt."""
     await owned_thread(state, thread_id, user)
@@ -268,7 +268,7 @@ async def get_thread_state(thread_id: str, state: State, user: User) -> dict[str
     return current_state(thread_id, rows, pending)
 
 
-@router.post("/threads/{thread_id}/state", responses=answers(404, 409), tags=["langgraph"])
+@router.post("/threads/{thread_id}/state", responses=answers(404, 409))
 async def update_thread_state(
     thread_id: str, body: StateUpdate, state: State, backend: Backend, user: User
 ) -> dict[str, Any]:
@@ -289,7 +289,7 @@ async def update_thread_state(
     return {"checkpoint": now["checkpoint"]}
 
 
-@router.post("/threads/{thread_id}/history", responses=answers(404), tags=["langgraph"])
+@router.post("/threads/{thread_id}/history", responses=answers(404))
 async def thread_history(
     thread_id: str, body: HistoryQuery, state: State, user: User
 ) -> list[dict[str, Any]]:

@@ -21,7 +21,8 @@ import time
 from abc import ABC, abstractmethod
 from typing import Any
 
-from sqlalchemy import NullPool, func, select
+from sqlalchemy import BigInteger, Boolean, NullPool, bindparam, text
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.exc import PendingRollbackError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
@@ -136,39 +137,83 @@ class _LockSession:
 
     Session-level advisory locks belong to a connection, and a connection holds any number
     of them, so one connection serves all of a process's runs: the database's connection
-    limit is not spent on open streams, and no run waits for a connection to open. Queries on
-    it take turns (each is a fraction of a millisecond). If the connection dies, the server
-    frees its locks, as when the process dies; the next query opens a new one.
+    limit is not spent on open streams, and no run waits for a connection to open. Its
+    queries take turns, so the locks and unlocks asked for meanwhile go together, as ONE
+    query, on the next turn (under many clients a round trip each, one after another, was
+    what every run waited for). If the connection dies, the server frees its locks, as when
+    the process dies; the next query opens a new one.
     """
 
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
         self._conn: AsyncConnection | None = None
         self._turn = asyncio.Lock()
+        self._asked: list[tuple[bool, int, asyncio.Future[bool]]] = []
+        self._drainer: asyncio.Task[None] | None = None
 
-    async def scalar(self, statement: Any) -> Any:
-        """Run `statement` on the lock connection; once more on a new one if it was lost.
+    async def lock(self, key: int) -> bool:
+        """Try to take the advisory lock `key` (`pg_try_advisory_lock`); whether it was."""
+        return await self._ask(True, key)
+
+    async def unlock(self, key: int) -> bool:
+        """Give back the advisory lock `key` (`pg_advisory_unlock`); whether it was held."""
+        return await self._ask(False, key)
+
+    async def _ask(self, lock: bool, key: int) -> bool:
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._asked.append((lock, key, future))
+        if self._drainer is None or self._drainer.done():
+            self._drainer = asyncio.create_task(self._drain(), name="parley-thread-locks")
+        return await future
+
+    async def _drain(self) -> None:
+        async with self._turn:
+            while self._asked:
+                batch, self._asked = self._asked, []
+                try:
+                    done = await self._run(batch)
+                except asyncio.CancelledError:
+                    for _, _, future in batch:
+                        future.cancel()
+                    raise
+                except Exception as exc:
+                    for _, _, future in batch:
+                        if not future.done():
+                            future.set_exception(exc)
+                    continue
+                for (_, _, future), ok in zip(batch, done, strict=True):
+                    if not future.done():
+                        future.set_result(ok)
+
+    async def _run(self, batch: list[tuple[bool, int, asyncio.Future[bool]]]) -> list[bool]:
+        """One query for the batch; once more on a new connection if it was lost.
 
         A connection lost (the database restarted) held no lock a caller still counts on:
-        the server freed them all. So the statement is tried again on a fresh connection
-        at once, and the first request after a restart is not refused for a stale one.
+        the server freed them all. So the query is tried again on a fresh connection at
+        once, and the first request after a restart is not refused for a stale one. The
+        order of a batch's rows does not matter: a session's advisory locks are counted, so
+        a lock and an unlock of one key (a late grant given back as a new run takes the
+        thread) leave it held once in either order, and different keys are independent.
         """
-        async with self._turn:
-            for last_try in (False, True):
-                if self._conn is None:
-                    self._conn = await self._engine.connect()
-                try:
-                    return (await self._conn.execute(statement)).scalar_one()
-                except Exception as exc:
-                    # A connection the database dropped (or that SQLAlchemy has marked
-                    # invalid since) holds no lock any more: a new one is opened.
-                    if not (is_database_down(exc) or isinstance(exc, PendingRollbackError)):
-                        raise
-                    log.error("the thread-lock connection was lost; its locks are gone")
-                    await self._discard()
-                    if last_try:
-                        raise
-            raise AssertionError("unreachable")  # the loop returns or raises
+        params = {"locks": [lock for lock, _, _ in batch], "keys": [key for _, key, _ in batch]}
+        for last_try in (False, True):
+            if self._conn is None:
+                self._conn = await self._engine.connect()
+            try:
+                rows = (await self._conn.execute(_LOCK_BATCH, params)).all()
+            except Exception as exc:
+                # A connection the database dropped (or that SQLAlchemy has marked invalid
+                # since) holds no lock any more: a new one is opened.
+                if not (is_database_down(exc) or isinstance(exc, PendingRollbackError)):
+                    raise
+                log.error("the thread-lock connection was lost; its locks are gone")
+                await self._discard()
+                if last_try:
+                    raise
+                continue
+            answers: dict[int, bool] = {int(i): bool(ok) for i, ok in rows}
+            return [answers[i] for i in range(1, len(batch) + 1)]
+        raise AssertionError("unreachable")  # the loop returns or raises
 
     async def _discard(self) -> None:
         conn, self._conn = self._conn, None
@@ -183,6 +228,14 @@ class _LockSession:
             if self._conn is not None:
                 await self._conn.close()
                 self._conn = None
+
+
+# Each row: its place in the batch, and the lock's or unlock's answer.
+_LOCK_BATCH = text(
+    "SELECT t.i, CASE WHEN t.take THEN pg_try_advisory_lock(t.k) "
+    "ELSE pg_advisory_unlock(t.k) END "
+    "FROM unnest(:locks, :keys) WITH ORDINALITY AS t(take, k, i)"
+).bindparams(bindparam("locks", type_=ARRAY(Boolean)), bindparam("keys", type_=ARRAY(BigInteger)))
 
 
 class _PostgresLease(Lease):
@@ -240,9 +293,7 @@ class PostgresThreadLocks(ThreadLocks):
             pause = min(pause * 2, _POLL_MAX)
 
     async def _try_lock(self, key: int) -> bool:
-        attempt = asyncio.ensure_future(
-            self._session.scalar(select(func.pg_try_advisory_lock(key)))
-        )
+        attempt = asyncio.ensure_future(self._session.lock(key))
         try:
             return bool(await asyncio.shield(attempt))
         except asyncio.CancelledError:
@@ -259,7 +310,7 @@ class PostgresThreadLocks(ThreadLocks):
 
     async def unlock(self, key: int) -> None:
         """Give back the advisory lock `key` this process holds."""
-        await self._session.scalar(select(func.pg_advisory_unlock(key)))
+        await self._session.unlock(key)
 
     async def close(self) -> None:
         """Close the lock connection (which frees every lock still held) and the engine."""

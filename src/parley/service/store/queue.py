@@ -22,7 +22,7 @@ process, named by `worker_id`):
   `attempt` = mine): a worker that lost its lease cannot end a run another took over.
 - `give_up` ends `error` the runs whose lease ran out after `max_attempts` starts.
 
-SQLite has one process: the same statements run there (its writes take turns), with the
+SQLite has one process: the same statements run there (its one writer thread), with the
 process's clock for the database's.
 """
 

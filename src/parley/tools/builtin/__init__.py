@@ -8,12 +8,14 @@ when a tool needs them.
 
 from parley.tools.builtin._net import FetchNotAllowedError, FetchPolicy, ResponseTooLargeError
 from parley.tools.builtin._paths import PathNotAllowedError
-from parley.tools.builtin.code_interpreter import CodeInterpreter, Execution
+from parley.tools.builtin.code_interpreter import CodeInterpreter, CodeOptions, Execution
 from parley.tools.builtin.doc_parser import (
+    BytesOptions,
     DocParser,
     ParsedDocument,
     ParseLimitError,
     ParseLimits,
+    ParseOptions,
     aparse_document,
     parse_document,
 )
@@ -36,7 +38,9 @@ from parley.tools.builtin.web_search import SearchBackend, SearchResult, WebSear
 __all__ = [
     "BraveSearch",
     "BraveSearchCredential",
+    "BytesOptions",
     "CodeInterpreter",
+    "CodeOptions",
     "DocParser",
     "Execution",
     "FetchNotAllowedError",
@@ -44,6 +48,7 @@ __all__ = [
     "KeyNotExistsError",
     "ParseLimitError",
     "ParseLimits",
+    "ParseOptions",
     "ParsedDocument",
     "PathNotAllowedError",
     "ResponseTooLargeError",

@@ -33,7 +33,7 @@ import re
 import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, TypedDict, Unpack, cast
 from urllib.parse import unquote, urlsplit
 
 from parley._sync import run_sync
@@ -59,7 +59,7 @@ from parley.tools.executor import run_in_tool_thread, run_interruptible
 from parley.tools.registry import register_tool
 from parley.tools.workspace import Workspace, default_workspace
 
-__all__ = ["CodeInterpreter", "Execution"]
+__all__ = ["CodeInterpreter", "CodeOptions", "Execution"]
 
 logger = logging.getLogger("parley.tools")
 
@@ -185,6 +185,16 @@ def _enforcement(cfg: Mapping[str, Any]) -> Enforcement:
         cgroup_parent=Path(parent) if parent else None,
         uids=uids,
     )
+
+
+class CodeOptions(TypedDict, total=False):
+    """Where code runs and what it gets: `CodeInterpreter.run_code`'s keyword arguments."""
+
+    session: str | None
+    files: Sequence[str]
+    timeout: float | None
+    ctx: RunContext[Any] | None
+    user_id: str | None
 
 
 @register_tool("code_interpreter")
@@ -314,51 +324,25 @@ class CodeInterpreter(Tool):
             execution.notice = f"{execution.notice}\n{note}" if execution.notice else note
         return execution
 
-    async def execute(
-        self,
-        code: str,
-        *,
-        session: str | None = None,
-        files: Sequence[str] = (),
-        timeout: float | None = None,
-        ctx: RunContext[Any] | None = None,
-        user_id: str | None = None,
-    ) -> Execution:
+    async def execute(self, code: str, **options: Unpack[CodeOptions]) -> Execution:
         """Run code in a conversation (the worker is driven from a tool thread).
 
-        Cancelling the awaiting task stops the code; the `Execution` returned then says so
-        (see the module).
+        The options are `run_code`'s. Cancelling the awaiting task stops the code; the
+        `Execution` returned then says so (see the module).
         """
         cancel = Cancellation()
         return await run_interruptible(
             self.run_code,
             code,
-            session=session,
-            files=files,
-            timeout=timeout,
-            ctx=ctx,
-            user_id=user_id,
             cancel=cancel,
             interrupt=cancel.request,
             grace=_CANCEL_GRACE,
+            **options,
         )
 
-    def execute_sync(
-        self,
-        code: str,
-        *,
-        session: str | None = None,
-        files: Sequence[str] = (),
-        timeout: float | None = None,
-        ctx: RunContext[Any] | None = None,
-        user_id: str | None = None,
-    ) -> Execution:
+    def execute_sync(self, code: str, **options: Unpack[CodeOptions]) -> Execution:
         """The sync twin of `execute`."""
-        return run_sync(
-            self.execute(
-                code, session=session, files=files, timeout=timeout, ctx=ctx, user_id=user_id
-            )
-        )
+        return run_sync(self.execute(code, **options))
 
     def _from_call(
         self,

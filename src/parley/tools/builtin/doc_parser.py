@@ -34,7 +34,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict, Unpack
 from urllib.parse import unquote, urlsplit
 
 from parley._sync import run_sync
@@ -55,9 +55,11 @@ from parley.tools.context import RunContext
 from parley.tools.registry import register_tool
 
 __all__ = [
+    "BytesOptions",
     "DocParser",
     "ParseLimitError",
     "ParseLimits",
+    "ParseOptions",
     "ParsedDocument",
     "aparse_bytes",
     "aparse_document",
@@ -68,6 +70,7 @@ __all__ = [
 
 _TOOL = "doc_parser"
 _MAX_BYTES = 50 * 1024 * 1024
+_MAX_ROWS = 1000  # rows kept per table, by default
 _MIB = 1024 * 1024
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _EXTENSIONS = {
@@ -252,13 +255,21 @@ def _pool(limits: ParseLimits | None) -> ParserPool:
     return parser_pool((limits or ParseLimits()).memory_bytes)
 
 
+class BytesOptions(TypedDict, total=False):
+    """`parse_bytes`'s keyword arguments, which `aparse_bytes` takes too."""
+
+    media_type: str | None
+    max_rows: int
+    limits: ParseLimits | None
+
+
 def parse_bytes(
     source: str,
     name: str,
     data: bytes,
     *,
     media_type: str | None = None,
-    max_rows: int = 1000,
+    max_rows: int = _MAX_ROWS,
     limits: ParseLimits | None = None,
 ) -> ParsedDocument:
     """Parse a document already in memory; its format from `name`, else `media_type`.
@@ -276,19 +287,14 @@ def parse_bytes(
 
 
 async def aparse_bytes(
-    source: str,
-    name: str,
-    data: bytes,
-    *,
-    media_type: str | None = None,
-    max_rows: int = 1000,
-    limits: ParseLimits | None = None,
+    source: str, name: str, data: bytes, **options: Unpack[BytesOptions]
 ) -> ParsedDocument:
     """The async twin of `parse_bytes` (same arguments and errors).
 
     Cancelling it kills the parser process at once.
     """
-    request = _request(name, media_type, max_rows, limits)
+    media_type, limits = options.get("media_type"), options.get("limits")
+    request = _request(name, media_type, options.get("max_rows", _MAX_ROWS), limits)
     return _document(source, name, await _pool(limits).aparse(request, data))
 
 
@@ -373,6 +379,19 @@ def _roots(roots: Roots | Sequence[str | os.PathLike[str]] | None) -> Roots:
     return Roots(roots if roots is not None else [Path.cwd(), Path("/")], tool_name=_TOOL)
 
 
+class ParseOptions(TypedDict, total=False):
+    """The keyword arguments of `aparse_document` and `parse_document` (the first tells each)."""
+
+    roots: Roots | Sequence[str | os.PathLike[str]] | None
+    allow_http: bool
+    fetch_policy: FetchPolicy | None
+    timeout: float
+    max_download_bytes: int
+    max_file_bytes: int
+    max_rows: int
+    limits: ParseLimits | None
+
+
 async def aparse_document(
     source: str,
     *,
@@ -382,7 +401,7 @@ async def aparse_document(
     timeout: float = 30.0,
     max_download_bytes: int = _MAX_BYTES,
     max_file_bytes: int = _MAX_BYTES,
-    max_rows: int = 1000,
+    max_rows: int = _MAX_ROWS,
     limits: ParseLimits | None = None,
 ) -> ParsedDocument:
     """Parse a path, a `file://` URL, or (if `allow_http`) an `http(s)://` URL.
@@ -419,32 +438,13 @@ async def aparse_document(
     return await _download(source, policy, max_rows, limits)
 
 
-def parse_document(
-    source: str,
-    *,
-    roots: Roots | Sequence[str | os.PathLike[str]] | None = None,
-    allow_http: bool = False,
-    fetch_policy: FetchPolicy | None = None,
-    timeout: float = 30.0,
-    max_download_bytes: int = _MAX_BYTES,
-    max_file_bytes: int = _MAX_BYTES,
-    max_rows: int = 1000,
-    limits: ParseLimits | None = None,
-) -> ParsedDocument:
+def parse_document(source: str, **options: Unpack[ParseOptions]) -> ParsedDocument:
     """The sync twin of `aparse_document` (same arguments and errors)."""
-    if not _is_download(source):
-        return _parse_local(source, _roots(roots), max_file_bytes, max_rows, limits)
-    return run_sync(
-        aparse_document(
-            source,
-            allow_http=allow_http,
-            fetch_policy=fetch_policy,
-            timeout=timeout,
-            max_download_bytes=max_download_bytes,
-            max_rows=max_rows,
-            limits=limits,
-        )
-    )
+    if _is_download(source):
+        return run_sync(aparse_document(source, **options))
+    roots, max_bytes = _roots(options.get("roots")), options.get("max_file_bytes", _MAX_BYTES)
+    max_rows, limits = options.get("max_rows", _MAX_ROWS), options.get("limits")
+    return _parse_local(source, roots, max_bytes, max_rows, limits)
 
 
 def _configured(folders: Sequence[str | os.PathLike[str]]) -> str:

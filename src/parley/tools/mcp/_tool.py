@@ -6,7 +6,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from parley.errors import UserError
-from parley.tools.base import Tool, ToolOutput
+from parley.tools.base import InstanceTool, ToolOutput
 from parley.tools.mcp._errors import MCPToolError
 from parley.tools.mcp._results import result_text, to_tool_output
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 __all__ = ["MCPTool"]
 
 
-class MCPTool(Tool):
+class MCPTool(InstanceTool):
     """A tool an MCP server offers, called through its server's connection.
 
     Its name is `<server>-<tool>` (as Qwen-Agent names them), its description and parameters
@@ -48,26 +48,11 @@ class MCPTool(Tool):
         self._idempotent = bool(hints and (hints.idempotent_hint or hints.read_only_hint))
         super().__init__()
 
-    # Per-instance values behind what Qwen-Agent's shape keeps as class attributes.
-    @property
-    def name(self) -> str:  # type: ignore[override]
-        """`<server>-<tool>`."""
-        return self._name
-
-    @property
-    def description(self) -> str:  # type: ignore[override]
-        """The server's description of the tool."""
-        return self._description
-
+    # Per-instance values, as `InstanceTool`'s name, description and idempotence.
     @property
     def parameters(self) -> dict[str, Any]:  # type: ignore[override]
         """The tool's input schema, as the server gave it."""
         return self._parameters
-
-    @property
-    def idempotent(self) -> bool:  # type: ignore[override]
-        """Whether the server hints that a repeated call changes nothing more."""
-        return self._idempotent
 
     @property
     def timeout(self) -> float | None:  # type: ignore[override]

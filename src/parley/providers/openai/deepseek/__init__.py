@@ -8,14 +8,16 @@ is sent back; it is switched by `thinking: {"type": ...}` (`enable_thinking` her
 from __future__ import annotations
 
 import builtins
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import Field
 
 from parley.models.credentials import APIKeyCredential, Credential
 from parley.models.parameters import Parameters
-from parley.providers.openai._common import thinking_switch
-from parley.providers.openai.chat import OpenAIChatModel
+from parley.providers.openai._switched import (
+    SwitchedThinkingChatModel,
+    SwitchedThinkingParameters,
+)
 
 if TYPE_CHECKING:
     from parley.models.base import ChatModel
@@ -37,29 +39,17 @@ class DeepSeekCredential(APIKeyCredential):
         return [DeepSeekChatModel]
 
 
-class DeepSeekParameters(Parameters):
+class DeepSeekParameters(SwitchedThinkingParameters):
     """DeepSeek's parameters (sampling knobs have no effect in thinking mode)."""
 
-    enable_thinking: bool | None = Field(default=None, description="Think before answering.")
-    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
-    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
     logprobs: bool | None = None
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
 
 
-class DeepSeekChatModel(OpenAIChatModel):
+class DeepSeekChatModel(SwitchedThinkingChatModel):
     """A DeepSeek model (`deepseek-chat`, `deepseek-reasoner`)."""
 
     provider: ClassVar[str] = "deepseek"
     credential_class: ClassVar[type[Credential] | None] = DeepSeekCredential
     parameters_class: ClassVar[type[Parameters]] = DeepSeekParameters
     cards_location: ClassVar[str | None] = "parley.providers.openai.deepseek"
-    max_tokens_field: ClassVar[str] = "max_tokens"
-    send_thinking: ClassVar[bool] = True
-    thinking_off: ClassVar[dict[str, Any]] = {"enable_thinking": False}
-    # JSON output is `json_object` only: no schema-constrained (`native`) strategy.
-    structured_strategies: ClassVar[tuple[str, ...]] = ("forced", "thinking_off", "auto", "text")
-
-    def wire_parameters(self, parameters: Parameters, *, tools: bool) -> dict[str, Any]:
-        """The request fields, the thinking switch in DeepSeek's form."""
-        return thinking_switch(super().wire_parameters(parameters, tools=tools))

@@ -8,14 +8,16 @@ is sent back. Thinking is switched by `thinking: {"type": ...}` on models that a
 from __future__ import annotations
 
 import builtins
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import Field
 
 from parley.models.credentials import APIKeyCredential, Credential
 from parley.models.parameters import Parameters
-from parley.providers.openai._common import thinking_switch
-from parley.providers.openai.chat import OpenAIChatModel
+from parley.providers.openai._switched import (
+    SwitchedThinkingChatModel,
+    SwitchedThinkingParameters,
+)
 
 if TYPE_CHECKING:
     from parley.models.base import ChatModel
@@ -37,27 +39,16 @@ class MoonshotCredential(APIKeyCredential):
         return [MoonshotChatModel]
 
 
-class MoonshotParameters(Parameters):
+class MoonshotParameters(SwitchedThinkingParameters):
     """Moonshot's parameters (its temperature goes from 0 to 1)."""
 
     temperature: float | None = Field(default=None, ge=0, le=1, description="Sampling temperature.")
-    enable_thinking: bool | None = Field(default=None, description="Think before answering.")
-    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
-    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
 
 
-class MoonshotChatModel(OpenAIChatModel):
+class MoonshotChatModel(SwitchedThinkingChatModel):
     """A Kimi model (`kimi-k2-0905-preview`, `kimi-k2-thinking`, `moonshot-v1-8k`, ...)."""
 
     provider: ClassVar[str] = "moonshot"
     credential_class: ClassVar[type[Credential] | None] = MoonshotCredential
     parameters_class: ClassVar[type[Parameters]] = MoonshotParameters
     cards_location: ClassVar[str | None] = "parley.providers.openai.moonshot"
-    max_tokens_field: ClassVar[str] = "max_tokens"
-    send_thinking: ClassVar[bool] = True
-    thinking_off: ClassVar[dict[str, Any]] = {"enable_thinking": False}
-    structured_strategies: ClassVar[tuple[str, ...]] = ("forced", "thinking_off", "auto", "text")
-
-    def wire_parameters(self, parameters: Parameters, *, tools: bool) -> dict[str, Any]:
-        """The request fields, the thinking switch in Moonshot's form."""
-        return thinking_switch(super().wire_parameters(parameters, tools=tools))

@@ -1,0 +1,157 @@
+"""The SQLite store's writer: writes queued together share one transaction (group commit), a
+failing write fails alone, and a write that returned is on disk (a killed process keeps it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sqlite3
+import sys
+import textwrap
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Connection, Engine, event, insert
+
+from parley.service.store import Store
+from parley.service.store.tables import threads
+
+
+@pytest.fixture
+async def store(sqlite_url: str) -> AsyncIterator[Store]:
+    opened = await Store.open(sqlite_url)
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+@pytest.fixture
+def commits() -> Iterator[list[object]]:
+    """Every commit of any SQLAlchemy engine while the test runs (the store's are in it)."""
+    seen: list[object] = []
+
+    def count(conn: Any) -> None:
+        seen.append(conn)
+
+    event.listen(Engine, "commit", count)
+    try:
+        yield seen
+    finally:
+        event.remove(Engine, "commit", count)
+
+
+def _make(thread_id: str) -> Callable[[Connection], str]:
+    def work(conn: Connection) -> str:
+        now = datetime.now(UTC)
+        conn.execute(
+            insert(threads).values(
+                id=thread_id, user_id="u", agent="a", title="", created_at=now, updated_at=now
+            )
+        )
+        return thread_id
+
+    return work
+
+
+def _stored(path: Path) -> set[str]:
+    """The thread ids on disk, read by a connection of the standard library's own."""
+    with sqlite3.connect(path) as conn:
+        return {row[0] for row in conn.execute("SELECT id FROM threads")}
+
+
+async def _behind_a_gate(store: Store, works: list[Callable[[Connection], Any]]) -> list[Any]:
+    """Run `works` queued together: the writer is held by a first write until all are queued."""
+    gate = threading.Event()
+    held = asyncio.ensure_future(store.transact(lambda conn: gate.wait(10)))
+    await asyncio.sleep(0.05)  # the writer took the gate's write and waits in it
+    tasks = [asyncio.ensure_future(store.transact(work)) for work in works]
+    await asyncio.sleep(0)  # every task queued its write
+    gate.set()
+    assert await held
+    return await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_writes_queued_together_share_one_commit(
+    store: Store, sqlite_url: str, commits: list[object]
+) -> None:
+    before = len(commits)
+    made = await _behind_a_gate(store, [_make(f"t{i}") for i in range(40)])
+
+    assert made == [f"t{i}" for i in range(40)]
+    # The gate's transaction and one for the forty (one transaction a write: 41).
+    assert len(commits) - before == 2
+    assert _stored(Path(sqlite_url.split("///", 1)[1])) == {f"t{i}" for i in range(40)}
+
+
+async def test_a_failing_write_fails_alone_and_leaves_nothing(
+    store: Store, sqlite_url: str
+) -> None:
+    def fails(conn: Connection) -> None:
+        _make("half-done")(conn)  # written, then the work fails: rolled back
+        raise ValueError("this write is refused")
+
+    outcomes = await _behind_a_gate(store, [_make("before"), fails, _make("after")])
+
+    assert outcomes[0] == "before"
+    assert isinstance(outcomes[1], ValueError)
+    assert outcomes[2] == "after"
+    assert _stored(Path(sqlite_url.split("///", 1)[1])) == {"before", "after"}
+
+
+async def test_migrations_run_alone_beside_queued_writes(store: Store, sqlite_url: str) -> None:
+    migrated = asyncio.ensure_future(store.migrate())
+    made = await asyncio.gather(*(store.transact(_make(f"t{i}")) for i in range(10)))
+    await migrated
+    assert made == [f"t{i}" for i in range(10)]
+    assert len(_stored(Path(sqlite_url.split("///", 1)[1]))) == 10
+
+
+_WRITE_THEN_WAIT = textwrap.dedent(
+    """
+    import asyncio, sys
+    from datetime import UTC, datetime
+    from sqlalchemy import insert
+    from parley.service.store import Store
+    from parley.service.store.tables import threads
+
+    def make(thread_id):
+        def work(conn):
+            now = datetime.now(UTC)
+            conn.execute(insert(threads).values(
+                id=thread_id, user_id="u", agent="a", title="", created_at=now, updated_at=now))
+        return work
+
+    async def main(url):
+        store = await Store.open(url)
+        await asyncio.gather(*(store.transact(make(f"t{i}")) for i in range(20)))
+        print("STORED", flush=True)
+        await asyncio.sleep(300)
+
+    asyncio.run(main(sys.argv[1]))
+    """
+)
+
+
+async def test_a_write_that_returned_survives_its_process_killed(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    script = tmp_path / "write_then_wait.py"
+    script.write_text(_WRITE_THEN_WAIT)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, str(script), sqlite_url, stdout=asyncio.subprocess.PIPE
+    )
+    try:
+        assert process.stdout is not None
+        line = await asyncio.wait_for(process.stdout.readline(), 60)
+        assert line.strip() == b"STORED"
+    finally:
+        process.send_signal(signal.SIGKILL)
+        await process.wait()
+
+    assert _stored(Path(sqlite_url.split("///", 1)[1])) == {f"t{i}" for i in range(20)}
