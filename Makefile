@@ -87,7 +87,7 @@ test: install system
 docs: install
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
 
-check: system lint typecheck test docs
+check: system lint imports typecheck test docs
 
 # The release build, checked as a user meets it: the sdist and the wheel (into dist/, the
 # version from git tags), the wheel installed with its `local` and `service` extras into a

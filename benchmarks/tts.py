@@ -26,11 +26,11 @@ import threading
 import time
 
 from parley.agents import Agent, AudioDelta
+from parley.agents.speech import TTSMiddleware
 from parley.models.testing import ScriptedModel
 from parley.providers.local.speech import LocalRealtimeTTSModel, LocalTTSModel
 from parley.tts import read_wav
 from parley.tts.base import TTSModel
-from parley.tts.middleware import TTSMiddleware
 
 ANSWER = (
     "Paris is the capital of France and its largest city. It sits on the river Seine, in the "

@@ -25,6 +25,7 @@ MODULES = [
     "parley.providers.openai.embeddings",
     "parley.agents",
     "parley.agents.multi",
+    "parley.agents.speech",
     "parley.tools",
     "parley.tools.builtin",
     "parley.tools.mcp",

@@ -6,6 +6,9 @@ now lives in one package, `parley.providers.<p>`. Importing an old path gives th
 the new one, the very same object (classes compare equal, `isinstance` holds), with a
 `DeprecationWarning` that names the new path.
 
+The speech middleware and player moved too (`parley.tts.middleware` and `parley.tts.player`
+are `parley.agents.speech`), to the agents' floor whose events they read.
+
 It is an import hook (a finder on `sys.meta_path`) rather than a file at each old path: a file
 in `parley.models` importing `parley.providers` would be an import from a lower floor to a
 higher one, the circle the floors exist to prevent (`.importlinter`).
@@ -42,6 +45,9 @@ MOVED: dict[str, str] = {
     "parley.testing.cosyvoice_server": "parley.providers.dashscope.cosyvoice_server",
     "parley.testing.dashscope_realtime_server": "parley.providers.dashscope.realtime_server",
     "parley.testing.hub_server": "parley.providers.local.hub_server",
+    # Speech for agents stands on the agents' floor now (it reads their events).
+    "parley.tts.middleware": "parley.agents.speech.middleware",
+    "parley.tts.player": "parley.agents.speech.player",
 }
 
 

@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import itertools
 import json
 import sys
-import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from parley import __version__
-from parley._terminal import visible
+from parley._terminal import progress, visible
 from parley.errors import ConfigurationError, ParleyError
 from parley.messages import Msg
 
@@ -25,32 +22,6 @@ if TYPE_CHECKING:
     from parley.client import AgentClient, Interrupt, ServiceChatMessage, Stream, StreamItem
 
 __all__ = ["main"]
-
-
-@contextlib.contextmanager
-def progress(label: str, stream: TextIO | None = None) -> Iterator[None]:
-    """Show a spinner with `label` on a terminal while the block runs (plain line otherwise)."""
-    stream = stream or sys.stderr
-    if not stream.isatty():
-        print(f"{label}...", file=stream, flush=True)
-        yield
-        return
-    done = threading.Event()
-
-    def spin() -> None:
-        for frame in itertools.cycle("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"):
-            if done.wait(0.1):
-                break
-            print(f"\r{frame} {label}...", end="", file=stream, flush=True)
-        print("\r\033[K", end="", file=stream, flush=True)
-
-    spinner = threading.Thread(target=spin, daemon=True)
-    spinner.start()
-    try:
-        yield
-    finally:
-        done.set()
-        spinner.join()
 
 
 def describe_usage(usage: Any) -> str:
@@ -144,7 +115,7 @@ def _agent(model: object, args: argparse.Namespace, voice: Any = None) -> Any:
     names = (args.tool_names or list(DEFAULT_TOOLS)) if tools else []
     middleware = []
     if voice is not None:
-        from parley.tts.middleware import TTSMiddleware  # noqa: PLC0415
+        from parley.agents.speech import TTSMiddleware  # noqa: PLC0415
 
         middleware.append(TTSMiddleware(voice))
     return Agent(
@@ -163,7 +134,7 @@ def _speech(args: argparse.Namespace) -> tuple[Any, Any]:
         return None, None
     from pathlib import Path  # noqa: PLC0415
 
-    from parley.tts.player import AudioSink, find_player  # noqa: PLC0415
+    from parley.agents.speech import AudioSink, find_player  # noqa: PLC0415
     from parley.tts.spec import DEFAULT_TTS_SPEC, tts_model_from_spec  # noqa: PLC0415
 
     # The player is found before anything loads: a missing one is said at once.

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from parley import messages as pm
 from parley.compat.agentscope import (
     detect_form,
     msg_from_agentscope,
@@ -18,20 +19,6 @@ from parley.compat.agentscope import (
     msgs_to_agentscope,
 )
 from parley.errors import ConfigurationError, MessageError
-from parley.messages import (
-    AudioBlock,
-    Base64Source,
-    FileBlock,
-    ImageBlock,
-    Msg,
-    TextBlock,
-    ThinkingBlock,
-    ToolCallBlock,
-    ToolResultBlock,
-    URLSource,
-    Usage,
-    VideoBlock,
-)
 
 WHEN = datetime(2024, 1, 15, 10, 30, tzinfo=UTC)
 STAMP = "2024-01-15T10:30:00Z"
@@ -236,15 +223,15 @@ def library_keys(doc: dict[str, Any], block_type: str) -> set[str]:
     return next(set(b) for b in doc["content"] if b["type"] == block_type)
 
 
-def py(msg: Msg) -> dict[str, Any]:
+def py(msg: pm.Msg) -> dict[str, Any]:
     return msg_to_agentscope(msg, "python")
 
 
-def java(msg: Msg) -> dict[str, Any]:
+def java(msg: pm.Msg) -> dict[str, Any]:
     return msg_to_agentscope(msg, "java")
 
 
-def both_ways(msg: Msg, form: str) -> Msg:
+def both_ways(msg: pm.Msg, form: str) -> pm.Msg:
     return msg_from_agentscope(msg_to_agentscope(msg, form), form)  # type: ignore[arg-type]
 
 
@@ -258,8 +245,8 @@ def test_seed_example_reads_as_a_user_message_with_an_image():
     assert msg.id == "msg_001"
     assert msg.created_at == WHEN
     assert msg.content == [
-        TextBlock(text="What is this image?"),
-        ImageBlock(source=URLSource(url="https://example.com/photo.jpg")),
+        pm.TextBlock(text="What is this image?"),
+        pm.ImageBlock(source=pm.URLSource(url="https://example.com/photo.jpg")),
     ]
     assert msg.metadata == {}  # nothing needed keeping: the Java form holds all of it
 
@@ -275,7 +262,7 @@ def test_seed_example_round_trips_to_an_equal_document():
 
 
 def test_python_message_has_the_library_keys_and_values():
-    msg = Msg.user("hi", name="bob", id="m1", created_at=WHEN, metadata={"k": 1})
+    msg = pm.Msg.user("hi", name="bob", id="m1", created_at=WHEN, metadata={"k": 1})
     assert py(msg) == {
         "name": "bob",
         "content": [
@@ -301,8 +288,8 @@ def test_python_message_has_the_library_keys_and_values():
 
 
 def test_python_thinking_keeps_signature_and_extras_as_top_level_keys():
-    block = ThinkingBlock(thinking="t", signature="sig", extra={"redacted_thinking_data": "x"})
-    written = py(Msg.assistant(block, id="m", created_at=WHEN))["content"][0]
+    block = pm.ThinkingBlock(thinking="t", signature="sig", extra={"redacted_thinking_data": "x"})
+    written = py(pm.Msg.assistant(block, id="m", created_at=WHEN))["content"][0]
     assert written["signature"] == "sig"
     assert written["redacted_thinking_data"] == "x"
     assert set(written) - {"signature", "redacted_thinking_data"} == library_keys(
@@ -312,13 +299,13 @@ def test_python_thinking_keeps_signature_and_extras_as_top_level_keys():
 
 def test_python_media_blocks_become_data_blocks():
     blocks = [
-        ImageBlock.from_url("https://example.com/cat.png", "image/png"),
-        ImageBlock.from_url("https://example.com/cat"),
-        AudioBlock.from_bytes(b"RIFF", "audio/wav"),
-        VideoBlock.from_url("file:///tmp/v.mp4"),
-        FileBlock(source=URLSource(url="https://example.com/a.pdf"), filename="a.pdf"),
+        pm.ImageBlock.from_url("https://example.com/cat.png", "image/png"),
+        pm.ImageBlock.from_url("https://example.com/cat"),
+        pm.AudioBlock.from_bytes(b"RIFF", "audio/wav"),
+        pm.VideoBlock.from_url("file:///tmp/v.mp4"),
+        pm.FileBlock(source=pm.URLSource(url="https://example.com/a.pdf"), filename="a.pdf"),
     ]
-    written = py(Msg.user(*blocks, id="m", created_at=WHEN))["content"]
+    written = py(pm.Msg.user(*blocks, id="m", created_at=WHEN))["content"]
     assert [b["type"] for b in written] == ["data"] * 5
     assert all(set(b) == library_keys(AS_USER, "data") for b in written)
     assert [b["source"] for b in written] == [
@@ -337,8 +324,8 @@ def test_python_media_blocks_become_data_blocks():
 
 
 def test_python_tool_call_carries_the_raw_json_string():
-    call = ToolCallBlock(id="c1", name="get_weather", input={"city": "Paris"})
-    written = py(Msg.assistant(call, id="m", created_at=WHEN))["content"][0]
+    call = pm.ToolCallBlock(id="c1", name="get_weather", input={"city": "Paris"})
+    written = py(pm.Msg.assistant(call, id="m", created_at=WHEN))["content"][0]
     assert written == {
         "type": "tool_call",
         "id": "c1",
@@ -353,14 +340,14 @@ def test_python_tool_call_carries_the_raw_json_string():
 
 
 def test_python_tool_call_writes_the_raw_input_while_streaming():
-    call = ToolCallBlock(id="c1", name="f", input={}, raw_input='{"city": "Pa')
-    msg = Msg.assistant(call)
+    call = pm.ToolCallBlock(id="c1", name="f", input={}, raw_input='{"city": "Pa')
+    msg = pm.Msg.assistant(call)
     assert py(msg)["content"][0]["input"] == '{"city": "Pa'
     assert both_ways(msg, "python") == msg
 
 
 def test_python_tool_message_is_an_assistant_message_holding_the_results():
-    msg = Msg.tool_result("c1", "18C sunny", name="get_weather", id="t1", created_at=WHEN)
+    msg = pm.Msg.tool_result("c1", "18C sunny", name="get_weather", id="t1", created_at=WHEN)
     written = py(msg)
     assert written["role"] == "assistant"
     assert written["name"] == "assistant"  # AgentScope needs a name; the patch keeps None
@@ -381,7 +368,7 @@ def test_python_tool_message_is_an_assistant_message_holding_the_results():
 
 
 def test_python_error_result_with_block_output():
-    msg = Msg.tool_result("c2", [TextBlock(text="timeout")], name="f", is_error=True, id="t")
+    msg = pm.Msg.tool_result("c2", [pm.TextBlock(text="timeout")], name="f", is_error=True, id="t")
     result = py(msg)["content"][0]
     assert result["state"] == "error"
     assert result["output"][0]["type"] == "text"
@@ -390,8 +377,8 @@ def test_python_error_result_with_block_output():
 
 
 def test_python_usage_maps_cached_tokens_and_keeps_elapsed_in_the_patch():
-    usage = Usage(input_tokens=3, output_tokens=4, cached_tokens=2, elapsed=1.5)
-    msg = Msg.assistant("x", name="a", usage=usage, id="m", created_at=WHEN)
+    usage = pm.Usage(input_tokens=3, output_tokens=4, cached_tokens=2, elapsed=1.5)
+    msg = pm.Msg.assistant("x", name="a", usage=usage, id="m", created_at=WHEN)
     written = py(msg)
     assert written["usage"] == {
         "input_tokens": 3,
@@ -406,14 +393,14 @@ def test_python_usage_maps_cached_tokens_and_keeps_elapsed_in_the_patch():
 
 
 def test_python_write_keeps_only_what_would_be_lost():
-    msg = Msg.user("hi", name="bob")
+    msg = pm.Msg.user("hi", name="bob")
     assert "parley" not in py(msg)["metadata"]
-    nameless = Msg.user("hi")
+    nameless = pm.Msg.user("hi")
     assert py(nameless)["metadata"]["parley"] == [{"op": "remove", "path": "/0/name"}]
 
 
 def test_a_parley_key_of_the_senders_own_is_kept_apart_from_the_patch():
-    msg = Msg.user("hi", name="bob", metadata={"parley": "mine", "agentscope": 1})
+    msg = pm.Msg.user("hi", name="bob", metadata={"parley": "mine", "agentscope": 1})
     assert both_ways(msg, "python") == msg
     assert both_ways(msg, "java") == msg
 
@@ -421,23 +408,26 @@ def test_a_parley_key_of_the_senders_own_is_kept_apart_from_the_patch():
 @pytest.mark.parametrize(
     ("block", "native"),
     [
-        (TextBlock(text="t"), True),
-        (ThinkingBlock(thinking="t", signature="s", extra={"redacted_thinking_data": "r"}), True),
-        (ThinkingBlock(thinking="t", extra={}), False),  # an empty extra reads back as None
-        (ImageBlock.from_url("https://e.com/a.png", "image/png"), True),
-        (ImageBlock.from_url("https://e.com/a.png"), True),  # written image/*, read as None
-        (AudioBlock.from_bytes(b"ID3", "audio/mpeg"), True),
-        (VideoBlock.from_url("https://e.com/v", "video/mp4"), True),
-        (FileBlock.from_bytes(b"%PDF", "application/pdf"), True),
-        (FileBlock(source=URLSource(url="https://e.com/a"), filename="a"), False),
-        (FileBlock.from_bytes(b"x", "image/png"), False),  # reads back as an ImageBlock
-        (ToolCallBlock(id="c", name="f", input={"a": [1, "b"]}), True),
-        (ToolCallBlock(id="c", name="f", input={}, raw_input='{"a": 1'), True),
-        (ToolCallBlock(id="c", name="f", input={"a": 1}, raw_input='{"a":1}'), False),
+        (pm.TextBlock(text="t"), True),
+        (
+            pm.ThinkingBlock(thinking="t", signature="s", extra={"redacted_thinking_data": "r"}),
+            True,
+        ),
+        (pm.ThinkingBlock(thinking="t", extra={}), False),  # an empty extra reads back as None
+        (pm.ImageBlock.from_url("https://e.com/a.png", "image/png"), True),
+        (pm.ImageBlock.from_url("https://e.com/a.png"), True),  # written image/*, read as None
+        (pm.AudioBlock.from_bytes(b"ID3", "audio/mpeg"), True),
+        (pm.VideoBlock.from_url("https://e.com/v", "video/mp4"), True),
+        (pm.FileBlock.from_bytes(b"%PDF", "application/pdf"), True),
+        (pm.FileBlock(source=pm.URLSource(url="https://e.com/a"), filename="a"), False),
+        (pm.FileBlock.from_bytes(b"x", "image/png"), False),  # reads back as an ImageBlock
+        (pm.ToolCallBlock(id="c", name="f", input={"a": [1, "b"]}), True),
+        (pm.ToolCallBlock(id="c", name="f", input={}, raw_input='{"a": 1'), True),
+        (pm.ToolCallBlock(id="c", name="f", input={"a": 1}, raw_input='{"a":1}'), False),
     ],
 )
 def test_python_blocks_both_ways(block: Any, native: bool):
-    msg = Msg.assistant(block, name="a")
+    msg = pm.Msg.assistant(block, name="a")
     written = py(msg)
     assert ("parley" not in written["metadata"]) is native
     assert both_ways(msg, "python") == msg
@@ -452,12 +442,12 @@ def test_reading_a_real_user_message():
     assert msg.name == "user"
     assert msg.id == AS_USER["id"]
     assert msg.created_at.tzinfo is UTC  # local time made UTC
-    assert msg.content[0] == TextBlock(text="What's in these?")
-    assert msg.content[1] == ImageBlock(
-        source=URLSource(url="https://example.com/cat.png", media_type="image/png")
+    assert msg.content[0] == pm.TextBlock(text="What's in these?")
+    assert msg.content[1] == pm.ImageBlock(
+        source=pm.URLSource(url="https://example.com/cat.png", media_type="image/png")
     )
-    assert msg.content[2] == ImageBlock(
-        source=Base64Source(media_type="image/png", data="iVBORw0KGgo=")
+    assert msg.content[2] == pm.ImageBlock(
+        source=pm.Base64Source(media_type="image/png", data="iVBORw0KGgo=")
     )
     assert msg.usage is None
 
@@ -475,18 +465,18 @@ def test_reading_a_real_reply_splits_results_and_hints_into_messages():
     assert reply.thinking == "Need two lookups."
     assert reply.text == "Checking."
     assert reply.tool_calls == [
-        ToolCallBlock(id="call_1", name="get_weather", input={"city": "Paris"}),
-        ToolCallBlock(id="call_2", name="get_weather", input={"city": "Rome"}),
+        pm.ToolCallBlock(id="call_1", name="get_weather", input={"city": "Paris"}),
+        pm.ToolCallBlock(id="call_2", name="get_weather", input={"city": "Rome"}),
     ]
-    assert reply.usage == Usage(input_tokens=120, output_tokens=40)
+    assert reply.usage == pm.Usage(input_tokens=120, output_tokens=40)
     assert first.content == [
-        ToolResultBlock(tool_call_id="call_1", name="get_weather", output="18C sunny")
+        pm.ToolResultBlock(tool_call_id="call_1", name="get_weather", output="18C sunny")
     ]
     assert second.content == [
-        ToolResultBlock(
+        pm.ToolResultBlock(
             tool_call_id="call_2",
             name="get_weather",
-            output=[TextBlock(text="timeout")],
+            output=[pm.TextBlock(text="timeout")],
             is_error=True,
         )
     ]
@@ -510,14 +500,14 @@ def test_real_documents_read_and_write_back_unchanged(doc: dict[str, Any]):
 def test_the_minimal_document_reads_its_fields_and_adds_nothing_on_the_way_back():
     msg = msg_from_agentscope(AS_MINIMAL)
     assert msg.content == [
-        ToolCallBlock(id="c", name="f", input={}),
-        ThinkingBlock(thinking="t", signature="abc"),
+        pm.ToolCallBlock(id="c", name="f", input={}),
+        pm.ThinkingBlock(thinking="t", signature="abc"),
     ]
     assert msg_to_agentscope(msg) == AS_MINIMAL
 
 
 def test_a_message_of_only_tool_results_is_one_tool_message():
-    doc = py(Msg.assistant("x"))  # any reply, then only results:
+    doc = py(pm.Msg.assistant("x"))  # any reply, then only results:
     doc["content"] = [r for r in AS_ASSISTANT["content"] if r["type"] == "tool_result"]
     msg = msg_from_agentscope(doc)
     assert msg.role == "tool"
@@ -547,7 +537,7 @@ def test_compact_tool_call_json_reads_as_input_and_writes_back_as_it_was():
     doc = copy.deepcopy(AS_MINIMAL)
     doc["content"] = [{"type": "tool_call", "id": "c", "name": "f", "input": '{"a":1}'}]
     msg = msg_from_agentscope(doc)
-    assert msg.tool_calls[0] == ToolCallBlock(id="c", name="f", input={"a": 1})
+    assert msg.tool_calls[0] == pm.ToolCallBlock(id="c", name="f", input={"a": 1})
     assert msg_to_agentscope(msg) == doc
 
 
@@ -561,15 +551,15 @@ def test_data_block_kinds_follow_the_media_type():
     ]
     doc["content"] = [{"type": "data", "source": s, "name": "d.pdf"} for s in sources]
     content = msg_from_agentscope(doc).content
-    assert content[0] == AudioBlock(
-        source=URLSource(url="https://e.com/a", media_type="audio/mpeg")
+    assert content[0] == pm.AudioBlock(
+        source=pm.URLSource(url="https://e.com/a", media_type="audio/mpeg")
     )
-    assert content[1] == VideoBlock(source=URLSource(url="https://e.com/v"))
-    assert content[2] == FileBlock(
-        source=URLSource(url="https://e.com/d", media_type="application/pdf"), filename="d.pdf"
+    assert content[1] == pm.VideoBlock(source=pm.URLSource(url="https://e.com/v"))
+    assert content[2] == pm.FileBlock(
+        source=pm.URLSource(url="https://e.com/d", media_type="application/pdf"), filename="d.pdf"
     )
-    assert content[3] == ImageBlock(
-        source=Base64Source(media_type="image/png", data="iVBORw0KGgo=")
+    assert content[3] == pm.ImageBlock(
+        source=pm.Base64Source(media_type="image/png", data="iVBORw0KGgo=")
     )
     assert msgs_to_agentscope(msgs_from_agentscope([doc])) == [doc]
 
@@ -578,7 +568,7 @@ def test_data_block_kinds_follow_the_media_type():
 
 
 def test_java_message_keys_follow_the_seed():
-    msg = Msg.user("hi", name="bob", id="m1", created_at=WHEN, metadata={"k": 1})
+    msg = pm.Msg.user("hi", name="bob", id="m1", created_at=WHEN, metadata={"k": 1})
     assert java(msg) == {
         "name": "bob",
         "role": "USER",
@@ -592,25 +582,25 @@ def test_java_message_keys_follow_the_seed():
 
 def test_java_roles_are_upper_case_and_tool_is_tool():
     roles = [
-        java(Msg.system("s"))["role"],
-        java(Msg.user("u"))["role"],
-        java(Msg.assistant("a"))["role"],
-        java(Msg.tool_result("c", "r", name="f"))["role"],
+        java(pm.Msg.system("s"))["role"],
+        java(pm.Msg.user("u"))["role"],
+        java(pm.Msg.assistant("a"))["role"],
+        java(pm.Msg.tool_result("c", "r", name="f"))["role"],
     ]
     assert roles == ["SYSTEM", "USER", "ASSISTANT", "TOOL"]
 
 
 def test_java_name_none_is_left_out():
-    assert "name" not in java(Msg.user("hi"))
+    assert "name" not in java(pm.Msg.user("hi"))
 
 
 @pytest.mark.parametrize(
     ("block", "written"),
     [
-        (TextBlock(text="t"), {"type": "text", "text": "t"}),
-        (ThinkingBlock(thinking="t"), {"type": "thinking", "thinking": "t"}),
+        (pm.TextBlock(text="t"), {"type": "text", "text": "t"}),
+        (pm.ThinkingBlock(thinking="t"), {"type": "thinking", "thinking": "t"}),
         (
-            ThinkingBlock(thinking="t", signature="s", extra={"reasoningDetails": [1]}),
+            pm.ThinkingBlock(thinking="t", signature="s", extra={"reasoningDetails": [1]}),
             {
                 "type": "thinking",
                 "thinking": "t",
@@ -618,22 +608,22 @@ def test_java_name_none_is_left_out():
             },
         ),
         (
-            ImageBlock.from_url("https://e.com/a.jpg"),
+            pm.ImageBlock.from_url("https://e.com/a.jpg"),
             {"type": "image", "source": {"type": "url", "url": "https://e.com/a.jpg"}},
         ),
         (
-            AudioBlock.from_bytes(b"ID3", "audio/mpeg"),
+            pm.AudioBlock.from_bytes(b"ID3", "audio/mpeg"),
             {
                 "type": "audio",
                 "source": {"type": "base64", "media_type": "audio/mpeg", "data": "SUQz"},
             },
         ),
         (
-            VideoBlock.from_url("file:///tmp/v.mp4"),
+            pm.VideoBlock.from_url("file:///tmp/v.mp4"),
             {"type": "video", "source": {"type": "url", "url": "file:///tmp/v.mp4"}},
         ),
         (
-            FileBlock(source=URLSource(url="https://e.com/a.pdf"), filename="a.pdf"),
+            pm.FileBlock(source=pm.URLSource(url="https://e.com/a.pdf"), filename="a.pdf"),
             {
                 "type": "data",
                 "source": {"type": "url", "url": "https://e.com/a.pdf"},
@@ -641,7 +631,7 @@ def test_java_name_none_is_left_out():
             },
         ),
         (
-            ToolCallBlock(id="call_001", name="get_weather", input={"city": "Beijing"}),
+            pm.ToolCallBlock(id="call_001", name="get_weather", input={"city": "Beijing"}),
             {
                 "type": "tool_use",
                 "id": "call_001",
@@ -650,13 +640,13 @@ def test_java_name_none_is_left_out():
             },
         ),
         (
-            ToolCallBlock(id="c", name="f", input={}, raw_input='{"ci'),
+            pm.ToolCallBlock(id="c", name="f", input={}, raw_input='{"ci'),
             {"type": "tool_use", "id": "c", "name": "f", "input": {}, "content": '{"ci'},
         ),
     ],
 )
 def test_java_blocks_both_ways(block: Any, written: dict[str, Any]):
-    msg = Msg.assistant(block, name="a")
+    msg = pm.Msg.assistant(block, name="a")
     assert java(msg)["content"] == [written]
     assert both_ways(msg, "java") == msg
 
@@ -665,7 +655,9 @@ def test_java_blocks_both_ways(block: Any, written: dict[str, Any]):
     ("result", "written"),
     [
         (
-            ToolResultBlock(tool_call_id="call_001", name="get_weather", output="Beijing: Sunny"),
+            pm.ToolResultBlock(
+                tool_call_id="call_001", name="get_weather", output="Beijing: Sunny"
+            ),
             {
                 "type": "tool_result",
                 "id": "call_001",
@@ -675,7 +667,7 @@ def test_java_blocks_both_ways(block: Any, written: dict[str, Any]):
             },
         ),
         (
-            ToolResultBlock(
+            pm.ToolResultBlock(
                 tool_call_id="call_abc123",
                 name="f",
                 output="[ERROR] API call failed: Connection timeout",
@@ -690,10 +682,10 @@ def test_java_blocks_both_ways(block: Any, written: dict[str, Any]):
             },
         ),
         (
-            ToolResultBlock(
+            pm.ToolResultBlock(
                 tool_call_id="c",
                 name="f",
-                output=[TextBlock(text="a"), ImageBlock.from_url("https://e.com/p.png")],
+                output=[pm.TextBlock(text="a"), pm.ImageBlock.from_url("https://e.com/p.png")],
             ),
             {
                 "type": "tool_result",
@@ -708,15 +700,15 @@ def test_java_blocks_both_ways(block: Any, written: dict[str, Any]):
         ),
     ],
 )
-def test_java_tool_results_both_ways(result: ToolResultBlock, written: dict[str, Any]):
-    msg = Msg(role="tool", content=[result])
+def test_java_tool_results_both_ways(result: pm.ToolResultBlock, written: dict[str, Any]):
+    msg = pm.Msg(role="tool", content=[result])
     assert java(msg)["content"] == [written]
     assert both_ways(msg, "java") == msg
 
 
 def test_java_usage_is_chat_usage_metadata():
-    usage = Usage(input_tokens=3, output_tokens=4, elapsed=0.25)
-    written = java(Msg.assistant("x", name="a", usage=usage))
+    usage = pm.Usage(input_tokens=3, output_tokens=4, elapsed=0.25)
+    written = java(pm.Msg.assistant("x", name="a", usage=usage))
     assert written["metadata"] == {
         "_chat_usage": {"inputTokens": 3, "outputTokens": 4, "time": 0.25}
     }
@@ -732,7 +724,7 @@ def test_java_usage_is_chat_usage_metadata():
     ],
 )
 def test_timestamps_are_written_as_java_instants(moment: datetime, text: str):
-    msg = Msg.user("x", name="u", created_at=moment)
+    msg = pm.Msg.user("x", name="u", created_at=moment)
     assert java(msg)["timestamp"] == text
     assert py(msg)["created_at"] == text
     back = both_ways(msg, "java")
@@ -759,7 +751,7 @@ def test_java_reads_agentscope_java_timestamps_and_spellings():
     )
     msg = msg_from_agentscope(doc)
     assert msg.content == [
-        ImageBlock(source=Base64Source(media_type="image/png", data="iVBORw0KGgo="))
+        pm.ImageBlock(source=pm.Base64Source(media_type="image/png", data="iVBORw0KGgo="))
     ]
     assert msg.created_at.tzinfo is UTC
     assert msg.created_at.microsecond == 123000
@@ -779,7 +771,7 @@ def test_java_result_linked_by_tool_use_id_without_a_name_takes_the_calls_name()
     )
     msgs = msgs_from_agentscope([call, result])
     assert msgs[1].content == [
-        ToolResultBlock(tool_call_id="call_001", name="get_weather", output="Beijing: Sunny")
+        pm.ToolResultBlock(tool_call_id="call_001", name="get_weather", output="Beijing: Sunny")
     ]
     assert msg_from_agentscope(result).tool_results[0].name == ""  # alone, no call to ask
     assert msgs_to_agentscope(msgs, "java") == [call, result]
@@ -791,7 +783,7 @@ def test_java_chat_usage_reads_as_usage():
         metadata={"_chat_usage": {"inputTokens": 5, "outputTokens": 6, "time": 1.5}, "k": "v"},
     )
     msg = msg_from_agentscope(doc)
-    assert msg.usage == Usage(input_tokens=5, output_tokens=6, elapsed=1.5)
+    assert msg.usage == pm.Usage(input_tokens=5, output_tokens=6, elapsed=1.5)
     assert msg.metadata == {"k": "v"}
 
 
@@ -835,17 +827,17 @@ def test_an_explicit_form_overrides_detection():
         msg_from_agentscope(seed, "kotlin")  # type: ignore[arg-type]
 
 
-def conversation() -> list[Msg]:
+def conversation() -> list[pm.Msg]:
     calls = [
-        ToolCallBlock(id="c1", name="get_weather", input={"city": "Paris"}),
-        ToolCallBlock(id="c2", name="get_weather", input={"city": "Rome"}),
+        pm.ToolCallBlock(id="c1", name="get_weather", input={"city": "Paris"}),
+        pm.ToolCallBlock(id="c2", name="get_weather", input={"city": "Rome"}),
     ]
     return [
-        Msg.user("Weather in Paris and Rome?", name="user"),
-        Msg.assistant("Checking.", *calls, name="agent"),
-        Msg.tool_result("c1", "18C", name="get_weather"),
-        Msg.tool_result("c2", "timeout", name="get_weather", is_error=True),
-        Msg.assistant("Paris is 18C; Rome did not answer.", name="agent"),
+        pm.Msg.user("Weather in Paris and Rome?", name="user"),
+        pm.Msg.assistant("Checking.", *calls, name="agent"),
+        pm.Msg.tool_result("c1", "18C", name="get_weather"),
+        pm.Msg.tool_result("c2", "timeout", name="get_weather", is_error=True),
+        pm.Msg.assistant("Paris is 18C; Rome did not answer.", name="agent"),
     ]
 
 
@@ -880,8 +872,8 @@ def test_cross_form_writes_split_python_groups_into_java_messages():
 
 
 def test_a_patch_skips_blocks_changed_since_it_was_made():
-    call = ToolCallBlock(id="c1", name="f", input={"a": 1}, raw_input="garbage")
-    written = py(Msg.assistant(call, name="a"))
+    call = pm.ToolCallBlock(id="c1", name="f", input={"a": 1}, raw_input="garbage")
+    written = py(pm.Msg.assistant(call, name="a"))
     # input and raw_input disagree: the input is kept in the patch
     assert {"op": "add", "path": "/0/content/0/input/a", "value": 1} in written["metadata"][
         "parley"
@@ -891,17 +883,17 @@ def test_a_patch_skips_blocks_changed_since_it_was_made():
     other = dict(written["content"][0], id="c0", input='{"b": 2}')
     moved = copy.deepcopy(written)
     moved["content"].insert(0, other)
-    assert msg_from_agentscope(moved).tool_calls[0] == ToolCallBlock(
+    assert msg_from_agentscope(moved).tool_calls[0] == pm.ToolCallBlock(
         id="c0", name="f", input={"b": 2}
     )
     # Nor on a text block put in its place.
     replaced = copy.deepcopy(written)
     replaced["content"][0] = {"type": "text", "text": "first"}
-    assert msg_from_agentscope(replaced).content == [TextBlock(text="first")]
+    assert msg_from_agentscope(replaced).content == [pm.TextBlock(text="first")]
 
 
 def test_a_patch_that_is_not_json_patch_is_refused():
-    written = py(Msg.user("x"))
+    written = py(pm.Msg.user("x"))
     written["metadata"]["parley"] = [{"op": "move", "path": "/0/name"}]
     with pytest.raises(MessageError, match="not a JSON Patch operation"):
         msg_from_agentscope(written)
@@ -953,9 +945,9 @@ def test_data_nested_deeper_than_pydantic_serializes_is_refused_clearly():
 
 def test_a_parley_message_holding_values_that_are_not_json_is_refused_clearly():
     with pytest.raises(MessageError, match="cannot be converted"):
-        msg_to_agentscope(Msg.user("x", metadata={"o": object()}))
+        msg_to_agentscope(pm.Msg.user("x", metadata={"o": object()}))
 
 
 def test_msg_to_agentscope_takes_parley_json_too():
-    msg = Msg.user("hi", name="bob")
+    msg = pm.Msg.user("hi", name="bob")
     assert msg_to_agentscope(msg.model_dump(mode="json")) == py(msg)  # type: ignore[arg-type]

@@ -79,36 +79,7 @@ from parley.providers.openai.server import (
     speech_pcm,
     vector_for,
 )
-
-WEATHER_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Get the weather of a city.",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
-}
-TIME_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "get_time",
-        "description": "Get the time.",
-        "parameters": {"type": "object", "properties": {}},
-    },
-}
-
-
-def user(text: str) -> Msg:
-    return Msg(name="user", role="user", content=[TextBlock(text=text)])
-
-
-async def collect(stream: Any) -> list[ChatResponse]:
-    return [chunk async for chunk in stream]
-
+from tests.compat._agentscope_support import TIME_TOOL, WEATHER_TOOL, collect, user
 
 # -- chat: each provider --------------------------------------------------------------------
 

@@ -8,12 +8,14 @@ the request the server got and the answer in AgentScope's shapes.
 from __future__ import annotations
 
 import base64
+import inspect
 import json
 import struct
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 
+from parley.compat.agentscope import model as agentscope_model
 from parley.compat.agentscope.credential import (
     DashScopeCredential,
     GeminiCredential,
@@ -24,7 +26,6 @@ from parley.compat.agentscope.embedding import EmbeddingResponse, GeminiEmbeddin
 from parley.compat.agentscope.message import (
     Base64Source,
     DataBlock,
-    Msg,
     TextBlock,
     ToolCallBlock,
 )
@@ -44,27 +45,41 @@ from parley.providers.gemini.server import vector_for as gemini_vector_for
 from parley.providers.openai.server import OpenAIServer, Reply, ToolCall
 from parley.tts import PCMFormat, read_wav
 from tests._requires import require_module
+from tests.compat._agentscope_support import WEATHER_TOOL, collect, user
 
-WEATHER_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Get the weather of a city.",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
+# -- the constructors ----------------------------------------------------------------------
+
+CONTEXT_SIZES = {
+    "AnthropicChatModel": 200000,
+    "DashScopeChatModel": 131072,
+    "DeepSeekChatModel": 65536,
+    "GeminiChatModel": 1048576,
+    "MoonshotChatModel": 131072,
+    "OllamaChatModel": 32768,
+    "OpenAIChatModel": 128000,
+    "OpenAIResponseModel": 200000,
+    "XAIChatModel": 131072,
 }
 
 
-def user(text: str) -> Msg:
-    return Msg(name="user", role="user", content=[TextBlock(text=text)])
-
-
-async def collect(stream: Any) -> list[ChatResponse]:
-    return [chunk async for chunk in stream]
+@pytest.mark.parametrize(("name", "context_size"), sorted(CONTEXT_SIZES.items()))
+def test_each_model_shows_its_own_constructor_defaults(name: str, context_size: int) -> None:
+    # One constructor serves the classes; help() and inspect show each one's, as AgentScope's.
+    shown = inspect.signature(getattr(agentscope_model, name)).parameters
+    assert list(shown)[:9] == [
+        "credential",
+        "model",
+        "parameters",
+        "stream",
+        "max_retries",
+        "retry_delay",
+        "context_size",
+        "formatter",
+        "client_kwargs",
+    ]
+    assert shown["context_size"].default == context_size
+    assert shown["parameters"].annotation == f"{name}.Parameters | None"
+    assert shown["stream"].default is True
 
 
 # -- Moonshot -------------------------------------------------------------------------------
@@ -304,20 +319,26 @@ def _wav_stream(audio: bytes) -> bytes:
     return audio[44:]
 
 
-async def test_dashscope_realtime_tts_push_then_synthesize(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@pytest.fixture
+def realtime_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[DashScopeRealtimeServer]:
+    """A DashScope realtime speech stand-in, where DashScope's native endpoints point."""
     require_module("websockets", "dashscope")
     with DashScopeRealtimeServer() as server:
         monkeypatch.setenv("DASHSCOPE_HTTP_BASE_URL", server.url)
         monkeypatch.delenv("DASHSCOPE_WEBSOCKET_BASE_URL", raising=False)
-        model = DashScopeRealtimeTTSModel(credential=DashScopeCredential(api_key="sk-test"))
-        assert model.realtime is True
-        async with model:
-            first = await model.push("Hell")
-            rest = [piece async for piece in await model.synthesize("o!")]
-        await model.aclose()
-        (connection,) = server.accepted()
+        yield server
+
+
+async def test_dashscope_realtime_tts_push_then_synthesize(
+    realtime_server: DashScopeRealtimeServer,
+) -> None:
+    model = DashScopeRealtimeTTSModel(credential=DashScopeCredential(api_key="sk-test"))
+    assert model.realtime is True
+    async with model:
+        first = await model.push("Hell")
+        rest = [piece async for piece in await model.synthesize("o!")]
+    await model.aclose()
+    (connection,) = realtime_server.accepted()
     pieces = ([first] if first.content is not None else []) + rest
     assert first.is_last is False
     assert [p.is_last for p in rest][-1] is True
@@ -333,23 +354,19 @@ async def test_dashscope_realtime_tts_push_then_synthesize(
 
 
 async def test_dashscope_realtime_tts_each_whole_utterance_is_a_wav_stream(
-    monkeypatch: pytest.MonkeyPatch,
+    realtime_server: DashScopeRealtimeServer,
 ) -> None:
-    require_module("websockets", "dashscope")
-    with DashScopeRealtimeServer() as server:
-        monkeypatch.setenv("DASHSCOPE_HTTP_BASE_URL", server.url)
-        monkeypatch.delenv("DASHSCOPE_WEBSOCKET_BASE_URL", raising=False)
-        model = DashScopeRealtimeTTSModel(
-            credential=DashScopeCredential(api_key="sk-test"),
-            parameters=DashScopeRealtimeTTSModel.Parameters(voice="Ethan"),
-            stream=False,
-        )
-        one = await model.synthesize("one")
-        two = await model.synthesize("two")
-        with pytest.raises(UserError, match="set per connection"):
-            await model.push("three", language_type="English")
-        await model.aclose()
-        texts = [c.text for c in server.accepted()]
+    model = DashScopeRealtimeTTSModel(
+        credential=DashScopeCredential(api_key="sk-test"),
+        parameters=DashScopeRealtimeTTSModel.Parameters(voice="Ethan"),
+        stream=False,
+    )
+    one = await model.synthesize("one")
+    two = await model.synthesize("two")
+    with pytest.raises(UserError, match="set per connection"):
+        await model.push("three", language_type="English")
+    await model.aclose()
+    texts = [c.text for c in realtime_server.accepted()]
     for answer, text in ((one, "one"), (two, "two")):
         assert isinstance(answer, TTSResponse)
         assert answer.is_last

@@ -17,6 +17,7 @@ import pytest
 from pydantic import ValidationError
 
 from parley import Msg
+from parley import messages as pm
 from parley.compat.qwen import (
     ContentItem,
     FunctionCall,
@@ -26,19 +27,6 @@ from parley.compat.qwen import (
     to_msgs,
 )
 from parley.errors import MessageError
-from parley.messages import (
-    AudioBlock,
-    Base64Source,
-    FileBlock,
-    ImageBlock,
-    TextBlock,
-    ThinkingBlock,
-    ToolCallBlock,
-    ToolResultBlock,
-    URLSource,
-    Usage,
-    VideoBlock,
-)
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n").decode()
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -72,10 +60,10 @@ def without_record(messages: list[Message]) -> list[dict[str, Any]]:
 
 def test_an_assistant_msg_becomes_reasoning_content_then_one_message_per_call() -> None:
     msg = Msg.assistant(
-        ThinkingBlock(thinking="two lookups"),
+        pm.ThinkingBlock(thinking="two lookups"),
         "Checking.",
-        ToolCallBlock(id="call_a", name="get_weather", input={"city": "Paris"}),
-        ToolCallBlock(id="call_b", name="get_weather", input={"city": "Rome"}),
+        pm.ToolCallBlock(id="call_a", name="get_weather", input={"city": "Paris"}),
+        pm.ToolCallBlock(id="call_b", name="get_weather", input={"city": "Rome"}),
     )
     written = msg_round_trip([msg])
     assert without_record(written) == [
@@ -103,8 +91,8 @@ def test_a_tool_msg_becomes_one_function_message_per_result() -> None:
     msg = Msg(
         role="tool",
         content=[
-            ToolResultBlock(tool_call_id="call_a", name="get_weather", output="18C"),
-            ToolResultBlock(tool_call_id="call_b", name="get_weather", output="20C"),
+            pm.ToolResultBlock(tool_call_id="call_a", name="get_weather", output="18C"),
+            pm.ToolResultBlock(tool_call_id="call_b", name="get_weather", output="20C"),
         ],
     )
     written = from_msgs([msg])
@@ -128,22 +116,22 @@ def test_a_tool_msg_becomes_one_function_message_per_result() -> None:
     ("blocks", "content"),
     [
         ([], ""),
-        ([TextBlock(text="hi")], "hi"),
-        ([TextBlock(text="")], [ContentItem(text="")]),
+        ([pm.TextBlock(text="hi")], "hi"),
+        ([pm.TextBlock(text="")], [ContentItem(text="")]),
         (
-            [TextBlock(text="a"), TextBlock(text="b")],
+            [pm.TextBlock(text="a"), pm.TextBlock(text="b")],
             [ContentItem(text="a"), ContentItem(text="b")],
         ),
         (
-            [ImageBlock.from_url("https://x/cat.png")],
+            [pm.ImageBlock.from_url("https://x/cat.png")],
             [ContentItem(image="https://x/cat.png")],
         ),
         (
-            [AudioBlock(source=Base64Source(media_type="audio/wav", data=PNG))],
+            [pm.AudioBlock(source=pm.Base64Source(media_type="audio/wav", data=PNG))],
             [ContentItem(audio=f"data:audio/wav;base64,{PNG}")],
         ),
         (
-            [VideoBlock.from_url("file:///tmp/v.mp4"), FileBlock.from_url("https://x/d.pdf")],
+            [pm.VideoBlock.from_url("file:///tmp/v.mp4"), pm.FileBlock.from_url("https://x/d.pdf")],
             [ContentItem(video="file:///tmp/v.mp4"), ContentItem(file="https://x/d.pdf")],
         ),
     ],
@@ -156,7 +144,7 @@ def test_content_blocks_map_to_a_string_or_items(blocks: list[Any], content: obj
 
 def test_metadata_goes_to_every_messages_extra() -> None:
     msg = Msg.assistant(
-        "hi", ToolCallBlock(id="c1", name="f", input={}), metadata={"trace": "t1", "n": [1]}
+        "hi", pm.ToolCallBlock(id="c1", name="f", input={}), metadata={"trace": "t1", "n": [1]}
     )
     written = msg_round_trip([msg])
     assert written[0].extra is not None
@@ -168,14 +156,14 @@ def test_metadata_goes_to_every_messages_extra() -> None:
 
 
 def test_what_qwen_cannot_say_travels_in_the_record_and_comes_back() -> None:
-    call = ToolCallBlock(id="c1", name="f", input={"a": 1}, raw_input='{"a":1}')
+    call = pm.ToolCallBlock(id="c1", name="f", input={"a": 1}, raw_input='{"a":1}')
     assistant = Msg.assistant(
         "text first",
-        ThinkingBlock(thinking="then thinking", signature="sig", extra={"id": "rs_1"}),
+        pm.ThinkingBlock(thinking="then thinking", signature="sig", extra={"id": "rs_1"}),
         call,
-        ImageBlock(source=URLSource(url="https://x/i", media_type="image/webp")),
+        pm.ImageBlock(source=pm.URLSource(url="https://x/i", media_type="image/webp")),
         name="bot",
-        usage=Usage(input_tokens=5, output_tokens=7, elapsed=0.25),
+        usage=pm.Usage(input_tokens=5, output_tokens=7, elapsed=0.25),
         metadata={"function_id": "clash", "parley": "mine", "keep": True},
         created_at=datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=UTC),
     )
@@ -183,10 +171,13 @@ def test_what_qwen_cannot_say_travels_in_the_record_and_comes_back() -> None:
         role="tool",
         name="runner",
         content=[
-            ToolResultBlock(
+            pm.ToolResultBlock(
                 tool_call_id="c1",
                 name="f",
-                output=[TextBlock(text="x"), FileBlock.from_url("https://x/r.csv", "text/csv")],
+                output=[
+                    pm.TextBlock(text="x"),
+                    pm.FileBlock.from_url("https://x/r.csv", "text/csv"),
+                ],
                 is_error=True,
             )
         ],
@@ -247,14 +238,14 @@ def test_one_response_groups_into_one_assistant_msg_followed_by_its_results() ->
     ]
     user, assistant, tool, answer = to_msgs(messages)
     assert assistant.content == [
-        ThinkingBlock(thinking="I need two lookups."),
-        TextBlock(text="Let me check.\n"),
-        ToolCallBlock(id="1", name="get_weather", input={"city": "Paris"}),
-        ToolCallBlock(id="2", name="get_weather", input={"city": "Rome"}),
+        pm.ThinkingBlock(thinking="I need two lookups."),
+        pm.TextBlock(text="Let me check.\n"),
+        pm.ToolCallBlock(id="1", name="get_weather", input={"city": "Paris"}),
+        pm.ToolCallBlock(id="2", name="get_weather", input={"city": "Rome"}),
     ]
     assert tool.content == [
-        ToolResultBlock(tool_call_id="1", name="get_weather", output="18C"),
-        ToolResultBlock(tool_call_id="2", name="get_weather", output="20C"),
+        pm.ToolResultBlock(tool_call_id="1", name="get_weather", output="18C"),
+        pm.ToolResultBlock(tool_call_id="2", name="get_weather", output="20C"),
     ]
     assert (user.text, answer.text) == ("weather in Paris and Rome?", "Paris 18C, Rome 20C.")
     qwen_round_trip(messages)
@@ -322,7 +313,7 @@ def test_consecutive_msgs_that_would_merge_are_kept_apart() -> None:
     assert len(msgs) == 2
     assert from_msgs(msgs) == messages
     assert from_msgs(msgs[:1]) + from_msgs(msgs[1:]) != messages  # positions feed the ids
-    split = [Msg.assistant(ThinkingBlock(thinking="t")), Msg.assistant("a")]
+    split = [Msg.assistant(pm.ThinkingBlock(thinking="t")), Msg.assistant("a")]
     assert len(to_msgs(from_msgs(split))) == 2
 
 
@@ -398,15 +389,15 @@ def test_paths_audio_dicts_and_frame_lists_come_back_unchanged() -> None:
     [msg] = to_msgs(messages)
     cwd = Path.cwd()
     image, dog, report, audio, video, text = msg.content
-    assert image == ImageBlock(source=URLSource(url=(cwd / "cat.png").as_uri()))
-    assert dog == ImageBlock(source=URLSource(url=(cwd / "pics/dog.jpg").as_uri()))
+    assert image == pm.ImageBlock(source=pm.URLSource(url=(cwd / "cat.png").as_uri()))
+    assert dog == pm.ImageBlock(source=pm.URLSource(url=(cwd / "pics/dog.jpg").as_uri()))
     home = Path(os.path.expanduser("~"))
-    assert report == FileBlock(source=URLSource(url=(home / "docs/report.pdf").as_uri()))
-    wav = URLSource(url=(cwd / "speech.wav").as_uri(), media_type="audio/wav")
-    assert audio == AudioBlock(source=wav)
-    frames = [URLSource(url=(cwd / f"frame{i}.jpg").as_uri()) for i in (1, 2)]
-    assert video == VideoBlock.from_frames(frames)
-    assert text == TextBlock(text="a")
+    assert report == pm.FileBlock(source=pm.URLSource(url=(home / "docs/report.pdf").as_uri()))
+    wav = pm.URLSource(url=(cwd / "speech.wav").as_uri(), media_type="audio/wav")
+    assert audio == pm.AudioBlock(source=wav)
+    frames = [pm.URLSource(url=(cwd / f"frame{i}.jpg").as_uri()) for i in (1, 2)]
+    assert video == pm.VideoBlock.from_frames(frames)
+    assert text == pm.TextBlock(text="a")
     qwen_round_trip(messages)
 
 
@@ -415,41 +406,41 @@ def test_paths_audio_dicts_and_frame_lists_come_back_unchanged() -> None:
 MEDIA_FORMS = [
     pytest.param(
         {"audio": {"data": "https://x.test/a.mp3", "format": "mp3", "duration": 3.5}},
-        AudioBlock(source=URLSource(url="https://x.test/a.mp3", media_type="audio/mp3")),
+        pm.AudioBlock(source=pm.URLSource(url="https://x.test/a.mp3", media_type="audio/mp3")),
         id="audio dict, data and format",
     ),
     pytest.param(
         {"audio": {"url": "oss://bucket/a.wav", "duration": 2, "format": "wav"}},
-        AudioBlock(source=URLSource(url="oss://bucket/a.wav", media_type="audio/wav")),
+        pm.AudioBlock(source=pm.URLSource(url="oss://bucket/a.wav", media_type="audio/wav")),
         id="audio dict, url (seed 001's form)",
     ),
     pytest.param(
         {"audio": {"data": PNG, "format": "wav"}},
-        AudioBlock(source=Base64Source(media_type="audio/wav", data=PNG)),
+        pm.AudioBlock(source=pm.Base64Source(media_type="audio/wav", data=PNG)),
         id="audio dict, bare base64 (OpenAI's input_audio)",
     ),
     pytest.param(
         {"audio": {"data": f"data:audio/flac;base64,{PNG}", "format": "wav"}},
-        AudioBlock(source=Base64Source(media_type="audio/flac", data=PNG)),
+        pm.AudioBlock(source=pm.Base64Source(media_type="audio/flac", data=PNG)),
         id="audio dict, data URL",
     ),
     pytest.param(
         {"audio": {"data": "https://x.test/a", "format": "not a subtype"}},
-        AudioBlock(source=URLSource(url="https://x.test/a")),
+        pm.AudioBlock(source=pm.URLSource(url="https://x.test/a")),
         id="audio dict, a format that names no media type",
     ),
     pytest.param(
         {"audio": {"data": "https://x.test/a", "format": "wav²\n"}},
-        AudioBlock(source=URLSource(url="https://x.test/a")),
+        pm.AudioBlock(source=pm.URLSource(url="https://x.test/a")),
         id="audio dict, a format with what no media type holds",
     ),
     pytest.param(
         {"video": [f"data:image/png;base64,{PNG}", "oss://b/f2.jpg", "https://x.test/f3.jpg"]},
-        VideoBlock.from_frames(
+        pm.VideoBlock.from_frames(
             [
-                Base64Source(media_type="image/png", data=PNG),
-                URLSource(url="oss://b/f2.jpg"),
-                URLSource(url="https://x.test/f3.jpg"),
+                pm.Base64Source(media_type="image/png", data=PNG),
+                pm.URLSource(url="oss://b/f2.jpg"),
+                pm.URLSource(url="https://x.test/f3.jpg"),
             ]
         ),
         id="video frames",
@@ -461,27 +452,27 @@ MEDIA_FORMS = [
                 {"url": "https://x.test/v1080.mp4", "quality": "1080p", "format": "mp4"},
             ]
         },
-        VideoBlock(source=URLSource(url="https://x.test/v720.mp4", media_type="video/mp4")),
+        pm.VideoBlock(source=pm.URLSource(url="https://x.test/v720.mp4", media_type="video/mp4")),
         id="video sources (seed 001's form): the first",
     ),
     pytest.param(
         {"image": "oss://dashscope-instant/abc/2025/cat.png"},
-        ImageBlock(source=URLSource(url="oss://dashscope-instant/abc/2025/cat.png")),
+        pm.ImageBlock(source=pm.URLSource(url="oss://dashscope-instant/abc/2025/cat.png")),
         id="image at oss://",
     ),
     pytest.param(
         {"audio": "oss://bucket/a.wav"},
-        AudioBlock(source=URLSource(url="oss://bucket/a.wav")),
+        pm.AudioBlock(source=pm.URLSource(url="oss://bucket/a.wav")),
         id="audio at oss://",
     ),
     pytest.param(
         {"video": "oss://bucket/v.mp4"},
-        VideoBlock(source=URLSource(url="oss://bucket/v.mp4")),
+        pm.VideoBlock(source=pm.URLSource(url="oss://bucket/v.mp4")),
         id="video at oss://",
     ),
     pytest.param(
         {"file": "oss://bucket/doc.pdf"},
-        FileBlock(source=URLSource(url="oss://bucket/doc.pdf")),
+        pm.FileBlock(source=pm.URLSource(url="oss://bucket/doc.pdf")),
         id="file at oss://",
     ),
 ]
@@ -504,8 +495,8 @@ def test_qwens_media_forms_read_into_blocks_and_come_back_exactly(
 
 
 def test_frames_and_storage_locations_are_written_as_qwen_agent_takes_them() -> None:
-    video = VideoBlock.from_frames(["oss://b/f1.jpg", f"data:image/png;base64,{PNG}"])
-    image = ImageBlock.from_url("oss://b/cat.png")
+    video = pm.VideoBlock.from_frames(["oss://b/f1.jpg", f"data:image/png;base64,{PNG}"])
+    image = pm.ImageBlock.from_url("oss://b/cat.png")
     [written] = msg_round_trip([Msg.user(video, image)])
     assert written.content == [
         ContentItem(video=["oss://b/f1.jpg", f"data:image/png;base64,{PNG}"]),
@@ -518,7 +509,7 @@ def test_frames_and_storage_locations_are_written_as_qwen_agent_takes_them() -> 
 def test_data_urls_become_base64_sources() -> None:
     messages = [Message("user", [ContentItem(image=f"data:image/png;base64,{PNG}")])]
     [msg] = to_msgs(messages)
-    assert msg.content == [ImageBlock(source=Base64Source(media_type="image/png", data=PNG))]
+    assert msg.content == [pm.ImageBlock(source=pm.Base64Source(media_type="image/png", data=PNG))]
     assert msg.metadata == {}
     qwen_round_trip(messages)
 
@@ -608,7 +599,7 @@ def test_a_qwen_record_that_would_merge_with_the_message_before_is_not_followed(
 
 
 def test_a_tool_call_input_that_is_not_json_raises_message_error() -> None:
-    msg = Msg.assistant(ToolCallBlock(id="c", name="f", input={"when": {1, 2}}))
+    msg = Msg.assistant(pm.ToolCallBlock(id="c", name="f", input={"when": {1, 2}}))
     with pytest.raises(MessageError, match="cannot be written as JSON"):
         from_msgs([msg])
 

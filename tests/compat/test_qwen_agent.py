@@ -43,6 +43,7 @@ from parley.models.testing import ScriptedModel
 from parley.providers.openai import OpenAICompatibleChatModel
 from parley.providers.openai.server import OpenAIServer, Reply, ToolCall
 from tests._requires import require_module
+from tests.compat._qwen_tools import CityWeather
 
 MCP_SERVER = Path(__file__).parents[1] / "tools" / "mcp_servers" / "demo_server.py"
 
@@ -50,18 +51,10 @@ WEATHER_ASKED: list[dict[str, Any]] = []
 
 
 @register_tool("qwen_base_weather")
-class WeatherTool(BaseTool):
-    """A Qwen-Agent tool, as its docs write one."""
+class WeatherTool(CityWeather):
+    """A Qwen-Agent tool, as its docs write one (the call is `CityWeather`'s)."""
 
-    description = "Get the current weather for a city."
-    parameters: ClassVar[list[dict[str, Any]]] = [
-        {"name": "city", "type": "string", "description": "The city name.", "required": True}
-    ]
-
-    def call(self, params: str | dict[str, Any], **kwargs: Any) -> str:
-        args = self._verify_json_format_args(params)
-        WEATHER_ASKED.append(args)
-        return f"Sunny, 21 degrees C in {args['city']}"
+    asked = WEATHER_ASKED
 
 
 @register_tool("qwen_base_probe")

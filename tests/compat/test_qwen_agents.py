@@ -52,6 +52,7 @@ from parley.tools import TOOL_REGISTRY as PARLEY_REGISTRY
 from parley.tools import Tool
 from parley.tools import register_tool as parley_register_tool
 from tests._requires import require_module
+from tests.compat._qwen_tools import CityWeather
 
 MCP_SERVER = Path(__file__).parents[1] / "tools" / "mcp_servers" / "demo_server.py"
 
@@ -65,18 +66,10 @@ def parley_model(bot: FnCallAgent) -> ChatModel:
 
 
 @register_tool("qwen_agents_weather")
-class WeatherTool(BaseTool):
-    """Written exactly as a Qwen-Agent tool (seed 001)."""
+class WeatherTool(CityWeather):
+    """A Qwen-Agent tool as seed 001 writes one (the call is `CityWeather`'s)."""
 
-    description = "Get the current weather for a city."
-    parameters: ClassVar[list[dict[str, Any]]] = [
-        {"name": "city", "type": "string", "description": "The city name.", "required": True}
-    ]
-
-    def call(self, params: str | dict[str, Any], **kwargs: Any) -> str:
-        args = self._verify_json_format_args(params)
-        ASKED.append(args)
-        return f"Sunny, 21 degrees C in {args['city']}"
+    asked = ASKED
 
 
 @register_tool("qwen_agents_echo")

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from parley import messages as pm
 from parley.compat.service_toolkit import (
     PARLEY_KEY,
     TOOLKIT_KEY,
@@ -26,15 +27,6 @@ from parley.compat.service_toolkit import (
     msgs_to_chat_messages,
 )
 from parley.errors import MessageError, ParleyError
-from parley.messages import (
-    ImageBlock,
-    Msg,
-    TextBlock,
-    ThinkingBlock,
-    ToolCallBlock,
-    ToolResultBlock,
-    Usage,
-)
 from tests.strategies import ids, json_objects, json_values, msgs, names, text
 
 WHEN = datetime(2025, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
@@ -48,7 +40,7 @@ def parley_record(chat: ChatMessage) -> dict[str, Any]:
     return chat.custom_data[PARLEY_KEY]
 
 
-def one_chat_message(msg: Msg) -> bool:
+def one_chat_message(msg: pm.Msg) -> bool:
     return msg.role != "tool" or len(msg.content) == 1
 
 
@@ -155,7 +147,7 @@ def test_pretty_repr_matches_upstream(chat_type, title, capsys):
 
 
 def test_user_text_is_a_human_message_with_only_id_and_time_recorded():
-    chat = msg_to_chat_message(Msg.user("Hello", id="m1", created_at=WHEN))
+    chat = msg_to_chat_message(pm.Msg.user("Hello", id="m1", created_at=WHEN))
     assert chat.type == "human"
     assert chat.content == "Hello"
     assert chat.custom_data == {PARLEY_KEY: {"id": "m1", "created_at": WHEN_JSON}}
@@ -163,10 +155,10 @@ def test_user_text_is_a_human_message_with_only_id_and_time_recorded():
 
 
 def test_assistant_text_and_tool_calls():
-    msg = Msg.assistant(
+    msg = pm.Msg.assistant(
         "Let me look.",
-        ToolCallBlock(id="c1", name="weather", input={"city": "Tokyo"}),
-        ToolCallBlock(id="c2", name="time", input={}),
+        pm.ToolCallBlock(id="c1", name="weather", input={"city": "Tokyo"}),
+        pm.ToolCallBlock(id="c2", name="time", input={}),
         id="m1",
         created_at=WHEN,
     )
@@ -182,10 +174,10 @@ def test_assistant_text_and_tool_calls():
 
 
 def test_blocks_the_views_cannot_rebuild_are_recorded_without_what_the_views_carry():
-    msg = Msg.assistant(
-        ThinkingBlock(thinking="hmm", signature="sig"),
+    msg = pm.Msg.assistant(
+        pm.ThinkingBlock(thinking="hmm", signature="sig"),
         "Checking.",
-        ToolCallBlock(id="c1", name="f", input={"a": 1}, raw_input='{"a": 1}'),
+        pm.ToolCallBlock(id="c1", name="f", input={"a": 1}, raw_input='{"a": 1}'),
     )
     chat = msg_to_chat_message(msg)
     assert chat.content == "Checking."
@@ -198,7 +190,7 @@ def test_blocks_the_views_cannot_rebuild_are_recorded_without_what_the_views_car
 
 
 def test_several_text_blocks_are_joined_for_display_and_recorded_whole():
-    msg = Msg.user("one", "two", ImageBlock.from_url("https://example.com/a.png"))
+    msg = pm.Msg.user("one", "two", pm.ImageBlock.from_url("https://example.com/a.png"))
     chat = msg_to_chat_message(msg)
     assert chat.content == "one\ntwo"
     assert parley_record(chat)["content"][:2] == [
@@ -209,7 +201,7 @@ def test_several_text_blocks_are_joined_for_display_and_recorded_whole():
 
 
 def test_tool_result_is_a_tool_message():
-    msg = Msg.tool_result("c1", "sunny", name="weather", is_error=True, created_at=WHEN, id="t")
+    msg = pm.Msg.tool_result("c1", "sunny", name="weather", is_error=True, created_at=WHEN, id="t")
     chat = msg_to_chat_message(msg)
     assert (chat.type, chat.content, chat.tool_call_id) == ("tool", "sunny", "c1")
     assert parley_record(chat) == {
@@ -221,15 +213,15 @@ def test_tool_result_is_a_tool_message():
 
 
 def test_tool_output_blocks_give_their_text():
-    output = [TextBlock(text="a chart:"), ImageBlock.from_url("https://example.com/c.png")]
-    chat = msg_to_chat_message(Msg.tool_result("c1", output, name="plot"))
+    output = [pm.TextBlock(text="a chart:"), pm.ImageBlock.from_url("https://example.com/c.png")]
+    chat = msg_to_chat_message(pm.Msg.tool_result("c1", output, name="plot"))
     assert chat.content == "a chart:"
     assert parley_record(chat)["content"][0] == {"type": "text"}
 
 
 def test_a_tool_message_with_several_results_needs_the_list_functions():
-    results = [ToolResultBlock(tool_call_id=f"c{i}", name="f", output=str(i)) for i in range(3)]
-    msg = Msg(role="tool", content=results, metadata={"k": "v"})
+    results = [pm.ToolResultBlock(tool_call_id=f"c{i}", name="f", output=str(i)) for i in range(3)]
+    msg = pm.Msg(role="tool", content=results, metadata={"k": "v"})
     with pytest.raises(MessageError, match="msgs_to_chat_messages"):
         msg_to_chat_message(msg)
     chats = msgs_to_chat_messages([msg], run_id="r")
@@ -242,13 +234,13 @@ def test_a_tool_message_with_several_results_needs_the_list_functions():
 
 
 def test_same_id_tool_messages_in_a_row_stay_apart():
-    first = Msg.tool_result("c1", "1", name="f", id="same")
-    second = Msg.tool_result("c2", "2", name="f", id="same")
+    first = pm.Msg.tool_result("c1", "1", name="f", id="same")
+    second = pm.Msg.tool_result("c2", "2", name="f", id="same")
     assert chat_messages_to_msgs(msgs_to_chat_messages([first, second])) == [first, second]
 
 
 def test_system_message_is_custom_and_marked():
-    msg = Msg.system("Be brief.")
+    msg = pm.Msg.system("Be brief.")
     chat = msg_to_chat_message(msg)
     assert chat.type == "custom"
     assert parley_record(chat)["role"] == "system"
@@ -256,8 +248,8 @@ def test_system_message_is_custom_and_marked():
 
 
 def test_usage_goes_to_response_metadata_as_langchain_reports_it():
-    usage = Usage(input_tokens=10, output_tokens=5, cached_tokens=4, elapsed=1.5)
-    chat = msg_to_chat_message(Msg.assistant("hi", usage=usage))
+    usage = pm.Usage(input_tokens=10, output_tokens=5, cached_tokens=4, elapsed=1.5)
+    chat = msg_to_chat_message(pm.Msg.assistant("hi", usage=usage))
     assert chat.response_metadata == {
         "token_usage": {
             "prompt_tokens": 10,
@@ -277,7 +269,7 @@ def test_usage_goes_to_response_metadata_as_langchain_reports_it():
 
 
 def test_name_and_metadata_are_recorded():
-    msg = Msg.user("hi", name="alice", metadata={"lang": "en"})
+    msg = pm.Msg.user("hi", name="alice", metadata={"lang": "en"})
     record = parley_record(msg_to_chat_message(msg))
     assert (record["name"], record["metadata"]) == ("alice", {"lang": "en"})
 
@@ -315,15 +307,17 @@ def test_a_toolkit_conversation_reads_as_messages():
     assert human.role == "user"
     assert human.text == "Weather in Tokyo?"
     assert call.role == "assistant"
-    assert call.tool_calls == [ToolCallBlock(id="call_1", name="Weather", input={"city": "Tokyo"})]
-    assert call.usage == Usage(input_tokens=80, output_tokens=20)
+    assert call.tool_calls == [
+        pm.ToolCallBlock(id="call_1", name="Weather", input={"city": "Tokyo"})
+    ]
+    assert call.usage == pm.Usage(input_tokens=80, output_tokens=20)
     assert call.metadata[TOOLKIT_KEY] == {
         "run_id": "r1",
         # OpenAI's own token_usage has more than parley writes: kept as it was
         "response_metadata": {"token_usage": token_usage, "model_name": "gpt-4o"},
     }
     assert result.tool_results == [
-        ToolResultBlock(tool_call_id="call_1", name="Weather", output="25C")
+        pm.ToolResultBlock(tool_call_id="call_1", name="Weather", output="25C")
     ]
     assert answer.text == "Sunny, 25C."
     again = msgs_to_chat_messages([call])[0]

@@ -13,7 +13,7 @@ Every event is a pydantic model with a literal `type` tag, so a stream of them i
 (`event.model_dump_json()`, one per server-sent event) and parses back into the same classes
 with `AgentEventAdapter.validate_json(...)`.
 
-A run spoken through `parley.tts.middleware.TTSMiddleware` also carries audio, one block per
+A run spoken through `parley.agents.speech.TTSMiddleware` also carries audio, one block per
 stretch of answer text: `AudioStarted`, `AudioDelta`... (base64 PCM), `AudioEnded`. Audio is
 events only: memory keeps the text, never the sound.
 """

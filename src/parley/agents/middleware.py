@@ -2,7 +2,7 @@
 
 A middleware has one method, `wrap(events, run)`: it takes the run's events (an async
 iterator) and returns the events the caller sees, adding, changing or holding some back.
-`parley.tts.middleware.TTSMiddleware` is one: it adds the answer's audio.
+`parley.agents.speech.TTSMiddleware` is one: it adds the answer's audio.
 
 Give an agent its middleware for every run, `Agent(..., middleware=[...])`, or one run its
 own, `agent.stream(...).use(middleware)` before iterating (the service does, for a request

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from parley._terminal import visible
+from parley._terminal import progress, visible
 from parley.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -148,8 +148,6 @@ def eval_command(args: argparse.Namespace) -> int:
     baseline = EvalReport.load(args.baseline) if args.baseline else None
     target = _shipped_target(args) or _target(args)
     judge = _model(args.judge) if args.judge else None
-    from parley.cli import progress  # noqa: PLC0415  (parley.cli imports this module lazily)
-
     cases = len(dataset.cases)
     label = f"Evaluating {visible(dataset.name)}: {cases} case" + ("" if cases == 1 else "s")
     with progress(label):  # a spinner on a terminal, one line otherwise (stderr)

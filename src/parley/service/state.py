@@ -17,6 +17,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from parley.agents import Agent, Middleware
 from parley.agents.events import RunEnded
+from parley.agents.speech import TTSMiddleware
 from parley.compat.service_toolkit import DEFAULT_MODEL
 from parley.errors import ConfigurationError
 from parley.models.spec import model_from_spec
@@ -31,7 +32,6 @@ from parley.service.settings import ServiceSettings
 from parley.service.sse import stream_frames
 from parley.service.store import Store, ThreadLocks
 from parley.tts.base import TTSModel
-from parley.tts.middleware import TTSMiddleware
 
 __all__ = [
     "MAX_THREAD_ID",

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 from parley.errors import ToolArgumentsError, ToolError
 from parley.messages import AudioBlock, FileBlock, ImageBlock, OutputBlock, TextBlock, VideoBlock
 from parley.models.tools import ToolSpec
+from parley.tools._qwen_content import QwenContentItem, block_from_content
 from parley.tools.arguments import parse_tool_arguments, qwen_list_to_schema
 from parley.tools.executor import run_in_tool_thread
 
@@ -40,12 +41,9 @@ def _block_output(value: Sequence[Any]) -> list[OutputBlock] | None:
         return None
     if all(isinstance(item, _OUTPUT_CLASSES) for item in value):
         return list(value)
-    from parley.compat.qwen import ContentItem  # noqa: PLC0415  (Qwen-style tools only)
-
-    if all(isinstance(item, ContentItem) for item in value):
-        from parley.compat.qwen._media import block_from_item  # noqa: PLC0415
-
-        return [block_from_item(item) for item in value]
+    # Known by their shape: parley.compat.qwen sits above tools (and Qwen-Agent's own count).
+    if all(isinstance(item, QwenContentItem) for item in value):
+        return [block_from_content(*item.get_type_and_value()) for item in value]
     return None
 
 

@@ -36,7 +36,10 @@ tools run in. A stream's pump task runs in its `chat` span's context, so HTTP cl
 instrumentation nests the provider's requests under it.
 
 The rest of this module is the hooks parley's own modules call; each is a cheap no-op when
-tracing is off. To trace your own code, use OpenTelemetry's API: parley's spans nest in yours.
+tracing is off. Tracing sits below the runs, models, tools and indexes it traces, so the
+hooks take them as small Protocols of its own (`parley.tracing._subjects`) naming what the
+spans read, and never import the floors above. To trace your own code, use OpenTelemetry's
+API: parley's spans nest in yours.
 """
 
 from __future__ import annotations
@@ -55,15 +58,17 @@ from parley.tracing._setup import (
 from parley.tracing._setup import tracer as _tracer
 
 if TYPE_CHECKING:
-    from parley.agents.run import AgentRun
-    from parley.embeddings.base import EmbeddingModel, EmbeddingResponse
     from parley.messages import Msg, ToolCallBlock, ToolResultBlock
-    from parley.models.accumulator import Delta
-    from parley.models.base import ChatModel, ChatRequest
-    from parley.models.response import ChatResponse
-    from parley.rag.store import IndexStore
-    from parley.rag.types import SearchHit
-    from parley.tools.base import Tool
+    from parley.tracing._subjects import (
+        TracedAnswer,
+        TracedChatModel,
+        TracedEmbeddingModel,
+        TracedEmbeddings,
+        TracedHit,
+        TracedRequest,
+        TracedRun,
+        TracedTool,
+    )
 
 __all__ = [
     "AgentTrace",
@@ -91,6 +96,7 @@ __all__ = [
 ]
 
 E = TypeVar("E")
+D = TypeVar("D")
 
 
 class _Scope:
@@ -106,7 +112,7 @@ class _Scope:
 class ChatScope(_Scope):
     """A whole-answer model call's span."""
 
-    def response(self, response: ChatResponse) -> None:
+    def response(self, response: TracedAnswer) -> None:
         """Record the answer: model, id, usage, finish reason (and content, when asked)."""
 
 
@@ -123,14 +129,14 @@ class ToolScope(_Scope):
 class EmbeddingsScope(_Scope):
     """An embedding call's span."""
 
-    def response(self, response: EmbeddingResponse) -> None:
+    def response(self, response: TracedEmbeddings) -> None:
         """Record the vectors' size, the tokens and where they came from."""
 
 
 class RetrievalScope(_Scope):
     """A search's span."""
 
-    def hits(self, hits: Sequence[SearchHit]) -> None:
+    def hits(self, hits: Sequence[TracedHit]) -> None:
         """Record how many passages were found (and which, when content is asked for)."""
 
 
@@ -160,13 +166,11 @@ class StreamTrace(Protocol):
     context: contextvars.Context
     """The context its pump task runs in: the stream's span current."""
 
-    def watch(
-        self, open_source: Callable[[], AsyncIterator[Delta]]
-    ) -> Callable[[], AsyncIterator[Delta]]:
+    def watch(self, open_source: Callable[[], AsyncIterator[D]]) -> Callable[[], AsyncIterator[D]]:
         """`open_source`, timing the first chunk."""
         ...
 
-    def end(self, final: ChatResponse, error: BaseException | None = None) -> None:
+    def end(self, final: TracedAnswer, error: BaseException | None = None) -> None:
         """End the span with the final chunk (and the error that ended the stream)."""
         ...
 
@@ -205,7 +209,7 @@ def _live() -> Any:
 # -- hooks --------------------------------------------------------------------------------------
 
 
-def agent_run(run: AgentRun, input_msgs: Sequence[Msg]) -> AgentTrace | None:
+def agent_run(run: TracedRun, input_msgs: Sequence[Msg]) -> AgentTrace | None:
     """The span of a run (`invoke_agent`), its parent the context current now; None: off."""
     found = _tracer()
     if found is None:
@@ -224,7 +228,7 @@ def task_context(trace: AgentTrace | None) -> contextvars.Context | None:
     return None if trace is None else trace.task_context()
 
 
-def chat_call(model: ChatModel, request: ChatRequest) -> ChatScope:
+def chat_call(model: TracedChatModel, request: TracedRequest) -> ChatScope:
     """The span of a whole-answer call (`chat {model}`), current inside the `with` block."""
     found = _tracer()
     if found is None or not model.trace_calls:
@@ -233,7 +237,7 @@ def chat_call(model: ChatModel, request: ChatRequest) -> ChatScope:
     return scope
 
 
-def chat_stream(model: ChatModel, request: ChatRequest) -> StreamTrace | None:
+def chat_stream(model: TracedChatModel, request: TracedRequest) -> StreamTrace | None:
     """The span of a streamed call, from now to its final chunk; None when off.
 
     A model whose calls are not traced (a wrapper around a traced one) still gets its
@@ -250,7 +254,7 @@ def chat_stream(model: ChatModel, request: ChatRequest) -> StreamTrace | None:
     return trace
 
 
-def tool_call(call: ToolCallBlock, tool: Tool | None) -> ToolScope:
+def tool_call(call: ToolCallBlock, tool: TracedTool | None) -> ToolScope:
     """The span of a tool call (`execute_tool {tool}`), current while the tool runs."""
     found = _tracer()
     if found is None:
@@ -260,7 +264,7 @@ def tool_call(call: ToolCallBlock, tool: Tool | None) -> ToolScope:
 
 
 def embeddings(
-    model: EmbeddingModel[Any], inputs: Sequence[Any], overrides: Mapping[str, Any]
+    model: TracedEmbeddingModel, inputs: Sequence[Any], overrides: Mapping[str, Any]
 ) -> EmbeddingsScope:
     """The span of an embedding call (`embeddings {model}`)."""
     found = _tracer()
@@ -276,8 +280,12 @@ def note_batches(count: int) -> None:
         _live().note("parley.embeddings.batches", count)
 
 
-def retrieval(store: IndexStore, query: str, mode: str, top_k: int) -> RetrievalScope:
-    """The span of a search of an index (`retrieval {index}`)."""
+def retrieval(store: object, query: str, mode: str, top_k: int) -> RetrievalScope:
+    """The span of a search of an index (`retrieval {index}`).
+
+    The index is named by its store's `location` (PostgreSQL) or `path` (SQLite), else by
+    the store's class.
+    """
     found = _tracer()
     if found is None:
         return _OFF_RETRIEVAL

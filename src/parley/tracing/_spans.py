@@ -41,15 +41,17 @@ from parley.tracing._setup import capture_content
 if TYPE_CHECKING:
     from opentelemetry.context import Context
 
-    from parley.agents.run import AgentRun
-    from parley.embeddings.base import EmbeddingModel, EmbeddingResponse
     from parley.messages import Msg, ToolCallBlock, ToolResultBlock, Usage
-    from parley.models.accumulator import Delta
-    from parley.models.base import ChatModel, ChatRequest
-    from parley.models.response import ChatResponse
-    from parley.rag.store import IndexStore
-    from parley.rag.types import SearchHit
-    from parley.tools.base import Tool
+    from parley.tracing._subjects import (
+        TracedAnswer,
+        TracedChatModel,
+        TracedEmbeddingModel,
+        TracedEmbeddings,
+        TracedHit,
+        TracedRequest,
+        TracedRun,
+        TracedTool,
+    )
 
 __all__ = [
     "AgentSpan",
@@ -65,6 +67,7 @@ __all__ = [
 
 OPERATION = ga.GenAiOperationNameValues
 E = TypeVar("E")
+D = TypeVar("D")
 
 # parley's provider names → (gen_ai.provider.name, the older gen_ai.system): the conventions'
 # values where they have one; other providers keep parley's name in both.
@@ -236,7 +239,7 @@ class _Live:
 class AgentSpan:
     """`invoke_agent {agent}`: a run from its first event to its last (see `AgentTrace`)."""
 
-    def __init__(self, tracer: Tracer, run: AgentRun, input_msgs: Sequence[Msg]) -> None:
+    def __init__(self, tracer: Tracer, run: TracedRun, input_msgs: Sequence[Msg]) -> None:
         self._tracer = tracer
         self._run = run
         self._input = list(input_msgs)
@@ -327,7 +330,7 @@ class _ChatRecorder:
 
     span: Span
 
-    def _record_request(self, request: ChatRequest, streaming: bool) -> None:
+    def _record_request(self, request: TracedRequest, streaming: bool) -> None:
         span = self.span
         span.set_attribute(ga.GEN_AI_REQUEST_STREAM, streaming)
         if request.response_format is not None:
@@ -347,7 +350,7 @@ class _ChatRecorder:
                 span.set_attribute(ga.GEN_AI_SYSTEM_INSTRUCTIONS, dumps(instructions))
             span.set_attribute(ga.GEN_AI_INPUT_MESSAGES, dumps(messages(conversation)))
 
-    def _record_response(self, response: ChatResponse) -> None:
+    def _record_response(self, response: TracedAnswer) -> None:
         span = self.span
         if not span.is_recording():
             return
@@ -364,7 +367,7 @@ class _ChatRecorder:
             span.set_attribute(ga.GEN_AI_OUTPUT_MESSAGES, dumps([output]))
 
 
-def _start_chat(tracer: Tracer, model: ChatModel, parent: Context) -> Span:
+def _start_chat(tracer: Tracer, model: TracedChatModel, parent: Context) -> Span:
     return tracer.start_span(
         f"chat {model.model}",
         context=parent,
@@ -376,13 +379,13 @@ def _start_chat(tracer: Tracer, model: ChatModel, parent: Context) -> Span:
 class ChatCallSpan(_Live, _ChatRecorder, ChatScope):
     """`chat {model}` around a whole-answer call (retries included)."""
 
-    def __init__(self, tracer: Tracer, model: ChatModel, request: ChatRequest) -> None:
+    def __init__(self, tracer: Tracer, model: TracedChatModel, request: TracedRequest) -> None:
         super().__init__()
         self.span = _start_chat(tracer, model, otel_context.get_current())
         if self.span.is_recording():
             self._record_request(request, streaming=False)
 
-    def response(self, response: ChatResponse) -> None:
+    def response(self, response: TracedAnswer) -> None:
         """Record the answer."""
         self._record_response(response)
 
@@ -390,7 +393,7 @@ class ChatCallSpan(_Live, _ChatRecorder, ChatScope):
 class StreamSpan(_ChatRecorder):
     """`chat {model}` of a stream: from its opening to its final chunk or cancellation."""
 
-    def __init__(self, tracer: Tracer, model: ChatModel, request: ChatRequest) -> None:
+    def __init__(self, tracer: Tracer, model: TracedChatModel, request: TracedRequest) -> None:
         parent = otel_context.get_current()
         self.span = _start_chat(tracer, model, parent)
         self._requested: float | None = None  # when the pump first opened the provider's stream
@@ -400,13 +403,11 @@ class StreamSpan(_ChatRecorder):
         if self.span.is_recording():
             self._record_request(request, streaming=True)
 
-    def watch(
-        self, open_source: Callable[[], AsyncIterator[Delta]]
-    ) -> Callable[[], AsyncIterator[Delta]]:
+    def watch(self, open_source: Callable[[], AsyncIterator[D]]) -> Callable[[], AsyncIterator[D]]:
         """`open_source`, noting when the first delta arrives (in the pump's task)."""
         return lambda: self._timed(open_source())
 
-    async def _timed(self, source: AsyncIterator[Delta]) -> AsyncIterator[Delta]:
+    async def _timed(self, source: AsyncIterator[D]) -> AsyncIterator[D]:
         requested = self._requested = self._requested or time.monotonic()  # retries: the first
         try:
             async for delta in source:
@@ -418,7 +419,7 @@ class StreamSpan(_ChatRecorder):
             if closer is not None:
                 await closer()
 
-    def end(self, final: ChatResponse, error: BaseException | None = None) -> None:
+    def end(self, final: TracedAnswer, error: BaseException | None = None) -> None:
         """End the span with the final chunk; `error` when the stream failed."""
         if self._ended:
             return
@@ -438,13 +439,11 @@ class ContextOnly:
     def __init__(self) -> None:
         self.context = contextvars.copy_context()
 
-    def watch(
-        self, open_source: Callable[[], AsyncIterator[Delta]]
-    ) -> Callable[[], AsyncIterator[Delta]]:
+    def watch(self, open_source: Callable[[], AsyncIterator[D]]) -> Callable[[], AsyncIterator[D]]:
         """`open_source` as it is."""
         return open_source
 
-    def end(self, final: ChatResponse, error: BaseException | None = None) -> None:
+    def end(self, final: TracedAnswer, error: BaseException | None = None) -> None:
         """Nothing to end."""
 
 
@@ -454,7 +453,7 @@ class ContextOnly:
 class ToolSpan(_Live, ToolScope):
     """`execute_tool {tool}`: one call, current while the tool runs (so agents it runs nest)."""
 
-    def __init__(self, tracer: Tracer, call: ToolCallBlock, tool: Tool | None) -> None:
+    def __init__(self, tracer: Tracer, call: ToolCallBlock, tool: TracedTool | None) -> None:
         super().__init__()
         attributes = {
             ga.GEN_AI_OPERATION_NAME: OPERATION.EXECUTE_TOOL.value,
@@ -491,7 +490,7 @@ class EmbeddingsSpan(_Live, EmbeddingsScope):
     def __init__(
         self,
         tracer: Tracer,
-        model: EmbeddingModel[Any],
+        model: TracedEmbeddingModel,
         inputs: Sequence[Any],
         overrides: Mapping[str, Any],
     ) -> None:
@@ -507,7 +506,7 @@ class EmbeddingsSpan(_Live, EmbeddingsScope):
             if isinstance(dimensions, int):
                 self.span.set_attribute(ga.GEN_AI_EMBEDDINGS_DIMENSION_COUNT, dimensions)
 
-    def response(self, response: EmbeddingResponse) -> None:
+    def response(self, response: TracedEmbeddings) -> None:
         """Record the vectors' size, the tokens counted and where the vectors came from."""
         span = self.span
         if not span.is_recording():
@@ -519,7 +518,7 @@ class EmbeddingsSpan(_Live, EmbeddingsScope):
         span.set_attribute("parley.embeddings.source", response.source)
 
 
-def data_source(store: IndexStore) -> str:
+def data_source(store: object) -> str:
     """The index's name: a PostgreSQL store's location (no password), an SQLite file's path."""
     location = getattr(store, "location", None)
     if isinstance(location, str):
@@ -531,9 +530,7 @@ def data_source(store: IndexStore) -> str:
 class RetrievalSpan(_Live, RetrievalScope):
     """`retrieval {index}`: one search (its query's embedding inside)."""
 
-    def __init__(
-        self, tracer: Tracer, store: IndexStore, query: str, mode: str, top_k: int
-    ) -> None:
+    def __init__(self, tracer: Tracer, store: object, query: str, mode: str, top_k: int) -> None:
         super().__init__()
         source = data_source(store)
         attributes = {
@@ -549,7 +546,7 @@ class RetrievalSpan(_Live, RetrievalScope):
             if capture_content():
                 self.span.set_attribute(ga.GEN_AI_RETRIEVAL_QUERY_TEXT, query)
 
-    def hits(self, hits: Sequence[SearchHit]) -> None:
+    def hits(self, hits: Sequence[TracedHit]) -> None:
         """Record how many passages were found (their ids and scores, with content)."""
         span = self.span
         if not span.is_recording():

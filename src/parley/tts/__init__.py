@@ -4,7 +4,8 @@
   with `stream=True`, its pieces as they arrive.
 - `RealtimeTTSModel`: text pushed in pieces over one connection (`push`, then `synthesize()`
   for the rest), for speaking a model's answer while it is being written.
-- `TTSMiddleware`: an agent's answers as audio events (`parley.tts.middleware`).
+- `TTSMiddleware`, which speaks an agent's answers, sits on the agents' floor:
+  `parley.agents.speech`.
 
 Providers: `parley.providers.local.speech` (the embedded voice, offline),
 `parley.providers.openai.speech`, `parley.providers.dashscope.speech`. Build one from a spec

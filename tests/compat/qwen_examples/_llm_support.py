@@ -1,4 +1,5 @@
-"""What the model-interface example tests share: replies in the prompt formats, stand-ins.
+"""What the model-interface example tests share: replies in the prompt formats, the weather
+function, stand-ins.
 
 Qwen-Agent writes functions into the prompt by default, so a stand-in server that plays the
 model answers with text: `nous_call` (`<tool_call>` JSON) or `qwen_call` (`✿FUNCTION✿`
@@ -14,6 +15,25 @@ from contextlib import contextmanager
 from typing import Any
 
 from parley.tools import TOOL_REGISTRY, Tool, register_tool
+
+WEATHER_FUNCTIONS: list[dict[str, Any]] = [
+    {
+        "name": "get_current_weather",
+        "description": "Get the current weather in a given location",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "location": {
+                    "type": "string",
+                    "description": "The city and state, e.g. San Francisco, CA",
+                },
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+            },
+            "required": ["location"],
+        },
+    }
+]
+"""The function the examples' weather questions are asked with (`get_current_weather`)."""
 
 
 def nous_call(name: str, arguments: dict[str, Any]) -> str:

@@ -23,9 +23,9 @@ import pytest
 
 from parley.compat.qwen.agents import Assistant
 from parley.compat.qwen.gui import WebUI  # noqa: F401  (imported by the example, unused here)
-from parley.compat.qwen.utils.output_beautify import typewriter_print
 from parley.providers.dashscope.server import DashScopeServer, Reply, ToolCall
 from tests._requires import require_module
+from tests.compat.qwen_examples._example_run import typewriter_run
 
 SERVERS = str(Path(__file__).with_name("stand_in_mcp_servers.py"))
 
@@ -71,14 +71,7 @@ def test_what_time_is_it_goes_through_the_time_server(
     with DashScopeServer(steps) as server:
         monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
         monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
-        bot = init_agent_service()
-        try:
-            messages = [{"role": "user", "content": "What time is it?"}]
-            response_plain_text = ""
-            for response in bot.run(messages=messages):
-                response_plain_text = typewriter_print(response, response_plain_text)
-        finally:
-            bot.close_sync()
+        response, response_plain_text = typewriter_run(init_agent_service(), "What time is it?")
         server.assert_consumed()
         first, second = server.bodies()
 

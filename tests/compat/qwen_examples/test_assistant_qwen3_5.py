@@ -25,9 +25,9 @@ import pytest
 
 from parley.compat.qwen.agents import Assistant
 from parley.compat.qwen.gui import WebUI  # noqa: F401  (imported by the example, unused here)
-from parley.compat.qwen.utils.output_beautify import typewriter_print
 from parley.providers.openai.server import OpenAIServer, Reply, ToolCall
 from tests._requires import require_module
+from tests.compat.qwen_examples._example_run import typewriter_run
 
 SERVERS = str(Path(__file__).with_name("stand_in_mcp_servers.py"))
 
@@ -78,14 +78,9 @@ def test_what_time_is_it_thinks_and_calls_the_time_server_natively(
         Reply(reasoning="Got it.", text="It is the time the server gave, in Shanghai."),
     ]
     with OpenAIServer(steps) as server:
-        bot = init_agent_service(server.url, tmp_path)
-        try:
-            messages = [{"role": "user", "content": "What time is it?"}]
-            response_plain_text = ""
-            for response in bot.run(messages=messages):
-                response_plain_text = typewriter_print(response, response_plain_text)
-        finally:
-            bot.close_sync()
+        _, response_plain_text = typewriter_run(
+            init_agent_service(server.url, tmp_path), "What time is it?"
+        )
         server.assert_consumed()
         first, second = server.requests
 

@@ -19,17 +19,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, ClassVar
 
 import pytest
 
-from parley.compat.qwen import BaseTool
 from parley.compat.qwen.agents import Assistant
 from parley.compat.qwen.gui import WebUI  # noqa: F401  (imported by the example, unused here)
-from parley.compat.qwen.utils.output_beautify import typewriter_print
 from parley.providers.dashscope.server import DashScopeServer, Reply, ToolCall
-from parley.tools import TOOL_REGISTRY
 from tests._requires import require_module
+from tests.compat.qwen_examples._example_run import typewriter_run
+from tests.compat.qwen_examples._image_gen import stand_in_image_gen
 
 SERVERS = str(Path(__file__).with_name("stand_in_mcp_servers.py"))
 QUERY = (
@@ -37,22 +35,6 @@ QUERY = (
     "it to play directly."
 )
 GAME = "<!DOCTYPE html><html><body><canvas id='birds'></canvas></body></html>"
-
-
-class LocalImageGen(BaseTool):
-    """`image_gen` standing in locally: a picture URL made from the prompt."""
-
-    name = "image_gen"
-    description = "Draws a picture from a text description and returns its URL."
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {"prompt": {"type": "string"}},
-        "required": ["prompt"],
-    }
-
-    def call(self, params: str | dict[str, Any], **kwargs: Any) -> str:
-        prompt = self._verify_json_format_args(params)["prompt"]
-        return f"https://images.test/{prompt}.png"
 
 
 def init_agent_service() -> Assistant:
@@ -95,7 +77,7 @@ def test_the_coder_writes_the_game_onto_the_desktop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     require_module("mcp", "mcp")
-    monkeypatch.setitem(TOOL_REGISTRY, "image_gen", LocalImageGen)
+    stand_in_image_gen(monkeypatch)
     monkeypatch.setenv("HOME", str(tmp_path))
     (tmp_path / "Desktop").mkdir()
     write = {"path": "~/Desktop/angry_birds.html", "content": GAME}
@@ -106,14 +88,7 @@ def test_the_coder_writes_the_game_onto_the_desktop(
     with DashScopeServer(steps) as server:
         monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
         monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
-        bot = init_agent_service()
-        try:
-            messages = [{"role": "user", "content": QUERY}]
-            response_plain_text = ""
-            for response in bot.run(messages=messages):
-                response_plain_text = typewriter_print(response, response_plain_text)
-        finally:
-            bot.close_sync()
+        response, response_plain_text = typewriter_run(init_agent_service(), QUERY)
         server.assert_consumed()
         first, second = server.bodies()
 

@@ -15,39 +15,21 @@ DashScope tool calls. `image_gen` (a network tool) stands in locally.
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar
 
 import pytest
 
-from parley.compat.qwen import BaseTool
 from parley.compat.qwen.agents import Assistant
 from parley.compat.qwen.gui import WebUI  # noqa: F401  (imported by the example, unused here)
-from parley.compat.qwen.utils.output_beautify import typewriter_print
 from parley.providers.dashscope.server import DashScopeServer, Reply, ToolCall
-from parley.tools import TOOL_REGISTRY
+from tests.compat.qwen_examples._example_run import typewriter_run
+from tests.compat.qwen_examples._image_gen import stand_in_image_gen
 
 QUERY = "画一只猫，再画一只狗，最后画他们一起玩的画面，给我三张图"
 
 
-class LocalImageGen(BaseTool):
-    """`image_gen` standing in locally: a picture URL made from the prompt."""
-
-    name = "image_gen"
-    description = "Draws a picture from a text description and returns its URL."
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {"prompt": {"type": "string"}},
-        "required": ["prompt"],
-    }
-
-    def call(self, params: str | dict[str, Any], **kwargs: Any) -> str:
-        prompt = self._verify_json_format_args(params)["prompt"]
-        return f"https://images.test/{prompt}.png"
-
-
 @pytest.fixture(autouse=True)
 def _image_gen(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(TOOL_REGISTRY, "image_gen", LocalImageGen)
+    stand_in_image_gen(monkeypatch)
 
 
 def init_agent_service() -> Assistant:
@@ -81,14 +63,7 @@ def test_typewriter_print_shows_the_streamed_thinking_calls_results_and_answer(
     with DashScopeServer(steps) as server:
         monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
         monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
-        bot = init_agent_service()
-        try:
-            messages = [{"role": "user", "content": QUERY}]
-            response_plain_text = ""
-            for response in bot.run(messages=messages):
-                response_plain_text = typewriter_print(response, response_plain_text)
-        finally:
-            bot.close_sync()
+        _, response_plain_text = typewriter_run(init_agent_service(), QUERY)
         server.assert_consumed()
         first, second, _ = server.bodies()
 

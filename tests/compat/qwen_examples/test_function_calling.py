@@ -23,7 +23,12 @@ from parley.providers.dashscope.server import DashScopeServer
 from parley.providers.dashscope.server import Reply as DSReply
 from parley.providers.dashscope.server import ToolCall as DSToolCall
 from parley.providers.openai.server import OpenAIServer, Reply
-from tests.compat.qwen_examples._llm_support import nous_call, qwen_call, tools_in_prompt
+from tests.compat.qwen_examples._llm_support import (
+    WEATHER_FUNCTIONS,
+    nous_call,
+    qwen_call,
+    tools_in_prompt,
+)
 
 CALLED: list[dict[str, Any]] = []
 
@@ -36,23 +41,7 @@ def get_current_weather(location: str, unit: str = "fahrenheit") -> str:
     return json.dumps({"location": location, "temperature": "unknown"})
 
 
-FUNCTIONS = [
-    {
-        "name": "get_current_weather",
-        "description": "Get the current weather in a given location",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "location": {
-                    "type": "string",
-                    "description": "The city and state, e.g. San Francisco, CA",
-                },
-                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-            },
-            "required": ["location"],
-        },
-    }
-]
+FUNCTIONS = WEATHER_FUNCTIONS
 
 
 def example(llm_cfg: dict[str, Any]) -> list[Any]:

@@ -17,7 +17,7 @@ import pytest
 
 from parley.compat.qwen.llm import get_chat_model
 from parley.providers.openai.server import OpenAIServer, Reply
-from tests.compat.qwen_examples._llm_support import qwen_call
+from tests.compat.qwen_examples._llm_support import WEATHER_FUNCTIONS, qwen_call
 
 CALLED: list[str] = []
 TEMPERATURES = {"tokyo": ("Tokyo", "10"), "san francisco": ("San Francisco", "72")}
@@ -34,23 +34,7 @@ def get_current_weather(location: str, unit: str = "fahrenheit") -> str:
     return json.dumps({"location": location, "temperature": "unknown"})
 
 
-FUNCTIONS = [
-    {
-        "name": "get_current_weather",
-        "description": "Get the current weather in a given location",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "location": {
-                    "type": "string",
-                    "description": "The city and state, e.g. San Francisco, CA",
-                },
-                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-            },
-            "required": ["location"],
-        },
-    }
-]
+FUNCTIONS = WEATHER_FUNCTIONS
 
 
 def example(llm: Any) -> list[Any]:

@@ -18,17 +18,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import Any
 
 import json5
 import pytest
 
-from parley.compat.qwen import BaseTool
 from parley.compat.qwen.agents import GroupChat, GroupChatCreator
 from parley.compat.qwen.agents.user_agent import PENDING_USER_INPUT
 from parley.compat.qwen.schema import ContentItem, Message
 from parley.providers.dashscope.server import DashScopeServer, Reply
-from parley.tools import TOOL_REGISTRY
+from tests.compat.qwen_examples._image_gen import stand_in_image_gen
 
 CFGS: dict[str, Any] = {
     "background": "一个陌生人互帮互助群聊",
@@ -66,24 +65,9 @@ CFGS: dict[str, Any] = {
 MAX_ROUND = 3
 
 
-class LocalImageGen(BaseTool):
-    """`image_gen` standing in locally."""
-
-    name = "image_gen"
-    description = "Draws a picture from a text description and returns its URL."
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {"prompt": {"type": "string"}},
-        "required": ["prompt"],
-    }
-
-    def call(self, params: str | dict[str, Any], **kwargs: Any) -> str:
-        return "https://images.test/mood.png"
-
-
 @pytest.fixture(autouse=True)
 def _image_gen(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(TOOL_REGISTRY, "image_gen", LocalImageGen)
+    stand_in_image_gen(monkeypatch)
 
 
 @pytest.fixture

@@ -16,17 +16,15 @@ attached PDF is copied as Qwen-Agent copies it (the file is under the working di
 from __future__ import annotations
 
 import json
-import urllib.parse
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 
-from parley.compat.qwen import BaseTool
 from parley.compat.qwen.agents import Assistant, ReActChat, Router
 from parley.compat.qwen.gui import WebUI  # noqa: F401  (imported by the example, unused here)
 from parley.providers.dashscope.server import DashScopeServer, Reply
-from parley.tools import TOOL_REGISTRY
+from tests.compat.qwen_examples._image_gen import JSONImageGen, stand_in_image_gen
 from tests.tools._hostile import text_pdf
 
 IMAGE = "https://dashscope.oss-cn-beijing.aliyuncs.com/images/dog_and_girl.jpeg"
@@ -34,27 +32,11 @@ POEM = "The moon over the river shines on the quiet boats."
 CODE = 'import os; print(2 ** 10, os.path.isfile("poem.pdf"))'
 
 
-class LocalImageGen(BaseTool):
-    """`image_gen` standing in locally: a picture URL made from the prompt."""
-
-    name = "image_gen"
-    description = "Draws a picture from a text description and returns its URL."
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {"prompt": {"type": "string"}},
-        "required": ["prompt"],
-    }
-
-    def call(self, params: str | dict[str, Any], **kwargs: Any) -> str:
-        prompt = self._verify_json_format_args(params)["prompt"]
-        return json.dumps({"image_url": f"https://images.test/{urllib.parse.quote(prompt)}"})
-
-
 @pytest.fixture(autouse=True)
 def _setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)  # the attached PDF is the user's, under the working directory
-    monkeypatch.setitem(TOOL_REGISTRY, "image_gen", LocalImageGen)
+    stand_in_image_gen(monkeypatch, JSONImageGen)
 
 
 def init_agent_service() -> Router:

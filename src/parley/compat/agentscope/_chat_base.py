@@ -11,6 +11,7 @@ wire format, retries and structured output.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from abc import abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
@@ -252,12 +253,14 @@ def _tool_name(tool: Mapping[str, Any]) -> str:
 class ParleyChatModel(ChatModelBase):
     """An AgentScope-style model on one of parley's: the base of the provider classes.
 
-    A subclass names parley's class (`parley_class`) and turns its `Parameters` into
-    parley's (`parley_parameters`).
+    A subclass names parley's class (`parley_class`), its context window
+    (`default_context_size`) and turns its `Parameters` into parley's (`parley_parameters`);
+    the constructor is this one, shown with the subclass's defaults (`inspect.signature`).
     """
 
     parley_class: ClassVar[type[ChatModel]]
     client_kwargs_supported: ClassVar[tuple[str, ...]] = ("base_url", "timeout")
+    default_context_size: ClassVar[int] = 32768
 
     def __init__(
         self,
@@ -267,7 +270,7 @@ class ParleyChatModel(ChatModelBase):
         stream: bool = True,
         max_retries: int = 3,
         retry_delay: float = 1.0,
-        context_size: int = 32768,
+        context_size: int | None = None,
         formatter: Any = None,
         client_kwargs: dict[str, Any] | None = None,
     ) -> None:
@@ -278,15 +281,24 @@ class ParleyChatModel(ChatModelBase):
             stream,
             max_retries,
             retry_delay,
-            context_size,
+            context_size if context_size is not None else self.default_context_size,
         )
         self.formatter = formatter
         self.client_kwargs = dict(client_kwargs or {})
         self._parley = self._build()
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # AgentScope's classes each spell out their defaults; help() shows them here too.
+        cls.__signature__ = _shown_signature(cls)  # type: ignore[attr-defined]
+
+    sent_as: ClassVar[Mapping[str, str]] = {}
+    """The `Parameters` fields sent as they are (when set), each to its parley parameter."""
+
     def parley_parameters(self) -> dict[str, Any]:
-        """This model's `Parameters` as the wrapped parley model's parameters."""
-        raise NotImplementedError
+        """This model's `Parameters` as the wrapped parley model's (the fields `sent_as` names)."""
+        fields = self.parameters.model_dump(include=set(self.sent_as))
+        return {self.sent_as[name]: value for name, value in fields.items() if value is not None}
 
     def _build(self) -> ChatModel:
         unknown = sorted(set(self.client_kwargs) - set(self.client_kwargs_supported))
@@ -361,6 +373,22 @@ class ParleyChatModel(ChatModelBase):
         close = getattr(self._parley, "aclose", None)
         if close is not None:
             await close()
+
+
+def _shown_signature(cls: type[ParleyChatModel]) -> inspect.Signature:
+    """`cls`'s constructor as AgentScope's class spells it: its `Parameters`, its context size."""
+    shown = inspect.signature(cls.__init__)
+    changed: dict[str, dict[str, Any]] = {
+        "parameters": {"annotation": f"{cls.__qualname__}.Parameters | None"},
+        "context_size": {"annotation": "int", "default": cls.default_context_size},
+    }
+    return shown.replace(
+        parameters=[
+            p.replace(**changed[p.name]) if p.name in changed and p.default is None else p
+            for p in shown.parameters.values()
+            if p.name != "self"
+        ]
+    )
 
 
 async def _converted(stream: ChatStream, ids: dict[str, str]) -> AsyncGenerator[ChatResponse, None]:

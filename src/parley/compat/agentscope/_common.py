@@ -11,20 +11,8 @@ from typing import Any, Literal, Protocol
 from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
+from parley import messages as pm
 from parley.errors import MessageError
-from parley.messages import (
-    AudioBlock,
-    Base64Source,
-    Block,
-    FileBlock,
-    ImageBlock,
-    Msg,
-    Role,
-    URLSource,
-    Usage,
-    VideoBlock,
-    source_from_str,
-)
 
 Form = Literal["python", "java"]
 FORMS: tuple[Form, ...] = ("python", "java")
@@ -34,19 +22,19 @@ AS_KEY = "parley"
 PARLEY_KEY = "agentscope"
 """The key in a parley message's `metadata` where parley keeps what it cannot hold of AgentScope."""
 
-ROLES: tuple[Role, ...] = ("system", "user", "assistant", "tool")
+ROLES: tuple[pm.Role, ...] = ("system", "user", "assistant", "tool")
 
 
 @dataclass
 class Head:
     """The message-level fields of an AgentScope message, read into parley's terms."""
 
-    role: Role
+    role: pm.Role
     name: str | None
     id: Any
     created_at: datetime | None
     metadata: dict[str, Any]
-    usage: Usage | None
+    usage: pm.Usage | None
 
 
 @dataclass
@@ -54,10 +42,10 @@ class Hint:
     """An AgentScope hint block: text or media for the model, from `source`."""
 
     source: str | None
-    content: list[Block] = field(default_factory=list)
+    content: list[pm.Block] = field(default_factory=list)
 
 
-Item = Block | Hint
+Item = pm.Block | Hint
 
 
 @dataclass(frozen=True)
@@ -82,17 +70,17 @@ class Codec(Protocol):
 
     def write_message(
         self,
-        head: Msg,
+        head: pm.Msg,
         content: list[dict[str, Any]],
         metadata: dict[str, Any],
         hint_head: bool,
     ) -> dict[str, Any]:
         """Write the message around its written content and metadata."""
 
-    def write_block(self, block: Block, index: str, ctx: WriteContext) -> dict[str, Any]:
+    def write_block(self, block: pm.Block, index: str, ctx: WriteContext) -> dict[str, Any]:
         """Write one content block; `index` names it among the message's blocks."""
 
-    def write_hint(self, piece: Msg, index: str, ctx: WriteContext) -> dict[str, Any]:
+    def write_hint(self, piece: pm.Msg, index: str, ctx: WriteContext) -> dict[str, Any]:
         """Write a parley message that was an AgentScope hint back as a hint block."""
 
 
@@ -122,7 +110,7 @@ def unknown_block(tag: str, where: str, form: Form, known: tuple[str, ...]) -> M
     )
 
 
-def read_role(value: Any, form: Form) -> Role:
+def read_role(value: Any, form: Form) -> pm.Role:
     """A role in either case (`USER`, `user`), as parley's role."""
     if isinstance(value, str) and value.lower() in ROLES:
         return ROLES[ROLES.index(value.lower())]
@@ -140,12 +128,12 @@ def read_metadata(value: Any) -> dict[str, Any]:
     return {k: v for k, v in metadata.items() if k != PARLEY_KEY}
 
 
-def read_usage(value: Any, **names: str) -> Usage | None:
+def read_usage(value: Any, **names: str) -> pm.Usage | None:
     """A usage object whose keys are named by `names` (parley field -> AgentScope key)."""
     if value is None:
         return None
     usage = require_dict(value, "usage")
-    return Usage.model_validate(
+    return pm.Usage.model_validate(
         {ours: usage[theirs] for ours, theirs in names.items() if theirs in usage}
     )
 
@@ -188,40 +176,42 @@ def jsonable(value: Any) -> Any:
 
 # -- media ---------------------------------------------------------------------------------
 
-_FAMILIES: dict[str, type[ImageBlock | AudioBlock | VideoBlock]] = {
-    "image/": ImageBlock,
-    "audio/": AudioBlock,
-    "video/": VideoBlock,
+_FAMILIES: dict[str, type[pm.ImageBlock | pm.AudioBlock | pm.VideoBlock]] = {
+    "image/": pm.ImageBlock,
+    "audio/": pm.AudioBlock,
+    "video/": pm.VideoBlock,
 }
 
 
-def read_source(raw: Any, where: str) -> URLSource | Base64Source:
+def read_source(raw: Any, where: str) -> pm.URLSource | pm.Base64Source:
     """A media source: `url` (a `data:` URL becomes base64) or `base64`."""
     source = require_dict(raw, f"{where}.source")
     kind = source.get("type")
     media_type = source.get("media_type", source.get("mediaType"))
     if kind == "base64":
-        return Base64Source.model_validate({"media_type": media_type, "data": source.get("data")})
+        return pm.Base64Source.model_validate(
+            {"media_type": media_type, "data": source.get("data")}
+        )
     if kind != "url":
         raise MessageError(f"{where}.source has type {kind!r}; expected 'url' or 'base64'")
     url = source.get("url")
     if isinstance(url, str) and url.startswith("data:"):
-        return source_from_str(url)
+        return pm.source_from_str(url)
     try:
-        return URLSource.model_validate({"url": url, "media_type": media_type})
+        return pm.URLSource.model_validate({"url": url, "media_type": media_type})
     except ValidationError as exc:
         if any(err["loc"] != ("media_type",) for err in exc.errors()):
             raise
     # A media type parley does not take (AgentScope's 'image/*') is left to the patch.
-    return URLSource.model_validate({"url": url})
+    return pm.URLSource.model_validate({"url": url})
 
 
-def media_block(source: URLSource | Base64Source, family: str, filename: Any) -> Block:
+def media_block(source: pm.URLSource | pm.Base64Source, family: str, filename: Any) -> pm.Block:
     """The parley media block for a source whose AgentScope media type is `family`."""
     for prefix, cls in _FAMILIES.items():
         if family.startswith(prefix):
             return cls(source=source)
-    return FileBlock.model_validate({"source": source, "filename": filename})
+    return pm.FileBlock.model_validate({"source": source, "filename": filename})
 
 
 def source_family(raw: Any) -> str:

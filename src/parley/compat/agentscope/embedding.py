@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -174,21 +174,27 @@ class EmbeddingModelBase:
 
 
 class _ParleyEmbeddingModel(EmbeddingModelBase):
-    """An AgentScope-style embedding model on one of parley's."""
+    """An AgentScope-style embedding model on one of parley's: the provider classes' base.
+
+    A subclass names parley's class (`parley_class`); the fields it always sends
+    (`wire_fields`) and the model names that take media (`media_models`) are its data.
+    """
 
     parley_class: ClassVar[type[EmbeddingModel[Any]]]
     send_dimensions: bool = True
+    wire_fields: ClassVar[Mapping[str, Any]] = {}
+    media_models: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
         self,
         credential: Any,
         model: str,
         dimensions: int | None,
-        parameters: BaseModel | None,
-        embedding_cache: EmbeddingCacheBase | None,
-        context_size: int,
-        max_retries: int,
-        retry_delay: float,
+        parameters: BaseModel | None = None,
+        embedding_cache: EmbeddingCacheBase | None = None,
+        context_size: int = 8192,
+        max_retries: int = 3,
+        retry_delay: float = 1.0,
     ) -> None:
         super().__init__(
             credential,
@@ -200,8 +206,10 @@ class _ParleyEmbeddingModel(EmbeddingModelBase):
             max_retries,
             retry_delay,
         )
+        # As AgentScope, the model's name says whether it takes media.
+        self.supports_multimodal = model.startswith(self.media_models)
         self.embedding_cache = embedding_cache
-        fields: dict[str, Any] = {**self.parameters.model_dump(), **self.wire_fields()}
+        fields: dict[str, Any] = {**self.parameters.model_dump(), **self.wire_fields}
         if self.send_dimensions:
             fields["dimensions"] = self.dimensions
         self._parley = self.parley_class(
@@ -213,10 +221,6 @@ class _ParleyEmbeddingModel(EmbeddingModelBase):
             max_retries=max_retries,
             retry_delay=retry_delay,
         )
-
-    def wire_fields(self) -> dict[str, Any]:
-        """Parameters this provider always sends, as AgentScope does."""
-        return {}
 
     def parley_credential(self, credential: Any) -> Any:
         """The credential the wrapped parley model takes."""
@@ -245,6 +249,7 @@ class OpenAIEmbeddingModel(_ParleyEmbeddingModel):
     """OpenAI's `/v1/embeddings` (and servers that speak it), as AgentScope's class."""
 
     parley_class = _OpenAI
+    wire_fields: ClassVar[Mapping[str, Any]] = {"encoding_format": "float"}  # as AgentScope
 
     def __init__(
         self,
@@ -271,10 +276,6 @@ class OpenAIEmbeddingModel(_ParleyEmbeddingModel):
             retry_delay,
         )
 
-    def wire_fields(self) -> dict[str, Any]:
-        """Floats, as AgentScope asks for them."""
-        return {"encoding_format": "float"}
-
 
 class GeminiEmbeddingModel(_ParleyEmbeddingModel):
     """Google's Gemini embedding models, as AgentScope's class.
@@ -286,58 +287,13 @@ class GeminiEmbeddingModel(_ParleyEmbeddingModel):
     """
 
     parley_class = _Gemini
-
-    def __init__(
-        self,
-        credential: Any,
-        model: str,
-        dimensions: int | None,
-        parameters: BaseModel | None = None,
-        embedding_cache: EmbeddingCacheBase | None = None,
-        context_size: int = 8192,
-        max_retries: int = 3,
-        retry_delay: float = 1.0,
-    ) -> None:
-        # As AgentScope, the model's name says whether it takes media.
-        self.supports_multimodal = model.startswith("gemini-embedding-2")
-        super().__init__(
-            credential,
-            model,
-            dimensions,
-            parameters,
-            embedding_cache,
-            context_size,
-            max_retries,
-            retry_delay,
-        )
+    media_models = ("gemini-embedding-2",)
 
 
 class OllamaEmbeddingModel(_ParleyEmbeddingModel):
     """Ollama's `/api/embed`, as AgentScope's class."""
 
     parley_class = _Ollama
-
-    def __init__(
-        self,
-        credential: Any,
-        model: str,
-        dimensions: int | None,
-        parameters: BaseModel | None = None,
-        embedding_cache: EmbeddingCacheBase | None = None,
-        context_size: int = 8192,
-        max_retries: int = 3,
-        retry_delay: float = 1.0,
-    ) -> None:
-        super().__init__(
-            credential,
-            model,
-            dimensions,
-            parameters,
-            embedding_cache,
-            context_size,
-            max_retries,
-            retry_delay,
-        )
 
 
 class DashScopeEmbeddingModel(_ParleyEmbeddingModel):
@@ -349,28 +305,6 @@ class DashScopeEmbeddingModel(_ParleyEmbeddingModel):
     """
 
     parley_class = _DashScope
-
-    def __init__(
-        self,
-        credential: Any,
-        model: str,
-        dimensions: int | None,
-        parameters: BaseModel | None = None,
-        embedding_cache: EmbeddingCacheBase | None = None,
-        context_size: int = 8192,
-        max_retries: int = 3,
-        retry_delay: float = 1.0,
-    ) -> None:
-        super().__init__(
-            credential,
-            model,
-            dimensions,
-            parameters,
-            embedding_cache,
-            context_size,
-            max_retries,
-            retry_delay,
-        )
 
     def parley_credential(self, credential: Any) -> Any:
         """The native API's credential (parley's `DashScopeCredential`), with the same key."""

@@ -16,7 +16,8 @@ Each model wraps one of parley's (`to_parley()` gives it), which speaks the wire
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
@@ -60,16 +61,55 @@ __all__ = [
 ]
 
 
+# AgentScope's parameters that several providers share, each written once.
+_MaxTokens = Annotated[int | None, Field(gt=0, description="Most output tokens.")]
+_Thinking = Annotated[bool, Field(description="Think before answering.")]
+_ThinkingBudget = Annotated[int | None, Field(gt=0, description="Most thinking tokens.")]
+_Temperature = Annotated[float | None, Field(ge=0, le=2)]
+_TopP = Annotated[float | None, Field(gt=0, le=1)]
+_ParallelToolCalls = Annotated[bool, Field(description="Several calls at once.")]
+_Voice = Annotated[str | None, Field(description="Spoken answers (not supported).")]
+
+
+class _OpenAIParameters(BaseModel):
+    """The fields OpenAI's two APIs (Chat Completions, Responses) share, in AgentScope's order."""
+
+    max_tokens: _MaxTokens = None
+    thinking_enable: bool = Field(
+        default=False, description="Reason first (reasoning models; see reasoning_effort)."
+    )
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = Field(
+        default=None, description="How hard to reason, when thinking_enable is on."
+    )
+    temperature: _Temperature = None
+
+
 def _given(**fields: Any) -> dict[str, Any]:
     return {name: value for name, value in fields.items() if value is not None}
 
 
-def _no_voice(owner: str, voice: str | None) -> None:
-    if voice is not None:
+_SAMPLING: Mapping[str, str] = {
+    "max_tokens": "max_tokens",
+    "temperature": "temperature",
+    "top_p": "top_p",
+}
+
+
+def _openai_style(model: ParleyChatModel) -> dict[str, Any]:
+    """The fields of OpenAI-style parameters that are not sent as they are.
+
+    `reasoning_effort` goes only with `thinking_enable`; `parallel_tool_calls` only when
+    off; `voice` (spoken answers) is refused.
+    """
+    p = model.parameters
+    if getattr(p, "voice", None) is not None:
         raise UserError(
-            f"{owner}.Parameters(voice=...) asks for spoken answers, which parley's wrapper "
-            "does not read; use parley.compat.agentscope.tts for speech"
+            f"{type(model).__name__}.Parameters(voice=...) asks for spoken answers, which "
+            "parley's wrapper does not read; use parley.compat.agentscope.tts for speech"
         )
+    effort = getattr(p, "reasoning_effort", None) if getattr(p, "thinking_enable", False) else None
+    parallel = None if getattr(p, "parallel_tool_calls", True) else False
+    return _given(reasoning_effort=effort, parallel_tool_calls=parallel)
 
 
 class _ExtraBody:
@@ -102,38 +142,42 @@ class _XAIWire(_ExtraBody, _Grok):
     pass
 
 
-def _with_call_extra_body(inner: ChatModel, kwargs: dict[str, Any]) -> ChatModel:
-    """`inner`, or a copy sending a call's `extra_body` over the constructor's."""
-    extra = kwargs.pop("extra_body", None)
-    if extra is None:
+class _ExtraBodyChatModel(ParleyChatModel):
+    """A model on an OpenAI-compatible wire: a call's `extra_body` goes with that call."""
+
+    def wire_extra_body(self) -> dict[str, Any]:
+        """Fields this model sends in every request, beyond parley's parameters."""
+        return {}
+
+    def _build(self) -> ChatModel:
+        inner = super()._build()
+        assert isinstance(inner, _ExtraBody)
+        inner.extra_body = self.wire_extra_body()
         return inner
-    assert isinstance(inner, _ExtraBody)
-    copied = inner.with_parameters()  # shares the connections
-    assert isinstance(copied, _ExtraBody)
-    copied.extra_body = {**(inner.extra_body or {}), **extra}
-    return copied
+
+    def for_call(self, kwargs: dict[str, Any]) -> ChatModel:
+        """The wrapped model, sending the call's `extra_body` if it has one."""
+        extra = kwargs.pop("extra_body", None)
+        if extra is None:
+            return self._parley
+        assert isinstance(self._parley, _ExtraBody)
+        copied = self._parley.with_parameters()  # shares the connections
+        assert isinstance(copied, _ExtraBody)
+        copied.extra_body = {**(self._parley.extra_body or {}), **extra}
+        return copied
 
 
-class OpenAIChatModel(ParleyChatModel):
+class OpenAIChatModel(_ExtraBodyChatModel):
     """OpenAI's Chat Completions (and servers that speak it), as AgentScope's class."""
 
-    class Parameters(BaseModel):
+    class Parameters(_OpenAIParameters):
         """Chat Completions parameters, as AgentScope names them."""
 
-        max_tokens: int | None = Field(default=None, gt=0, description="Most output tokens.")
-        thinking_enable: bool = Field(
-            default=False, description="Reason first (reasoning models; see reasoning_effort)."
-        )
-        reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = (
-            Field(default=None, description="How hard to reason, when thinking_enable is on.")
-        )
-        temperature: float | None = Field(default=None, ge=0, le=2)
-        top_p: float | None = Field(default=None, gt=0, le=1)
-        parallel_tool_calls: bool = Field(default=True, description="Several calls at once.")
-        voice: str | None = Field(default=None, description="Spoken answers (not supported).")
+        top_p: _TopP = None
+        parallel_tool_calls: _ParallelToolCalls = True
+        voice: _Voice = None
 
     parley_class: ClassVar[type[ChatModel]] = _OpenAIWire
-    client_kwargs_supported: ClassVar[tuple[str, ...]] = ("base_url", "timeout")
 
     def __init__(
         self,
@@ -161,31 +205,18 @@ class OpenAIChatModel(ParleyChatModel):
             client_kwargs,
         )
 
-    def _build(self) -> ChatModel:
-        inner = super()._build()
-        assert isinstance(inner, _OpenAIWire)
-        inner.extra_body = dict(self.extra_body or {})
-        return inner
+    def wire_extra_body(self) -> dict[str, Any]:
+        """The constructor's `extra_body`."""
+        return dict(self.extra_body or {})
 
-    def for_call(self, kwargs: dict[str, Any]) -> ChatModel:
-        """The wrapped model, sending the call's `extra_body` if it has one."""
-        return _with_call_extra_body(self._parley, kwargs)
+    sent_as: ClassVar[Mapping[str, str]] = _SAMPLING
 
     def parley_parameters(self) -> dict[str, Any]:
         """AgentScope's fields as parley's OpenAI parameters."""
-        p = self.parameters
-        assert isinstance(p, OpenAIChatModel.Parameters)
-        _no_voice(type(self).__name__, p.voice)
-        return _given(
-            max_tokens=p.max_tokens,
-            temperature=p.temperature,
-            top_p=p.top_p,
-            reasoning_effort=p.reasoning_effort if p.thinking_enable else None,
-            parallel_tool_calls=None if p.parallel_tool_calls else False,
-        )
+        return {**super().parley_parameters(), **_openai_style(self)}
 
 
-class DashScopeChatModel(ParleyChatModel):
+class DashScopeChatModel(_ExtraBodyChatModel):
     """DashScope (Qwen) through its OpenAI-compatible mode, as AgentScope's class.
 
     The credential is `parley.compat.agentscope.credential.DashScopeCredential`, whose
@@ -195,59 +226,28 @@ class DashScopeChatModel(ParleyChatModel):
     class Parameters(BaseModel):
         """DashScope parameters, as AgentScope names them."""
 
-        max_tokens: int | None = Field(default=None, gt=0, description="Most output tokens.")
-        thinking_enable: bool = Field(default=False, description="Think before answering.")
-        thinking_budget: int | None = Field(default=None, gt=0, description="Most thinking tokens.")
+        max_tokens: _MaxTokens = None
+        thinking_enable: _Thinking = False
+        thinking_budget: _ThinkingBudget = None
         temperature: float | None = Field(default=None, ge=0, lt=2)
-        top_p: float | None = Field(default=None, gt=0, le=1)
+        top_p: _TopP = None
         top_k: int | None = Field(default=None, gt=0)
-        parallel_tool_calls: bool = Field(default=True, description="Several calls at once.")
-        voice: str | None = Field(default=None, description="Spoken answers (not supported).")
+        parallel_tool_calls: _ParallelToolCalls = True
+        voice: _Voice = None
 
     parley_class: ClassVar[type[ChatModel]] = _DashScopeWire
+    default_context_size = 131072
 
-    def __init__(
-        self,
-        credential: Any,
-        model: str,
-        parameters: DashScopeChatModel.Parameters | None = None,
-        stream: bool = True,
-        max_retries: int = 3,
-        retry_delay: float = 1.0,
-        context_size: int = 131072,
-        formatter: Any = None,
-        client_kwargs: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(
-            credential,
-            model,
-            parameters,
-            stream,
-            max_retries,
-            retry_delay,
-            context_size,
-            formatter,
-            client_kwargs,
-        )
-
-    def for_call(self, kwargs: dict[str, Any]) -> ChatModel:
-        """The wrapped model, sending the call's `extra_body` if it has one."""
-        return _with_call_extra_body(self._parley, kwargs)
+    sent_as: ClassVar[Mapping[str, str]] = {
+        **_SAMPLING,
+        "top_k": "top_k",
+        "thinking_enable": "enable_thinking",  # sent on every call, as AgentScope does
+        "thinking_budget": "thinking_budget",
+    }
 
     def parley_parameters(self) -> dict[str, Any]:
         """AgentScope's fields as parley's; `enable_thinking` always sent, as AgentScope does."""
-        p = self.parameters
-        assert isinstance(p, DashScopeChatModel.Parameters)
-        _no_voice(type(self).__name__, p.voice)
-        return _given(
-            max_tokens=p.max_tokens,
-            temperature=p.temperature,
-            top_p=p.top_p,
-            top_k=p.top_k,
-            enable_thinking=p.thinking_enable,
-            thinking_budget=p.thinking_budget,
-            parallel_tool_calls=None if p.parallel_tool_calls else False,
-        )
+        return {**super().parley_parameters(), **_openai_style(self)}
 
 
 class AnthropicChatModel(ParleyChatModel):
@@ -256,9 +256,9 @@ class AnthropicChatModel(ParleyChatModel):
     class Parameters(BaseModel):
         """Anthropic parameters, as AgentScope names them."""
 
-        max_tokens: int | None = Field(default=None, gt=0, description="Most output tokens.")
-        thinking_enable: bool = Field(default=False, description="Think before answering.")
-        thinking_budget: int | None = Field(default=None, gt=0, description="Most thinking tokens.")
+        max_tokens: _MaxTokens = None
+        thinking_enable: _Thinking = False
+        thinking_budget: _ThinkingBudget = None
         thinking_mode: Literal["adaptive", "enabled", "disabled"] | None = Field(
             default=None, description="How the model thinks, when thinking_enable is on."
         )
@@ -266,30 +266,7 @@ class AnthropicChatModel(ParleyChatModel):
         reasoning_effort: Literal["low", "medium", "high", "xhigh", "max"] | None = None
 
     parley_class: ClassVar[type[ChatModel]] = _Anthropic
-
-    def __init__(
-        self,
-        credential: Any,
-        model: str,
-        parameters: AnthropicChatModel.Parameters | None = None,
-        stream: bool = True,
-        max_retries: int = 3,
-        retry_delay: float = 1.0,
-        context_size: int = 200000,
-        formatter: Any = None,
-        client_kwargs: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(
-            credential,
-            model,
-            parameters,
-            stream,
-            max_retries,
-            retry_delay,
-            context_size,
-            formatter,
-            client_kwargs,
-        )
+    default_context_size = 200000
 
     def parley_parameters(self) -> dict[str, Any]:
         """AgentScope's fields as parley's Anthropic parameters."""
@@ -318,43 +295,22 @@ class GeminiChatModel(ParleyChatModel):
     class Parameters(BaseModel):
         """Gemini parameters, as AgentScope names them."""
 
-        max_tokens: int | None = Field(default=None, gt=0, description="Most output tokens.")
+        max_tokens: _MaxTokens = None
         thinking_enable: bool = Field(default=False, description="Return thoughts.")
         thinking_budget: int | None = Field(default=None, description="Most thinking tokens.")
-        temperature: float | None = Field(default=None, ge=0, le=2)
-        top_p: float | None = Field(default=None, gt=0, le=1)
+        temperature: _Temperature = None
+        top_p: _TopP = None
 
     parley_class: ClassVar[type[ChatModel]] = _Gemini
+    default_context_size = 1048576
 
-    def __init__(
-        self,
-        credential: Any,
-        model: str,
-        parameters: GeminiChatModel.Parameters | None = None,
-        stream: bool = True,
-        max_retries: int = 3,
-        retry_delay: float = 1.0,
-        context_size: int = 1048576,
-        formatter: Any = None,
-        client_kwargs: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(
-            credential,
-            model,
-            parameters,
-            stream,
-            max_retries,
-            retry_delay,
-            context_size,
-            formatter,
-            client_kwargs,
-        )
+    sent_as: ClassVar[Mapping[str, str]] = _SAMPLING
 
     def parley_parameters(self) -> dict[str, Any]:
         """AgentScope's fields as parley's; thinking on: thoughts included (budget 1024)."""
         p = self.parameters
         assert isinstance(p, GeminiChatModel.Parameters)
-        fields = _given(max_tokens=p.max_tokens, temperature=p.temperature, top_p=p.top_p)
+        fields = super().parley_parameters()
         if p.thinking_enable:
             fields.update(include_thoughts=True, thinking_budget=p.thinking_budget or 1024)
         return fields
@@ -366,8 +322,8 @@ class OllamaChatModel(ParleyChatModel):
     class Parameters(BaseModel):
         """Ollama parameters, as AgentScope names them."""
 
-        max_tokens: int | None = Field(default=None, gt=0, description="Most output tokens.")
-        thinking_enable: bool = Field(default=False, description="Think before answering.")
+        max_tokens: _MaxTokens = None
+        thinking_enable: _Thinking = False
         temperature: float | None = Field(default=None, ge=0)
 
     parley_class: ClassVar[type[ChatModel]] = _Ollama
@@ -397,131 +353,59 @@ class OllamaChatModel(ParleyChatModel):
             client_kwargs,
         )
 
-    def parley_parameters(self) -> dict[str, Any]:
-        """AgentScope's fields as parley's Ollama parameters."""
-        p = self.parameters
-        assert isinstance(p, OllamaChatModel.Parameters)
-        return _given(max_tokens=p.max_tokens, temperature=p.temperature, think=p.thinking_enable)
+    sent_as: ClassVar[Mapping[str, str]] = {
+        "max_tokens": "max_tokens",
+        "thinking_enable": "think",
+        "temperature": "temperature",
+    }
 
 
-class DeepSeekChatModel(ParleyChatModel):
+class DeepSeekChatModel(_ExtraBodyChatModel):
     """DeepSeek's API, as AgentScope's class (the thinking switch sent on every call)."""
 
     class Parameters(BaseModel):
         """DeepSeek parameters, as AgentScope names them."""
 
-        max_tokens: int | None = Field(default=None, gt=0, description="Most output tokens.")
-        thinking_enable: bool = Field(default=False, description="Think before answering.")
+        max_tokens: _MaxTokens = None
+        thinking_enable: _Thinking = False
         reasoning_effort: Literal["high", "max"] | None = Field(
             default=None, description="How hard to think."
         )
-        temperature: float | None = Field(default=None, ge=0, le=2)
-        top_p: float | None = Field(default=None, gt=0, le=1)
+        temperature: _Temperature = None
+        top_p: _TopP = None
 
     parley_class: ClassVar[type[ChatModel]] = _DeepSeekWire
+    default_context_size = 65536
 
-    def __init__(
-        self,
-        credential: Any,
-        model: str,
-        parameters: DeepSeekChatModel.Parameters | None = None,
-        stream: bool = True,
-        max_retries: int = 3,
-        retry_delay: float = 1.0,
-        context_size: int = 65536,
-        formatter: Any = None,
-        client_kwargs: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(
-            credential,
-            model,
-            parameters,
-            stream,
-            max_retries,
-            retry_delay,
-            context_size,
-            formatter,
-            client_kwargs,
-        )
-
-    def _build(self) -> ChatModel:
-        inner = super()._build()
-        assert isinstance(inner, _DeepSeekWire)
+    def wire_extra_body(self) -> dict[str, Any]:
+        """`reasoning_effort`, which parley's DeepSeek parameters do not have."""
         p = self.parameters
         assert isinstance(p, DeepSeekChatModel.Parameters)
-        # parley's DeepSeek parameters have no effort: it goes as a field of its own.
-        inner.extra_body = _given(reasoning_effort=p.reasoning_effort)
-        return inner
+        return _given(reasoning_effort=p.reasoning_effort)
 
-    def for_call(self, kwargs: dict[str, Any]) -> ChatModel:
-        """The wrapped model, sending the call's `extra_body` if it has one."""
-        return _with_call_extra_body(self._parley, kwargs)
-
-    def parley_parameters(self) -> dict[str, Any]:
-        """AgentScope's fields as parley's DeepSeek parameters."""
-        p = self.parameters
-        assert isinstance(p, DeepSeekChatModel.Parameters)
-        return _given(
-            max_tokens=p.max_tokens,
-            temperature=p.temperature,
-            top_p=p.top_p,
-            enable_thinking=p.thinking_enable,
-        )
+    sent_as: ClassVar[Mapping[str, str]] = {**_SAMPLING, "thinking_enable": "enable_thinking"}
 
 
 class OpenAIResponseModel(ParleyChatModel):
     """OpenAI's Responses API, as AgentScope's class."""
 
-    class Parameters(BaseModel):
+    class Parameters(_OpenAIParameters):
         """Responses API parameters, as AgentScope names them."""
 
-        max_tokens: int | None = Field(default=None, gt=0, description="Most output tokens.")
-        thinking_enable: bool = Field(
-            default=False, description="Reason first (reasoning models; see reasoning_effort)."
-        )
-        reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = (
-            Field(default=None, description="How hard to reason, when thinking_enable is on.")
-        )
-        temperature: float | None = Field(default=None, ge=0, le=2)
-
     parley_class: ClassVar[type[ChatModel]] = _OpenAIResponses
+    default_context_size = 200000
 
-    def __init__(
-        self,
-        credential: Any,
-        model: str,
-        parameters: OpenAIResponseModel.Parameters | None = None,
-        stream: bool = True,
-        max_retries: int = 3,
-        retry_delay: float = 1.0,
-        context_size: int = 200000,
-        formatter: Any = None,
-        client_kwargs: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(
-            credential,
-            model,
-            parameters,
-            stream,
-            max_retries,
-            retry_delay,
-            context_size,
-            formatter,
-            client_kwargs,
-        )
+    sent_as: ClassVar[Mapping[str, str]] = {
+        "max_tokens": "max_tokens",
+        "temperature": "temperature",
+    }
 
     def parley_parameters(self) -> dict[str, Any]:
         """AgentScope's fields as parley's Responses parameters."""
-        p = self.parameters
-        assert isinstance(p, OpenAIResponseModel.Parameters)
-        return _given(
-            max_tokens=p.max_tokens,
-            temperature=p.temperature,
-            reasoning_effort=p.reasoning_effort if p.thinking_enable else None,
-        )
+        return {**super().parley_parameters(), **_openai_style(self)}
 
 
-class MoonshotChatModel(ParleyChatModel):
+class MoonshotChatModel(_ExtraBodyChatModel):
     """Moonshot AI (Kimi), as AgentScope's class.
 
     As AgentScope: the thinking switch (`thinking: {"type": ...}`) goes with every call,
@@ -532,74 +416,39 @@ class MoonshotChatModel(ParleyChatModel):
     class Parameters(BaseModel):
         """Moonshot parameters, as AgentScope names them."""
 
-        max_tokens: int | None = Field(default=None, gt=0, description="Most output tokens.")
-        thinking_enable: bool = Field(default=False, description="Think before answering.")
+        max_tokens: _MaxTokens = None
+        thinking_enable: _Thinking = False
         reasoning_effort: Literal["low", "high", "max"] | None = Field(
             default=None, description="kimi-k3 only: how hard to think."
         )
         temperature: float | None = Field(default=None, ge=0, le=1)
-        top_p: float | None = Field(default=None, gt=0, le=1)
+        top_p: _TopP = None
 
     parley_class: ClassVar[type[ChatModel]] = _MoonshotWire
-
-    def __init__(
-        self,
-        credential: Any,
-        model: str,
-        parameters: MoonshotChatModel.Parameters | None = None,
-        stream: bool = True,
-        max_retries: int = 3,
-        retry_delay: float = 1.0,
-        context_size: int = 131072,
-        formatter: Any = None,
-        client_kwargs: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(
-            credential,
-            model,
-            parameters,
-            stream,
-            max_retries,
-            retry_delay,
-            context_size,
-            formatter,
-            client_kwargs,
-        )
+    default_context_size = 131072
 
     def _is_k3(self) -> bool:
         return self.model == "kimi-k3"
 
-    def _build(self) -> ChatModel:
-        inner = super()._build()
-        assert isinstance(inner, _MoonshotWire)
+    def wire_extra_body(self) -> dict[str, Any]:
+        """kimi-k3's fields, which parley's Moonshot parameters do not have."""
         p = self.parameters
         assert isinstance(p, MoonshotChatModel.Parameters)
-        if self._is_k3():
-            # parley's Moonshot parameters have neither field: they go as fields of their own.
-            inner.extra_body = _given(
-                max_completion_tokens=p.max_tokens, reasoning_effort=p.reasoning_effort
-            )
-        return inner
+        if not self._is_k3():
+            return {}
+        return _given(max_completion_tokens=p.max_tokens, reasoning_effort=p.reasoning_effort)
 
-    def for_call(self, kwargs: dict[str, Any]) -> ChatModel:
-        """The wrapped model, sending the call's `extra_body` if it has one."""
-        return _with_call_extra_body(self._parley, kwargs)
+    sent_as: ClassVar[Mapping[str, str]] = {**_SAMPLING, "thinking_enable": "enable_thinking"}
 
     def parley_parameters(self) -> dict[str, Any]:
-        """AgentScope's fields as parley's Moonshot parameters."""
-        p = self.parameters
-        assert isinstance(p, MoonshotChatModel.Parameters)
+        """AgentScope's fields as parley's Moonshot parameters (kimi-k3's others go as they are)."""
+        fields = super().parley_parameters()
         if self._is_k3():
-            return _given(temperature=p.temperature, top_p=p.top_p)
-        return _given(
-            max_tokens=p.max_tokens,
-            temperature=p.temperature,
-            top_p=p.top_p,
-            enable_thinking=p.thinking_enable,
-        )
+            return _given(temperature=fields.get("temperature"), top_p=fields.get("top_p"))
+        return fields
 
 
-class XAIChatModel(ParleyChatModel):
+class XAIChatModel(_ExtraBodyChatModel):
     """xAI (Grok), as AgentScope's class, over xAI's OpenAI-compatible REST API.
 
     `reasoning_effort` is sent only with `thinking_enable`, as AgentScope does. The
@@ -610,59 +459,24 @@ class XAIChatModel(ParleyChatModel):
     class Parameters(BaseModel):
         """xAI parameters, as AgentScope names them."""
 
-        max_tokens: int | None = Field(default=None, gt=0, description="Most output tokens.")
+        max_tokens: _MaxTokens = None
         thinking_enable: bool = Field(
             default=False, description="Reason first (grok-3-mini; see reasoning_effort)."
         )
         reasoning_effort: Literal["low", "medium", "high"] | None = Field(
             default=None, description="How hard to reason, when thinking_enable is on."
         )
-        temperature: float | None = Field(default=None, ge=0, le=2)
-        top_p: float | None = Field(default=None, gt=0, le=1)
+        temperature: _Temperature = None
+        top_p: _TopP = None
 
     parley_class: ClassVar[type[ChatModel]] = _XAIWire
     client_kwargs_supported: ClassVar[tuple[str, ...]] = ("timeout",)
+    default_context_size = 131072
 
-    def __init__(
-        self,
-        credential: Any,
-        model: str,
-        parameters: XAIChatModel.Parameters | None = None,
-        stream: bool = True,
-        max_retries: int = 3,
-        retry_delay: float = 1.0,
-        context_size: int = 131072,
-        formatter: Any = None,
-        client_kwargs: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(
-            credential,
-            model,
-            parameters,
-            stream,
-            max_retries,
-            retry_delay,
-            context_size,
-            formatter,
-            client_kwargs,
-        )
-
-    def _build(self) -> ChatModel:
-        inner = super()._build()
-        assert isinstance(inner, _XAIWire)
+    def wire_extra_body(self) -> dict[str, Any]:
+        """`reasoning_effort` as is (parley's xAI parameters take low/high; AgentScope's medium)."""
         p = self.parameters
         assert isinstance(p, XAIChatModel.Parameters)
-        # parley's xAI parameters take low/high only; AgentScope's also medium: sent as is.
-        effort = p.reasoning_effort if p.thinking_enable else None
-        inner.extra_body = _given(reasoning_effort=effort)
-        return inner
+        return _given(reasoning_effort=p.reasoning_effort if p.thinking_enable else None)
 
-    def for_call(self, kwargs: dict[str, Any]) -> ChatModel:
-        """The wrapped model, sending the call's `extra_body` if it has one."""
-        return _with_call_extra_body(self._parley, kwargs)
-
-    def parley_parameters(self) -> dict[str, Any]:
-        """AgentScope's fields as parley's xAI parameters."""
-        p = self.parameters
-        assert isinstance(p, XAIChatModel.Parameters)
-        return _given(max_tokens=p.max_tokens, temperature=p.temperature, top_p=p.top_p)
+    sent_as: ClassVar[Mapping[str, str]] = _SAMPLING

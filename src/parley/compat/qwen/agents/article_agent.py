@@ -24,7 +24,7 @@ __all__ = ["ArticleAgent"]
 class ArticleAgent(Assistant):
     """Writes from its documents (see the module docs); takes `Assistant`'s arguments."""
 
-    def _run(  # type: ignore[override]
+    def _run(
         self,
         messages: list[Message],
         lang: str = "en",

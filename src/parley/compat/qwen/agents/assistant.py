@@ -108,6 +108,7 @@ class Assistant(FnCallAgent):
         self,
         messages: list[Message],
         lang: str = "en",
+        *,
         knowledge: str = "",
         max_ref_token: int | None = None,
         **kwargs: Any,

@@ -48,8 +48,6 @@ class DialogueRetrievalAgent(Assistant):
         self,
         messages: list[Message],
         lang: str = "en",
-        knowledge: str = "",
-        max_ref_token: int | None = None,
         session_id: str = "",
         **kwargs: Any,
     ) -> Iterator[QwenMessages]:
@@ -72,9 +70,7 @@ class DialogueRetrievalAgent(Assistant):
         last = messages[-1].content
         if not isinstance(last, str):
             content += [i for i in last if i.file or i.image or i.audio]
-        return super()._run(
-            [*kept, Message(USER, content)], lang, knowledge, max_ref_token, **kwargs
-        )
+        return super()._run([*kept, Message(USER, content)], lang, **kwargs)
 
     def _extract_query(self, text: str, lang: str) -> str:
         limit = MAX_TRUNCATED_QUERY_LENGTH

@@ -81,14 +81,7 @@ class GroupChatAutoRouter(Agent):
         system = _PROMPT[self.prompt_lang].format(
             agent_descs=roles, agent_names=", ".join(str(agent.name) for agent in members)
         )
-        super().__init__(
-            function_list=function_list,
-            llm=llm,
-            system_message=system,
-            name=name,
-            description=description,
-            **kwargs,
-        )
+        super().__init__(function_list, llm, system, name, description, **kwargs)
 
     def _run(
         self, messages: list[Message], lang: str = "en", **kwargs: Any

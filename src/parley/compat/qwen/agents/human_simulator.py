@@ -64,14 +64,7 @@ class HumanSimulator(Agent):
     ) -> None:
         if system_message:
             system_message = f"{DEFAULT_HUMAN_SIMULATOR_PROMPT}\n\n{system_message}"
-        super().__init__(
-            function_list=function_list,
-            llm=llm,
-            system_message=system_message,
-            name=name,
-            description=description,
-            **kwargs,
-        )
+        super().__init__(function_list, llm, system_message, name, description, **kwargs)
 
     def _run(
         self, messages: list[Message], lang: str = "en", **kwargs: Any

@@ -85,7 +85,7 @@ class Router(Assistant, MultiAgentHub):
         )
         self.extra_generate_cfg = merge_generate_cfgs(self.extra_generate_cfg, {"stop": STOP_WORDS})
 
-    def _run(  # type: ignore[override]
+    def _run(
         self, messages: list[Message], lang: str = "en", **kwargs: Any
     ) -> Iterator[QwenMessages]:
         """Answer, or hand over to the helper the answer names."""

@@ -71,12 +71,7 @@ class VirtualMemoryAgent(Assistant):
         )
 
     def _run(
-        self,
-        messages: list[Message],
-        lang: str = "en",
-        knowledge: str = "",
-        max_ref_token: int | None = None,
-        **kwargs: Any,
+        self, messages: list[Message], lang: str = "en", **kwargs: Any
     ) -> Iterator[QwenMessages]:
         """Call the model with the tools until it answers; retrievals fill the system message."""
         original = messages

@@ -52,12 +52,7 @@ class BasicDocQA(Assistant):
         )
 
     def _run(
-        self,
-        messages: list[Message],
-        lang: str = "en",
-        knowledge: str = "",
-        max_ref_token: int | None = None,
-        **kwargs: Any,
+        self, messages: list[Message], lang: str = "en", **kwargs: Any
     ) -> Iterator[QwenMessages]:
         """Retrieve, put the passages in the system message, and call the model."""
         knowledge = self._retrieve(messages, lang, None)

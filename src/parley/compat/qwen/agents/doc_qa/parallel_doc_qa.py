@@ -117,12 +117,7 @@ class ParallelDocQA(Assistant):
         return tool
 
     def _run(
-        self,
-        messages: list[Message],
-        lang: str = "en",
-        knowledge: str = "",
-        max_ref_token: int | None = None,
-        **kwargs: Any,
+        self, messages: list[Message], lang: str = "en", **kwargs: Any
     ) -> Iterator[QwenMessages]:
         """Read the chunks in parallel, retrieve by their answers, answer from that.
 

@@ -33,9 +33,7 @@ from typing import TYPE_CHECKING, Any
 from parley.agents.events import AgentEvent, AudioDelta, AudioEnded, AudioStarted, TextDelta
 from parley.errors import ModelTimeoutError, UserError
 from parley.messages import new_id
-from parley.tts._audio import pcm_format
-from parley.tts.base import TTSModel, TTSResponse
-from parley.tts.realtime import RealtimeTTSModel
+from parley.tts import RealtimeTTSModel, TTSModel, TTSResponse, pcm_format
 
 if TYPE_CHECKING:
     from parley.agents.run import AgentRun

@@ -1,6 +1,6 @@
 """Hearing audio events: a player on PATH fed as the audio arrives, or a WAV file.
 
-`AudioSink` takes a run's `AudioStarted`/`AudioDelta` events (`parley.tts.middleware`) and
+`AudioSink` takes a run's `AudioStarted`/`AudioDelta` events (`parley.agents.speech.middleware`) and
 either plays them through an audio player, started at the first audio and fed on its
 standard input while the answer is still being written, or gathers them into a WAV file.
 
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from parley.agents.events import AgentEvent, AudioDelta, AudioStarted
 from parley.errors import ConfigurationError
-from parley.tts._audio import PCMFormat, pcm_format, wav_bytes
+from parley.tts import PCMFormat, pcm_format, wav_bytes
 
 __all__ = ["AudioPlayer", "AudioSink", "find_player", "streamed_wav_header"]
 

@@ -7,8 +7,6 @@ from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
 import pytest
-from tests._requires import require_module
-from tests.sample_tools import add
 
 from parley.agents import (
     Agent,
@@ -23,14 +21,16 @@ from parley.agents import (
     TextDelta,
     ToolCallStarted,
 )
+from parley.agents.speech import TTSMiddleware
 from parley.errors import UserError
 from parley.messages import TextBlock, ThinkingBlock
 from parley.models import ChatResponse
 from parley.models.testing import ScriptedModel
 from parley.providers.local.speech import LocalRealtimeTTSModel, LocalTTSModel
 from parley.tts import TTSParameters, read_wav
-from parley.tts.middleware import TTSMiddleware
 from parley.tts.realtime import RealtimeSession
+from tests._requires import require_module, require_program
+from tests.sample_tools import add
 
 FIXED = {"variation": 0}  # Piper renders the same text to the same samples
 ANSWER = "The sum is five. Five is a small number, and it is odd."
@@ -39,6 +39,12 @@ ANSWER = "The sum is five. Five is a small number, and it is odd."
 @pytest.fixture(autouse=True)
 def _piper() -> None:
     require_module("piper", "the extra tts-piper")
+
+
+@pytest.fixture
+def espeak_ng() -> None:
+    """For a test that speaks with espeak-ng (Debian's package, not a Python one)."""
+    require_program("espeak-ng")
 
 
 async def events_of(run: AgentRun) -> list[AgentEvent]:
