@@ -49,3 +49,14 @@ def test_usage_sum_that_spent_nothing_costs_zero() -> None:
     assert (priced + Usage()).cost == 0.25
     # Unpriced calls that used tokens: the cost is unknown, not 0.
     assert (Usage(input_tokens=2) + Usage(output_tokens=1)).cost is None
+
+
+def test_the_tool_name_rule_is_in_the_schema_not_a_python_validator() -> None:
+    # Checked in pydantic-core (a tool call is built or parsed for every call a model makes),
+    # and published: the JSON schema says a name is not empty.
+    assert not ToolCallBlock.__pydantic_decorators__.field_validators
+    assert ToolCallBlock.model_json_schema()["properties"]["name"]["minLength"] == 1
+    with pytest.raises(ValidationError, match="needs the tool's name"):
+        ToolCallBlock.model_validate_json('{"type": "tool_call", "id": "c", "name": " \\t"}')
+    with pytest.raises(ValidationError, match="needs the tool's name"):
+        ToolCallBlock(id="c", name=None)  # type: ignore[arg-type]

@@ -126,8 +126,10 @@ def parse_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
 class _Slot:
     kind: str  # "text", "thinking", "tool_call" or "block"
     parts: list[str] = field(default_factory=list)
-    signature: str | None = None
+    signatures: list[str] | None = None
+    """The signature's pieces (None: no signature came), joined once at the end, as `parts`."""
     extra: dict[str, Any] | None = None
+    """The provider's fields, merged into this dict of the slot's own as they come."""
     call_id: str = ""
     generated_id: bool = False
     """The call's id is parley's own, standing in until the provider sends one."""
@@ -138,8 +140,9 @@ class _Slot:
         if self.kind == "text":
             return TextBlock(text="".join(self.parts))
         if self.kind == "thinking":
+            signature = None if self.signatures is None else "".join(self.signatures)
             return ThinkingBlock(
-                thinking="".join(self.parts), signature=self.signature, extra=self.extra
+                thinking="".join(self.parts), signature=signature, extra=self.extra
             )
         if self.kind == "tool_call":
             arguments, raw = parse_arguments("".join(self.parts))
@@ -250,10 +253,16 @@ class StreamAccumulator:
         slot = self._last("thinking")
         if delta.thinking:
             slot.parts.append(delta.thinking)
+        # Pieces kept and merged in place: a provider that sends a signature or fields with
+        # every delta would otherwise have them copied whole at each one (quadratic).
         if delta.signature is not None:
-            slot.signature = (slot.signature or "") + delta.signature
+            if slot.signatures is None:
+                slot.signatures = []
+            slot.signatures.append(delta.signature)
         if delta.extra:
-            slot.extra = {**(slot.extra or {}), **delta.extra}
+            if slot.extra is None:
+                slot.extra = {}
+            slot.extra.update(delta.extra)
         if not (delta.thinking or delta.signature or delta.extra):
             return None
         return _thinking_block(delta.thinking, delta.signature, delta.extra)
