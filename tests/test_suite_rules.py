@@ -204,7 +204,7 @@ def test_the_speech_tests_ask_for_espeak_ng(tmp_path: Path) -> None:
     # The local voice's espeak-ng engine is a Debian program, not a Python package: without it
     # on PATH, a test that speaks with it skips here (it failed with MissingDependencyError).
     require_module("piper", "tts-piper")  # the module's own need, which would skip it first
-    node = "tests/tts/test_middleware.py::test_a_run_takes_middleware_before_it_is_read_only"
+    node = "tests/agents/test_speech.py::test_a_run_takes_middleware_before_it_is_read_only"
     env = {**os.environ, "PATH": str(tmp_path)}
     env.pop("CI", None)
     run = subprocess.run(

@@ -308,7 +308,7 @@ def test_create_join_get_list(server: tuple[str, str, str]) -> None:
     tid = client.threads.create()["thread_id"]
     run = client.runs.create(tid, "echo", input=_human("later"), metadata={"tag": "x"})
     assert run["thread_id"] == tid
-    assert run["status"] in ("pending", "running")
+    assert run["status"] == "pending"  # as it was made, however quickly it ran
     assert run["multitask_strategy"] == "enqueue"
     values = client.runs.join(tid, run["run_id"])
     assert [m["content"] for m in values["messages"]] == ["later", ANSWER]

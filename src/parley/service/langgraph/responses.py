@@ -33,6 +33,7 @@ from parley.service.store import RunRecord
 __all__ = [
     "HEARTBEAT_SECONDS",
     "SSE_HEADERS",
+    "created_run_dict",
     "final_values",
     "result_response",
     "run_dict",
@@ -68,6 +69,16 @@ def run_dict(run: RunRecord) -> dict[str, Any]:
         "multitask_strategy": str(options.get("multitask_strategy") or run.multitask_strategy),
         "kwargs": {k: v for k, v in options.items() if k != "stateless"},
     }
+
+
+def created_run_dict(run: RunRecord) -> dict[str, Any]:
+    """A run as its creation answers it: `pending`, as it was made.
+
+    LangGraph's server answers a new run as it was made, however far it has gone by the time
+    the answer is written (a quick run may have ended already; `GET` tells where it is now).
+    """
+    made = run_dict(run)
+    return made | {"status": "pending", "updated_at": made["created_at"]}
 
 
 def _maker(run: RunRecord, modes: frozenset[str], initial: list[Msg]) -> FrameMaker:

@@ -31,6 +31,7 @@ from parley.service.langgraph.convert import input_messages
 from parley.service.langgraph.docs import EVENT_STREAM, JSON_RESULT, answers
 from parley.service.langgraph.models import RunCreate
 from parley.service.langgraph.responses import (
+    created_run_dict,
     result_response,
     run_dict,
     run_path,
@@ -180,7 +181,7 @@ async def create_run(
     """Start a run in the background: 200 with the run (`Content-Location` names it)."""
     run = await _start(state, backend, user, thread_id, body)
     response.headers["Content-Location"] = run_path(run)
-    return run_dict(run)
+    return created_run_dict(run)
 
 
 @router.post("/runs", responses=answers(409))
@@ -190,7 +191,7 @@ async def create_stateless_run(
     """Start a run on a thread of its own, in the background."""
     run = await _start(state, backend, user, None, body)
     response.headers["Content-Location"] = run_path(run)
-    return run_dict(run)
+    return created_run_dict(run)
 
 
 async def _stream_new(
