@@ -195,7 +195,10 @@ class Reply(Faults):
         chunk_size: Characters per streamed delta.
         model: The model name to report (default: the one asked for).
         response_id: The message id to report.
-        delay, chunk_delay, cut_after, malformed_at: The faults (see `Faults`).
+        delay: Seconds before answering at all (a slow server; see `Faults`).
+        chunk_delay: Seconds before each stream event.
+        cut_after: Drop the connection after this many stream events.
+        malformed_at: Replace this stream event (0-based) with broken JSON.
         error_at: Send an `error` event at this position and end the stream.
         error: The `error` event's `error` object.
         container: The code execution container the answer ran in (`{"id", "expires_at"}`),

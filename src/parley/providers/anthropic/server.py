@@ -92,7 +92,9 @@ class HTTPError(ErrorAnswer):
         status: The HTTP status.
         message: The error's message.
         kind: The error's `type` (default: the one Anthropic sends with the status).
-        headers, body, delay: See `ErrorAnswer`.
+        headers: Extra headers (see `ErrorAnswer`).
+        body: The whole body, instead of the provider-shaped one (see `ErrorAnswer`).
+        delay: Seconds before answering (see `ErrorAnswer`).
     """
 
     message: str = "scripted error"

@@ -68,7 +68,10 @@ class Reply(Faults):
         cached_tokens: Usage: prompt tokens served from cache.
         chunk_size: Characters per streamed piece.
         response_id: The `request_id` to report.
-        delay, chunk_delay, cut_after, malformed_at: The faults (see `Faults`).
+        delay: Seconds before answering at all (a slow server; see `Faults`).
+        chunk_delay: Seconds before each stream event.
+        cut_after: Drop the connection after this many stream events.
+        malformed_at: Replace this stream event (0-based) with broken JSON.
         error_at: Send an `event:error` at this position and end the stream.
         error: The error event's `code` and `message`.
         error_status: The status the error event's comment names.
@@ -113,7 +116,10 @@ class Speech(Faults):
 
     Args:
         chunk_size: Characters per audio event.
-        delay, chunk_delay, cut_after, malformed_at: The faults (see `Faults`).
+        delay: Seconds before answering at all (a slow server; see `Faults`).
+        chunk_delay: Seconds before each stream event.
+        cut_after: Drop the connection after this many stream events.
+        malformed_at: Replace this stream event (0-based) with broken JSON.
         error_at: Send an `event:error` at this position and end the stream.
         error: The error event's `code` and `message`.
         error_status: The status the error event's comment names.

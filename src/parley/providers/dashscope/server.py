@@ -93,7 +93,9 @@ class HTTPError(ErrorAnswer):
         code: DashScope's error code (`InvalidParameter`, `Throttling.RateQuota`,
             `DataInspectionFailed`, `InvalidApiKey`...).
         message: The error's message.
-        headers, body, delay: See `ErrorAnswer`.
+        headers: Extra headers (see `ErrorAnswer`).
+        body: The whole body, instead of the provider-shaped one (see `ErrorAnswer`).
+        delay: Seconds before answering (see `ErrorAnswer`).
     """
 
     code: str = "InternalError"

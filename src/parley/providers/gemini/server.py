@@ -93,7 +93,9 @@ class HTTPError(ErrorAnswer):
         status: The HTTP status.
         message: The error's message.
         details: The error's `details` (e.g. a `google.rpc.RetryInfo`).
-        headers, body, delay: See `ErrorAnswer`.
+        headers: Extra headers (see `ErrorAnswer`).
+        body: The whole body, instead of the provider-shaped one (see `ErrorAnswer`).
+        delay: Seconds before answering (see `ErrorAnswer`).
     """
 
     message: str = "scripted error"

@@ -49,7 +49,10 @@ class Reply(Faults):
         durations: The durations to report, in nanoseconds (`total_duration`, ...).
         chunk_size: Characters per streamed line.
         model: The model name to report (default: the one asked for).
-        delay, chunk_delay, cut_after, malformed_at: The faults (see `Faults`).
+        delay: Seconds before answering at all (a slow server; see `Faults`).
+        chunk_delay: Seconds before each stream event.
+        cut_after: Drop the connection after this many stream events.
+        malformed_at: Replace this stream event (0-based) with broken JSON.
         error_at: Send an `{"error": ...}` line at this position and end the stream.
         error: That line's error message.
     """

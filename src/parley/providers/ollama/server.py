@@ -65,7 +65,9 @@ class HTTPError(ErrorAnswer):
     Args:
         status: The HTTP status.
         message: The error's text.
-        headers, body, delay: See `ErrorAnswer`.
+        headers: Extra headers (see `ErrorAnswer`).
+        body: The whole body, instead of the provider-shaped one (see `ErrorAnswer`).
+        delay: Seconds before answering (see `ErrorAnswer`).
     """
 
     message: str = "scripted error"

@@ -103,7 +103,9 @@ class HTTPError(ErrorAnswer):
         status: The HTTP status.
         message: The error's message.
         code: The error's `code` (e.g. `context_length_exceeded`, `content_filter`).
-        headers, body, delay: See `ErrorAnswer`.
+        headers: Extra headers (see `ErrorAnswer`).
+        body: The whole body, instead of the provider-shaped one (see `ErrorAnswer`).
+        delay: Seconds before answering (see `ErrorAnswer`).
     """
 
     message: str = "scripted error"
