@@ -13,9 +13,12 @@ from a process of their own (`service.py --hold ...`).
    thread (runs on a thread go one at a time: the cost of that serialization). Requests/s,
    p50 and p99 latency, on SQLite and PostgreSQL side by side with their ratio; the same on
    agent-service-toolkit's own service (`_toolkit_server.py`: its `chatbot` agent, its fake
-   model, LangGraph's SQLite checkpointer, in the virtualenv `setup.sh` makes for it); and
-   on a bare FastAPI app that validates a `UserInput` and returns a constant `ChatMessage`
-   (no store, no agent): the framework's floor, as a ratio.
+   model, in the virtualenv `setup.sh` makes for it), once on its SQLite checkpointer
+   (`toolkit`, the peer of parley's SQLite) and once on its PostgreSQL one (`toolkit-pg`,
+   LangGraph's `AsyncPostgresSaver` on the same PostgreSQL server as parley's, a database of
+   its own, its pools `TOOLKIT_PG_POOL` connections each); and on a bare FastAPI app that
+   validates a `UserInput` and returns a constant `ChatMessage` (no store, no agent): the
+   framework's floor, as a ratio.
 2. `/stream` clients held open: N streams of a long answer (a token every `stream_delay`,
    for minutes), N = 16, 32, 64, ... and meanwhile new clients, `PROBE_RATE` a second, each
    streaming a short answer on a connection of its own: their time to first token (request
@@ -73,6 +76,10 @@ TOOLKIT_PYTHON = ROOT / ".venv-bench" / "toolkit" / "bin" / "python"
 """agent-service-toolkit's virtualenv, as `benchmarks/setup.sh .venv-bench` makes it."""
 TOOLKIT_AGENT = "chatbot"
 """The toolkit's agent under load: one model call, no tools (its fake model)."""
+TOOLKIT_PG_POOL = 10
+"""Connections in each of the toolkit's PostgreSQL pools (its saver's and its store's), as
+parley's store keeps (`_PG_POOL_SIZE`): its default, 1, would make its every request take
+turns on one connection. Env `POSTGRES_MAX_CONNECTIONS_PER_POOL` (its own setting) wins."""
 
 QUESTION = "What is the capital of France?"
 ANSWER = "The capital of France is Paris, on the Seine."
@@ -236,12 +243,20 @@ class Child:
     log: Path | None = None
     """Where its stderr goes (None: this process's)."""
 
+    env: dict[str, str] | None = None
+    """Its environment (None: this process's)."""
+
     def _start(self, command: list[str], timeout: float) -> str:
         """Start it; the first line it prints (empty if none came in `timeout`)."""
         with contextlib.ExitStack() as stack:
             stderr = stack.enter_context(self.log.open("ab")) if self.log else None
             self.process = subprocess.Popen(
-                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, cwd=ROOT
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                cwd=ROOT,
+                env=self.env,
             )
         return self._line(timeout)
 
@@ -309,10 +324,21 @@ class Server(Child, contextlib.AbstractContextManager["Server"]):
         self.url = ""
 
     @classmethod
-    def toolkit(cls, python: Path, database: Path, settings: Settings, log: Path) -> Server:
-        """agent-service-toolkit's own service (`_toolkit_server.py`), in its virtualenv."""
-        command = [str(python), str(HERE / "_toolkit_server.py"), "--database", str(database)]
-        return cls("toolkit", "", settings, log, command=command, invoke=f"/{TOOLKIT_AGENT}/invoke")
+    def toolkit(cls, python: Path, database: Path | str, settings: Settings, log: Path) -> Server:
+        """agent-service-toolkit's own service (`_toolkit_server.py`), in its virtualenv.
+
+        `database`: its SQLite file, or a PostgreSQL URL (its PostgreSQL checkpointer).
+        """
+        where = ["--database", str(database)]
+        kind = "toolkit"
+        if isinstance(database, str):
+            where, kind = ["--postgres-url", database], "toolkit-pg"
+        command = [str(python), str(HERE / "_toolkit_server.py"), *where]
+        server = cls(kind, "", settings, log, command=command, invoke=f"/{TOOLKIT_AGENT}/invoke")
+        if kind == "toolkit-pg":
+            pool = str(TOOLKIT_PG_POOL)
+            server.env = {"POSTGRES_MAX_CONNECTIONS_PER_POOL": pool, **os.environ}
+        return server
 
     def __enter__(self) -> Server:
         line = self._start(self.command, START_TIMEOUT)
@@ -505,8 +531,11 @@ async def invoke_figures(servers: dict[str, Server], settings: Settings) -> list
     return rows
 
 
-PEERS = ("toolkit", "bare")
+PEERS = ("toolkit", "toolkit-pg", "bare")
 """Servers beside parley's, in the order of their columns."""
+PEER_DATABASE = {"toolkit": "sqlite", "toolkit-pg": "postgres"}
+"""The parley server a peer on a database is compared with (the one on the same database);
+a peer not named here (bare) is compared with each."""
 
 
 def _ms(seconds: float) -> str:
@@ -514,10 +543,17 @@ def _ms(seconds: float) -> str:
 
 
 def _ratio_pairs(labels: list[str]) -> list[tuple[str, str]]:
-    """The ratios a row shows: each of parley's databases over SQLite, then over each peer."""
+    """The ratios a row shows: each of parley's databases over SQLite, then over each peer
+    (a toolkit's over the parley server on its database)."""
     ours = [label for label in labels if label not in PEERS]
     pairs = [(label, "sqlite") for label in ours if label != "sqlite"]
-    return pairs + [(label, peer) for peer in PEERS if peer in labels for label in ours]
+    return pairs + [
+        (label, peer)
+        for peer in PEERS
+        if peer in labels
+        for label in ours
+        if PEER_DATABASE.get(peer, label) == label
+    ]
 
 
 def _invoke_header(labels: list[str]) -> str:
@@ -892,6 +928,25 @@ def postgres(args: argparse.Namespace) -> Iterator[tuple[str, str] | None]:
         cluster.stop()
 
 
+@contextlib.contextmanager
+def database_beside(url: str) -> Iterator[str]:
+    """A fresh database on the server of `url` (dropped after), or `url`'s own if none can be
+    made: the toolkit's tables are named unlike parley's."""
+    from tests._external import fresh_database  # noqa: PLC0415 - sys.path set by `postgres`
+
+    try:
+        database = fresh_database(url)
+        fresh = database.__enter__()
+    except Exception as exc:
+        print(f"(the toolkit shares parley's database: {type(exc).__name__} making its own)")
+        yield url
+        return
+    try:
+        yield fresh
+    finally:
+        database.__exit__(None, None, None)
+
+
 def _postgres_about(url: str) -> str:
     """The server's version and its `max_connections`."""
 
@@ -954,6 +1009,8 @@ def _server_stack() -> str:
 _TOOLKIT_NAMES = (
     "langgraph",
     "langgraph-checkpoint-sqlite",
+    "langgraph-checkpoint-postgres",
+    "psycopg",
     "langchain-core",
     "fastapi",
     "uvicorn",
@@ -989,7 +1046,9 @@ def toolkit_python(args: argparse.Namespace) -> Path | None:
     commit = commit_file.read_text().strip()[:12] if commit_file.exists() else "?"
     print(
         f"agent-service-toolkit {commit} (its `{TOOLKIT_AGENT}` agent, its fake model, "
-        f"LangGraph's AsyncSqliteSaver; python {_python_version(python)}): {versions}"
+        "LangGraph's AsyncSqliteSaver, and on PostgreSQL its AsyncPostgresSaver on psycopg "
+        f"pools of {os.environ.get('POSTGRES_MAX_CONNECTIONS_PER_POOL', TOOLKIT_PG_POOL)}; "
+        f"python {_python_version(python)}): {versions}"
     )
     return python
 
@@ -1075,6 +1134,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 checkpoints = logs / "toolkit.db"
                 server = Server.toolkit(toolkit, checkpoints, settings, logs / "toolkit.log")
                 servers["toolkit"] = stack.enter_context(server)
+                if pg is not None:
+                    url = stack.enter_context(database_beside(pg[0]))
+                    server = Server.toolkit(toolkit, url, settings, logs / "toolkit-pg.log")
+                    servers["toolkit-pg"] = stack.enter_context(server)
             servers["bare"] = stack.enter_context(
                 Server("bare", "", settings, log=logs / "bare.log")
             )

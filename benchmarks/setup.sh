@@ -74,7 +74,10 @@ install_toolkit() {
   fi
   echo "$TOOLKIT_COMMIT" > "$dest/COMMIT"
   "$VENV/toolkit/bin/python" -m pip install --quiet --disable-pip-version-check "$dest"
-  (cd "$dest" && USE_FAKE_MODEL=true "$VENV/toolkit/bin/python" -c 'import service.service')
+  # Its PostgreSQL checkpointer too (service.py's `toolkit-pg`): psycopg, with its binary
+  # libpq and pool, comes with its declared dependencies (`psycopg[binary,pool]`).
+  (cd "$dest" && USE_FAKE_MODEL=true "$VENV/toolkit/bin/python" -c \
+    'import service.service, psycopg, psycopg_pool, langgraph.checkpoint.postgres.aio')
   echo "agent-service-toolkit $TOOLKIT_COMMIT ready: $VENV/toolkit"
 }
 if [ -n "$TOOLKIT_ONLY" ]; then  # a skip is a failure when the toolkit is all that was asked

@@ -4,7 +4,9 @@ The worker running a run appends its events through a writer (`StoreEventLog.wri
 `put` numbers an event at once (1, 2, 3... on from what the log holds, so a takeover goes
 on) and queues it; one flush task at a time writes everything queued in ONE transaction,
 then wakes the run's readers. While a transaction is in flight, new events gather for the
-next one (group commit: no timer, the store's own speed sets the batch size).
+next one (group commit: no timer, the store's own speed sets the batch size). On PostgreSQL
+that transaction is ONE statement, the rows as arrays and the doorbell beside them, sent
+with no BEGIN or COMMIT around it when it runs alone: one round trip a flush.
 
 Readers (`follow`) read only stored events, from the store, in pages after their last id:
 replay and live are the same query, so the hand-over between them can neither repeat nor
@@ -12,7 +14,7 @@ skip an event, and a reader far behind holds one page, never a buffer of the who
 They sleep between pages until woken:
 
 - in this process, by the writer after each commit (asyncio events);
-- from other processes, on PostgreSQL, by a doorbell: the flush's transaction sends
+- from other processes, on PostgreSQL, by a doorbell: the flush's statement sends
   `NOTIFY parley_events, '<run_id>:<seq>'` (delivered at commit, once per flush; never the
   event itself, a payload must stay under 8000 bytes), which a dedicated asyncpg connection
   LISTENs for. NOTIFY keeps nothing for a listener that was away, so when that connection
@@ -39,7 +41,21 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, delete, func, insert, select, text, update
+from sqlalchemy import (
+    Connection,
+    Executable,
+    Integer,
+    String,
+    Text,
+    and_,
+    bindparam,
+    delete,
+    func,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.dialects.postgresql import ARRAY
 
 from parley.agents.events import AgentEvent, AgentEventAdapter, RunEnded
 from parley.errors import NotFoundError
@@ -93,7 +109,33 @@ class _Page:
 
 
 _insert_events = insert(run_events)
-_notify = text("SELECT pg_notify(:channel, :payload)")
+
+
+def _pg_store_events(*, notify: bool) -> Executable:
+    """PostgreSQL: a batch of one run's events, and its doorbell, in ONE statement.
+
+    The rows come as arrays (`unnest`), so a batch of any size is one execution, not one per
+    row; the NOTIFY rides in the same statement (a data-modifying WITH runs whether or not
+    the query reads it), so with no transaction around it the batch is one round trip.
+    """
+    rows = (
+        func.unnest(bindparam("seqs", type_=ARRAY(Integer)), bindparam("datas", type_=ARRAY(Text)))
+        .table_valued("seq", "data")
+        .render_derived(name="added_rows")
+    )
+    added = insert(run_events).from_select(
+        ["run_id", "seq", "data", "created_at"],
+        select(
+            bindparam("run_id", type_=String),
+            rows.c.seq,
+            rows.c.data,
+            bindparam("now", type_=run_events.c.created_at.type),
+        ).select_from(rows),
+    )
+    if not notify:
+        return added
+    bell = func.pg_notify(bindparam("channel", type_=Text), bindparam("payload", type_=Text))
+    return select(bell).add_cte(added.cte("added"))
 
 
 def _read_page(conn: Connection, run_id: str, after: int) -> _Page:
@@ -215,6 +257,7 @@ class StoreEventLog(EventLog):
         self.recheck_interval = recheck_interval
         self._runner = store._runner  # the store's own: events batched with its writes
         self._notify = notify and not store.is_sqlite
+        self._pg_statement = _pg_store_events(notify=self._notify)
         self._listen = listen and not store.is_sqlite
         self._waiters: dict[str, set[asyncio.Event]] = {}
         # The last id this process stored of each run it has readers of: its own NOTIFY
@@ -273,10 +316,23 @@ class StoreEventLog(EventLog):
 
         def work(conn: Connection) -> None:
             conn.execute(_insert_events, rows)
-            if self._notify:  # sent at commit, to every listening replica (this one too)
-                conn.execute(_notify, {"channel": CHANNEL, "payload": payload})
 
-        await self._runner.write(work)
+        def pg_work(conn: Connection) -> None:
+            # The doorbell is sent at commit, to every listening replica (this one too).
+            values = {
+                "run_id": run_id,
+                "seqs": [row["seq"] for row in rows],
+                "datas": [row["data"] for row in rows],
+                "now": now,
+                "channel": CHANNEL,
+                "payload": payload,
+            }
+            conn.execute(self._pg_statement, values)
+
+        if self.store.is_sqlite:
+            await self._runner.write(work)
+        else:
+            await self._runner.write(pg_work, single=True)
         if run_id in self._waiters:
             self._woken[run_id] = rows[-1]["seq"]
         self._wake(run_id)

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any, TypeVar
 
 from alembic import command
@@ -43,7 +44,11 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     Engine,
+    Executable,
+    Integer,
+    String,
     Table,
+    Text,
     and_,
     bindparam,
     case,
@@ -53,12 +58,15 @@ from sqlalchemy import (
     exists,
     func,
     insert,
+    literal,
     or_,
     select,
     text,
     update,
 )
 from sqlalchemy import exc as sqlalchemy_exc
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Row, make_url
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -250,8 +258,12 @@ class _Runner(ABC):
         """Run `work` on a connection (reads only; nothing is committed)."""
 
     @abstractmethod
-    async def write(self, work: Callable[[Connection], T]) -> T:
-        """Run `work` in a transaction, committed when it returns."""
+    async def write(self, work: Callable[[Connection], T], *, single: bool = False) -> T:
+        """Run `work` in a transaction, committed when it returns.
+
+        `single`: `work` sends one statement, atomic by itself; where a transaction costs
+        round trips of its own (PostgreSQL), run alone it needs none.
+        """
 
     @abstractmethod
     async def close(self) -> None:
@@ -276,17 +288,23 @@ class _GreenletRunner(_Runner):
 
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
+        # The same pool, its connections in autocommit while checked out: no BEGIN, no
+        # COMMIT or ROLLBACK (asyncpg's isolation switch is client-side, no round trip).
+        self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
         self._writes: deque[_Write] = deque()
         self._writers: set[asyncio.Task[None]] = set()
 
     async def read(self, work: Callable[[Connection], T]) -> T:
-        async with self._engine.connect() as conn:
+        # In autocommit: a read commits nothing, and under READ COMMITTED (PostgreSQL's
+        # default, the store's) each statement sees the database as of its own start in a
+        # transaction too; the BEGIN and the ROLLBACK were two round trips for nothing.
+        async with self._autocommit.connect() as conn:
             return await conn.run_sync(work)
 
-    async def write(self, work: Callable[[Connection], T]) -> T:
+    async def write(self, work: Callable[[Connection], T], *, single: bool = False) -> T:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._writes.append(_Write(work, future, loop, alone=False))
+        self._writes.append(_Write(work, future, loop, alone=False, single=single))
         if len(self._writers) < _PG_WRITERS:
             task = asyncio.create_task(self._write_queued(), name="parley-db-writer")
             self._writers.add(task)
@@ -320,12 +338,18 @@ class _GreenletRunner(_Runner):
                 return
         for item in batch:
             try:
-                async with self._engine.begin() as conn:
-                    result = await conn.run_sync(item.work)
+                result = await self._write_alone(item)
             except Exception as exc:
                 _set_outcomes([(item, None, exc)])
             else:
                 _set_outcomes([(item, result, None)])
+
+    async def _write_alone(self, item: _Write) -> Any:
+        if item.single:  # one statement is a transaction of its own: three round trips one
+            async with self._autocommit.connect() as conn:
+                return await conn.run_sync(item.work)
+        async with self._engine.begin() as conn:
+            return await conn.run_sync(item.work)
 
     async def close(self) -> None:
         """Let the queued writes finish (the store disposes of the engine after)."""
@@ -368,7 +392,8 @@ class _ThreadRunner(_Runner):
     async def read(self, work: Callable[[Connection], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, self._read, work)
 
-    async def write(self, work: Callable[[Connection], T]) -> T:
+    async def write(self, work: Callable[[Connection], T], *, single: bool = False) -> T:
+        # `single` changes nothing here: SQLite's transactions cost no round trips.
         result: T = await self._submit(work, alone=False)
         return result
 
@@ -487,6 +512,8 @@ class _Write:
     loop: asyncio.AbstractEventLoop
     alone: bool
     """Run on its own connection, outside any batch (it commits itself)."""
+    single: bool = False
+    """It sends one statement: run alone, it needs no transaction (`_Runner.write`)."""
 
 
 def _settle(outcomes: list[tuple[_Write, Any, BaseException | None]]) -> None:
@@ -529,14 +556,15 @@ class Store:
         self.is_sqlite = engine.dialect.name == "sqlite"
         self._runner = _runner_for(engine)
 
-    async def transact(self, work: Callable[[Connection], T]) -> T:
+    async def transact(self, work: Callable[[Connection], T], *, single: bool = False) -> T:
         """Run `work` (a function of a sync connection) as one committed transaction.
 
         It may share that transaction with other writes queued meanwhile (group commit), and
         when one of them fails it runs again alone: `work` must do nothing but its
-        statements (or be safe to do twice).
+        statements (or be safe to do twice). `single`: `work` sends ONE statement; run
+        alone on PostgreSQL it goes without BEGIN and COMMIT (two round trips fewer).
         """
-        return await self._runner.write(work)
+        return await self._runner.write(work, single=single)
 
     async def query(self, work: Callable[[Connection], T]) -> T:
         """Run `work` (reads only) on a connection."""
@@ -780,11 +808,20 @@ class Store:
         With `job`, the run is recorded as a job its worker holds (claimed at once: see
         `parley.service.store.queue`), and a thread with runs waiting in its queue is busy
         (`ConflictError`): a run that waits for nothing must not pass them.
+
+        On PostgreSQL a new thread is made, with the run and its messages, in ONE statement
+        sent first (no transaction around it: one round trip); only on a thread that exists
+        does the transaction below run. `then` may so be called twice (it must be a function
+        of the history alone).
         """
         now = utcnow()
         values = _run_values(run_id, thread_id, user_id, agent, model, now)
         if job is not None:
             values.update(job.values(now))
+        if not self.is_sqlite:
+            made = await self._open_new_thread(values, seed, then)
+            if made is not None:
+                return made
 
         thread = (thread_id, user_id)
 
@@ -819,6 +856,33 @@ class Store:
 
         return await self._runner.write(work)
 
+    async def _open_new_thread(
+        self,
+        values: dict[str, Any],
+        seed: Sequence[Msg],
+        then: Callable[[list[Msg]], Sequence[Msg]] | None,
+    ) -> OpenedRun | None:
+        """PostgreSQL: the thread `values` names, made with its run and first messages.
+
+        In ONE statement, if it does not exist; what was stored, or None (it exists: nothing
+        was done).
+        """
+        history = list(seed)
+        added = list(then(history)) if then is not None else []
+        msgs = [*history, *added]
+        made_values = {
+            **values,
+            "_title": _title(msgs),
+            "_ids": [m.id for m in msgs],
+            "_roles": [m.role for m in msgs],
+            "_datas": [m.model_dump_json() for m in msgs],
+            "_runs": [None] * len(history) + [values["_run"]] * len(added),
+        }
+        work = partial(_count, statement=_PG_OPEN_NEW, values=made_values)
+        if await self._runner.write(work, single=True):
+            return OpenedRun(history, added)
+        return None
+
     async def start_run(
         self, run_id: str, thread_id: str, user_id: str, agent: str, model: str
     ) -> None:
@@ -845,26 +909,38 @@ class Store:
         With `rollback`, the run and the messages it added are deleted instead.
         """
         now = utcnow()
-        values = {"_run": run_id, "_status": status, "_usage": usage, "_error": error, "_now": now}
+        values: dict[str, Any] = {
+            "_run": run_id,
+            "_status": status,
+            "_usage": usage,
+            "_error": error,
+            "_now": now,
+        }
+        if fence is not None:
+            values.update(_worker=fence[0], _attempt=fence[1])
+        if rollback:
+            return await self._runner.write(
+                partial(_roll_back, values=values, fenced=fence is not None)
+            )
+        msgs = list(last[2]) if last is not None else []
+        if msgs and not self.is_sqlite:  # one statement: the run's end, its answer, the touch
+            assert last is not None
+            values.update(_end_values(last[0], last[1], msgs))
+            statement = _PG_END[fence is not None]
+            work = partial(_count, statement=statement, values=values)
+            return bool(await self._runner.write(work, single=True)) or fence is None
+        end = _Run.end_fenced if fence is not None else _Run.end
 
-        def work(conn: Connection) -> bool:
-            if fence is not None:
-                worker_id, attempt = fence
-                held = {"_run": run_id, "_worker": worker_id, "_attempt": attempt}
-                if conn.execute(_Run.held, held).first() is None:
-                    return False
-            if rollback:
-                conn.execute(delete(messages).where(messages.c.run_id == run_id))
-                conn.execute(delete(feedback).where(feedback.c.run_id == run_id))
-                conn.execute(delete(runs).where(runs.c.id == run_id))
-                return True
+        def end_work(conn: Connection) -> bool:
+            # Fenced: the run's row is updated only if that worker still holds it, and its
+            # answer stored only then (the update's row lock holds it until the commit).
+            if conn.execute(end, values).rowcount == 0 and fence is not None:
+                return False
             if last is not None:
-                thread_id, user_id, msgs = last
-                _append(conn, (thread_id, user_id), msgs, run_id, now)
-            conn.execute(_Run.end, values)
+                _append(conn, (last[0], last[1]), msgs, run_id, now)
             return True
 
-        return await self._runner.write(work)
+        return await self._runner.write(end_work, single=not msgs)
 
     async def get_run(self, run_id: str, user_id: str) -> RunRecord | None:
         """The run if `user_id` started it."""
@@ -1200,17 +1276,15 @@ class _Run:
         lease_until=bindparam("_lease", type_=runs.c.lease_until.type),
         attempt=bindparam("_attempt"),
     )
-    # Whether a worker still holds the run (`end_run`'s fence), the row locked until commit.
-    held = (
-        select(runs.c.id)
-        .where(
-            runs.c.id == bindparam("_run"),
-            runs.c.status == "running",
-            runs.c.worker_id == bindparam("_worker"),
-            runs.c.attempt == bindparam("_attempt"),
-        )
-        .with_for_update()
+    # Whether a worker still holds the run (`end_run`'s fence).
+    holds = and_(
+        runs.c.id == bindparam("_run"),
+        runs.c.status == "running",
+        runs.c.worker_id == bindparam("_worker"),
+        runs.c.attempt == bindparam("_attempt"),
     )
+    # The same, the row locked until commit.
+    held = select(runs.c.id).where(holds).with_for_update()
     end = (
         update(runs)
         .where(runs.c.id == bindparam("_run"))
@@ -1222,6 +1296,149 @@ class _Run:
             lease_until=None,
         )
     )
+    # The end, only if that worker still holds the run (no row updated: it does not).
+    end_fenced = end.where(holds)
+
+
+def _count(conn: Connection, *, statement: Executable, values: dict[str, Any]) -> int:
+    """Run a statement whose one row is a count; that count."""
+    return int(conn.execute(statement, values).scalar_one())
+
+
+def _roll_back(conn: Connection, *, values: dict[str, Any], fenced: bool) -> bool:
+    """`end_run` with `rollback`: the run and what it added deleted (if still held, fenced)."""
+    run_id = values["_run"]
+    if fenced and conn.execute(_Run.held, values).first() is None:
+        return False
+    conn.execute(delete(messages).where(messages.c.run_id == run_id))
+    conn.execute(delete(feedback).where(feedback.c.run_id == run_id))
+    conn.execute(delete(runs).where(runs.c.id == run_id))
+    return True
+
+
+def _end_values(thread_id: str, user_id: str, msgs: Sequence[Msg]) -> dict[str, Any]:
+    """The parameters `_pg_end_with_messages` binds beside the end's own."""
+    return {
+        "_thread": thread_id,
+        "_user": user_id,
+        "_title": _title(msgs),
+        "_ids": [m.id for m in msgs],
+        "_roles": [m.role for m in msgs],
+        "_datas": [m.model_dump_json() for m in msgs],
+    }
+
+
+def _pg_end_with_messages(end: Any) -> Executable:
+    """`end` (an UPDATE of the run) with the run's last messages and its thread's touch.
+
+    Data-modifying WITHs: PostgreSQL runs each once, whether the query reads it or not. The
+    messages and the touch happen only if the run was updated (its fence held); the rows
+    keep their order (`WITH ORDINALITY`), so their `seq` follows it.
+    """
+    ended = end.returning(runs.c.id).cte("ended")
+    did_end = select(ended.c.id).exists()
+    rows = (
+        func.unnest(
+            bindparam("_ids", type_=ARRAY(String)),
+            bindparam("_roles", type_=ARRAY(String)),
+            bindparam("_datas", type_=ARRAY(Text)),
+        )
+        .table_valued("id", "role", "data", with_ordinality="n")
+        .render_derived(name="last_rows")
+    )
+    now = bindparam("_now", type_=messages.c.created_at.type)
+    added = insert(messages).from_select(
+        ["user_id", "thread_id", "id", "run_id", "role", "data", "created_at"],
+        select(_USER, _THREAD, rows.c.id, bindparam("_run"), rows.c.role, rows.c.data, now)
+        .select_from(rows)
+        .where(did_end)
+        .order_by(rows.c.n),
+    )
+    touched = (
+        update(threads)
+        .where(_is_thread(_THREAD, _USER), did_end)
+        .values(
+            updated_at=bindparam("_now", type_=threads.c.updated_at.type),
+            title=case((threads.c.title == "", bindparam("_title")), else_=threads.c.title),
+        )
+    )
+    counted = select(func.count()).select_from(ended)
+    return counted.add_cte(added.cte("added"), touched.cte("touched"))
+
+
+def _pg_open_new_thread() -> Executable:
+    """A new thread, its run recorded (as `_Run.record`) and its first messages: ONE statement.
+
+    Nothing is written when the thread exists (its INSERT does nothing, and the others run
+    only after it made the thread); its one row counts the threads made (0 or 1). The run's
+    and messages' foreign keys are checked at the statement's end, the thread in place.
+    """
+    made = (
+        pg_insert(threads)
+        .values(
+            id=_THREAD,
+            user_id=_USER,
+            agent=bindparam("_agent"),
+            title=bindparam("_title"),
+            created_at=bindparam("_now", type_=threads.c.created_at.type),
+            updated_at=bindparam("_now", type_=threads.c.updated_at.type),
+        )
+        .on_conflict_do_nothing()
+        .returning(threads.c.id)
+        .cte("made")
+    )
+    did_make = select(made.c.id).exists()
+    record: dict[str, ColumnElement[Any]] = {
+        "id": bindparam("_run", type_=String),
+        "thread_id": _THREAD,
+        "user_id": _USER,
+        "agent": bindparam("_agent", type_=String),
+        "model": bindparam("_model", type_=String),
+        "status": literal("running", String),
+        "cancel_requested": literal(False),
+        "started_at": bindparam("_now", type_=runs.c.started_at.type),
+        "queued_at": bindparam("_now", type_=runs.c.queued_at.type),
+        "input": bindparam("_input", type_=runs.c.input.type),
+        "kwargs": bindparam("_kwargs", type_=runs.c.kwargs.type),
+        "multitask_strategy": bindparam("_strategy", type_=String),
+        "worker_id": bindparam("_worker", type_=String),
+        "lease_until": bindparam("_lease", type_=runs.c.lease_until.type),
+        "attempt": bindparam("_attempt", type_=Integer),
+        # Defaults are the statement's own to give: a WITH's INSERT gets none of the table's.
+        "events_expired": literal(False),
+    }
+    recorded = insert(runs).from_select(list(record), select(*record.values()).where(did_make))
+    rows = (
+        func.unnest(
+            bindparam("_ids", type_=ARRAY(String)),
+            bindparam("_roles", type_=ARRAY(String)),
+            bindparam("_datas", type_=ARRAY(Text)),
+            bindparam("_runs", type_=ARRAY(String)),
+        )
+        .table_valued("id", "role", "data", "run_id", with_ordinality="n")
+        .render_derived(name="first_rows")
+    )
+    now = bindparam("_now", type_=messages.c.created_at.type)
+    added = insert(messages).from_select(
+        ["user_id", "thread_id", "id", "run_id", "role", "data", "created_at"],
+        select(_USER, _THREAD, rows.c.id, rows.c.run_id, rows.c.role, rows.c.data, now)
+        .select_from(rows)
+        .where(did_make)
+        .order_by(rows.c.n),
+    )
+    counted = select(func.count()).select_from(made)
+    return counted.add_cte(recorded.cte("recorded"), added.cte("added"))
+
+
+_PG_OPEN_NEW = _pg_open_new_thread()
+"""PostgreSQL: a new thread with its run and first messages (`Store.open_run`)."""
+
+_PG_END = {
+    fenced: _pg_end_with_messages(_Run.end_fenced if fenced else _Run.end)
+    for fenced in (False, True)
+}
+"""PostgreSQL: a run's end with its last messages (and its thread touched), ONE statement,
+unfenced and fenced (by `fenced`); its one row counts the runs ended (0: fenced out)."""
 
 
 def _history(conn: Connection, values: dict[str, Any]) -> list[Msg]:

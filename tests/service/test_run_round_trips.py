@@ -1,0 +1,237 @@
+"""What one run costs the database: the statements of a run on a new thread, counted, so they
+cannot grow back unseen.
+
+On PostgreSQL each statement is a round trip, and a transaction two more (BEGIN, COMMIT):
+a run takes its thread's lock, makes the thread with its record and question in ONE
+statement, stores each batch of events (with its doorbell) in one, its end with its answer
+in one, and gives its lock back; none of them inside a transaction. On SQLite (no round
+trips) its end is one fenced UPDATE, no SELECT before it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+import pytest
+from asyncpg.prepared_stmt import PreparedStatement
+from sqlalchemy import Engine, event
+
+from parley.messages import Msg
+from parley.service.events import StoreEventLog
+from parley.service.runs import RunHandle, RunManager
+from parley.service.store import Store, thread_locks
+from parley.service.store.locks import LocalThreadLocks
+from tests.service._agents import echo_agent
+
+
+@dataclass
+class Sent:
+    """The statements sent while `on` (each with what sent it), in order."""
+
+    on: bool = False
+    statements: list[str] = field(default_factory=list)
+
+    def run_events(self) -> list[str]:
+        return [s for s in self.statements if "run_events" in s]
+
+    def others(self) -> list[str]:
+        # A poll for cancel requests comes every half second of a run: not the run's own.
+        polls = "SELECT runs.id, runs.cancel_action"
+        return [s for s in self.statements if "run_events" not in s and not s.startswith(polls)]
+
+
+def _counting(sent: Sent, method: Callable[..., Any], query_of: Callable[..., str]) -> Any:
+    async def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if sent.on:
+            sent.statements.append(query_of(self, *args))
+        return await method(self, *args, **kwargs)
+
+    return counted
+
+
+@pytest.fixture
+def asyncpg_sent(monkeypatch: pytest.MonkeyPatch) -> Sent:
+    """Every statement asyncpg executes (each one a round trip) while `sent.on`.
+
+    What SQLAlchemy's asyncpg dialect calls: prepared statements' executions, and the
+    connection's own (BEGIN, COMMIT, ROLLBACK, executemany); a statement's PREPARE is left out
+    (once per connection: how many connections the pool opened is not the run's doing).
+    """
+    sent = Sent()
+    connection = asyncpg.connection.Connection
+    for name in ("execute", "executemany", "fetch", "fetchrow", "fetchval"):
+        method = getattr(connection, name)
+        monkeypatch.setattr(connection, name, _counting(sent, method, lambda _c, q, *_: q))
+    for name in ("fetch", "fetchrow", "fetchval", "executemany", "cursor"):
+        method = getattr(PreparedStatement, name)
+        query_of: Callable[..., str] = lambda stmt, *_: stmt.get_query()  # noqa: E731
+        monkeypatch.setattr(PreparedStatement, name, _counting(sent, method, query_of))
+    return sent
+
+
+@pytest.fixture
+def sqlite_sent() -> Iterator[Sent]:
+    """Every statement SQLAlchemy's engines send while `sent.on`."""
+    sent = Sent()
+
+    def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if sent.on:
+            sent.statements.append(statement)
+
+    event.listen(Engine, "before_cursor_execute", seen)
+    try:
+        yield sent
+    finally:
+        event.remove(Engine, "before_cursor_execute", seen)
+
+
+@pytest.fixture
+async def postgres_runs(postgres_db_url: str) -> AsyncIterator[RunManager]:
+    async with _manager(postgres_db_url) as runs:
+        yield runs
+
+
+@pytest.fixture
+async def sqlite_runs(sqlite_url: str) -> AsyncIterator[RunManager]:
+    async with _manager(sqlite_url) as runs:
+        yield runs
+
+
+class _manager:  # noqa: N801 - used as a function
+    """A run manager as the service makes one: its store, thread locks and event log."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    async def __aenter__(self) -> RunManager:
+        self.store = await Store.open(self.url)
+        self.events = await StoreEventLog.open(self.store)
+        self.locks = (
+            thread_locks(self.url) if self.url.startswith("postgresql") else LocalThreadLocks()
+        )
+        self.runs = RunManager(self.store, self.locks, busy_timeout=5, events=self.events)
+        return self.runs
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.runs.close()
+        await self.events.close()
+        await self.locks.close()
+        await self.store.close()
+
+
+async def _run(runs: RunManager, thread_id: str) -> RunHandle:
+    """One run on a new thread, to its end and its event log's last flush."""
+    handle = await runs.start(
+        echo_agent(), agent_key="echo", user_id="u", thread_id=thread_id, message=Msg.user("hi")
+    )
+    assert handle.task is not None
+    await handle.task  # its end recorded, its lock given back, its events stored
+    return handle
+
+
+async def _stored_whole(runs: RunManager, handle: RunHandle) -> None:
+    """The run as a run's end leaves it: ended, its question and answer kept, its log whole."""
+    record = await runs.store.get_run(handle.run_id, "u")
+    assert record is not None
+    assert record.status == "completed"
+    assert record.usage is not None
+    stored = await runs.store.get_messages(handle.thread_id, "u")
+    assert [(m.role, m.text, run_id) for m, run_id in stored] == [
+        ("user", "hi", handle.run_id),
+        ("assistant", "turn 1: hi", handle.run_id),
+    ]
+    thread = await runs.store.get_thread(handle.thread_id, "u")
+    assert thread is not None
+    assert thread.title == "hi"
+    assert runs.events is not None
+    seqs = [seq async for seq, _ in runs.events.follow(handle.run_id, 0)]
+    assert seqs == list(range(1, len(seqs) + 1))
+
+
+async def test_a_run_on_postgres_is_four_statements_and_its_event_batches(
+    postgres_runs: RunManager, asyncpg_sent: Sent
+) -> None:
+    await _run(postgres_runs, "warm-up")  # the pool's first connections, their type lookups
+    asyncpg_sent.on = True
+    handle = await _run(postgres_runs, "t")
+    asyncpg_sent.on = False
+
+    # No transaction: each write is one statement, committed on its own.
+    assert not [s for s in asyncpg_sent.statements if s.split()[0] in ("BEGIN", "COMMIT")]
+    others = asyncpg_sent.others()
+    assert len(others) == 4, others  # lock, open (thread, run, question), end (+answer), unlock
+    assert "pg_try_advisory_lock" in others[0]
+    assert others[1].startswith("WITH made AS")
+    assert others[2].startswith("WITH ended AS")
+    assert "pg_advisory_unlock" in others[3]
+    # Each batch of events one statement (rows as arrays, its NOTIFY beside them).
+    assert all(s.startswith("WITH added AS") for s in asyncpg_sent.run_events())
+    await _stored_whole(postgres_runs, handle)
+
+
+async def test_a_run_on_an_existing_postgres_thread_is_one_transaction_more(
+    postgres_runs: RunManager, asyncpg_sent: Sent
+) -> None:
+    first = await _run(postgres_runs, "t")
+    asyncpg_sent.on = True
+    handle = await _run(postgres_runs, "t")
+    asyncpg_sent.on = False
+
+    others = asyncpg_sent.others()
+    # The new-thread statement finds the thread (it writes nothing), then the opening's
+    # transaction: BEGIN, its claim, its record, the history read, the question, the touch.
+    assert others[1].startswith("WITH made AS")
+    assert [s.split()[0] for s in others[2:4]] == ["BEGIN", "SELECT"]
+    assert len(others) <= 12, others
+    stored = await postgres_runs.store.get_messages("t", "u")
+    assert [(m.text, run_id) for m, run_id in stored] == [
+        ("hi", first.run_id),
+        ("turn 1: hi", first.run_id),
+        ("hi", handle.run_id),
+        ("turn 2: hi", handle.run_id),
+    ]
+
+
+async def test_a_run_on_sqlite_sends_seven_statements_and_its_event_batches(
+    sqlite_runs: RunManager, sqlite_sent: Sent
+) -> None:
+    await _run(sqlite_runs, "warm-up")
+    sqlite_sent.on = True
+    handle = await _run(sqlite_runs, "t")
+    sqlite_sent.on = False
+
+    others = sqlite_sent.others()
+    # Opening: the claim, the thread, the run, the question. Ending: the fenced end (no
+    # SELECT ... FOR UPDATE before it), the answer, the thread's touch.
+    assert len(others) == 7, others
+    assert others[4].startswith("UPDATE runs")
+    await _stored_whole(sqlite_runs, handle)
+
+
+async def test_a_fenced_out_end_on_postgres_writes_nothing(postgres_runs: RunManager) -> None:
+    handle = await _run(postgres_runs, "t")
+    store = postgres_runs.store
+    answer = Msg.assistant("late")
+    kept = await store.end_run(
+        handle.run_id,
+        "completed",
+        None,
+        None,
+        last=("t", "u", [answer]),
+        fence=(postgres_runs.worker_id, handle.attempt),  # it ended: no worker holds it
+    )
+    assert kept is False
+    stored = await store.get_messages("t", "u")
+    assert "late" not in [m.text for m, _ in stored]
+
+
+async def test_many_runs_at_once_on_postgres_are_each_stored_whole(
+    postgres_runs: RunManager,
+) -> None:
+    handles = await asyncio.gather(*(_run(postgres_runs, f"t{i}") for i in range(24)))
+    for handle in handles:
+        await _stored_whole(postgres_runs, handle)
