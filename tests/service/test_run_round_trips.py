@@ -235,3 +235,35 @@ async def test_many_runs_at_once_on_postgres_are_each_stored_whole(
     handles = await asyncio.gather(*(_run(postgres_runs, f"t{i}") for i in range(24)))
     for handle in handles:
         await _stored_whole(postgres_runs, handle)
+
+
+async def test_the_cancel_poll_on_postgres_is_one_statement_whatever_the_number_of_runs(
+    postgres_runs: RunManager, asyncpg_sent: Sent
+) -> None:
+    handle = await _run(postgres_runs, "t")
+    store = postgres_runs.store
+    await store.request_cancel(handle.run_id)  # it ended: nothing to stop, nothing flagged
+    asyncpg_sent.on = True
+    asked = [await store.cancel_actions([f"run_{j}" for j in range(n)]) for n in (1, 2, 5)]
+    flagged = await store.cancel_requested([handle.run_id, "run_x"])
+    asyncpg_sent.on = False
+
+    assert asked == [{}, {}, {}]
+    assert flagged == set()
+    # One SQL text for every length (an IN list would be three, each PREPAREd anew).
+    assert len(set(asyncpg_sent.statements)) == 1, asyncpg_sent.statements
+
+
+async def test_the_cancel_poll_on_postgres_finds_a_flagged_run(postgres_runs: RunManager) -> None:
+    handle = await postgres_runs.start(
+        echo_agent(0.2), agent_key="echo", user_id="u", thread_id="t", message=Msg.user("hi")
+    )
+    store = postgres_runs.store
+    await store.request_cancel(handle.run_id, "rollback")  # as another process would
+    asked = await store.cancel_actions(["run_other", handle.run_id])
+    flagged = await store.cancel_requested([handle.run_id])
+    assert handle.task is not None
+    await handle.task  # the manager's own poll stops it
+
+    assert asked == {handle.run_id: "rollback"}
+    assert flagged == {handle.run_id}

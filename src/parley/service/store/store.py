@@ -50,6 +50,7 @@ from sqlalchemy import (
     Table,
     Text,
     and_,
+    any_,
     bindparam,
     case,
     create_engine,
@@ -966,10 +967,8 @@ class Store:
         ids = list(run_ids)
         if not ids:
             return {}
-        query = select(runs.c.id, runs.c.cancel_action).where(
-            runs.c.id.in_(ids), runs.c.cancel_requested.is_(True)
-        )
-        rows = await self._runner.read(lambda conn: conn.execute(query).all())
+        query = _Run.cancel_asked[self.is_sqlite]
+        rows = await self._runner.read(lambda conn: conn.execute(query, {"_ids": ids}).all())
         return {r.id: r.cancel_action or "interrupt" for r in rows}
 
     async def list_runs(
@@ -1040,8 +1039,10 @@ class Store:
         ids = list(run_ids)
         if not ids:
             return set()
-        query = select(runs.c.id).where(runs.c.id.in_(ids), runs.c.cancel_requested.is_(True))
-        return await self._runner.read(lambda conn: set(conn.execute(query).scalars()))
+        query = _Run.cancel_asked[self.is_sqlite]
+        return await self._runner.read(
+            lambda conn: set(conn.execute(query, {"_ids": ids}).scalars())
+        )
 
     async def interrupt_stale_runs(self, thread_id: str, user_id: str) -> int:
         """Mark runs still `running` on a thread as `interrupted`; call holding its lock.
@@ -1298,6 +1299,19 @@ class _Run:
     )
     # The end, only if that worker still holds the run (no row updated: it does not).
     end_fenced = end.where(holds)
+    # Which of the runs `_ids` were asked to stop (the cancel poll, every half second), by
+    # `is_sqlite` (PostgreSQL's, SQLite's). On PostgreSQL `= ANY(array)`: ONE statement
+    # whatever the number of runs (an IN list is new SQL at each length: a PREPARE each
+    # time, and hot statements pushed out of asyncpg's statement cache).
+    cancel_asked = (
+        select(runs.c.id, runs.c.cancel_action).where(
+            runs.c.id == any_(bindparam("_ids", type_=ARRAY(String))),
+            runs.c.cancel_requested.is_(True),
+        ),
+        select(runs.c.id, runs.c.cancel_action).where(
+            runs.c.id.in_(bindparam("_ids", expanding=True)), runs.c.cancel_requested.is_(True)
+        ),
+    )
 
 
 def _count(conn: Connection, *, statement: Executable, values: dict[str, Any]) -> int:
