@@ -19,6 +19,11 @@ usage); each message between them is one more.
 
 The statements a run executes are built once (`_Run`), with bound parameters: building
 SQLAlchemy's statement objects, and their cache keys, cost more than SQLite executing them.
+On PostgreSQL, where each statement is a round trip and a transaction two more, a run's
+writes are single statements (data-modifying WITHs), sent with no transaction around them
+when they run alone (`Store.transact(..., single=True)`): a new thread with its run and
+question is one (on a thread that exists it writes nothing, and `open_run`'s transaction
+follows), a run's end with its answer is one; reads run in autocommit.
 """
 
 from __future__ import annotations
