@@ -77,3 +77,32 @@ def test_the_bases_import_no_provider() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+def test_an_old_import_leaves_the_new_module_its_own_spec_and_reload_runs_it() -> None:
+    # A fresh interpreter: the new module is first imported by its old path's alias.
+    code = "\n".join(
+        [
+            "import importlib, importlib.util, warnings",
+            "warnings.simplefilter('ignore', DeprecationWarning)",
+            "import parley.models.openai.chat",
+            "import parley.providers.openai.chat as chat",
+            "import parley.providers.openai as package",
+            "assert chat.__spec__.name == 'parley.providers.openai.chat', chat.__spec__.name",
+            "assert not hasattr(chat, '__path__'), 'a plain module passes for a package'",
+            "assert package.__spec__.name == 'parley.providers.openai', package.__spec__.name",
+            "assert package.__path__, 'the package lost its path'",
+            "spec = importlib.util.find_spec('parley.providers.openai.chat')",
+            "assert spec is not None and spec.name == 'parley.providers.openai.chat', spec",
+            "before = chat.OpenAIChatModel",
+            "importlib.reload(chat)",
+            "assert chat.OpenAIChatModel is not before, 'reload ran nothing'",
+            "assert chat.__name__ == 'parley.providers.openai.chat'",
+            "import parley.models.openai.formatter as old_formatter",
+            "assert old_formatter.__name__ == 'parley.providers.openai.formatter'",
+        ]
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
