@@ -1,10 +1,31 @@
-"""A Qwen-Agent tool the Qwen compatibility tests share, written as Qwen-Agent's docs write one."""
+"""What the Qwen compatibility tests share: a tool written as Qwen-Agent's docs write one, the
+demo MCP server's config, and a message's plain Qwen fields."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any, ClassVar
 
-from parley.compat.qwen import BaseTool
+from parley.compat.qwen import BaseTool, Message
+from parley.providers.openai.server import Reply, ToolCall
+
+MCP_SERVER = Path(__file__).parents[1] / "tools" / "mcp_servers" / "demo_server.py"
+"""The tests' MCP server (tools `add`, `echo`, ...), run over stdio."""
+
+
+def demo_mcp_servers() -> dict[str, Any]:
+    """A function-list entry opening the demo MCP server as `demo` (Qwen-Agent's form)."""
+    return {"mcpServers": {"demo": {"command": sys.executable, "args": [str(MCP_SERVER), "stdio"]}}}
+
+
+def plain(message: Message | dict[str, Any]) -> dict[str, Any]:
+    """A message's Qwen fields, `extra` kept to `function_id` (parley adds its records)."""
+    data = message.model_dump() if isinstance(message, Message) else dict(message)
+    extra = data.pop("extra", None) or {}
+    if "function_id" in extra:
+        data["function_id"] = extra["function_id"]
+    return data
 
 
 class CityWeather(BaseTool):
@@ -21,3 +42,47 @@ class CityWeather(BaseTool):
         args = self._verify_json_format_args(params)
         self.asked.append(args)
         return f"Sunny, 21 degrees C in {args['city']}"
+
+
+def paris_weather_steps(tool: str, call_id: str) -> list[Reply]:
+    """An OpenAI-wire model that reasons, calls `tool` for Paris as `call_id`, then answers."""
+    return [
+        Reply(
+            reasoning="The user wants Paris.",
+            tool_calls=[ToolCall(tool, {"city": "Paris"}, id=call_id)],
+        ),
+        Reply(text="It is sunny in Paris."),
+    ]
+
+
+def paris_weather_response(tool: str, call_id: str) -> list[dict[str, Any]]:
+    """The Qwen response to `paris_weather_steps` (as `plain` shows it), as Qwen-Agent gives it:
+    the reasoning, the call, the function's result, the answer."""
+    return [
+        {"role": "assistant", "content": "", "reasoning_content": "The user wants Paris."},
+        {
+            "role": "assistant",
+            "content": "",
+            "function_call": {"name": tool, "arguments": '{"city": "Paris"}'},
+            "function_id": call_id,
+        },
+        {
+            "role": "function",
+            "content": "Sunny, 21 degrees C in Paris",
+            "name": tool,
+            "function_id": call_id,
+        },
+        {"role": "assistant", "content": "It is sunny in Paris."},
+    ]
+
+
+def check_paris_weather_requests(
+    first: dict[str, Any], second: dict[str, Any], tool: str, call_id: str
+) -> None:
+    """The two requests of `paris_weather_steps` from an agent on `qwen3-8b` whose system
+    message is "You are helpful.": the tool offered natively, its result sent back for the call."""
+    assert first["model"] == "qwen3-8b"
+    assert first["messages"][0] == {"role": "system", "content": "You are helpful."}
+    assert first["tools"][0]["function"]["name"] == tool
+    tool_message = second["messages"][-1]
+    assert (tool_message["role"], tool_message["tool_call_id"]) == ("tool", call_id)

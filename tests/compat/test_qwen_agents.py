@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -47,14 +46,19 @@ from parley.providers.openai import (
     OpenAIChatModel,
     OpenAICompatibleChatModel,
 )
-from parley.providers.openai.server import OpenAIServer, Reply, ToolCall
+from parley.providers.openai.server import OpenAIServer, Reply
 from parley.tools import TOOL_REGISTRY as PARLEY_REGISTRY
 from parley.tools import Tool
 from parley.tools import register_tool as parley_register_tool
 from tests._requires import require_module
-from tests.compat._qwen_tools import CityWeather
-
-MCP_SERVER = Path(__file__).parents[1] / "tools" / "mcp_servers" / "demo_server.py"
+from tests.compat._qwen_tools import (
+    CityWeather,
+    check_paris_weather_requests,
+    demo_mcp_servers,
+    paris_weather_response,
+    paris_weather_steps,
+    plain,
+)
 
 ASKED: list[dict[str, Any]] = []
 
@@ -103,15 +107,6 @@ def two_calls_then_answer() -> list[Any]:
         ),
         "Both are sunny.",
     ]
-
-
-def plain(message: Message | dict[str, Any]) -> dict[str, Any]:
-    """A message's Qwen fields, `extra` kept to `function_id` (parley adds its records)."""
-    data = message.model_dump() if isinstance(message, Message) else dict(message)
-    extra = data.pop("extra", None) or {}
-    if "function_id" in extra:
-        data["function_id"] = extra["function_id"]
-    return data
 
 
 USER = [{"role": "user", "content": "Weather in Paris and Rome?"}]
@@ -582,13 +577,7 @@ def test_keys_qwen_ignores_are_ignored_with_a_warning(caplog: pytest.LogCaptureF
 
 
 def test_a_config_dict_makes_a_real_call_through_the_sdk() -> None:
-    steps = [
-        Reply(
-            reasoning="The user wants Paris.",
-            tool_calls=[ToolCall("qwen_agents_weather", {"city": "Paris"}, id="call_1")],
-        ),
-        Reply(text="It is sunny in Paris."),
-    ]
+    steps = paris_weather_steps("qwen_agents_weather", "call_1")
     with OpenAIServer(steps) as server:
         bot = FnCallAgent(
             ["qwen_agents_weather"],
@@ -612,29 +601,9 @@ def test_a_config_dict_makes_a_real_call_through_the_sdk() -> None:
         server.assert_consumed()
         first, second = server.bodies()
 
-    assert [plain(m) for m in response] == [
-        {"role": "assistant", "content": "", "reasoning_content": "The user wants Paris."},
-        {
-            "role": "assistant",
-            "content": "",
-            "function_call": {"name": "qwen_agents_weather", "arguments": '{"city": "Paris"}'},
-            "function_id": "call_1",
-        },
-        {
-            "role": "function",
-            "content": "Sunny, 21 degrees C in Paris",
-            "name": "qwen_agents_weather",
-            "function_id": "call_1",
-        },
-        {"role": "assistant", "content": "It is sunny in Paris."},
-    ]
-    assert first["model"] == "qwen3-8b"
+    assert [plain(m) for m in response] == paris_weather_response("qwen_agents_weather", "call_1")
+    check_paris_weather_requests(first, second, "qwen_agents_weather", "call_1")
     assert (first["temperature"], first["max_tokens"], first["seed"]) == (0.5, 100, 7)
-    assert first["tools"][0]["function"]["name"] == "qwen_agents_weather"
-    assert first["messages"][0] == {"role": "system", "content": "You are helpful."}
-    tool_message = second["messages"][-1]
-    assert tool_message["role"] == "tool"
-    assert tool_message["tool_call_id"] == "call_1"
 
 
 def test_a_nous_config_parses_calls_from_the_servers_text() -> None:
@@ -699,9 +668,7 @@ def test_max_input_tokens_trims_the_oldest_turns() -> None:
 @pytest.mark.timeout(90)
 def test_mcp_servers_open_on_the_first_run_and_their_tools_answer() -> None:
     require_module("mcp.server.mcpserver", "mcp")
-    servers = {
-        "mcpServers": {"demo": {"command": sys.executable, "args": [str(MCP_SERVER), "stdio"]}}
-    }
+    servers = demo_mcp_servers()
     model = ScriptedModel(
         [
             ScriptedModel.tool_call("demo-add", {"a": 2, "b": 3}, "c1"),
