@@ -4,6 +4,7 @@ demo MCP server's config, and a message's plain Qwen fields."""
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -29,14 +30,18 @@ def plain(message: Message | dict[str, Any]) -> dict[str, Any]:
 
 
 class CityWeather(BaseTool):
-    """The weather of a city; a test module registers a subclass with its own `asked` list."""
+    """The weather of a city; a test module registers a subclass (which gets its own `asked`)."""
 
     description = "Get the current weather for a city."
     parameters: ClassVar[list[dict[str, Any]]] = [
         {"name": "city", "type": "string", "description": "The city name.", "required": True}
     ]
     asked: ClassVar[list[dict[str, Any]]] = []
-    """The arguments of every call, in order."""
+    """The arguments of every call, in order (each subclass has its own list)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.asked = []
 
     def call(self, params: str | dict[str, Any], **kwargs: Any) -> str:
         args = self._verify_json_format_args(params)
@@ -44,45 +49,49 @@ class CityWeather(BaseTool):
         return f"Sunny, 21 degrees C in {args['city']}"
 
 
-def paris_weather_steps(tool: str, call_id: str) -> list[Reply]:
-    """An OpenAI-wire model that reasons, calls `tool` for Paris as `call_id`, then answers."""
-    return [
-        Reply(
-            reasoning="The user wants Paris.",
-            tool_calls=[ToolCall(tool, {"city": "Paris"}, id=call_id)],
-        ),
-        Reply(text="It is sunny in Paris."),
-    ]
+@dataclass(frozen=True)
+class ParisWeather:
+    """A scripted exchange over the OpenAI wire: the model reasons, calls `tool` for Paris as
+    `call_id`, then answers; with the Qwen response it makes and the requests it sends."""
 
+    tool: str
+    call_id: str
 
-def paris_weather_response(tool: str, call_id: str) -> list[dict[str, Any]]:
-    """The Qwen response to `paris_weather_steps` (as `plain` shows it), as Qwen-Agent gives it:
-    the reasoning, the call, the function's result, the answer."""
-    return [
-        {"role": "assistant", "content": "", "reasoning_content": "The user wants Paris."},
-        {
-            "role": "assistant",
-            "content": "",
-            "function_call": {"name": tool, "arguments": '{"city": "Paris"}'},
-            "function_id": call_id,
-        },
-        {
-            "role": "function",
-            "content": "Sunny, 21 degrees C in Paris",
-            "name": tool,
-            "function_id": call_id,
-        },
-        {"role": "assistant", "content": "It is sunny in Paris."},
-    ]
+    def steps(self) -> list[Reply]:
+        """The model's two turns, for an `OpenAIServer`."""
+        return [
+            Reply(
+                reasoning="The user wants Paris.",
+                tool_calls=[ToolCall(self.tool, {"city": "Paris"}, id=self.call_id)],
+            ),
+            Reply(text="It is sunny in Paris."),
+        ]
 
+    def response(self) -> list[dict[str, Any]]:
+        """The Qwen response (as `plain` shows it), as Qwen-Agent gives it: the reasoning, the
+        call, the function's result, the answer."""
+        return [
+            {"role": "assistant", "content": "", "reasoning_content": "The user wants Paris."},
+            {
+                "role": "assistant",
+                "content": "",
+                "function_call": {"name": self.tool, "arguments": '{"city": "Paris"}'},
+                "function_id": self.call_id,
+            },
+            {
+                "role": "function",
+                "content": "Sunny, 21 degrees C in Paris",
+                "name": self.tool,
+                "function_id": self.call_id,
+            },
+            {"role": "assistant", "content": "It is sunny in Paris."},
+        ]
 
-def check_paris_weather_requests(
-    first: dict[str, Any], second: dict[str, Any], tool: str, call_id: str
-) -> None:
-    """The two requests of `paris_weather_steps` from an agent on `qwen3-8b` whose system
-    message is "You are helpful.": the tool offered natively, its result sent back for the call."""
-    assert first["model"] == "qwen3-8b"
-    assert first["messages"][0] == {"role": "system", "content": "You are helpful."}
-    assert first["tools"][0]["function"]["name"] == tool
-    tool_message = second["messages"][-1]
-    assert (tool_message["role"], tool_message["tool_call_id"]) == ("tool", call_id)
+    def check_requests(self, first: dict[str, Any], second: dict[str, Any]) -> None:
+        """The two requests of an agent on `qwen3-8b` whose system message is "You are
+        helpful.": the tool offered natively, its result sent back for the call."""
+        assert first["model"] == "qwen3-8b"
+        assert first["messages"][0] == {"role": "system", "content": "You are helpful."}
+        assert first["tools"][0]["function"]["name"] == self.tool
+        tool_message = second["messages"][-1]
+        assert (tool_message["role"], tool_message["tool_call_id"]) == ("tool", self.call_id)

@@ -41,23 +41,12 @@ from parley.models.testing import ScriptedModel
 from parley.providers.openai import OpenAICompatibleChatModel
 from parley.providers.openai.server import OpenAIServer
 from tests._requires import require_module
-from tests.compat._qwen_tools import (
-    CityWeather,
-    check_paris_weather_requests,
-    demo_mcp_servers,
-    paris_weather_response,
-    paris_weather_steps,
-    plain,
-)
-
-WEATHER_ASKED: list[dict[str, Any]] = []
+from tests.compat._qwen_tools import CityWeather, ParisWeather, demo_mcp_servers, plain
 
 
 @register_tool("qwen_base_weather")
 class WeatherTool(CityWeather):
     """A Qwen-Agent tool, as its docs write one (the call is `CityWeather`'s)."""
-
-    asked = WEATHER_ASKED
 
 
 @register_tool("qwen_base_probe")
@@ -205,8 +194,8 @@ def test_a_custom_agent_calls_tools_through_call_tool_and_answers() -> None:
 
 
 def test_a_custom_agent_makes_real_calls_through_the_openai_sdk() -> None:
-    steps = paris_weather_steps("qwen_base_weather", "call_9")
-    with OpenAIServer(steps) as server:
+    exchange = ParisWeather("qwen_base_weather", "call_9")
+    with OpenAIServer(exchange.steps()) as server:
         bot = SpyingAgent(
             ["qwen_base_weather"],
             llm={
@@ -229,8 +218,8 @@ def test_a_custom_agent_makes_real_calls_through_the_openai_sdk() -> None:
         ("qwen_base_weather", '{"city": "Paris"}', "Sunny, 21 degrees C in Paris")
     ]
     assert all(isinstance(m, Message) for m in response)
-    assert [plain(m) for m in response] == paris_weather_response("qwen_base_weather", "call_9")
-    check_paris_weather_requests(first, second, "qwen_base_weather", "call_9")
+    assert [plain(m) for m in response] == exchange.response()
+    exchange.check_requests(first, second)
     assert first["tools"][0]["function"]["parameters"]["required"] == ["city"]
     assert second["messages"][-1]["content"] == "Sunny, 21 degrees C in Paris"
 
@@ -240,7 +229,7 @@ def test_a_custom_agent_runs_on_the_embedded_local_model() -> None:
     """SmolLM2-135M calls the tool on the turn's first call (the model's policy lets it
     choose, and it calls whenever it may), then must answer: the custom agent's loop ends."""
     require_module("llama_cpp", "local")
-    WEATHER_ASKED.clear()
+    WeatherTool.asked.clear()
     bot = SpyingAgent(
         ["qwen_base_weather"],
         llm={"model_type": "local", "generate_cfg": {"seed": 7, "max_tokens": 64}},
@@ -251,9 +240,9 @@ def test_a_custom_agent_runs_on_the_embedded_local_model() -> None:
 
     [(name, arguments, result)] = bot.tool_calls
     assert name == "qwen_base_weather"
-    assert json.loads(arguments) == WEATHER_ASKED[0]
-    assert "paris" in WEATHER_ASKED[0]["city"].lower()
-    assert result == f"Sunny, 21 degrees C in {WEATHER_ASKED[0]['city']}"
+    assert json.loads(arguments) == WeatherTool.asked[0]
+    assert "paris" in WeatherTool.asked[0]["city"].lower()
+    assert result == f"Sunny, 21 degrees C in {WeatherTool.asked[0]['city']}"
     calls = [m for m in response if "function_call" in m]
     results = [m for m in response if m["role"] == "function"]
     assert len(calls) == len(results) == 1

@@ -51,16 +51,7 @@ from parley.tools import TOOL_REGISTRY as PARLEY_REGISTRY
 from parley.tools import Tool
 from parley.tools import register_tool as parley_register_tool
 from tests._requires import require_module
-from tests.compat._qwen_tools import (
-    CityWeather,
-    check_paris_weather_requests,
-    demo_mcp_servers,
-    paris_weather_response,
-    paris_weather_steps,
-    plain,
-)
-
-ASKED: list[dict[str, Any]] = []
+from tests.compat._qwen_tools import CityWeather, ParisWeather, demo_mcp_servers, plain
 
 
 def parley_model(bot: FnCallAgent) -> ChatModel:
@@ -72,8 +63,6 @@ def parley_model(bot: FnCallAgent) -> ChatModel:
 @register_tool("qwen_agents_weather")
 class WeatherTool(CityWeather):
     """A Qwen-Agent tool as seed 001 writes one (the call is `CityWeather`'s)."""
-
-    asked = ASKED
 
 
 @register_tool("qwen_agents_echo")
@@ -128,7 +117,7 @@ def test_the_qwen_names_are_parleys_tools() -> None:
 
 
 def test_a_registered_qwen_tool_runs_by_name() -> None:
-    ASKED.clear()
+    WeatherTool.asked.clear()
     model = ScriptedModel(
         [ScriptedModel.tool_call("qwen_agents_weather", {"city": "Paris"}, "c1"), "Sunny."]
     )
@@ -136,7 +125,7 @@ def test_a_registered_qwen_tool_runs_by_name() -> None:
 
     response = bot.run_nonstream(USER)
 
-    assert ASKED == [{"city": "Paris"}]
+    assert WeatherTool.asked == [{"city": "Paris"}]
     assert [plain(m) for m in response] == [
         {
             "role": "assistant",
@@ -577,8 +566,8 @@ def test_keys_qwen_ignores_are_ignored_with_a_warning(caplog: pytest.LogCaptureF
 
 
 def test_a_config_dict_makes_a_real_call_through_the_sdk() -> None:
-    steps = paris_weather_steps("qwen_agents_weather", "call_1")
-    with OpenAIServer(steps) as server:
+    exchange = ParisWeather("qwen_agents_weather", "call_1")
+    with OpenAIServer(exchange.steps()) as server:
         bot = FnCallAgent(
             ["qwen_agents_weather"],
             llm={
@@ -601,8 +590,8 @@ def test_a_config_dict_makes_a_real_call_through_the_sdk() -> None:
         server.assert_consumed()
         first, second = server.bodies()
 
-    assert [plain(m) for m in response] == paris_weather_response("qwen_agents_weather", "call_1")
-    check_paris_weather_requests(first, second, "qwen_agents_weather", "call_1")
+    assert [plain(m) for m in response] == exchange.response()
+    exchange.check_requests(first, second)
     assert (first["temperature"], first["max_tokens"], first["seed"]) == (0.5, 100, 7)
 
 
@@ -708,7 +697,7 @@ def test_the_local_model_calls_a_registered_qwen_tool() -> None:
     """SmolLM2-135M calls a tool whenever it may: the first call is forced, the next may not
     call tools (parley's `tool_choice` policy); the arguments are the model's own."""
     require_module("llama_cpp", "local")
-    ASKED.clear()
+    WeatherTool.asked.clear()
     bot = FnCallAgent(
         ["qwen_agents_weather"],
         llm={"model_type": "local", "generate_cfg": {"seed": 7, "max_tokens": 64}},
@@ -722,9 +711,9 @@ def test_the_local_model_calls_a_registered_qwen_tool() -> None:
     calls = [m for m in response if "function_call" in m]
     results = [m for m in response if m["role"] == "function"]
     assert len(calls) == len(results) == 1
-    assert json.loads(calls[0]["function_call"]["arguments"]) == ASKED[0]
-    assert "paris" in ASKED[0]["city"].lower()
-    assert results[0]["content"] == f"Sunny, 21 degrees C in {ASKED[0]['city']}"
+    assert json.loads(calls[0]["function_call"]["arguments"]) == WeatherTool.asked[0]
+    assert "paris" in WeatherTool.asked[0]["city"].lower()
+    assert results[0]["content"] == f"Sunny, 21 degrees C in {WeatherTool.asked[0]['city']}"
     assert results[0]["extra"]["function_id"] == calls[0]["extra"]["function_id"]
     assert response[-1]["role"] == "assistant"
     assert response[-1]["content"].strip()
