@@ -65,7 +65,7 @@ import contextlib
 import json
 import uuid
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
@@ -110,7 +110,13 @@ if TYPE_CHECKING:
     from parley.agents.memory import Memory
     from parley.models.stream import ChatStream
 
-__all__ = ["AgentRun", "Continuation", "StructuredSchema", "chunk_events"]
+__all__ = [
+    "AgentRun",
+    "Continuation",
+    "StructuredSchema",
+    "chunk_events",
+    "model_calls_since_question",
+]
 
 T = TypeVar("T")
 
@@ -168,8 +174,11 @@ def _being_cancelled() -> bool:
     return task is not None and task.cancelling() > 0
 
 
-def _model_calls_since_question(history: list[Msg]) -> int:
-    """The assistant turns after the last user message: a continued run counts on from them."""
+def model_calls_since_question(history: Sequence[Msg]) -> int:
+    """The assistant turns after the last user message: how far into its turn a model call is.
+
+    A continued run counts on from them.
+    """
     count = 0
     for msg in reversed(history):
         if msg.role == "user":
@@ -503,7 +512,7 @@ class AgentRun:
         self._last = history[-1]
         self._input_stored = _trailing_questions(history)
         self._paused = _trailing_paused(history)
-        self.iterations = _model_calls_since_question(history)
+        self.iterations = model_calls_since_question(history)
 
     async def _continue_stored(self) -> AsyncGenerator[AgentEvent, None]:
         """Take the stored conversation up where it stopped (see the module)."""

@@ -7,12 +7,15 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
 
 from parley.providers._server.http import RecordedRequest
 from parley.providers.openai.server import Reply, ToolCall
+from tests._requires import require_module
+from tests.tools._hostile import text_pdf
 
 
 @contextmanager
@@ -52,6 +55,16 @@ def serve_files(
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+@contextmanager
+def serve_pdf(tmp_path: Path, path: str, pages: list[list[str]]) -> Iterator[str]:
+    """A PDF showing `pages` (lines of text each) at `path` of a `serve_files` site; yields the
+    site's base URL. Skips without pypdf (the `tools` extra), which the agents read it with."""
+    require_module("pypdf", "tools")
+    pdf = text_pdf(tmp_path / PurePosixPath(path).name, pages).read_bytes()
+    with serve_files({path: (pdf, "application/pdf")}) as site:
+        yield site
 
 
 @pytest.fixture
