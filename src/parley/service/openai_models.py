@@ -27,7 +27,6 @@ limit 429 with its `Retry-After`, any other failure 502.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
@@ -38,8 +37,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from fastapi import Response
-from fastapi.responses import JSONResponse, StreamingResponse
-from starlette.types import Message, Receive, Scope, Send
+from fastapi.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
 
 from parley.errors import (
     ConfigurationError,
@@ -55,7 +54,13 @@ from parley.models.base import ChatModel, ChatRequest
 from parley.models.response import ChatResponse
 from parley.models.stream import ChatStream
 from parley.models.tools import ToolSpec, check_tool_choice, to_tool_specs
-from parley.service.bounds import CONNECTION, ClientConnection, check_messages
+from parley.service.bounds import (
+    CONNECTION,
+    ClientConnection,
+    ClientTooSlow,
+    TimedStream,
+    check_messages,
+)
 from parley.service.openai_messages import OpenAIError, bad_request, conversation, error_body
 from parley.service.openai_schema import (
     ChatCompletion,
@@ -419,11 +424,7 @@ def _provider_errors() -> Iterator[None]:
         raise OpenAIError(message, status_code=503, code="model_not_available") from None
 
 
-class _ClientTooSlow(Exception):  # noqa: N818 - what the client is
-    """The client took no frame for the send timeout."""
-
-
-class _ModelStream(StreamingResponse):
+class _ModelStream(TimedStream):
     """A served model's SSE frames, to a client that keeps up.
 
     A client that takes no frame for `send_timeout` seconds is dropped (its connection
@@ -432,33 +433,16 @@ class _ModelStream(StreamingResponse):
 
     def __init__(self, frames: AsyncIterator[str], *, send_timeout: float) -> None:
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-        super().__init__(frames, media_type="text/event-stream", headers=headers)
-        self.send_timeout = send_timeout
+        super().__init__(frames, send_timeout=send_timeout, headers=headers)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Stream the frames; drop the client if it does not keep up."""
         try:
             await super().__call__(scope, receive, send)
-        except _ClientTooSlow as exc:
+        except ClientTooSlow as exc:
             log.warning("served model stream: dropped a client that does not read (%s)", exc)
             connection = scope.get(CONNECTION)
             if isinstance(connection, ClientConnection) and connection.can_abort:
                 await connection.abort()
         finally:
-            close = getattr(self.body_iterator, "aclose", None)
-            if close is not None:
-                await close()
-
-    async def stream_response(self, send: Send) -> None:
-        """Send the response, each send bounded by `send_timeout`."""
-
-        async def timed(message: Message) -> None:
-            try:
-                async with asyncio.timeout(self.send_timeout):
-                    await send(message)
-            except TimeoutError:
-                raise _ClientTooSlow(
-                    f"no frame taken for {self.send_timeout:g}s (PARLEY_SEND_TIMEOUT)"
-                ) from None
-
-        await super().stream_response(timed)
+            await self._close_frames()

@@ -238,12 +238,7 @@ async def approve_stream(
 ) -> StreamingResponse:
     """Answer an interrupt and stream the run as it goes on (frames as `/stream`)."""
     handle = await _resume(state, user, interrupt_id, body)
-    return sse_response(
-        handle,
-        mode=body.events,
-        stream_tokens=body.stream_tokens,
-        send_timeout=state.settings.send_timeout,
-    )
+    return sse_response(handle, body, send_timeout=state.settings.send_timeout)
 
 
 @router.get("/agents", tags=["agents"])
