@@ -76,13 +76,14 @@ from parley.service.openai_schema import (
     FunctionDelta,
     MessageToolCall,
     OutputMessage,
+    ParleyRun,
     ToolCallDelta,
 )
 from parley.service.served_models import ModelEntry
 from parley.service.settings import ServiceSettings
 from parley.service.sse import DONE, frame
 
-__all__ = ["completion_usage", "model_completion"]
+__all__ = ["Completion", "model_completion"]
 
 log = logging.getLogger("parley.service")
 
@@ -139,7 +140,7 @@ async def model_completion(
     """
     model = _model_of(entry)
     request = model_request(body, model, settings.max_message_chars)
-    completion = _Completion(f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), entry.key)
+    completion = Completion(f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), entry.key)
     if body.stream:
         include_usage = body.stream_options is not None and body.stream_options.include_usage
         stream = model.open_stream(request)
@@ -151,7 +152,7 @@ async def model_completion(
         return _ModelStream(chunks, send_timeout=settings.send_timeout)
     with _provider_errors():
         response = await model.complete(request)
-    return JSONResponse(completion.whole(response).model_dump(mode="json"))
+    return JSONResponse(_whole(completion, response).model_dump(mode="json"))
 
 
 def _model_of(entry: ModelEntry) -> ChatModel:
@@ -262,44 +263,75 @@ def _sampling(body: ChatCompletionRequest, model: ChatModel) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class _Completion:
+class Completion:
     """What every chunk or answer of one request repeats: its id, time and model."""
 
     id: str
     created: int
     model: str
 
-    def whole(self, response: ChatResponse) -> ChatCompletion:
-        """The model's whole answer as a `chat.completion`."""
-        calls = [_tool_call(call) for call in response.tool_calls]
-        message = OutputMessage(
-            content=response.text or (None if calls else ""),
-            tool_calls=calls or None,
-            reasoning_content=response.thinking or None,
-        )
-        choice = Choice(message=message, finish_reason=_finish(response))
+    def answer(
+        self,
+        message: OutputMessage,
+        finish_reason: FinishReason,
+        usage: Usage | None,
+        parley: ParleyRun | None = None,
+    ) -> ChatCompletion:
+        """A whole answer, `chat.completion`, of the one choice."""
+        choice = Choice(message=message, finish_reason=finish_reason)
         return ChatCompletion(
             id=self.id,
             created=self.created,
             model=self.model,
             choices=[choice],
-            usage=completion_usage(response.usage),
+            usage=completion_usage(usage),
+            parley=parley,
         )
 
-    def chunk(self, delta: ChunkDelta, finish_reason: FinishReason | None = None) -> str:
+    def chunk(
+        self,
+        delta: ChunkDelta,
+        *,
+        finish_reason: FinishReason | None = None,
+        parley: ParleyRun | None = None,
+    ) -> str:
         """A `chat.completion.chunk` frame of the one choice."""
-        return self._frame([ChunkChoice(delta=delta, finish_reason=finish_reason)])
+        choice = ChunkChoice(delta=delta, finish_reason=finish_reason)
+        return self._frame([choice], parley=parley)
 
     def usage_chunk(self, usage: Usage | None) -> str:
-        """The frame that reports the call's usage (no choice), as OpenAI's last chunk."""
+        """The frame that reports the usage (no choice), as OpenAI's last chunk."""
         return self._frame([], usage=completion_usage(usage))
 
-    def _frame(self, choices: list[ChunkChoice], usage: CompletionUsage | None = None) -> str:
+    def _frame(
+        self,
+        choices: list[ChunkChoice],
+        *,
+        usage: CompletionUsage | None = None,
+        parley: ParleyRun | None = None,
+    ) -> str:
         chunk = ChatCompletionChunk(
-            id=self.id, created=self.created, model=self.model, choices=choices, usage=usage
+            id=self.id,
+            created=self.created,
+            model=self.model,
+            choices=choices,
+            usage=usage,
+            parley=parley,
         )
-        absent = {"parley"} if usage is not None else {"parley", "usage"}
+        # `finish_reason: null` stays, as OpenAI sends it; fields a chunk lacks are left out.
+        absent = {name for name in ("usage", "parley") if getattr(chunk, name) is None}
         return frame(chunk.model_dump(mode="json", exclude=absent))
+
+
+def _whole(completion: Completion, response: ChatResponse) -> ChatCompletion:
+    """The model's whole answer as a `chat.completion`."""
+    calls = [_tool_call(call) for call in response.tool_calls]
+    message = OutputMessage(
+        content=response.text or (None if calls else ""),
+        tool_calls=calls or None,
+        reasoning_content=response.thinking or None,
+    )
+    return completion.answer(message, _finish(response), response.usage)
 
 
 def _tool_call(call: ToolCallBlock) -> MessageToolCall:
@@ -369,7 +401,7 @@ def _delta(chunk: ChatResponse, calls: _CallIndexes) -> ChunkDelta | None:
 
 
 async def _chunks(
-    stream: ChatStream, first: ChatResponse, completion: _Completion, *, include_usage: bool
+    stream: ChatStream, first: ChatResponse, completion: Completion, *, include_usage: bool
 ) -> AsyncIterator[str]:
     calls = _CallIndexes()
     try:
