@@ -48,14 +48,7 @@ User = Annotated[str, Depends(current_user)]
 
 
 def _info(thread: ThreadRecord) -> ThreadInfo:
-    return ThreadInfo(
-        thread_id=thread.thread_id,
-        title=thread.title,
-        agent=thread.agent,
-        created_at=thread.created_at,
-        updated_at=thread.updated_at,
-        status=thread.status,  # type: ignore[arg-type]  # the store writes only these
-    )
+    return ThreadInfo.model_validate(thread, from_attributes=True)
 
 
 def _cursor(thread: ThreadRecord) -> str:
