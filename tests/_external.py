@@ -47,20 +47,22 @@ import socket
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager, suppress
+from contextlib import asynccontextmanager, contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
 from tests._requires import unavailable
 
 if TYPE_CHECKING:
+    import asyncpg
     from playwright.sync_api import Browser, Page
     from sqlalchemy.engine import URL
 
+T = TypeVar("T")
 # Every wait is bounded: a server that does not come up fails its tests, it never hangs them.
 COMMAND_TIMEOUT = 90.0
 PG_START_TIMEOUT = 60
@@ -117,37 +119,54 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _run_async(make: Callable[[], Coroutine[Any, Any, None]]) -> None:
-    """Run a coroutine to the end from sync code, in a thread of its own.
+def run_async(make: Callable[[], Coroutine[Any, Any, T]], timeout: float = COMMAND_TIMEOUT) -> T:
+    """Run a coroutine to the end from sync code, in a thread of its own; what it returns.
 
     A fresh thread has no running loop, so this works whatever loop the calling thread has
     (pytest-asyncio's, or Playwright's while the sync browser is up).
     """
     with ThreadPoolExecutor(max_workers=1) as pool:
-        pool.submit(lambda: asyncio.run(make())).result(timeout=COMMAND_TIMEOUT)
+        return pool.submit(lambda: asyncio.run(make())).result(timeout=timeout)
+
+
+@asynccontextmanager
+async def pg_connection(
+    url: URL | str, *, command_timeout: float = 60
+) -> AsyncIterator[asyncpg.Connection]:
+    """A plain asyncpg connection to the database of `url` (an SQLAlchemy URL), closed after.
+
+    Straight to the server, outside any `Store` or pool, with bounded waits: for set-up SQL
+    (CREATE DATABASE needs no transaction around it) and for what a test reads or listens to
+    behind the code under test.
+    """
+    import asyncpg  # noqa: PLC0415 - in the `service` extra; imported when a test needs it
+    from sqlalchemy.engine import make_url  # noqa: PLC0415 - in the `service` extra
+
+    url = make_url(url)
+    connection = await asyncpg.connect(
+        host=url.host,
+        port=url.port or 5432,
+        user=url.username,
+        password=url.password,
+        database=url.database,
+        timeout=10,
+        command_timeout=command_timeout,
+    )
+    try:
+        yield connection
+    finally:
+        await connection.close(timeout=10)
 
 
 def _execute(url: URL, *statements: str) -> None:
     """Run statements one by one, outside any transaction (CREATE/DROP DATABASE need that)."""
-    import asyncpg  # noqa: PLC0415 - in the `service` extra; imported when a test needs it
 
     async def run() -> None:
-        connection = await asyncpg.connect(
-            host=url.host,
-            port=url.port or 5432,
-            user=url.username,
-            password=url.password,
-            database=url.database,
-            timeout=10,
-            command_timeout=60,
-        )
-        try:
+        async with pg_connection(url) as connection:
             for statement in statements:
                 await connection.execute(statement)
-        finally:
-            await connection.close(timeout=10)
 
-    _run_async(run)
+    run_async(run)
 
 
 class _Cluster:
@@ -437,31 +456,23 @@ def _hide_playwright_loop() -> None:
         asyncio._set_running_loop(None)  # type: ignore[attr-defined]
 
 
-@pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
-    _hide_playwright_loop()
-    try:
-        return (yield)
-    finally:
+def _hiding_playwright_loop() -> Callable[[pytest.Item], Iterator[None]]:
+    """A hook wrapper around one test phase that hides Playwright's loop before and after it."""
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def phase(item: pytest.Item) -> Iterator[None]:
         _hide_playwright_loop()
+        try:
+            return (yield)
+        finally:
+            _hide_playwright_loop()
+
+    return phase
 
 
-@pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
-    _hide_playwright_loop()
-    try:
-        return (yield)
-    finally:
-        _hide_playwright_loop()
-
-
-@pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
-    _hide_playwright_loop()
-    try:
-        return (yield)
-    finally:
-        _hide_playwright_loop()
+pytest_runtest_setup = _hiding_playwright_loop()
+pytest_runtest_call = _hiding_playwright_loop()
+pytest_runtest_teardown = _hiding_playwright_loop()
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

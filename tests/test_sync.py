@@ -6,6 +6,19 @@ import subprocess
 import sys
 
 
+def _run(script: str) -> subprocess.CompletedProcess[str]:
+    """Run `script` in a new Python that reports every ResourceWarning; it must succeed."""
+    ran = subprocess.run(
+        [sys.executable, "-W", "always::ResourceWarning", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    return ran
+
+
 def test_the_sync_loop_is_closed_at_exit() -> None:
     # An exit hook registered before the loop exists runs after the loop's own hook.
     script = """
@@ -21,14 +34,7 @@ async def note_loop():
 
 print(run_sync(note_loop()))
 """
-    ran = subprocess.run(
-        [sys.executable, "-W", "always::ResourceWarning", "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert ran.returncode == 0, ran.stderr
+    ran = _run(script)
     assert ran.stdout.splitlines() == ["ran", "closed: True"]
     assert "unclosed event loop" not in ran.stderr
 
@@ -49,13 +55,6 @@ async def leave_a_task():
 
 print(run_sync(leave_a_task()))
 """
-    ran = subprocess.run(
-        [sys.executable, "-W", "always::ResourceWarning", "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert ran.returncode == 0, ran.stderr
+    ran = _run(script)
     assert ran.stdout.splitlines() == ["left", "closed"]
     assert "destroyed but it is pending" not in ran.stderr
