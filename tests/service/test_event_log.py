@@ -28,16 +28,6 @@ WAIT = 20.0  # every wait is bounded: a lost wake-up fails the test, it never ha
 SLOW = 600.0  # a follower with these intervals is woken only by its doorbell
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-async def store(request: pytest.FixtureRequest, sqlite_url: str) -> AsyncIterator[Store]:
-    url = sqlite_url if request.param == "sqlite" else request.getfixturevalue("postgres_db_url")
-    opened = await Store.open(url)
-    try:
-        yield opened
-    finally:
-        await opened.close()
-
-
 @pytest.fixture
 async def events(store: Store) -> AsyncIterator[StoreEventLog]:
     log = await StoreEventLog.open(store)
@@ -45,6 +35,12 @@ async def events(store: Store) -> AsyncIterator[StoreEventLog]:
         yield log
     finally:
         await log.close()
+
+
+@pytest.fixture
+def store_url(database_url: str) -> str:
+    """The store (conftest's) on SQLite, then on PostgreSQL."""
+    return database_url
 
 
 async def _new_run(store: Store) -> str:
