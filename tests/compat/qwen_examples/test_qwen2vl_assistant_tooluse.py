@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import threading
 import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -38,6 +37,7 @@ from parley.compat.qwen.gui import WebUI  # noqa: F401  (imported by the example
 from parley.compat.qwen.llm.schema import ContentItem
 from parley.compat.qwen.tools.base import BaseToolWithFileAccess, register_tool
 from parley.providers.dashscope.server import MULTIMODAL_PATH, DashScopeServer, Reply
+from tests._http import serving
 from tests._requires import require_module
 from tests.compat.qwen_examples._llm_support import qwen_call
 
@@ -170,15 +170,8 @@ def picture_site() -> Iterator[str]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), Handler)) as url:
+        yield url
 
 
 @pytest.mark.parametrize("where", ["by_name", "by_url"])
