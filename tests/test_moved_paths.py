@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import importlib
-import subprocess
 import sys
 
 import pytest
 
 from parley import _moved
+from tests._process import run_python
 
 
 def test_an_old_path_is_the_new_module_with_a_warning_naming_it() -> None:
@@ -50,10 +50,7 @@ def test_the_names_users_imported_from_old_packages_still_import() -> None:
             "assert chat.__name__ == 'parley.providers.anthropic.chat'",
         ]
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_python(code)
     # One warning per old module, each naming the new path (stderr, the default filter).
     assert "parley.models.openai moved to parley.providers.openai" in done.stderr
     assert "parley.testing.openai_server moved to parley.providers.openai.server" in done.stderr
@@ -73,9 +70,7 @@ def test_the_bases_import_no_provider() -> None:
         "import sys, parley.models, parley.embeddings, parley.tts, parley.testing\n"
         "print(sorted(m for m in sys.modules if m.startswith('parley.providers.')))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
-    )
+    done = run_python(code)
     assert done.stdout.strip() == "[]"
 
 
