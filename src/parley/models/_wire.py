@@ -11,13 +11,25 @@ from __future__ import annotations
 import importlib
 import json
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from parley.errors import ModelOutputError
 
-__all__ = ["iter_events", "loads", "read_json", "retry_after", "transport_errors"]
+if TYPE_CHECKING:
+    from parley.models.accumulator import Delta
+
+__all__ = [
+    "Event",
+    "EventReader",
+    "LineSplitter",
+    "iter_events",
+    "loads",
+    "read_json",
+    "retry_after",
+    "transport_errors",
+]
 
 loads: Callable[[bytes], Any]
 try:
@@ -88,28 +100,76 @@ def transport_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[Base
     return tuple(timeouts), tuple(transport)
 
 
-async def iter_events(chunks: AsyncIterable[bytes]) -> AsyncIterator[tuple[str, bytes]]:
-    """`(event name, data)` for each server-sent event in a byte stream.
+class EventReader:
+    """The base of the providers' stream readers: one event's data in, its deltas out.
+
+    A reader keeps what its errors name and where the stream stands: `finished` when the
+    provider said the answer is whole (a finish reason), `done` when the stream said it ended
+    (later events are read past).
+
+    Args:
+        model: The model's name, for errors.
+        provider: The provider's name, for errors.
+    """
+
+    def __init__(self, *, model: str, provider: str) -> None:
+        self.model = model
+        self.provider = provider
+        self.finished = False
+        """A finish reason arrived: the answer is whole even if the stream ends now."""
+        self.done = False
+        """The stream said it ended: later events are read past, not parsed."""
+
+    @property
+    def complete(self) -> bool:
+        """Whether the stream said the answer is whole."""
+        return self.done or self.finished
+
+    @property
+    def stopped(self) -> bool:
+        """Whether later events are to be read past, not parsed."""
+        return self.done
+
+    def feed(self, name: str, data: bytes) -> Iterable[Delta]:
+        """The deltas in one event (`name` is `""` where the API names none)."""
+        raise NotImplementedError
+
+
+Event = tuple[str, bytes]
+"""A server-sent event: its name (`""` when it has none) and its data."""
+
+
+class LineSplitter:
+    """Splits server-sent events out of a byte stream line by line, chunk by chunk.
 
     Follows the SSE format: `data:` lines joined by newlines, `event:` names the event,
     comments (`:` lines, as OpenRouter's keep-alives) and `id:`/`retry:` ignored, a blank
     line ends an event. An event still open when the stream ends is kept if its lines were
-    whole (some servers end without the last blank line); a line cut in half is dropped, so
-    a stream cut mid-way shows as an incomplete stream rather than as bad JSON.
+    whole (some servers end without the last blank line, see `close`); a line cut in half is
+    dropped, so a stream cut mid-way shows as an incomplete stream rather than as bad JSON.
+    Providers that recognize their own framing whole fall back on it for anything else.
     """
-    pending = b""
-    name = ""
-    data: list[bytes] = []
-    async for chunk in chunks:
-        lines = (pending + chunk if pending else chunk).split(b"\n")
-        pending = lines.pop()
+
+    __slots__ = ("_data", "_name", "_pending")
+
+    def __init__(self) -> None:
+        self._pending = b""
+        self._name = ""
+        self._data: list[bytes] = []
+
+    def feed(self, chunk: bytes) -> list[Event]:
+        """The events that `chunk` completes."""
+        events: list[Event] = []
+        lines = (self._pending + chunk if self._pending else chunk).split(b"\n")
+        self._pending = lines.pop()
+        data = self._data
         for raw in lines:
             line = raw[:-1] if raw[-1:] == b"\r" else raw
             if not line:
                 if data:
-                    yield name, data[0] if len(data) == 1 else b"\n".join(data)
-                    data = []
-                name = ""
+                    events.append((self._name, data[0] if len(data) == 1 else b"\n".join(data)))
+                    data = self._data = []
+                self._name = ""
                 continue
             field, _, value = line.partition(b":")
             if value[:1] == b" ":
@@ -117,6 +177,23 @@ async def iter_events(chunks: AsyncIterable[bytes]) -> AsyncIterator[tuple[str, 
             if field == b"data":
                 data.append(value)
             elif field == b"event":
-                name = value.decode("utf-8", "replace")
-    if data:
-        yield name, b"\n".join(data)
+                self._name = value.decode("utf-8", "replace")
+        return events
+
+    def close(self) -> list[Event]:
+        """The event left open at the end of the stream, when its lines were whole."""
+        if not self._data:
+            return []
+        event = (self._name, b"\n".join(self._data))
+        self._data = []
+        return [event]
+
+
+async def iter_events(chunks: AsyncIterable[bytes]) -> AsyncIterator[Event]:
+    """`(event name, data)` for each server-sent event in a byte stream (see `LineSplitter`)."""
+    splitter = LineSplitter()
+    async for chunk in chunks:
+        for event in splitter.feed(chunk):
+            yield event
+    for event in splitter.close():
+        yield event

@@ -40,7 +40,7 @@ from typing import Any
 import json_repair
 
 from parley.messages import ThinkingBlock
-from parley.models._wire import loads, read_json
+from parley.models._wire import EventReader, loads, read_json
 from parley.models.accumulator import (
     BlockDelta,
     Delta,
@@ -206,8 +206,10 @@ Handler = Callable[[dict[str, Any]], list[Delta]]
 DeltaHandler = Callable[[int, dict[str, Any]], list[Delta]]
 
 
-class MessageStreamReader:
+class MessageStreamReader(EventReader):
     """Turns the Messages API's stream events into deltas (see the module docstring).
+
+    `finished`: a stop reason arrived in `message_delta`; `done`: `message_stop` arrived.
 
     Args:
         model: The model's name, for errors.
@@ -215,12 +217,7 @@ class MessageStreamReader:
     """
 
     def __init__(self, *, model: str, provider: str) -> None:
-        self.model = model
-        self.provider = provider
-        self.complete = False
-        """The message ended (`message_stop`, or a stop reason in `message_delta`)."""
-        self.stopped = False
-        """`message_stop` arrived: later events are read past."""
+        super().__init__(model=model, provider=provider)
         self._usage = UsageTally()
         self._kinds: dict[int, str] = {}
         self._held: dict[int, _Held] = {}
@@ -274,7 +271,7 @@ class MessageStreamReader:
     def _message_delta(self, event: dict[str, Any]) -> list[Delta]:
         delta = event.get("delta") or {}
         reason = delta.get("stop_reason")
-        self.complete = self.complete or reason is not None
+        self.finished = self.finished or reason is not None
         usage = event.get("usage")
         return [
             MetaDelta(
@@ -285,7 +282,7 @@ class MessageStreamReader:
         ]
 
     def _message_stop(self, event: dict[str, Any]) -> list[Delta]:
-        self.complete = self.stopped = True
+        self.done = True
         return []
 
     def _error(self, event: dict[str, Any]) -> list[Delta]:

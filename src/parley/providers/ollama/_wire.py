@@ -21,9 +21,7 @@ import json
 from collections.abc import AsyncIterable, AsyncIterator
 from typing import Any
 
-from pydantic_core import from_json
-
-from parley.errors import ModelOutputError
+from parley.models._wire import read_json
 from parley.models.accumulator import Delta, MetaDelta, TextDelta, ThinkingDelta, ToolCallDelta
 from parley.models.response import ChatUsage, FinishReason
 from parley.providers.ollama._errors import PROVIDER, error_from_payload
@@ -63,19 +61,7 @@ def parse_object(data: bytes, *, model: str) -> dict[str, Any]:
     Raises:
         ModelOutputError: It is not a JSON object.
     """
-    try:
-        parsed = from_json(data)
-    except ValueError as exc:
-        raise ModelOutputError(
-            f"ollama sent malformed JSON ({exc}): {data[:200]!r}", model=model, provider=PROVIDER
-        ) from None
-    if not isinstance(parsed, dict):
-        raise ModelOutputError(
-            f"ollama sent JSON that is not an object: {data[:200]!r}",
-            model=model,
-            provider=PROVIDER,
-        )
-    return parsed
+    return read_json(data, model=model, provider=PROVIDER)
 
 
 def _arguments(function: dict[str, Any]) -> str:

@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from parley.models._wire import read_json
+from parley.models._wire import EventReader, read_json
 from parley.models.accumulator import Delta, MetaDelta, TextDelta, ThinkingDelta, ToolCallDelta
 from parley.models.response import ChatUsage, FinishReason
 from parley.providers.openai._errors import error_from_payload
@@ -134,8 +134,8 @@ def completion_deltas(body: dict[str, Any], *, model: str, provider: str) -> Ite
     )
 
 
-class ChatStreamReader:
-    """Turns the data of each Chat Completions stream event into deltas.
+class ChatStreamReader(EventReader):
+    """Turns the data of each Chat Completions stream event into deltas (`done`: `[DONE]`).
 
     Args:
         model: The model's name, for errors.
@@ -143,24 +143,9 @@ class ChatStreamReader:
     """
 
     def __init__(self, *, model: str, provider: str) -> None:
-        self.model = model
-        self.provider = provider
-        self.done = False
-        """`data: [DONE]` arrived."""
-        self.finished = False
-        """A finish reason arrived: the answer is whole even if the stream ends now."""
+        super().__init__(model=model, provider=provider)
         self._started = False
         self._names: dict[int | str, str] = {}
-
-    @property
-    def complete(self) -> bool:
-        """Whether the stream said it was done."""
-        return self.done or self.finished
-
-    @property
-    def stopped(self) -> bool:
-        """Whether later events are to be read past, not parsed (after `[DONE]`)."""
-        return self.done
 
     def feed(self, name: str, data: bytes) -> list[Delta]:
         """The deltas in one event (`name` is unused: Chat Completions names no events)."""

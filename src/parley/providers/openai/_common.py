@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 from parley.errors import ModelConnectionError
-from parley.models._wire import iter_events, read_json
+from parley.models._wire import EventReader, iter_events, read_json
 from parley.models.accumulator import Delta, StreamAccumulator
 from parley.models.base import ChatModel
 from parley.models.credentials import Credential
@@ -18,25 +18,7 @@ from parley.providers.openai._sdk import OpenAIClients
 from parley.providers.openai.credentials import OpenAICredential
 from parley.providers.openai.formatter import OpenAIMultiAgentFormatter
 
-__all__ = ["OpenAIModelBase", "StreamReader"]
-
-
-class StreamReader(Protocol):
-    """Turns one API's stream events into deltas."""
-
-    @property
-    def stopped(self) -> bool:
-        """Whether later events are to be read past, not parsed."""
-        ...
-
-    @property
-    def complete(self) -> bool:
-        """Whether the provider said the answer is whole."""
-        ...
-
-    def feed(self, name: str, data: bytes) -> Iterable[Delta]:
-        """The deltas in one event."""
-        ...
+__all__ = ["OpenAIModelBase"]
 
 
 class OpenAIModelBase(OpenAIClients, ChatModel):
@@ -80,7 +62,7 @@ class OpenAIModelBase(OpenAIClients, ChatModel):
         raise NotImplementedError
 
     async def stream_events(
-        self, body: dict[str, Any], reader: StreamReader
+        self, body: dict[str, Any], reader: EventReader
     ) -> AsyncIterator[Delta]:
         """Send a streaming request and turn its server-sent events into deltas."""
         self.check_allowed(self.endpoint())
