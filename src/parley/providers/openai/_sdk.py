@@ -48,23 +48,28 @@ def new_client(
     base_url: str | None,
     timeout: float,
     headers: Mapping[str, str] | None = None,
+    azure_endpoint: str | None = None,
+    api_version: str | None = None,
 ) -> AsyncOpenAI:
     """An `AsyncOpenAI` client with the SDK's own retries off (parley's base retries).
+
+    With `azure_endpoint` (and `api_version`), an `AsyncAzureOpenAI` on that Azure resource
+    instead, `base_url` unused.
 
     Raises:
         MissingDependencyError: The `openai` package is not installed.
     """
     try:
-        from openai import AsyncOpenAI  # noqa: PLC0415  (`import openai` alone takes ~0.5 s)
+        # `import openai` alone takes ~0.5 s.
+        from openai import AsyncAzureOpenAI, AsyncOpenAI  # noqa: PLC0415
     except ImportError as exc:
         raise MissingDependencyError("openai", "openai") from exc
-    return AsyncOpenAI(
-        api_key=api_key,
-        base_url=base_url,
-        timeout=timeout,
-        max_retries=0,
-        default_headers=headers,
-    )
+    options: dict[str, Any] = {"timeout": timeout, "max_retries": 0, "default_headers": headers}
+    if azure_endpoint is not None:
+        return AsyncAzureOpenAI(
+            azure_endpoint=azure_endpoint, api_key=api_key, api_version=api_version, **options
+        )
+    return AsyncOpenAI(api_key=api_key, base_url=base_url, **options)
 
 
 class ClientPool:
@@ -138,13 +143,19 @@ class OpenAIClients(PooledConnections):
         Raises:
             ConfigurationError: No API key where the provider needs one.
         """
+        options = self.client_options()
         return functools.partial(
             new_client,
             api_key=self._api_key(),
             base_url=self.endpoint(),
             timeout=self.timeout,
             headers=self.extra_headers,
+            **options,
         )
+
+    def client_options(self) -> dict[str, Any]:
+        """More options of `new_client` (Azure's resource); none here."""
+        return {}
 
     def _api_key(self) -> str:
         return api_key(self.credential, required=self.key_required, owner=type(self).__name__)
