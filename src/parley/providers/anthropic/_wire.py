@@ -209,11 +209,8 @@ DeltaHandler = Callable[[int, dict[str, Any]], list[Delta]]
 class MessageStreamReader(EventReader):
     """Turns the Messages API's stream events into deltas (see the module docstring).
 
-    `finished`: a stop reason arrived in `message_delta`; `done`: `message_stop` arrived.
-
-    Args:
-        model: The model's name, for errors.
-        provider: The provider's name, for errors.
+    It is `finished` at a stop reason in `message_delta`, `done` at `message_stop`; its
+    arguments are `EventReader`'s.
     """
 
     def __init__(self, *, model: str, provider: str) -> None:

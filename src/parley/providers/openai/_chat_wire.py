@@ -135,11 +135,9 @@ def completion_deltas(body: dict[str, Any], *, model: str, provider: str) -> Ite
 
 
 class ChatStreamReader(EventReader):
-    """Turns the data of each Chat Completions stream event into deltas (`done`: `[DONE]`).
+    """Turns the data of each Chat Completions stream event into deltas.
 
-    Args:
-        model: The model's name, for errors.
-        provider: The provider's name, for errors.
+    It is `done` at `data: [DONE]`; its arguments are `EventReader`'s.
     """
 
     def __init__(self, *, model: str, provider: str) -> None:

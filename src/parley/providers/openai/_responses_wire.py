@@ -99,11 +99,9 @@ def response_deltas(body: dict[str, Any], *, model: str, provider: str) -> Itera
 
 
 class ResponsesStreamReader(EventReader):
-    """Turns Responses API stream events into deltas (`done`: the response ended).
+    """Turns Responses API stream events into deltas.
 
-    Args:
-        model: The model's name, for errors.
-        provider: The provider's name, for errors.
+    It is `done` when the response ended; its arguments are `EventReader`'s.
     """
 
     def __init__(self, *, model: str, provider: str) -> None:
