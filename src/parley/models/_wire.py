@@ -13,12 +13,11 @@ import json
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping
 from email.utils import parsedate_to_datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
 from parley.errors import ModelOutputError
-
-if TYPE_CHECKING:
-    from parley.models.accumulator import Delta
+from parley.models.accumulator import Delta, MetaDelta
+from parley.models.response import ChatUsage, FinishReason
 
 __all__ = [
     "Event",
@@ -112,6 +111,11 @@ class EventReader:
         provider: The provider's name, for errors.
     """
 
+    id_field: ClassVar[str] = "id"
+    """The field of an event that holds the response's id (see `meta`)."""
+    model_field: ClassVar[str] = "model"
+    """The field of an event that holds the model's name (see `meta`)."""
+
     def __init__(self, *, model: str, provider: str) -> None:
         self.model = model
         self.provider = provider
@@ -119,6 +123,31 @@ class EventReader:
         """A finish reason arrived: the answer is whole even if the stream ends now."""
         self.done = False
         """The stream said it ended: later events are read past, not parsed."""
+        self._started = False
+
+    def meta(
+        self,
+        event: Mapping[str, Any],
+        out: list[Delta],
+        usage: ChatUsage | None,
+        reason: FinishReason | None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        """Add `event`'s `MetaDelta` to `out` if it has news or is the stream's first.
+
+        News is usage, a finish reason or metadata; the first names the response and model.
+        """
+        if usage or reason or metadata or not self._started:
+            self._started = True
+            out.append(
+                MetaDelta(
+                    usage=usage,
+                    finish_reason=reason,
+                    response_id=event.get(self.id_field),
+                    model=event.get(self.model_field),
+                    metadata=metadata,
+                )
+            )
 
     @property
     def complete(self) -> bool:

@@ -151,7 +151,6 @@ class StreamReader(EventReader):
     def __init__(self, *, model: str, provider: str, incremental: bool = True) -> None:
         super().__init__(model=model, provider=provider)
         self._seen = None if incremental else _Seen()
-        self._started = False
         self._usage: dict[str, Any] | None = None
         self._names: dict[int | str, str] = {}
         self._ids: dict[int | str, str] = {}

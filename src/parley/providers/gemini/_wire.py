@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from parley.models._wire import EventReader, read_json
 from parley.models.accumulator import (
     BlockDelta,
     Delta,
-    MetaDelta,
     TextDelta,
     ThinkingDelta,
     ToolCallDelta,
@@ -120,10 +119,12 @@ class ResponseReader(EventReader):
         model: The model's name, for errors.
     """
 
+    id_field: ClassVar[str] = "responseId"
+    model_field: ClassVar[str] = "modelVersion"
+
     def __init__(self, *, model: str) -> None:
         super().__init__(model=model, provider="gemini")
         self._calls = 0
-        self._started = False
         self._metadata: Any = None
 
     def feed(self, name: str, data: bytes) -> list[Delta]:
@@ -160,17 +161,7 @@ class ResponseReader(EventReader):
             metadata = None  # Gemini repeats it in every event: read it when it changes
         else:
             self._metadata = metadata
-        if metadata or facts or not self._started:
-            self._started = True
-            deltas.append(
-                MetaDelta(
-                    usage=usage(metadata) if metadata else None,
-                    finish_reason=reason,
-                    response_id=chunk.get("responseId"),
-                    model=chunk.get("modelVersion"),
-                    metadata=facts,
-                )
-            )
+        self.meta(chunk, deltas, usage(metadata) if metadata else None, reason, facts)
         return deltas
 
     def _part(self, part: Mapping[str, Any], out: list[Delta]) -> None:

@@ -142,7 +142,6 @@ class ChatStreamReader(EventReader):
 
     def __init__(self, *, model: str, provider: str) -> None:
         super().__init__(model=model, provider=provider)
-        self._started = False
         self._names: dict[int | str, str] = {}
 
     def feed(self, name: str, data: bytes) -> list[Delta]:
@@ -170,16 +169,7 @@ class ChatStreamReader(EventReader):
                 reason = finish_reason(choice.get("finish_reason")) or reason
                 self.finished = self.finished or bool(choice.get("finish_reason"))
         usage = chunk.get("usage")
-        if usage or reason or not self._started:
-            self._started = True
-            deltas.append(
-                MetaDelta(
-                    usage=chat_usage(usage) if usage else None,
-                    finish_reason=reason,
-                    response_id=chunk.get("id"),
-                    model=chunk.get("model"),
-                )
-            )
+        self.meta(chunk, deltas, chat_usage(usage) if usage else None, reason)
         return deltas
 
     def _delta(self, delta: dict[str, Any], out: list[Delta]) -> None:
