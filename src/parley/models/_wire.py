@@ -22,6 +22,7 @@ from parley.models.response import ChatUsage, FinishReason
 __all__ = [
     "Event",
     "EventReader",
+    "FinishReasons",
     "LineSplitter",
     "iter_events",
     "loads",
@@ -35,6 +36,20 @@ try:
     from jiter import from_json as loads
 except ImportError:  # pragma: no cover - jiter comes with the openai and anthropic SDKs
     loads = json.loads
+
+
+class FinishReasons(dict[str, FinishReason]):
+    """A provider's finish reasons and parley's for each; call it with the provider's value.
+
+    Example:
+        >>> finish_reason = FinishReasons({"end_turn": "stop"})
+        >>> finish_reason("end_turn"), finish_reason("unheard_of"), finish_reason(None)
+        ('stop', None, None)
+    """
+
+    def __call__(self, value: Any) -> FinishReason | None:
+        """Parley's finish reason for the provider's `value`; None for unknown ones."""
+        return self.get(value) if isinstance(value, str) else None
 
 
 def read_json(data: bytes, *, model: str, provider: str) -> dict[str, Any]:

@@ -40,7 +40,7 @@ from typing import Any
 import json_repair
 
 from parley.messages import ThinkingBlock
-from parley.models._wire import EventReader, loads, read_json
+from parley.models._wire import EventReader, FinishReasons, loads, read_json
 from parley.models.accumulator import (
     BlockDelta,
     Delta,
@@ -49,7 +49,7 @@ from parley.models.accumulator import (
     ThinkingDelta,
     ToolCallDelta,
 )
-from parley.models.response import CONTAINER, PAUSED, ChatUsage, FinishReason
+from parley.models.response import CONTAINER, PAUSED, ChatUsage
 from parley.providers.anthropic._errors import error_from_event
 from parley.providers.anthropic.formatter import RAW_BLOCK
 
@@ -62,21 +62,19 @@ __all__ = [
     "stop_metadata",
 ]
 
-_FINISH: dict[str, FinishReason] = {
-    "end_turn": "stop",
-    "stop_sequence": "stop",
-    # The server paused a long turn (server tools); sending the answer back continues it.
-    "pause_turn": "stop",
-    "tool_use": "tool_calls",
-    "max_tokens": "length",
-    "model_context_window_exceeded": "length",
-    "refusal": "content_filter",
-}
-
-
-def finish_reason(value: Any) -> FinishReason | None:
-    """Parley's finish reason for an Anthropic `stop_reason`; None for unknown ones."""
-    return _FINISH.get(value) if isinstance(value, str) else None
+finish_reason = FinishReasons(
+    {
+        "end_turn": "stop",
+        "stop_sequence": "stop",
+        # The server paused a long turn (server tools); sending the answer back continues it.
+        "pause_turn": "stop",
+        "tool_use": "tool_calls",
+        "max_tokens": "length",
+        "model_context_window_exceeded": "length",
+        "refusal": "content_filter",
+    }
+)
+"""Parley's finish reason for an Anthropic `stop_reason`; None for unknown ones."""
 
 
 def stop_metadata(stop: dict[str, Any]) -> dict[str, Any] | None:

@@ -26,7 +26,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from parley.models._wire import Event, EventReader, LineSplitter, loads, read_json
+from parley.models._wire import Event, EventReader, FinishReasons, LineSplitter, loads, read_json
 from parley.models.accumulator import Delta, MetaDelta, TextDelta, ThinkingDelta, ToolCallDelta
 from parley.models.response import ChatUsage, FinishReason
 from parley.providers.dashscope._errors import error_from_code
@@ -39,17 +39,15 @@ __all__ = [
     "native_usage",
 ]
 
-_FINISH: dict[str, FinishReason] = {
-    "stop": "stop",
-    "length": "length",
-    "tool_calls": "tool_calls",
-    "function_call": "tool_calls",
-}
-
-
-def finish_reason(value: Any) -> FinishReason | None:
-    """The finish reason for DashScope's; None mid-stream (`"null"`) and for unknown ones."""
-    return _FINISH.get(value) if isinstance(value, str) else None
+finish_reason = FinishReasons(
+    {
+        "stop": "stop",
+        "length": "length",
+        "tool_calls": "tool_calls",
+        "function_call": "tool_calls",
+    }
+)
+"""Parley's finish reason for DashScope's; None mid-stream (`"null"`) and for unknown ones."""
 
 
 def native_usage(usage: dict[str, Any]) -> ChatUsage:

@@ -13,27 +13,25 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from parley.models._wire import EventReader, read_json
+from parley.models._wire import EventReader, FinishReasons, read_json
 from parley.models.accumulator import Delta, MetaDelta, TextDelta, ThinkingDelta, ToolCallDelta
 from parley.models.response import ChatUsage, FinishReason
 from parley.providers.openai._errors import error_from_payload
 
 __all__ = ["ChatStreamReader", "chat_usage", "completion_deltas", "finish_reason"]
 
-_FINISH: dict[str, FinishReason] = {
-    "stop": "stop",
-    "length": "length",
-    "tool_calls": "tool_calls",
-    "function_call": "tool_calls",  # the legacy functions API
-    "content_filter": "content_filter",
-    "insufficient_system_resource": "error",  # DeepSeek: the answer was cut by load
-    "error": "error",  # OpenRouter: the upstream provider failed mid-stream
-}
-
-
-def finish_reason(value: Any) -> FinishReason | None:
-    """The finish reason for a provider's; None for unknown ones (inferred later)."""
-    return _FINISH.get(value) if isinstance(value, str) else None
+finish_reason = FinishReasons(
+    {
+        "stop": "stop",
+        "length": "length",
+        "tool_calls": "tool_calls",
+        "function_call": "tool_calls",  # the legacy functions API
+        "content_filter": "content_filter",
+        "insufficient_system_resource": "error",  # DeepSeek: the answer was cut by load
+        "error": "error",  # OpenRouter: the upstream provider failed mid-stream
+    }
+)
+"""Parley's finish reason for a provider's; None for unknown ones (inferred later)."""
 
 
 def chat_usage(usage: dict[str, Any]) -> ChatUsage:
