@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from parley.errors import ConfigurationError, MissingDependencyError
-from parley.models._aiohttp import PooledConnections
+from parley.models._aiohttp import Pool, PooledClients
 from parley.models.credentials import APIKeyCredential
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ class ClientPool:
             await client.close()
 
 
-class OpenAIClients(PooledConnections):
+class OpenAIClients(PooledClients["AsyncOpenAI"]):
     """The connections of a model on the openai SDK: chat, embedding or speech.
 
     The endpoint from the credential, and one `AsyncOpenAI` per event loop made on first use;
@@ -126,16 +126,9 @@ class OpenAIClients(PooledConnections):
         credential = self.credential
         return credential.endpoint() if isinstance(credential, APIKeyCredential) else None
 
-    def client(self) -> AsyncOpenAI:
-        """The SDK client for the running event loop (made on first use).
-
-        Raises:
-            ConfigurationError: No API key where the provider needs one.
-            MissingDependencyError: The `openai` package is not installed.
-        """
-        if self._pool is None:
-            self._pool = ClientPool(self.client_factory())
-        return self._pool.get()
+    def new_pool(self) -> Pool[AsyncOpenAI]:
+        """One `AsyncOpenAI` per event loop (`ConfigurationError` without a needed API key)."""
+        return ClientPool(self.client_factory())
 
     def client_factory(self) -> Callable[[], AsyncOpenAI]:
         """How this model's SDK clients are made (settings read now, a client per loop later).
