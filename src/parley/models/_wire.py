@@ -15,7 +15,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Ma
 from email.utils import parsedate_to_datetime
 from typing import Any, ClassVar
 
-from parley.errors import ModelOutputError
+from parley.errors import ModelConnectionError, ModelOutputError
 from parley.models.accumulator import Delta, MetaDelta
 from parley.models.response import ChatUsage, FinishReason
 
@@ -177,6 +177,14 @@ class EventReader:
     def feed(self, name: str, data: bytes) -> Iterable[Delta]:
         """The deltas in one event (`name` is `""` where the API names none)."""
         raise NotImplementedError
+
+    def incomplete(self, before: str = "it was complete") -> ModelConnectionError:
+        """The error for a stream that ended `before` it said the answer was whole."""
+        return ModelConnectionError(
+            f"the {self.provider} stream ended before {before}",
+            model=self.model,
+            provider=self.provider,
+        )
 
 
 Event = tuple[str, bytes]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import pydantic_core
 
-from parley.errors import ConfigurationError, ModelConnectionError, UserError
+from parley.errors import ConfigurationError, UserError
 from parley.models._aiohttp import LoopClients, PooledClients
 from parley.models._wire import read_json
 from parley.models.accumulator import Delta, StreamAccumulator
@@ -269,13 +269,6 @@ class AnthropicChatModel(PooledClients["AsyncAnthropic"], ChatModel):
             _MESSAGES_PATH, cast_to=httpx2.Response, content=content, stream=stream
         )
 
-    def _incomplete(self) -> ModelConnectionError:
-        return ModelConnectionError(
-            f"the {self.provider} stream ended before the message was complete",
-            model=self.model,
-            provider=self.provider,
-        )
-
     async def _stream(self, request: ChatRequest) -> AsyncIterator[Delta]:
         self.check_allowed(self.endpoint())
         body = self.request_body(request, stream=True)
@@ -304,7 +297,7 @@ class AnthropicChatModel(PooledClients["AsyncAnthropic"], ChatModel):
                 for delta in reader.feed(name, data):
                     yield delta
         if not reader.complete:
-            raise self._incomplete()
+            raise reader.incomplete("the message was complete")
 
     async def _complete(self, request: ChatRequest) -> ChatResponse:
         self.check_allowed(self.endpoint())

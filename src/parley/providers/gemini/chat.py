@@ -6,7 +6,6 @@ import re
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from parley.errors import ModelConnectionError
 from parley.models._aiohttp import PooledClients
 from parley.models._wire import iter_events, read_json
 from parley.models.accumulator import Delta, StreamAccumulator
@@ -183,11 +182,7 @@ class GeminiChatModel(PooledClients["BaseApiClient"], ChatModel):
             finally:
                 await response.aclose()
         if not reader.complete:
-            raise ModelConnectionError(
-                "the gemini stream ended before its last event (no finish reason)",
-                model=self.model,
-                provider=self.provider,
-            )
+            raise reader.incomplete("its last event (no finish reason)")
 
     async def _complete(self, request: ChatRequest) -> ChatResponse:
         self.check_allowed(self.endpoint())

@@ -6,7 +6,6 @@ from collections.abc import AsyncIterator, Iterable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Any, ClassVar
 
-from parley.errors import ModelConnectionError
 from parley.models._wire import EventReader, iter_events, read_json
 from parley.models.accumulator import Delta, StreamAccumulator
 from parley.models.base import ChatModel
@@ -49,14 +48,6 @@ class OpenAIModelBase(OpenAIClients, ChatModel):
         """Map SDK and transport errors raised inside the block to parley's."""
         return openai_errors(self.model, self.provider)
 
-    def incomplete(self) -> ModelConnectionError:
-        """The error for a stream that ended before the provider said it was done."""
-        return ModelConnectionError(
-            f"the {self.provider} stream ended before it was complete",
-            model=self.model,
-            provider=self.provider,
-        )
-
     def _open(self, body: dict[str, Any]) -> AbstractAsyncContextManager[Any]:
         """Send `body` through the SDK; the raw response, unparsed (each API's own)."""
         raise NotImplementedError
@@ -75,7 +66,7 @@ class OpenAIModelBase(OpenAIClients, ChatModel):
                         for delta in reader.feed(name, data):
                             yield delta
         if not reader.complete:
-            raise self.incomplete()
+            raise reader.incomplete()
 
     async def fetch_json(self, body: dict[str, Any]) -> dict[str, Any]:
         """Send a request for a whole answer and parse its JSON body."""
