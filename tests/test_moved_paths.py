@@ -97,7 +97,4 @@ def test_an_old_import_leaves_the_new_module_its_own_spec_and_reload_runs_it() -
             "assert old_formatter.__name__ == 'parley.providers.openai.formatter'",
         ]
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stderr
+    run_python(code)
