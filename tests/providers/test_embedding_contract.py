@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from parley.errors import (
+    ConfigurationError,
     MissingDependencyError,
     ModelConnectionError,
     ModelHTTPError,
@@ -22,8 +23,10 @@ from parley.errors import (
     RateLimitError,
     UserError,
 )
+from parley.models.credentials import CredentialFactory
 from parley.providers._server.embeddings import vector_for
 from tests.embeddings.test_base import ItemCache, MemoryCache
+from tests.providers._chat import API_KEY, DEFAULT_HOST, unset_keys
 from tests.providers._embedding import (
     INDEXED,
     PER_CALL_SIZE,
@@ -222,7 +225,7 @@ def test_the_sync_twin(embedding_provider: EmbeddingProvider) -> None:
         try:
             response = model.call_sync(["a", "b"])
         finally:
-            model.close_sync()  # type: ignore[attr-defined]
+            model.close_sync()
     assert response.embeddings == [vector_for("a", 8), vector_for("b", 8)]
 
 
@@ -234,3 +237,51 @@ async def test_a_missing_sdk_names_the_extra(
     monkeypatch.setitem(sys.modules, module, None)
     with pytest.raises(MissingDependencyError, match=rf"parley\[{extra}\]"):
         await embedder.model()(["a"])
+
+
+# -- keys and hosts --------------------------------------------------------------------------
+
+
+@pytest.mark.needs(API_KEY)
+async def test_the_credential_from_the_environment(
+    embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keys = unset_keys(embedder.entry.keys, monkeypatch)
+    assert keys.base_url_variable is not None
+    monkeypatch.setenv(keys.variables[0], "sk-from-env")
+    monkeypatch.setenv(keys.base_url_variable, embedder.server.url)
+    embedder.add(embedder.module.Embeddings())
+    # No credential given: the model makes its own, from the environment.
+    model = keys.credential.get_embedding_model_class()(model=embedder.entry.model)
+    embedder.made.append(model)
+    assert (await model(["a"])).embeddings == [vector_for("a", 8)]
+    assert embedder.server.requests[0].headers[keys.header] == keys.scheme + "sk-from-env"
+    monkeypatch.delenv(keys.variables[0])
+    unkeyed = keys.credential.get_embedding_model_class()(model=embedder.entry.model)
+    embedder.made.append(unkeyed)
+    with pytest.raises(ConfigurationError, match=" or ".join(keys.variables)):
+        await unkeyed(["a"])
+    assert len(embedder.requests()) == 1  # refused before any request
+
+
+@pytest.mark.needs(API_KEY)
+async def test_the_credential_from_stored_settings(embedder: Embedder) -> None:
+    keys = embedder.entry.keys
+    assert keys is not None
+    settings = {"type": keys.kind, "api_key": "sk-stored", "base_url": embedder.server.url}
+    credential = CredentialFactory.from_dict(settings)
+    cls = credential.get_embedding_model_class()
+    assert cls is type(embedder.model())
+    embedder.add(embedder.module.Embeddings())
+    model = cls(credential, embedder.entry.model)
+    embedder.made.append(model)
+    assert (await model(["a"])).embeddings == [vector_for("a", 8)]
+    assert embedder.server.requests[0].headers[keys.header] == keys.scheme + "sk-stored"
+
+
+@pytest.mark.needs(DEFAULT_HOST)
+async def test_requests_elsewhere_are_blocked_in_the_tests(embedder: Embedder) -> None:
+    remote = embedder.entry.remote
+    assert remote is not None
+    with pytest.raises(UserError, match=rf"{remote.host}.* are blocked"):
+        await embedder.model(credential=remote.credential())(["a"])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +22,7 @@ from parley.messages import (
 )
 from parley.providers.anthropic import AnthropicChatFormatter, AnthropicMultiAgentFormatter
 from parley.providers.anthropic.formatter import split_system
-
-PNG = base64.b64encode(b"\x89PNG fake").decode()
-PDF = base64.b64encode(b"%PDF fake").decode()
+from tests.providers._formatting import PDF, PNG
 
 
 def fmt(*msgs: Msg, **options: Any) -> list[dict[str, Any]]:

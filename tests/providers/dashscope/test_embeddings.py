@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from parley.errors import (
-    ConfigurationError,
     ModelHTTPError,
     ModelOutputError,
     RateLimitError,
@@ -317,20 +316,6 @@ async def test_local_media_uploaded_to_storage_with_upload_files(
 # -- credential, cards, caches, sync --------------------------------------------------------------
 
 
-async def test_the_credential_from_the_environment(
-    server: DashScopeServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-from-env")
-    monkeypatch.setenv("DASHSCOPE_HTTP_BASE_URL", server.url)
-    server.add(Embeddings())
-    model = DashScopeEmbeddingModel(model="text-embedding-v4")
-    try:
-        assert (await model(["a"])).embeddings == [vector_for("a", 8)]
-    finally:
-        await model.aclose()
-    assert server.requests[0].headers["authorization"] == "Bearer sk-from-env"
-
-
 async def test_a_credential_from_stored_settings_with_a_workspace(server: DashScopeServer) -> None:
     credential = CredentialFactory.from_dict(
         {"type": "dashscope", "api_key": "sk-stored", "base_url": server.url, "workspace": "ws-1"}
@@ -344,16 +329,6 @@ async def test_a_credential_from_stored_settings_with_a_workspace(server: DashSc
     headers = server.requests[0].headers
     assert headers["authorization"] == "Bearer sk-stored"
     assert headers["x-dashscope-workspace"] == "ws-1"
-
-
-async def test_no_key_is_a_configuration_error(
-    server: DashScopeServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv("DASHSCOPE_API_KEY", raising=False)
-    model = DashScopeEmbeddingModel(DashScopeCredential(base_url=server.url), "text-embedding-v4")
-    with pytest.raises(ConfigurationError, match="DASHSCOPE_API_KEY"):
-        await model(["a"])
-    assert server.requests == []
 
 
 def test_the_credential_lists_the_embedding_models_and_their_sizes() -> None:

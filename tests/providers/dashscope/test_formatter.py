@@ -21,9 +21,7 @@ from parley.messages import (
     VideoBlock,
 )
 from parley.providers.dashscope import DashScopeChatFormatter, DashScopeMultiAgentFormatter
-
-PNG = base64.b64encode(b"\x89PNG fake").decode()
-WAV = base64.b64encode(b"RIFF fake").decode()
+from tests.providers._formatting import PNG, TOOL_MEDIA, WAV
 
 
 def text(*msgs: Msg, **options: Any) -> list[dict[str, Any]]:
@@ -213,16 +211,7 @@ def test_missing_local_file_is_a_message_error(tmp_path: Path) -> None:
 
 
 def test_tool_media_goes_in_a_user_message_after_the_tool_messages() -> None:
-    image = ImageBlock(source=Base64Source(media_type="image/png", data=PNG))
-    msgs = [
-        Msg.assistant(
-            ToolCallBlock(id="c1", name="snap", input={}), ToolCallBlock(id="c2", name="f")
-        ),
-        Msg.tool_result("c1", [TextBlock(text="Here it is."), image], name="snap"),
-        Msg.tool_result("c2", "done", name="f"),
-        Msg.user("Thanks"),
-    ]
-    out = multimodal(*msgs)
+    out = multimodal(*TOOL_MEDIA)
     assert [m["role"] for m in out] == ["assistant", "tool", "tool", "user", "user"]
     assert out[1] == {
         "role": "tool",

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -23,11 +21,10 @@ from parley.providers.dashscope.server import (
     ToolCall,
 )
 from tests._requires import require_module
+from tests.providers._fixtures import ModelFactory
 
 require_module("dashscope", "dashscope")
 
-
-ModelFactory = Callable[..., Any]
 
 PNG_BYTES = b"\x89PNG fake image"
 PNG = base64.b64encode(PNG_BYTES).decode()

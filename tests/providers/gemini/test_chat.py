@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -24,15 +23,9 @@ from parley.providers.gemini.server import (
     HTTPError,
     Reply,
 )
+from tests.providers._chat import HI, TOOLS
+from tests.providers._fixtures import ModelFactory
 
-ModelFactory = Callable[..., Any]
-"""The `make_model` fixture (see `fixtures.py`)."""
-
-HI = [Msg.user("Hi")]
-TOOLS: list[dict[str, Any]] = [
-    {"name": "weather", "description": "Weather.", "parameters": {"type": "object"}},
-    {"name": "time", "description": "Time.", "parameters": {"type": "object"}},
-]
 PATH = "/v1/models/gemini-2.5-flash"
 
 
@@ -487,62 +480,3 @@ async def test_vertex_ai_without_a_project_is_a_configuration_error(
     credential = GeminiCredential(vertexai=True, base_url=server.url)
     with pytest.raises(ConfigurationError, match="Vertex AI needs a project"):
         await GeminiChatModel(credential, "gemini-2.5-pro").chat(HI)
-
-
-# -- sync twins, configuration, secrets ------------------------------------------------------
-
-
-async def test_missing_key_is_a_configuration_error(
-    server: GeminiServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
-    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
-    model = GeminiChatModel(GeminiCredential(base_url=server.url), "gemini-2.5-flash")
-    with pytest.raises(ConfigurationError, match="GOOGLE_API_KEY or GEMINI_API_KEY"):
-        await model.chat(HI)
-
-
-@pytest.mark.parametrize(
-    ("env", "sent"),
-    [
-        ({"GEMINI_API_KEY": "gemini-env"}, "gemini-env"),
-        ({"GOOGLE_API_KEY": "google-env"}, "google-env"),
-        # As google-genai does: GOOGLE_API_KEY first.
-        ({"GOOGLE_API_KEY": "google-env", "GEMINI_API_KEY": "gemini-env"}, "google-env"),
-    ],
-)
-async def test_key_from_the_environment(
-    server: GeminiServer,
-    make_model: ModelFactory,
-    monkeypatch: pytest.MonkeyPatch,
-    env: dict[str, str],
-    sent: str,
-) -> None:
-    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
-    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    server.add(Reply(text="ok"))
-    await make_model(credential=GeminiCredential(base_url=server.url)).chat(HI)
-    assert server.requests[0].headers["x-goog-api-key"] == sent
-
-
-async def test_remote_hosts_are_blocked_in_tests() -> None:
-    model = GeminiChatModel(GeminiCredential(api_key="k"), "gemini-2.5-flash")  # type: ignore[arg-type]
-    with pytest.raises(UserError, match=r"generativelanguage\.googleapis\.com"):
-        await model.chat(HI)
-
-
-async def test_the_key_never_shows(
-    server: GeminiServer, make_model: ModelFactory, caplog: pytest.LogCaptureFixture
-) -> None:
-    secret = "AIza-very-secret-value"
-    credential = server.credential(secret)
-    model = make_model(credential=credential)
-    server.add(HTTPError(500), Reply(text="ok"))
-    with caplog.at_level(logging.DEBUG):
-        await model.chat(HI)
-    shown = [repr(credential), str(credential), repr(model), credential.model_dump_json()]
-    shown += [record.getMessage() for record in caplog.records]
-    assert all(secret not in text for text in shown)
-    assert server.requests[0].headers["x-goog-api-key"] == secret

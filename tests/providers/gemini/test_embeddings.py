@@ -14,13 +14,11 @@ from typing import Any
 import pytest
 
 from parley.errors import (
-    ConfigurationError,
     ModelOutputError,
     RateLimitError,
     UserError,
 )
 from parley.messages import AudioBlock, FileBlock, ImageBlock, TextBlock, VideoBlock
-from parley.models.credentials import CredentialFactory
 from parley.providers.gemini import GeminiCredential
 from parley.providers.gemini.embeddings import GeminiEmbeddingModel
 from parley.providers.gemini.server import (
@@ -224,45 +222,6 @@ async def test_vertex_ai_text_models_through_predict(
 
 
 # -- credential, cards, caches, sync --------------------------------------------------------------
-
-
-async def test_the_credential_from_the_environment(
-    server: GeminiServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
-    monkeypatch.setenv("GEMINI_API_KEY", "from-env")
-    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", server.url)
-    server.add(Embeddings())
-    model = GeminiEmbeddingModel(model="gemini-embedding-001")
-    try:
-        assert (await model(["a"])).embeddings == [vector_for("a", 8)]
-    finally:
-        await model.aclose()
-    assert server.requests[0].headers["x-goog-api-key"] == "from-env"
-
-
-async def test_a_credential_from_stored_settings(server: GeminiServer) -> None:
-    credential = CredentialFactory.from_dict(
-        {"type": "gemini", "api_key": "stored-key", "base_url": server.url}
-    )
-    server.add(Embeddings())
-    model = GeminiEmbeddingModel(credential, "gemini-embedding-001")
-    try:
-        await model(["a"])
-    finally:
-        await model.aclose()
-    assert server.requests[0].headers["x-goog-api-key"] == "stored-key"
-
-
-async def test_no_key_is_a_configuration_error(
-    server: GeminiServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
-    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
-    model = GeminiEmbeddingModel(GeminiCredential(base_url=server.url), "gemini-embedding-001")
-    with pytest.raises(ConfigurationError, match="GOOGLE_API_KEY or GEMINI_API_KEY"):
-        await model(["a"])
-    assert server.requests == []
 
 
 def test_the_credential_lists_the_embedding_models_and_their_sizes() -> None:
