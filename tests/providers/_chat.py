@@ -45,6 +45,7 @@ __all__ = [
     "CHAT_PROVIDERS",
     "HI",
     "TOOLS",
+    "WEATHER_FUNCTION",
     "Call",
     "Chat",
     "ChatProvider",
@@ -64,6 +65,12 @@ TOOLS: list[dict[str, Any]] = [
     {"name": "time", "description": "Time.", "parameters": {"type": "object"}},
 ]
 """Two tools to offer a model."""
+
+WEATHER_FUNCTION = {
+    "type": "function",
+    "function": {"name": "weather", "description": "Weather.", "parameters": {"type": "object"}},
+}
+"""`TOOLS[0]` as the Chat Completions wire sends it (OpenAI's, DashScope's, Ollama's)."""
 
 
 async def read_into(seen: list[str], stream: ChatStream) -> None:
@@ -100,6 +107,10 @@ ERROR_EVENT_RETRIED = "error_event_retried"
 """An error event before any chunk reached the caller is tried again."""
 STREAMED_ARGUMENTS = "streamed_arguments"
 """Tool-call arguments arrive in pieces (else each call arrives whole in one chunk)."""
+OWN_WAIT = "own_wait"
+"""It asks for a wait in its own way too, beside `Retry-After` (`own_waits`)."""
+TOOL_CHOICE = "tool_choice"
+"""It takes a tool choice and parallel calls as parameters (`tool_fields`)."""
 ON_AIOHTTP = "on_aiohttp"
 """Its client runs on aiohttp: a model never closed closes with its event loop (`unclosed`)."""
 STRING_ARGUMENTS = "string_arguments"
@@ -168,6 +179,10 @@ class ChatProvider:
         keys: How it takes its API key (with `API_KEY`).
         remote: A credential aimed at its remote host (with `DEFAULT_HOST`).
         unclosed: Python that binds `model` to the server at `sys.argv[1]` (with `ON_AIOHTTP`).
+        tool_fields: Where its request carries tools and their choice (with `TOOL_CHOICE`):
+            the fields, under the body's field `tools_at` if given.
+        tools_at: The body's field that holds `tool_fields`, if not the body itself.
+        own_waits: 429 answers that ask, in its own way, for a wait of 0.1 s (with `OWN_WAIT`).
     """
 
     name: str
@@ -190,6 +205,9 @@ class ChatProvider:
     keys: Keys | None = None
     remote: Remote | None = None
     unclosed: str = ""
+    tool_fields: tuple[str, ...] = ()
+    tools_at: str | None = None
+    own_waits: tuple[Any, ...] = ()
 
 
 def replies(
@@ -287,6 +305,7 @@ _EVERY = frozenset(
         API_KEY,
         DEFAULT_HOST,
         STRING_ARGUMENTS,
+        TOOL_CHOICE,
     }
 )
 
@@ -308,9 +327,12 @@ _OPENAI = ChatProvider(
     context_length=openai_server.HTTPError(400, "too long", code="context_length_exceeded"),
     content_filter=openai_server.HTTPError(400, "filtered", code="content_filter"),
     requires=(("openai", "openai"),),
-    capabilities=_EVERY,
+    capabilities=_EVERY | {OWN_WAIT},
     keys=OPENAI_KEYS,
     remote=OPENAI_REMOTE,
+    # OpenAI refuses tool_choice and parallel_tool_calls when no tools are given.
+    tool_fields=("tools", "tool_choice", "parallel_tool_calls"),
+    own_waits=(openai_server.HTTPError.rate_limit(retry_after_ms=100),),
 )
 
 CHAT_PROVIDERS = [
@@ -337,7 +359,7 @@ CHAT_PROVIDERS = [
         content_filter=None,
         # Its API version (2024-06-01) takes no `stream_options`: a stream counts no tokens.
         # Its key and endpoint: tests/providers/openai/test_azure.py.
-        capabilities=_EVERY - {STREAMED_USAGE, API_KEY, DEFAULT_HOST},
+        capabilities=(_EVERY - {STREAMED_USAGE, API_KEY, DEFAULT_HOST}) | {OWN_WAIT},
         keys=None,
         remote=None,
     ),
@@ -374,6 +396,7 @@ CHAT_PROVIDERS = [
         remote=Remote(
             lambda: AnthropicCredential(api_key=SecretStr("sk-x")), r"api\.anthropic\.com"
         ),
+        tool_fields=("tools", "tool_choice"),
         unclosed="""
 from parley.providers.anthropic import AnthropicChatModel, AnthropicCredential
 credential = AnthropicCredential(api_key="k", base_url=sys.argv[1])
@@ -409,9 +432,11 @@ model = AnthropicChatModel(credential, "claude-sonnet-5-5")
         ),
         requires=(("google.genai", "gemini"),),
         # Gemini sends each function call whole, in one chunk, its arguments an object.
-        capabilities=_EVERY - {STREAMED_ARGUMENTS, STRING_ARGUMENTS},
+        capabilities=(_EVERY - {STREAMED_ARGUMENTS, STRING_ARGUMENTS}) | {OWN_WAIT},
         keys=GEMINI_KEYS,
         remote=GEMINI_REMOTE,
+        tool_fields=("tools", "toolConfig"),
+        own_waits=(gemini_server.HTTPError.rate_limit(retry_delay="0.1s"),),  # Google's RetryInfo
     ),
     ChatProvider(
         name="ollama",
@@ -437,9 +462,9 @@ model = AnthropicChatModel(credential, "claude-sonnet-5-5")
         ),
         context_length=ollama_server.HTTPError(400, "the input length exceeds the context length"),
         requires=(("ollama", "ollama"), ("httpx_aiohttp", "ollama")),
-        # Ollama sends each tool call whole, in one line; it takes headers, not a key (its
-        # headers and OLLAMA_API_KEY: tests/providers/ollama/test_chat.py).
-        capabilities=(_EVERY - {STREAMED_ARGUMENTS, API_KEY}) | {ON_AIOHTTP},
+        # Ollama sends each tool call whole, in one line; it takes headers, not a key, and no
+        # tool choice (its headers, OLLAMA_API_KEY, its tools: tests/providers/ollama/).
+        capabilities=(_EVERY - {STREAMED_ARGUMENTS, API_KEY, TOOL_CHOICE}) | {ON_AIOHTTP},
         remote=OLLAMA_REMOTE,
         unclosed="""
 from parley.providers.ollama import OllamaChatModel, OllamaCredential
@@ -472,6 +497,8 @@ model = OllamaChatModel(OllamaCredential(host=sys.argv[1]), "qwen3")
         capabilities=_EVERY | {ON_AIOHTTP},
         keys=DASHSCOPE_KEYS,
         remote=DASHSCOPE_REMOTE,
+        tool_fields=("tools", "tool_choice", "parallel_tool_calls"),
+        tools_at="parameters",
         unclosed="""
 from parley.providers.dashscope import DashScopeChatModel, DashScopeCredential
 credential = DashScopeCredential(api_key="k", base_url=sys.argv[1])

@@ -38,10 +38,12 @@ from tests.providers._chat import (
     ERROR_EVENT_RETRIED,
     HI,
     ON_AIOHTTP,
+    OWN_WAIT,
     STREAM_END_CHECKED,
     STREAMED_ARGUMENTS,
     STREAMED_USAGE,
     STRING_ARGUMENTS,
+    TOOL_CHOICE,
     TOOLS,
     Call,
     Chat,
@@ -198,6 +200,16 @@ async def test_broken_arguments_are_kept_raw(chat: Chat, streamed: bool) -> None
     assert response.finish_reason == "tool_calls"
 
 
+@pytest.mark.needs(TOOL_CHOICE)
+async def test_no_tool_fields_without_tools(chat: Chat) -> None:
+    for parallel in (True, False):
+        chat.add(chat.reply("ok"))
+        await chat.model(parameters={"parallel_tool_calls": parallel}).chat(HI, tool_choice="none")
+        body = chat.server.bodies()[-1]
+        sent = body.get(chat.entry.tools_at, {}) if chat.entry.tools_at else body
+        assert not set(chat.entry.tool_fields) & set(sent), parallel
+
+
 class City(BaseModel):
     name: str
     population: int
@@ -238,6 +250,23 @@ async def test_429_waits_what_retry_after_asks(
     assert model.retry.waits == [0.1]
     assert "429" in caplog.text  # the retry says why
     assert len(chat.server.requests) == 2
+
+
+@pytest.mark.needs(OWN_WAIT)
+async def test_429_waits_what_the_provider_s_own_way_asks(
+    chat: Chat, caplog: pytest.LogCaptureFixture
+) -> None:
+    for limited in chat.entry.own_waits:
+        chat.add(limited, chat.reply("ok"))
+        model = chat.model()
+        with caplog.at_level(logging.WARNING, logger="parley.models"):
+            assert (await model.chat(HI)).text == "ok"
+        # The harness's backoff waits at most 5 ms: a wait of 0.1 s can only be the server's.
+        assert model.retry.waits == [0.1]
+        # The wait the retry chose, as it logs it before sleeping.
+        assert "retry 1 of" in caplog.text
+        assert "in 0.10s" in caplog.text
+    assert len(chat.server.requests) == 2 * len(chat.entry.own_waits)
 
 
 @pytest.mark.parametrize("status", [500, 502, 503, 504, 408, 409])
@@ -521,10 +550,12 @@ def test_connections_close_with_their_event_loop(chat_provider: ChatProvider, en
 
 
 async def test_a_missing_sdk_names_the_extra(chat: Chat, monkeypatch: pytest.MonkeyPatch) -> None:
-    (module, extra), *_ = chat.entry.requires
-    monkeypatch.setitem(sys.modules, module, None)
-    with pytest.raises(MissingDependencyError, match=rf"parley\[{extra}\]"):
-        await chat.model().chat(HI)
+    # Each module it needs (its SDK, the HTTP client it builds the SDK on), named with the extra.
+    for module, extra in chat.entry.requires:
+        with monkeypatch.context() as patched:
+            patched.setitem(sys.modules, module, None)
+            with pytest.raises(MissingDependencyError, match=rf"{module}.*parley\[{extra}\]"):
+                await chat.model().chat(HI)
 
 
 # -- keys and hosts --------------------------------------------------------------------------

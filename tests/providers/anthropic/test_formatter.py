@@ -22,7 +22,7 @@ from parley.messages import (
 )
 from parley.providers.anthropic import AnthropicChatFormatter, AnthropicMultiAgentFormatter
 from parley.providers.anthropic.formatter import split_system
-from tests.providers._formatting import PDF, PNG
+from tests.providers._samples import PDF, PNG, images_three_ways
 
 
 def fmt(*msgs: Msg, **options: Any) -> list[dict[str, Any]]:
@@ -170,14 +170,7 @@ def test_empty_content_is_dropped() -> None:
 
 
 def test_images_by_url_base64_and_local_file(tmp_path: Path) -> None:
-    path = tmp_path / "cat.png"
-    path.write_bytes(b"\x89PNG fake")
-    msg = Msg.user(
-        "Look:",
-        ImageBlock.from_url("https://example.com/cat.png"),
-        ImageBlock(source=Base64Source(media_type="image/png", data=PNG)),
-        ImageBlock.from_path(path),
-    )
+    msg = images_three_ways(tmp_path)
     png = {"type": "base64", "media_type": "image/png", "data": PNG}
     assert fmt(msg)[0]["content"] == [
         text("Look:"),

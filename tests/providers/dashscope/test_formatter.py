@@ -21,7 +21,7 @@ from parley.messages import (
     VideoBlock,
 )
 from parley.providers.dashscope import DashScopeChatFormatter, DashScopeMultiAgentFormatter
-from tests.providers._formatting import PNG, TOOL_MEDIA, WAV
+from tests.providers._samples import PNG, TOOL_MEDIA, WAV, images_three_ways
 
 
 def text(*msgs: Msg, **options: Any) -> list[dict[str, Any]]:
@@ -154,16 +154,9 @@ def test_system_media_is_refused() -> None:
 
 
 def test_multimodal_content_is_a_list_of_parts(tmp_path: Path) -> None:
-    path = tmp_path / "cat.png"
-    path.write_bytes(b"\x89PNG fake")
     assert multimodal(
         Msg.system("Describe."),
-        Msg.user(
-            "Look:",
-            ImageBlock.from_url("https://example.com/cat.png"),
-            ImageBlock(source=Base64Source(media_type="image/png", data=PNG)),
-            ImageBlock.from_path(path),
-        ),
+        images_three_ways(tmp_path),
         Msg.assistant("A cat."),
     ) == [
         {"role": "system", "content": [{"text": "Describe."}]},

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import pytest
@@ -32,7 +31,10 @@ PATH = "/v1/models/gemini-2.5-flash"
 # -- answers --------------------------------------------------------------------------------
 
 
-async def test_whole_answer_with_usage(server: GeminiServer, make_model: ModelFactory) -> None:
+async def test_the_request_the_version_and_the_thought_tokens(
+    server: GeminiServer, make_model: ModelFactory
+) -> None:
+    # The answer, its finish and its usage, as every provider's: test_chat_contract.py.
     server.add(
         Reply(
             text="Hello!",
@@ -45,15 +47,11 @@ async def test_whole_answer_with_usage(server: GeminiServer, make_model: ModelFa
         )
     )
     response = await make_model().chat([Msg.system("Be brief."), *HI])
-    assert response.text == "Hello!"
-    assert response.is_last
-    assert response.finish_reason == "stop"
     assert (response.id, response.model) == ("resp-1", "gemini-2.5-flash-001")
     assert response.usage is not None
     # Thoughts are billed as output: 3 answer tokens and 5 thought tokens.
     assert (response.usage.input_tokens, response.usage.output_tokens) == (12, 8)
     assert response.usage.cached_tokens == 8
-    assert response.usage.elapsed > 0
     request = server.requests[0]
     assert request.path == f"{PATH}:generateContent"
     assert request.headers["x-goog-api-key"] == "test-key"
@@ -147,7 +145,10 @@ async def test_tool_choice_on_the_wire(
     ]
 
 
-async def test_no_tool_fields_without_tools(server: GeminiServer, make_model: ModelFactory) -> None:
+async def test_a_request_without_tools_is_only_its_contents(
+    server: GeminiServer, make_model: ModelFactory
+) -> None:
+    # No tool fields, as every provider's: the contract suite; here, nothing else either.
     server.add(Reply(text="ok"))
     await make_model(parameters={"parallel_tool_calls": True}).chat(HI, tool_choice="none")
     assert set(server.bodies()[0]) == {"contents"}
@@ -334,31 +335,6 @@ async def test_structured_output_by_forced_call(
     )
     result = await make_model().generate_structured_output(HI, City)
     assert (result.strategy, result.parsed) == ("forced", City(name="Rome", population=1))
-
-
-# -- retries ---------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "limited",
-    # The fixture's backoff waits near zero, so a wait of 0.10 s can only be the server's
-    # (`Retry-After`: the contract suite).
-    [HTTPError.rate_limit(retry_delay="0.1s")],
-    ids=["retry-info"],
-)
-async def test_429_waits_what_its_retry_info_asks(
-    server: GeminiServer,
-    make_model: ModelFactory,
-    limited: HTTPError,
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    server.add(limited, Reply(text="ok"))
-    with caplog.at_level(logging.WARNING, logger="parley.models"):
-        response = await make_model().chat(HI)
-    assert response.text == "ok"
-    assert "retry 1 of" in caplog.text
-    assert "in 0.10s" in caplog.text
-    assert len(server.requests) == 2
 
 
 # -- error mapping and finish reasons --------------------------------------------------------

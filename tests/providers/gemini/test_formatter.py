@@ -22,7 +22,7 @@ from parley.messages import (
 )
 from parley.providers.gemini import GeminiChatFormatter, GeminiMultiAgentFormatter
 from parley.providers.gemini.formatter import PART_SIGNATURE, split_system
-from tests.providers._formatting import DEBATE, PDF, PNG, TOOL_MEDIA, TOOL_SEQUENCE
+from tests.providers._samples import DEBATE, PDF, PNG, TOOL_MEDIA, TOOL_SEQUENCE
 
 
 def fmt(*msgs: Msg) -> list[dict[str, Any]]:

@@ -31,7 +31,7 @@ from parley.providers.ollama.server import (
     vector_for,
 )
 from tests._requires import require_module
-from tests.providers._fixtures import embedding_fixtures
+from tests.providers._fixtures import model_fixtures
 
 require_module("ollama", "ollama")
 require_module("httpx_aiohttp", "ollama")
@@ -41,7 +41,7 @@ EMBED = "/api/embed"
 ModelFactory = Callable[..., OllamaEmbeddingModel]
 
 
-server, make_model = embedding_fixtures(OllamaServer, OllamaEmbeddingModel, "nomic-embed-text")
+server, make_model = model_fixtures(OllamaServer, OllamaEmbeddingModel, "nomic-embed-text")
 
 
 def texts_of(request: RecordedRequest) -> list[str]:

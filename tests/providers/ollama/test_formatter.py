@@ -20,7 +20,7 @@ from parley.messages import (
     VideoBlock,
 )
 from parley.providers.ollama import OllamaChatFormatter, OllamaMultiAgentFormatter
-from tests.providers._formatting import DEBATE
+from tests.providers._samples import DEBATE
 
 PNG_BYTES = b"\x89PNG\r\n\x1a\n" + b"\x01" * 8
 PNG = base64.b64encode(PNG_BYTES).decode()

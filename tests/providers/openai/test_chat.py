@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import pytest
@@ -13,7 +12,7 @@ from parley.errors import (
     UserError,
 )
 from parley.providers.openai.server import HTTPError, OpenAIServer, Reply, ToolCall
-from tests.providers._chat import HI, TOOLS
+from tests.providers._chat import HI, TOOLS, WEATHER_FUNCTION
 from tests.providers._fixtures import ModelFactory
 
 # -- answers --------------------------------------------------------------------------------
@@ -61,21 +60,7 @@ async def test_tool_choice_on_the_wire(
     body = server.bodies()[0]
     assert body["tool_choice"] == wire
     assert body["parallel_tool_calls"] is False
-    assert body["tools"][0] == {
-        "type": "function",
-        "function": {
-            "name": "weather",
-            "description": "Weather.",
-            "parameters": {"type": "object"},
-        },
-    }
-
-
-async def test_no_tool_fields_without_tools(server: OpenAIServer, make_model: ModelFactory) -> None:
-    # OpenAI refuses tool_choice and parallel_tool_calls when no tools are given.
-    server.add(Reply(text="ok"))
-    await make_model(parameters={"parallel_tool_calls": True}).chat(HI, tool_choice="none")
-    assert not {"tools", "tool_choice", "parallel_tool_calls"} & set(server.bodies()[0])
+    assert body["tools"][0] == WEATHER_FUNCTION
 
 
 async def test_parameters_on_the_wire(server: OpenAIServer, make_model: ModelFactory) -> None:
@@ -133,32 +118,6 @@ async def test_structured_output_falls_back_when_tool_choice_is_refused(
     }
     assert "tools" not in second
     server.assert_consumed()
-
-
-# -- retries ---------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "limited",
-    # The fixture's backoff waits near zero, so a wait of 0.10 s can only be the header's
-    # (`Retry-After` in seconds: the contract suite).
-    [HTTPError.rate_limit(retry_after_ms=100)],
-    ids=["retry-after-ms"],
-)
-async def test_429_waits_what_retry_after_ms_asks(
-    server: OpenAIServer,
-    make_model: ModelFactory,
-    limited: HTTPError,
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    server.add(limited, Reply(text="ok"))
-    with caplog.at_level(logging.WARNING, logger="parley.models"):
-        response = await make_model().chat(HI)
-    assert response.text == "ok"
-    # The wait the retry chose, as it logs it before sleeping: the header's, not a backoff.
-    assert "retry 1 of" in caplog.text
-    assert "in 0.10s" in caplog.text
-    assert len(server.requests) == 2
 
 
 # -- error mapping ---------------------------------------------------------------------------

@@ -33,16 +33,14 @@ from parley.providers.openai.server import (
 )
 from tests._requires import require_module
 from tests.embeddings.test_base import ItemCache
-from tests.providers._fixtures import ModelFactory, embedding_fixtures
+from tests.providers._fixtures import ModelFactory, model_fixtures
 
 require_module("openai", "openai")
 
 TEXTS = [f"text number {i}" for i in range(4100)]  # 2048 + 2048 + 4
 
 
-server, make_model = embedding_fixtures(
-    OpenAIServer, OpenAIEmbeddingModel, "text-embedding-3-small"
-)
+server, make_model = model_fixtures(OpenAIServer, OpenAIEmbeddingModel, "text-embedding-3-small")
 
 
 def texts_of(request: RecordedRequest) -> list[str]:

@@ -19,7 +19,15 @@ from parley.messages import (
     VideoBlock,
 )
 from parley.providers.openai import OpenAIChatFormatter, OpenAIMultiAgentFormatter
-from tests.providers._formatting import DEBATE, PDF, PNG, TOOL_MEDIA, TOOL_SEQUENCE, WAV
+from tests.providers._samples import (
+    DEBATE,
+    PDF,
+    PNG,
+    TOOL_MEDIA,
+    TOOL_SEQUENCE,
+    WAV,
+    images_three_ways,
+)
 
 
 def fmt(*msgs: Msg, **options: object) -> list[dict[str, object]]:
@@ -40,14 +48,7 @@ def test_text_roles_and_names() -> None:
 
 
 def test_images_by_url_base64_and_local_file(tmp_path: Path) -> None:
-    path = tmp_path / "cat.png"
-    path.write_bytes(b"\x89PNG fake")
-    msg = Msg.user(
-        "Look:",
-        ImageBlock.from_url("https://example.com/cat.png"),
-        ImageBlock(source=Base64Source(media_type="image/png", data=PNG)),
-        ImageBlock.from_path(path),
-    )
+    msg = images_three_ways(tmp_path)
     assert fmt(msg, image_detail="low") == [
         {
             "role": "user",

@@ -21,7 +21,7 @@ from parley.providers.openai import OpenAIResponseModel, OpenAIResponsesFormatte
 from parley.providers.openai.server import OpenAIServer, Reply, ToolCall
 from tests.providers._chat import HI
 from tests.providers._fixtures import ModelFactory
-from tests.providers._formatting import PNG
+from tests.providers._samples import PNG
 
 TOOLS = [{"name": "weather", "description": "Weather.", "parameters": {"type": "object"}}]
 
