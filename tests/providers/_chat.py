@@ -109,6 +109,8 @@ STREAMED_ARGUMENTS = "streamed_arguments"
 """Tool-call arguments arrive in pieces (else each call arrives whole in one chunk)."""
 OWN_WAIT = "own_wait"
 """It asks for a wait in its own way too, beside `Retry-After` (`own_waits`)."""
+FORCED_OUTPUT = "forced_output"
+"""Structured output tries a forced call of its tool first, in the Chat Completions shape."""
 TOOL_CHOICE = "tool_choice"
 """It takes a tool choice and parallel calls as parameters (`tool_fields`)."""
 ON_AIOHTTP = "on_aiohttp"
@@ -183,6 +185,7 @@ class ChatProvider:
             the fields, under the body's field `tools_at` if given.
         tools_at: The body's field that holds `tool_fields`, if not the body itself.
         own_waits: 429 answers that ask, in its own way, for a wait of 0.1 s (with `OWN_WAIT`).
+        forced_choice: Its `tool_choice` that forces the structured tool (with `FORCED_OUTPUT`).
     """
 
     name: str
@@ -208,6 +211,7 @@ class ChatProvider:
     tool_fields: tuple[str, ...] = ()
     tools_at: str | None = None
     own_waits: tuple[Any, ...] = ()
+    forced_choice: Any = None
 
 
 def replies(
@@ -296,6 +300,8 @@ DASHSCOPE_REMOTE = Remote(
     lambda: DashScopeCredential(api_key=SecretStr("sk-x")), r"dashscope\.aliyuncs\.com"
 )
 
+FORCED_CHOICE = {"type": "function", "function": {"name": "generate_response"}}
+
 _EVERY = frozenset(
     {
         STREAM_END_CHECKED,
@@ -327,12 +333,13 @@ _OPENAI = ChatProvider(
     context_length=openai_server.HTTPError(400, "too long", code="context_length_exceeded"),
     content_filter=openai_server.HTTPError(400, "filtered", code="content_filter"),
     requires=(("openai", "openai"),),
-    capabilities=_EVERY | {OWN_WAIT},
+    capabilities=_EVERY | {OWN_WAIT, FORCED_OUTPUT},
     keys=OPENAI_KEYS,
     remote=OPENAI_REMOTE,
     # OpenAI refuses tool_choice and parallel_tool_calls when no tools are given.
     tool_fields=("tools", "tool_choice", "parallel_tool_calls"),
     own_waits=(openai_server.HTTPError.rate_limit(retry_after_ms=100),),
+    forced_choice=FORCED_CHOICE,
 )
 
 CHAT_PROVIDERS = [
@@ -346,6 +353,8 @@ CHAT_PROVIDERS = [
         unfinished=_responses_unfinished,
         context_length=None,
         content_filter=None,
+        # Its tools have their own shape (tests/providers/openai/test_responses.py).
+        capabilities=_OPENAI.capabilities - {FORCED_OUTPUT},
     ),
     replace(
         _OPENAI,
@@ -359,7 +368,7 @@ CHAT_PROVIDERS = [
         content_filter=None,
         # Its API version (2024-06-01) takes no `stream_options`: a stream counts no tokens.
         # Its key and endpoint: tests/providers/openai/test_azure.py.
-        capabilities=(_EVERY - {STREAMED_USAGE, API_KEY, DEFAULT_HOST}) | {OWN_WAIT},
+        capabilities=(_EVERY - {STREAMED_USAGE, API_KEY, DEFAULT_HOST}) | {OWN_WAIT, FORCED_OUTPUT},
         keys=None,
         remote=None,
     ),
@@ -494,11 +503,12 @@ model = OllamaChatModel(OllamaCredential(host=sys.argv[1]), "qwen3")
             400, "DataInspectionFailed", "Input data may contain inappropriate content."
         ),
         requires=(("dashscope", "dashscope"),),
-        capabilities=_EVERY | {ON_AIOHTTP},
+        capabilities=_EVERY | {ON_AIOHTTP, FORCED_OUTPUT},
         keys=DASHSCOPE_KEYS,
         remote=DASHSCOPE_REMOTE,
         tool_fields=("tools", "tool_choice", "parallel_tool_calls"),
         tools_at="parameters",
+        forced_choice=FORCED_CHOICE,
         unclosed="""
 from parley.providers.dashscope import DashScopeChatModel, DashScopeCredential
 credential = DashScopeCredential(api_key="k", base_url=sys.argv[1])

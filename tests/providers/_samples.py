@@ -14,6 +14,8 @@ from parley import Msg
 from parley.messages import Base64Source, ImageBlock, TextBlock, ToolCallBlock
 
 __all__ = [
+    "CALLS",
+    "CALLS_AS_CHAT_COMPLETIONS",
     "DEBATE",
     "IMAGE_URL",
     "PDF",
@@ -37,6 +39,31 @@ PDF = base64.b64encode(b"%PDF fake").decode()
 """A PDF file's bytes (base64)."""
 WAV = base64.b64encode(b"RIFF fake").decode()
 """A WAV sound's bytes (base64)."""
+
+CALLS = Msg.assistant(
+    "Checking.",
+    ToolCallBlock(id="c1", name="weather", input={}, raw_input='{"city":"Rome"}'),
+    ToolCallBlock(id="c2", name="time", input={"tz": "CET"}),
+)
+"""An assistant's text and two calls, the first with its arguments kept as raw text."""
+
+CALLS_AS_CHAT_COMPLETIONS = {
+    "role": "assistant",
+    "content": "Checking.",
+    "tool_calls": [
+        {
+            "id": "c1",
+            "type": "function",
+            "function": {"name": "weather", "arguments": '{"city":"Rome"}'},
+        },
+        {
+            "id": "c2",
+            "type": "function",
+            "function": {"name": "time", "arguments": '{"tz": "CET"}'},
+        },
+    ],
+}
+"""`CALLS` as the Chat Completions wire carries it (OpenAI's, DashScope's text endpoint)."""
 
 TOOL_MEDIA = (
     Msg.assistant(ToolCallBlock(id="c1", name="snap", input={}), ToolCallBlock(id="c2", name="f")),

@@ -36,6 +36,7 @@ from tests.providers._chat import (
     API_KEY,
     DEFAULT_HOST,
     ERROR_EVENT_RETRIED,
+    FORCED_OUTPUT,
     HI,
     ON_AIOHTTP,
     OWN_WAIT,
@@ -232,6 +233,19 @@ async def test_structured_output(chat: Chat) -> None:
     assert result.content == city
     assert result.strategy in model.structured_strategies
     chat.server.assert_consumed()
+
+
+@pytest.mark.needs(FORCED_OUTPUT)
+async def test_structured_output_by_a_forced_call(chat: Chat) -> None:
+    city = {"name": "Paris", "population": 2}
+    chat.add(chat.reply(calls=[Call("generate_response", city, "call_s")]))
+    result = await chat.model().generate_structured_output(HI, City)
+    assert result.strategy == "forced"
+    assert result.parsed == City(name="Paris", population=2)
+    body = chat.server.bodies()[0]
+    sent = body[chat.entry.tools_at] if chat.entry.tools_at else body
+    assert sent["tool_choice"] == chat.entry.forced_choice
+    assert sent["tools"][0]["function"]["parameters"] == City.model_json_schema()
 
 
 # -- retries ---------------------------------------------------------------------------------

@@ -258,23 +258,6 @@ class City(BaseModel):
     population: int
 
 
-async def test_structured_output_by_forced_tool(
-    server: DashScopeServer, make_model: ModelFactory
-) -> None:
-    server.add(
-        Reply(tool_calls=[ToolCall("generate_response", {"name": "Paris", "population": 2})])
-    )
-    result = await make_model().generate_structured_output(HI, City)
-    assert result.strategy == "forced"
-    assert result.parsed == City(name="Paris", population=2)
-    parameters = server.bodies()[0]["parameters"]
-    assert parameters["tool_choice"] == {
-        "type": "function",
-        "function": {"name": "generate_response"},
-    }
-    assert parameters["tools"][0]["function"]["parameters"] == City.model_json_schema()
-
-
 async def test_structured_output_turns_thinking_off_when_forcing_is_refused(
     server: DashScopeServer, make_model: ModelFactory
 ) -> None:

@@ -21,7 +21,14 @@ from parley.messages import (
     VideoBlock,
 )
 from parley.providers.dashscope import DashScopeChatFormatter, DashScopeMultiAgentFormatter
-from tests.providers._samples import PNG, TOOL_MEDIA, WAV, images_three_ways
+from tests.providers._samples import (
+    CALLS,
+    CALLS_AS_CHAT_COMPLETIONS,
+    PNG,
+    TOOL_MEDIA,
+    WAV,
+    images_three_ways,
+)
 
 
 def text(*msgs: Msg, **options: Any) -> list[dict[str, Any]]:
@@ -48,29 +55,12 @@ def test_text_roles_as_strings() -> None:
 
 
 def test_tool_calls_and_results() -> None:
-    call_raw = ToolCallBlock(id="c1", name="weather", input={}, raw_input='{"city":"Rome"}')
-    call_dict = ToolCallBlock(id="c2", name="time", input={"tz": "CET"})
     assert text(
-        Msg.assistant("Checking.", call_raw, call_dict),
+        CALLS,
         Msg.tool_result("c1", "Sunny", name="weather"),
         Msg.tool_result("c2", [TextBlock(text="12:00")], name="time", is_error=True),
     ) == [
-        {
-            "role": "assistant",
-            "content": "Checking.",
-            "tool_calls": [
-                {
-                    "id": "c1",
-                    "type": "function",
-                    "function": {"name": "weather", "arguments": '{"city":"Rome"}'},
-                },
-                {
-                    "id": "c2",
-                    "type": "function",
-                    "function": {"name": "time", "arguments": '{"tz": "CET"}'},
-                },
-            ],
-        },
+        CALLS_AS_CHAT_COMPLETIONS,
         {"role": "tool", "content": "Sunny", "tool_call_id": "c1", "name": "weather"},
         {"role": "tool", "content": "12:00", "tool_call_id": "c2", "name": "time"},
     ]

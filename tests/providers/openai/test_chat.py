@@ -11,7 +11,7 @@ from parley.errors import (
     ContextLengthError,
     UserError,
 )
-from parley.providers.openai.server import HTTPError, OpenAIServer, Reply, ToolCall
+from parley.providers.openai.server import HTTPError, OpenAIServer, Reply
 from tests.providers._chat import HI, TOOLS, WEATHER_FUNCTION
 from tests.providers._fixtures import ModelFactory
 
@@ -85,20 +85,6 @@ async def test_unknown_parameter_is_a_user_error(make_model: ModelFactory) -> No
 class City(BaseModel):
     name: str
     population: int
-
-
-async def test_structured_output_by_forced_tool(
-    server: OpenAIServer, make_model: ModelFactory
-) -> None:
-    server.add(
-        Reply(tool_calls=[ToolCall("generate_response", {"name": "Paris", "population": 2})])
-    )
-    result = await make_model().generate_structured_output(HI, City)
-    assert result.strategy == "forced"
-    assert result.parsed == City(name="Paris", population=2)
-    body = server.bodies()[0]
-    assert body["tool_choice"] == {"type": "function", "function": {"name": "generate_response"}}
-    assert body["tools"][0]["function"]["parameters"] == City.model_json_schema()
 
 
 async def test_structured_output_falls_back_when_tool_choice_is_refused(

@@ -20,6 +20,8 @@ from parley.messages import (
 )
 from parley.providers.openai import OpenAIChatFormatter, OpenAIMultiAgentFormatter
 from tests.providers._samples import (
+    CALLS,
+    CALLS_AS_CHAT_COMPLETIONS,
     DEBATE,
     PDF,
     PNG,
@@ -128,10 +130,8 @@ def test_system_media_is_refused() -> None:
 
 
 def test_tool_calls_and_results() -> None:
-    call_raw = ToolCallBlock(id="c1", name="weather", input={}, raw_input='{"city":"Rome"}')
-    call_dict = ToolCallBlock(id="c2", name="time", input={"tz": "CET"})
     assert fmt(
-        Msg.assistant("Checking.", call_raw, call_dict),
+        CALLS,
         Msg(
             role="tool",
             content=[
@@ -146,22 +146,7 @@ def test_tool_calls_and_results() -> None:
             ],
         ),
     ) == [
-        {
-            "role": "assistant",
-            "content": "Checking.",
-            "tool_calls": [
-                {
-                    "id": "c1",
-                    "type": "function",
-                    "function": {"name": "weather", "arguments": '{"city":"Rome"}'},
-                },
-                {
-                    "id": "c2",
-                    "type": "function",
-                    "function": {"name": "time", "arguments": '{"tz": "CET"}'},
-                },
-            ],
-        },
+        CALLS_AS_CHAT_COMPLETIONS,
         {"role": "tool", "tool_call_id": "c1", "content": "Sunny"},
         {"role": "tool", "tool_call_id": "c2", "content": "12:00"},
     ]
