@@ -1,35 +1,33 @@
-"""What `embeddings_<provider>.py` share: the server process, the vectors, the rounds.
+"""What `embeddings_<provider>.py` share: the vectors, the settings, the rounds.
 
-The server is `_openai_bench_server.py`'s loop (kept-alive connections, each distinct answer
+The server is `_harness.RenderingServer`'s loop (kept-alive connections, each distinct answer
 rendered once, then the same bytes written) with a provider's embedding answers; it runs in a
-process of its own (the provider file run with `--serve`), so that its CPU never shares the
-client's event loop. Each answer holds one vector per input of the request; a vector is the
-same fixed pattern of floats with its first component set to the input's place in the
-request, so a contender that puts vectors in the wrong order is caught before any timing.
+process of its own (the provider file run with `--serve`, `_harness.ServerProcess`), so that
+its CPU never shares the client's event loop. Each answer holds one vector per input of the
+request; a vector is the same fixed pattern of floats with its first component set to the
+input's place in the request, so a contender that puts vectors in the wrong order is caught
+before any timing.
 
-Two measurements, each contender in turn, round by round (`models.interleaved`):
+Two measurements, each contender in turn, round by round (`_harness.interleaved`):
 
 1. one request's worth of texts (one batch): time per call;
 2. many texts, split into the provider's batches and sent 4 at a time (parley's default
    `max_concurrency`; the raw SDK's batches under the same bound with `asyncio.gather`):
    time per call.
+
+Each provider file runs alone (`python benchmarks/embeddings_<provider>.py [--quick]`); its
+`provider_figures(settings)` gives its rows to a caller that prints them with others'.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import os
-import subprocess
-import sys
-import time
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from models import Figure, interleaved, report, time_figure
+import _harness as harness
 
 CONCURRENCY = 4
 """Batches in flight at once, for both contenders (parley's default)."""
@@ -89,41 +87,74 @@ async def gathered(
     return [item for part in parts for item in part]
 
 
-class BenchServer(AbstractContextManager["BenchServer"]):
-    """A provider file run with `--serve`, in a child process; it stops when its stdin closes."""
+class ParleyEmbedder:
+    """parley's embedding model of a provider, called on the texts (it batches them itself)."""
 
-    def __init__(self, script: Path) -> None:
-        self._script = script
-        self._process: subprocess.Popen[bytes] | None = None
-        self.port = 0
+    name = "parley"
 
-    def __enter__(self) -> BenchServer:
-        command = [sys.executable, str(self._script), "--serve"]
-        self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        assert self._process.stdout is not None
-        line = self._process.stdout.readline().decode()
-        if not line.startswith("PORT "):
-            self._process.kill()
-            raise SystemExit(f"the benchmark server did not start: {line!r}")
-        self.port = int(line.split()[1])
-        return self
+    def __init__(self, model: Any) -> None:
+        self.model = model
 
-    def __exit__(self, *exc_info: object) -> None:
-        process = self._process
-        if process is not None and process.stdin is not None:
-            process.stdin.close()
-            try:
-                process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                process.kill()
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        return (await self.model(texts)).embeddings
+
+    async def aclose(self) -> None:
+        await self.model.aclose()
 
 
-async def serve(server: Any) -> None:
-    """Serve `server.handle` on a free port; print it; stop when standard input closes."""
-    listener = await asyncio.start_server(server.handle, "127.0.0.1", 0, backlog=2048)
-    print(f"PORT {listener.sockets[0].getsockname()[1]}", flush=True)
-    async with listener:
-        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.buffer.read)
+class RawBatches:
+    """A raw SDK's embedding call, one call per batch of `batch` texts, 4 at a time."""
+
+    name = "raw SDK"
+    batch: int
+    """Texts in one request: the provider's limit."""
+    size: int
+    """Dimensions of a vector."""
+
+    def __init__(self, url: str) -> None:
+        self.client = self.connect(url)
+
+    def connect(self, url: str) -> Any:
+        """The SDK's client for the server at `url`."""
+        raise NotImplementedError
+
+    async def one_batch(self, texts: list[str]) -> list[list[float]]:
+        """The SDK's vectors for one request's `texts`, in their order."""
+        raise NotImplementedError
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        return await gathered(texts, self.batch, self.one_batch)
+
+
+async def server_figures(
+    script: str,
+    parley: Callable[[str], Contender],
+    raw: type[RawBatches],
+    settings: EmbeddingSettings,
+    path: str = "",
+) -> list[harness.Figure]:
+    """The rows of `embeddings_<name>.py` (`script`): `parley` against `raw` on the file's
+    server (the file run with `--serve`; `path`: its API's root), labelled with the name."""
+    name = Path(script).stem.removeprefix("embeddings_")
+    with harness.ServerProcess(script, "--serve", path=path) as server:
+        pair = [parley(server.url()), raw(server.url())]
+        try:
+            return await figures(pair, settings, prefix=f"{name}: ", batch=raw.batch, size=raw.size)
+        finally:
+            await harness.close_all(pair)
+
+
+def embedding_main(
+    doc: str,
+    server: Callable[[], harness.RenderingServer],
+    figures_of: Callable[[EmbeddingSettings], Awaitable[list[harness.Figure]]],
+    packages: Sequence[str],
+    reference: str,
+) -> int:
+    """The `main` of a file whose rows take `EmbeddingSettings` (`_harness.provider_main`)."""
+    return harness.provider_main(
+        None, doc, (DEFAULT, QUICK), figures_of, packages, reference, server
+    )
 
 
 async def figures(
@@ -133,7 +164,7 @@ async def figures(
     prefix: str,
     batch: int,
     size: int,
-) -> list[Figure]:
+) -> list[harness.Figure]:
     """Check both contenders' vectors, then time one batch and many batches, interleaved."""
     one = [f"text number {i}" for i in range(batch)]
     many = [f"text number {i}" for i in range(settings.many)]
@@ -147,52 +178,14 @@ async def figures(
         return lambda c: lambda: c.embed(texts)
 
     s = settings
-    single = await interleaved(pair, job(one), s.rounds, s.calls_per_round)
-    spread = await interleaved(pair, job(many), s.rounds)
+    single = await harness.interleaved(pair, job(one), s.rounds, s.calls_per_round)
+    spread = await harness.interleaved(pair, job(many), s.rounds)
     batches = -(-settings.many // batch)
-    rows = [
-        time_figure(f"{prefix}{batch} texts, 1 request", "µs/call", 1e6, single),
-        time_figure(
-            f"{prefix}{settings.many:,} texts, {batches} requests x{CONCURRENCY}", "ms", 1e3, spread
-        ),
-    ]
-    for row in rows:
-        row.goal, row.met = "ratio <= 1.0", (row.ratio or 0) <= 1.0
-    return rows
-
-
-def run_provider_main(
-    argv: Sequence[str] | None,
-    *,
-    doc: str,
-    server: Callable[[], Any],
-    figures_of: Callable[[EmbeddingSettings], Awaitable[list[Figure]]],
-    packages: Sequence[str],
-    reference: str,
-) -> int:
-    """A provider file's `main`: `--serve` runs its server; otherwise its figures, printed.
-
-    Args:
-        argv: The command line (None: `sys.argv`).
-        doc: The file's docstring (its first line is the description).
-        server: Makes the file's server, for `--serve`.
-        figures_of: The file's figures for the run's settings.
-        packages: The distributions whose versions head the output.
-        reference: What parley is compared with, for the table's footer.
-    """
-    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer rounds, a shorter run")
-    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.serve:
-        asyncio.run(serve(server()))
-        return 0
-    from importlib import metadata  # noqa: PLC0415
-
-    versions = ", ".join(f"{n} {metadata.version(n)}" for n in packages)
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores; {versions}\n")
-    started = time.perf_counter()
-    rows = asyncio.run(figures_of(QUICK if args.quick else DEFAULT))
-    report(rows, [], reference=reference)
-    print(f"\n({time.perf_counter() - started:.0f} s)")
-    return 0
+    many_label = f"{prefix}{settings.many:,} texts, {batches} requests x{CONCURRENCY}"
+    return harness.at_most(
+        [
+            harness.time_figure(f"{prefix}{batch} texts, 1 request", "µs/call", 1e6, single),
+            harness.time_figure(many_label, "ms", 1e3, spread),
+        ],
+        1.0,
+    )

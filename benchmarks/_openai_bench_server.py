@@ -2,10 +2,10 @@
 
 The wire-format test server (`parley.providers.openai.server`) serves one thread per
 connection and renders every answer afresh: right for tests, too slow to keep out of a
-benchmark's way. This one is a bare `asyncio.start_server` HTTP/1.1 handler that renders each
-distinct answer once and then writes the same bytes, in one write, to every request that asks
-for it. `models.py` runs it in a process of its own, so that its CPU never shares the client's
-event loop.
+benchmark's way. This one is `_harness.RenderingServer`'s bare `asyncio.start_server`
+HTTP/1.1 loop, which renders each distinct answer once and then writes the same bytes, in one
+write, to every request that asks for it. `models.py` runs it in a process of its own, so that
+its CPU never shares the client's event loop.
 
 Answers (`POST .../v1/chat/completions`):
 
@@ -26,28 +26,16 @@ listens and stops when its standard input closes (so it never outlives the bench
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import json
 import re
 import sys
 from typing import Any
 
-DEFAULT_CHUNKS = 200
-WORDS = ("the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "and", "runs")
+from _harness import TEXT, ChatServer, chunked_response, http, server_main, word
+
 MODEL_ID = "chatcmpl-bench0000000000000000000000"
 CREATED = 1_700_000_000
 _PATH = re.compile(rb"^(?:/n(\d+))?/v1/chat/completions$")
-
-
-def _http(status: str, content_type: str, body: bytes, *, chunked: bool = False) -> bytes:
-    framing = b"Transfer-Encoding: chunked" if chunked else b"Content-Length: %d" % len(body)
-    head = (
-        b"HTTP/1.1 " + status.encode() + b"\r\n"
-        b"Content-Type: " + content_type.encode() + b"\r\n"
-        b"Connection: keep-alive\r\n" + framing + b"\r\n\r\n"
-    )
-    return head + body
 
 
 def _usage(output: int) -> dict[str, Any]:
@@ -73,7 +61,7 @@ def completion(model: str, *, tool: bool) -> bytes:
             }
         ]
     else:
-        message["content"] = " ".join(WORDS[i % len(WORDS)] for i in range(60)) + "."
+        message["content"] = TEXT
     body = {
         "id": MODEL_ID,
         "object": "chat.completion",
@@ -91,10 +79,10 @@ def completion(model: str, *, tool: bool) -> bytes:
         "service_tier": "default",
         "system_fingerprint": "fp_bench",
     }
-    return _http("200 OK", "application/json", json.dumps(body).encode())
+    return http("200 OK", "application/json", json.dumps(body).encode())
 
 
-def stream(model: str, chunks: int, *, include_usage: bool) -> bytes:
+def stream(model: str, chunks: int, include_usage: bool) -> bytes:
     """A streamed answer of `chunks` content chunks, framed one event per HTTP chunk."""
     base = {
         "id": MODEL_ID,
@@ -110,93 +98,26 @@ def stream(model: str, chunks: int, *, include_usage: bool) -> bytes:
         return {**base, "choices": [choice]}
 
     events = [event({"role": "assistant", "content": "", "refusal": None})]
-    events += [event({"content": " " + WORDS[i % len(WORDS)]}) for i in range(chunks)]
+    events += [event({"content": word(i)}) for i in range(chunks)]
     events.append(event({}, "stop"))
     if include_usage:
         events.append({**base, "choices": [], "usage": _usage(chunks)})
     payloads = [json.dumps(e, separators=(",", ":")).encode() for e in events] + [b"[DONE]"]
-    framed = []
-    for payload in payloads:
-        data = b"data: " + payload + b"\n\n"
-        framed.append(b"%x\r\n%s\r\n" % (len(data), data))
-    framed.append(b"0\r\n\r\n")
-    return _http("200 OK", "text/event-stream; charset=utf-8", b"".join(framed), chunked=True)
+    return chunked_response(
+        "text/event-stream; charset=utf-8", (b"data: %s\n\n" % p for p in payloads)
+    )
 
 
-class Server:
-    """Answers from a cache of rendered responses, keyed on what selects the answer."""
+class Server(ChatServer):
+    """Chat completions, each distinct answer rendered once."""
 
-    def __init__(self) -> None:
-        self._rendered: dict[tuple[Any, ...], bytes] = {}
-        self.requests = 0
+    route = _PATH
+    render_whole = staticmethod(completion)
+    render_stream = staticmethod(stream)
 
-    def answer(self, path: bytes, body: bytes) -> bytes:
-        match = _PATH.match(path.split(b"?", 1)[0])
-        if match is None:
-            error = json.dumps({"error": {"message": f"no route {path!r}"}}).encode()
-            return _http("404 Not Found", "application/json", error)
-        request = json.loads(body or b"{}")
-        model = str(request.get("model") or "")
-        streamed = bool(request.get("stream"))
-        include_usage = bool((request.get("stream_options") or {}).get("include_usage"))
-        chunks = int(match.group(1) or DEFAULT_CHUNKS)
-        key = (model, streamed, include_usage, chunks, bool(request.get("tools")))
-        rendered = self._rendered.get(key)
-        if rendered is None:
-            if streamed:
-                rendered = stream(model, chunks, include_usage=include_usage)
-            else:
-                rendered = completion(model, tool=bool(request.get("tools")))
-            self._rendered[key] = rendered
-        return rendered
-
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                try:
-                    head = await reader.readuntil(b"\r\n\r\n")
-                except (asyncio.IncompleteReadError, ConnectionError):
-                    return
-                request_line, *header_lines = head[:-4].split(b"\r\n")
-                _, path, _ = request_line.split(b" ", 2)
-                length, close = 0, False
-                for line in header_lines:
-                    name, _, value = line.partition(b":")
-                    name = name.strip().lower()
-                    if name == b"content-length":
-                        length = int(value)
-                    elif name == b"connection":
-                        close = value.strip().lower() == b"close"
-                body = await reader.readexactly(length) if length else b""
-                self.requests += 1
-                writer.write(self.answer(path, body))
-                await writer.drain()
-                if close:
-                    return
-        except (ConnectionError, asyncio.IncompleteReadError):
-            return
-        finally:
-            writer.close()
-
-
-async def serve(port: int) -> None:
-    server = Server()
-    listener = await asyncio.start_server(server.handle, "127.0.0.1", port, backlog=2048)
-    bound = listener.sockets[0].getsockname()[1]
-    print(f"PORT {bound}", flush=True)
-    loop = asyncio.get_running_loop()
-    async with listener:
-        # Serve until the parent closes our standard input (or dies).
-        await loop.run_in_executor(None, sys.stdin.buffer.read)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, default=0, help="0: any free port")
-    args = parser.parse_args(argv)
-    asyncio.run(serve(args.port))
-    return 0
+    def stream_options(self, request: dict[str, Any]) -> tuple[Any, ...]:
+        return (bool((request.get("stream_options") or {}).get("include_usage")),)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(server_main(None, __doc__, Server))

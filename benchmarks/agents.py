@@ -27,10 +27,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import cProfile
+import functools
 import gc
 import os
-import pstats
 import statistics
 import sys
 import time
@@ -41,6 +40,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
+from _harness import print_heading, print_profile
 from parley.agents import Agent, InMemoryMemory, MessageCompleted
 from parley.agents.budget import tiktoken_counter
 from parley.messages import Msg, TextBlock, ToolCallBlock, ToolResultBlock
@@ -400,8 +400,7 @@ def report_loop(sections: list[Section]) -> None:
     header = f"{'arm':<44}{'median':>9}{'best':>9}{'overhead':>11}{'ratio':>8}"
     for section in sections:
         print(f"{section.title}; {section.unit}")
-        print(header)
-        print("-" * len(header))
+        print_heading(header)
         by_label = {arm.label: arm for arm in section.arms}
         for arm in section.arms:
             scale = 1e6 / section.per
@@ -491,8 +490,7 @@ def report_fan_out(cases: list[FanOut]) -> None:
         f"{'tools':<18}{'N':>4}{'parallel':>10}{'runs':>6}{'round ms':>10}{'slowest ms':>12}"
         f"{'round/slowest':>15}{'expected':>10}"
     )
-    print(header)
-    print("-" * len(header))
+    print_heading(header)
     for c in cases:
         ratio = median(w / s for w, s in zip(c.walls, c.slowest, strict=True))
         expected = "~1" if c.parallel else f"~{c.n}"
@@ -585,8 +583,7 @@ def report_memory(arms: list[MemoryArm], rounds: int) -> None:
     header = (
         f"{'what':<38}{'msgs':>5}{'peak':>9}{'retained':>10}{'per msg':>9}{'retained ratio':>16}"
     )
-    print(header)
-    print("-" * len(header))
+    print_heading(header)
     hand = median(arms[-1].retained)
     for arm in arms:
         retained = median(arm.retained)
@@ -608,16 +605,14 @@ def profile(settings: Settings, top: int = 25) -> None:
     section = loop_sections(settings)[0]
     reply = next(a for a in section.arms if a.label == "Agent.reply")
 
+    async def runs(times: int) -> None:
+        for _ in range(times):
+            await reply.job()
+
     async def run() -> None:
-        for _ in range(5):
-            await reply.job()
-        profiler = cProfile.Profile()
-        profiler.enable()
-        for _ in range(50):
-            await reply.job()
-        profiler.disable()
-        print(f"Agent.reply profile (50 runs of {settings.tool_rounds} tool rounds, own time):")
-        pstats.Stats(profiler).strip_dirs().sort_stats("tottime").print_stats(top)
+        await runs(5)
+        title = f"Agent.reply profile (50 runs of {settings.tool_rounds} tool rounds, own time):"
+        await print_profile(functools.partial(runs, 50), title, top)
 
     asyncio.run(run())
 

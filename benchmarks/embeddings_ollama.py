@@ -9,129 +9,80 @@ it comes: on httpx's own transport) embed the same texts into vectors of 768 dim
 2. 2,048 texts in 4 requests of 512, 4 at a time: time per call. The SDK's requests are made
    by the loop a caller would write (`_embedding_bench.gathered`).
 
-Run: `python benchmarks/embeddings_ollama.py [--quick]`; `provider_figures(settings)` gives
-the figures to a caller that prints them with the other providers'.
+Run: `python benchmarks/embeddings_ollama.py [--quick]`.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
-
-from _embedding_bench import (  # noqa: E402  (the shared helpers, beside this file)
-    BenchServer,
-    EmbeddingSettings,
-    figures,
-    gathered,
-    run_provider_main,
-    vector,
-)
-from _openai_bench_server import Server as _OpenAIServer  # noqa: E402
-from _openai_bench_server import _http  # noqa: E402
-from models import Figure  # noqa: E402
+import _embedding_bench as bench
+from _harness import Figure, RenderingServer, http
 
 MODEL = "nomic-embed-text"
 BATCH = 512
 SIZE = 768
 REFERENCE = "the raw `ollama` SDK (AsyncClient.embed, on httpx's own transport)"
+PACKAGES = ("ollama", "httpx", "httpx-aiohttp", "aiohttp")
 
 
 def answer(model: str, count: int, size: int) -> bytes:
     """An `/api/embed` answer (`api.EmbedResponse`): `count` vectors of `size`."""
     body = {
         "model": model,
-        "embeddings": [vector(i, size) for i in range(count)],
+        "embeddings": [bench.vector(i, size) for i in range(count)],
         "total_duration": 14_143_917,
         "load_duration": 1_019_500,
         "prompt_eval_count": 3 * count,
     }
-    return _http("200 OK", "application/json; charset=utf-8", json.dumps(body).encode())
+    return http("200 OK", "application/json; charset=utf-8", json.dumps(body).encode())
 
 
-class OllamaEmbeddingServer(_OpenAIServer):
-    """The OpenAI bench server's loop, Ollama's `/api/embed` answers."""
+class Server(RenderingServer):
+    """Ollama's `/api/embed` answers, each distinct one rendered once."""
 
     def answer(self, path: bytes, body: bytes) -> bytes:
         if path.split(b"?", 1)[0] != b"/api/embed":
-            return _http("404 Not Found", "text/plain", b"404 page not found")
+            return http("404 Not Found", "text/plain", b"404 page not found")
         request = json.loads(body)
         key = (str(request["model"]), len(request["input"]), int(request.get("dimensions") or SIZE))
-        rendered = self._rendered.get(key)
-        if rendered is None:
-            rendered = self._rendered[key] = answer(*key)
-        return rendered
+        return self.rendered(key, lambda: answer(*key))
 
 
-class ParleyContender:
+def parley_contender(url: str) -> bench.ParleyEmbedder:
     """parley's `OllamaEmbeddingModel` (the SDK's HTTP client on aiohttp, raw JSON read)."""
+    from parley.providers.ollama import OllamaCredential  # noqa: PLC0415
+    from parley.providers.ollama.embeddings import OllamaEmbeddingModel  # noqa: PLC0415
 
-    name = "parley"
-
-    def __init__(self, url: str) -> None:
-        from parley.providers.ollama import OllamaCredential  # noqa: PLC0415
-        from parley.providers.ollama.embeddings import OllamaEmbeddingModel  # noqa: PLC0415
-
-        self.model = OllamaEmbeddingModel(OllamaCredential(host=url), MODEL)
-
-    async def embed(self, texts: list[str]) -> list[list[float]]:
-        return (await self.model(texts)).embeddings
-
-    async def aclose(self) -> None:
-        await self.model.aclose()
+    return bench.ParleyEmbedder(OllamaEmbeddingModel(OllamaCredential(host=url), MODEL))
 
 
-class RawSDKContender:
+class RawSDKContender(bench.RawBatches):
     """`AsyncClient.embed`, one call per batch, 4 at a time."""
 
-    name = "raw SDK"
+    batch, size = BATCH, SIZE
 
-    def __init__(self, url: str) -> None:
+    def connect(self, url: str) -> Any:
         from ollama import AsyncClient  # noqa: PLC0415
 
-        self.client = AsyncClient(host=url)
+        return AsyncClient(host=url)
 
-    async def _batch(self, texts: list[str]) -> list[list[float]]:
+    async def one_batch(self, texts: list[str]) -> list[list[float]]:
         response = await self.client.embed(model=MODEL, input=texts)
         return [list(values) for values in response.embeddings]
-
-    async def embed(self, texts: list[str]) -> list[list[float]]:
-        return await gathered(texts, BATCH, self._batch)
 
     async def aclose(self) -> None:
         await self.client.close()
 
 
-async def provider_figures(settings: EmbeddingSettings) -> list[Figure]:
+async def provider_figures(settings: bench.EmbeddingSettings) -> list[Figure]:
     """The Ollama embedding figures: one request, and many requests 4 at a time."""
     settings = replace(settings, many=4 * BATCH)
-    with BenchServer(Path(__file__).resolve()) as server:
-        url = f"http://127.0.0.1:{server.port}"
-        pair: list[Any] = [ParleyContender(url), RawSDKContender(url)]
-        try:
-            return await figures(pair, settings, prefix="ollama: ", batch=BATCH, size=SIZE)
-        finally:
-            for contender in pair:
-                await contender.aclose()
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return run_provider_main(
-        argv,
-        doc=__doc__,
-        server=OllamaEmbeddingServer,
-        figures_of=provider_figures,
-        packages=("ollama", "httpx", "httpx-aiohttp", "aiohttp"),
-        reference=REFERENCE,
-    )
+    return await bench.server_figures(__file__, parley_contender, RawSDKContender, settings)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(bench.embedding_main(__doc__, Server, provider_figures, PACKAGES, REFERENCE))

@@ -69,6 +69,15 @@ async def _timed(evaluating: Any) -> tuple[Any, float]:
     return report, time.perf_counter() - started
 
 
+def _render(report: Any, cases: int) -> float | None:
+    """Seconds to render `report` as a table, up to 1,000 cases (None: more, not rendered)."""
+    if cases > 1000:
+        return None
+    start = time.perf_counter()
+    report.render()
+    return time.perf_counter() - start
+
+
 def _parley(cases: int, sleep: float, concurrency: int) -> dict[str, Any]:
     from parley.evals import Case, Contains, Dataset, Equals  # noqa: PLC0415
 
@@ -82,12 +91,7 @@ def _parley(cases: int, sleep: float, concurrency: int) -> dict[str, Any]:
     built = time.perf_counter()
     report, run = asyncio.run(_timed(dataset.evaluate(_target(sleep), concurrency=concurrency)))
     passed = sum(case.passed for case in report.cases)
-    render = None
-    if cases <= 1000:
-        render_start = time.perf_counter()
-        report.render()
-        render = time.perf_counter() - render_start
-    return _figures(base, built - started, run, render, passed)
+    return _figures(base, built - started, run, _render(report, cases), passed)
 
 
 def _peer(cases: int, sleep: float, concurrency: int) -> dict[str, Any]:
@@ -109,12 +113,7 @@ def _peer(cases: int, sleep: float, concurrency: int) -> dict[str, Any]:
     passed = sum(all(a.value for a in case.assertions.values()) for case in report.cases)
     if report.failures:
         raise RuntimeError(f"pydantic-evals: {len(report.failures)} cases failed to run")
-    render = None
-    if cases <= 1000:
-        render_start = time.perf_counter()
-        report.render()
-        render = time.perf_counter() - render_start
-    return _figures(base, built - started, run, render, passed)
+    return _figures(base, built - started, run, _render(report, cases), passed)
 
 
 def _figures(

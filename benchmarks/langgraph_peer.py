@@ -55,6 +55,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 import _bench_venv  # noqa: E402
+from _harness import child_json  # noqa: E402
 
 PEER = [
     "langgraph-cli[inmem]==0.4.40",
@@ -103,6 +104,11 @@ def agent() -> Any:
 # -- the client process (the peer's virtualenv: langgraph-sdk, httpx) --------------------------
 
 
+def _run(start: float, first: float | None, message: float | None, text: str) -> dict[str, Any]:
+    """A run's figures: seconds to its first event and first message, in all; its text."""
+    return {"first": first, "message": message, "total": time.perf_counter() - start, "text": text}
+
+
 async def _sdk_run(client: Any, threads: bool) -> dict[str, Any]:
     start = time.perf_counter()
     thread_id = (await client.threads.create())["thread_id"] if threads else None
@@ -119,12 +125,7 @@ async def _sdk_run(client: Any, threads: bool) -> dict[str, Any]:
             text += chunk.get("content") or ""
         elif part.event == "error":
             raise RuntimeError(f"run failed: {part.data}")
-    return {
-        "first": first,
-        "message": first_message,
-        "total": time.perf_counter() - start,
-        "text": text,
-    }
+    return _run(start, first, first_message, text)
 
 
 async def _parley_stream_run(http: Any, threads: bool) -> dict[str, Any]:
@@ -148,12 +149,7 @@ async def _parley_stream_run(http: Any, threads: bool) -> dict[str, Any]:
                 text += frame["content"]
             elif frame.get("type") == "error":
                 raise RuntimeError(f"run failed: {frame}")
-    return {
-        "first": first,
-        "message": first_message,
-        "total": time.perf_counter() - start,
-        "text": text,
-    }
+    return _run(start, first, first_message, text)
 
 
 async def _drive(kind: str, url: str, threads: bool, runs: int, concurrency: int) -> dict[str, Any]:
@@ -300,10 +296,7 @@ def _measure(
 ) -> dict[str, Any]:
     command = [str(python), __file__, "--drive", kind, "--url", url, "--runs", str(args.runs)]
     command += ["--concurrency", str(args.concurrency)] + (["--threads"] if threads else [])
-    done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"the client failed on {url}:\n{done.stderr[-3000:]}")
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = child_json(command, f"the client failed on {url}", timeout=900)
     if result["wrong"]:
         raise RuntimeError(f"{result['wrong']} runs on {url} streamed {result['example']!r}")
     return result

@@ -35,24 +35,18 @@ from tests.providers.local.tool_templates import TEMPLATES
 from parley import Msg
 from parley.providers.local import LocalChatModel
 
-PYTHON = {
-    "name": "run_python",
-    "description": "Run Python code and return what it prints.",
-    "parameters": {
-        "type": "object",
-        "properties": {"code": {"type": "string", "description": "The Python code to run"}},
-        "required": ["code"],
-    },
-}
-WEATHER = {
-    "name": "get_weather",
-    "description": "Get the current weather for a city.",
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string", "description": "The city name"}},
-        "required": ["city"],
-    },
-}
+
+def _tool(name: str, description: str, parameter: str, about: str) -> dict[str, Any]:
+    """A tool's schema: one required string `parameter`, described as `about`."""
+    properties = {parameter: {"type": "string", "description": about}}
+    schema = {"type": "object", "properties": properties, "required": [parameter]}
+    return {"name": name, "description": description, "parameters": schema}
+
+
+PYTHON = _tool(
+    "run_python", "Run Python code and return what it prints.", "code", "The Python code to run"
+)
+WEATHER = _tool("get_weather", "Get the current weather for a city.", "city", "The city name")
 TOOLS = [PYTHON, WEATHER]
 
 ARITHMETIC = [

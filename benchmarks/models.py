@@ -33,233 +33,85 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import cProfile
 import functools
 import gc
 import importlib
 import json
-import os
-import pstats
 import statistics
 import subprocess
 import sys
 import time
 import tracemalloc
-from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
+
+from _chat_bench import (
+    DEFAULT,
+    PROVIDERS,
+    QUICK,
+    TOOL,
+    URL,
+    ParleyChat,
+    PerScenario,
+    Settings,
+    WireContender,
+    dict_messages,
+    expected_text,
+    pair_figures,
+)
+from _harness import (
+    Figure,
+    ServerProcess,
+    child_json,
+    paired_ratio,
+    print_header,
+    print_profile,
+    report,
+)
 
 HERE = Path(__file__).resolve().parent
 SERVER_SCRIPT = HERE / "_openai_bench_server.py"
 MODEL = "gpt-4o-mini"
-WORDS = ("the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "and", "runs")
-"""What the server streams, one word a chunk (kept in step with `_openai_bench_server.py`)."""
-
-SYSTEM = "You are a helpful assistant. Answer briefly."
-CONVERSATION = [
-    ("user", "What is the weather like in Paris?"),
-    ("assistant", "I can look that up. Which days do you mean?"),
-    ("user", "The next three days, in celsius please."),
-]
-TOOL = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "The weather forecast for a city.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "city": {"type": "string"},
-                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-                "days": {"type": "integer"},
-            },
-            "required": ["city"],
-        },
-    },
-}
-TOOL_ARGUMENTS = {"city": "Paris", "unit": "celsius", "days": 3}
-
-
-def expected_text(chunks: int) -> str:
-    return "".join(" " + WORDS[i % len(WORDS)] for i in range(chunks))
-
-
-@dataclass(frozen=True)
-class Settings:
-    """How much to run: rounds of each measurement (every round runs both contenders)."""
-
-    call_rounds: int
-    calls_per_round: int
-    stream_rounds: int
-    long_stream_rounds: int
-    burst_rounds: int
-    import_runs: int
-    local_rounds: int
-    local_tokens: int
-    streams: int = 500
-    stream_chunks: int = 200
-    short: int = 2_000
-    long: int = 20_000
-
-
-# Short rounds, many of them: each round runs both contenders back to back, so that a burst
-# of load from elsewhere on the machine lands on one pair rather than on one contender.
-DEFAULT = Settings(
-    call_rounds=30,
-    calls_per_round=25,
-    stream_rounds=15,
-    long_stream_rounds=7,
-    burst_rounds=3,
-    import_runs=7,
-    local_rounds=6,
-    local_tokens=256,
-)
-QUICK = Settings(
-    call_rounds=10,
-    calls_per_round=20,
-    stream_rounds=5,
-    long_stream_rounds=3,
-    burst_rounds=1,
-    import_runs=3,
-    local_rounds=1,
-    local_tokens=128,
-)
-
-
-# -- the server --------------------------------------------------------------------------
-
-
-class BenchServer(AbstractContextManager["BenchServer"]):
-    """`_openai_bench_server.py` in a child process; it stops when its stdin closes."""
-
-    def __init__(self) -> None:
-        self._process: subprocess.Popen[bytes] | None = None
-        self.port = 0
-
-    def __enter__(self) -> BenchServer:
-        self._process = subprocess.Popen(
-            [sys.executable, str(SERVER_SCRIPT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-        )
-        assert self._process.stdout is not None
-        line = self._process.stdout.readline().decode()
-        if not line.startswith("PORT "):
-            self._process.kill()
-            raise SystemExit(f"the benchmark server did not start: {line!r}")
-        self.port = int(line.split()[1])
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        process = self._process
-        if process is not None and process.stdin is not None:
-            process.stdin.close()
-            try:
-                process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                process.kill()
-
-    def url(self, chunks: int | None = None) -> str:
-        """The base URL of a scenario: streams of `chunks` chunks (the default: 200)."""
-        prefix = f"/n{chunks}" if chunks else ""
-        return f"http://127.0.0.1:{self.port}{prefix}/v1"
-
 
 # -- contenders on the OpenAI wire format ---------------------------------------------------
 
 
-class WireContender(Protocol):
-    name: str
-
-    async def call(self) -> str: ...
-    async def tool_call(self) -> dict[str, Any]: ...
-    async def stream(self, chunks: int) -> str: ...
-    async def keep(self, chunks: int) -> list[Any]: ...
-    def kept_text(self, kept: list[Any]) -> str: ...
-    async def aclose(self) -> None: ...
-
-
-async def stream_kept(contender: WireContender, chunks: int) -> str:
-    """A stream with every chunk kept in a list, as a UI or a logger keeps them; its text."""
-    return contender.kept_text(await contender.keep(chunks))
-
-
-class ParleyContender:
+class ParleyContender(ParleyChat):
     """parley's `OpenAIChatModel`, one per scenario URL, fed prepared `Msg`s."""
 
-    name = "parley"
+    def __init__(self, url: URL, timeout: float | None = None) -> None:
+        super().__init__(url)
+        self._timeout = {"timeout": timeout} if timeout else {}
 
-    def __init__(self, url: Callable[[int | None], str], timeout: float | None = None) -> None:
-        from parley import Msg  # noqa: PLC0415
+    def connect(self, url: str) -> Any:
         from parley.providers.openai import OpenAIChatModel, OpenAICredential  # noqa: PLC0415
 
-        self._url = url
-        self._timeout = {"timeout": timeout} if timeout else {}
-        self._model_class = OpenAIChatModel
-        self._credential_class = OpenAICredential
-        self._models: dict[int | None, Any] = {}
-        self.messages = [Msg.system(SYSTEM)] + [
-            Msg.user(text) if role == "user" else Msg.assistant(text) for role, text in CONVERSATION
-        ]
-
-    def model(self, chunks: int | None = None) -> Any:
-        model = self._models.get(chunks)
-        if model is None:
-            credential = self._credential_class(api_key="x", base_url=self._url(chunks))
-            model = self._model_class(credential, MODEL, **self._timeout)
-            self._models[chunks] = model
-        return model
-
-    async def call(self) -> str:
-        response = await self.model().chat(self.messages)
-        return str(response.text)
-
-    async def tool_call(self) -> dict[str, Any]:
-        response = await self.model().chat(self.messages, tools=[TOOL])
-        return dict(response.tool_calls[0].input)
-
-    async def stream(self, chunks: int) -> str:
-        final = None
-        async for chunk in self.model(chunks).chat_stream(self.messages):
-            final = chunk
-        assert final is not None
-        assert final.is_last
-        return str(final.text)
+        return OpenAIChatModel(OpenAICredential(api_key="x", base_url=url), MODEL, **self._timeout)
 
     async def keep(self, chunks: int) -> list[Any]:
-        return [chunk async for chunk in self.model(chunks).chat_stream(self.messages)]
+        return [chunk async for chunk in self.client(chunks).chat_stream(self.messages)]
 
     def kept_text(self, kept: list[Any]) -> str:
         assert kept[-1].is_last
         return "".join(chunk.text for chunk in kept[:-1])
 
-    async def aclose(self) -> None:
-        for model in self._models.values():
-            await model.aclose()
 
-
-class RawSDKContender:
+class RawSDKContender(PerScenario):
     """The `openai` SDK's `AsyncOpenAI`, one client per scenario URL, fed prepared dicts."""
 
     name = "raw SDK"
 
-    def __init__(self, url: Callable[[int | None], str], timeout: float | None = None) -> None:
+    def __init__(self, url: URL, timeout: float | None = None) -> None:
+        super().__init__(url)
+        self._timeout = {"timeout": timeout} if timeout else {}
+        self.messages = dict_messages()
+
+    def connect(self, url: str) -> Any:
         from openai import AsyncOpenAI  # noqa: PLC0415
 
-        self._url = url
-        self._timeout = {"timeout": timeout} if timeout else {}
-        self._client_class = AsyncOpenAI
-        self._clients: dict[int | None, Any] = {}
-        self.messages = [{"role": "system", "content": SYSTEM}] + [
-            {"role": role, "content": text} for role, text in CONVERSATION
-        ]
-
-    def client(self, chunks: int | None = None) -> Any:
-        client = self._clients.get(chunks)
-        if client is None:
-            client = self._client_class(api_key="x", base_url=self._url(chunks), **self._timeout)
-            self._clients[chunks] = client
-        return client
+        return AsyncOpenAI(api_key="x", base_url=url, **self._timeout)
 
     async def call(self) -> str:
         completion = await self.client().chat.completions.create(
@@ -275,29 +127,25 @@ class RawSDKContender:
         # What parley hands over: the arguments parsed.
         return dict(json.loads(call.function.arguments))
 
-    async def stream(self, chunks: int) -> str:
+    async def _events(self, chunks: int) -> Any:
         # The same request as parley's: usage in the last chunk.
-        stream = await self.client(chunks).chat.completions.create(
+        return await self.client(chunks).chat.completions.create(
             model=MODEL,
             messages=self.messages,
             stream=True,
             stream_options={"include_usage": True},
         )
+
+    async def stream(self, chunks: int) -> str:
         parts = [
             chunk.choices[0].delta.content
-            async for chunk in stream
+            async for chunk in await self._events(chunks)
             if chunk.choices and chunk.choices[0].delta.content
         ]
         return "".join(parts)
 
     async def keep(self, chunks: int) -> list[Any]:
-        stream = await self.client(chunks).chat.completions.create(
-            model=MODEL,
-            messages=self.messages,
-            stream=True,
-            stream_options={"include_usage": True},
-        )
-        return [chunk async for chunk in stream]
+        return [chunk async for chunk in await self._events(chunks)]
 
     def kept_text(self, kept: list[Any]) -> str:
         return "".join(
@@ -306,10 +154,6 @@ class RawSDKContender:
             if chunk.choices and chunk.choices[0].delta.content
         )
 
-    async def aclose(self) -> None:
-        for client in self._clients.values():
-            await client.close()
-
 
 CONTENDERS: dict[str, type[ParleyContender] | type[RawSDKContender]] = {
     "parley": ParleyContender,
@@ -317,300 +161,12 @@ CONTENDERS: dict[str, type[ParleyContender] | type[RawSDKContender]] = {
 }
 
 
-async def check_wire(contender: WireContender, short: int) -> None:
-    """Fail loudly if a contender's answers are not what the server sent."""
-    text = await contender.call()
-    arguments = await contender.tool_call()
-    streamed = await contender.stream(short)
-    kept = await stream_kept(contender, short)
-    problems = []
-    if not text.startswith(" ".join(WORDS)):
-        problems.append(f"call: {text[:60]!r}")
-    if arguments != TOOL_ARGUMENTS:
-        problems.append(f"tool call: {arguments!r}")
-    if streamed != expected_text(short):
-        problems.append(f"stream: {len(streamed)} characters, {streamed[:60]!r}")
-    if kept != expected_text(short):
-        problems.append(f"kept stream: {len(kept)} characters, {kept[:60]!r}")
-    if problems:
-        raise SystemExit(f"{contender.name} answered wrongly: {'; '.join(problems)}")
-
-
-# -- measuring in this process --------------------------------------------------------------
-
-
-async def _time(job: Callable[[], Awaitable[Any]], times: int = 1) -> float:
-    """Seconds per run of `job`, over `times` runs in a row."""
-    return (await _time_cpu(job, times))[0]
-
-
-async def _time_cpu(job: Callable[[], Awaitable[Any]], times: int = 1) -> tuple[float, float]:
-    """Seconds per run of `job`, wall-clock and the process's CPU time, over `times` runs."""
-    start, cpu = time.perf_counter(), time.process_time()
-    for _ in range(times):
-        await job()
-    return (time.perf_counter() - start) / times, (time.process_time() - cpu) / times
-
-
-async def interleaved(
-    pair: Sequence[WireContender],
-    job: Callable[[WireContender], Callable[[], Awaitable[Any]]],
-    rounds: int,
-    times: int = 1,
-) -> dict[str, list[float]]:
-    """Seconds per job for each contender, round by round, the first to go alternating."""
-    results: dict[str, list[float]] = {c.name: [] for c in pair}
-    for round_ in range(rounds):
-        order = pair if round_ % 2 == 0 else list(reversed(pair))
-        for contender in order:
-            gc.collect()  # start without the other contender's garbage
-            results[contender.name].append(await _time(job(contender), times))
-    return results
-
-
-@dataclass
-class Figure:
-    """One row of the table: parley's figure against the reference's, and the goal."""
-
-    label: str
-    unit: str
-    parley: float
-    reference: float | None
-    ratio: float | None = None
-    goal: str = ""
-    met: bool | None = None
-    scale: float = 1.0
-    """What the unit multiplies the stored seconds (or other value) by, for printing."""
-
-
-def paired_ratio(parley: Sequence[float], reference: Sequence[float]) -> float:
-    """The median over rounds of parley's figure over the reference's in the same round."""
-    return statistics.median(p / r for p, r in zip(parley, reference, strict=True))
-
-
-def time_figure(label: str, unit: str, scale: float, runs: dict[str, list[float]]) -> Figure:
-    """A time row: the median of rounds, and the paired ratio; the goal is set by the caller."""
-    parley, raw = runs["parley"], runs["raw SDK"]
-    ratio = paired_ratio(parley, raw)
-    median = statistics.median
-    return Figure(label, unit, median(parley), median(raw), ratio=ratio, scale=scale)
-
-
-async def wire_figures(server: BenchServer, settings: Settings) -> list[Figure]:
-    pair: list[WireContender] = [ParleyContender(server.url), RawSDKContender(server.url)]
-    try:
-        for contender in pair:
-            await check_wire(contender, settings.short)
-            await contender.stream(settings.long)  # warm the long scenario's connection
-        figures = await wire_rounds(pair, settings, keep=True)
-        return [*figures, *await held_figures(pair, settings.short)]
-    finally:
-        for contender in pair:
-            await contender.aclose()
-
-
-async def wire_rounds(
-    pair: Sequence[Any],
-    settings: Settings,
-    *,
-    prefix: str = "",
-    suffix: str = "",
-    tool_call: str = "tool-call response (non-streaming)",
-    keep: bool = False,
-) -> list[Figure]:
-    """The wire figures of two contenders, interleaved: calls, tool calls, streams, linearity.
-
-    Every provider's benchmark measures these the same way; `prefix` and `suffix` go around
-    each row's label (a provider's name, a variant of the reference). With `keep`, each
-    contender also streams in the same rounds keeping every chunk (`KeptArm`).
-    """
-    s = settings
-
-    def label(text: str) -> str:
-        return f"{prefix}{text}{suffix}"
-
-    calls = await interleaved(pair, lambda c: c.call, s.call_rounds, s.calls_per_round)
-    tools = await interleaved(pair, lambda c: c.tool_call, s.call_rounds, s.calls_per_round)
-    runs = await stream_rounds([*pair, *(KeptArm(c) for c in pair)] if keep else pair, s)
-    short, long = runs.short, runs.long
-    call_figures = [
-        time_figure(label("non-streaming call"), "µs/call", 1e6, calls),
-        time_figure(label(tool_call), "µs/call", 1e6, tools),
-    ]
-    for figure in call_figures:
-        figure.goal, figure.met = "ratio <= 1.0", (figure.ratio or 0) <= 1.0
-    stream_figures = [
-        time_figure(label(f"{s.short:,}-chunk stream"), "ms", 1e3, short),
-        time_figure(label(f"{s.long:,}-chunk stream"), "ms", 1e3, long),
-    ]
-    for figure in stream_figures:
-        figure.goal, figure.met = "ratio <= 0.5", (figure.ratio or 0) <= 0.5
-    figures = [*call_figures, *stream_figures, *linearity_figures(short, long, s)]
-    if keep:
-        figures += kept_figures(runs, s)
-    return figures
-
-
-Runs = dict[str, list[float]]
-"""Seconds per run of each arm (contender, or contender and way), round by round."""
-
-
-@dataclass
-class StreamRuns:
-    """Seconds per short and per long stream of each arm, round by round, wall-clock and CPU.
-
-    The CPU time is the client process's own (the server runs in another), which other work
-    on the machine moves much less than the wall-clock time.
-    """
-
-    short: Runs
-    long: Runs
-    short_cpu: Runs
-    long_cpu: Runs
-    full_passes: dict[str, list[int]] = field(default_factory=dict)
-    """Full garbage collections (of the oldest generation) during each arm's long stream."""
-
-
-class _FullPasses:
-    """Counts the garbage collector's full passes while it is on (`gc.callbacks`)."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def __call__(self, phase: str, info: dict[str, int]) -> None:
-        if phase == "stop" and info["generation"] == 2:
-            self.count += 1
-
-    def __enter__(self) -> _FullPasses:
-        gc.callbacks.append(self)
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        gc.callbacks.remove(self)
-
-
-async def stream_rounds(arms: Sequence[Any], settings: Settings) -> StreamRuns:
-    """Each arm's short and long streams, round by round.
-
-    Each round runs every arm in turn (the first to go alternating), each arm its short
-    streams (their mean is the round's figure) and then its long one, so that a round's long
-    stream is set against the short ones of the same arm run just before it: a drift in the
-    machine's speed between rounds moves both.
-    """
-    s = settings
-    per_round = max(1, round(s.stream_rounds / s.long_stream_rounds))
-    runs = StreamRuns(*({arm.name: [] for arm in arms} for _ in range(4)))
-    for round_ in range(s.long_stream_rounds):
-        for arm in arms if round_ % 2 == 0 else list(reversed(arms)):
-            for chunks, times, wall, cpu in (
-                (s.short, per_round, runs.short, runs.short_cpu),
-                (s.long, 1, runs.long, runs.long_cpu),
-            ):
-                gc.collect()  # start without the other arm's garbage
-                with _FullPasses() as passes:
-                    seconds = await _time_cpu(functools.partial(arm.stream, chunks), times)
-                wall[arm.name].append(seconds[0])
-                cpu[arm.name].append(seconds[1])
-                if chunks == s.long:
-                    runs.full_passes.setdefault(arm.name, []).append(passes.count)
-    return runs
-
-
-def linearity_figures(short: Runs, long: Runs, settings: Settings) -> list[Figure]:
-    """Time per chunk at both lengths, and how much longer the long stream took."""
-    s = settings
-    scale_up = s.long / s.short
-    growth = paired_ratio(long["parley"], short["parley"])
-    linear = Figure(
-        f"linearity: {s.long:,}-chunk time / {s.short:,}-chunk time",
-        "ratio",
-        growth,
-        paired_ratio(long["raw SDK"], short["raw SDK"]),
-        goal=f"~{scale_up:g} (<= {scale_up * 1.1:g})",
-        met=growth <= scale_up * 1.1,
+async def wire_figures(server: ServerProcess, settings: Settings) -> list[Figure]:
+    """OpenAI's wire figures: calls, streams dropped and kept, what a kept chunk holds."""
+    pair = [ParleyContender(server.url), RawSDKContender(server.url)]
+    return await pair_figures(
+        pair, settings, lambda pair: held_figures(pair, settings.short), keep=True
     )
-    return [
-        per_chunk_figure("  per chunk at {n}", short, s.short),
-        per_chunk_figure("  per chunk at {n}", long, s.long),
-        linear,
-    ]
-
-
-def per_chunk_figure(label: str, runs: Runs, chunks: int, way: str = "") -> Figure:
-    """Median time per chunk of both contenders (`way`: the suffix of their arms' names)."""
-    parley, raw = (statistics.median(runs[name + way]) / chunks for name in ("parley", "raw SDK"))
-    return Figure(label.format(n=f"{chunks:,}"), "µs", parley, raw, scale=1e6)
-
-
-KEPT_GOAL = 1.05
-"""How much more a kept chunk may cost in the long stream than in the short one (issue 13)."""
-
-
-class KeptArm:
-    """A contender's streams with every chunk kept in a list: an arm of its own in the rounds.
-
-    Dropped, a chunk is freed as soon as it is read and the garbage collector hardly runs;
-    kept, every chunk's GC-tracked objects stay, the collector's passes over them are part of
-    the cost, and a full pass (over every object of the process) comes once enough of them
-    have piled up. Both ways run in the same rounds, so that their ratio is paired.
-    """
-
-    def __init__(self, contender: WireContender) -> None:
-        self.contender = contender
-        self.name = f"{contender.name}{KEPT}"
-
-    async def stream(self, chunks: int) -> str:
-        return await stream_kept(self.contender, chunks)
-
-
-KEPT = ", kept"
-"""What a `KeptArm`'s name adds to its contender's."""
-
-
-def kept_figures(runs: StreamRuns, settings: Settings) -> list[Figure]:
-    """Kept beside dropped: the kept streams, per chunk, long over short, kept over dropped.
-
-    The ratios are paired (a round's long stream over the same arm's short ones in that
-    round; an arm's kept stream over its dropped one), in wall-clock and in CPU time.
-    """
-    s = settings
-    names = ("parley", "raw SDK")
-    kept_times = [
-        time_figure(
-            f"{n:,}-chunk stream, chunks kept",
-            "ms",
-            1e3,
-            {name: wall[name + KEPT] for name in names},
-        )
-        for n, wall in ((s.short, runs.short), (s.long, runs.long))
-    ]
-    figures = [
-        *kept_times,
-        per_chunk_figure("  per chunk at {n}, kept", runs.short, s.short, KEPT),
-        per_chunk_figure("  per chunk at {n}, kept", runs.long, s.long, KEPT),
-    ]
-    clocks = (("", runs.short, runs.long), ("CPU: ", runs.short_cpu, runs.long_cpu))
-    for clock, short, long in clocks:
-        for how, way in (("dropped", ""), ("kept", KEPT)):
-            parley, raw = (
-                paired_ratio(long[name + way], short[name + way]) / (s.long / s.short)
-                for name in names
-            )
-            label = f"{clock}per-chunk cost {s.long:,} / {s.short:,}, {how}"
-            goal, met = f"<= {KEPT_GOAL}", parley <= KEPT_GOAL
-            figures.append(Figure(label, "ratio", parley, raw, goal=goal, met=met))
-    for clock, short, long in clocks:
-        for n, by_arm in ((s.short, short), (s.long, long)):
-            parley, raw = (paired_ratio(by_arm[k + KEPT], by_arm[k]) for k in names)
-            label = f"{clock}per-chunk cost kept / dropped, at {n:,}"
-            figures.append(Figure(label, "ratio", parley, raw))
-    # Whether the collector's first full pass fell inside the long stream: it walks every
-    # object of the process, and moves the kept per-chunk cost by a tenth or more.
-    for how, way in (("dropped", ""), ("kept", KEPT)):
-        parley, raw = (statistics.median(runs.full_passes[name + way]) for name in names)
-        label = f"full GC passes in a {s.long:,}-chunk stream, {how}"
-        figures.append(Figure(label, "passes", parley, raw))
-    return figures
 
 
 async def held_per_chunk(contender: WireContender, chunks: int) -> tuple[float, float]:
@@ -710,22 +266,19 @@ async def check_burst(contender: WireContender, chunks: int) -> None:
         raise SystemExit(f"{contender.name} streamed a wrong answer")
 
 
-def run_burst(server: BenchServer, key: str, settings: Settings, trace: bool) -> dict[str, Any]:
+def run_burst(server: ServerProcess, key: str, settings: Settings, trace: bool) -> dict[str, Any]:
     url = server.url(settings.stream_chunks)
     command = [sys.executable, __file__, "--burst", key, "--url", url]
     command += ["--streams", str(settings.streams), "--chunks", str(settings.stream_chunks)]
     command += ["--tracemalloc"] if trace else []
-    output = subprocess.run(command, capture_output=True, text=True, check=False)
-    if output.returncode != 0:
-        raise SystemExit(f"the {key} burst failed:\n{output.stderr}")
-    result: dict[str, Any] = json.loads(output.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = child_json(command, f"the {key} burst failed")
     if result["bad"]:
         raise SystemExit(f"{key}: {result['bad']} of the concurrent streams came back wrong")
     return result
 
 
 def burst_runs(
-    server: BenchServer, settings: Settings, rounds: int, trace: bool
+    server: ServerProcess, settings: Settings, rounds: int, trace: bool
 ) -> dict[str, list[dict[str, Any]]]:
     runs: dict[str, list[dict[str, Any]]] = {"parley": [], "raw": []}
     for round_ in range(rounds):
@@ -734,7 +287,7 @@ def burst_runs(
     return runs
 
 
-def burst_figures(server: BenchServer, settings: Settings, trace: bool) -> list[Figure]:
+def burst_figures(server: ServerProcess, settings: Settings, trace: bool) -> list[Figure]:
     runs = burst_runs(server, settings, settings.burst_rounds, trace=False)
     wall = [[r["seconds"] for r in runs[k]] for k in ("parley", "raw")]
     rss = [[r["growth_kib"] / 1024 for r in runs[k]] for k in ("parley", "raw")]
@@ -960,23 +513,7 @@ def try_local_figures(settings: Settings) -> tuple[list[Figure], list[str]]:
 # -- reporting ------------------------------------------------------------------------------
 
 
-def _value(value: float | None, scale: float) -> str:
-    if value is None:
-        return "-"
-    shown = value * scale
-    return f"{shown:,.0f}" if shown >= 1000 else f"{shown:,.3g}"
-
-
 DEFAULT_REFERENCE = "the raw `openai` SDK (AsyncOpenAI), or llama-cpp-python called directly"
-
-# The other providers' benchmarks, each in its own module beside this one: what each compares
-# with (its row labels start with the provider's name here).
-PROVIDERS = {
-    "anthropic": "the raw `anthropic` SDK (AsyncAnthropic.messages, on httpx2's own transport)",
-    "gemini": "the raw `google-genai` SDK (client.aio.models)",
-    "ollama": "the raw `ollama` SDK (AsyncClient.chat, on httpx's own transport)",
-    "dashscope": "the `dashscope` SDK: AsyncClient (2.0), and [vs ...] rows as labelled",
-}
 
 
 def provider_rows(name: str, settings: Settings) -> list[Figure]:
@@ -989,44 +526,23 @@ def provider_rows(name: str, settings: Settings) -> list[Figure]:
     return figures
 
 
-def report(figures: list[Figure], notes: list[str], reference: str = DEFAULT_REFERENCE) -> None:
-    header = (
-        f"{'figure':<52}{'unit':>9}{'parley':>10}{'reference':>11}{'parley/ref':>12}"
-        f"  {'goal':<18}{'met':>4}"
-    )
-    print(header)
-    print("-" * len(header))
-    for f in figures:
-        ratio = f"{f.ratio:.2f}x" if f.ratio is not None else ""
-        met = "" if f.met is None else ("yes" if f.met else "NO")
-        print(
-            f"{f.label:<52}{f.unit:>9}{_value(f.parley, f.scale):>10}"
-            f"{_value(f.reference, f.scale):>11}{ratio:>12}  {f.goal:<18}{met:>4}"
-        )
-    print()
-    print(f"reference: {reference}")
-    print("times: median of rounds (import: best of runs); ratios are parley's over the reference")
-    for note in notes:
-        print(f"note: {note}")
-
-
 # -- profiling ------------------------------------------------------------------------------
 
 
-def profile(server: BenchServer, settings: Settings, top: int = 25) -> None:
+async def _calls_then_stream(contender: Any, calls: int, chunks: int) -> None:
+    for _ in range(calls):
+        await contender.call()
+    await contender.stream(chunks)
+
+
+def profile(server: ServerProcess, settings: Settings, top: int = 25) -> None:
     async def run() -> None:
         for contender in (ParleyContender(server.url), RawSDKContender(server.url)):
-            await contender.call()
-            await contender.stream(settings.short)
-            profiler = cProfile.Profile()
-            profiler.enable()
-            for _ in range(50):
-                await contender.call()
-            await contender.stream(settings.long)
-            profiler.disable()
+            await _calls_then_stream(contender, 1, settings.short)  # warm
+            job = functools.partial(_calls_then_stream, contender, 50, settings.long)
+            title = f"\n{contender.name} profile (50 calls, one {settings.long:,}-chunk stream):"
+            await print_profile(job, title, top)
             await contender.aclose()
-            print(f"\n{contender.name} profile (50 calls, one {settings.long:,}-chunk stream):")
-            pstats.Stats(profiler).strip_dirs().sort_stats("tottime").print_stats(top)
 
     asyncio.run(run())
 
@@ -1057,19 +573,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _versions() -> str:
-    from importlib import metadata  # noqa: PLC0415
-
-    names = ("parley", "openai", "httpx2", "jiter", "llama_cpp_python")
-    found = []
-    for name in names:
-        try:
-            found.append(f"{name} {metadata.version(name)}")
-        except metadata.PackageNotFoundError:
-            continue
-    return ", ".join(found)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.burst:
@@ -1084,10 +587,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit(
             "models.py needs the openai SDK: pip install -e '.[openai,local]'"
         ) from None
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores; {_versions()}\n")
+    print_header(("parley", "openai", "httpx2", "jiter", "llama_cpp_python"))
     started = time.perf_counter()
     notes: list[str] = []
-    with BenchServer() as server:
+    with ServerProcess(SERVER_SCRIPT, path="/v1") as server:
         figures = asyncio.run(wire_figures(server, settings))
         figures += burst_figures(server, settings, args.tracemalloc)
         if args.profile:
@@ -1098,7 +601,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if name not in PROVIDERS:
             raise SystemExit(f"unknown provider {name!r}; known: {', '.join(PROVIDERS)}")
         figures += provider_rows(name, settings)
-        references.append(f"{name}: {PROVIDERS[name]}")
+        references.append(f"{name}: {PROVIDERS[name].reference}")
     if not args.skip_local:
         local, local_notes = try_local_figures(settings)
         figures += local

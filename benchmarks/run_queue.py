@@ -45,9 +45,10 @@ import sys
 import time
 import uuid
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
@@ -104,6 +105,48 @@ WHERE id = ANY($1::bigint[]) AND worker_id = $2
 """
 
 
+T = TypeVar("T")
+_LOST_RUNS = "SELECT count(*) FROM bench_runs WHERE status <> 'success'"
+_LOST_JOBS = "SELECT count(*) FROM pgqueuer"
+
+
+class _Tally:
+    """What a run's workers record: how long each claim took, and each job they took."""
+
+    def __init__(self) -> None:
+        self.claims: list[float] = []
+        self.taken: list[int] = []
+
+    async def claim(self, claiming: Awaitable[T]) -> T:
+        """What `claiming` gives, its time recorded."""
+        start = time.perf_counter()
+        claimed = await claiming
+        self.claims.append(time.perf_counter() - start)
+        return claimed
+
+
+async def _drive(
+    dsn: str,
+    workers: int,
+    setup: Any,
+    work: Callable[[Any], Awaitable[None]],
+    lost_query: str,
+    tally: _Tally,
+) -> dict[str, Any]:
+    """`work` on `workers` connections of their own, all at once, timed; then what is left
+    undone (`lost_query` on `setup`), and every connection closed."""
+    import asyncpg  # noqa: PLC0415
+
+    connections = [await asyncpg.connect(dsn) for _ in range(workers)]
+    start = time.perf_counter()
+    await asyncio.gather(*(work(conn) for conn in connections))
+    wall = time.perf_counter() - start
+    lost = await setup.fetchval(lost_query)
+    for conn in [*connections, setup]:
+        await conn.close()
+    return _result(wall, tally.claims, tally.taken, lost)
+
+
 async def _setup_runs(dsn: str, jobs: int) -> Any:
     import asyncpg  # noqa: PLC0415
 
@@ -117,60 +160,30 @@ async def _setup_runs(dsn: str, jobs: int) -> Any:
 
 
 async def _skip_locked(dsn: str, workers: int, jobs: int) -> dict[str, Any]:
-    import asyncpg  # noqa: PLC0415
-
     setup = await _setup_runs(dsn, jobs)
-    connections = [await asyncpg.connect(dsn) for _ in range(workers)]
-    claims: list[float] = []
-    taken: list[int] = []
+    tally = _Tally()
 
     async def work(conn: Any) -> None:
         me = uuid.uuid4().hex
-        while True:
-            start = time.perf_counter()
-            row = await conn.fetchrow(_CLAIM, me)
-            claims.append(time.perf_counter() - start)
-            if row is None:
-                return
-            taken.append(row["id"])
+        while (row := await tally.claim(conn.fetchrow(_CLAIM, me))) is not None:
+            tally.taken.append(row["id"])
             await conn.execute(_FINISH, row["id"], me, row["attempt"])
 
-    start = time.perf_counter()
-    await asyncio.gather(*(work(conn) for conn in connections))
-    wall = time.perf_counter() - start
-    lost = await setup.fetchval("SELECT count(*) FROM bench_runs WHERE status <> 'success'")
-    for conn in [*connections, setup]:
-        await conn.close()
-    return _result(wall, claims, taken, lost)
+    return await _drive(dsn, workers, setup, work, _LOST_RUNS, tally)
 
 
 async def _skip_locked_many(dsn: str, workers: int, jobs: int) -> dict[str, Any]:
-    import asyncpg  # noqa: PLC0415
-
     setup = await _setup_runs(dsn, jobs)
-    connections = [await asyncpg.connect(dsn) for _ in range(workers)]
-    claims: list[float] = []
-    taken: list[int] = []
+    tally = _Tally()
 
     async def work(conn: Any) -> None:
         me = uuid.uuid4().hex
-        while True:
-            start = time.perf_counter()
-            rows = await conn.fetch(_CLAIM_MANY, me, BATCH)
-            claims.append(time.perf_counter() - start)
-            if not rows:
-                return
+        while rows := await tally.claim(conn.fetch(_CLAIM_MANY, me, BATCH)):
             ids = [row["id"] for row in rows]
-            taken.extend(ids)
+            tally.taken.extend(ids)
             await conn.execute(_FINISH_MANY, ids, me)
 
-    start = time.perf_counter()
-    await asyncio.gather(*(work(conn) for conn in connections))
-    wall = time.perf_counter() - start
-    lost = await setup.fetchval("SELECT count(*) FROM bench_runs WHERE status <> 'success'")
-    for conn in [*connections, setup]:
-        await conn.close()
-    return _result(wall, claims, taken, lost)
+    return await _drive(dsn, workers, setup, work, _LOST_RUNS, tally)
 
 
 async def _pgqueuer_install(dsn: str, jobs: int) -> Any:
@@ -191,42 +204,33 @@ async def _pgqueuer_install(dsn: str, jobs: int) -> Any:
 
 
 async def _pgqueuer_dequeue(dsn: str, workers: int, jobs: int) -> dict[str, Any]:
-    import asyncpg  # noqa: PLC0415
     from pgqueuer import Queries  # noqa: PLC0415
     from pgqueuer.ports.repository import EntrypointExecutionParameter  # noqa: PLC0415
     from pgqueuer.types import QueueManagerId  # noqa: PLC0415
 
     setup = await _pgqueuer_install(dsn, jobs)
-    connections = [await asyncpg.connect(dsn) for _ in range(workers)]
     entrypoints = {"bench": EntrypointExecutionParameter(concurrency_limit=0)}
-    claims: list[float] = []
-    taken: list[int] = []
+    tally = _Tally()
 
     async def work(conn: Any) -> None:
         queries = Queries.from_asyncpg_connection(conn)
         me = QueueManagerId(uuid.uuid4())
         while True:
-            start = time.perf_counter()
-            picked = await queries.dequeue(
-                batch_size=1,
-                entrypoints=entrypoints,  # type: ignore[arg-type]
-                queue_manager_id=me,
-                global_concurrency_limit=None,
-                heartbeat_timeout=timedelta(seconds=30),
+            picked = await tally.claim(
+                queries.dequeue(
+                    batch_size=1,
+                    entrypoints=entrypoints,  # type: ignore[arg-type]
+                    queue_manager_id=me,
+                    global_concurrency_limit=None,
+                    heartbeat_timeout=timedelta(seconds=30),
+                )
             )
-            claims.append(time.perf_counter() - start)
             if not picked:
                 return
-            taken.extend(job.id for job in picked)
+            tally.taken.extend(job.id for job in picked)
             await queries.log_jobs([(job, "successful", None) for job in picked])
 
-    start = time.perf_counter()
-    await asyncio.gather(*(work(conn) for conn in connections))
-    wall = time.perf_counter() - start
-    lost = await setup.fetchval("SELECT count(*) FROM pgqueuer")
-    for conn in [*connections, setup]:
-        await conn.close()
-    return _result(wall, claims, taken, lost)
+    return await _drive(dsn, workers, setup, work, _LOST_JOBS, tally)
 
 
 async def _pgqueuer_manager(dsn: str, workers: int, jobs: int) -> dict[str, Any]:
@@ -248,7 +252,7 @@ async def _pgqueuer_manager(dsn: str, workers: int, jobs: int) -> dict[str, Any]
     start = time.perf_counter()
     await asyncio.gather(*(m.run(mode=QueueExecutionMode.drain) for m in managers))
     wall = time.perf_counter() - start
-    lost = await setup.fetchval("SELECT count(*) FROM pgqueuer")
+    lost = await setup.fetchval(_LOST_JOBS)
     await setup.close()
     return _result(wall, [], taken, lost)
 

@@ -1,7 +1,7 @@
 """OpenAI speech: parley's `OpenAITTSModel` beside the raw `openai` SDK.
 
 Against a local server that speaks `/v1/audio/speech` (this file, run with `--serve`, in a
-process of its own; the loop is `_openai_bench_server.py`'s, each distinct answer rendered
+process of its own; the loop is `_harness.RenderingServer`'s, each distinct answer rendered
 once), parley and the SDK's `AsyncOpenAI.audio.speech` speak the same paragraph (about 600
 characters: 6 s of 24 kHz PCM, 284 KB, sent in 4,800-byte HTTP chunks as OpenAI's server
 streams them), taking turns round by round:
@@ -32,18 +32,21 @@ import sys
 import time
 import wave
 from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
 from typing import Any, Protocol
 
-HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
-
-from _embedding_bench import BenchServer, EmbeddingSettings, run_provider_main  # noqa: E402
-from _openai_bench_server import Server as _OpenAIServer  # noqa: E402
-from _openai_bench_server import _http  # noqa: E402
-from models import Figure, interleaved, time_figure  # noqa: E402
-from parley.providers.openai.server import speech_pcm  # noqa: E402
+from _embedding_bench import EmbeddingSettings, embedding_main
+from _harness import (
+    Figure,
+    RenderingServer,
+    ServerProcess,
+    at_most,
+    chunked_response,
+    close_all,
+    http,
+    interleaved,
+    time_figure,
+)
+from parley.providers.openai.server import speech_pcm
 
 MODEL = "gpt-4o-mini-tts"
 VOICE = "coral"
@@ -62,31 +65,27 @@ REFERENCE = (
     "the raw `openai` SDK (AsyncOpenAI.audio.speech, response_format='pcm') as it comes, on "
     "httpx2; [vs SDK on aiohttp]: the same on its DefaultAioHttpClient, parley's transport"
 )
+PACKAGES = ("openai", "httpx2", "aiohttp")
 
 
 def answer(text: str) -> bytes:
     """The PCM of `text`, chunked as a streaming server sends it."""
-    pcm = speech_pcm(text)
-    framed = [b"%x\r\n%s\r\n" % (len(c), c) for c in _pieces(pcm)]
-    return _http("200 OK", "audio/pcm", b"".join(framed) + b"0\r\n\r\n", chunked=True)
+    return chunked_response("audio/pcm", _pieces(speech_pcm(text)))
 
 
 def _pieces(data: bytes) -> list[bytes]:
     return [data[i : i + CHUNK] for i in range(0, len(data), CHUNK)]
 
 
-class OpenAISpeechServer(_OpenAIServer):
-    """The OpenAI bench server's loop, `/v1/audio/speech` answers."""
+class Server(RenderingServer):
+    """`/v1/audio/speech` answers, each distinct one rendered once."""
 
     def answer(self, path: bytes, body: bytes) -> bytes:
         if path.split(b"?", 1)[0] != b"/v1/audio/speech":
             error = json.dumps({"error": {"message": f"no route {path!r}"}}).encode()
-            return _http("404 Not Found", "application/json", error)
+            return http("404 Not Found", "application/json", error)
         text = str(json.loads(body)["input"])
-        rendered = self._rendered.get((text,))
-        if rendered is None:
-            rendered = self._rendered[(text,)] = answer(text)
-        return rendered
+        return self.rendered((text,), lambda: answer(text))
 
 
 def wav_file(pcm: bytes) -> bytes:
@@ -224,8 +223,8 @@ async def first_audio_runs(
 async def provider_figures(settings: EmbeddingSettings) -> list[Figure]:
     """Time to first audio, the whole stream, the whole as WAV: parley beside the SDK as it
     comes, then beside the SDK on aiohttp."""
-    with BenchServer(Path(__file__).resolve()) as server:
-        url = f"http://127.0.0.1:{server.port}/v1"
+    with ServerProcess(__file__, "--serve", path="/v1") as server:
+        url = server.url()
         rows = await figures(url, settings, RawSDKContender)
         return rows + await figures(url, settings, AiohttpSDKContender, " [vs SDK on aiohttp]")
 
@@ -263,23 +262,9 @@ async def figures(
             ),
         ]
     finally:
-        for contender in pair:
-            await contender.aclose()
-    for row in rows:
-        row.goal, row.met = "ratio <= 1.0", (row.ratio or 0) <= 1.0
-    return rows
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return run_provider_main(
-        argv,
-        doc=__doc__,
-        server=OpenAISpeechServer,
-        figures_of=provider_figures,
-        packages=("openai", "httpx2", "aiohttp"),
-        reference=REFERENCE,
-    )
+        await close_all(pair)
+    return at_most(rows, 1.0)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(embedding_main(__doc__, Server, provider_figures, PACKAGES, REFERENCE))

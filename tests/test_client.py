@@ -5,6 +5,7 @@ End-to-end tests against the real service are in `tests/test_client_live.py`.
 
 from __future__ import annotations
 
+import inspect
 import json
 import socket
 from collections.abc import Callable, Iterator
@@ -190,6 +191,49 @@ def test_invoke_sends_only_what_was_given() -> None:
         }
     assert isinstance(answer, ServiceChatMessage)
     assert (answer.content, answer.thread_id, answer.run_id) == ("It is 3.", THREAD, RUN)
+
+
+BAD_KEYWORDS = [
+    ("invoke", ("hi",), {"thread": THREAD}, "'thread'"),
+    ("stream", ("hi",), {"speak": True}, "'speak'"),
+    ("stream_events", ("hi",), {"tokens": False}, "'tokens'"),
+    ("approve_stream", ("int_1",), {"speak": True}, "'speak'"),
+    ("approve_events", ("int_1",), {"model": "fake"}, "'model'"),
+]
+
+
+@pytest.mark.parametrize(("method", "args", "options", "named"), BAD_KEYWORDS)
+def test_a_keyword_a_method_does_not_take_is_refused_before_sending(
+    method: str, args: tuple[str], options: dict[str, Any], named: str
+) -> None:
+    service = FakeService({})
+    with service.client() as client:
+        sent = len(service.requests)
+        with pytest.raises(
+            TypeError, match=rf"{method}\(\) got an unexpected keyword argument {named}; it takes"
+        ):
+            getattr(client, method)(*args, **options)
+        assert len(service.requests) == sent
+
+
+async def _made(call: Callable[..., Any], args: tuple[str], options: dict[str, Any]) -> None:
+    """Call it, and await what a coroutine function gives; a stream is not read."""
+    made = call(*args, **options)
+    if inspect.isawaitable(made):
+        await made
+
+
+@pytest.mark.parametrize(("method", "args", "options", "named"), BAD_KEYWORDS)
+async def test_the_async_client_refuses_them_at_the_call_not_at_the_first_read(
+    method: str, args: tuple[str], options: dict[str, Any], named: str
+) -> None:
+    service = FakeService({})
+    async with service.async_client() as client:
+        with pytest.raises(
+            TypeError, match=rf"{method}\(\) got an unexpected keyword argument {named}"
+        ):
+            await _made(getattr(client, method), args, options)
+        assert [r for r in service.requests if r.method == "POST"] == []
 
 
 def test_invoke_reads_the_thread_from_the_header_when_the_body_lacks_it() -> None:

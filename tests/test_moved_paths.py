@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import importlib
-import subprocess
 import sys
 
 import pytest
 
 from parley import _moved
+from tests._process import run_python
 
 
 def test_an_old_path_is_the_new_module_with_a_warning_naming_it() -> None:
@@ -50,10 +50,7 @@ def test_the_names_users_imported_from_old_packages_still_import() -> None:
             "assert chat.__name__ == 'parley.providers.anthropic.chat'",
         ]
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_python(code)
     # One warning per old module, each naming the new path (stderr, the default filter).
     assert "parley.models.openai moved to parley.providers.openai" in done.stderr
     assert "parley.testing.openai_server moved to parley.providers.openai.server" in done.stderr
@@ -73,7 +70,31 @@ def test_the_bases_import_no_provider() -> None:
         "import sys, parley.models, parley.embeddings, parley.tts, parley.testing\n"
         "print(sorted(m for m in sys.modules if m.startswith('parley.providers.')))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
-    )
+    done = run_python(code)
     assert done.stdout.strip() == "[]"
+
+
+def test_an_old_import_leaves_the_new_module_its_own_spec_and_reload_runs_it() -> None:
+    # A fresh interpreter: the new module is first imported by its old path's alias.
+    code = "\n".join(
+        [
+            "import importlib, importlib.util, warnings",
+            "warnings.simplefilter('ignore', DeprecationWarning)",
+            "import parley.models.openai.chat",
+            "import parley.providers.openai.chat as chat",
+            "import parley.providers.openai as package",
+            "assert chat.__spec__.name == 'parley.providers.openai.chat', chat.__spec__.name",
+            "assert not hasattr(chat, '__path__'), 'a plain module passes for a package'",
+            "assert package.__spec__.name == 'parley.providers.openai', package.__spec__.name",
+            "assert package.__path__, 'the package lost its path'",
+            "spec = importlib.util.find_spec('parley.providers.openai.chat')",
+            "assert spec is not None and spec.name == 'parley.providers.openai.chat', spec",
+            "before = chat.OpenAIChatModel",
+            "importlib.reload(chat)",
+            "assert chat.OpenAIChatModel is not before, 'reload ran nothing'",
+            "assert chat.__name__ == 'parley.providers.openai.chat'",
+            "import parley.models.openai.formatter as old_formatter",
+            "assert old_formatter.__name__ == 'parley.providers.openai.formatter'",
+        ]
+    )
+    run_python(code)

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
+from tests._process import run_python
 
 
 def test_the_sync_loop_is_closed_at_exit() -> None:
@@ -21,14 +20,7 @@ async def note_loop():
 
 print(run_sync(note_loop()))
 """
-    ran = subprocess.run(
-        [sys.executable, "-W", "always::ResourceWarning", "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert ran.returncode == 0, ran.stderr
+    ran = run_python(script, "-W", "always::ResourceWarning", timeout=60)
     assert ran.stdout.splitlines() == ["ran", "closed: True"]
     assert "unclosed event loop" not in ran.stderr
 
@@ -49,13 +41,6 @@ async def leave_a_task():
 
 print(run_sync(leave_a_task()))
 """
-    ran = subprocess.run(
-        [sys.executable, "-W", "always::ResourceWarning", "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert ran.returncode == 0, ran.stderr
+    ran = run_python(script, "-W", "always::ResourceWarning", timeout=60)
     assert ran.stdout.splitlines() == ["left", "closed"]
     assert "destroyed but it is pending" not in ran.stderr

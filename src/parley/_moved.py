@@ -51,9 +51,13 @@ MOVED: dict[str, str] = {
 }
 
 
+_LONGEST_FIRST = sorted(MOVED, key=len, reverse=True)
+_MISSING = object()
+
+
 def new_name(old: str) -> str | None:
     """The module an old path now names, or None when `old` did not move."""
-    for prefix in sorted(MOVED, key=len, reverse=True):
+    for prefix in _LONGEST_FIRST:
         if old == prefix or old.startswith(prefix + "."):
             return MOVED[prefix] + old[len(prefix) :]
     return None
@@ -64,13 +68,25 @@ class _Alias(importlib.abc.Loader):
 
     def __init__(self, new: str) -> None:
         self._new = new
+        self._kept: tuple[object, object] = (None, _MISSING)
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
         _warn(spec.name, self._new)
-        return importlib.import_module(self._new)
+        module = importlib.import_module(self._new)
+        self._kept = (module.__spec__, getattr(module, "__path__", _MISSING))
+        return module
 
     def exec_module(self, module: ModuleType) -> None:
-        """Nothing to run: the module at the new path ran when it was imported."""
+        """Put back the module's own spec: nothing runs (it ran at its new path).
+
+        importlib has just set the alias's spec on the module (and an empty `__path__`, the
+        alias being a package): left so, `importlib.reload` of the new path would run nothing
+        and rename the module, and a plain module would pass for a package.
+        """
+        spec, path = self._kept
+        module.__spec__ = spec  # type: ignore[assignment]
+        if path is _MISSING and hasattr(module, "__path__"):
+            del module.__path__
 
 
 class _MovedFinder(importlib.abc.MetaPathFinder):

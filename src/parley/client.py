@@ -529,6 +529,22 @@ class EventsOptions(InvokeOptions, EventFlags, total=False):
     """`stream_events`'s options: `InvokeOptions` and `EventFlags`."""
 
 
+def _check_options(method: str, given: Mapping[str, object], accepted: type) -> None:
+    """Refuse a keyword `method` does not take, naming those it does.
+
+    The options are typed (`Unpack[...]`) for type checkers; this is the same check at run
+    time, before anything is sent (a misspelt `thread=` would otherwise go unnoticed, or
+    surface as an error about a private function).
+    """
+    known: frozenset[str] = accepted.__optional_keys__ | accepted.__required_keys__  # type: ignore[attr-defined]
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise TypeError(
+            f"{method}() got an unexpected keyword argument {unknown[0]!r}; "
+            f"it takes {', '.join(sorted(known))}"
+        )
+
+
 class _ClientBase:
     """What both clients share: settings, and every request described as a `_Call`."""
 
@@ -779,6 +795,7 @@ class AgentClient(_ClientBase):
             message: The user's message.
             **options: `model`, `thread_id`, `agent_config` (see `InvokeOptions`).
         """
+        _check_options("invoke", options, InvokeOptions)
         return self._send(self._invoke_call(message, options))
 
     def stream(self, message: str, **options: Unpack[StreamOptions]) -> Stream[StreamItem]:
@@ -790,6 +807,7 @@ class AgentClient(_ClientBase):
         Raises (while iterating):
             RunFailedError: The run failed on the service.
         """
+        _check_options("stream", options, StreamOptions)
         return self._open(lambda: self._stream_call(_TOOLKIT_FRAMES, message, **options))
 
     def stream_events(self, message: str, **options: Unpack[EventsOptions]) -> Stream[AgentEvent]:
@@ -799,6 +817,7 @@ class AgentClient(_ClientBase):
         `speak=True` asks the service to speak the answer: the events carry its audio
         (`AudioStarted`, `AudioDelta` with base64 PCM, `AudioEnded`).
         """
+        _check_options("stream_events", options, EventsOptions)
         return self._open(lambda: self._stream_call(_PARLEY_EVENTS, message, **options))
 
     def history(self, thread_id: str) -> list[ServiceChatMessage]:
@@ -842,6 +861,7 @@ class AgentClient(_ClientBase):
         self, interrupt_id: str, approved: Approval = True, **flags: Unpack[StreamFlags]
     ) -> Stream[StreamItem]:
         """Answer an interrupt and stream the resumed run, as `stream` does."""
+        _check_options("approve_stream", flags, StreamFlags)
         return self._open(
             lambda: self._approve_stream_call(_TOOLKIT_FRAMES, interrupt_id, approved, **flags)
         )
@@ -850,6 +870,7 @@ class AgentClient(_ClientBase):
         self, interrupt_id: str, approved: Approval = True, **flags: Unpack[EventFlags]
     ) -> Stream[AgentEvent]:
         """Answer an interrupt and stream the resumed run's `AgentEvent`s (`speak`: audio)."""
+        _check_options("approve_events", flags, EventFlags)
         return self._open(
             lambda: self._approve_stream_call(_PARLEY_EVENTS, interrupt_id, approved, **flags)
         )
@@ -952,6 +973,7 @@ class AsyncAgentClient(_ClientBase):
 
     async def invoke(self, message: str, **options: Unpack[InvokeOptions]) -> ServiceChatMessage:
         """Run the agent on `message` and return its final answer (see `AgentClient.invoke`)."""
+        _check_options("invoke", options, InvokeOptions)
         return await self._send_to_agent(lambda: self._invoke_call(message, options))
 
     def stream(self, message: str, **options: Unpack[StreamOptions]) -> AsyncStream[StreamItem]:
@@ -959,12 +981,14 @@ class AsyncAgentClient(_ClientBase):
 
         See `AgentClient.stream`.
         """
+        _check_options("stream", options, StreamOptions)
         return self._open(lambda: self._stream_call(_TOOLKIT_FRAMES, message, **options))
 
     def stream_events(
         self, message: str, **options: Unpack[EventsOptions]
     ) -> AsyncStream[AgentEvent]:
         """Run the agent on `message`, yielding parley's `AgentEvent`s (`"events": "parley"`)."""
+        _check_options("stream_events", options, EventsOptions)
         return self._open(lambda: self._stream_call(_PARLEY_EVENTS, message, **options))
 
     async def history(self, thread_id: str) -> list[ServiceChatMessage]:
@@ -1003,6 +1027,7 @@ class AsyncAgentClient(_ClientBase):
         self, interrupt_id: str, approved: Approval = True, **flags: Unpack[StreamFlags]
     ) -> AsyncStream[StreamItem]:
         """Answer an interrupt and stream the resumed run, as `stream` does."""
+        _check_options("approve_stream", flags, StreamFlags)
         return self._open(
             lambda: self._approve_stream_call(_TOOLKIT_FRAMES, interrupt_id, approved, **flags)
         )
@@ -1011,6 +1036,7 @@ class AsyncAgentClient(_ClientBase):
         self, interrupt_id: str, approved: Approval = True, **flags: Unpack[EventFlags]
     ) -> AsyncStream[AgentEvent]:
         """Answer an interrupt and stream the resumed run's `AgentEvent`s (`speak`: audio)."""
+        _check_options("approve_events", flags, EventFlags)
         return self._open(
             lambda: self._approve_stream_call(_PARLEY_EVENTS, interrupt_id, approved, **flags)
         )

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import io
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ from parley.rag import DocumentIndex
 from parley.rag.assistant import Assistant
 from parley.rag.cli import _answer, _Bar
 from tests._requires import require_module
+from tests.cli._run import keyless_env, run_parley
 
 HANDBOOK = """# Refund policy
 
@@ -24,24 +23,8 @@ payment method within 14 days after the returned item arrives at our warehouse i
 
 
 def parley(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env.update(
-        {
-            "HF_HUB_OFFLINE": "1",
-            "HTTPS_PROXY": "http://127.0.0.1:9",
-            "NO_PROXY": "",
-            "XDG_CACHE_HOME": str(cwd / "cache"),
-        }
-    )
-    return subprocess.run(
-        [sys.executable, "-m", "parley", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        cwd=cwd,
-        check=False,
-    )
+    env = keyless_env(XDG_CACHE_HOME=str(cwd / "cache"))
+    return run_parley(*args, env=env, cwd=cwd, timeout=300)
 
 
 @pytest.fixture

@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.cli._run import keyless_env, run_parley
 
 
 def test_parley_chat_answers_offline_with_the_local_model(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    # No network: any proxy that points nowhere would fail a hub download loudly.
-    env.update({"HF_HUB_OFFLINE": "1", "HTTPS_PROXY": "http://127.0.0.1:9", "NO_PROXY": ""})
-    done = subprocess.run(
-        [sys.executable, "-m", "parley", "chat", "--verbose", "What is the capital of France?"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        cwd=tmp_path,
-        check=False,
+    done = run_parley(
+        "chat", "--verbose", "What is the capital of France?", env=keyless_env(), cwd=tmp_path
     )
     assert done.returncode == 0, done.stderr
     assert "Paris" in done.stdout

@@ -7,11 +7,8 @@ a local server that speaks the provider's wire format.
 
 from __future__ import annotations
 
+import importlib
 import os
-import subprocess
-import sys
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,104 +16,87 @@ from typing import Any
 import pytest
 
 from tests._requires import require_module
+from tests.cli._run import run_parley
 
 TIMEOUT = 120
 
 
 @dataclass(frozen=True)
 class Provider:
+    """A hosted provider as a user configures it, and the project's stand-in for its server."""
+
+    name: str
+    """Its package under `parley.providers` (and the extra that installs its SDK)."""
+    server_class: str
+    """Its stand-in server's class, in the package's `server` module."""
     spec: str
     sdk: str
-    extra: str
-    server: Callable[[list[Any]], AbstractContextManager[Any]]
-    reply: Callable[[str], Any]
-    env: Callable[[str], dict[str, str]]
+    env_key: dict[str, str]
+    """The variable that holds the key, and a key (none for Ollama)."""
+    env_url: str
+    """The variable that holds the server's base URL."""
     key: tuple[str, str] | None = None
     """The header that carries the key from the environment, and its value."""
     loads: bool = False
     """`parley chat` loads the model first (Ollama: into the server's memory, one request)."""
 
+    def _stand_in(self) -> Any:
+        return importlib.import_module(f"parley.providers.{self.name}.server")
 
-def _openai() -> Provider:
-    from parley.providers.openai.server import OpenAIServer, Reply  # noqa: PLC0415
+    def server(self, replies: list[Any]) -> Any:
+        """The stand-in server (`OpenAIServer`, ...), a context manager, for these replies."""
+        return getattr(self._stand_in(), self.server_class)(replies)
 
-    return Provider(
-        "openai:gpt-4o-mini",
-        "openai",
-        "openai",
-        OpenAIServer,
-        lambda text: Reply(text=text),
-        lambda url: {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": url},
-        key=("authorization", "Bearer sk-test"),
-    )
+    def reply(self, text: str) -> Any:
+        """The stand-in's reply step with this text."""
+        return self._stand_in().Reply(text=text)
 
-
-def _anthropic() -> Provider:
-    from parley.providers.anthropic._server_wire import Reply  # noqa: PLC0415
-    from parley.providers.anthropic.server import AnthropicServer  # noqa: PLC0415
-
-    return Provider(
-        "anthropic:claude-sonnet-4-5",
-        "anthropic",
-        "anthropic",
-        AnthropicServer,
-        lambda text: Reply(text=text),
-        lambda url: {"ANTHROPIC_API_KEY": "sk-ant-test", "ANTHROPIC_BASE_URL": url},
-        key=("authorization", "Bearer sk-ant-test"),
-    )
-
-
-def _gemini() -> Provider:
-    from parley.providers.gemini._server_wire import Reply  # noqa: PLC0415
-    from parley.providers.gemini.server import GeminiServer  # noqa: PLC0415
-
-    return Provider(
-        "gemini:gemini-2.5-flash",
-        "google.genai",
-        "gemini",
-        GeminiServer,
-        lambda text: Reply(text=text),
-        lambda url: {"GEMINI_API_KEY": "test-key", "GOOGLE_GEMINI_BASE_URL": url},
-        key=("x-goog-api-key", "test-key"),
-    )
-
-
-def _ollama() -> Provider:
-    from parley.providers.ollama._server_wire import Reply  # noqa: PLC0415
-    from parley.providers.ollama.server import OllamaServer  # noqa: PLC0415
-
-    return Provider(
-        "ollama:qwen3",
-        "ollama",
-        "ollama",
-        OllamaServer,
-        lambda text: Reply(text=text),
-        lambda url: {"OLLAMA_HOST": url},
-        loads=True,
-    )
-
-
-def _dashscope() -> Provider:
-    from parley.providers.dashscope._server_wire import Reply  # noqa: PLC0415
-    from parley.providers.dashscope.server import DashScopeServer  # noqa: PLC0415
-
-    return Provider(
-        "dashscope:qwen-plus",
-        "dashscope",
-        "dashscope",
-        DashScopeServer,
-        lambda text: Reply(text=text),
-        lambda url: {"DASHSCOPE_API_KEY": "sk-test", "DASHSCOPE_HTTP_BASE_URL": url},
-        key=("authorization", "Bearer sk-test"),
-    )
+    def env(self, url: str) -> dict[str, str]:
+        """The provider's variables, its base URL pointing at `url`."""
+        return {**self.env_key, self.env_url: url}
 
 
 PROVIDERS = {
-    "openai": _openai,
-    "anthropic": _anthropic,
-    "gemini": _gemini,
-    "ollama": _ollama,
-    "dashscope": _dashscope,
+    provider.name: provider
+    for provider in (
+        Provider(
+            "openai",
+            "OpenAIServer",
+            "openai:gpt-4o-mini",
+            "openai",
+            {"OPENAI_API_KEY": "sk-test"},
+            "OPENAI_BASE_URL",
+            key=("authorization", "Bearer sk-test"),
+        ),
+        Provider(
+            "anthropic",
+            "AnthropicServer",
+            "anthropic:claude-sonnet-4-5",
+            "anthropic",
+            {"ANTHROPIC_API_KEY": "sk-ant-test"},
+            "ANTHROPIC_BASE_URL",
+            key=("authorization", "Bearer sk-ant-test"),
+        ),
+        Provider(
+            "gemini",
+            "GeminiServer",
+            "gemini:gemini-2.5-flash",
+            "google.genai",
+            {"GEMINI_API_KEY": "test-key"},
+            "GOOGLE_GEMINI_BASE_URL",
+            key=("x-goog-api-key", "test-key"),
+        ),
+        Provider("ollama", "OllamaServer", "ollama:qwen3", "ollama", {}, "OLLAMA_HOST", loads=True),
+        Provider(
+            "dashscope",
+            "DashScopeServer",
+            "dashscope:qwen-plus",
+            "dashscope",
+            {"DASHSCOPE_API_KEY": "sk-test"},
+            "DASHSCOPE_HTTP_BASE_URL",
+            key=("authorization", "Bearer sk-test"),
+        ),
+    )
 }
 
 
@@ -127,30 +107,17 @@ def _clean_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def _parley(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    """Run the `parley` command in a process of its own."""
-    return subprocess.run(
-        [sys.executable, "-m", "parley", *args],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        env=env,
-        cwd=cwd,
-        check=False,
-    )
-
-
 @pytest.mark.parametrize("name", sorted(PROVIDERS))
 def test_chat_with_a_hosted_provider_configured_as_its_sdk_is(name: str, tmp_path: Path) -> None:
-    provider = PROVIDERS[name]()
-    require_module(provider.sdk, provider.extra)
+    provider = PROVIDERS[name]
+    require_module(provider.sdk, provider.name)
     answer = f"Hello from {name}."
     replies = [provider.reply(answer)]
     if provider.loads:
         replies.insert(0, provider.reply(""))
     with provider.server(replies) as server:
         env = {**_clean_env(tmp_path), **provider.env(server.url)}
-        done = _parley("chat", "--model", provider.spec, "Say hello.", env=env, cwd=tmp_path)
+        done = run_parley("chat", "--model", provider.spec, "Say hello.", env=env, cwd=tmp_path)
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == answer
         asked = server.requests[-1]
@@ -162,13 +129,13 @@ def test_chat_with_a_hosted_provider_configured_as_its_sdk_is(name: str, tmp_pat
 
 @pytest.mark.parametrize("name", sorted(n for n in PROVIDERS if n != "ollama"))
 def test_chat_without_the_key_says_which_variable_to_set(name: str, tmp_path: Path) -> None:
-    provider = PROVIDERS[name]()
-    require_module(provider.sdk, provider.extra)
+    provider = PROVIDERS[name]
+    require_module(provider.sdk, provider.name)
     with provider.server([provider.reply("unused")]) as server:
         given = provider.env(server.url)
         [variable] = [k for k in given if k.endswith("_API_KEY")]
         env = {**_clean_env(tmp_path), **{k: v for k, v in given.items() if k != variable}}
-        done = _parley("chat", "--model", provider.spec, "Say hello.", env=env, cwd=tmp_path)
+        done = run_parley("chat", "--model", provider.spec, "Say hello.", env=env, cwd=tmp_path)
         assert server.requests == []
     assert done.returncode == 2, done.stderr
     assert variable in done.stderr
@@ -178,7 +145,7 @@ def test_chat_without_the_key_says_which_variable_to_set(name: str, tmp_path: Pa
 def test_models_lists_every_provider_s_cards(tmp_path: Path) -> None:
     from parley.models.credentials import CredentialFactory  # noqa: PLC0415
 
-    done = _parley("models", env=_clean_env(tmp_path), cwd=tmp_path)
+    done = run_parley("models", env=_clean_env(tmp_path), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     listed = {tuple(line.split()[:2]) for line in done.stdout.splitlines()[1:] if line.strip()}
     # Every card of every built-in provider, as the registry has them (the generic

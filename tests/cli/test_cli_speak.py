@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import array
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 
 from parley.tts import read_wav
 from tests._requires import require_module
+from tests.cli._run import keyless_env, run_parley
 
 SAVER = """
 import sys
@@ -28,23 +28,10 @@ def _piper() -> None:
     require_module("piper", "the extra tts-piper")
 
 
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env.update({"HF_HUB_OFFLINE": "1", "HTTPS_PROXY": "http://127.0.0.1:9", "NO_PROXY": ""})
-    env.update(extra)
-    return env
-
-
-def _chat(tmp_path: Path, *options: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "parley", "chat", *options, "What is the capital of France?"],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env=_env(**env),
-        cwd=tmp_path,
-        check=False,
-    )
+def _chat(tmp_path: Path, *options: str, **variables: str) -> subprocess.CompletedProcess[str]:
+    env = keyless_env(**variables)
+    question = "What is the capital of France?"
+    return run_parley("chat", *options, question, env=env, cwd=tmp_path, timeout=180)
 
 
 def _check_speech(wav: bytes, answer: str) -> None:

@@ -18,6 +18,7 @@ import httpx
 
 from parley.providers.ollama.server import OllamaServer
 from parley.providers.openai.server import OpenAIServer, Reply
+from tests.cli._run import run_parley
 from tests.providers.test_auto import CHAT, EMBEDDER, first_card
 from tests.service._live import free_port
 from tests.service.test_default_model import answer_or_load
@@ -27,15 +28,7 @@ START_TIMEOUT = 60.0
 
 
 def parley(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "parley", *args],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        env={**os.environ, "HOME": str(cwd), **env},
-        cwd=cwd,
-        check=False,
-    )
+    return run_parley(*args, env={**os.environ, "HOME": str(cwd), **env}, cwd=cwd)
 
 
 def test_chat_uses_a_provider_key_and_says_so(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""What the AgentScope model tests share: the tools they offer, a user message, a stream read."""
+"""What the AgentScope model tests share: the tools they offer, a user message, a stream read,
+a scripted weather call."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import Any
 
 from parley.compat.agentscope.message import Msg, TextBlock
 from parley.compat.agentscope.model import ChatResponse
+from parley.providers.openai.server import Reply, ToolCall
 
 WEATHER_TOOL = {
     "type": "function",
@@ -37,3 +39,11 @@ def user(text: str) -> Msg:
 async def collect(stream: Any) -> list[ChatResponse]:
     """Every chunk of a model's stream."""
     return [chunk async for chunk in stream]
+
+
+def paris_weather_steps(answer: str) -> list[Reply]:
+    """An OpenAI-wire model that calls `get_weather` for Paris (as `c1`), then answers `answer`."""
+    return [
+        Reply(tool_calls=[ToolCall(name="get_weather", arguments={"city": "Paris"}, id="c1")]),
+        Reply(text=answer),
+    ]

@@ -651,35 +651,28 @@ def test_java_blocks_both_ways(block: Any, written: dict[str, Any]):
     assert both_ways(msg, "java") == msg
 
 
+def java_text_result(
+    call_id: str, name: str, text: str, *, is_error: bool = False
+) -> tuple[pm.ToolResultBlock, dict[str, Any]]:
+    """A text tool result and its Java form: the text as one text block, a state for the error."""
+    block = pm.ToolResultBlock(tool_call_id=call_id, name=name, output=text, is_error=is_error)
+    output = [{"type": "text", "text": text}]
+    state = "error" if is_error else "success"
+    return block, {
+        "type": "tool_result",
+        "id": call_id,
+        "name": name,
+        "output": output,
+        "state": state,
+    }
+
+
 @pytest.mark.parametrize(
     ("result", "written"),
     [
-        (
-            pm.ToolResultBlock(
-                tool_call_id="call_001", name="get_weather", output="Beijing: Sunny"
-            ),
-            {
-                "type": "tool_result",
-                "id": "call_001",
-                "name": "get_weather",
-                "output": [{"type": "text", "text": "Beijing: Sunny"}],
-                "state": "success",
-            },
-        ),
-        (
-            pm.ToolResultBlock(
-                tool_call_id="call_abc123",
-                name="f",
-                output="[ERROR] API call failed: Connection timeout",
-                is_error=True,
-            ),
-            {
-                "type": "tool_result",
-                "id": "call_abc123",
-                "name": "f",
-                "output": [{"type": "text", "text": "[ERROR] API call failed: Connection timeout"}],
-                "state": "error",
-            },
+        java_text_result("call_001", "get_weather", "Beijing: Sunny"),
+        java_text_result(
+            "call_abc123", "f", "[ERROR] API call failed: Connection timeout", is_error=True
         ),
         (
             pm.ToolResultBlock(

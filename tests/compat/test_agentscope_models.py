@@ -79,7 +79,13 @@ from parley.providers.openai.server import (
     speech_pcm,
     vector_for,
 )
-from tests.compat._agentscope_support import TIME_TOOL, WEATHER_TOOL, collect, user
+from tests.compat._agentscope_support import (
+    TIME_TOOL,
+    WEATHER_TOOL,
+    collect,
+    paris_weather_steps,
+    user,
+)
 
 # -- chat: each provider --------------------------------------------------------------------
 
@@ -292,11 +298,7 @@ async def test_ollama_chat_streams_and_sends_think() -> None:
 
 
 async def test_tool_call_input_is_a_json_string_and_results_go_back() -> None:
-    steps = [
-        Reply(tool_calls=[ToolCall(name="get_weather", arguments={"city": "Paris"}, id="c1")]),
-        Reply(text="It is sunny in Paris."),
-    ]
-    with OpenAIServer(steps) as server:
+    with OpenAIServer(paris_weather_steps("It is sunny in Paris.")) as server:
         model = OpenAIChatModel(
             credential=OpenAICredential(api_key="sk-test", base_url=server.url),
             model="gpt-4.1",
@@ -567,11 +569,7 @@ def get_weather(city: str) -> str:
 
 
 async def test_wrapped_model_drives_a_parley_agent() -> None:
-    steps = [
-        Reply(tool_calls=[ToolCall(name="get_weather", arguments={"city": "Paris"}, id="c1")]),
-        Reply(text="Sunny in Paris."),
-    ]
-    with OpenAIServer(steps) as server:
+    with OpenAIServer(paris_weather_steps("Sunny in Paris.")) as server:
         model = DashScopeChatModel(
             credential=DashScopeCredential(api_key="sk-test", base_url=server.url),
             model="qwen3.6-plus",

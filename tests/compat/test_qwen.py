@@ -455,25 +455,15 @@ MEDIA_FORMS = [
         pm.VideoBlock(source=pm.URLSource(url="https://x.test/v720.mp4", media_type="video/mp4")),
         id="video sources (seed 001's form): the first",
     ),
-    pytest.param(
-        {"image": "oss://dashscope-instant/abc/2025/cat.png"},
-        pm.ImageBlock(source=pm.URLSource(url="oss://dashscope-instant/abc/2025/cat.png")),
-        id="image at oss://",
-    ),
-    pytest.param(
-        {"audio": "oss://bucket/a.wav"},
-        pm.AudioBlock(source=pm.URLSource(url="oss://bucket/a.wav")),
-        id="audio at oss://",
-    ),
-    pytest.param(
-        {"video": "oss://bucket/v.mp4"},
-        pm.VideoBlock(source=pm.URLSource(url="oss://bucket/v.mp4")),
-        id="video at oss://",
-    ),
-    pytest.param(
-        {"file": "oss://bucket/doc.pdf"},
-        pm.FileBlock(source=pm.URLSource(url="oss://bucket/doc.pdf")),
-        id="file at oss://",
+    # Each kind of media at a storage location: the block holds the bare URL.
+    *(
+        pytest.param({kind: url}, block(source=pm.URLSource(url=url)), id=f"{kind} at oss://")
+        for kind, block, url in [
+            ("image", pm.ImageBlock, "oss://dashscope-instant/abc/2025/cat.png"),
+            ("audio", pm.AudioBlock, "oss://bucket/a.wav"),
+            ("video", pm.VideoBlock, "oss://bucket/v.mp4"),
+            ("file", pm.FileBlock, "oss://bucket/doc.pdf"),
+        ]
     ),
 ]
 

@@ -14,9 +14,7 @@ import asyncio
 import copy
 import json
 import logging
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -41,20 +39,14 @@ from parley.messages import ImageBlock, TextBlock, ThinkingBlock, ToolCallBlock
 from parley.models.response import ChatResponse
 from parley.models.testing import ScriptedModel
 from parley.providers.openai import OpenAICompatibleChatModel
-from parley.providers.openai.server import OpenAIServer, Reply, ToolCall
+from parley.providers.openai.server import OpenAIServer
 from tests._requires import require_module
-from tests.compat._qwen_tools import CityWeather
-
-MCP_SERVER = Path(__file__).parents[1] / "tools" / "mcp_servers" / "demo_server.py"
-
-WEATHER_ASKED: list[dict[str, Any]] = []
+from tests.compat._qwen_tools import CityWeather, ParisWeather, demo_mcp_servers, plain
 
 
 @register_tool("qwen_base_weather")
 class WeatherTool(CityWeather):
     """A Qwen-Agent tool, as its docs write one (the call is `CityWeather`'s)."""
-
-    asked = WEATHER_ASKED
 
 
 @register_tool("qwen_base_probe")
@@ -138,15 +130,6 @@ class SpyingAgent(ToolLoopAgent):
         return result
 
 
-def plain(message: Message | dict[str, Any]) -> dict[str, Any]:
-    """A message's Qwen fields, `extra` kept to `function_id` (parley adds its records)."""
-    data = message.model_dump() if isinstance(message, Message) else dict(message)
-    extra = data.pop("extra", None) or {}
-    if "function_id" in extra:
-        data["function_id"] = extra["function_id"]
-    return data
-
-
 USER = [{"role": "user", "content": "Weather in Paris?"}]
 
 
@@ -211,14 +194,8 @@ def test_a_custom_agent_calls_tools_through_call_tool_and_answers() -> None:
 
 
 def test_a_custom_agent_makes_real_calls_through_the_openai_sdk() -> None:
-    steps = [
-        Reply(
-            reasoning="The user wants Paris.",
-            tool_calls=[ToolCall("qwen_base_weather", {"city": "Paris"}, id="call_9")],
-        ),
-        Reply(text="It is sunny in Paris."),
-    ]
-    with OpenAIServer(steps) as server:
+    exchange = ParisWeather("qwen_base_weather", "call_9")
+    with OpenAIServer(exchange.steps()) as server:
         bot = SpyingAgent(
             ["qwen_base_weather"],
             llm={
@@ -241,29 +218,10 @@ def test_a_custom_agent_makes_real_calls_through_the_openai_sdk() -> None:
         ("qwen_base_weather", '{"city": "Paris"}', "Sunny, 21 degrees C in Paris")
     ]
     assert all(isinstance(m, Message) for m in response)
-    assert [plain(m) for m in response] == [
-        {"role": "assistant", "content": "", "reasoning_content": "The user wants Paris."},
-        {
-            "role": "assistant",
-            "content": "",
-            "function_call": {"name": "qwen_base_weather", "arguments": '{"city": "Paris"}'},
-            "function_id": "call_9",
-        },
-        {
-            "role": "function",
-            "content": "Sunny, 21 degrees C in Paris",
-            "name": "qwen_base_weather",
-            "function_id": "call_9",
-        },
-        {"role": "assistant", "content": "It is sunny in Paris."},
-    ]
-    assert first["model"] == "qwen3-8b"
-    assert first["messages"][0] == {"role": "system", "content": "You are helpful."}
-    assert first["tools"][0]["function"]["name"] == "qwen_base_weather"
+    assert [plain(m) for m in response] == exchange.response()
+    exchange.check_requests(first, second)
     assert first["tools"][0]["function"]["parameters"]["required"] == ["city"]
-    tool_message = second["messages"][-1]
-    assert (tool_message["role"], tool_message["tool_call_id"]) == ("tool", "call_9")
-    assert tool_message["content"] == "Sunny, 21 degrees C in Paris"
+    assert second["messages"][-1]["content"] == "Sunny, 21 degrees C in Paris"
 
 
 @pytest.mark.timeout(300)
@@ -271,7 +229,7 @@ def test_a_custom_agent_runs_on_the_embedded_local_model() -> None:
     """SmolLM2-135M calls the tool on the turn's first call (the model's policy lets it
     choose, and it calls whenever it may), then must answer: the custom agent's loop ends."""
     require_module("llama_cpp", "local")
-    WEATHER_ASKED.clear()
+    WeatherTool.asked.clear()
     bot = SpyingAgent(
         ["qwen_base_weather"],
         llm={"model_type": "local", "generate_cfg": {"seed": 7, "max_tokens": 64}},
@@ -282,9 +240,9 @@ def test_a_custom_agent_runs_on_the_embedded_local_model() -> None:
 
     [(name, arguments, result)] = bot.tool_calls
     assert name == "qwen_base_weather"
-    assert json.loads(arguments) == WEATHER_ASKED[0]
-    assert "paris" in WEATHER_ASKED[0]["city"].lower()
-    assert result == f"Sunny, 21 degrees C in {WEATHER_ASKED[0]['city']}"
+    assert json.loads(arguments) == WeatherTool.asked[0]
+    assert "paris" in WeatherTool.asked[0]["city"].lower()
+    assert result == f"Sunny, 21 degrees C in {WeatherTool.asked[0]['city']}"
     calls = [m for m in response if "function_call" in m]
     results = [m for m in response if m["role"] == "function"]
     assert len(calls) == len(results) == 1
@@ -614,9 +572,7 @@ def test_detect_tool_reads_a_function_call() -> None:
 @pytest.mark.timeout(90)
 def test_a_custom_agent_calls_mcp_tools_opened_on_the_first_run() -> None:
     require_module("mcp.server.mcpserver", "mcp")
-    servers = {
-        "mcpServers": {"demo": {"command": sys.executable, "args": [str(MCP_SERVER), "stdio"]}}
-    }
+    servers = demo_mcp_servers()
     model = ScriptedModel([ScriptedModel.tool_call("demo-add", {"a": 2, "b": 3}, "c1"), "5"])
     bot = SpyingAgent([servers], llm=model)
     try:

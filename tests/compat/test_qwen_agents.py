@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -47,16 +46,12 @@ from parley.providers.openai import (
     OpenAIChatModel,
     OpenAICompatibleChatModel,
 )
-from parley.providers.openai.server import OpenAIServer, Reply, ToolCall
+from parley.providers.openai.server import OpenAIServer, Reply
 from parley.tools import TOOL_REGISTRY as PARLEY_REGISTRY
 from parley.tools import Tool
 from parley.tools import register_tool as parley_register_tool
 from tests._requires import require_module
-from tests.compat._qwen_tools import CityWeather
-
-MCP_SERVER = Path(__file__).parents[1] / "tools" / "mcp_servers" / "demo_server.py"
-
-ASKED: list[dict[str, Any]] = []
+from tests.compat._qwen_tools import CityWeather, ParisWeather, demo_mcp_servers, plain
 
 
 def parley_model(bot: FnCallAgent) -> ChatModel:
@@ -68,8 +63,6 @@ def parley_model(bot: FnCallAgent) -> ChatModel:
 @register_tool("qwen_agents_weather")
 class WeatherTool(CityWeather):
     """A Qwen-Agent tool as seed 001 writes one (the call is `CityWeather`'s)."""
-
-    asked = ASKED
 
 
 @register_tool("qwen_agents_echo")
@@ -105,15 +98,6 @@ def two_calls_then_answer() -> list[Any]:
     ]
 
 
-def plain(message: Message | dict[str, Any]) -> dict[str, Any]:
-    """A message's Qwen fields, `extra` kept to `function_id` (parley adds its records)."""
-    data = message.model_dump() if isinstance(message, Message) else dict(message)
-    extra = data.pop("extra", None) or {}
-    if "function_id" in extra:
-        data["function_id"] = extra["function_id"]
-    return data
-
-
 USER = [{"role": "user", "content": "Weather in Paris and Rome?"}]
 
 
@@ -133,7 +117,7 @@ def test_the_qwen_names_are_parleys_tools() -> None:
 
 
 def test_a_registered_qwen_tool_runs_by_name() -> None:
-    ASKED.clear()
+    WeatherTool.asked.clear()
     model = ScriptedModel(
         [ScriptedModel.tool_call("qwen_agents_weather", {"city": "Paris"}, "c1"), "Sunny."]
     )
@@ -141,7 +125,7 @@ def test_a_registered_qwen_tool_runs_by_name() -> None:
 
     response = bot.run_nonstream(USER)
 
-    assert ASKED == [{"city": "Paris"}]
+    assert WeatherTool.asked == [{"city": "Paris"}]
     assert [plain(m) for m in response] == [
         {
             "role": "assistant",
@@ -582,14 +566,8 @@ def test_keys_qwen_ignores_are_ignored_with_a_warning(caplog: pytest.LogCaptureF
 
 
 def test_a_config_dict_makes_a_real_call_through_the_sdk() -> None:
-    steps = [
-        Reply(
-            reasoning="The user wants Paris.",
-            tool_calls=[ToolCall("qwen_agents_weather", {"city": "Paris"}, id="call_1")],
-        ),
-        Reply(text="It is sunny in Paris."),
-    ]
-    with OpenAIServer(steps) as server:
+    exchange = ParisWeather("qwen_agents_weather", "call_1")
+    with OpenAIServer(exchange.steps()) as server:
         bot = FnCallAgent(
             ["qwen_agents_weather"],
             llm={
@@ -612,29 +590,9 @@ def test_a_config_dict_makes_a_real_call_through_the_sdk() -> None:
         server.assert_consumed()
         first, second = server.bodies()
 
-    assert [plain(m) for m in response] == [
-        {"role": "assistant", "content": "", "reasoning_content": "The user wants Paris."},
-        {
-            "role": "assistant",
-            "content": "",
-            "function_call": {"name": "qwen_agents_weather", "arguments": '{"city": "Paris"}'},
-            "function_id": "call_1",
-        },
-        {
-            "role": "function",
-            "content": "Sunny, 21 degrees C in Paris",
-            "name": "qwen_agents_weather",
-            "function_id": "call_1",
-        },
-        {"role": "assistant", "content": "It is sunny in Paris."},
-    ]
-    assert first["model"] == "qwen3-8b"
+    assert [plain(m) for m in response] == exchange.response()
+    exchange.check_requests(first, second)
     assert (first["temperature"], first["max_tokens"], first["seed"]) == (0.5, 100, 7)
-    assert first["tools"][0]["function"]["name"] == "qwen_agents_weather"
-    assert first["messages"][0] == {"role": "system", "content": "You are helpful."}
-    tool_message = second["messages"][-1]
-    assert tool_message["role"] == "tool"
-    assert tool_message["tool_call_id"] == "call_1"
 
 
 def test_a_nous_config_parses_calls_from_the_servers_text() -> None:
@@ -699,9 +657,7 @@ def test_max_input_tokens_trims_the_oldest_turns() -> None:
 @pytest.mark.timeout(90)
 def test_mcp_servers_open_on_the_first_run_and_their_tools_answer() -> None:
     require_module("mcp.server.mcpserver", "mcp")
-    servers = {
-        "mcpServers": {"demo": {"command": sys.executable, "args": [str(MCP_SERVER), "stdio"]}}
-    }
+    servers = demo_mcp_servers()
     model = ScriptedModel(
         [
             ScriptedModel.tool_call("demo-add", {"a": 2, "b": 3}, "c1"),
@@ -741,7 +697,7 @@ def test_the_local_model_calls_a_registered_qwen_tool() -> None:
     """SmolLM2-135M calls a tool whenever it may: the first call is forced, the next may not
     call tools (parley's `tool_choice` policy); the arguments are the model's own."""
     require_module("llama_cpp", "local")
-    ASKED.clear()
+    WeatherTool.asked.clear()
     bot = FnCallAgent(
         ["qwen_agents_weather"],
         llm={"model_type": "local", "generate_cfg": {"seed": 7, "max_tokens": 64}},
@@ -755,9 +711,9 @@ def test_the_local_model_calls_a_registered_qwen_tool() -> None:
     calls = [m for m in response if "function_call" in m]
     results = [m for m in response if m["role"] == "function"]
     assert len(calls) == len(results) == 1
-    assert json.loads(calls[0]["function_call"]["arguments"]) == ASKED[0]
-    assert "paris" in ASKED[0]["city"].lower()
-    assert results[0]["content"] == f"Sunny, 21 degrees C in {ASKED[0]['city']}"
+    assert json.loads(calls[0]["function_call"]["arguments"]) == WeatherTool.asked[0]
+    assert "paris" in WeatherTool.asked[0]["city"].lower()
+    assert results[0]["content"] == f"Sunny, 21 degrees C in {WeatherTool.asked[0]['city']}"
     assert results[0]["extra"]["function_id"] == calls[0]["extra"]["function_id"]
     assert response[-1]["role"] == "assistant"
     assert response[-1]["content"].strip()

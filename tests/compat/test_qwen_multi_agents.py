@@ -31,10 +31,14 @@ from parley.compat.qwen.agents import (
     UserAgent,
     WriteFromScratch,
 )
+from parley.compat.qwen.agents.assistant import Assistant
+from parley.compat.qwen.agents.doc_qa import BasicDocQA, ParallelDocQA
+from parley.compat.qwen.agents.doc_qa.basic_doc_qa import DEFAULT_DESC as BASIC_DESCRIPTION
 from parley.compat.qwen.agents.group_chat import mentioned_names
 from parley.compat.qwen.agents.human_simulator import STOP
 from parley.compat.qwen.agents.tir_agent import extract_program
 from parley.compat.qwen.agents.user_agent import PENDING_USER_INPUT
+from parley.compat.qwen.agents.virtual_memory_agent import VirtualMemoryAgent
 from parley.compat.qwen.gui import WebUI, WebUIUnavailableError
 from parley.compat.qwen.utils.output_beautify import typewriter_print
 from parley.compat.qwen.utils.utils import (
@@ -549,3 +553,24 @@ def test_save_url_to_local_work_dir_copies_paths_and_downloads_urls(tmp_path: Pa
     copied = save_url_to_local_work_dir(f"file://{served / 'pic.jpg'}", str(out))
     assert Path(copied) == out / "pic.jpg"
     assert Path(copied).read_bytes() == b"JPEG"
+
+
+# -- the document agents' defaults ---------------------------------------------------------------
+
+
+def test_doc_agents_take_qwen_agents_defaults_and_put_their_retrieval_tool_first() -> None:
+    model = ScriptedModel([])
+    basic = BasicDocQA(llm=model)
+    assert (basic.name, basic.description) == ("Basic DocQA", BASIC_DESCRIPTION)
+    assert basic.agent.name == "Basic DocQA"  # parley's agent underneath has the name too
+    memory = VirtualMemoryAgent(["code_interpreter"], llm=model, name="Mine", description="Ours.")
+    assert (memory.name, memory.description, memory.agent.description) == ("Mine", "Ours.", "Ours.")
+    assert list(memory.function_map) == ["retrieval", "code_interpreter"]
+    parallel = ParallelDocQA(llm=model)
+    assert parallel.name == "Simple Parallel DocQA With RAG Sum Agents"
+    assert list(parallel.function_map) == ["retrieval"]
+    # Assistant's rag_cfg may come by position after files, as in Qwen-Agent's signature.
+    ranked = Assistant(None, model, None, None, None, None, {"top_k": 2})
+    assert ranked.rag_settings.top_k == 2
+    for bot in (basic, memory, parallel, ranked):
+        bot.close_sync()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ from parley.tools import Tool
 from parley.tools.builtin import FetchNotAllowedError, PathNotAllowedError
 from parley.tools.builtin.code_interpreter import CodeInterpreter
 from tests._requires import require_module
+from tests.compat._qwen_tools import demo_mcp_servers
 from tests.compat.qwen_examples._doc_support import (
     message_text,
     serve_files,
@@ -292,12 +292,9 @@ def test_python_executor_runs_each_snippet_in_a_fresh_sandboxed_interpreter(
 
 def test_mcp_manager_opens_a_config_and_returns_its_tools() -> None:
     require_module("mcp", "mcp")
-    server = Path(__file__).parents[1] / "tools" / "mcp_servers" / "demo_server.py"
     manager = MCPManager()
     try:
-        tools = manager.initConfig(
-            {"mcpServers": {"demo": {"command": sys.executable, "args": [str(server), "stdio"]}}}
-        )
+        tools = manager.initConfig(demo_mcp_servers())
         assert "demo-add" in {tool.name for tool in tools}
     finally:
         manager.shutdown()

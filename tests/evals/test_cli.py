@@ -16,6 +16,7 @@ import pytest
 from parley.cli import main
 from parley.evals import EvalReport
 from tests._requires import require_module
+from tests.cli._run import run_parley
 from tests.evals._reports import failing, passing, report
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,15 +45,7 @@ def _parley(
     base = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_BASE_URL"))}
     base["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)])
     base.pop("NO_COLOR", None)
-    return subprocess.run(
-        [sys.executable, "-m", "parley", "eval", *args],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        env={**base, **(env or {})},
-        cwd=cwd,
-        check=False,
-    )
+    return run_parley("eval", *args, env={**base, **(env or {})}, cwd=cwd, timeout=TIMEOUT)
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import http.server
 import re
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from playwright.sync_api import Page
 
 from parley.evals import CaseResult, EvaluatorResult, ToolCallRecord
 from parley.evals.html import CONTENT_SECURITY_POLICY
+from tests._http import serving
 from tests.evals._reports import HOSTILE, detailed, errored, failing, passing, report
 
 
@@ -172,15 +172,8 @@ class _Counter(http.server.BaseHTTPRequestHandler):
 def counting_server() -> Iterator[str]:
     """A server on 127.0.0.1 that counts the requests it gets; its URL."""
     _Counter.hits = []
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Counter)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        thread.join(timeout=10)
-        server.server_close()
+    with serving(http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Counter)) as url:
+        yield url
 
 
 _CALL_OUT = """async (base) => {

@@ -59,31 +59,34 @@ async def test_a_refused_connection_is_unreachable() -> None:
     assert "Cannot connect to host" in failure.describe()
 
 
-async def test_a_connection_dropped_before_the_answer_is_a_failure() -> None:
-    async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        writer.close()
+async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Read the request, then close the connection without an answer."""
+    await reader.readuntil(b"\r\n\r\n")
+    writer.close()
 
-    async with serving(hang_up) as url:
+
+async def cut_short(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Read the request, then answer with a body shorter than its `Content-Length`."""
+    await reader.readuntil(b"\r\n\r\n")
+    writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly this")
+    await writer.drain()
+    writer.close()
+
+
+@pytest.mark.parametrize(
+    ("handler", "said"),
+    [(hang_up, "Disconnected"), (cut_short, "")],
+    ids=["dropped-before-the-answer", "body-cut-short"],
+)
+async def test_a_connection_failing_after_it_was_made_is_a_failure(
+    handler: Handler, said: str
+) -> None:
+    async with serving(handler) as url:
         raised = await get(url)
     failure = connection_failure(raised)
     assert failure is not None
     assert not failure.unreachable
-    assert "Disconnected" in failure.describe()
-
-
-async def test_a_body_cut_short_is_a_failure() -> None:
-    async def cut(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly this")
-        await writer.drain()
-        writer.close()
-
-    async with serving(cut) as url:
-        raised = await get(url)
-    failure = connection_failure(raised)
-    assert failure is not None
-    assert not failure.unreachable
+    assert said in failure.describe()
 
 
 async def test_a_server_that_never_answers_is_a_timeout_not_a_failure() -> None:

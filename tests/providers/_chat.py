@@ -15,25 +15,68 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from pydantic import SecretStr
 
+from parley import Msg
+from parley.models import ChatStream
 from parley.models.base import ChatModel
 from parley.models.retry import RetryPolicy
 from parley.providers._server.scripted import ScriptedServer
-from parley.providers.anthropic import AnthropicChatModel
+from parley.providers.anthropic import AnthropicChatModel, AnthropicCredential
 from parley.providers.anthropic import server as anthropic_server
-from parley.providers.dashscope import DashScopeChatModel
+from parley.providers.dashscope import DashScopeChatModel, DashScopeCredential
 from parley.providers.dashscope import server as dashscope_server
 from parley.providers.dashscope._server_wire import stream_events
-from parley.providers.gemini import GeminiChatModel
+from parley.providers.gemini import GeminiChatModel, GeminiCredential
 from parley.providers.gemini import server as gemini_server
-from parley.providers.ollama import OllamaChatModel
+from parley.providers.ollama import OllamaChatModel, OllamaCredential
 from parley.providers.ollama import server as ollama_server
-from parley.providers.openai import AzureOpenAIChatModel, OpenAIChatModel, OpenAIResponseModel
+from parley.providers.openai import (
+    AzureOpenAIChatModel,
+    OpenAIChatModel,
+    OpenAICredential,
+    OpenAIResponseModel,
+)
 from parley.providers.openai import server as openai_server
 from parley.providers.openai._server_wire import chat_chunks, response_events
 from tests._requires import require_module
 
-__all__ = ["CHAT_PROVIDERS", "Call", "Chat", "ChatProvider", "RecordingPolicy", "chat_params"]
+__all__ = [
+    "CHAT_PROVIDERS",
+    "HI",
+    "TOOLS",
+    "WEATHER_FUNCTION",
+    "Call",
+    "Chat",
+    "ChatProvider",
+    "Keys",
+    "RecordingPolicy",
+    "Remote",
+    "chat_params",
+    "read_into",
+    "unset_keys",
+]
+
+HI = [Msg.user("Hi")]
+"""The one-message conversation most tests send."""
+
+TOOLS: list[dict[str, Any]] = [
+    {"name": "weather", "description": "Weather.", "parameters": {"type": "object"}},
+    {"name": "time", "description": "Time.", "parameters": {"type": "object"}},
+]
+"""Two tools to offer a model."""
+
+WEATHER_FUNCTION = {
+    "type": "function",
+    "function": {"name": "weather", "description": "Weather.", "parameters": {"type": "object"}},
+}
+"""`TOOLS[0]` as the Chat Completions wire sends it (OpenAI's, DashScope's, Ollama's)."""
+
+
+async def read_into(seen: list[str], stream: ChatStream) -> None:
+    """Read `stream`, keeping each chunk's text in `seen` (those before a failure count)."""
+    async for chunk in stream:
+        seen.append(chunk.text)  # noqa: PERF401  (a comprehension would lose them on failure)
 
 
 @dataclass(frozen=True)
@@ -64,8 +107,53 @@ ERROR_EVENT_RETRIED = "error_event_retried"
 """An error event before any chunk reached the caller is tried again."""
 STREAMED_ARGUMENTS = "streamed_arguments"
 """Tool-call arguments arrive in pieces (else each call arrives whole in one chunk)."""
+OWN_WAIT = "own_wait"
+"""It asks for a wait in its own way too, beside `Retry-After` (`own_waits`)."""
+FORCED_OUTPUT = "forced_output"
+"""Structured output tries a forced call of its tool first, in the Chat Completions shape."""
+TOOL_CHOICE = "tool_choice"
+"""It takes a tool choice and parallel calls as parameters (`tool_fields`)."""
+ON_AIOHTTP = "on_aiohttp"
+"""Its client runs on aiohttp: a model never closed closes with its event loop (`unclosed`)."""
+STRING_ARGUMENTS = "string_arguments"
+"""Tool-call arguments come as JSON text, whole or streamed (broken text is kept raw)."""
 STREAMED_USAGE = "streamed_usage"
 """A stream's last event counts the tokens (Azure's API versions before 2024-09 do not)."""
+API_KEY = "api_key"
+"""It takes an API key, from its credential or the environment (`ChatProvider.keys`)."""
+DEFAULT_HOST = "default_host"
+"""Its credential aims at a remote host by default, which tests may not reach (`remote`)."""
+
+
+@dataclass(frozen=True)
+class Remote:
+    """A credential aimed at a provider's remote host, which tests may not reach."""
+
+    credential: Callable[[], Any]
+    host: str
+    """The host as the refusal names it (a regex)."""
+
+
+@dataclass(frozen=True)
+class Keys:
+    """How a provider takes its API key.
+
+    Args:
+        credential: Its credential class (built with `base_url=` and `api_key=`).
+        kind: Its credential's `type` in stored settings (`CredentialFactory.from_dict`).
+        variables: The environment variables a key is read from, the one read first first
+            (a missing key's error names them all, joined by "or").
+        header: The request header that carries the key.
+        scheme: What stands before the key in that header.
+        base_url_variable: The environment variable its endpoint is read from, if any.
+    """
+
+    credential: type[Any]
+    kind: str
+    variables: tuple[str, ...]
+    header: str = "authorization"
+    scheme: str = "Bearer "
+    base_url_variable: str | None = None
 
 
 @dataclass(frozen=True)
@@ -90,6 +178,14 @@ class ChatProvider:
         content_filter: A status answer that means the content was filtered.
         requires: Modules its SDK needs (skipped on a dev machine without, failed in CI).
         capabilities: What it has of what some providers lack (see the constants above).
+        keys: How it takes its API key (with `API_KEY`).
+        remote: A credential aimed at its remote host (with `DEFAULT_HOST`).
+        unclosed: Python that binds `model` to the server at `sys.argv[1]` (with `ON_AIOHTTP`).
+        tool_fields: Where its request carries tools and their choice (with `TOOL_CHOICE`):
+            the fields, under the body's field `tools_at` if given.
+        tools_at: The body's field that holds `tool_fields`, if not the body itself.
+        own_waits: 429 answers that ask, in its own way, for a wait of 0.1 s (with `OWN_WAIT`).
+        forced_choice: Its `tool_choice` that forces the structured tool (with `FORCED_OUTPUT`).
     """
 
     name: str
@@ -109,6 +205,13 @@ class ChatProvider:
     content_filter: Any = None
     requires: tuple[tuple[str, str], ...] = ()
     capabilities: frozenset[str] = field(default_factory=frozenset)
+    keys: Keys | None = None
+    remote: Remote | None = None
+    unclosed: str = ""
+    tool_fields: tuple[str, ...] = ()
+    tools_at: str | None = None
+    own_waits: tuple[Any, ...] = ()
+    forced_choice: Any = None
 
 
 def replies(
@@ -168,7 +271,49 @@ def _dashscope_unfinished() -> Any:
     return dashscope_server.Raw(b"".join(events), content_type="text/event-stream")
 
 
-_EVERY = frozenset({STREAM_END_CHECKED, ERROR_EVENT_RETRIED, STREAMED_ARGUMENTS, STREAMED_USAGE})
+OPENAI_KEYS = Keys(
+    OpenAICredential, "openai", ("OPENAI_API_KEY",), base_url_variable="OPENAI_BASE_URL"
+)
+# As google-genai reads them: GOOGLE_API_KEY first.
+GEMINI_KEYS = Keys(
+    GeminiCredential,
+    "gemini",
+    ("GOOGLE_API_KEY", "GEMINI_API_KEY"),
+    "x-goog-api-key",
+    scheme="",
+    base_url_variable="GOOGLE_GEMINI_BASE_URL",
+)
+DASHSCOPE_KEYS = Keys(
+    DashScopeCredential,
+    "dashscope",
+    ("DASHSCOPE_API_KEY",),
+    base_url_variable="DASHSCOPE_HTTP_BASE_URL",
+)
+OPENAI_REMOTE = Remote(lambda: OpenAICredential(api_key=SecretStr("sk-x")), r"api\.openai\.com")
+OLLAMA_REMOTE = Remote(
+    lambda: OllamaCredential(host="https://ollama.example.com"), r"ollama\.example\.com"
+)
+GEMINI_REMOTE = Remote(
+    lambda: GeminiCredential(api_key=SecretStr("k")), r"generativelanguage\.googleapis\.com"
+)
+DASHSCOPE_REMOTE = Remote(
+    lambda: DashScopeCredential(api_key=SecretStr("sk-x")), r"dashscope\.aliyuncs\.com"
+)
+
+FORCED_CHOICE = {"type": "function", "function": {"name": "generate_response"}}
+
+_EVERY = frozenset(
+    {
+        STREAM_END_CHECKED,
+        ERROR_EVENT_RETRIED,
+        STREAMED_ARGUMENTS,
+        STREAMED_USAGE,
+        API_KEY,
+        DEFAULT_HOST,
+        STRING_ARGUMENTS,
+        TOOL_CHOICE,
+    }
+)
 
 _OPENAI = ChatProvider(
     name="openai",
@@ -188,7 +333,13 @@ _OPENAI = ChatProvider(
     context_length=openai_server.HTTPError(400, "too long", code="context_length_exceeded"),
     content_filter=openai_server.HTTPError(400, "filtered", code="content_filter"),
     requires=(("openai", "openai"),),
-    capabilities=_EVERY,
+    capabilities=_EVERY | {OWN_WAIT, FORCED_OUTPUT},
+    keys=OPENAI_KEYS,
+    remote=OPENAI_REMOTE,
+    # OpenAI refuses tool_choice and parallel_tool_calls when no tools are given.
+    tool_fields=("tools", "tool_choice", "parallel_tool_calls"),
+    own_waits=(openai_server.HTTPError.rate_limit(retry_after_ms=100),),
+    forced_choice=FORCED_CHOICE,
 )
 
 CHAT_PROVIDERS = [
@@ -202,6 +353,8 @@ CHAT_PROVIDERS = [
         unfinished=_responses_unfinished,
         context_length=None,
         content_filter=None,
+        # Its tools have their own shape (tests/providers/openai/test_responses.py).
+        capabilities=_OPENAI.capabilities - {FORCED_OUTPUT},
     ),
     replace(
         _OPENAI,
@@ -214,7 +367,10 @@ CHAT_PROVIDERS = [
         context_length=None,
         content_filter=None,
         # Its API version (2024-06-01) takes no `stream_options`: a stream counts no tokens.
-        capabilities=_EVERY - {STREAMED_USAGE},
+        # Its key and endpoint: tests/providers/openai/test_azure.py.
+        capabilities=(_EVERY - {STREAMED_USAGE, API_KEY, DEFAULT_HOST}) | {OWN_WAIT, FORCED_OUTPUT},
+        keys=None,
+        remote=None,
     ),
     ChatProvider(
         name="anthropic",
@@ -243,7 +399,18 @@ CHAT_PROVIDERS = [
             400, "Output blocked by content filtering policy"
         ),
         requires=(("anthropic", "anthropic"), ("aiohttp", "anthropic")),
-        capabilities=_EVERY,
+        # A whole answer carries a call's input as an object (streamed: test_chat.py).
+        capabilities=(_EVERY - {STRING_ARGUMENTS}) | {ON_AIOHTTP},
+        keys=Keys(AnthropicCredential, "anthropic", ("ANTHROPIC_API_KEY",)),
+        remote=Remote(
+            lambda: AnthropicCredential(api_key=SecretStr("sk-x")), r"api\.anthropic\.com"
+        ),
+        tool_fields=("tools", "tool_choice"),
+        unclosed="""
+from parley.providers.anthropic import AnthropicChatModel, AnthropicCredential
+credential = AnthropicCredential(api_key="k", base_url=sys.argv[1])
+model = AnthropicChatModel(credential, "claude-sonnet-5-5")
+""",
     ),
     ChatProvider(
         name="gemini",
@@ -273,8 +440,12 @@ CHAT_PROVIDERS = [
             "(1048576).",
         ),
         requires=(("google.genai", "gemini"),),
-        # Gemini sends each function call whole, in one chunk.
-        capabilities=_EVERY - {STREAMED_ARGUMENTS},
+        # Gemini sends each function call whole, in one chunk, its arguments an object.
+        capabilities=(_EVERY - {STREAMED_ARGUMENTS, STRING_ARGUMENTS}) | {OWN_WAIT},
+        keys=GEMINI_KEYS,
+        remote=GEMINI_REMOTE,
+        tool_fields=("tools", "toolConfig"),
+        own_waits=(gemini_server.HTTPError.rate_limit(retry_delay="0.1s"),),  # Google's RetryInfo
     ),
     ChatProvider(
         name="ollama",
@@ -300,8 +471,14 @@ CHAT_PROVIDERS = [
         ),
         context_length=ollama_server.HTTPError(400, "the input length exceeds the context length"),
         requires=(("ollama", "ollama"), ("httpx_aiohttp", "ollama")),
-        # Ollama sends each tool call whole, in one line.
-        capabilities=_EVERY - {STREAMED_ARGUMENTS},
+        # Ollama sends each tool call whole, in one line; it takes headers, not a key, and no
+        # tool choice (its headers, OLLAMA_API_KEY, its tools: tests/providers/ollama/).
+        capabilities=(_EVERY - {STREAMED_ARGUMENTS, API_KEY, TOOL_CHOICE}) | {ON_AIOHTTP},
+        remote=OLLAMA_REMOTE,
+        unclosed="""
+from parley.providers.ollama import OllamaChatModel, OllamaCredential
+model = OllamaChatModel(OllamaCredential(host=sys.argv[1]), "qwen3")
+""",
     ),
     ChatProvider(
         name="dashscope",
@@ -326,7 +503,17 @@ CHAT_PROVIDERS = [
             400, "DataInspectionFailed", "Input data may contain inappropriate content."
         ),
         requires=(("dashscope", "dashscope"),),
-        capabilities=_EVERY,
+        capabilities=_EVERY | {ON_AIOHTTP, FORCED_OUTPUT},
+        keys=DASHSCOPE_KEYS,
+        remote=DASHSCOPE_REMOTE,
+        tool_fields=("tools", "tool_choice", "parallel_tool_calls"),
+        tools_at="parameters",
+        forced_choice=FORCED_CHOICE,
+        unclosed="""
+from parley.providers.dashscope import DashScopeChatModel, DashScopeCredential
+credential = DashScopeCredential(api_key="k", base_url=sys.argv[1])
+model = DashScopeChatModel(credential, "qwen-plus")
+""",
     ),
 ]
 """Every chat provider of parley's that has a wire-format server."""
@@ -391,6 +578,14 @@ class Chat:
     def at(self, chunk: int) -> int:
         """The stream event at which the `chunk`-th text chunk (from 0) would be sent."""
         return self.entry.lead + chunk
+
+
+def unset_keys(keys: Keys | None, monkeypatch: pytest.MonkeyPatch) -> Keys:
+    """`keys` (a provider's, for the suites' key tests), with none of its variables set."""
+    assert keys is not None
+    for name in keys.variables:
+        monkeypatch.delenv(name, raising=False)
+    return keys
 
 
 def require(entry: ChatProvider) -> None:

@@ -27,7 +27,20 @@ from parley.providers.ollama.embeddings import OllamaEmbeddingModel
 from parley.providers.openai import server as openai_server
 from parley.providers.openai.embeddings import OpenAIEmbeddingModel
 from tests._requires import require_module
-from tests.providers._chat import builder
+from tests.providers._chat import (
+    API_KEY,
+    DASHSCOPE_KEYS,
+    DASHSCOPE_REMOTE,
+    DEFAULT_HOST,
+    GEMINI_KEYS,
+    GEMINI_REMOTE,
+    OLLAMA_REMOTE,
+    OPENAI_KEYS,
+    OPENAI_REMOTE,
+    Keys,
+    Remote,
+    builder,
+)
 
 __all__ = [
     "EMBEDDING_PROVIDERS",
@@ -65,7 +78,10 @@ class EmbeddingProvider:
         unreachable: What its connection error says when nothing listens (a regex).
         missing: What its error says when the answer lacks the vector of input 1 of 2.
         requires: Modules it needs (skipped on a dev machine without, failed in CI).
-        capabilities: What it has of what some providers lack (`WIRE`, `PER_CALL_SIZE`).
+        capabilities: What it has of what some providers lack (`WIRE`, `PER_CALL_SIZE`,
+            and the chat suite's `API_KEY` and `DEFAULT_HOST`).
+        keys: How it takes its API key (with `API_KEY`), as its chat models do.
+        remote: A credential aimed at its remote host (with `DEFAULT_HOST`).
     """
 
     name: str
@@ -82,6 +98,8 @@ class EmbeddingProvider:
     missing: str = ""
     requires: tuple[tuple[str, str], ...] = ()
     capabilities: frozenset[str] = field(default_factory=frozenset)
+    keys: Keys | None = None
+    remote: Remote | None = None
 
 
 def _local(server: Any, kwargs: dict[str, Any]) -> EmbeddingModel[Any]:
@@ -93,7 +111,7 @@ def _gemini_texts(request: RecordedRequest) -> list[str]:
     return [r["content"]["parts"][0]["text"] for r in request.json["requests"]]
 
 
-_SERVED = frozenset({WIRE, PER_CALL_SIZE})
+_SERVED = frozenset({WIRE, PER_CALL_SIZE, DEFAULT_HOST})
 
 EMBEDDING_PROVIDERS = [
     EmbeddingProvider(
@@ -110,7 +128,9 @@ EMBEDDING_PROVIDERS = [
         unreachable="cannot reach openai",
         missing="1 vectors for 2 inputs",
         requires=(("openai", "openai"),),
-        capabilities=_SERVED | {INDEXED},
+        capabilities=_SERVED | {INDEXED, API_KEY},
+        keys=OPENAI_KEYS,
+        remote=OPENAI_REMOTE,
     ),
     EmbeddingProvider(
         name="ollama",
@@ -127,6 +147,7 @@ EMBEDDING_PROVIDERS = [
         missing="1 vectors for 2 inputs",
         requires=(("ollama", "ollama"), ("httpx_aiohttp", "ollama")),
         capabilities=_SERVED,
+        remote=OLLAMA_REMOTE,
     ),
     EmbeddingProvider(
         name="dashscope",
@@ -142,7 +163,9 @@ EMBEDDING_PROVIDERS = [
         unreachable="cannot reach dashscope",
         missing="no vector for input 1 of 2",
         requires=(("dashscope", "dashscope"),),
-        capabilities=_SERVED | {INDEXED},
+        capabilities=_SERVED | {INDEXED, API_KEY},
+        keys=DASHSCOPE_KEYS,
+        remote=DASHSCOPE_REMOTE,
     ),
     EmbeddingProvider(
         name="gemini",
@@ -158,7 +181,9 @@ EMBEDDING_PROVIDERS = [
         unreachable="gemini",
         missing="sent 1 embeddings for 2 inputs",
         requires=(("google.genai", "gemini"),),
-        capabilities=_SERVED,
+        capabilities=_SERVED | {API_KEY},
+        keys=GEMINI_KEYS,
+        remote=GEMINI_REMOTE,
     ),
     EmbeddingProvider(
         name="local",

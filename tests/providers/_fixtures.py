@@ -3,7 +3,11 @@
 `provider_fixtures` returns the two fixtures for one provider: its scripted server, started and
 empty, and a factory of models bound to it with fast retries (a backoff near zero; a server's
 `Retry-After` waits as it asks), closed after the test. A folder's `conftest.py` gives them to
-its tests; a module elsewhere binds them by name, for itself alone.
+its tests; a module elsewhere binds them by name (`server = fixtures.server`), so they hold for
+that module alone (never `pytest_plugins`, whose fixtures hold for the whole session and shadow
+other providers' of the same name).
+
+`model_fixtures` does the same for the models that take a `retry_delay` (embeddings, speech).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import pytest
 from parley.models.retry import RetryPolicy
 from tests._requires import require_module
 
-__all__ = ["ModelFactory", "embedding_fixtures", "provider_fixtures"]
+__all__ = ["ModelFactory", "model_fixtures", "provider_fixtures"]
 
 ModelFactory = Callable[..., Any]
 """The `make_model` fixture: `make_model([cls,] [model], *, credential=None, **kwargs)`."""
@@ -62,11 +66,11 @@ def provider_fixtures(
     return server, make_model
 
 
-def embedding_fixtures(
+def model_fixtures(
     server_class: Callable[[], Any], model_class: type, default_model: str
 ) -> tuple[Any, Any]:
-    """The `server` and `make_model` fixtures of one provider's embedding tests (a backoff near
-    zero): `make_model(model, cls=..., credential=None, **kwargs)`."""
+    """The `server` and `make_model` fixtures of one provider's embedding or speech tests (a
+    backoff near zero): `make_model(model, cls=..., credential=None, **kwargs)`."""
 
     @pytest.fixture(name="server")
     def server() -> Iterator[Any]:

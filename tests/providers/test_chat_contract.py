@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from parley import Msg
 from parley.errors import (
+    ConfigurationError,
     ContentFilterError,
     ContextLengthError,
     MissingDependencyError,
@@ -26,33 +26,35 @@ from parley.errors import (
     ModelOutputError,
     ModelTimeoutError,
     RateLimitError,
+    UserError,
 )
 from parley.models import ChatStream
 from parley.models.cards import Pricing
 from parley.providers._server.http import RecordedRequest
+from tests.models.loop_exit import ENDINGS, run_without_closing
 from tests.providers._chat import (
+    API_KEY,
+    DEFAULT_HOST,
     ERROR_EVENT_RETRIED,
+    FORCED_OUTPUT,
+    HI,
+    ON_AIOHTTP,
+    OWN_WAIT,
     STREAM_END_CHECKED,
     STREAMED_ARGUMENTS,
     STREAMED_USAGE,
+    STRING_ARGUMENTS,
+    TOOL_CHOICE,
+    TOOLS,
     Call,
     Chat,
     ChatProvider,
+    read_into,
     require,
+    unset_keys,
 )
 
-HI = [Msg.user("Hi")]
-TOOLS: list[dict[str, Any]] = [
-    {"name": "weather", "description": "Weather.", "parameters": {"type": "object"}},
-    {"name": "time", "description": "Time.", "parameters": {"type": "object"}},
-]
 CALLS = [Call("weather", {"city": "Paris"}, "call_a"), Call("time", {"tz": "CET"}, "call_b")]
-
-
-async def read_into(seen: list[str], stream: ChatStream) -> None:
-    """Read `stream`, keeping each chunk's text in `seen` (those before a failure count)."""
-    async for chunk in stream:
-        seen.append(chunk.text)  # noqa: PERF401  (a comprehension would lose them on failure)
 
 
 async def answer(model: Any, streamed: bool) -> Any:
@@ -181,6 +183,34 @@ async def test_tool_calls_with_text(chat: Chat, streamed: bool) -> None:
     assert response.finish_reason == "tool_calls"
 
 
+@pytest.mark.needs(STRING_ARGUMENTS)
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_broken_arguments_are_kept_raw(chat: Chat, streamed: bool) -> None:
+    chat.add(chat.reply(calls=[Call("weather", '{"city": "Par', "call_x")]))
+    model = chat.model()
+    call = model.chat_stream(HI, tools=TOOLS).collect() if streamed else model.chat(HI, TOOLS)
+    response = await call
+    (call,) = response.tool_calls
+    # Broken JSON arguments are kept raw for the tool layer to repair.
+    assert (call.id, call.name, call.input, call.raw_input) == (
+        "call_x",
+        "weather",
+        {},
+        '{"city": "Par',
+    )
+    assert response.finish_reason == "tool_calls"
+
+
+@pytest.mark.needs(TOOL_CHOICE)
+async def test_no_tool_fields_without_tools(chat: Chat) -> None:
+    for parallel in (True, False):
+        chat.add(chat.reply("ok"))
+        await chat.model(parameters={"parallel_tool_calls": parallel}).chat(HI, tool_choice="none")
+        body = chat.server.bodies()[-1]
+        sent = body.get(chat.entry.tools_at, {}) if chat.entry.tools_at else body
+        assert not set(chat.entry.tool_fields) & set(sent), parallel
+
+
 class City(BaseModel):
     name: str
     population: int
@@ -205,6 +235,19 @@ async def test_structured_output(chat: Chat) -> None:
     chat.server.assert_consumed()
 
 
+@pytest.mark.needs(FORCED_OUTPUT)
+async def test_structured_output_by_a_forced_call(chat: Chat) -> None:
+    city = {"name": "Paris", "population": 2}
+    chat.add(chat.reply(calls=[Call("generate_response", city, "call_s")]))
+    result = await chat.model().generate_structured_output(HI, City)
+    assert result.strategy == "forced"
+    assert result.parsed == City(name="Paris", population=2)
+    body = chat.server.bodies()[0]
+    sent = body[chat.entry.tools_at] if chat.entry.tools_at else body
+    assert sent["tool_choice"] == chat.entry.forced_choice
+    assert sent["tools"][0]["function"]["parameters"] == City.model_json_schema()
+
+
 # -- retries ---------------------------------------------------------------------------------
 
 
@@ -221,6 +264,23 @@ async def test_429_waits_what_retry_after_asks(
     assert model.retry.waits == [0.1]
     assert "429" in caplog.text  # the retry says why
     assert len(chat.server.requests) == 2
+
+
+@pytest.mark.needs(OWN_WAIT)
+async def test_429_waits_what_the_provider_s_own_way_asks(
+    chat: Chat, caplog: pytest.LogCaptureFixture
+) -> None:
+    for limited in chat.entry.own_waits:
+        chat.add(limited, chat.reply("ok"))
+        model = chat.model()
+        with caplog.at_level(logging.WARNING, logger="parley.models"):
+            assert (await model.chat(HI)).text == "ok"
+        # The harness's backoff waits at most 5 ms: a wait of 0.1 s can only be the server's.
+        assert model.retry.waits == [0.1]
+        # The wait the retry chose, as it logs it before sleeping.
+        assert "retry 1 of" in caplog.text
+        assert "in 0.10s" in caplog.text
+    assert len(chat.server.requests) == 2 * len(chat.entry.own_waits)
 
 
 @pytest.mark.parametrize("status", [500, 502, 503, 504, 408, 409])
@@ -488,8 +548,85 @@ def test_sync_twins(chat_provider: ChatProvider) -> None:
         model.close_sync()
 
 
+@pytest.mark.needs(ON_AIOHTTP)
+@pytest.mark.parametrize("ending", ENDINGS)
+def test_connections_close_with_their_event_loop(chat_provider: ChatProvider, ending: str) -> None:
+    # Each `asyncio.run` ends its loop, which closes the connections opened on it; the sync
+    # twins' loop runs to the exit, which closes them there if the model is still alive.
+    require(chat_provider)
+    with chat_provider.server() as server:
+        server.add(*(chat_provider.reply(text) for text in ("one", "two", "three")))
+        assert run_without_closing(chat_provider.unclosed, server.url, ending) == [
+            "one",
+            "two",
+            "three",
+        ]
+
+
 async def test_a_missing_sdk_names_the_extra(chat: Chat, monkeypatch: pytest.MonkeyPatch) -> None:
-    (module, extra), *_ = chat.entry.requires
-    monkeypatch.setitem(sys.modules, module, None)
-    with pytest.raises(MissingDependencyError, match=rf"parley\[{extra}\]"):
-        await chat.model().chat(HI)
+    # Each module it needs (its SDK, the HTTP client it builds the SDK on), named with the extra.
+    for module, extra in chat.entry.requires:
+        with monkeypatch.context() as patched:
+            patched.setitem(sys.modules, module, None)
+            with pytest.raises(MissingDependencyError, match=rf"{module}.*parley\[{extra}\]"):
+                await chat.model().chat(HI)
+
+
+# -- keys and hosts --------------------------------------------------------------------------
+
+
+@pytest.mark.needs(API_KEY)
+async def test_a_missing_key_is_a_configuration_error(
+    chat: Chat, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keys = unset_keys(chat.entry.keys, monkeypatch)
+    model = chat.model(credential=keys.credential(base_url=chat.server.url))
+    with pytest.raises(ConfigurationError, match=" or ".join(keys.variables)):
+        await model.chat(HI)
+
+
+@pytest.mark.needs(API_KEY)
+async def test_the_key_from_the_environment(chat: Chat, monkeypatch: pytest.MonkeyPatch) -> None:
+    keys = unset_keys(chat.entry.keys, monkeypatch)
+    where = {"base_url": chat.server.url}
+    if keys.base_url_variable:  # the endpoint from the environment too
+        monkeypatch.setenv(keys.base_url_variable, where.pop("base_url"))
+    # Each variable alone is read; with all of them set, the first wins.
+    settings = [{name: f"{name}-value"} for name in keys.variables]
+    settings.append({name: f"{name}-value" for name in keys.variables})
+    for setting in settings:
+        for name in keys.variables:
+            monkeypatch.delenv(name, raising=False)
+        for name, value in setting.items():
+            monkeypatch.setenv(name, value)
+        model = chat.model(credential=keys.credential(**where))  # its client reads them anew
+        chat.add(chat.reply("ok"))
+        assert (await model.chat(HI)).text == "ok"
+        sent = chat.server.requests[-1].headers[keys.header]
+        assert sent == keys.scheme + next(iter(setting.values()))
+
+
+@pytest.mark.needs(API_KEY)
+async def test_the_key_never_shows(chat: Chat, caplog: pytest.LogCaptureFixture) -> None:
+    keys = chat.entry.keys
+    assert keys is not None
+    secret = "sk-very-secret-value"
+    credential = keys.credential(api_key=secret, base_url=chat.server.url)
+    model = chat.model(credential=credential)
+    chat.add(chat.error(500), chat.reply("ok"))
+    with caplog.at_level(logging.DEBUG):
+        await model.chat(HI)
+    shown = [repr(credential), str(credential), repr(model), credential.model_dump_json()]
+    shown += [record.getMessage() for record in caplog.records]
+    assert all(secret not in text for text in shown)
+    assert chat.server.requests[0].headers[keys.header] == keys.scheme + secret
+
+
+@pytest.mark.needs(DEFAULT_HOST)
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_remote_hosts_are_blocked_in_tests(chat: Chat, streamed: bool) -> None:
+    remote = chat.entry.remote
+    assert remote is not None
+    model = chat.model(credential=remote.credential())
+    with pytest.raises(UserError, match=remote.host):
+        await answer(model, streamed)

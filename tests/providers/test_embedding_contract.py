@@ -13,17 +13,12 @@ import sys
 
 import pytest
 
-from parley.errors import (
-    MissingDependencyError,
-    ModelConnectionError,
-    ModelHTTPError,
-    ModelOutputError,
-    ModelTimeoutError,
-    RateLimitError,
-    UserError,
-)
+from parley import errors
+from parley.messages import ImageBlock
+from parley.models.credentials import CredentialFactory
 from parley.providers._server.embeddings import vector_for
 from tests.embeddings.test_base import ItemCache, MemoryCache
+from tests.providers._chat import API_KEY, DEFAULT_HOST, unset_keys
 from tests.providers._embedding import (
     INDEXED,
     PER_CALL_SIZE,
@@ -74,9 +69,9 @@ async def test_a_size_per_call_and_one_the_card_refuses(embedder: Embedder) -> N
     size, refused = embedder.entry.sizes
     model = embedder.model()
     assert (await model(["a"], dimensions=size)).embeddings == [vector_for("a", size)]
-    with pytest.raises(UserError, match=f"not {refused}"):
+    with pytest.raises(errors.UserError, match=f"not {refused}"):
         await model(["a"], dimensions=refused)
-    with pytest.raises(UserError, match=f"not {refused}"):
+    with pytest.raises(errors.UserError, match=f"not {refused}"):
         embedder.model(parameters={"dimensions": refused})
     assert len(embedder.requests()) == 1  # the refused sizes sent nothing
 
@@ -90,6 +85,13 @@ async def test_usage_counts_every_input(embedder: Embedder) -> None:
     assert response.usage is not None
     assert response.usage.tokens is not None
     assert response.usage.tokens >= 2
+
+
+@pytest.mark.needs
+async def test_a_text_model_refuses_media_before_any_request(embedder: Embedder) -> None:
+    with pytest.raises(errors.UserError, match="text only; input 1 is a image block"):
+        await embedder.model()(["a", ImageBlock.from_url("https://example.com/cat.png")])
+    assert embedder.server is None or embedder.server.requests == []
 
 
 # -- faults and retries ----------------------------------------------------------------------
@@ -115,14 +117,14 @@ async def test_a_429_is_retried_for_its_batch_only_after_retry_after(
 
 async def test_a_rate_limit_says_how_long_to_wait(embedder: Embedder) -> None:
     embedder.add(embedder.module.HTTPError.rate_limit(retry_after=7))
-    with pytest.raises(RateLimitError) as caught:
+    with pytest.raises(errors.RateLimitError) as caught:
         await embedder.model(max_retries=0)(["a"])
     assert (caught.value.status_code, caught.value.retry_after) == (429, 7)
 
 
 async def test_a_5xx_is_retried_then_surfaced(embedder: Embedder) -> None:
     embedder.add(embedder.entry.error(503, "overloaded"), embedder.entry.error(500, "broken"))
-    with pytest.raises(ModelHTTPError, match="broken") as caught:
+    with pytest.raises(errors.ModelHTTPError, match="broken") as caught:
         await embedder.model(max_retries=1)(["a"])
     assert caught.value.status_code == 500
     assert len(embedder.requests()) == 2
@@ -131,10 +133,10 @@ async def test_a_5xx_is_retried_then_surfaced(embedder: Embedder) -> None:
 
 async def test_a_400_is_not_retried_and_stops_the_other_batches(embedder: Embedder) -> None:
     embedder.add(embedder.entry.error(400, "invalid argument"))
-    with pytest.raises(ModelHTTPError, match="invalid argument") as caught:
+    with pytest.raises(errors.ModelHTTPError, match="invalid argument") as caught:
         await embedder.model(max_concurrency=1)(batched(embedder.entry))
     assert caught.value.status_code == 400
-    assert not isinstance(caught.value, RateLimitError)
+    assert not isinstance(caught.value, errors.RateLimitError)
     assert len(embedder.requests()) == 1
     embedder.server.assert_consumed()
 
@@ -143,7 +145,7 @@ async def test_a_reset_connection_is_retried_then_surfaced(embedder: Embedder) -
     embedder.add(embedder.module.Reset(), embedder.module.Embeddings())
     assert (await embedder.model()(["a"])).embeddings == [vector_for("a", 8)]
     embedder.add(embedder.module.Reset())
-    with pytest.raises(ModelConnectionError, match=embedder.entry.provider):
+    with pytest.raises(errors.ModelConnectionError, match=embedder.entry.provider):
         await embedder.model(max_retries=0)(["a"])
     embedder.server.assert_consumed()
 
@@ -151,7 +153,7 @@ async def test_a_reset_connection_is_retried_then_surfaced(embedder: Embedder) -
 async def test_an_unreachable_server_is_named(embedder: Embedder) -> None:
     model = embedder.model(max_retries=0)
     embedder.server.stop()
-    with pytest.raises(ModelConnectionError, match=embedder.entry.unreachable):
+    with pytest.raises(errors.ModelConnectionError, match=embedder.entry.unreachable):
         await model(["a"])
 
 
@@ -163,9 +165,9 @@ async def test_malformed_and_incomplete_answers_are_output_errors_not_retried(
         embedder.module.Embeddings(missing=1),
     )
     model = embedder.model()
-    with pytest.raises(ModelOutputError, match="malformed JSON"):
+    with pytest.raises(errors.ModelOutputError, match="malformed JSON"):
         await model(["a", "b"])
-    with pytest.raises(ModelOutputError, match=embedder.entry.missing):
+    with pytest.raises(errors.ModelOutputError, match=embedder.entry.missing):
         await model(["a", "b"])
     assert len(embedder.requests()) == 2  # never retried: it would come back the same
     embedder.server.assert_consumed()
@@ -180,7 +182,7 @@ async def test_an_answer_slower_than_the_timeout_is_retried_then_surfaced(
     assert response.embeddings == [vector_for("a", 8)]
     assert len(embedder.requests()) == 2
     embedder.add(steps(delay=1.0))
-    with pytest.raises(ModelTimeoutError):
+    with pytest.raises(errors.ModelTimeoutError):
         await embedder.model(timeout=0.3, max_retries=0)(["a"])
 
 
@@ -222,7 +224,7 @@ def test_the_sync_twin(embedding_provider: EmbeddingProvider) -> None:
         try:
             response = model.call_sync(["a", "b"])
         finally:
-            model.close_sync()  # type: ignore[attr-defined]
+            model.close_sync()
     assert response.embeddings == [vector_for("a", 8), vector_for("b", 8)]
 
 
@@ -232,5 +234,53 @@ async def test_a_missing_sdk_names_the_extra(
 ) -> None:
     (module, extra), *_ = embedder.entry.requires
     monkeypatch.setitem(sys.modules, module, None)
-    with pytest.raises(MissingDependencyError, match=rf"parley\[{extra}\]"):
+    with pytest.raises(errors.MissingDependencyError, match=rf"parley\[{extra}\]"):
         await embedder.model()(["a"])
+
+
+# -- keys and hosts --------------------------------------------------------------------------
+
+
+@pytest.mark.needs(API_KEY)
+async def test_the_credential_from_the_environment(
+    embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keys = unset_keys(embedder.entry.keys, monkeypatch)
+    assert keys.base_url_variable is not None
+    monkeypatch.setenv(keys.variables[0], "sk-from-env")
+    monkeypatch.setenv(keys.base_url_variable, embedder.server.url)
+    embedder.add(embedder.module.Embeddings())
+    # No credential given: the model makes its own, from the environment.
+    model = keys.credential.get_embedding_model_class()(model=embedder.entry.model)
+    embedder.made.append(model)
+    assert (await model(["a"])).embeddings == [vector_for("a", 8)]
+    assert embedder.server.requests[0].headers[keys.header] == keys.scheme + "sk-from-env"
+    monkeypatch.delenv(keys.variables[0])
+    unkeyed = keys.credential.get_embedding_model_class()(model=embedder.entry.model)
+    embedder.made.append(unkeyed)
+    with pytest.raises(errors.ConfigurationError, match=" or ".join(keys.variables)):
+        await unkeyed(["a"])
+    assert len(embedder.requests()) == 1  # refused before any request
+
+
+@pytest.mark.needs(API_KEY)
+async def test_the_credential_from_stored_settings(embedder: Embedder) -> None:
+    keys = embedder.entry.keys
+    assert keys is not None
+    settings = {"type": keys.kind, "api_key": "sk-stored", "base_url": embedder.server.url}
+    credential = CredentialFactory.from_dict(settings)
+    cls = credential.get_embedding_model_class()
+    assert cls is type(embedder.model())
+    embedder.add(embedder.module.Embeddings())
+    model = cls(credential, embedder.entry.model)
+    embedder.made.append(model)
+    assert (await model(["a"])).embeddings == [vector_for("a", 8)]
+    assert embedder.server.requests[0].headers[keys.header] == keys.scheme + "sk-stored"
+
+
+@pytest.mark.needs(DEFAULT_HOST)
+async def test_requests_elsewhere_are_blocked_in_the_tests(embedder: Embedder) -> None:
+    remote = embedder.entry.remote
+    assert remote is not None
+    with pytest.raises(errors.UserError, match=rf"{remote.host}.* are blocked"):
+        await embedder.model(credential=remote.credential())(["a"])

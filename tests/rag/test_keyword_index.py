@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import subprocess
-import sys
 import textwrap
 from collections.abc import AsyncIterator, Sequence
 from contextlib import closing
@@ -20,6 +18,7 @@ import pytest
 
 from parley.rag import SQLiteIndexStore, document_id, keyword_query, sqlite_store
 from parley.rag._vectors import best_positions
+from tests._process import run_python
 from tests.rag.test_sqlite_store import chunks_for, record
 
 pytestmark = pytest.mark.timeout(120)
@@ -159,7 +158,7 @@ async def test_another_process_s_commits_reach_the_next_search(
         """
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
-    subprocess.run([sys.executable, "-c", writer], cwd=ROOT, env=env, check=True, timeout=60)
+    run_python(writer, env=env, cwd=ROOT, timeout=60)
 
     hits = await store.keyword_search("turbine", 10)
     assert sorted(h.text for h in hits) == ["naïve turbine", "turbine bolt"]

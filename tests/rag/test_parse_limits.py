@@ -18,16 +18,7 @@ from parley.rag import DocumentIndex, document_id
 from parley.tools.builtin import ParseLimits
 from parley.tools.builtin._doc_pool import parser_pool
 from tests._requires import require_module
-from tests.tools._hostile import (
-    GROWTH_BOUND,
-    MIB,
-    expanding_xlsx,
-    inflating_pdf,
-    many_pages_pdf,
-    process_gone,
-    resident_growth,
-    wait_until,
-)
+from tests.tools import _hostile as hostile
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -42,7 +33,7 @@ def _libraries() -> None:
 def folder(tmp_path: Path) -> Path:
     docs = tmp_path / "docs"
     docs.mkdir()
-    many_pages_pdf(docs / "report.pdf", 2)
+    hostile.many_pages_pdf(docs / "report.pdf", 2)
     (docs / "guide.md").write_text("# Guide\n\nThe refund window is thirty days.\n")
     return docs
 
@@ -54,16 +45,16 @@ async def test_a_parse_stopped_at_its_limit_fails_its_document_only_and_loses_no
         assert len((await index.sync(folder)).added) == 2
     # The report is replaced by a hostile one, a spreadsheet that expands arrives, and a
     # note that reads fine.
-    inflating_pdf(folder / "report.pdf", pages=3)
-    expanding_xlsx(folder / "flood.xlsx", 40 * MIB)
+    hostile.inflating_pdf(folder / "report.pdf", pages=3)
+    hostile.expanding_xlsx(folder / "flood.xlsx", 40 * hostile.MIB)
     (folder / "notes.md").write_text("Call the supplier on Monday.\n")
-    limits = ParseLimits(timeout=3, memory_bytes=256 * MIB)
+    limits = ParseLimits(timeout=3, memory_bytes=256 * hostile.MIB)
     async with await DocumentIndex.open(
         tmp_path / "i.db", embedding_model=None, parse_limits=limits
     ) as index:
-        with resident_growth() as growth:
+        with hostile.resident_growth() as growth:
             report = await index.sync(folder, errors="report")
-        assert growth.peak < GROWTH_BOUND
+        assert growth.peak < hostile.GROWTH_BOUND
         assert sorted(Path(s).name for s in report.failed) == ["flood.xlsx", "report.pdf"]
         pdf = report.failed[str(folder / "report.pdf")]
         assert isinstance(pdf, DocumentError)
@@ -86,7 +77,7 @@ async def test_a_parse_stopped_at_its_limit_fails_its_document_only_and_loses_no
 async def test_a_document_past_max_pages_is_indexed_in_part_and_logged(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    path = many_pages_pdf(tmp_path / "long.pdf", 60)
+    path = hostile.many_pages_pdf(tmp_path / "long.pdf", 60)
     caplog.set_level(logging.WARNING, logger="parley.rag")
     async with await DocumentIndex.open(
         tmp_path / "i.db", embedding_model=None, parse_limits=ParseLimits(max_pages=10)
@@ -102,7 +93,7 @@ async def test_a_document_past_max_pages_is_indexed_in_part_and_logged(
 
 
 async def test_cancelling_an_update_kills_its_parser(tmp_path: Path) -> None:
-    path = inflating_pdf(tmp_path / "slow.pdf", pages=3)
+    path = hostile.inflating_pdf(tmp_path / "slow.pdf", pages=3)
     pool = parser_pool(ParseLimits().memory_bytes)
     before = set(pool.busy_pids)
     async with await DocumentIndex.open(tmp_path / "i.db", embedding_model=None) as index:
@@ -113,11 +104,11 @@ async def test_cancelling_an_update_kills_its_parser(tmp_path: Path) -> None:
             found[:] = [p for p in pool.busy_pids if p not in before]
             return bool(found)
 
-        await wait_until(started, "a parser to take the PDF")
+        await hostile.wait_until(started, "a parser to take the PDF")
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        await wait_until(lambda: process_gone(found[0]), "the parser to be gone")
+        await hostile.wait_until(lambda: hostile.process_gone(found[0]), "the parser to be gone")
         assert await index.documents() == []
 
 

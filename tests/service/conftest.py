@@ -4,6 +4,9 @@
 opened and migrated), and returns a `Service` whose `client` talks to it through
 `httpx.ASGITransport` (no socket). Tests that need a real socket (a browser, the openai SDK,
 client disconnects, other processes) serve the app with `tests.service._live.running`.
+
+`store` is a `Store` opened (and migrated) on `store_url`: this test's SQLite file, unless the
+module overrides `store_url` (with `postgres_db_url`, or `database_url`: each database in turn).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from fastapi import FastAPI
 from parley.agents import Agent
 from parley.service import AgentRegistry, ServiceSettings, create_app
 from parley.service.state import ServiceState
+from parley.service.store import Store
 
 
 @dataclass
@@ -66,6 +70,29 @@ def no_ambient_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None
 def sqlite_url(tmp_path: Path) -> str:
     """An SQLite database file of this test's own."""
     return f"sqlite+aiosqlite:///{tmp_path / 'parley.db'}"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database_url(request: pytest.FixtureRequest, sqlite_url: str) -> str:
+    """Each database the service runs on (PostgreSQL: a fresh database of the test's own)."""
+    if request.param == "sqlite":
+        return sqlite_url
+    url: str = request.getfixturevalue("postgres_db_url")
+    return url
+
+
+@pytest.fixture
+def store_url(sqlite_url: str) -> str:
+    """The database `store` opens; a module that runs its store elsewhere overrides this."""
+    return sqlite_url
+
+
+@pytest.fixture
+async def store(store_url: str) -> AsyncIterator[Store]:
+    """A store on `store_url`, its migrations run, closed after the test (passed or not)."""
+    opened = await Store.open(store_url)
+    yield opened
+    await opened.close()
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 import pytest
 
 from parley.agents import Agent
@@ -69,6 +70,15 @@ async def _setup(
     return svc, model, tools
 
 
+async def _answer(
+    svc: Service, interrupt: dict[str, Any], approved: bool, *, via: str
+) -> httpx.Response:
+    """Approve or deny all the calls of a parked run's interrupt (`via`: invoke or stream)."""
+    return await svc.client.post(
+        f"/approvals/{interrupt['interrupt_id']}/{via}", json={"approved": approved}
+    )
+
+
 async def _park(svc: Service, thread_id: str = "t", **extra: Any) -> dict[str, Any]:
     """Stream a message that parks; the interrupt frame's content."""
     body = {"message": "delete a.txt please", "thread_id": thread_id, **extra}
@@ -119,9 +129,7 @@ async def test_approving_runs_the_tool_and_streams_the_answer(service: MakeServi
     svc, model, tools = await _setup(service, _delete(), "Deleted a.txt.")
     interrupt = await _park(svc)
 
-    response = await svc.client.post(
-        f"/approvals/{interrupt['interrupt_id']}/stream", json={"approved": True}
-    )
+    response = await _answer(svc, interrupt, True, via="stream")
     assert response.status_code == 200
     assert response.headers["X-Thread-Id"] == "t"
     run_id = response.headers["X-Run-Id"]
@@ -155,9 +163,7 @@ async def test_denying_tells_the_model_the_user_said_no(service: MakeService) ->
     svc, model, tools = await _setup(service, _delete(), "Understood, I left it.")
     interrupt = await _park(svc)
 
-    response = await svc.client.post(
-        f"/approvals/{interrupt['interrupt_id']}/stream", json={"approved": False}
-    )
+    response = await _answer(svc, interrupt, False, via="stream")
     got = frames(response.text)
     final = [f["content"] for f in got[:-1] if f["type"] == "message"][-1]
     assert final["content"] == "Understood, I left it."
@@ -314,9 +320,7 @@ async def test_a_malformed_answer_is_422(service: MakeService, body: dict[str, A
     assert response.status_code == 422
     assert response.json()["detail"][0]["loc"][:2] == ["body", "approved"]
     assert tools.ran == []
-    again = await svc.client.post(
-        f"/approvals/{interrupt['interrupt_id']}/invoke", json={"approved": True}
-    )
+    again = await _answer(svc, interrupt, True, via="invoke")
     assert again.status_code == 200
 
 
@@ -342,9 +346,7 @@ async def test_a_new_message_expires_the_pending_approval(service: MakeService) 
     detail = (await svc.client.get("/threads/t")).json()
     assert detail["status"] == "idle"
     assert detail["pending"] == []
-    late = await svc.client.post(
-        f"/approvals/{interrupt['interrupt_id']}/invoke", json={"approved": True}
-    )
+    late = await _answer(svc, interrupt, True, via="invoke")
     assert late.status_code == 409
     assert tools.ran == []
     model.assert_consumed()
@@ -354,9 +356,7 @@ async def test_approving_through_invoke(service: MakeService) -> None:
     svc, _, tools = await _setup(service, _delete(), "Deleted a.txt.")
     interrupt = await _park(svc)
 
-    answer = await svc.client.post(
-        f"/approvals/{interrupt['interrupt_id']}/invoke", json={"approved": True}
-    )
+    answer = await _answer(svc, interrupt, True, via="invoke")
     assert answer.status_code == 200
     body = answer.json()
     assert body["type"] == "ai"
@@ -374,9 +374,7 @@ async def test_a_resumed_run_can_park_again(service: MakeService) -> None:
         service, _delete("a.txt", "call_1"), _delete("b.txt", "call_2"), "Both gone."
     )
     first = await _park(svc)
-    response = await svc.client.post(
-        f"/approvals/{first['interrupt_id']}/stream", json={"approved": True}
-    )
+    response = await _answer(svc, first, True, via="stream")
     got = frames(response.text)
     assert got[-2]["type"] == "interrupt"
     second = got[-2]["content"]
@@ -384,9 +382,7 @@ async def test_a_resumed_run_can_park_again(service: MakeService) -> None:
     assert [c["id"] for c in second["calls"]] == ["call_2"]
     assert second["run_id"] == response.headers["X-Run-Id"]
 
-    done = await svc.client.post(
-        f"/approvals/{second['interrupt_id']}/invoke", json={"approved": True}
-    )
+    done = await _answer(svc, second, True, via="invoke")
     assert done.json()["content"] == "Both gone."
     assert tools.ran == ["delete a.txt", "delete b.txt"]
 
@@ -429,9 +425,7 @@ async def test_an_interrupt_survives_a_restart(service: MakeService) -> None:
     interrupt = await _park(svc)
 
     again, model, tools = await _setup(service, "Deleted a.txt.")
-    response = await again.client.post(
-        f"/approvals/{interrupt['interrupt_id']}/invoke", json={"approved": True}
-    )
+    response = await _answer(again, interrupt, True, via="invoke")
     assert response.status_code == 200
     assert response.json()["content"] == "Deleted a.txt."
     assert tools.ran == ["delete a.txt"]

@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
-import asyncpg
 import pytest
 from sqlalchemy import func, select, text
 
@@ -22,19 +22,10 @@ from parley.service.events import LISTENER_NAME, StoreEventLog
 from parley.service.runs_protocol import EventsExpiredError, UnknownEventIdError
 from parley.service.store import Store
 from parley.service.store.tables import run_events, runs
+from tests._external import pg_connection
 
 WAIT = 20.0  # every wait is bounded: a lost wake-up fails the test, it never hangs it
 SLOW = 600.0  # a follower with these intervals is woken only by its doorbell
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-async def store(request: pytest.FixtureRequest, sqlite_url: str) -> AsyncIterator[Store]:
-    url = sqlite_url if request.param == "sqlite" else request.getfixturevalue("postgres_db_url")
-    opened = await Store.open(url)
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 @pytest.fixture
@@ -44,6 +35,12 @@ async def events(store: Store) -> AsyncIterator[StoreEventLog]:
         yield log
     finally:
         await log.close()
+
+
+@pytest.fixture
+def store_url(database_url: str) -> str:
+    """The store (conftest's) on SQLite, then on PostgreSQL."""
+    return database_url
 
 
 async def _new_run(store: Store) -> str:
@@ -239,15 +236,30 @@ async def _put_and_flush(log: StoreEventLog, run_id: str, *events: AgentEvent) -
     await writer.close()
 
 
-async def test_another_replica_follows_through_the_doorbell(
-    replicas: tuple[Store, Store],
-) -> None:
+@asynccontextmanager
+async def _writer_and_follower(
+    replicas: tuple[Store, Store], *, writer_listens: bool = False
+) -> AsyncIterator[tuple[StoreEventLog, StoreEventLog]]:
+    """Replica one's log to write with, replica two's to follow with, its doorbell up.
+
+    Only a NOTIFY can wake the follower before a test's bound: it neither polls nor rechecks.
+    """
     one, two = replicas
-    writing = await StoreEventLog.open(one)
-    # Only a NOTIFY can wake this one before the test's bound: it neither polls nor rechecks.
+    writing = await StoreEventLog.open(one, listen=writer_listens)
     reading = await StoreEventLog.open(two, poll_interval=SLOW, recheck_interval=SLOW)
     try:
         await _until(lambda: reading.doorbell_up)
+        yield writing, reading
+    finally:
+        await writing.close()
+        await reading.close()
+
+
+async def test_another_replica_follows_through_the_doorbell(
+    replicas: tuple[Store, Store],
+) -> None:
+    one, _ = replicas
+    async with _writer_and_follower(replicas, writer_listens=True) as (writing, reading):
         run_id = await _new_run(one)
         follower = asyncio.create_task(_collect(reading, run_id, 0))
         await asyncio.sleep(0.05)
@@ -256,9 +268,6 @@ async def test_another_replica_follows_through_the_doorbell(
         await _put_and_flush(writing, run_id, RunEnded(status="completed"))
         got = await follower
         assert [seq for seq, _ in got] == [1, 2, 3, 4]
-    finally:
-        await writing.close()
-        await reading.close()
 
 
 async def _kill_listeners(store: Store) -> int:
@@ -272,11 +281,8 @@ async def _kill_listeners(store: Store) -> int:
 async def test_followers_get_everything_when_the_listener_is_killed(
     replicas: tuple[Store, Store],
 ) -> None:
-    one, two = replicas
-    writing = await StoreEventLog.open(one, listen=False)
-    reading = await StoreEventLog.open(two, poll_interval=SLOW, recheck_interval=SLOW)
-    try:
-        await _until(lambda: reading.doorbell_up)
+    one, _ = replicas
+    async with _writer_and_follower(replicas) as (writing, reading):
         run_id = await _new_run(one)
         seen: list[int] = []
 
@@ -297,9 +303,6 @@ async def test_followers_get_everything_when_the_listener_is_killed(
         await _put_and_flush(writing, run_id, RunEnded(status="completed"))
         await follower
         assert seen == [1, 2, 3, 4, 5]
-    finally:
-        await writing.close()
-        await reading.close()
 
 
 async def test_followers_poll_while_the_doorbell_is_down(
@@ -323,16 +326,8 @@ async def test_the_doorbell_payload_names_the_run_and_its_last_id(
     replicas: tuple[Store, Store],
 ) -> None:
     one, _ = replicas
-    url = one.engine.url
-    conn = await asyncpg.connect(
-        host=url.host,
-        port=url.port,
-        user=url.username,
-        password=url.password,
-        database=url.database,
-    )
     heard: list[str] = []
-    try:
+    async with pg_connection(one.engine.url) as conn:
         await conn.add_listener("parley_events", lambda *args: heard.append(args[-1]))
         writing = await StoreEventLog.open(one, listen=False)
         run_id = await _new_run(one)
@@ -343,8 +338,6 @@ async def test_the_doorbell_payload_names_the_run_and_its_last_id(
         async with one.engine.connect() as db:
             stored = (await db.execute(select(func.count()).select_from(run_events))).scalar_one()
         assert stored == 50
-    finally:
-        await conn.close()
 
 
 async def test_events_stored_just_after_the_runs_end_still_reach_followers(
@@ -377,17 +370,11 @@ async def test_events_stored_just_after_the_runs_end_still_reach_followers(
 async def test_replicas_follow_concurrent_runs_exactly_once(
     replicas: tuple[Store, Store],
 ) -> None:
-    one, two = replicas
-    writing = await StoreEventLog.open(one, listen=False)
-    reading = await StoreEventLog.open(two, poll_interval=SLOW, recheck_interval=SLOW)
-    try:
-        await _until(lambda: reading.doorbell_up)
+    one, _ = replicas
+    async with _writer_and_follower(replicas) as (writing, reading):
         run_ids = [await _new_run(one) for _ in range(3)]
         followers = [asyncio.create_task(_collect(reading, r, 0)) for r in run_ids for _ in "ab"]
         await asyncio.gather(*(_write_run(writing, one, r, 100) for r in run_ids))
         for got in await asyncio.gather(*followers):
             assert [seq for seq, _ in got] == list(range(1, 103))
             assert [e.text for _, e in got[1:-1]] == [f"t{i}" for i in range(100)]
-    finally:
-        await writing.close()
-        await reading.close()

@@ -7,7 +7,6 @@ sync API otherwise leaves its loop marked as running, which breaks every later a
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -17,6 +16,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from tests._external import fresh_database
+from tests._http import serving
 
 
 async def _scalar(url: str, sql: str) -> object:
@@ -99,16 +99,9 @@ class _Hello(BaseHTTPRequestHandler):
 
 def test_chromium_loads_a_page_from_a_server_in_a_thread(chromium_page: Page) -> None:
     # How the web page's tests run: a live server in a background thread, the browser in this one.
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        chromium_page.goto(f"http://127.0.0.1:{server.server_port}/")
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), _Hello)) as url:
+        chromium_page.goto(f"{url}/")
         assert chromium_page.locator("#hi").inner_text() == "served on 127.0.0.1"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
 
 def test_pages_do_not_share_storage(chromium_browser: Browser, chromium_page: Page) -> None:

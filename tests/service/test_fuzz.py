@@ -300,15 +300,6 @@ async def test_a_405_names_every_method_of_the_path(
     assert response.json() == {"detail": "Method Not Allowed"}
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def database_url(request: pytest.FixtureRequest, sqlite_url: str) -> str:
-    """Each database the service runs on (PostgreSQL: a fresh database of the test's own)."""
-    if request.param == "sqlite":
-        return sqlite_url
-    url: str = request.getfixturevalue("postgres_db_url")
-    return url
-
-
 def cursor(raw: str) -> str:
     return base64.urlsafe_b64encode(raw.encode()).decode()
 

@@ -55,36 +55,24 @@ def _upgrade_to(connection: Connection, revision: str) -> None:
     command.upgrade(config, revision)
 
 
+def _table(name: str, untyped: str, **typed: Any) -> sa.TableClause:
+    """A table of revision 0001: the columns `untyped` names, then those an insert types."""
+    columns = [sa.column(c) for c in untyped.split()]
+    return sa.table(name, *columns, *(sa.column(c, kind) for c, kind in typed.items()))
+
+
 def _rows_of_0001(connection: Connection) -> None:
     """Alice's thread `t` with a message, a run, its feedback and a pending approval; bob's `u`."""
-    thread = sa.table(
-        "threads",
-        *(sa.column(c) for c in ("id", "user_id", "agent", "title")),
-        sa.column("created_at", _TIME),
-        sa.column("updated_at", _TIME),
-    )
-    message = sa.table(
-        "messages",
-        *(sa.column(c) for c in ("thread_id", "id", "run_id", "role", "data")),
-        sa.column("created_at", _TIME),
-    )
-    run = sa.table(
+    thread = _table("threads", "id user_id agent title", created_at=_TIME, updated_at=_TIME)
+    message = _table("messages", "thread_id id run_id role data", created_at=_TIME)
+    run = _table(
         "runs",
-        *(sa.column(c) for c in ("id", "thread_id", "user_id", "agent", "model", "status")),
-        sa.column("cancel_requested", sa.Boolean),
-        sa.column("started_at", _TIME),
+        "id thread_id user_id agent model status",
+        cancel_requested=sa.Boolean,
+        started_at=_TIME,
     )
-    approval = sa.table(
-        "approvals",
-        *(sa.column(c) for c in ("id", "thread_id", "run_id", "data", "status")),
-        sa.column("created_at", _TIME),
-    )
-    feedback = sa.table(
-        "feedback",
-        *(sa.column(c) for c in ("run_id", "user_id", "key", "score")),
-        sa.column("kwargs", sa.JSON),
-        sa.column("created_at", _TIME),
-    )
+    approval = _table("approvals", "id thread_id run_id data status", created_at=_TIME)
+    feedback = _table("feedback", "run_id user_id key score", kwargs=sa.JSON, created_at=_TIME)
     times = {"created_at": _NOW, "updated_at": _NOW}
     for thread_id, user in (("t", "alice"), ("u", "bob")):
         connection.execute(

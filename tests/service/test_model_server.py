@@ -315,22 +315,28 @@ def test_langchain_streams_a_tool_call(tmp_path: Path, stand_in: OpenAIServer) -
     ]
 
 
+def _openai_like(url: str, **http: httpx.Client | httpx.AsyncClient) -> Any:
+    """llama-index's `OpenAILike` on the served model at `url`, as a chat model with tools."""
+    from llama_index.llms.openai_like import OpenAILike  # noqa: PLC0415
+
+    return OpenAILike(
+        model=STAND_IN,
+        api_base=url,
+        api_key="unused",
+        is_chat_model=True,
+        is_function_calling_model=True,
+        max_retries=0,
+        **http,
+    )
+
+
 def test_llama_index_openailike_chat_with_tools(tmp_path: Path, stand_in: OpenAIServer) -> None:
     from llama_index.core.tools import FunctionTool  # noqa: PLC0415
-    from llama_index.llms.openai_like import OpenAILike  # noqa: PLC0415
 
     weather = FunctionTool.from_defaults(fn=get_weather)
     stand_in.add(Reply(tool_calls=[ToolCall("get_weather", {"city": "Kyoto"}, id="call_li")]))
     with serving(tmp_path) as url, httpx.Client() as http:
-        llm = OpenAILike(
-            model=STAND_IN,
-            api_base=url,
-            api_key="unused",
-            is_chat_model=True,
-            is_function_calling_model=True,
-            max_retries=0,
-            http_client=http,
-        )
+        llm = _openai_like(url, http_client=http)
         response = llm.chat_with_tools([weather], user_msg="Weather in Kyoto?")
         [selection] = llm.get_tool_calls_from_response(response)
     assert (selection.tool_id, selection.tool_name) == ("call_li", "get_weather")
@@ -347,7 +353,6 @@ async def test_llama_index_agent_runs_its_tool_through_a_served_model(
     tmp_path: Path, stand_in: OpenAIServer
 ) -> None:
     from llama_index.core.agent.workflow import FunctionAgent  # noqa: PLC0415
-    from llama_index.llms.openai_like import OpenAILike  # noqa: PLC0415
 
     stand_in.add(
         Reply(tool_calls=[ToolCall("get_weather", {"city": "Quito"}, id="call_ag")]),
@@ -355,15 +360,7 @@ async def test_llama_index_agent_runs_its_tool_through_a_served_model(
     )
     with serving(tmp_path) as url:
         async with httpx.AsyncClient() as http:
-            llm = OpenAILike(
-                model=STAND_IN,
-                api_base=url,
-                api_key="unused",
-                is_chat_model=True,
-                is_function_calling_model=True,
-                max_retries=0,
-                async_http_client=http,
-            )
+            llm = _openai_like(url, async_http_client=http)
             agent = FunctionAgent(tools=[get_weather], llm=llm, system_prompt="Use the tools.")
             answer = await agent.run(user_msg="What is the weather in Quito?")
     assert "Quito: sunny, 21 C." in str(answer)

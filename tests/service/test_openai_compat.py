@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -111,6 +112,12 @@ async def read_into(seen: list[Any], stream: AsyncIterator[Any]) -> None:
 
 def user(text: str) -> dict[str, Any]:
     return {"role": "user", "content": text}
+
+
+def add_call(call_id: str, a: int, b: int) -> dict[str, Any]:
+    """An OpenAI-style tool call of `add`, its arguments as the JSON text the wire carries."""
+    arguments = json.dumps({"a": a, "b": b})
+    return {"id": call_id, "type": "function", "function": {"name": "add", "arguments": arguments}}
 
 
 # -- models --------------------------------------------------------------------------------
@@ -330,18 +337,7 @@ async def test_the_whole_history_in_messages_reaches_the_model(db_url: str) -> N
         {
             "role": "assistant",
             "content": None,
-            "tool_calls": [
-                {
-                    "id": "call_1",
-                    "type": "function",
-                    "function": {"name": "add", "arguments": '{"a": 2, "b": 3}'},
-                },
-                {
-                    "id": "call_2",
-                    "type": "function",
-                    "function": {"name": "add", "arguments": '{"a": 0, "b": 0}'},
-                },
-            ],
+            "tool_calls": [add_call("call_1", 2, 3), add_call("call_2", 0, 0)],
         },
         {"role": "tool", "tool_call_id": "call_1", "content": "5"},
         {"role": "tool", "tool_call_id": "call_2", "content": [{"type": "text", "text": "0"}]},

@@ -5,7 +5,7 @@ one fails alone, and the thread locks asked for together go as one query.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,12 +17,9 @@ from parley.service.store.tables import threads
 
 
 @pytest.fixture
-async def store(postgres_db_url: str) -> AsyncIterator[Store]:
-    opened = await Store.open(postgres_db_url)
-    try:
-        yield opened
-    finally:
-        await opened.close()
+def store_url(postgres_db_url: str) -> str:
+    """The store (conftest's) on PostgreSQL only."""
+    return postgres_db_url
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ per-thread order, fenced writes, lease takeover and the attempt cap.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import pytest
@@ -18,21 +17,10 @@ from parley.service.store.queue import RunQueue, new_run_id
 from parley.service.store.tables import runs
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def db_url(request: pytest.FixtureRequest, sqlite_url: str) -> str:
-    if request.param == "sqlite":
-        return sqlite_url
-    url: str = request.getfixturevalue("postgres_db_url")
-    return url
-
-
 @pytest.fixture
-async def store(db_url: str) -> AsyncIterator[Store]:
-    opened = await Store.open(db_url)
-    try:
-        yield opened
-    finally:
-        await opened.close()
+def store_url(database_url: str) -> str:
+    """The store (conftest's) on SQLite, then on PostgreSQL."""
+    return database_url
 
 
 def _queue(store: Store, name: str, *, lease: float = 30.0, attempts: int = 3) -> RunQueue:
@@ -76,8 +64,8 @@ async def test_a_pending_run_is_claimed_once_and_stores_its_question(store: Stor
     assert [(m.text, r) for m, r in stored] == [("question", run_id)]
 
 
-async def test_two_workers_racing_never_take_one_run_twice(db_url: str) -> None:
-    stores = [await Store.open(db_url) for _ in range(2)]
+async def test_two_workers_racing_never_take_one_run_twice(database_url: str) -> None:
+    stores = [await Store.open(database_url) for _ in range(2)]
     try:
         queues = [_queue(s, f"w{i}") for i, s in enumerate(stores)]
         ids = [await _pending(queues[0], thread=f"t{i}") for i in range(20)]

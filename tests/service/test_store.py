@@ -5,7 +5,6 @@ runs, feedback and API keys.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -16,15 +15,6 @@ from parley.errors import ConflictError, NotFoundError
 from parley.messages import ImageBlock, Msg, TextBlock, ThinkingBlock, ToolCallBlock, Usage
 from parley.service.store import Store, hash_key
 from parley.service.store.tables import api_keys, approvals, feedback, messages, runs, threads
-
-
-@pytest.fixture
-async def store(sqlite_url: str) -> AsyncIterator[Store]:
-    opened = await Store.open(sqlite_url)
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 async def _count(store: Store, table: Table, **where: str) -> int:

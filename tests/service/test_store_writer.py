@@ -10,7 +10,7 @@ import sqlite3
 import sys
 import textwrap
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,15 +20,6 @@ from sqlalchemy import Connection, Engine, event, insert
 
 from parley.service.store import Store
 from parley.service.store.tables import threads
-
-
-@pytest.fixture
-async def store(sqlite_url: str) -> AsyncIterator[Store]:
-    opened = await Store.open(sqlite_url)
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 @pytest.fixture

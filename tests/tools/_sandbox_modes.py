@@ -59,6 +59,31 @@ def wait_until(condition: Callable[[], bool], what: str) -> None:
     raise AssertionError(f"never happened: {what}")
 
 
+# -- a cell that starts threads ------------------------------------------------------------------
+
+
+def thread_bomb(*, cap: int, stack_kib: int) -> str:
+    """A cell that starts threads (of `stack_kib` KiB of stack) until one is refused or `cap`
+    run, then ends them all; its result is how many started (under `cap`: one was refused).
+    """
+    return f"""
+import threading
+threading.stack_size({stack_kib} * 1024)
+release, started = threading.Event(), []
+try:
+    while len(started) < {cap}:
+        thread = threading.Thread(target=release.wait)
+        thread.start()
+        started.append(thread)
+except RuntimeError:
+    pass
+release.set()
+for thread in started:
+    thread.join()
+len(started)
+"""
+
+
 # -- a cell to cancel ---------------------------------------------------------------------------
 
 # Prints, says it started, then waits up to 20 s for a `go` file the tests give only after

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests._http import serving
+
 CHUNK = b"x" * 65536
 
 
@@ -124,12 +126,8 @@ def serve(tls: ssl.SSLContext | None = None) -> Iterator[Site]:
     port = httpd.server_address[1]
     site = Site(f"{'https' if tls else 'http'}://127.0.0.1:{port}", port)
     httpd.site = site  # type: ignore[attr-defined]
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
-        yield site
-    finally:
-        site.closing.set()
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=5)
+    with serving(httpd):
+        try:
+            yield site
+        finally:
+            site.closing.set()  # ends the endless bodies still being sent, before the shutdown

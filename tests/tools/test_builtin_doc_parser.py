@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import http.server
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from parley.tools.builtin._doc_pool import parser_pool
 from parley.tools.builtin._net import FetchNotAllowedError
 from parley.tools.builtin._paths import PathNotAllowedError
 from parley.tools.builtin.doc_parser import ParseLimits, parse_bytes
+from tests._http import serving
 from tests._requires import require_module
 from tests.tools._hostile import text_pdf
 
@@ -273,15 +273,8 @@ def served(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     folder = tmp_path / "site"
     folder.mkdir()
     handler = functools.partial(_QuietHandler, directory=str(folder))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", folder
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with serving(http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)) as url:
+        yield url, folder
 
 
 def test_http_urls_are_refused_unless_allowed(served: tuple[str, Path]) -> None:

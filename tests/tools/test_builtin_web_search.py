@@ -26,6 +26,7 @@ from parley.tools.builtin import (
     WebSearch,
     format_results,
 )
+from tests._http import serving
 from tests._requires import require_module
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("no_search_env")]
@@ -122,14 +123,8 @@ def server() -> Iterator[tuple[str, Seen]]:
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     httpd.seen = Seen()  # type: ignore[attr-defined]
     httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", httpd.seen  # type: ignore[attr-defined]
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=5)
+    with serving(httpd) as url:
+        yield url, httpd.seen  # type: ignore[attr-defined]
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from parley.tools.builtin import _confine
+from tests._process import run_python
 from tests._requires import unavailable
 
 pytestmark = pytest.mark.timeout(60)
@@ -43,15 +44,7 @@ def attempt(name, call):
 def confined(body: str, *, cwd: Path) -> dict[str, Any]:
     """Run `body` after the prelude in a new Python; the `out` it filled."""
     script = PRELUDE + textwrap.dedent(body) + "\nprint(json.dumps(out))\n"
-    done = subprocess.run(
-        [sys.executable, "-I", "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-        cwd=cwd,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_python(script, "-I", cwd=cwd, timeout=30)
     result: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
     return result
 

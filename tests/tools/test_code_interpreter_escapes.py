@@ -34,7 +34,7 @@ from parley.tools import RunContext
 from parley.tools.builtin import CodeInterpreter, Execution, SandboxLimits
 from parley.tools.builtin import _process as worker_process
 from parley.tools.builtin.sandbox import SandboxMode
-from tests.tools._sandbox_modes import make, require_mode
+from tests.tools._sandbox_modes import make, require_mode, thread_bomb
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -290,34 +290,27 @@ def test_changing_the_database_or_another_session_fails(world: World, change: st
 # -- the network ----------------------------------------------------------------------------------
 
 
-def test_a_tcp_connection_to_this_machine_fails(world: World) -> None:
-    with socket.create_server(("127.0.0.1", 0)) as server:
-        port = server.getsockname()[1]
-        run = world.run(
-            attempt(f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=3)")
-        )
-        assert_refused(world, run)
-        server.settimeout(0.3)
-        with pytest.raises(TimeoutError):
-            server.accept()
+TCP_CONNECTS = {
+    "socket": "import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=3)",
+    "ctypes": """
+        import ctypes, socket, struct
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = libc.socket(2, 1, 0)
+        assert fd >= 0, ('socket', ctypes.get_errno())
+        address = struct.pack('=H', 2) + struct.pack('!H4s8x', {port},
+                                                     socket.inet_aton('127.0.0.1'))
+        assert libc.connect(fd, address, 16) == 0, ('connect', ctypes.get_errno())
+        """,
+}
+"""A TCP connection to a port of this machine: through Python's socket module, and straight
+through libc's calls (what no check in Python would see)."""
 
 
-def test_a_tcp_connection_through_ctypes_fails(world: World) -> None:
+@pytest.mark.parametrize("how", sorted(TCP_CONNECTS))
+def test_a_tcp_connection_to_this_machine_fails(world: World, how: str) -> None:
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
-        run = world.run(
-            attempt(
-                f"""
-                import ctypes, socket, struct
-                libc = ctypes.CDLL(None, use_errno=True)
-                fd = libc.socket(2, 1, 0)
-                assert fd >= 0, ('socket', ctypes.get_errno())
-                address = struct.pack('=H', 2) + struct.pack('!H4s8x', {port},
-                                                             socket.inet_aton('127.0.0.1'))
-                assert libc.connect(fd, address, 16) == 0, ('connect', ctypes.get_errno())
-                """
-            )
-        )
+        run = world.run(attempt(TCP_CONNECTS[how].format(port=port)))
         assert_refused(world, run)
         server.settimeout(0.3)
         with pytest.raises(TimeoutError):
@@ -458,27 +451,11 @@ def test_a_fork_bomb_is_stopped_and_the_machine_is_unharmed(world: World) -> Non
 
 
 def test_a_thread_bomb_stops_at_the_process_limit(world: World) -> None:
-    run = world.run(
-        """
-        import threading
-        threading.stack_size(64 * 1024)
-        release, threads = threading.Event(), []
-        try:
-            while len(threads) < 2000:
-                thread = threading.Thread(target=release.wait)
-                thread.start()
-                threads.append(thread)
-        except RuntimeError as exc:
-            print('stopped at', len(threads), exc)
-        release.set()
-        for thread in threads:
-            thread.join()
-        """
-    )
+    run = world.run(thread_bomb(cap=2000, stack_kib=64))
     assert run.error is None, run.error
-    assert run.stdout.startswith("stopped at "), run.stdout
     # RLIMIT_NPROC stopped it: the 2,000 cap (or RLIMIT_AS, ~12,000 such threads) did not.
-    assert int(run.stdout.split()[2]) < 2000
+    assert run.result is not None
+    assert int(run.result) < 2000
 
 
 def test_a_memory_hog_gets_memory_error_and_the_session_survives(world: World) -> None:

@@ -27,7 +27,7 @@ from parley.tools.builtin._limits import Enforcement, check_disk_quota
 from parley.tools.builtin._usage import ENTRY_BYTES, disk_usage
 from parley.tools.builtin.sandbox import SandboxMode, drops_root
 from tests._requires import unavailable
-from tests.tools._sandbox_modes import ALL_MODES, make, require_mode, wait_until
+from tests.tools._sandbox_modes import ALL_MODES, make, require_mode, thread_bomb, wait_until
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -152,22 +152,6 @@ held = [threading.Thread(target=release.wait, daemon=True) for _ in range({count
 for thread in held:
     thread.start()
 """
-THREAD_BOMB = """
-import threading
-threading.stack_size(256 * 1024)
-release, started = threading.Event(), []
-try:
-    while len(started) < 100:
-        thread = threading.Thread(target=release.wait)
-        thread.start()
-        started.append(thread)
-except RuntimeError:
-    pass
-release.set()
-for thread in started:
-    thread.join()
-len(started)
-"""
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -181,7 +165,7 @@ def test_threads_are_counted_per_session(name: SandboxMode, backend: str, tmp_pa
     with make(require_mode(name, kernel=True), tmp_path, limits, **limits_cfg(backend)) as ci:
         assert run(ci, "1").result == "1"  # alice's worker starts before bob's threads
         assert run(ci, HOLD_THREADS.format(count=10), ctx=BOB).error is None
-        bomb = run(ci, THREAD_BOMB)
+        bomb = run(ci, thread_bomb(cap=100, stack_kib=256))
         assert bomb.error is None, bomb.error
         # Its own 16 but the worker itself: bob's 10 are his, not taken from alice's share.
         assert 12 <= int(bomb.result) <= 16

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 from parley.messages import ImageBlock, TextBlock
 from parley.tools.base import to_output
+from tests._process import run_python
 
 
 class Item:
@@ -46,7 +44,5 @@ def test_reading_a_tools_items_loads_nothing_of_compat() -> None:
         "to_output([Item()])\n"
         "print(sorted(m for m in sys.modules if m.startswith('parley.compat')))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
-    )
+    done = run_python(script, timeout=60)
     assert done.stdout.strip() == "[]"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, ClassVar
 
 import pytest
@@ -29,14 +29,6 @@ from tests.tracing.fixtures import Spans, attrs, parent_of, span_id
 require_module("openai", "openai")
 
 ModelFactory = Callable[..., Any]
-
-
-# Fixtures of this module's own: the `*_fixtures` plugins of tests/models all define `server`,
-# and which of them a module outside that folder would get is the last one registered.
-@pytest.fixture
-def server() -> Iterator[OpenAIServer]:
-    with OpenAIServer() as running:
-        yield running
 
 
 @pytest.fixture

@@ -33,12 +33,6 @@ class TwoPerBatch(OpenAIEmbeddingModel):
 
 
 @pytest.fixture
-def server() -> Any:
-    with OpenAIServer() as running:
-        yield running
-
-
-@pytest.fixture
 async def make_model(server: OpenAIServer) -> AsyncIterator[ModelFactory]:
     made: list[OpenAIEmbeddingModel] = []
 

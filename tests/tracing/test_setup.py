@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import textwrap
 
@@ -19,6 +18,7 @@ from parley.errors import ConfigurationError
 from parley.models.testing import ScriptedModel
 from parley.providers._server.http import RecordedRequest, Responder, ScriptedHTTPServer
 from parley.tracing import _setup
+from tests._process import run_python
 from tests.sample_tools import add
 from tests.tracing.fixtures import CONTENT
 
@@ -78,15 +78,7 @@ def test_a_program_that_never_traces_never_imports_opentelemetry() -> None:
         """
     )
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(sys.path)}
-    done = subprocess.run(
-        [sys.executable, "-c", program],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_python(program, env=env)
     assert done.stdout.strip() == "[]"
 
 

@@ -11,12 +11,13 @@ import logging
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
 from tests._requires import require_module
+from tests.providers._fixtures import model_fixtures
 
 from parley.errors import (
     ConfigurationError,
@@ -38,27 +39,7 @@ PCM = speech_pcm(TEXT)
 ModelFactory = Callable[..., OpenAITTSModel]
 
 
-@pytest.fixture
-def server() -> Any:
-    with OpenAIServer() as running:
-        yield running
-
-
-@pytest.fixture
-async def make_model(server: OpenAIServer) -> AsyncIterator[ModelFactory]:
-    """Models bound to `server` with near-zero backoff; their clients closed afterwards."""
-    made: list[OpenAITTSModel] = []
-
-    def make(model: str = "gpt-4o-mini-tts", **kwargs: Any) -> OpenAITTSModel:
-        kwargs.setdefault("retry_delay", 0.001)
-        credential = kwargs.pop("credential", None) or server.credential()
-        instance = OpenAITTSModel(credential, model, **kwargs)
-        made.append(instance)
-        return instance
-
-    yield make
-    for instance in made:
-        await instance.aclose()
+server, make_model = model_fixtures(OpenAIServer, OpenAITTSModel, "gpt-4o-mini-tts")
 
 
 async def pieces_of(model: OpenAITTSModel, text: str = TEXT, **overrides: Any) -> list[TTSResponse]:

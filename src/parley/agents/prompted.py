@@ -26,14 +26,7 @@ from pydantic import BaseModel
 from parley.agents._nous import NousParser, ThinkSplitter, nous_messages
 from parley.agents._wrapper import WrapperModel
 from parley.messages import Msg, TextBlock, ThinkingBlock, ToolCallBlock
-from parley.models.accumulator import (
-    BlockDelta,
-    Delta,
-    MetaDelta,
-    TextDelta,
-    ThinkingDelta,
-    ToolCallDelta,
-)
+from parley.models import accumulator as acc
 from parley.models.base import ChatModel, ChatRequest, MessagesInput
 from parley.models.parameters import Parameters
 from parley.models.response import ChatResponse, FinishReason, StructuredResponse
@@ -48,11 +41,11 @@ class TextParser(Protocol):
     calls: int
     """How many calls it has read so far."""
 
-    def feed(self, text: str) -> list[Delta]:
+    def feed(self, text: str) -> list[acc.Delta]:
         """The deltas that `text`, the next piece of the stream, completes."""
         ...
 
-    def close(self) -> list[Delta]:
+    def close(self) -> list[acc.Delta]:
         """The deltas still held when the stream ends."""
         ...
 
@@ -158,7 +151,7 @@ class PromptedToolsModel(WrapperModel):
         """The inner model's: the thinking is its own."""
         return self.inner.thinking_provider()
 
-    async def _stream(self, request: ChatRequest) -> AsyncIterator[Delta]:
+    async def _stream(self, request: ChatRequest) -> AsyncIterator[acc.Delta]:
         parse = bool(request.tools) and request.tool_choice != "none"
         parser = self.fmt.parser(request.tool_choice, request.parameters) if parse else None
         splitter = ThinkSplitter(expected=self.thought_in_content)
@@ -170,7 +163,7 @@ class PromptedToolsModel(WrapperModel):
                     for delta in _through(splitter.close(), parser, final=True):
                         yield delta
                     calls = parser.calls if parser else 0
-                    yield MetaDelta(chunk.usage, _finish(chunk.finish_reason, calls), None)
+                    yield acc.MetaDelta(chunk.usage, _finish(chunk.finish_reason, calls), None)
                     return
                 for delta in _deltas(chunk, splitter, parser, seen):
                     yield delta
@@ -188,11 +181,13 @@ class PromptedToolsModel(WrapperModel):
         return await self.inner.generate_structured_output(msgs, schema, **overrides)
 
 
-def _through(deltas: list[Delta], parser: TextParser | None, *, final: bool = False) -> list[Delta]:
+def _through(
+    deltas: list[acc.Delta], parser: TextParser | None, *, final: bool = False
+) -> list[acc.Delta]:
     """The splitter's deltas, their answer text read by the parser (closed if `final`)."""
-    out: list[Delta] = []
+    out: list[acc.Delta] = []
     for delta in deltas:
-        if isinstance(delta, TextDelta) and parser is not None:
+        if isinstance(delta, acc.TextDelta) and parser is not None:
             out += parser.feed(delta.text)
         else:
             out.append(delta)
@@ -203,19 +198,21 @@ def _through(deltas: list[Delta], parser: TextParser | None, *, final: bool = Fa
 
 def _deltas(
     chunk: ChatResponse, splitter: ThinkSplitter, parser: TextParser | None, seen: set[str]
-) -> list[Delta]:
-    out: list[Delta] = []
+) -> list[acc.Delta]:
+    out: list[acc.Delta] = []
     for block in chunk.content:
         if isinstance(block, TextBlock):
             out += _through(splitter.feed(block.text), parser)
         elif isinstance(block, ThinkingBlock):
-            out.append(ThinkingDelta(block.thinking, block.signature, block.extra))
+            out.append(acc.ThinkingDelta(block.thinking, block.signature, block.extra))
         elif isinstance(block, ToolCallBlock):
             # The inner model is called without tools; should it still call one, keep it (its
             # chunks repeat the name, which the accumulator would append each time).
             name = None if block.id in seen else block.name
             seen.add(block.id)
-            out.append(ToolCallDelta(f"inner-{block.id}", block.id, name, block.raw_input or ""))
+            out.append(
+                acc.ToolCallDelta(f"inner-{block.id}", block.id, name, block.raw_input or "")
+            )
         else:
-            out.append(BlockDelta(block))
+            out.append(acc.BlockDelta(block))
     return out

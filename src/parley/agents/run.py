@@ -65,13 +65,14 @@ import contextlib
 import json
 import uuid
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from pydantic import BaseModel
 
 from parley import tracing
+from parley.agents import events as ev
 from parley.agents._claim import claim, close_soon, closing, release
 from parley.agents.approval import (
     CANCELLED,
@@ -81,22 +82,6 @@ from parley.agents.approval import (
     PendingApproval,
     error_result,
     unanswered_calls,
-)
-from parley.agents.events import (
-    AgentEvent,
-    ApprovalRequested,
-    MaxItersReached,
-    MessageCompleted,
-    RunEnded,
-    RunError,
-    RunStarted,
-    RunStatus,
-    TextDelta,
-    ThinkingDelta,
-    ToolCallArgumentsDelta,
-    ToolCallEnded,
-    ToolCallStarted,
-    ToolResult,
 )
 from parley.agents.middleware import Middleware, check_middleware, through
 from parley.errors import UserError
@@ -110,7 +95,13 @@ if TYPE_CHECKING:
     from parley.agents.memory import Memory
     from parley.models.stream import ChatStream
 
-__all__ = ["AgentRun", "Continuation", "StructuredSchema", "chunk_events"]
+__all__ = [
+    "AgentRun",
+    "Continuation",
+    "StructuredSchema",
+    "chunk_events",
+    "model_calls_since_question",
+]
 
 T = TypeVar("T")
 
@@ -131,22 +122,22 @@ class Continuation:
     resume: tuple[str, bool | Mapping[str, bool]] | None = None
 
 
-def chunk_events(chunk: ChatResponse, seen: set[str]) -> list[AgentEvent]:
+def chunk_events(chunk: ChatResponse, seen: set[str]) -> list[ev.AgentEvent]:
     """The events for one streamed delta; `seen` holds the call ids already started."""
-    events: list[AgentEvent] = []
+    events: list[ev.AgentEvent] = []
     for block in chunk.content:
         if isinstance(block, TextBlock):
             if block.text:
-                events.append(TextDelta(text=block.text))
+                events.append(ev.TextDelta(text=block.text))
         elif isinstance(block, ThinkingBlock):
             if block.thinking:
-                events.append(ThinkingDelta(text=block.thinking))
+                events.append(ev.ThinkingDelta(text=block.thinking))
         elif isinstance(block, ToolCallBlock):
             if block.id not in seen:
                 seen.add(block.id)
-                events.append(ToolCallStarted(call_id=block.id, name=block.name))
+                events.append(ev.ToolCallStarted(call_id=block.id, name=block.name))
             if block.raw_input:
-                events.append(ToolCallArgumentsDelta(call_id=block.id, delta=block.raw_input))
+                events.append(ev.ToolCallArgumentsDelta(call_id=block.id, delta=block.raw_input))
     return events
 
 
@@ -168,8 +159,11 @@ def _being_cancelled() -> bool:
     return task is not None and task.cancelling() > 0
 
 
-def _model_calls_since_question(history: list[Msg]) -> int:
-    """The assistant turns after the last user message: a continued run counts on from them."""
+def model_calls_since_question(history: Sequence[Msg]) -> int:
+    """The assistant turns after the last user message: how far into its turn a model call is.
+
+    A continued run counts on from them.
+    """
     count = 0
     for msg in reversed(history):
         if msg.role == "user":
@@ -265,7 +259,7 @@ class AgentRun:
             deps=deps,
         )
         """What the run's tool calls get (see `parley.tools.context`)."""
-        self.status: RunStatus | None = None
+        self.status: ev.RunStatus | None = None
         self.final: Msg | None = None
         self.usage = ChatUsage()
         self.error: Exception | None = None
@@ -289,21 +283,21 @@ class AgentRun:
         self.middleware: list[Middleware] = list(agent.middleware)
         """What the run's events pass through on their way out (`parley.agents.middleware`);
         the agent's, then any added with `use()`."""
-        self._events: AsyncGenerator[AgentEvent, None] | None = None
-        self._lent: weakref.ref[AsyncGenerator[AgentEvent, None]] | None = None
+        self._events: AsyncGenerator[ev.AgentEvent, None] | None = None
+        self._lent: weakref.ref[AsyncGenerator[ev.AgentEvent, None]] | None = None
         """The events while an `async for` holds them (see `_Iteration`)."""
         self._trace = tracing.agent_run(self, self._input)  # None when tracing is off
 
     # -- the iterator ------------------------------------------------------------------------------
 
-    def __aiter__(self) -> AsyncIterator[AgentEvent]:
+    def __aiter__(self) -> AsyncIterator[ev.AgentEvent]:
         # An `async for` of its own: leaving it early closes the run at once (`_Iteration`).
         return _Iteration(self)
 
-    async def __anext__(self) -> AgentEvent:
+    async def __anext__(self) -> ev.AgentEvent:
         return await self._generator().__anext__()
 
-    def _generator(self) -> AsyncGenerator[AgentEvent, None]:
+    def _generator(self) -> AsyncGenerator[ev.AgentEvent, None]:
         """The run's events, made on first use (its middleware fixed then).
 
         Raises:
@@ -322,7 +316,7 @@ class AgentRun:
         self._events = through(run, self.middleware, self) if self.middleware else run
         return self._events
 
-    def _lend(self) -> AsyncGenerator[AgentEvent, None]:
+    def _lend(self) -> AsyncGenerator[ev.AgentEvent, None]:
         """The events, for an `async for` to hold: the run keeps only a weak reference."""
         events = self._generator()
         self._events = None
@@ -381,13 +375,13 @@ class AgentRun:
 
     # -- the loop ----------------------------------------------------------------------------------
 
-    async def _run(self) -> AsyncGenerator[AgentEvent, None]:
+    async def _run(self) -> AsyncGenerator[ev.AgentEvent, None]:
         await claim(
             self.memory, self.run_id, self._key
         )  # a usage mistake raises here, before any event
         try:
             await self._begin()
-            yield RunStarted(run_id=self.run_id, agent=self.agent.name)
+            yield ev.RunStarted(run_id=self.run_id, agent=self.agent.name)
             try:
                 async with contextlib.aclosing(self._body()) as body:
                     async for event in body:
@@ -402,12 +396,12 @@ class AgentRun:
             except Exception as exc:
                 self.error = exc
                 self.status = "error"
-                yield RunError(message=str(exc) or type(exc).__name__, kind=type(exc).__name__)
-            yield RunEnded(status=self.status or "completed", final=self.final, usage=self.usage)
+                yield ev.RunError(message=str(exc) or type(exc).__name__, kind=type(exc).__name__)
+            yield ev.RunEnded(status=self.status or "completed", final=self.final, usage=self.usage)
         finally:
             release(self.memory, self._key)
 
-    async def _body(self) -> AsyncGenerator[AgentEvent, None]:
+    async def _body(self) -> AsyncGenerator[ev.AgentEvent, None]:
         if self._resume is not None:
             pending, verdicts = self._resume
             async with contextlib.aclosing(self._run_tools(pending.calls, verdicts)) as tools:
@@ -427,7 +421,7 @@ class AgentRun:
                 return
             if self.iterations >= self.agent.max_iters:
                 self.status = "max_iters"
-                yield MaxItersReached(iters=self.iterations)
+                yield ev.MaxItersReached(iters=self.iterations)
                 return
             async with contextlib.aclosing(self._turn()) as turn:
                 async for event in turn:
@@ -439,7 +433,7 @@ class AgentRun:
                 async for event in answer:
                     yield event
 
-    async def _turn(self) -> AsyncGenerator[AgentEvent, None]:
+    async def _turn(self) -> AsyncGenerator[ev.AgentEvent, None]:
         """One model call and what follows it: done, parked, or the tools run."""
         self.iterations += 1
         async with contextlib.aclosing(self._model_turn()) as model_turn:
@@ -453,7 +447,7 @@ class AgentRun:
                 self.status = "completed"
         elif self.pending is not None:
             self.status = "awaiting_approval"
-            yield ApprovalRequested(
+            yield ev.ApprovalRequested(
                 interrupt_id=self.pending.interrupt_id, calls=self.pending.awaiting_calls
             )
         else:
@@ -503,9 +497,9 @@ class AgentRun:
         self._last = history[-1]
         self._input_stored = _trailing_questions(history)
         self._paused = _trailing_paused(history)
-        self.iterations = _model_calls_since_question(history)
+        self.iterations = model_calls_since_question(history)
 
-    async def _continue_stored(self) -> AsyncGenerator[AgentEvent, None]:
+    async def _continue_stored(self) -> AsyncGenerator[ev.AgentEvent, None]:
         """Take the stored conversation up where it stopped (see the module)."""
         if self._open is None:
             assert self._last is not None  # set by `_begin_continuing`
@@ -576,14 +570,16 @@ class AgentRun:
 
     async def _park_again(
         self, msg: Msg, pending: PendingApproval
-    ) -> AsyncGenerator[AgentEvent, None]:
+    ) -> AsyncGenerator[ev.AgentEvent, None]:
         self.pending = pending
         self.agent.remember_pending(pending)
         self.final = msg
         self.status = "awaiting_approval"
-        yield ApprovalRequested(interrupt_id=pending.interrupt_id, calls=pending.awaiting_calls)
+        yield ev.ApprovalRequested(interrupt_id=pending.interrupt_id, calls=pending.awaiting_calls)
 
-    async def _planned_round(self, calls: list[ToolCallBlock]) -> AsyncGenerator[AgentEvent, None]:
+    async def _planned_round(
+        self, calls: list[ToolCallBlock]
+    ) -> AsyncGenerator[ev.AgentEvent, None]:
         """Run the agent's planned calls (`Agent.planned_calls`) as a turn of its own.
 
         No model call: the calls and their results go into memory and the events like a
@@ -592,9 +588,9 @@ class AgentRun:
         msg = Msg(role="assistant", content=list[Block](calls), name=self.agent.name)
         await self.memory.add(msg)
         for call in calls:
-            yield ToolCallStarted(call_id=call.id, name=call.name)
-            yield ToolCallEnded(call=call)
-        yield MessageCompleted(msg=msg)
+            yield ev.ToolCallStarted(call_id=call.id, name=call.name)
+            yield ev.ToolCallEnded(call=call)
+        yield ev.MessageCompleted(msg=msg)
         async with contextlib.aclosing(self._run_tools(calls, {})) as tools:
             async for event in tools:
                 yield event
@@ -619,7 +615,7 @@ class AgentRun:
             parallel_tool_calls=agent.parallel_tool_calls,
         )
 
-    async def _model_turn(self) -> AsyncGenerator[AgentEvent, None]:
+    async def _model_turn(self) -> AsyncGenerator[ev.AgentEvent, None]:
         prompt = await self._prompt(self._tools)
         with tracing.attached(self._trace):  # the model's span in the run's (no await here)
             stream = self._open_stream(prompt)
@@ -644,12 +640,12 @@ class AgentRun:
         if final.finish_reason == "interrupted":
             if await self._keep_partial(final):
                 assert self.final is not None
-                yield MessageCompleted(msg=self.final)
+                yield ev.MessageCompleted(msg=self.final)
             return
         async for event in self._complete_turn(final):
             yield event
 
-    async def _complete_turn(self, final: ChatResponse) -> AsyncGenerator[AgentEvent, None]:
+    async def _complete_turn(self, final: ChatResponse) -> AsyncGenerator[ev.AgentEvent, None]:
         self.usage += final.usage or ChatUsage()
         msg = final.to_msg(name=self.agent.name)
         self._park_if_needed(msg)
@@ -658,8 +654,8 @@ class AgentRun:
         # A turn calling our tools is not left paused: their results must follow it.
         self._set_final(msg, paused=final.paused and not msg.tool_calls)
         for call in msg.tool_calls:
-            yield ToolCallEnded(call=call)
-        yield MessageCompleted(msg=msg)
+            yield ev.ToolCallEnded(call=call)
+        yield ev.MessageCompleted(msg=msg)
 
     async def _keep_partial(self, response: ChatResponse | None) -> bool:
         """Keep an interrupted turn's partial message in memory; whether there was one."""
@@ -723,7 +719,7 @@ class AgentRun:
         calls: list[ToolCallBlock],
         verdicts: dict[str, bool],
         answered: Mapping[str, ToolResultBlock] | None = None,
-    ) -> AsyncGenerator[AgentEvent, None]:
+    ) -> AsyncGenerator[ev.AgentEvent, None]:
         """Run a round's calls: those approved (all by default) and not `answered` already."""
         # Filled as calls return, so a cancelled round still records what its tools said.
         done: dict[str, ToolResultBlock] = dict(answered or {})
@@ -739,10 +735,10 @@ class AgentRun:
         msg = _tool_message(calls, verdicts, done)
         await self.memory.add(msg)  # before the events, as for the model's turn
         for result in msg.tool_results:
-            yield ToolResult(result=result)
-        yield MessageCompleted(msg=msg)
+            yield ev.ToolResult(result=result)
+        yield ev.MessageCompleted(msg=msg)
 
-    async def _structured_answer(self) -> AsyncGenerator[AgentEvent, None]:
+    async def _structured_answer(self) -> AsyncGenerator[ev.AgentEvent, None]:
         assert self._structured is not None
         prompt = await self._prompt([])
         answer = await self._cancellable(
@@ -760,7 +756,7 @@ class AgentRun:
         await self.memory.add(msg)
         self.final = msg
         self.parsed = answer.parsed if answer.parsed is not None else answer.content
-        yield MessageCompleted(msg=msg)
+        yield ev.MessageCompleted(msg=msg)
 
 
 class _Iteration:
@@ -778,12 +774,12 @@ class _Iteration:
 
     def __init__(self, run: AgentRun) -> None:
         self.run = run
-        self.events: AsyncGenerator[AgentEvent, None] | None = None
+        self.events: AsyncGenerator[ev.AgentEvent, None] | None = None
 
     def __aiter__(self) -> _Iteration:
         return self
 
-    async def __anext__(self) -> AgentEvent:
+    async def __anext__(self) -> ev.AgentEvent:
         if self.events is None:
             self.events = self.run._lend()
         return await self.run.__anext__()

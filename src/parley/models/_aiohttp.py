@@ -33,7 +33,7 @@ import sys
 import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from parley.errors import MissingDependencyError
 
@@ -44,12 +44,15 @@ __all__ = [
     "Closer",
     "ConnectionFailure",
     "LoopClients",
+    "Pool",
+    "PooledClients",
     "PooledConnections",
     "connection_failure",
     "httpx_client_class",
 ]
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 
 Closer = Callable[[], Awaitable[None]]
 """Closes a client and its connections."""
@@ -243,3 +246,34 @@ class PooledConnections:
             from parley._sync import run_sync  # noqa: PLC0415
 
             run_sync(self._pool.aclose())
+
+
+class Pool(Protocol[T_co]):
+    """One client per event loop: a `LoopClients`, or a pool like it."""
+
+    def get(self) -> T_co:
+        """The client for the running loop."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close the running loop's client."""
+        ...
+
+
+class PooledClients(PooledConnections, Generic[T]):
+    """A model's SDK clients, one per event loop, from the pool `new_pool` makes on first use."""
+
+    def client(self) -> T:
+        """The SDK client for the running event loop (made on first use).
+
+        Raises:
+            ConfigurationError: The credential lacks what the provider needs (a key).
+            MissingDependencyError: The provider's SDK is not installed.
+        """
+        pool: Pool[T] = self._pool if self._pool is not None else self.new_pool()
+        self._pool = pool
+        return pool.get()
+
+    def new_pool(self) -> Pool[T]:
+        """The pool of this model's clients (its settings read now, a client per loop later)."""
+        raise NotImplementedError

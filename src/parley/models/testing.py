@@ -20,15 +20,9 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, ClassVar
 
 from parley.messages import Msg, ToolCallBlock, new_call_id
-from parley.models.accumulator import (
-    BlockDelta,
-    Delta,
-    MetaDelta,
-    TextDelta,
-    ThinkingDelta,
-    ToolCallDelta,
-)
+from parley.models.accumulator import BlockDelta, Delta, MetaDelta, TextDelta, ToolCallDelta
 from parley.models.base import ChatModel, ChatRequest
+from parley.models.cache import block_delta
 from parley.models.response import ChatResponse, ChatUsage
 
 __all__ = ["ScriptedModel", "Step", "UnexpectedCallError"]
@@ -128,15 +122,15 @@ class ScriptedModel(ChatModel):
             if block.type == "text":
                 for start in range(0, len(block.text), size):
                     yield TextDelta(block.text[start : start + size])
-            elif block.type == "thinking" and block.provider is None:
-                yield ThinkingDelta(block.thinking, block.signature, block.extra)
             elif block.type == "tool_call":
                 raw = block.raw_input or json.dumps(block.input, ensure_ascii=False)
                 yield ToolCallDelta(index, block.id, block.name)
                 for start in range(0, len(raw), size):
                     yield ToolCallDelta(index, arguments=raw[start : start + size])
+            elif block.type == "thinking" and block.provider is not None:
+                yield BlockDelta(block)  # whole, so that it keeps the provider it names
             else:
-                yield BlockDelta(block)
+                yield block_delta(index, block)  # unsplit: as a cached answer replays it
         # Metadata too: what a provider marks there (a paused turn) reaches the final chunk.
         yield MetaDelta(
             usage=response.usage,

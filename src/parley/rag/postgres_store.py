@@ -66,9 +66,10 @@ from urllib.parse import urlsplit
 
 from parley.errors import IndexMismatchError, MissingDependencyError, RetrievalError, UserError
 from parley.rag._numpy import np, npt
+from parley.rag._store_base import StoreBase
 from parley.rag._vectors import normalized
 from parley.rag.sqlite_store import KEYWORD_ANALYZER
-from parley.rag.text import keyword_query, keyword_terms
+from parley.rag.text import keyword_terms
 from parley.rag.types import Chunk, DocumentRecord, IndexInfo, SearchHit
 
 if TYPE_CHECKING:
@@ -186,7 +187,7 @@ class PostgresOptions(TypedDict, total=False):
     pool_size: int
 
 
-class PostgresIndexStore:
+class PostgresIndexStore(StoreBase):
     """An `IndexStore` in PostgreSQL (see the module docstring).
 
     Open it with `await PostgresIndexStore.open(url)`.
@@ -198,6 +199,8 @@ class PostgresIndexStore:
         table_prefix: What the tables' names start with: several indexes can share a schema.
         pool_size: The most connections this store opens.
     """
+
+    _elsewhere = "another table_prefix"
 
     def __init__(
         self,
@@ -423,16 +426,10 @@ class PostgresIndexStore:
             RetrievalError: pgvector is not installed on the server, or this role may not
                 install it.
         """
-        held = await self.info()
-        if held.embedding_model is None:
+        if not self._check_binding(await self.info(), model, dimensions):
             async with self._errors("cannot bind an embedding model to"):
                 held = await self._bind(model, dimensions)
-        if (held.embedding_model, held.dimensions) != (model, dimensions):
-            raise IndexMismatchError(
-                f"the index {self.location} holds vectors of {held.embedding_model} "
-                f"({held.dimensions} dimensions), not of {model} ({dimensions}): open it "
-                "with that model, or index into another table_prefix"
-            )
+            self._check_binding(held, model, dimensions)
 
     async def _bind(self, model: str, dimensions: int) -> IndexInfo:
         if not 1 <= dimensions <= 16_000:
@@ -486,22 +483,9 @@ class PostgresIndexStore:
             )
         return [DocumentRecord(*row) for row in rows]
 
-    async def put_document(
-        self,
-        document: DocumentRecord,
-        chunks: Sequence[Chunk],
-        vectors: npt.NDArray[np.float32] | None,
+    async def _write_document(
+        self, document: DocumentRecord, chunks: list[Chunk], vectors: npt.NDArray[np.float32] | None
     ) -> None:
-        """Add a document, or replace the one with its id, in one transaction.
-
-        Raises:
-            IndexMismatchError: Vectors of another size, or vectors missing (or given)
-                where the index has (or has no) embedding model.
-            RetrievalError: The server refused the write (nothing of it was kept).
-        """
-        chunks = list(chunks)
-        if vectors is not None and len(vectors) != len(chunks):
-            raise ValueError(f"{len(chunks)} chunks but {len(vectors)} vectors")
         strays = {c.doc_id for c in chunks} - {document.doc_id}
         if strays:
             raise ValueError(f"chunks of {sorted(strays)} given as chunks of {document.doc_id}")
@@ -527,28 +511,6 @@ class PostgresIndexStore:
             f"{self.names.schema}.{self.names.prefix}:",
             sorted(set(doc_ids)),
         )
-
-    def _vector_rows(
-        self,
-        document: DocumentRecord,
-        info: IndexInfo,
-        vectors: npt.NDArray[np.float32] | None,
-        count: int,
-    ) -> npt.NDArray[np.float32] | None:
-        if not count:
-            return None  # a document without text: nothing to embed, whatever the model
-        if vectors is None:
-            if info.embedding_model is not None:
-                raise IndexMismatchError(
-                    f"the index {self.location} embeds with {info.embedding_model}: "
-                    f"{document.source} needs its vectors (open the index with that model)"
-                )
-            return None
-        if info.dimensions is None:
-            raise IndexMismatchError(
-                f"the index {self.location} has no embedding model: bind_embedding() first"
-            )
-        return normalized(vectors, info.dimensions)
 
     async def _replace(
         self,
@@ -607,16 +569,13 @@ class PostgresIndexStore:
                 ],
             )
 
-    async def remove_documents(self, doc_ids: Sequence[str]) -> int:
-        """Drop these documents with their chunks and vectors; how many were held."""
-        if not doc_ids:
-            return 0
+    async def _drop_documents(self, doc_ids: list[str]) -> int:
         async with self._errors("cannot write to"), self._connection() as db, db.transaction():
             await self._lock_documents(db, doc_ids)
             gone = await db.fetch(
                 f"DELETE FROM {self.names.table('documents')} WHERE doc_id = ANY($1::text[]) "
                 "RETURNING doc_id",
-                list(doc_ids),
+                doc_ids,
             )
         return len(gone)
 
@@ -634,13 +593,10 @@ class PostgresIndexStore:
         names = self.names
         return f"{names.table('chunks')} c JOIN {names.table('documents')} d ON d.doc_id = c.doc_id"
 
-    async def keyword_search(
-        self, query: str, top_k: int, doc_ids: Sequence[str] | None = None
+    async def _keyword_hits(
+        self, terms: list[str], top_k: int, doc_ids: Sequence[str] | None
     ) -> list[SearchHit]:
-        """The `top_k` best chunks by BM25 (see the module docstring)."""
-        terms = list(dict.fromkeys(_fold(term) for term in keyword_query(query)))
-        if not terms or top_k <= 0 or (doc_ids is not None and not doc_ids):
-            return []
+        terms = list(dict.fromkeys(_fold(term) for term in terms))
         sql = _keyword_sql(self.names, len(terms), filtered=doc_ids is not None)
         parameters: list[object] = [terms, " | ".join(terms), top_k]
         if doc_ids is not None:
@@ -649,26 +605,11 @@ class PostgresIndexStore:
             rows = await db.fetch(sql, *parameters)
         return [SearchHit(_chunk(row), float(row["score"]), "keyword") for row in rows]
 
-    async def vector_search(
-        self,
-        vector: npt.NDArray[np.float32],
-        top_k: int,
-        doc_ids: Sequence[str] | None = None,
+    async def _vector_hits(
+        self, vector: npt.NDArray[np.float32], top_k: int, doc_ids: Sequence[str] | None
     ) -> list[SearchHit]:
-        """The `top_k` chunks most similar to `vector` (cosine, through the HNSW index).
-
-        Raises:
-            IndexMismatchError: The vector's size is not the index's, or the index has no
-                embedding model.
-        """
-        if top_k <= 0 or (doc_ids is not None and not doc_ids):
-            return []
-        info = await self.info()
-        if info.dimensions is None:
-            raise IndexMismatchError(
-                f"the index {self.location} has no vectors (no embedding model)"
-            )
-        query = normalized(vector, info.dimensions)[0]
+        # Through the HNSW index (see the module docstring).
+        query = normalized(vector, self._dimensions(await self.info()))[0]
         parameters: list[object] = [query, top_k]
         if doc_ids is not None:
             parameters.append(list(doc_ids))
@@ -685,15 +626,9 @@ class PostgresIndexStore:
             rows = await db.fetch(sql, *parameters)
         return [SearchHit(_chunk(row), float(row["score"]), "vector") for row in rows]
 
-    async def front_chunks(
-        self, per_document: int, doc_ids: Sequence[str] | None = None, limit: int | None = None
+    async def _front_rows(
+        self, per_document: int, doc_ids: Sequence[str] | None, limit: int | None
     ) -> list[Chunk]:
-        """The first `per_document` chunks of each document, documents in source order.
-
-        At most `limit` chunks are read (None: every document's).
-        """
-        if per_document <= 0 or (doc_ids is not None and not doc_ids) or limit == 0:
-            return []
         where, parameters = "", list[object]([per_document, limit])  # LIMIT NULL: none
         if doc_ids is not None:
             where = "AND c.doc_id = ANY($3::text[])"

@@ -45,12 +45,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from parley._sqlite import use_wal
-from parley.errors import IndexMismatchError, RetrievalError
+from parley.errors import RetrievalError
 from parley.rag._bm25 import KeywordIndex
 from parley.rag._fts5 import TOKENIZE, Analyzer, fts5_ranked, read_postings
 from parley.rag._numpy import np, npt
-from parley.rag._vectors import VectorMatrix, normalized
-from parley.rag.text import keyword_query, keyword_text
+from parley.rag._store_base import StoreBase
+from parley.rag._vectors import VectorMatrix
+from parley.rag.text import keyword_text
 from parley.rag.types import Chunk, DocumentRecord, IndexInfo, SearchHit
 
 __all__ = ["KEYWORD_ANALYZER", "SCHEMA_VERSION", "MemoryUse", "SQLiteIndexStore"]
@@ -147,7 +148,7 @@ def _in(values: Sequence[str]) -> str:
     return ", ".join("?" * len(values))
 
 
-class SQLiteIndexStore:
+class SQLiteIndexStore(StoreBase):
     """The embedded `IndexStore`: one SQLite file (see the module docstring).
 
     Open it with `await SQLiteIndexStore.open(path)`.
@@ -155,6 +156,8 @@ class SQLiteIndexStore:
     Args:
         path: The index's file (made, with its folder, if missing).
     """
+
+    _elsewhere = "another file"
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -196,6 +199,11 @@ class SQLiteIndexStore:
             store._close_sync()
             raise
         return store
+
+    @property
+    def location(self) -> str:
+        """The index's file, as shown in messages."""
+        return str(self.path)
 
     def _connect(self) -> sqlite3.Connection:
         connection = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -311,18 +319,6 @@ class SQLiteIndexStore:
                     [("embedding_model", model), ("dimensions", str(dimensions))],
                 )
 
-    def _check_binding(self, held: IndexInfo, model: str, dimensions: int) -> bool:
-        """Whether the index is bound to this model (False: to none); refuses another."""
-        if held.embedding_model is None:
-            return False
-        if (held.embedding_model, held.dimensions) != (model, dimensions):
-            raise IndexMismatchError(
-                f"the index {self.path} holds vectors of {held.embedding_model} "
-                f"({held.dimensions} dimensions), not of {model} ({dimensions}): open it "
-                "with that model, or index into another file"
-            )
-        return True
-
     async def documents(self) -> list[DocumentRecord]:
         """Every document held, in source order."""
         return await self._run(self._documents)
@@ -335,19 +331,10 @@ class SQLiteIndexStore:
             ).fetchall()
         return [DocumentRecord(*row) for row in rows]
 
-    async def put_document(
-        self,
-        document: DocumentRecord,
-        chunks: Sequence[Chunk],
-        vectors: npt.NDArray[np.float32] | None,
+    async def _write_document(
+        self, document: DocumentRecord, chunks: list[Chunk], vectors: npt.NDArray[np.float32] | None
     ) -> None:
-        """Add a document, or replace the one with its id, in one transaction.
-
-        Raises:
-            IndexMismatchError: Vectors of another size, or vectors missing (or given)
-                where the index has (or has no) embedding model.
-        """
-        await self._run(self._put, document, list(chunks), vectors)
+        await self._run(self._put, document, chunks, vectors)
 
     def _put(
         self,
@@ -355,10 +342,9 @@ class SQLiteIndexStore:
         chunks: list[Chunk],
         vectors: npt.NDArray[np.float32] | None,
     ) -> None:
-        if vectors is not None and len(vectors) != len(chunks):
-            raise ValueError(f"{len(chunks)} chunks but {len(vectors)} vectors")
         with self._write() as db:
-            blobs = self._blobs(db, document, vectors, len(chunks))
+            normal = self._vector_rows(document, _info(db), vectors, len(chunks))
+            blobs = None if normal is None else [row.tobytes() for row in normal]
             self._delete(db, [document.doc_id])
             db.execute(
                 "INSERT INTO documents VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -395,29 +381,6 @@ class SQLiteIndexStore:
                     ((row[0], blob) for row, blob in zip(rows, blobs, strict=True)),
                 )
 
-    def _blobs(
-        self,
-        db: sqlite3.Connection,
-        document: DocumentRecord,
-        vectors: npt.NDArray[np.float32] | None,
-        count: int,
-    ) -> list[bytes] | None:
-        held = _info(db)
-        if not count:
-            return []  # a document without text: nothing to embed, whatever the model
-        if vectors is None:
-            if held.embedding_model is not None:
-                raise IndexMismatchError(
-                    f"the index {self.path} embeds with {held.embedding_model}: "
-                    f"{document.source} needs its vectors (open the index with that model)"
-                )
-            return None
-        if held.dimensions is None:
-            raise IndexMismatchError(
-                f"the index {self.path} has no embedding model: bind_embedding() first"
-            )
-        return [row.tobytes() for row in normalized(vectors, held.dimensions)]
-
     def _delete(self, db: sqlite3.Connection, doc_ids: Sequence[str]) -> int:
         marks = _in(doc_ids)
         old = db.execute(f"SELECT id, text FROM chunks WHERE doc_id IN ({marks})", doc_ids)
@@ -434,11 +397,8 @@ class SQLiteIndexStore:
         gone = db.execute(f"DELETE FROM documents WHERE doc_id IN ({marks})", doc_ids)
         return gone.rowcount
 
-    async def remove_documents(self, doc_ids: Sequence[str]) -> int:
-        """Drop these documents with their chunks and vectors; how many were held."""
-        if not doc_ids:
-            return 0
-        return await self._run(self._remove, list(doc_ids))
+    async def _drop_documents(self, doc_ids: list[str]) -> int:
+        return await self._run(self._remove, doc_ids)
 
     def _remove(self, doc_ids: list[str]) -> int:
         with self._write() as db:
@@ -457,13 +417,9 @@ class SQLiteIndexStore:
             ).fetchall()
         return [_chunk(row) for row in rows]
 
-    async def keyword_search(
-        self, query: str, top_k: int, doc_ids: Sequence[str] | None = None
+    async def _keyword_hits(
+        self, terms: list[str], top_k: int, doc_ids: Sequence[str] | None
     ) -> list[SearchHit]:
-        """The `top_k` best chunks by BM25 (FTS5's, negated so that higher is better)."""
-        terms = keyword_query(query)
-        if not terms or top_k <= 0 or (doc_ids is not None and not doc_ids):
-            return []
         return await self._run(self._keyword, terms, top_k, doc_ids)
 
     def _keyword(
@@ -536,20 +492,9 @@ class SQLiteIndexStore:
         ).fetchall()
         return {row[0]: _chunk(row) for row in rows}
 
-    async def vector_search(
-        self,
-        vector: npt.NDArray[np.float32],
-        top_k: int,
-        doc_ids: Sequence[str] | None = None,
+    async def _vector_hits(
+        self, vector: npt.NDArray[np.float32], top_k: int, doc_ids: Sequence[str] | None
     ) -> list[SearchHit]:
-        """The `top_k` chunks most similar to `vector` (cosine).
-
-        Raises:
-            IndexMismatchError: The vector's size is not the index's, or the index has no
-                embedding model.
-        """
-        if top_k <= 0 or (doc_ids is not None and not doc_ids):
-            return []
         return await self._run(self._vector, vector, top_k, doc_ids)
 
     def _vector(
@@ -563,13 +508,11 @@ class SQLiteIndexStore:
 
     def _fresh_matrix(self, db: sqlite3.Connection) -> VectorMatrix:
         """The in-memory matrix, brought up to date with the file (inside a read)."""
-        info = _info(db)
-        if info.dimensions is None:
-            raise IndexMismatchError(f"the index {self.path} has no vectors (no embedding model)")
+        dimensions = self._dimensions(_info(db))
         version = _data_version(db)
         matrix = self._matrix
-        if matrix is None or matrix.dimensions != info.dimensions:
-            matrix = self._matrix = VectorMatrix(info.dimensions)
+        if matrix is None or matrix.dimensions != dimensions:
+            matrix = self._matrix = VectorMatrix(dimensions)
         elif version == self._seen_version:
             return matrix
         # The chunks' ids come from the (doc_id, idx) index, which holds them: no blob is read.
@@ -585,15 +528,9 @@ class SQLiteIndexStore:
         self._seen_version = version
         return matrix
 
-    async def front_chunks(
-        self, per_document: int, doc_ids: Sequence[str] | None = None, limit: int | None = None
+    async def _front_rows(
+        self, per_document: int, doc_ids: Sequence[str] | None, limit: int | None
     ) -> list[Chunk]:
-        """The first `per_document` chunks of each document, documents in source order.
-
-        At most `limit` chunks are read (None: every document's).
-        """
-        if per_document <= 0 or (doc_ids is not None and not doc_ids) or limit == 0:
-            return []
         return await self._run(self._front, per_document, doc_ids, limit)
 
     def _front(

@@ -71,19 +71,7 @@ from ag_ui.core import (
 )
 from ag_ui.encoder import EventEncoder
 
-from parley.agents.events import (
-    AgentEvent,
-    ApprovalRequested,
-    MessageCompleted,
-    RunEnded,
-    RunError,
-    TextDelta,
-    ThinkingDelta,
-    ToolCallArgumentsDelta,
-    ToolCallEnded,
-    ToolCallStarted,
-    ToolResult,
-)
+from parley.agents import events as ev
 from parley.errors import MessageError
 from parley.messages import (
     Base64Source,
@@ -95,7 +83,7 @@ from parley.messages import (
     ToolResultBlock,
     new_id,
 )
-from parley.models.accumulator import parse_arguments
+from parley.service.openai_messages import tool_call_blocks
 from parley.service.runs import RunHandle
 from parley.service.sse import interrupt_of
 
@@ -134,34 +122,34 @@ class AguiEvents:
             thread_id=self.given.thread_id, run_id=self.given.run_id, metadata=self._parley()
         )
 
-    def events(self, event: AgentEvent) -> list[BaseEvent]:  # noqa: PLR0911 - one per kind
+    def events(self, event: ev.AgentEvent) -> list[BaseEvent]:  # noqa: PLR0911 - one per kind
         """The AG-UI events for one parley event (none after the run failed)."""
         if self.failed:
             return []
-        if isinstance(event, TextDelta):
+        if isinstance(event, ev.TextDelta):
             return [*self._close_reasoning(), *self._open_text(), self._text(event.text)]
-        if isinstance(event, ThinkingDelta):
+        if isinstance(event, ev.ThinkingDelta):
             return [*self._close_text(), *self._open_reasoning(), self._thought(event.text)]
-        if isinstance(event, ToolCallStarted):
+        if isinstance(event, ev.ToolCallStarted):
             return [*self._close_content(), *self._start_call(event.call_id, event.name)]
-        if isinstance(event, ToolCallArgumentsDelta):
+        if isinstance(event, ev.ToolCallArgumentsDelta):
             return self._arguments(event.call_id, event.delta)
-        if isinstance(event, ToolCallEnded):
+        if isinstance(event, ev.ToolCallEnded):
             return [*self._close_content(), *self._end_call(event.call)]
-        if isinstance(event, MessageCompleted) and event.msg.role == "assistant":
+        if isinstance(event, ev.MessageCompleted) and event.msg.role == "assistant":
             closing = [*self._close_content(), *self._close_calls()]
             self.turn, self.turn_used = new_id(), False
             return closing
-        if isinstance(event, ToolResult):
+        if isinstance(event, ev.ToolResult):
             return [_result_event(event.result)]
-        if isinstance(event, ApprovalRequested):
+        if isinstance(event, ev.ApprovalRequested):
             return [self._interrupt(event)]
-        if isinstance(event, RunError):
+        if isinstance(event, ev.RunError):
             self.failed = True
             return [*self._close_all(), RunErrorEvent(message=event.message, code=event.kind)]
         return []
 
-    def ended(self, ended: RunEnded, thread: Sequence[Msg] | None) -> list[BaseEvent]:
+    def ended(self, ended: ev.RunEnded, thread: Sequence[Msg] | None) -> list[BaseEvent]:
         """The run's last events: the thread's snapshot and `RUN_FINISHED` (or `RUN_ERROR`).
 
         `thread` is the snapshot's messages; None leaves the snapshot out (the thread could
@@ -198,7 +186,7 @@ class AguiEvents:
     def _parley(self, **more: Any) -> dict[str, Any]:
         return {"parley": {"run_id": self.handle.run_id, **more}}
 
-    def _outcome(self, ended: RunEnded) -> RunFinishedOutcome:
+    def _outcome(self, ended: ev.RunEnded) -> RunFinishedOutcome:
         if ended.status == "awaiting_approval" and self.interrupts:
             return RunFinishedInterruptOutcome(interrupts=self.interrupts)
         if ended.status == "interrupted":
@@ -281,7 +269,7 @@ class AguiEvents:
     def _close_all(self) -> list[BaseEvent]:
         return [*self._close_content(), *self._close_calls()]
 
-    def _interrupt(self, event: ApprovalRequested) -> CustomEvent:
+    def _interrupt(self, event: ev.ApprovalRequested) -> CustomEvent:
         handle = self.handle
         parked = interrupt_of(event, thread_id=handle.thread_id, run_id=handle.run_id)
         self.interrupts = [
@@ -335,7 +323,7 @@ async def agui_frames(
     events = AguiEvents(handle, given)
     yield encoder.encode(events.started())
     while (event := await handle.next_event()) is not None:
-        if isinstance(event, RunEnded):
+        if isinstance(event, ev.RunEnded):
             for last in events.ended(event, handle.snapshot):
                 yield encoder.encode(last)
             return
@@ -443,13 +431,7 @@ def _msg(message: Message, where: str, names: dict[str, str]) -> Msg | None:
     if isinstance(message, SystemMessage) or message.role == "developer":
         return Msg.system(str(getattr(message, "content", "")), **fields)
     if isinstance(message, AssistantMessage):
-        calls = []
-        for call in message.tool_calls or []:
-            arguments, raw = parse_arguments(call.function.arguments)
-            calls.append(
-                ToolCallBlock(id=call.id, name=call.function.name, input=arguments, raw_input=raw)
-            )
-            names[call.id] = call.function.name
+        calls = tool_call_blocks(message.tool_calls or [], names)
         texts = [message.content] if message.content else []
         return Msg.assistant(*texts, *calls, name=message.name, **fields)
     if isinstance(message, ToolMessage):

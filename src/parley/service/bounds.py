@@ -22,10 +22,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 from fastapi.exceptions import RequestValidationError
+from fastapi.responses import StreamingResponse
 from starlette.exceptions import HTTPException
 from starlette.types import Message, Receive, Scope, Send
 
@@ -35,6 +36,8 @@ __all__ = [
     "CONNECTION",
     "BodyTooLarge",
     "ClientConnection",
+    "ClientTooSlow",
+    "TimedStream",
     "check_messages",
     "limit_body",
     "message_chars",
@@ -157,3 +160,46 @@ class ClientConnection:
         # takes the unfinished response as the client's leaving, not as the app's mistake.
         await asyncio.sleep(0)
         await asyncio.sleep(0)
+
+
+class ClientTooSlow(Exception):  # noqa: N818 - what the client is
+    """The client took no frame for the send timeout."""
+
+
+class TimedStream(StreamingResponse):
+    """Server-sent events to a client that must keep up: each send bounded by `send_timeout`.
+
+    A send that waits longer raises `ClientTooSlow` out of the response, for the subclass's
+    `__call__` to drop the client (`ClientConnection.abort`).
+    """
+
+    def __init__(
+        self, frames: AsyncIterator[str], *, send_timeout: float, headers: dict[str, str]
+    ) -> None:
+        super().__init__(frames, media_type="text/event-stream", headers=headers)
+        self.send_timeout = send_timeout
+
+    def _too_slow(self) -> None:
+        """What to do the moment a send times out, before the frames' generator closes."""
+
+    async def stream_response(self, send: Send) -> None:
+        """Send the response, each send bounded by `send_timeout`."""
+
+        async def timed(message: Message) -> None:
+            try:
+                async with asyncio.timeout(self.send_timeout):
+                    await send(message)
+            except TimeoutError:
+                self._too_slow()
+                raise ClientTooSlow(
+                    f"no frame taken for {self.send_timeout:g}s (PARLEY_SEND_TIMEOUT)"
+                ) from None
+
+        await super().stream_response(timed)
+
+    async def _close_frames(self) -> None:
+        # Now rather than whenever the collector gets to it: a generator's `finally` (a run's,
+        # a model call's) stops what the client left.
+        close = getattr(self.body_iterator, "aclose", None)
+        if close is not None:
+            await close()

@@ -75,16 +75,12 @@ from parley.service.openai_messages import (
     error_body,
     request_messages,
 )
-from parley.service.openai_models import completion_usage, model_completion
+from parley.service.openai_models import Completion, model_completion
 from parley.service.openai_schema import (
     UNION_TAGS,
     ChatCompletion,
-    ChatCompletionChunk,
     ChatCompletionRequest,
-    Choice,
-    ChunkChoice,
     ChunkDelta,
-    CompletionUsage,
     ErrorResponse,
     FinishReason,
     ModelCard,
@@ -302,12 +298,9 @@ def _thread_id(header: str | None) -> str:
 
 
 @dataclass(frozen=True)
-class _Completion:
+class _Completion(Completion):
     """What every chunk or answer of one request repeats: its id, time, model and run."""
 
-    id: str
-    created: int
-    model: str
     thread_id: str
     run_id: str
 
@@ -320,6 +313,7 @@ class _Completion:
         )
 
     def parley(self, ended: RunEnded) -> ParleyRun:
+        """The run behind the answer, as the answer's `parley` field tells it."""
         interrupt_id = None
         if ended.status == "awaiting_approval" and ended.final is not None:
             interrupt_id = ended.final.metadata.get("interrupt_id")
@@ -329,40 +323,6 @@ class _Completion:
             status=ended.status,
             interrupt_id=interrupt_id,
         )
-
-    def chunk(
-        self,
-        delta: ChunkDelta,
-        *,
-        finish_reason: FinishReason | None = None,
-        parley: ParleyRun | None = None,
-    ) -> str:
-        """A `chat.completion.chunk` frame of the one choice."""
-        choice = ChunkChoice(delta=delta, finish_reason=finish_reason)
-        return self._frame([choice], parley=parley)
-
-    def usage_chunk(self, ended: RunEnded) -> str:
-        """The frame that reports the run's usage (no choice), as OpenAI's last chunk."""
-        return self._frame([], usage=completion_usage(ended.usage))
-
-    def _frame(
-        self,
-        choices: list[ChunkChoice],
-        *,
-        usage: CompletionUsage | None = None,
-        parley: ParleyRun | None = None,
-    ) -> str:
-        chunk = ChatCompletionChunk(
-            id=self.id,
-            created=self.created,
-            model=self.model,
-            choices=choices,
-            usage=usage,
-            parley=parley,
-        )
-        # `finish_reason: null` stays, as OpenAI sends it; fields a chunk lacks are left out.
-        absent = {name for name in ("usage", "parley") if getattr(chunk, name) is None}
-        return frame(chunk.model_dump(mode="json", exclude=absent))
 
 
 class _Answer:
@@ -438,17 +398,11 @@ async def _whole(handle: RunHandle, completion: _Completion) -> JSONResponse:
     if ended is None:
         failed = _run_failed(answer).model_dump(mode="json")
         return JSONResponse(failed, status_code=502, headers=headers)
-    choice = Choice(
-        message=OutputMessage(content=answer.text),
-        finish_reason=_FINISH.get(ended.status, "stop"),
-    )
-    body = ChatCompletion(
-        id=completion.id,
-        created=completion.created,
-        model=completion.model,
-        choices=[choice],
-        usage=completion_usage(ended.usage),
-        parley=completion.parley(ended),
+    body = completion.answer(
+        OutputMessage(content=answer.text),
+        _FINISH.get(ended.status, "stop"),
+        ended.usage,
+        completion.parley(ended),
     )
     return JSONResponse(body.model_dump(mode="json"), headers=headers)
 
@@ -477,7 +431,7 @@ async def _chunks(
             parley=completion.parley(ended),
         )
         if include_usage:
-            yield completion.usage_chunk(ended)
+            yield completion.usage_chunk(ended.usage)
     yield DONE
 
 

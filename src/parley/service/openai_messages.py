@@ -7,7 +7,8 @@ model (any conversation: it may end with tool results for the model to read).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol
 
 from pydantic import ValidationError
 
@@ -39,7 +40,14 @@ from parley.service.openai_schema import (
     UserPart,
 )
 
-__all__ = ["OpenAIError", "bad_request", "conversation", "error_body", "request_messages"]
+__all__ = [
+    "OpenAIError",
+    "bad_request",
+    "conversation",
+    "error_body",
+    "request_messages",
+    "tool_call_blocks",
+]
 
 
 class OpenAIError(ServiceError):
@@ -156,14 +164,37 @@ def _assistant(message: AssistantMessage, call_names: dict[str, str]) -> Msg:
         texts = [part.text if isinstance(part, TextPart) else part.refusal for part in content]
     if message.refusal:
         texts.append(message.refusal)
-    calls = []
-    for call in message.tool_calls or []:
+    calls = tool_call_blocks(message.tool_calls or [], call_names)
+    return Msg.assistant(*texts, *calls, name=message.name)
+
+
+class _Function(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def arguments(self) -> str: ...
+
+
+class _ToolCall(Protocol):
+    @property
+    def id(self) -> str: ...
+    @property
+    def function(self) -> _Function: ...
+
+
+def tool_call_blocks(calls: Iterable[_ToolCall], call_names: dict[str, str]) -> list[ToolCallBlock]:
+    """An assistant message's OpenAI-shaped tool calls (OpenAI's or AG-UI's) as blocks.
+
+    Each call's name is noted in `call_names` under its id, for the tool results that answer it.
+    """
+    blocks = []
+    for call in calls:
         arguments, raw = parse_arguments(call.function.arguments)
-        calls.append(
+        blocks.append(
             ToolCallBlock(id=call.id, name=call.function.name, input=arguments, raw_input=raw)
         )
         call_names[call.id] = call.function.name
-    return Msg.assistant(*texts, *calls, name=message.name)
+    return blocks
 
 
 def _tool(message: ToolMessage, where: str, call_names: dict[str, str]) -> Msg:

@@ -27,7 +27,6 @@ limit 429 with its `Retry-After`, any other failure 502.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
@@ -38,8 +37,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from fastapi import Response
-from fastapi.responses import JSONResponse, StreamingResponse
-from starlette.types import Message, Receive, Scope, Send
+from fastapi.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
 
 from parley.errors import (
     ConfigurationError,
@@ -55,7 +54,13 @@ from parley.models.base import ChatModel, ChatRequest
 from parley.models.response import ChatResponse
 from parley.models.stream import ChatStream
 from parley.models.tools import ToolSpec, check_tool_choice, to_tool_specs
-from parley.service.bounds import CONNECTION, ClientConnection, check_messages
+from parley.service.bounds import (
+    CONNECTION,
+    ClientConnection,
+    ClientTooSlow,
+    TimedStream,
+    check_messages,
+)
 from parley.service.openai_messages import OpenAIError, bad_request, conversation, error_body
 from parley.service.openai_schema import (
     ChatCompletion,
@@ -71,13 +76,14 @@ from parley.service.openai_schema import (
     FunctionDelta,
     MessageToolCall,
     OutputMessage,
+    ParleyRun,
     ToolCallDelta,
 )
 from parley.service.served_models import ModelEntry
 from parley.service.settings import ServiceSettings
 from parley.service.sse import DONE, frame
 
-__all__ = ["completion_usage", "model_completion"]
+__all__ = ["Completion", "model_completion"]
 
 log = logging.getLogger("parley.service")
 
@@ -134,7 +140,7 @@ async def model_completion(
     """
     model = _model_of(entry)
     request = model_request(body, model, settings.max_message_chars)
-    completion = _Completion(f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), entry.key)
+    completion = Completion(f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), entry.key)
     if body.stream:
         include_usage = body.stream_options is not None and body.stream_options.include_usage
         stream = model.open_stream(request)
@@ -146,7 +152,7 @@ async def model_completion(
         return _ModelStream(chunks, send_timeout=settings.send_timeout)
     with _provider_errors():
         response = await model.complete(request)
-    return JSONResponse(completion.whole(response).model_dump(mode="json"))
+    return JSONResponse(_whole(completion, response).model_dump(mode="json"))
 
 
 def _model_of(entry: ModelEntry) -> ChatModel:
@@ -257,44 +263,75 @@ def _sampling(body: ChatCompletionRequest, model: ChatModel) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class _Completion:
+class Completion:
     """What every chunk or answer of one request repeats: its id, time and model."""
 
     id: str
     created: int
     model: str
 
-    def whole(self, response: ChatResponse) -> ChatCompletion:
-        """The model's whole answer as a `chat.completion`."""
-        calls = [_tool_call(call) for call in response.tool_calls]
-        message = OutputMessage(
-            content=response.text or (None if calls else ""),
-            tool_calls=calls or None,
-            reasoning_content=response.thinking or None,
-        )
-        choice = Choice(message=message, finish_reason=_finish(response))
+    def answer(
+        self,
+        message: OutputMessage,
+        finish_reason: FinishReason,
+        usage: Usage | None,
+        parley: ParleyRun | None = None,
+    ) -> ChatCompletion:
+        """A whole answer, `chat.completion`, of the one choice."""
+        choice = Choice(message=message, finish_reason=finish_reason)
         return ChatCompletion(
             id=self.id,
             created=self.created,
             model=self.model,
             choices=[choice],
-            usage=completion_usage(response.usage),
+            usage=completion_usage(usage),
+            parley=parley,
         )
 
-    def chunk(self, delta: ChunkDelta, finish_reason: FinishReason | None = None) -> str:
+    def chunk(
+        self,
+        delta: ChunkDelta,
+        *,
+        finish_reason: FinishReason | None = None,
+        parley: ParleyRun | None = None,
+    ) -> str:
         """A `chat.completion.chunk` frame of the one choice."""
-        return self._frame([ChunkChoice(delta=delta, finish_reason=finish_reason)])
+        choice = ChunkChoice(delta=delta, finish_reason=finish_reason)
+        return self._frame([choice], parley=parley)
 
     def usage_chunk(self, usage: Usage | None) -> str:
-        """The frame that reports the call's usage (no choice), as OpenAI's last chunk."""
+        """The frame that reports the usage (no choice), as OpenAI's last chunk."""
         return self._frame([], usage=completion_usage(usage))
 
-    def _frame(self, choices: list[ChunkChoice], usage: CompletionUsage | None = None) -> str:
+    def _frame(
+        self,
+        choices: list[ChunkChoice],
+        *,
+        usage: CompletionUsage | None = None,
+        parley: ParleyRun | None = None,
+    ) -> str:
         chunk = ChatCompletionChunk(
-            id=self.id, created=self.created, model=self.model, choices=choices, usage=usage
+            id=self.id,
+            created=self.created,
+            model=self.model,
+            choices=choices,
+            usage=usage,
+            parley=parley,
         )
-        absent = {"parley"} if usage is not None else {"parley", "usage"}
+        # `finish_reason: null` stays, as OpenAI sends it; fields a chunk lacks are left out.
+        absent = {name for name in ("usage", "parley") if getattr(chunk, name) is None}
         return frame(chunk.model_dump(mode="json", exclude=absent))
+
+
+def _whole(completion: Completion, response: ChatResponse) -> ChatCompletion:
+    """The model's whole answer as a `chat.completion`."""
+    calls = [_tool_call(call) for call in response.tool_calls]
+    message = OutputMessage(
+        content=response.text or (None if calls else ""),
+        tool_calls=calls or None,
+        reasoning_content=response.thinking or None,
+    )
+    return completion.answer(message, _finish(response), response.usage)
 
 
 def _tool_call(call: ToolCallBlock) -> MessageToolCall:
@@ -364,7 +401,7 @@ def _delta(chunk: ChatResponse, calls: _CallIndexes) -> ChunkDelta | None:
 
 
 async def _chunks(
-    stream: ChatStream, first: ChatResponse, completion: _Completion, *, include_usage: bool
+    stream: ChatStream, first: ChatResponse, completion: Completion, *, include_usage: bool
 ) -> AsyncIterator[str]:
     calls = _CallIndexes()
     try:
@@ -419,11 +456,7 @@ def _provider_errors() -> Iterator[None]:
         raise OpenAIError(message, status_code=503, code="model_not_available") from None
 
 
-class _ClientTooSlow(Exception):  # noqa: N818 - what the client is
-    """The client took no frame for the send timeout."""
-
-
-class _ModelStream(StreamingResponse):
+class _ModelStream(TimedStream):
     """A served model's SSE frames, to a client that keeps up.
 
     A client that takes no frame for `send_timeout` seconds is dropped (its connection
@@ -432,33 +465,16 @@ class _ModelStream(StreamingResponse):
 
     def __init__(self, frames: AsyncIterator[str], *, send_timeout: float) -> None:
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-        super().__init__(frames, media_type="text/event-stream", headers=headers)
-        self.send_timeout = send_timeout
+        super().__init__(frames, send_timeout=send_timeout, headers=headers)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Stream the frames; drop the client if it does not keep up."""
         try:
             await super().__call__(scope, receive, send)
-        except _ClientTooSlow as exc:
+        except ClientTooSlow as exc:
             log.warning("served model stream: dropped a client that does not read (%s)", exc)
             connection = scope.get(CONNECTION)
             if isinstance(connection, ClientConnection) and connection.can_abort:
                 await connection.abort()
         finally:
-            close = getattr(self.body_iterator, "aclose", None)
-            if close is not None:
-                await close()
-
-    async def stream_response(self, send: Send) -> None:
-        """Send the response, each send bounded by `send_timeout`."""
-
-        async def timed(message: Message) -> None:
-            try:
-                async with asyncio.timeout(self.send_timeout):
-                    await send(message)
-            except TimeoutError:
-                raise _ClientTooSlow(
-                    f"no frame taken for {self.send_timeout:g}s (PARLEY_SEND_TIMEOUT)"
-                ) from None
-
-        await super().stream_response(timed)
+            await self._close_frames()

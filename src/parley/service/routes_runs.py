@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Response
@@ -44,22 +45,9 @@ JOIN_KEEPALIVE_SECONDS = 5.0
 
 
 def run_info(record: RunRecord) -> RunInfo:
-    """A run's record as the API shows it."""
-    return RunInfo(
-        run_id=record.run_id,
-        thread_id=record.thread_id,
-        agent=record.agent,
-        model=record.model,
-        status=record.status,  # type: ignore[arg-type]  # the store writes only these
-        error=record.error,
-        usage=record.usage,
-        started_at=record.started_at,
-        ended_at=record.ended_at,
-        queued_at=record.queued_at,
-        attempt=record.attempt,
-        multitask_strategy=record.multitask_strategy,  # type: ignore[arg-type]  # ours
-        kwargs=record.kwargs or {},
-    )
+    """A run's record as the API shows it (its fields by name; no kwargs: `{}`)."""
+    record = replace(record, kwargs=record.kwargs or {})
+    return RunInfo.model_validate(record, from_attributes=True)
 
 
 async def _own_run(state: ServiceState, run_id: str, user: str) -> RunRecord:

@@ -48,14 +48,7 @@ User = Annotated[str, Depends(current_user)]
 
 
 def _info(thread: ThreadRecord) -> ThreadInfo:
-    return ThreadInfo(
-        thread_id=thread.thread_id,
-        title=thread.title,
-        agent=thread.agent,
-        created_at=thread.created_at,
-        updated_at=thread.updated_at,
-        status=thread.status,  # type: ignore[arg-type]  # the store writes only these
-    )
+    return ThreadInfo.model_validate(thread, from_attributes=True)
 
 
 def _cursor(thread: ThreadRecord) -> str:
@@ -238,12 +231,7 @@ async def approve_stream(
 ) -> StreamingResponse:
     """Answer an interrupt and stream the run as it goes on (frames as `/stream`)."""
     handle = await _resume(state, user, interrupt_id, body)
-    return sse_response(
-        handle,
-        mode=body.events,
-        stream_tokens=body.stream_tokens,
-        send_timeout=state.settings.send_timeout,
-    )
+    return sse_response(handle, body, send_timeout=state.settings.send_timeout)
 
 
 @router.get("/agents", tags=["agents"])

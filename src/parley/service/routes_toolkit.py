@@ -20,7 +20,6 @@ from parley.compat.service_toolkit import (
     FeedbackResponse,
     UserInput,
 )
-from parley.errors import ServiceError
 from parley.messages import Msg
 from parley.service.auth import current_user
 from parley.service.bounds import check_messages
@@ -183,11 +182,7 @@ async def _stream(
     # model (422) is an HTTP error, not a frame.
     handle = await _start(state, user, agent_id, body)
     return sse_response(
-        handle,
-        mode=body.events,
-        stream_tokens=body.stream_tokens,
-        send_timeout=state.settings.send_timeout,
-        on_disconnect=body.on_disconnect,
+        handle, body, send_timeout=state.settings.send_timeout, on_disconnect=body.on_disconnect
     )
 
 
@@ -240,8 +235,5 @@ async def feedback(body: Feedback, state: State, user: User) -> FeedbackResponse
 @router.get("/health", responses=error_responses(503))
 async def health(state: State) -> dict[str, str]:
     """Whether the service and its database answer."""
-    try:
-        await state.store.ping()
-    except Exception as exc:
-        raise ServiceError("the database does not answer", status_code=503) from exc
+    await state.check_database()
     return {"status": "ok"}

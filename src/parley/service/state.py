@@ -8,21 +8,21 @@ import logging
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import StreamingResponse
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from parley.agents import Agent, Middleware
 from parley.agents.events import RunEnded
 from parley.agents.speech import TTSMiddleware
 from parley.compat.service_toolkit import DEFAULT_MODEL
-from parley.errors import ConfigurationError
+from parley.errors import ConfigurationError, ServiceError
 from parley.models.spec import model_from_spec
 from parley.providers.auto import ModelChoice
-from parley.service.bounds import CONNECTION, ClientConnection
+from parley.service.bounds import CONNECTION, ClientConnection, ClientTooSlow, TimedStream
 from parley.service.registry import AgentEntry, AgentRegistry
 from parley.service.runs import ReaderDropped, RunHandle, RunManager
 from parley.service.runs_protocol import EventLog, OnDisconnect, RunInput
@@ -37,6 +37,7 @@ __all__ = [
     "MAX_THREAD_ID",
     "RunStream",
     "ServiceState",
+    "StreamRequest",
     "get_state",
     "is_thread_id",
     "new_thread_id",
@@ -88,6 +89,17 @@ class ServiceState:
         toolkits = {id(a.toolkit): a.toolkit for e in self.registry for a in e.built}
         for toolkit in toolkits.values():
             await toolkit.end_session(user_id, thread_id)
+
+    async def check_database(self) -> None:
+        """Check that the database answers (the health checks).
+
+        Raises:
+            ServiceError: It does not (503).
+        """
+        try:
+            await self.store.ping()
+        except Exception as exc:
+            raise ServiceError("the database does not answer", status_code=503) from exc
 
     def resolve_run(self, agent_key: str, run_input: RunInput) -> tuple[Agent, list[Middleware]]:
         """A queued run's agent and own middleware, from its agent's key and stored input.
@@ -194,21 +206,34 @@ async def collect(handle: RunHandle) -> tuple[RunEnded, str | None]:
     raise RuntimeError("a run ended without RunEnded")  # _drive always sends one
 
 
+class StreamRequest(Protocol):
+    """What a request's body says of its stream: which frames, and whether tokens."""
+
+    @property
+    def events(self) -> EventsMode:
+        """The frames: the toolkit's, or parley's events."""
+        ...
+
+    @property
+    def stream_tokens(self) -> bool:
+        """Whether the model's tokens are streamed (toolkit frames)."""
+        ...
+
+
 def sse_response(
     handle: RunHandle,
+    body: StreamRequest,
     *,
-    mode: EventsMode,
-    stream_tokens: bool,
     send_timeout: float,
     on_disconnect: OnDisconnect = "cancel",
 ) -> StreamingResponse:
-    """Stream a run's frames (the toolkit's or parley's); see `run_stream_response`."""
+    """Stream a run's frames, the toolkit's or parley's as `body` asks (`run_stream_response`)."""
     frames = stream_frames(
         handle.events(),
         thread_id=handle.thread_id,
         run_id=handle.run_id,
-        mode=mode,
-        stream_tokens=stream_tokens,
+        mode=body.events,
+        stream_tokens=body.stream_tokens,
     )
     return run_stream_response(
         handle, frames, send_timeout=send_timeout, on_disconnect=on_disconnect
@@ -242,11 +267,7 @@ def run_stream_response(
     return RunStream(handle, body(), send_timeout=send_timeout, headers=headers)
 
 
-class _ClientTooSlow(Exception):  # noqa: N818 - what the client is
-    """The client took no frame for the send timeout."""
-
-
-class RunStream(StreamingResponse):
+class RunStream(TimedStream):
     """A run's frames as server-sent events, to a client that keeps up, or to none.
 
     A client that goes away stops the run (it keeps what it wrote, marked interrupted). A
@@ -264,9 +285,8 @@ class RunStream(StreamingResponse):
         send_timeout: float,
         headers: dict[str, str],
     ) -> None:
-        super().__init__(frames, media_type="text/event-stream", headers=headers)
+        super().__init__(frames, send_timeout=send_timeout, headers=headers)
         self.handle = handle
-        self.send_timeout = send_timeout
         handle.limit_reader()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -278,7 +298,7 @@ class RunStream(StreamingResponse):
             self.handle.on_drop(connection.abort_now)
         try:
             await super().__call__(scope, receive, send)
-        except (_ClientTooSlow, ReaderDropped) as exc:
+        except (ClientTooSlow, ReaderDropped) as exc:
             self.handle.drop()
             log.warning("run %s: dropped a client that does not read (%s)", self.handle.run_id, exc)
             if isinstance(connection, ClientConnection) and connection.can_abort:
@@ -289,30 +309,11 @@ class RunStream(StreamingResponse):
             self.handle.on_drop(None)
             await self._close_frames()
 
-    async def stream_response(self, send: Send) -> None:
-        """Send the response, each send bounded by `send_timeout`."""
-
-        async def timed(message: Message) -> None:
-            try:
-                async with asyncio.timeout(self.send_timeout):
-                    await send(message)
-            except TimeoutError:
-                self.handle.drop()  # before the frames' generator closes: the run goes on
-                raise _ClientTooSlow(
-                    f"no frame taken for {self.send_timeout:g}s (PARLEY_SEND_TIMEOUT)"
-                ) from None
-
-        await super().stream_response(timed)
+    def _too_slow(self) -> None:
+        self.handle.drop()  # before the frames' generator closes: the run goes on
 
     async def _end(self, send: Send) -> None:
         """End the response without `[DONE]` (the server closes the connection its way)."""
         with contextlib.suppress(Exception):
             async with asyncio.timeout(self.send_timeout):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-    async def _close_frames(self) -> None:
-        # Now rather than whenever the collector gets to it: its `finally` stops the run of
-        # a client that left.
-        close = getattr(self.body_iterator, "aclose", None)
-        if close is not None:
-            await close()

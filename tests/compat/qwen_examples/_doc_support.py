@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
 
 from parley.providers._server.http import RecordedRequest
 from parley.providers.openai.server import Reply, ToolCall
+from tests._http import serving
+from tests._requires import require_module
+from tests.tools._hostile import text_pdf
 
 
 @contextmanager
@@ -43,15 +46,18 @@ def serve_files(
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), Handler)) as url:
+        yield url
+
+
+@contextmanager
+def serve_pdf(tmp_path: Path, path: str, pages: list[list[str]]) -> Iterator[str]:
+    """A PDF showing `pages` (lines of text each) at `path` of a `serve_files` site; yields the
+    site's base URL. Skips without pypdf (the `tools` extra), which the agents read it with."""
+    require_module("pypdf", "tools")
+    pdf = text_pdf(tmp_path / PurePosixPath(path).name, pages).read_bytes()
+    with serve_files({path: (pdf, "application/pdf")}) as site:
+        yield site
 
 
 @pytest.fixture

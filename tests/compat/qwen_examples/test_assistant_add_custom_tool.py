@@ -23,7 +23,8 @@ import pytest
 
 from parley.compat.qwen.agents import Assistant
 from parley.compat.qwen.tools.base import BaseTool, register_tool
-from parley.providers.dashscope.server import DashScopeServer, Reply, ToolCall
+from parley.providers.dashscope.server import Reply, ToolCall
+from tests.compat.qwen_examples._dashscope import dashscope_stand_in
 from tests.tools._hostile import text_pdf
 
 DRAWN: list[str] = []
@@ -80,9 +81,7 @@ def test_draw_a_dog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         Reply(tool_calls=[ToolCall("my_image_gen", {"prompt": "a cute dog"})]),
         Reply(text="Here is the dog: https://image.pollinations.ai/prompt/a%20cute%20dog"),
     ]
-    with DashScopeServer(steps) as server:
-        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
-        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
+    with dashscope_stand_in(monkeypatch, steps) as server:
         bot = init_agent_service(tmp_path)
         try:
             messages = [{"role": "user", "content": "draw a dog"}]

@@ -21,6 +21,7 @@ from parley.compat.qwen.agents import Assistant
 from parley.compat.qwen.gui import WebUI  # noqa: F401  (imported by the example, unused here)
 from parley.compat.qwen.llm.models import QwenAudioChatAtDS
 from parley.providers.dashscope.server import MULTIMODAL_PATH, DashScopeServer, Reply
+from tests.compat.qwen_examples._dashscope import dashscope_stand_in
 
 AUDIO = "https://dashscope.oss-cn-beijing.aliyuncs.com/audios/welcome.mp3"
 ANSWER = "这段音频在说：欢迎使用阿里云。"
@@ -32,9 +33,7 @@ def example_messages() -> list[dict[str, Any]]:
 
 @pytest.fixture
 def dashscope(monkeypatch: pytest.MonkeyPatch) -> Any:
-    with DashScopeServer([Reply(text=ANSWER)]) as server:
-        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
-        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
+    with dashscope_stand_in(monkeypatch, [Reply(text=ANSWER)]) as server:
         yield server
 
 

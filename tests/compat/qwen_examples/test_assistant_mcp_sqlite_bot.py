@@ -25,8 +25,9 @@ from pathlib import Path
 import pytest
 
 from parley.compat.qwen.agents import Assistant
-from parley.providers.dashscope.server import DashScopeServer, Reply, ToolCall
+from parley.providers.dashscope.server import Reply, ToolCall
 from tests._requires import require_module
+from tests.compat.qwen_examples._dashscope import dashscope_stand_in
 from tests.compat.qwen_examples._doc_support import message_text, text_only
 from tests.tools._hostile import text_pdf
 
@@ -64,9 +65,7 @@ def test_assistant_mcp_sqlite_bot_lists_the_tables_through_the_mcp_server(
         Reply(tool_calls=[ToolCall("sqlite-list_tables", {})]),
         Reply(text="数据库里有2张表：students 和 teachers。"),
     ]
-    with DashScopeServer(steps) as server:
-        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
-        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
+    with dashscope_stand_in(monkeypatch, steps) as server:
         # The example's init_agent_service() and test().
         llm_cfg = {"model": "qwen-max"}
         system = "你扮演一个数据库助手，你具有查询数据库的能力"

@@ -23,8 +23,9 @@ import pytest
 
 from parley.compat.qwen.agents import Assistant
 from parley.compat.qwen.gui import WebUI  # noqa: F401  (imported by the example, unused here)
-from parley.providers.dashscope.server import DashScopeServer, Reply, ToolCall
+from parley.providers.dashscope.server import Reply, ToolCall
 from tests._requires import require_module
+from tests.compat.qwen_examples._dashscope import dashscope_stand_in
 from tests.compat.qwen_examples._example_run import typewriter_run
 
 SERVERS = str(Path(__file__).with_name("stand_in_mcp_servers.py"))
@@ -68,9 +69,7 @@ def test_what_time_is_it_goes_through_the_time_server(
         ),
         Reply(text="It is now the time the server gave, in Shanghai."),
     ]
-    with DashScopeServer(steps) as server:
-        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
-        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
+    with dashscope_stand_in(monkeypatch, steps) as server:
         response, response_plain_text = typewriter_run(init_agent_service(), "What time is it?")
         server.assert_consumed()
         first, second = server.bodies()

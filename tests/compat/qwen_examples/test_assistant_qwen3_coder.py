@@ -24,8 +24,9 @@ import pytest
 
 from parley.compat.qwen.agents import Assistant
 from parley.compat.qwen.gui import WebUI  # noqa: F401  (imported by the example, unused here)
-from parley.providers.dashscope.server import DashScopeServer, Reply, ToolCall
+from parley.providers.dashscope.server import Reply, ToolCall
 from tests._requires import require_module
+from tests.compat.qwen_examples._dashscope import dashscope_stand_in
 from tests.compat.qwen_examples._example_run import typewriter_run
 from tests.compat.qwen_examples._image_gen import stand_in_image_gen
 
@@ -85,9 +86,7 @@ def test_the_coder_writes_the_game_onto_the_desktop(
         Reply(tool_calls=[ToolCall("filesystem-write_file", write, id="c1")]),
         Reply(text="Saved angry_birds.html on your desktop: open it to play."),
     ]
-    with DashScopeServer(steps) as server:
-        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
-        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
+    with dashscope_stand_in(monkeypatch, steps) as server:
         response, response_plain_text = typewriter_run(init_agent_service(), QUERY)
         server.assert_consumed()
         first, second = server.bodies()

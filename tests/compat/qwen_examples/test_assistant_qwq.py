@@ -20,7 +20,8 @@ import pytest
 
 from parley.compat.qwen.agents import Assistant
 from parley.compat.qwen.gui import WebUI  # noqa: F401  (imported by the example, unused here)
-from parley.providers.dashscope.server import DashScopeServer, Reply, ToolCall
+from parley.providers.dashscope.server import Reply, ToolCall
+from tests.compat.qwen_examples._dashscope import dashscope_stand_in
 from tests.compat.qwen_examples._example_run import typewriter_run
 from tests.compat.qwen_examples._image_gen import stand_in_image_gen
 
@@ -60,9 +61,7 @@ def test_typewriter_print_shows_the_streamed_thinking_calls_results_and_answer(
         Reply(reasoning="再画狗。", tool_calls=call("狗")),
         Reply(text="三张图都画好了。"),
     ]
-    with DashScopeServer(steps) as server:
-        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
-        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
+    with dashscope_stand_in(monkeypatch, steps) as server:
         _, response_plain_text = typewriter_run(init_agent_service(), QUERY)
         server.assert_consumed()
         first, second, _ = server.bodies()

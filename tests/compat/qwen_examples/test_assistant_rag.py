@@ -16,15 +16,14 @@ from pathlib import Path
 import pytest
 
 from parley.compat.qwen.agents import Assistant
-from parley.providers.dashscope.server import DashScopeServer, Reply
-from tests._requires import require_module
+from parley.providers.dashscope.server import Reply
+from tests.compat.qwen_examples._dashscope import dashscope_stand_in
 from tests.compat.qwen_examples._doc_support import (
     local_web,
     message_text,
-    serve_files,
+    serve_pdf,
     text_only,
 )
-from tests.tools._hostile import text_pdf
 
 __all__ = ["local_web"]
 
@@ -42,14 +41,10 @@ ANSWER = "图一展示了 Transformer 的模型结构：编码器和解码器。
 def test_assistant_rag_reads_the_attached_pdf_and_the_model_gets_text(
     tmp_path: Path, local_web: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    require_module("pypdf", "tools")
-    pdf = text_pdf(tmp_path / "paper.pdf", PAPER).read_bytes()
     with (
-        serve_files({"/pdf/1706.03762.pdf": (pdf, "application/pdf")}) as site,
-        DashScopeServer([Reply(text=ANSWER)]) as server,
+        serve_pdf(tmp_path, "/pdf/1706.03762.pdf", PAPER) as site,
+        dashscope_stand_in(monkeypatch, [Reply(text=ANSWER)]) as server,
     ):
-        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
-        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
         # The example's code.
         bot = Assistant(llm={"model": "qwen-plus-latest"})
         messages = [

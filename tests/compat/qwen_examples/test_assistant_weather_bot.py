@@ -24,7 +24,8 @@ import pytest
 
 from parley.compat.qwen.agents import Assistant
 from parley.compat.qwen.tools.base import BaseTool
-from parley.providers.dashscope.server import DashScopeServer, Reply, ToolCall
+from parley.providers.dashscope.server import Reply, ToolCall
+from tests.compat.qwen_examples._dashscope import dashscope_stand_in
 from tests.compat.qwen_examples._doc_support import serve_files
 from tests.compat.qwen_examples._llm_support import registered_stand_in
 from tests.tools._hostile import text_pdf
@@ -89,11 +90,9 @@ def test_haidian_weather_with_a_poem(tmp_path: Path, monkeypatch: pytest.MonkeyP
     with (
         registered_stand_in("image_gen", ImageStandIn),
         serve_files(AMAP_PAGES, fetched) as amap,
-        DashScopeServer(steps) as server,
+        dashscope_stand_in(monkeypatch, steps) as server,
     ):
         monkeypatch.setenv("AMAP_API_BASE", amap)
-        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
-        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
         bot = init_agent_service()
         try:
             messages = [{"role": "user", "content": [{"text": "海淀区天气"}, {"file": str(poem)}]}]

@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 from parley.compat.qwen.llm import get_chat_model
-from parley.providers.dashscope.server import DashScopeServer
 from parley.providers.dashscope.server import Reply as DSReply
 from parley.providers.dashscope.server import ToolCall as DSToolCall
 from parley.providers.openai.server import OpenAIServer, Reply
+from tests.compat.qwen_examples._dashscope import dashscope_stand_in
 from tests.compat.qwen_examples._llm_support import (
     WEATHER_FUNCTIONS,
     nous_call,
@@ -144,10 +144,7 @@ def test_the_dashscope_config_sends_the_functions_natively(
         DSReply(tool_calls=[DSToolCall("get_current_weather", {"location": "San Francisco"})]),
         DSReply(text="It is 72 degrees Fahrenheit in San Francisco."),
     ]
-    with DashScopeServer(steps) as server:
-        # Qwen-Agent's own environment variables point DashScope's SDK at a server.
-        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
-        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
+    with dashscope_stand_in(monkeypatch, steps) as server:
         messages = example(
             {
                 "model": "qwen-plus-latest",

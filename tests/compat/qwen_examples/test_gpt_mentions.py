@@ -16,7 +16,6 @@ is the DashScope stand-in, reached through Qwen-Agent's own environment variable
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +27,7 @@ from parley.compat.qwen.agents.doc_qa import BasicDocQA
 from parley.compat.qwen.agents.group_chat import mentioned_names
 from parley.compat.qwen.gui import WebUI, WebUIUnavailableError
 from parley.providers.dashscope.server import DashScopeServer, Reply
-from tests._requires import require_module
-from tests.compat.qwen_examples._doc_support import local_web, message_text, serve_files
-from tests.tools._hostile import text_pdf
+from tests.compat.qwen_examples._doc_support import local_web, message_text, serve_pdf
 
 __all__ = ["local_web"]
 
@@ -41,15 +38,6 @@ PAPER = [
         "We propose the Transformer, based solely on attention mechanisms.",
     ],
 ]
-
-
-@pytest.fixture
-def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[DashScopeServer]:
-    """The DashScope stand-in, where Qwen-Agent's environment variables point (no steps yet)."""
-    with DashScopeServer() as stand_in:
-        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
-        monkeypatch.setenv("DASHSCOPE_HTTP_URL", stand_in.url)
-        yield stand_in
 
 
 def init_agent_service() -> list[Agent]:
@@ -87,11 +75,9 @@ def chat(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def test_the_mentioned_agent_answers_each_suggested_prompt(
-    server: DashScopeServer, tmp_path: Path, local_web: None
+    dashscope_server: DashScopeServer, tmp_path: Path, local_web: None
 ) -> None:
-    require_module("pypdf", "tools")
-    pdf = text_pdf(tmp_path / "paper.pdf", PAPER).read_bytes()
-    server.add(
+    dashscope_server.add(
         Reply(text="算一下。\nAction: code_interpreter\nAction Input: print(2 ** 10)\n"),
         Reply(text="I now know the final answer\nFinal Answer: 1024"),
         Reply(text="它提出了只用注意力的 Transformer。"),
@@ -100,15 +86,15 @@ def test_the_mentioned_agent_answers_each_suggested_prompt(
     agents = init_agent_service()
     try:
         coded = answer(agents, "@代码解释器 2 ^ 10 = ?")
-        with serve_files({"/paper.pdf": (pdf, "application/pdf")}) as site:
+        with serve_pdf(tmp_path, "/paper.pdf", PAPER) as site:
             read = answer(agents, "@文档问答 这篇论文解决了什么问题？", f"{site}/paper.pdf")
         greeted = answer(agents, "@小助理 你好！")
     finally:
         agents[0].function_map["code_interpreter"].close()  # type: ignore[attr-defined]
         for agent in agents:
             agent.close_sync()
-    server.assert_consumed()
-    react_1, react_2, doc, plain = server.bodies()
+    dashscope_server.assert_consumed()
+    react_1, react_2, doc, plain = dashscope_server.bodies()
 
     assert all(body["model"] == "qwen-max" for body in (react_1, react_2, doc, plain))
     assert chat(react_1)[0]["content"].startswith("you are a programming expert")
@@ -132,7 +118,7 @@ def test_the_mentioned_agent_answers_each_suggested_prompt(
     assert [(m["name"], m["content"]) for m in greeted] == [("小助理", "你好！有什么可以帮你？")]
 
 
-def test_app_gui_says_the_web_page_is_parley_serve(server: DashScopeServer) -> None:
+def test_app_gui_says_the_web_page_is_parley_serve(dashscope_server: DashScopeServer) -> None:
     agent_list = init_agent_service()
     chatbot_config = {
         "prompt.suggestions": [

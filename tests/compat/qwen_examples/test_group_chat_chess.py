@@ -22,7 +22,8 @@ from parley.compat.qwen.agents import GroupChat
 from parley.compat.qwen.agents.user_agent import PENDING_USER_INPUT
 from parley.compat.qwen.gui import WebUI, WebUIUnavailableError
 from parley.compat.qwen.schema import Message
-from parley.providers.dashscope.server import DashScopeServer, Reply
+from parley.providers.dashscope.server import Reply
+from tests.compat.qwen_examples._dashscope import dashscope_stand_in
 
 NPC_NAME = "小明"
 USER_NAME = "小塘"
@@ -55,11 +56,6 @@ CFGS = {
 BOARD = "[[0,0,0,0,0],[0,1,0,0,0],[0,0,0,0,0],[0,0,0,0,0],[0,0,0,0,0]]"
 
 
-@pytest.fixture(autouse=True)
-def _dashscope_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
-
-
 def chat(body: dict[str, Any]) -> list[dict[str, Any]]:
     """The messages of a DashScope request."""
     messages: list[dict[str, Any]] = body["input"]["messages"]
@@ -76,8 +72,7 @@ def test_the_host_picks_board_npc_then_the_user_whose_turn_pauses_the_chat(
         Reply(text="<2,2>"),  # the NPC
         Reply(text=USER_NAME),  # the host: the user's turn, which pauses the chat
     ]
-    with DashScopeServer(steps) as server:
-        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
+    with dashscope_stand_in(monkeypatch, steps) as server:
         bot = GroupChat(agents=CFGS, llm={"model": "qwen-max"})
         messages = [Message("user", "<1,1>", name=USER_NAME)]
         response: list[Any] = []
@@ -120,8 +115,7 @@ def test_the_host_picks_board_npc_then_the_user_whose_turn_pauses_the_chat(
 def test_app_gui_builds_the_web_ui_whose_run_points_to_parley_serve(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    with DashScopeServer([]) as server:
-        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
+    with dashscope_stand_in(monkeypatch):
         bot = GroupChat(agents=CFGS, llm={"model": "qwen-max"})
         chatbot_config = {
             "user.name": "小塘",

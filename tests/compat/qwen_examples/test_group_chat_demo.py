@@ -17,7 +17,6 @@ environment variables; `image_gen` (a network tool) stands in locally.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import json5
@@ -70,15 +69,6 @@ def _image_gen(monkeypatch: pytest.MonkeyPatch) -> None:
     stand_in_image_gen(monkeypatch)
 
 
-@pytest.fixture
-def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[DashScopeServer]:
-    """The DashScope stand-in, where Qwen-Agent's environment variables point (no steps yet)."""
-    with DashScopeServer() as stand_in:
-        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
-        monkeypatch.setenv("DASHSCOPE_HTTP_URL", stand_in.url)
-        yield stand_in
-
-
 def chat(body: dict[str, Any]) -> list[dict[str, Any]]:
     """The messages of a DashScope request."""
     messages: list[dict[str, Any]] = body["input"]["messages"]
@@ -119,9 +109,9 @@ def app(bot: GroupChat, messages: list[Message], cfgs: dict[str, Any]) -> list[s
 
 
 def test_app_lets_the_mentioned_speak_then_the_hosts_pick_then_waits_for_the_user(
-    server: DashScopeServer,
+    dashscope_server: DashScopeServer,
 ) -> None:
-    server.add(
+    dashscope_server.add(
         Reply(text="你好呀(＾▽＾)"),  # ikun, mentioned by the user
         Reply(text="大头"),  # the host picks the next speaker
         Reply(text="@小塘 一起去健身吧！"),  # 大头, who mentions the user
@@ -132,8 +122,8 @@ def test_app_lets_the_mentioned_speak_then_the_hosts_pick_then_waits_for_the_use
         printed = app(bot, messages, CFGS)
     finally:
         bot.close_sync()
-    server.assert_consumed()
-    ikun, host, datou = server.bodies()
+    dashscope_server.assert_consumed()
+    ikun, host, datou = dashscope_server.bodies()
 
     assert printed == [
         "ikun: 你好呀(＾▽＾)",
@@ -147,14 +137,14 @@ def test_app_lets_the_mentioned_speak_then_the_hosts_pick_then_waits_for_the_use
     assert all(body["model"] == "qwen-max" for body in (ikun, host, datou))
 
 
-def test_app_create_designs_roles_that_make_a_group_chat(server: DashScopeServer) -> None:
+def test_app_create_designs_roles_that_make_a_group_chat(dashscope_server: DashScopeServer) -> None:
     role = {"name": "书虫", "description": "爱读书的人", "instructions": "你是书虫，你爱推荐好书。"}
     reply = (
         "<Background>: 一个读书会群聊\n"
         f"<Config>: {json.dumps(role, ensure_ascii=False)}\n"
         "<Answer>: 还需要别的角色吗？"
     )
-    server.add(Reply(text=reply))
+    dashscope_server.add(Reply(text=reply))
     agent = GroupChatCreator(llm={"model": "qwen-max"})
     messages_create = [Message("user", "创建一个读书会群聊")]
     new_cfgs: dict[str, Any] = {"background": "", "agents": [CFGS["agents"][0]]}
@@ -173,8 +163,8 @@ def test_app_create_designs_roles_that_make_a_group_chat(server: DashScopeServer
                 display_content += f"\n群聊背景：{rsp.content}"
             else:
                 display_content += f"\n{rsp.content}"
-    server.assert_consumed()
-    [body] = server.bodies()
+    dashscope_server.assert_consumed()
+    [body] = dashscope_server.bodies()
     created = GroupChat(agents=new_cfgs, llm={"model": "qwen-max"})
     agent.close_sync()
     created.close_sync()

@@ -20,10 +20,10 @@ import pytest
 from parley.compat.qwen.llm import LLM_REGISTRY, get_chat_model, register_llm
 from parley.compat.qwen.llm.function_calling import BaseFnCallModel
 from parley.compat.qwen.llm.schema import ASSISTANT, Message
-from parley.providers.dashscope.server import DashScopeServer
 from parley.providers.dashscope.server import Reply as DSReply
 from parley.providers.dashscope.server import ToolCall as DSToolCall
 from parley.providers.openai.server import OpenAIServer, Reply
+from tests.compat.qwen_examples._dashscope import dashscope_stand_in
 from tests.compat.qwen_examples._llm_support import WEATHER_FUNCTIONS, nous_call, tools_in_prompt
 
 MESSAGES = [{"role": "user", "content": "What's the weather like in San Francisco?"}]
@@ -44,9 +44,7 @@ def stream(llm_cfg: dict[str, Any]) -> list[Any]:
 
 def test_the_guides_dashscope_config(monkeypatch: pytest.MonkeyPatch) -> None:
     call = DSToolCall("get_current_weather", {"location": "San Francisco, CA"}, id="c1")
-    with DashScopeServer([DSReply(tool_calls=[call])]) as server:
-        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
-        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
+    with dashscope_stand_in(monkeypatch, [DSReply(tool_calls=[call])]) as server:
         responses = stream(
             {"model": "qwen-max", "model_server": "dashscope", "generate_cfg": {"top_p": 0.8}}
         )

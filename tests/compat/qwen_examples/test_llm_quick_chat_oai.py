@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from parley.compat.qwen.llm import get_chat_model
-from parley.providers.dashscope.server import DashScopeServer
 from parley.providers.dashscope.server import Reply as DSReply
 from parley.providers.dashscope.server import ToolCall as DSToolCall
 from parley.providers.openai.server import OpenAIServer, Reply
+from tests.compat.qwen_examples._dashscope import dashscope_stand_in
 from tests.compat.qwen_examples._llm_support import nous_call, tools_in_prompt
 
 TOOLS = [
@@ -86,9 +86,7 @@ def test_the_dashscope_config_sends_the_tools_natively(monkeypatch: pytest.Monke
         DSReply(tool_calls=[DSToolCall("image_gen", {"prompt": "a cute kitten"}, id="call_1")]),
         DSReply(text=f"画好了：{PICTURE}"),
     ]
-    with DashScopeServer(steps) as server:
-        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
-        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
+    with dashscope_stand_in(monkeypatch, steps) as server:
         messages = example({"model": "qwen-max", "model_server": "dashscope"})
         server.assert_consumed()
         first, second, third = (json.loads(r.body) for r in server.generation_requests())

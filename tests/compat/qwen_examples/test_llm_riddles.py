@@ -20,7 +20,8 @@ from parley.compat.qwen import Agent
 from parley.compat.qwen.agents import Assistant
 from parley.compat.qwen.llm import BaseChatModel
 from parley.compat.qwen.llm.schema import Message
-from parley.providers.dashscope.server import DashScopeServer, Reply
+from parley.providers.dashscope.server import Reply
+from tests.compat.qwen_examples._dashscope import dashscope_stand_in
 
 EXAMINER = (
     "请你创造十个比较离谱或小众的短语，长度在10个汉字以内。例如“1+1=3”、“主莫朗玛峰”等反人类直觉的短语，"
@@ -50,9 +51,7 @@ def test_the_riddle_game_runs_on_one_model(monkeypatch: pytest.MonkeyPatch) -> N
         Reply(text=TOPICS[0]),
         Reply(text="我不知道"),
     ]
-    with DashScopeServer(steps) as server:
-        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
-        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
+    with dashscope_stand_in(monkeypatch, steps) as server:
         bot = LLMRiddles(llm={"model": "qwen-max"})
         outcomes = []
         try:

@@ -20,10 +20,10 @@ from parley.compat.qwen.llm.schema import ContentItem, Message
 from parley.providers.dashscope.server import (
     MULTIMODAL_PATH,
     TEXT_PATH,
-    DashScopeServer,
     Reply,
     ToolCall,
 )
+from tests.compat.qwen_examples._dashscope import dashscope_stand_in
 
 DOG = "https://dashscope.oss-cn-beijing.aliyuncs.com/images/dog_and_girl.jpeg"
 CAT = "https://seopic.699pic.com/photo/60098/4947.jpg_wh1200.jpg"
@@ -94,9 +94,7 @@ def test_vision_and_text_models_share_one_conversation(monkeypatch: pytest.Monke
         Reply(text=f"画好了：![fig-001]({CAT})"),
         Reply(text="一只可爱的小猫。"),
     ]
-    with DashScopeServer(steps) as server:
-        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
-        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
+    with dashscope_stand_in(monkeypatch, steps) as server:
         messages = example()
         server.assert_consumed()
         requests = server.generation_requests()

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from parley.compat.qwen.agents import DialogueRetrievalAgent
-from parley.providers.dashscope.server import DashScopeServer, RecordedRequest, Reply
+from parley.providers.dashscope.server import RecordedRequest, Reply
 from parley.tools.workspace import default_workspace
+from tests.compat.qwen_examples._dashscope import dashscope_stand_in
 from tests.compat.qwen_examples._doc_support import message_text
 
 QUESTION = "小明爸爸叫什么？"
@@ -35,9 +36,9 @@ def test_long_dialogue_answers_from_the_one_sentence_retrieval_finds(
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     saved_dir = default_workspace().root / "dialogues"  # where the agent keeps dialogues
     before = set(saved_dir.iterdir()) if saved_dir.is_dir() else set()
-    with DashScopeServer([Reply(text=QUESTION), Reply(text="小明的爸爸叫大头。")]) as server:
-        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
-        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
+    with dashscope_stand_in(
+        monkeypatch, [Reply(text=QUESTION), Reply(text="小明的爸爸叫大头。")]
+    ) as server:
         # The example's test().
         bot = DialogueRetrievalAgent(llm={"model": "qwen-max"})
         long_text = "，".join(

@@ -23,7 +23,8 @@ import pytest
 
 from parley.compat.qwen.agents import Assistant, ReActChat, Router
 from parley.compat.qwen.gui import WebUI  # noqa: F401  (imported by the example, unused here)
-from parley.providers.dashscope.server import DashScopeServer, Reply
+from parley.providers.dashscope.server import Reply
+from tests.compat.qwen_examples._dashscope import dashscope_stand_in
 from tests.compat.qwen_examples._image_gen import JSONImageGen, stand_in_image_gen
 from tests.tools._hostile import text_pdf
 
@@ -88,9 +89,7 @@ def test_the_router_hands_the_image_question_then_the_tool_work_to_its_helpers(
         Reply(text=f"Now the sum.\nAction: code_interpreter\nAction Input: {CODE}\n"),
         Reply(text="I now know the final answer\nFinal Answer: 1024, and the cat is drawn."),
     ]
-    with DashScopeServer(steps) as server:
-        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
-        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
+    with dashscope_stand_in(monkeypatch, steps) as server:
         bot = init_agent_service()
         try:
             # test(): text, an image and a file in one message

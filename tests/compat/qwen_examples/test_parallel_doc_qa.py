@@ -18,10 +18,9 @@ from pathlib import Path
 import pytest
 
 from parley.compat.qwen.agents.doc_qa import ParallelDocQA
-from parley.providers.dashscope.server import DashScopeServer, RecordedRequest, Reply
-from tests._requires import require_module
-from tests.compat.qwen_examples._doc_support import local_web, message_text, serve_files
-from tests.tools._hostile import text_pdf
+from parley.providers.dashscope.server import RecordedRequest, Reply
+from tests.compat.qwen_examples._dashscope import dashscope_stand_in
+from tests.compat.qwen_examples._doc_support import local_web, message_text, serve_pdf
 
 __all__ = ["local_web"]
 
@@ -30,11 +29,11 @@ METHOD = "Experimental method: we evaluate MemGPT on document QA and multi-sessi
 ANSWER = "论文在文档问答和多轮对话上评估了 MemGPT。"
 
 
-def paper(tmp_path: Path) -> bytes:
-    # Pages enough for several chunks of about 1000 tokens; the method on one page only.
+def paper() -> list[list[str]]:
+    """Pages enough for several chunks of about 1000 tokens; the method on one page only."""
     pages = [[f"{FILLER} ({page}.{line})" for line in range(40)] for page in range(1, 6)]
     pages[3][5] = METHOD
-    return text_pdf(tmp_path / "paper.pdf", pages).read_bytes()
+    return pages
 
 
 def reply(request: RecordedRequest) -> Reply:
@@ -51,14 +50,10 @@ def reply(request: RecordedRequest) -> Reply:
 def test_parallel_doc_qa_reads_each_chunk_then_answers_from_the_retrieval(
     tmp_path: Path, local_web: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    require_module("pypdf", "tools")
-    pdf = paper(tmp_path)
     with (
-        serve_files({"/pdf/2310.08560.pdf": (pdf, "application/pdf")}) as site,
-        DashScopeServer([reply] * 20) as server,
+        serve_pdf(tmp_path, "/pdf/2310.08560.pdf", paper()) as site,
+        dashscope_stand_in(monkeypatch, [reply] * 20) as server,
     ):
-        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
-        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
         # The example's test().
         bot = ParallelDocQA(
             llm={"model": "qwen2.5-72b-instruct", "generate_cfg": {"max_retries": 10}}

@@ -22,10 +22,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import threading
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from io import BytesIO
 from pathlib import Path
 from typing import Any, ClassVar
@@ -37,8 +35,10 @@ from parley.compat.qwen.agents import FnCallAgent
 from parley.compat.qwen.gui import WebUI  # noqa: F401  (imported by the example, unused here)
 from parley.compat.qwen.llm.schema import ContentItem
 from parley.compat.qwen.tools.base import BaseToolWithFileAccess, register_tool
-from parley.providers.dashscope.server import MULTIMODAL_PATH, DashScopeServer, Reply
+from parley.providers.dashscope.server import MULTIMODAL_PATH, Reply
 from tests._requires import require_module
+from tests.compat.qwen_examples._dashscope import dashscope_stand_in
+from tests.compat.qwen_examples._doc_support import serve_files
 from tests.compat.qwen_examples._llm_support import qwen_call
 
 Image = require_module("PIL.Image", "dev")
@@ -156,29 +156,8 @@ def picture_bytes() -> bytes:
 @pytest.fixture
 def picture_site() -> Iterator[str]:
     """A local HTTP server serving the picture at `/<PICTURE>`; its base URL."""
-    data = picture_bytes()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            found = self.path == f"/{PICTURE}"
-            self.send_response(200 if found else 404)
-            self.send_header("Content-Type", "image/jpeg")
-            self.end_headers()
-            if found:
-                self.wfile.write(data)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with serve_files({f"/{PICTURE}": (picture_bytes(), "image/jpeg")}) as site:
+        yield site
 
 
 @pytest.mark.parametrize("where", ["by_name", "by_url"])
@@ -192,9 +171,7 @@ def test_the_agent_zooms_into_the_picture_and_sees_the_crop(
     image_arg = PICTURE if where == "by_name" else f"{picture_site}/{PICTURE}"
     call = qwen_call("crop_and_resize", {"image": image_arg, "rectangle": "(600,0),(1000,1000)"})
     steps = [Reply(text=call), Reply(text="放大后的表格是黑色的。")]
-    with DashScopeServer(steps) as server:
-        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
-        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
+    with dashscope_stand_in(monkeypatch, steps) as server:
         bot = init_agent_service()
         messages = [
             {

@@ -15,7 +15,8 @@ import pytest
 
 from parley.compat.qwen.agents import Assistant
 from parley.compat.qwen.llm.models import QwenVLChatAtDS
-from parley.providers.dashscope.server import MULTIMODAL_PATH, DashScopeServer, Reply
+from parley.providers.dashscope.server import MULTIMODAL_PATH, Reply
+from tests.compat.qwen_examples._dashscope import dashscope_stand_in
 
 BASE = "https://help-static-aliyun-doc.aliyuncs.com/file-manage-files/zh-CN/20241108"
 FRAMES = [
@@ -28,9 +29,7 @@ ANSWER = "A player dribbles past a defender and scores."
 
 
 def test_the_frames_go_to_the_vision_model_as_one_video(monkeypatch: pytest.MonkeyPatch) -> None:
-    with DashScopeServer([Reply(text=ANSWER)]) as server:
-        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
-        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
+    with dashscope_stand_in(monkeypatch, [Reply(text=ANSWER)]) as server:
         bot = Assistant(llm={"model": "qwen-vl-max-latest"})
         messages = [
             {

@@ -18,7 +18,8 @@ import pytest
 
 from parley.compat.qwen.llm import get_chat_model
 from parley.compat.qwen.llm.schema import ContentItem
-from parley.providers.dashscope.server import DashScopeServer, Reply
+from parley.providers.dashscope.server import Reply
+from tests.compat.qwen_examples._dashscope import dashscope_stand_in
 from tests.compat.qwen_examples._llm_support import qwen_call
 
 PNG = bytes.fromhex(
@@ -111,8 +112,7 @@ def test_the_vision_model_calls_image_gen_and_sees_its_picture(
         ),
         Reply(text="画好了，一只狗和一个男人。"),
     ]
-    with DashScopeServer(steps) as server:
-        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
+    with dashscope_stand_in(monkeypatch, steps, api_key=None) as server:
         messages = example(tmp_path)
         server.assert_consumed()
         first, second = (json.loads(r.body) for r in server.generation_requests())

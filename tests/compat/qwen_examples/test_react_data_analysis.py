@@ -21,7 +21,8 @@ import pytest
 
 from parley.compat.qwen.agents import ReActChat
 from parley.compat.qwen.gui import WebUI  # noqa: F401  (imported by the example, unused here)
-from parley.providers.dashscope.server import DashScopeServer, Reply
+from parley.providers.dashscope.server import Reply
+from tests.compat.qwen_examples._dashscope import dashscope_stand_in
 
 PRICES = """,Date,Open,High,Low,Close
 0,2020/1/3,74.13,74.31,73.6,73.91
@@ -81,9 +82,7 @@ def test_react_chat_reads_the_csv_and_draws_the_chart_in_the_sandbox(
         Reply(text=PLOT),
         Reply(text="I now know the final answer\nFinal Answer: The chart is in prices.png."),
     ]
-    with DashScopeServer(steps) as server:
-        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
-        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
+    with dashscope_stand_in(monkeypatch, steps) as server:
         bot = init_agent_service()
         interpreter = bot.function_map["code_interpreter"]
         work_dir = Path(interpreter.work_dir())  # type: ignore[attr-defined]

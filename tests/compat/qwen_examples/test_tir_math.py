@@ -17,7 +17,8 @@ import pytest
 
 from parley.compat.qwen.agents import TIRMathAgent
 from parley.compat.qwen.gui import WebUI  # noqa: F401  (imported by the example, unused here)
-from parley.providers.dashscope.server import DashScopeServer, Reply
+from parley.providers.dashscope.server import Reply
+from tests.compat.qwen_examples._dashscope import dashscope_stand_in
 
 TIR_SYSTEM = (
     "Please integrate natural language reasoning with programs to solve the problem above, "
@@ -48,9 +49,7 @@ def init_agent_service() -> TIRMathAgent:
 def test_tir_agent_runs_the_models_program_and_lets_it_go_on_from_the_output(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    with DashScopeServer([Reply(text=PROGRAM), Reply(text=ANSWER)]) as server:
-        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
-        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
+    with dashscope_stand_in(monkeypatch, [Reply(text=PROGRAM), Reply(text=ANSWER)]) as server:
         bot = init_agent_service()
         messages: list[Any] = [{"role": "user", "content": "斐波那契数列前10个数字"}]
         response: list[Any] = []

@@ -19,10 +19,9 @@ from pathlib import Path
 import pytest
 
 from parley.compat.qwen.agents import VirtualMemoryAgent
-from parley.providers.dashscope.server import DashScopeServer, Reply, ToolCall
-from tests._requires import require_module
-from tests.compat.qwen_examples._doc_support import local_web, message_text, serve_files
-from tests.tools._hostile import text_pdf
+from parley.providers.dashscope.server import Reply, ToolCall
+from tests.compat.qwen_examples._dashscope import dashscope_stand_in
+from tests.compat.qwen_examples._doc_support import local_web, message_text, serve_pdf
 
 __all__ = ["local_web"]
 
@@ -36,9 +35,7 @@ ANSWER = "1. 开源了一系列模型；2. 发布了对齐的对话模型。"
 def test_virtual_memory_qa_retrieves_the_named_report_into_the_system_message(
     tmp_path: Path, local_web: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    require_module("pypdf", "tools")
-    pdf = text_pdf(tmp_path / "report.pdf", REPORT).read_bytes()
-    with serve_files({"/QWEN_TECHNICAL_REPORT.pdf": (pdf, "application/pdf")}) as site:
+    with serve_pdf(tmp_path, "/QWEN_TECHNICAL_REPORT.pdf", REPORT) as site:
         url = f"{site}/QWEN_TECHNICAL_REPORT.pdf"
         steps = [
             Reply(
@@ -46,9 +43,7 @@ def test_virtual_memory_qa_retrieves_the_named_report_into_the_system_message(
             ),
             Reply(text=ANSWER),
         ]
-        with DashScopeServer(steps) as server:
-            monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
-            monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
+        with dashscope_stand_in(monkeypatch, steps) as server:
             # The example's init_agent_service() and test().
             llm_cfg = {"model": "qwen-max"}
             system = "一个文档问答助手。"

@@ -25,7 +25,8 @@ import pytest
 from parley.compat.qwen import Agent
 from parley.compat.qwen.agents import Assistant
 from parley.compat.qwen.schema import ContentItem, Message
-from parley.providers.dashscope.server import DashScopeServer, Reply
+from parley.providers.dashscope.server import Reply
+from tests.compat.qwen_examples._dashscope import dashscope_stand_in
 from tests.compat.qwen_examples._doc_support import local_web, message_text, serve_files
 
 __all__ = ["local_web"]
@@ -97,10 +98,8 @@ def test_visual_storytelling_describes_the_picture_then_writes_with_the_tips(
     pages = {"/p/cdf82ff33ef8": (TIPS.encode(), "text/html; charset=utf-8")}
     with (
         serve_files(pages) as SITE,
-        DashScopeServer([Reply(text=DESCRIPTION), Reply(text=STORY)]) as server,
+        dashscope_stand_in(monkeypatch, [Reply(text=DESCRIPTION), Reply(text=STORY)]) as server,
     ):
-        monkeypatch.setenv("DASHSCOPE_HTTP_URL", server.url)
-        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-test")
         responses = list(run_example("看图说话", IMAGE))
         server.assert_consumed()
         describe, write = server.generation_requests()

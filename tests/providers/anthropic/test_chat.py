@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,13 +9,10 @@ import pytest
 
 from parley import Msg
 from parley.errors import (
-    ConfigurationError,
-    MissingDependencyError,
     ModelHTTPError,
     UserError,
 )
 from parley.messages import FileBlock, ImageBlock, ThinkingBlock
-from parley.models import ChatStream
 from parley.providers.anthropic import AnthropicChatModel, AnthropicCredential
 from parley.providers.anthropic.server import (
     AnthropicServer,
@@ -30,30 +24,20 @@ from parley.providers.anthropic.server import (
     Thinking,
     ToolUse,
 )
-from tests.models.loop_exit import ENDINGS, run_without_closing
+from tests.providers._chat import HI, TOOLS
+from tests.providers._fixtures import ModelFactory
 
-ModelFactory = Callable[..., Any]
-"""The `make_model` fixture (see `fixtures.py`)."""
-
-HI = [Msg.user("Hi")]
-TOOLS: list[dict[str, Any]] = [
-    {"name": "weather", "description": "Weather.", "parameters": {"type": "object"}},
-    {"name": "time", "description": "Time.", "parameters": {"type": "object"}},
-]
 NO_DEFAULT_THINKING = "claude-opus-4-8"
 """A model that does not think unless asked (its card gives `thinking` no default)."""
-
-
-async def read_into(seen: list[str], stream: ChatStream) -> None:
-    """Read `stream`, keeping each chunk's text in `seen` (those before a failure count)."""
-    async for chunk in stream:
-        seen.append(chunk.text)  # noqa: PERF401  (a comprehension would lose them on failure)
 
 
 # -- answers --------------------------------------------------------------------------------
 
 
-async def test_whole_answer_with_usage(server: AnthropicServer, make_model: ModelFactory) -> None:
+async def test_the_request_the_id_and_the_cache_tokens(
+    server: AnthropicServer, make_model: ModelFactory
+) -> None:
+    # The answer, its finish and its usage, as every provider's: test_chat_contract.py.
     server.add(
         Reply(
             text="Hello!",
@@ -65,15 +49,11 @@ async def test_whole_answer_with_usage(server: AnthropicServer, make_model: Mode
         )
     )
     response = await make_model().chat([Msg.system("Be brief."), Msg.user("Hi"), Msg.user("there")])
-    assert response.text == "Hello!"
-    assert response.is_last
-    assert response.finish_reason == "stop"
     assert (response.id, response.model) == ("msg_1", "claude-sonnet-5-5")
     assert response.usage is not None
     # The whole prompt is the uncached input plus the cache writes plus the cache reads.
     assert (response.usage.input_tokens, response.usage.output_tokens) == (47, 3)
     assert response.usage.cached_tokens == 30
-    assert response.usage.elapsed > 0
     assert server.bodies() == [
         {
             "model": "claude-sonnet-5-5",
@@ -197,14 +177,6 @@ async def test_tool_choice_on_the_wire(
         {"name": "time", "description": "Time.", "input_schema": {"type": "object"}},
     ]
     assert "parallel_tool_calls" not in body
-
-
-async def test_no_tool_fields_without_tools(
-    server: AnthropicServer, make_model: ModelFactory
-) -> None:
-    server.add(Reply(text="ok"))
-    await make_model(parameters={"parallel_tool_calls": False}).chat(HI, tool_choice="none")
-    assert not {"tools", "tool_choice"} & set(server.bodies()[0])
 
 
 async def test_forced_tool_choice_while_thinking_is_refused_before_any_request(
@@ -562,20 +534,7 @@ async def test_overloaded_retries_give_up_after_max_retries(
     server.assert_consumed()
 
 
-# -- sync twins, configuration, secrets ------------------------------------------------------
-
-
-@pytest.mark.parametrize("ending", ENDINGS)
-def test_connections_close_with_their_event_loop(server: AnthropicServer, ending: str) -> None:
-    # Each `asyncio.run` ends its loop, which closes the connections opened on it; the sync
-    # twins' loop runs to the exit, which closes them there if the model is still alive.
-    setup = """
-from parley.providers.anthropic import AnthropicChatModel, AnthropicCredential
-credential = AnthropicCredential(api_key="k", base_url=sys.argv[1])
-model = AnthropicChatModel(credential, "claude-sonnet-5-5")
-"""
-    server.add(Reply(text="one"), Reply(text="two"), Reply(text="three"))
-    assert run_without_closing(setup, server.url, ending) == ["one", "two", "three"]
+# -- sync twins, configuration ---------------------------------------------------------------
 
 
 async def test_requests_go_through_the_sdk_s_aiohttp_client(
@@ -589,51 +548,3 @@ async def test_requests_go_through_the_sdk_s_aiohttp_client(
     assert (await model.chat_stream(HI).collect()).text == "on aiohttp"
     assert (await model.chat(HI)).text == "whole"
     assert len({request.client_port for request in server.requests}) == 1
-
-
-async def test_missing_aiohttp_names_the_extra(
-    server: AnthropicServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setitem(sys.modules, "aiohttp", None)
-    model = AnthropicChatModel(server.credential(), "claude-sonnet-5-5")
-    with pytest.raises(MissingDependencyError, match=r"aiohttp.*parley\[anthropic\]"):
-        await model.chat(HI)
-
-
-async def test_missing_key_is_a_configuration_error(
-    server: AnthropicServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    model = AnthropicChatModel(AnthropicCredential(base_url=server.url), "claude-sonnet-5-5")
-    with pytest.raises(ConfigurationError, match="ANTHROPIC_API_KEY"):
-        await model.chat(HI)
-
-
-async def test_key_from_the_environment(
-    server: AnthropicServer, make_model: ModelFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-env")
-    server.add(Reply(text="ok"))
-    await make_model(credential=AnthropicCredential(base_url=server.url)).chat(HI)
-    assert server.requests[0].headers["authorization"] == "Bearer sk-ant-env"
-
-
-async def test_remote_hosts_are_blocked_in_tests() -> None:
-    model = AnthropicChatModel(AnthropicCredential(api_key="sk-x"), "claude-sonnet-5-5")  # type: ignore[arg-type]
-    with pytest.raises(UserError, match=r"api\.anthropic\.com"):
-        await model.chat(HI)
-
-
-async def test_the_key_never_shows(
-    server: AnthropicServer, make_model: ModelFactory, caplog: pytest.LogCaptureFixture
-) -> None:
-    secret = "sk-ant-very-secret-value"
-    credential = AnthropicCredential(api_key=secret, base_url=server.url)  # type: ignore[arg-type]
-    model = make_model(credential=credential)
-    server.add(HTTPError(500), Reply(text="ok"))
-    with caplog.at_level(logging.DEBUG):
-        await model.chat(HI)
-    shown = [repr(credential), str(credential), repr(model), credential.model_dump_json()]
-    shown += [record.getMessage() for record in caplog.records]
-    assert all(secret not in text for text in shown)
-    assert server.requests[0].headers["authorization"] == f"Bearer {secret}"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +22,7 @@ from parley.messages import (
 )
 from parley.providers.anthropic import AnthropicChatFormatter, AnthropicMultiAgentFormatter
 from parley.providers.anthropic.formatter import split_system
-
-PNG = base64.b64encode(b"\x89PNG fake").decode()
-PDF = base64.b64encode(b"%PDF fake").decode()
+from tests.providers._samples import PDF, PNG, images_three_ways
 
 
 def fmt(*msgs: Msg, **options: Any) -> list[dict[str, Any]]:
@@ -173,14 +170,7 @@ def test_empty_content_is_dropped() -> None:
 
 
 def test_images_by_url_base64_and_local_file(tmp_path: Path) -> None:
-    path = tmp_path / "cat.png"
-    path.write_bytes(b"\x89PNG fake")
-    msg = Msg.user(
-        "Look:",
-        ImageBlock.from_url("https://example.com/cat.png"),
-        ImageBlock(source=Base64Source(media_type="image/png", data=PNG)),
-        ImageBlock.from_path(path),
-    )
+    msg = images_three_ways(tmp_path)
     png = {"type": "base64", "media_type": "image/png", "data": PNG}
     assert fmt(msg)[0]["content"] == [
         text("Look:"),

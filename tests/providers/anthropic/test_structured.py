@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -18,8 +17,7 @@ from parley.providers.anthropic.server import (
     ToolUse,
 )
 from parley.tools import tool
-
-ModelFactory = Callable[..., Any]
+from tests.providers._fixtures import ModelFactory
 
 HI = [Msg.user("Name a city.")]
 FORCED = {"type": "tool", "name": "generate_response"}

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import pytest
 
 from parley.errors import ConfigurationError
-from parley.models import CredentialFactory, ModelCard
+from parley.models import CredentialFactory
 from parley.models.cards import THINKING
 from parley.models.spec import model_from_spec
 from parley.providers.dashscope import (
@@ -18,6 +19,8 @@ from parley.providers.dashscope import (
 )
 from parley.providers.dashscope.chat import is_multimodal_model, is_stream_only
 from parley.providers.openai import DashScopeCompatibleCredential
+from tests.providers import _cards
+from tests.providers._cards import assert_cards_load
 
 NAMES = {
     "qwen-max",
@@ -36,19 +39,12 @@ NAMES = {
 }
 
 
-def card(name: str) -> ModelCard:
-    return next(c for c in DashScopeChatModel.list_models() if c.name == name)
+card = partial(_cards.card, DashScopeChatModel)
+"""The card of one of its models, by name."""
 
 
 def test_every_card_loads() -> None:
-    cards = DashScopeChatModel.list_models()
-    assert {c.name for c in cards} == NAMES
-    for each in cards:
-        assert each.label
-        assert each.context_size
-        assert each.output_size
-        assert "text/plain" in each.input_types
-        assert each.parameter_schema["properties"]
+    assert_cards_load(DashScopeChatModel.list_models(), NAMES)
     assert {c.name for c in DashScopeCredential.list_models()} == NAMES
 
 

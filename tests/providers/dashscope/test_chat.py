@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -13,14 +10,11 @@ from pydantic import BaseModel
 
 from parley import Msg
 from parley.errors import (
-    ConfigurationError,
     ContentFilterError,
     ModelHTTPError,
     UserError,
 )
 from parley.messages import ThinkingBlock, ToolCallBlock
-from parley.models.retry import RetryPolicy
-from parley.providers.dashscope import DashScopeChatModel, DashScopeCredential
 from parley.providers.dashscope.server import (
     TEXT_PATH,
     DashScopeServer,
@@ -29,35 +23,23 @@ from parley.providers.dashscope.server import (
     ToolCall,
 )
 from tests._requires import require_module
-from tests.models.loop_exit import ENDINGS, run_without_closing
+from tests.providers._chat import HI, TOOLS, WEATHER_FUNCTION
+from tests.providers._fixtures import ModelFactory
 
 require_module("dashscope", "dashscope")
-
-
-ModelFactory = Callable[..., Any]
-"""The `make_model` fixture (see `fixtures.py`)."""
-
-HI = [Msg.user("Hi")]
-TOOLS: list[dict[str, Any]] = [
-    {"name": "weather", "description": "Weather.", "parameters": {"type": "object"}},
-    {"name": "time", "description": "Time.", "parameters": {"type": "object"}},
-]
 
 
 # -- answers --------------------------------------------------------------------------------
 
 
-async def test_whole_answer_with_usage(server: DashScopeServer, make_model: ModelFactory) -> None:
+async def test_the_request_and_the_cached_tokens(
+    server: DashScopeServer, make_model: ModelFactory
+) -> None:
+    # The answer, its finish and its usage, as every provider's: test_chat_contract.py.
     server.add(Reply(text="Hello!", input_tokens=12, output_tokens=3, cached_tokens=8))
     response = await make_model().chat(HI)
-    assert response.text == "Hello!"
-    assert response.is_last
-    assert response.finish_reason == "stop"
-    assert response.model == "qwen-plus"
     assert response.usage is not None
-    assert (response.usage.input_tokens, response.usage.output_tokens) == (12, 3)
     assert response.usage.cached_tokens == 8
-    assert response.usage.elapsed > 0
     [request] = server.requests
     assert request.path == TEXT_PATH
     assert request.json == {
@@ -204,20 +186,6 @@ async def test_a_thinking_tool_round_trip(
 # -- tools ----------------------------------------------------------------------------------
 
 
-async def test_tool_calls_whole(server: DashScopeServer, make_model: ModelFactory) -> None:
-    server.add(Reply(tool_calls=[ToolCall("weather", '{"city": "Par', "call_x")]))
-    response = await make_model().chat(HI, tools=TOOLS)
-    (call,) = response.tool_calls
-    # Broken JSON arguments are kept raw for the tool layer to repair.
-    assert (call.id, call.name, call.input, call.raw_input) == (
-        "call_x",
-        "weather",
-        {},
-        '{"city": "Par',
-    )
-    assert response.finish_reason == "tool_calls"
-
-
 @pytest.mark.parametrize(
     ("choice", "tools", "wire"),
     [
@@ -237,24 +205,7 @@ async def test_tool_choice_on_the_wire(
     parameters = server.bodies()[0]["parameters"]
     assert parameters["tool_choice"] == wire
     assert parameters["parallel_tool_calls"] is True
-    assert parameters["tools"][0] == {
-        "type": "function",
-        "function": {
-            "name": "weather",
-            "description": "Weather.",
-            "parameters": {"type": "object"},
-        },
-    }
-
-
-async def test_no_tool_fields_without_tools(
-    server: DashScopeServer, make_model: ModelFactory
-) -> None:
-    server.add(Reply(text="ok"))
-    await make_model(parameters={"parallel_tool_calls": True}).chat(HI, tool_choice="none")
-    assert not {"tools", "tool_choice", "parallel_tool_calls"} & set(
-        server.bodies()[0]["parameters"]
-    )
+    assert parameters["tools"][0] == WEATHER_FUNCTION
 
 
 async def test_parameters_on_the_wire(server: DashScopeServer, make_model: ModelFactory) -> None:
@@ -307,23 +258,6 @@ class City(BaseModel):
     population: int
 
 
-async def test_structured_output_by_forced_tool(
-    server: DashScopeServer, make_model: ModelFactory
-) -> None:
-    server.add(
-        Reply(tool_calls=[ToolCall("generate_response", {"name": "Paris", "population": 2})])
-    )
-    result = await make_model().generate_structured_output(HI, City)
-    assert result.strategy == "forced"
-    assert result.parsed == City(name="Paris", population=2)
-    parameters = server.bodies()[0]["parameters"]
-    assert parameters["tool_choice"] == {
-        "type": "function",
-        "function": {"name": "generate_response"},
-    }
-    assert parameters["tools"][0]["function"]["parameters"] == City.model_json_schema()
-
-
 async def test_structured_output_turns_thinking_off_when_forcing_is_refused(
     server: DashScopeServer, make_model: ModelFactory
 ) -> None:
@@ -374,18 +308,6 @@ async def test_json_object_mode_is_a_parameter(
 
 
 # -- retries and faults ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RecordingPolicy(RetryPolicy):
-    """The fixture's fast backoff, recording each wait it chooses."""
-
-    waits: list[float] = field(default_factory=list)
-
-    def delay(self, attempt: int, error: BaseException) -> float:
-        wait = super().delay(attempt, error)
-        self.waits.append(wait)
-        return wait
 
 
 async def test_throttling_without_retry_after_is_retried_with_backoff(
@@ -465,64 +387,6 @@ async def test_other_codes_are_plain_http_errors(
         await (model.chat_stream(HI).collect() if streamed else model.chat(HI))
     assert type(caught.value) is error
     assert step.message in str(caught.value)
-
-
-# -- sync twins, configuration, secrets ------------------------------------------------------
-
-
-@pytest.mark.parametrize("ending", ENDINGS)
-def test_connections_close_with_their_event_loop(server: DashScopeServer, ending: str) -> None:
-    # Each `asyncio.run` ends its loop, which closes the connections opened on it; the sync
-    # twins' loop runs to the exit, which closes them there if the model is still alive.
-    setup = """
-from parley.providers.dashscope import DashScopeChatModel, DashScopeCredential
-credential = DashScopeCredential(api_key="k", base_url=sys.argv[1])
-model = DashScopeChatModel(credential, "qwen-plus")
-"""
-    server.add(Reply(text="one"), Reply(text="two"), Reply(text="three"))
-    assert run_without_closing(setup, server.url, ending) == ["one", "two", "three"]
-
-
-async def test_missing_key_is_a_configuration_error(
-    server: DashScopeServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv("DASHSCOPE_API_KEY", raising=False)
-    model = DashScopeChatModel(DashScopeCredential(base_url=server.url), "qwen-plus")
-    with pytest.raises(ConfigurationError, match="DASHSCOPE_API_KEY"):
-        await model.chat(HI)
-
-
-async def test_key_and_endpoint_from_the_environment(
-    server: DashScopeServer, make_model: ModelFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-env")
-    monkeypatch.setenv("DASHSCOPE_HTTP_BASE_URL", server.url)
-    server.add(Reply(text="ok"))
-    assert (await make_model(credential=DashScopeCredential()).chat(HI)).text == "ok"
-    assert server.requests[0].headers["authorization"] == "Bearer sk-env"
-
-
-async def test_remote_hosts_are_blocked_in_tests() -> None:
-    model = DashScopeChatModel(DashScopeCredential(api_key="sk-x"), "qwen-plus")  # type: ignore[arg-type]
-    with pytest.raises(UserError, match=r"dashscope\.aliyuncs\.com"):
-        await model.chat(HI)
-    with pytest.raises(UserError, match=r"dashscope\.aliyuncs\.com"):
-        await model.chat_stream(HI).collect()
-
-
-async def test_the_key_never_shows(
-    server: DashScopeServer, make_model: ModelFactory, caplog: pytest.LogCaptureFixture
-) -> None:
-    secret = "sk-very-secret-value"
-    credential = DashScopeCredential(api_key=secret, base_url=server.url)  # type: ignore[arg-type]
-    model = make_model(credential=credential)
-    server.add(HTTPError(500), Reply(text="ok"))
-    with caplog.at_level(logging.DEBUG):
-        await model.chat(HI)
-    shown = [repr(credential), str(credential), repr(model), credential.model_dump_json()]
-    shown += [record.getMessage() for record in caplog.records]
-    assert all(secret not in text for text in shown)
-    assert server.requests[0].headers["authorization"] == f"Bearer {secret}"
 
 
 # -- an agent on the scripted server ---------------------------------------------------------

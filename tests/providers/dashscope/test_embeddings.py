@@ -6,7 +6,6 @@ which input each vector came from.
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -15,13 +14,12 @@ from typing import Any
 import pytest
 
 from parley.errors import (
-    ConfigurationError,
     ModelHTTPError,
     ModelOutputError,
     RateLimitError,
     UserError,
 )
-from parley.messages import AudioBlock, ImageBlock, TextBlock, VideoBlock
+from parley.messages import AudioBlock, ImageBlock, VideoBlock
 from parley.models.credentials import CredentialFactory
 from parley.providers.dashscope import DashScopeCredential
 from parley.providers.dashscope.embeddings import DashScopeEmbeddingModel
@@ -38,22 +36,18 @@ from parley.providers.dashscope.server import (
     vector_for,
 )
 from tests._requires import require_module
-from tests.providers._fixtures import embedding_fixtures
+from tests.providers._fixtures import model_fixtures
+from tests.providers._samples import IMAGE_URL, PNG, text_and_images
 
 require_module("dashscope", "dashscope")
 
 TEXTS = [f"text number {i}" for i in range(25)]
-PNG_BYTES = b"\x89PNG fake image"
-PNG = base64.b64encode(PNG_BYTES).decode()
-IMAGE_URL = "https://example.com/cat.png"
 VIDEO_URL = "https://example.com/dog.mp4"
 
 ModelFactory = Callable[..., DashScopeEmbeddingModel]
 
 
-server, make_model = embedding_fixtures(
-    DashScopeServer, DashScopeEmbeddingModel, "text-embedding-v4"
-)
+server, make_model = model_fixtures(DashScopeServer, DashScopeEmbeddingModel, "text-embedding-v4")
 
 
 def texts_of(request: RecordedRequest) -> list[str]:
@@ -142,29 +136,15 @@ async def test_an_answer_without_its_embeddings_is_an_output_error(
     assert len(server.embedding_requests()) == 1  # never retried: it would come back the same
 
 
-async def test_a_text_model_refuses_media(
-    server: DashScopeServer, make_model: ModelFactory
-) -> None:
-    with pytest.raises(UserError, match="text only; input 1 is a image block"):
-        await make_model()(["a", ImageBlock.from_url(IMAGE_URL)])
-    assert server.requests == []
-
-
 # -- multimodal embedding -----------------------------------------------------------------------
 
 
 async def test_texts_images_and_videos_in_one_request(
     server: DashScopeServer, make_model: ModelFactory, tmp_path: Path
 ) -> None:
-    local = tmp_path / "cat.png"
-    local.write_bytes(PNG_BYTES)
     server.add(Embeddings(reverse=True))
     inputs: list[Any] = [
-        "a caption",
-        TextBlock(text="a block of text"),
-        ImageBlock.from_url(IMAGE_URL),
-        ImageBlock.from_bytes(PNG_BYTES, "image/png"),
-        ImageBlock.from_path(local),
+        *text_and_images(tmp_path),
         VideoBlock.from_url(VIDEO_URL),
     ]
     model = make_model("qwen3-vl-embedding", parameters={"dimensions": 256})
@@ -317,20 +297,6 @@ async def test_local_media_uploaded_to_storage_with_upload_files(
 # -- credential, cards, caches, sync --------------------------------------------------------------
 
 
-async def test_the_credential_from_the_environment(
-    server: DashScopeServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-from-env")
-    monkeypatch.setenv("DASHSCOPE_HTTP_BASE_URL", server.url)
-    server.add(Embeddings())
-    model = DashScopeEmbeddingModel(model="text-embedding-v4")
-    try:
-        assert (await model(["a"])).embeddings == [vector_for("a", 8)]
-    finally:
-        await model.aclose()
-    assert server.requests[0].headers["authorization"] == "Bearer sk-from-env"
-
-
 async def test_a_credential_from_stored_settings_with_a_workspace(server: DashScopeServer) -> None:
     credential = CredentialFactory.from_dict(
         {"type": "dashscope", "api_key": "sk-stored", "base_url": server.url, "workspace": "ws-1"}
@@ -344,16 +310,6 @@ async def test_a_credential_from_stored_settings_with_a_workspace(server: DashSc
     headers = server.requests[0].headers
     assert headers["authorization"] == "Bearer sk-stored"
     assert headers["x-dashscope-workspace"] == "ws-1"
-
-
-async def test_no_key_is_a_configuration_error(
-    server: DashScopeServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv("DASHSCOPE_API_KEY", raising=False)
-    model = DashScopeEmbeddingModel(DashScopeCredential(base_url=server.url), "text-embedding-v4")
-    with pytest.raises(ConfigurationError, match="DASHSCOPE_API_KEY"):
-        await model(["a"])
-    assert server.requests == []
 
 
 def test_the_credential_lists_the_embedding_models_and_their_sizes() -> None:

@@ -21,9 +21,14 @@ from parley.messages import (
     VideoBlock,
 )
 from parley.providers.dashscope import DashScopeChatFormatter, DashScopeMultiAgentFormatter
-
-PNG = base64.b64encode(b"\x89PNG fake").decode()
-WAV = base64.b64encode(b"RIFF fake").decode()
+from tests.providers._samples import (
+    CALLS,
+    CALLS_AS_CHAT_COMPLETIONS,
+    PNG,
+    TOOL_MEDIA,
+    WAV,
+    images_three_ways,
+)
 
 
 def text(*msgs: Msg, **options: Any) -> list[dict[str, Any]]:
@@ -50,29 +55,12 @@ def test_text_roles_as_strings() -> None:
 
 
 def test_tool_calls_and_results() -> None:
-    call_raw = ToolCallBlock(id="c1", name="weather", input={}, raw_input='{"city":"Rome"}')
-    call_dict = ToolCallBlock(id="c2", name="time", input={"tz": "CET"})
     assert text(
-        Msg.assistant("Checking.", call_raw, call_dict),
+        CALLS,
         Msg.tool_result("c1", "Sunny", name="weather"),
         Msg.tool_result("c2", [TextBlock(text="12:00")], name="time", is_error=True),
     ) == [
-        {
-            "role": "assistant",
-            "content": "Checking.",
-            "tool_calls": [
-                {
-                    "id": "c1",
-                    "type": "function",
-                    "function": {"name": "weather", "arguments": '{"city":"Rome"}'},
-                },
-                {
-                    "id": "c2",
-                    "type": "function",
-                    "function": {"name": "time", "arguments": '{"tz": "CET"}'},
-                },
-            ],
-        },
+        CALLS_AS_CHAT_COMPLETIONS,
         {"role": "tool", "content": "Sunny", "tool_call_id": "c1", "name": "weather"},
         {"role": "tool", "content": "12:00", "tool_call_id": "c2", "name": "time"},
     ]
@@ -156,16 +144,9 @@ def test_system_media_is_refused() -> None:
 
 
 def test_multimodal_content_is_a_list_of_parts(tmp_path: Path) -> None:
-    path = tmp_path / "cat.png"
-    path.write_bytes(b"\x89PNG fake")
     assert multimodal(
         Msg.system("Describe."),
-        Msg.user(
-            "Look:",
-            ImageBlock.from_url("https://example.com/cat.png"),
-            ImageBlock(source=Base64Source(media_type="image/png", data=PNG)),
-            ImageBlock.from_path(path),
-        ),
+        images_three_ways(tmp_path),
         Msg.assistant("A cat."),
     ) == [
         {"role": "system", "content": [{"text": "Describe."}]},
@@ -213,16 +194,7 @@ def test_missing_local_file_is_a_message_error(tmp_path: Path) -> None:
 
 
 def test_tool_media_goes_in_a_user_message_after_the_tool_messages() -> None:
-    image = ImageBlock(source=Base64Source(media_type="image/png", data=PNG))
-    msgs = [
-        Msg.assistant(
-            ToolCallBlock(id="c1", name="snap", input={}), ToolCallBlock(id="c2", name="f")
-        ),
-        Msg.tool_result("c1", [TextBlock(text="Here it is."), image], name="snap"),
-        Msg.tool_result("c2", "done", name="f"),
-        Msg.user("Thanks"),
-    ]
-    out = multimodal(*msgs)
+    out = multimodal(*TOOL_MEDIA)
     assert [m["role"] for m in out] == ["assistant", "tool", "tool", "user", "user"]
     assert out[1] == {
         "role": "tool",

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -23,14 +21,10 @@ from parley.providers.dashscope.server import (
     ToolCall,
 )
 from tests._requires import require_module
+from tests.providers._fixtures import ModelFactory
+from tests.providers._samples import PNG, PNG_BYTES, png_file
 
 require_module("dashscope", "dashscope")
-
-
-ModelFactory = Callable[..., Any]
-
-PNG_BYTES = b"\x89PNG fake image"
-PNG = base64.b64encode(PNG_BYTES).decode()
 
 
 def paths(server: DashScopeServer) -> list[str]:
@@ -40,8 +34,7 @@ def paths(server: DashScopeServer) -> list[str]:
 async def test_a_vl_model_uses_multimodal_generation(
     server: DashScopeServer, make_model: ModelFactory, tmp_path: Path
 ) -> None:
-    image = tmp_path / "cat.png"
-    image.write_bytes(PNG_BYTES)
+    image = png_file(tmp_path)
     server.add(Reply(text="A cat.", chunk_size=2), Reply(text="A cat, whole."))
     model = make_model("qwen-vl-max")
     question = [Msg.system("Describe."), Msg.user("What is it?", ImageBlock.from_path(image))]
@@ -135,8 +128,7 @@ async def test_a_vl_model_thinks_and_calls_tools_on_multimodal_generation(
 async def test_local_files_uploaded_to_storage_as_the_sdk_does(
     server: DashScopeServer, make_model: ModelFactory, tmp_path: Path
 ) -> None:
-    image = tmp_path / "cat.png"
-    image.write_bytes(PNG_BYTES)
+    image = png_file(tmp_path)
     server.add(Reply(text="A cat."))
     model = make_model("qwen-vl-plus", upload_files=True)
     question = [Msg.user("What is it?", ImageBlock.from_path(image), ImageBlock.from_path(image))]
@@ -171,8 +163,7 @@ async def test_without_local_files_nothing_is_uploaded(
 async def test_a_refused_upload_policy_is_mapped(
     server: DashScopeServer, make_model: ModelFactory, tmp_path: Path
 ) -> None:
-    image = tmp_path / "cat.png"
-    image.write_bytes(PNG_BYTES)
+    image = png_file(tmp_path)
     server.policy_error = HTTPError(401, "InvalidApiKey", "Invalid API-key provided.")
     model = make_model("qwen-vl-plus", upload_files=True)
     with pytest.raises(ModelHTTPError, match="Invalid API-key") as caught:
@@ -184,8 +175,7 @@ async def test_a_refused_upload_policy_is_mapped(
 async def test_an_upload_to_a_remote_host_is_blocked_in_tests(
     server: DashScopeServer, make_model: ModelFactory, tmp_path: Path
 ) -> None:
-    image = tmp_path / "cat.png"
-    image.write_bytes(PNG_BYTES)
+    image = png_file(tmp_path)
     server.upload_host = "https://dashscope-file.oss-cn-beijing.aliyuncs.com"
     model = make_model("qwen-vl-plus", upload_files=True)
     with pytest.raises(UserError, match="aliyuncs"):
@@ -206,8 +196,7 @@ async def test_a_missing_file_is_a_message_error_before_any_upload(
 async def test_a_video_given_by_its_frames_goes_as_their_list(
     server: DashScopeServer, make_model: ModelFactory, tmp_path: Path
 ) -> None:
-    frame = tmp_path / "frame.png"
-    frame.write_bytes(PNG_BYTES)
+    frame = png_file(tmp_path, "frame.png")
     server.add(Reply(text="A match."))
     model = make_model("qwen-vl-max")
     video = VideoBlock.from_frames(["https://example.com/f1.jpg", str(frame)])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import pytest
@@ -9,12 +10,14 @@ import pytest
 from parley import Msg
 from parley.agents import Agent
 from parley.errors import ConfigurationError
-from parley.models import CredentialFactory, ModelCard
+from parley.models import CredentialFactory
 from parley.models.cards import THINKING
 from parley.models.spec import model_from_spec
 from parley.providers.gemini import GeminiChatModel, GeminiCredential
 from parley.providers.gemini.server import FunctionCall, GeminiServer, Reply
 from parley.tools import tool
+from tests.providers import _cards
+from tests.providers._cards import assert_cards_load
 
 NAMES = {
     "gemini-2.5-pro",
@@ -27,15 +30,14 @@ NAMES = {
 }
 
 
-def card(name: str) -> ModelCard:
-    return next(c for c in GeminiChatModel.list_models() if c.name == name)
+card = partial(_cards.card, GeminiChatModel)
+"""The card of one of its models, by name."""
 
 
 def test_every_card_loads() -> None:
     cards = GeminiChatModel.list_models()
-    assert {c.name for c in cards} == NAMES
+    assert_cards_load(cards, NAMES)
     for each in cards:
-        assert each.label
         assert each.context_size == 1048576
         assert each.output_size == 65536
         for media in ("text/plain", "image/png", "audio/wav", "video/mp4", "application/pdf"):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -24,22 +22,19 @@ from parley.providers.gemini.server import (
     HTTPError,
     Reply,
 )
+from tests.providers._chat import HI, TOOLS
+from tests.providers._fixtures import ModelFactory
 
-ModelFactory = Callable[..., Any]
-"""The `make_model` fixture (see `fixtures.py`)."""
-
-HI = [Msg.user("Hi")]
-TOOLS: list[dict[str, Any]] = [
-    {"name": "weather", "description": "Weather.", "parameters": {"type": "object"}},
-    {"name": "time", "description": "Time.", "parameters": {"type": "object"}},
-]
 PATH = "/v1/models/gemini-2.5-flash"
 
 
 # -- answers --------------------------------------------------------------------------------
 
 
-async def test_whole_answer_with_usage(server: GeminiServer, make_model: ModelFactory) -> None:
+async def test_the_request_the_version_and_the_thought_tokens(
+    server: GeminiServer, make_model: ModelFactory
+) -> None:
+    # The answer, its finish and its usage, as every provider's: test_chat_contract.py.
     server.add(
         Reply(
             text="Hello!",
@@ -52,15 +47,11 @@ async def test_whole_answer_with_usage(server: GeminiServer, make_model: ModelFa
         )
     )
     response = await make_model().chat([Msg.system("Be brief."), *HI])
-    assert response.text == "Hello!"
-    assert response.is_last
-    assert response.finish_reason == "stop"
     assert (response.id, response.model) == ("resp-1", "gemini-2.5-flash-001")
     assert response.usage is not None
     # Thoughts are billed as output: 3 answer tokens and 5 thought tokens.
     assert (response.usage.input_tokens, response.usage.output_tokens) == (12, 8)
     assert response.usage.cached_tokens == 8
-    assert response.usage.elapsed > 0
     request = server.requests[0]
     assert request.path == f"{PATH}:generateContent"
     assert request.headers["x-goog-api-key"] == "test-key"
@@ -154,7 +145,10 @@ async def test_tool_choice_on_the_wire(
     ]
 
 
-async def test_no_tool_fields_without_tools(server: GeminiServer, make_model: ModelFactory) -> None:
+async def test_a_request_without_tools_is_only_its_contents(
+    server: GeminiServer, make_model: ModelFactory
+) -> None:
+    # No tool fields, as every provider's: the contract suite; here, nothing else either.
     server.add(Reply(text="ok"))
     await make_model(parameters={"parallel_tool_calls": True}).chat(HI, tool_choice="none")
     assert set(server.bodies()[0]) == {"contents"}
@@ -343,31 +337,6 @@ async def test_structured_output_by_forced_call(
     assert (result.strategy, result.parsed) == ("forced", City(name="Rome", population=1))
 
 
-# -- retries ---------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "limited",
-    # The fixture's backoff waits near zero, so a wait of 0.10 s can only be the server's
-    # (`Retry-After`: the contract suite).
-    [HTTPError.rate_limit(retry_delay="0.1s")],
-    ids=["retry-info"],
-)
-async def test_429_waits_what_its_retry_info_asks(
-    server: GeminiServer,
-    make_model: ModelFactory,
-    limited: HTTPError,
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    server.add(limited, Reply(text="ok"))
-    with caplog.at_level(logging.WARNING, logger="parley.models"):
-        response = await make_model().chat(HI)
-    assert response.text == "ok"
-    assert "retry 1 of" in caplog.text
-    assert "in 0.10s" in caplog.text
-    assert len(server.requests) == 2
-
-
 # -- error mapping and finish reasons --------------------------------------------------------
 
 
@@ -487,62 +456,3 @@ async def test_vertex_ai_without_a_project_is_a_configuration_error(
     credential = GeminiCredential(vertexai=True, base_url=server.url)
     with pytest.raises(ConfigurationError, match="Vertex AI needs a project"):
         await GeminiChatModel(credential, "gemini-2.5-pro").chat(HI)
-
-
-# -- sync twins, configuration, secrets ------------------------------------------------------
-
-
-async def test_missing_key_is_a_configuration_error(
-    server: GeminiServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
-    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
-    model = GeminiChatModel(GeminiCredential(base_url=server.url), "gemini-2.5-flash")
-    with pytest.raises(ConfigurationError, match="GOOGLE_API_KEY or GEMINI_API_KEY"):
-        await model.chat(HI)
-
-
-@pytest.mark.parametrize(
-    ("env", "sent"),
-    [
-        ({"GEMINI_API_KEY": "gemini-env"}, "gemini-env"),
-        ({"GOOGLE_API_KEY": "google-env"}, "google-env"),
-        # As google-genai does: GOOGLE_API_KEY first.
-        ({"GOOGLE_API_KEY": "google-env", "GEMINI_API_KEY": "gemini-env"}, "google-env"),
-    ],
-)
-async def test_key_from_the_environment(
-    server: GeminiServer,
-    make_model: ModelFactory,
-    monkeypatch: pytest.MonkeyPatch,
-    env: dict[str, str],
-    sent: str,
-) -> None:
-    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
-    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    server.add(Reply(text="ok"))
-    await make_model(credential=GeminiCredential(base_url=server.url)).chat(HI)
-    assert server.requests[0].headers["x-goog-api-key"] == sent
-
-
-async def test_remote_hosts_are_blocked_in_tests() -> None:
-    model = GeminiChatModel(GeminiCredential(api_key="k"), "gemini-2.5-flash")  # type: ignore[arg-type]
-    with pytest.raises(UserError, match=r"generativelanguage\.googleapis\.com"):
-        await model.chat(HI)
-
-
-async def test_the_key_never_shows(
-    server: GeminiServer, make_model: ModelFactory, caplog: pytest.LogCaptureFixture
-) -> None:
-    secret = "AIza-very-secret-value"
-    credential = server.credential(secret)
-    model = make_model(credential=credential)
-    server.add(HTTPError(500), Reply(text="ok"))
-    with caplog.at_level(logging.DEBUG):
-        await model.chat(HI)
-    shown = [repr(credential), str(credential), repr(model), credential.model_dump_json()]
-    shown += [record.getMessage() for record in caplog.records]
-    assert all(secret not in text for text in shown)
-    assert server.requests[0].headers["x-goog-api-key"] == secret

@@ -14,13 +14,11 @@ from typing import Any
 import pytest
 
 from parley.errors import (
-    ConfigurationError,
     ModelOutputError,
     RateLimitError,
     UserError,
 )
-from parley.messages import AudioBlock, FileBlock, ImageBlock, TextBlock, VideoBlock
-from parley.models.credentials import CredentialFactory
+from parley.messages import AudioBlock, FileBlock, VideoBlock
 from parley.providers.gemini import GeminiCredential
 from parley.providers.gemini.embeddings import GeminiEmbeddingModel
 from parley.providers.gemini.server import (
@@ -32,19 +30,17 @@ from parley.providers.gemini.server import (
     vector_for,
 )
 from tests._requires import require_module
-from tests.providers._fixtures import embedding_fixtures
+from tests.providers._fixtures import model_fixtures
+from tests.providers._samples import IMAGE_URL, PNG, text_and_images
 
 require_module("google.genai", "gemini")
 
 TEXTS = [f"text number {i}" for i in range(250)]
-PNG_BYTES = b"\x89PNG fake image"
-PNG = base64.b64encode(PNG_BYTES).decode()
-IMAGE_URL = "https://example.com/cat.png"
 
 ModelFactory = Callable[..., GeminiEmbeddingModel]
 
 
-server, make_model = embedding_fixtures(GeminiServer, GeminiEmbeddingModel, "gemini-embedding-001")
+server, make_model = model_fixtures(GeminiServer, GeminiEmbeddingModel, "gemini-embedding-001")
 
 
 def first_text(request: RecordedRequest) -> str:
@@ -113,14 +109,12 @@ async def test_incomplete_answers_are_output_errors(
     assert len(server.embedding_requests()) == 2  # never retried: it would come back the same
 
 
-async def test_a_text_model_refuses_media_and_the_api_refuses_auto_truncate(
+async def test_the_api_refuses_auto_truncate(
     server: GeminiServer, make_model: ModelFactory
 ) -> None:
-    model = make_model()
-    with pytest.raises(UserError, match="text only; input 1 is a image block"):
-        await model(["a", ImageBlock.from_url(IMAGE_URL)])
+    # A text model refusing media, as every provider's: the contract suite.
     with pytest.raises(UserError, match="auto_truncate is for Vertex AI"):
-        await model(["a"], auto_truncate=True)
+        await make_model()(["a"], auto_truncate=True)
     assert server.requests == []
 
 
@@ -130,16 +124,10 @@ async def test_a_text_model_refuses_media_and_the_api_refuses_auto_truncate(
 async def test_each_text_and_media_input_is_its_own_content(
     server: GeminiServer, make_model: ModelFactory, tmp_path: Path
 ) -> None:
-    local = tmp_path / "cat.png"
-    local.write_bytes(PNG_BYTES)
     pdf = base64.b64encode(b"%PDF-1.4 fake").decode()
     server.add(Embeddings())
     inputs: list[Any] = [
-        "a caption",
-        TextBlock(text="a block of text"),
-        ImageBlock.from_url(IMAGE_URL),
-        ImageBlock.from_bytes(PNG_BYTES, "image/png"),
-        ImageBlock.from_path(local),
+        *text_and_images(tmp_path),
         AudioBlock.from_url("https://example.com/bark.mp3"),
         VideoBlock.from_url("https://www.youtube.com/watch?v=abc"),
         FileBlock.from_bytes(b"%PDF-1.4 fake", "application/pdf"),
@@ -224,45 +212,6 @@ async def test_vertex_ai_text_models_through_predict(
 
 
 # -- credential, cards, caches, sync --------------------------------------------------------------
-
-
-async def test_the_credential_from_the_environment(
-    server: GeminiServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
-    monkeypatch.setenv("GEMINI_API_KEY", "from-env")
-    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", server.url)
-    server.add(Embeddings())
-    model = GeminiEmbeddingModel(model="gemini-embedding-001")
-    try:
-        assert (await model(["a"])).embeddings == [vector_for("a", 8)]
-    finally:
-        await model.aclose()
-    assert server.requests[0].headers["x-goog-api-key"] == "from-env"
-
-
-async def test_a_credential_from_stored_settings(server: GeminiServer) -> None:
-    credential = CredentialFactory.from_dict(
-        {"type": "gemini", "api_key": "stored-key", "base_url": server.url}
-    )
-    server.add(Embeddings())
-    model = GeminiEmbeddingModel(credential, "gemini-embedding-001")
-    try:
-        await model(["a"])
-    finally:
-        await model.aclose()
-    assert server.requests[0].headers["x-goog-api-key"] == "stored-key"
-
-
-async def test_no_key_is_a_configuration_error(
-    server: GeminiServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
-    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
-    model = GeminiEmbeddingModel(GeminiCredential(base_url=server.url), "gemini-embedding-001")
-    with pytest.raises(ConfigurationError, match="GOOGLE_API_KEY or GEMINI_API_KEY"):
-        await model(["a"])
-    assert server.requests == []
 
 
 def test_the_credential_lists_the_embedding_models_and_their_sizes() -> None:

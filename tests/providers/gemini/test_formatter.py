@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +22,7 @@ from parley.messages import (
 )
 from parley.providers.gemini import GeminiChatFormatter, GeminiMultiAgentFormatter
 from parley.providers.gemini.formatter import PART_SIGNATURE, split_system
-
-PNG = base64.b64encode(b"\x89PNG fake").decode()
-PDF = base64.b64encode(b"%PDF fake").decode()
+from tests.providers._samples import DEBATE, PDF, PNG, TOOL_MEDIA, TOOL_SEQUENCE
 
 
 def fmt(*msgs: Msg) -> list[dict[str, Any]]:
@@ -170,13 +167,7 @@ def test_ids_parley_made_are_not_sent() -> None:
 
 
 def test_tool_media_follows_the_responses() -> None:
-    image = ImageBlock(source=Base64Source(media_type="image/png", data=PNG))
-    contents = fmt(
-        Msg.assistant(ToolCallBlock(id="c1", name="snap"), ToolCallBlock(id="c2", name="f")),
-        Msg.tool_result("c1", [TextBlock(text="Here it is."), image], name="snap"),
-        Msg.tool_result("c2", "done", name="f"),
-        Msg.user("Thanks"),
-    )
+    contents = fmt(*TOOL_MEDIA)
     assert contents[1] == {
         "role": "user",
         "parts": [
@@ -263,14 +254,7 @@ def test_missing_signatures_can_be_filled_for_gemini_3() -> None:
 
 
 def test_multi_agent_formatter_folds_other_agents() -> None:
-    msgs = [
-        Msg.system("You are Bob."),
-        Msg.user("Debate!", name="host"),
-        Msg.assistant("Cats rule.", name="alice"),
-        Msg.assistant("Dogs rule.", name="bob"),
-        Msg.assistant("No, cats.", name="alice"),
-    ]
-    assert GeminiMultiAgentFormatter(self_name="bob").format(msgs) == [
+    assert GeminiMultiAgentFormatter(self_name="bob").format(list(DEBATE)) == [
         {"role": "system", "parts": [{"text": "You are Bob."}]},
         {
             "role": "user",
@@ -282,12 +266,7 @@ def test_multi_agent_formatter_folds_other_agents() -> None:
 
 
 def test_multi_agent_formatter_keeps_tool_sequences_native() -> None:
-    msgs = [
-        Msg.user("Weather?", name="ann"),
-        Msg.assistant(ToolCallBlock(id="c1", name="weather", input={}), name="bob"),
-        Msg.tool_result("c1", "Sunny", name="weather"),
-    ]
-    out = GeminiMultiAgentFormatter(self_name="bob").format(msgs)
+    out = GeminiMultiAgentFormatter(self_name="bob").format(list(TOOL_SEQUENCE))
     assert [c["role"] for c in out] == ["user", "model", "user"]
     assert out[2]["parts"] == [
         {"functionResponse": {"id": "c1", "name": "weather", "response": {"output": "Sunny"}}}

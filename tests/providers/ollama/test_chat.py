@@ -6,8 +6,6 @@ import base64
 import gzip
 import json
 import logging
-import sys
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -17,7 +15,6 @@ from parley import Msg
 from parley.agents import Agent
 from parley.errors import (
     ContextLengthError,
-    MissingDependencyError,
     ModelHTTPError,
     UserError,
 )
@@ -25,17 +22,10 @@ from parley.messages import ImageBlock, ThinkingBlock, ToolCallBlock
 from parley.models.spec import model_from_spec
 from parley.providers.ollama import OllamaChatModel, OllamaCredential
 from parley.providers.ollama.server import HTTPError, OllamaServer, Raw, Reply, ToolCall
-from tests.models.loop_exit import ENDINGS, run_without_closing
+from tests.providers._chat import HI, TOOLS, WEATHER_FUNCTION
+from tests.providers._fixtures import ModelFactory
 from tests.sample_tools import add
 
-ModelFactory = Callable[..., Any]
-"""The `make_model` fixture (see `fixtures.py`)."""
-
-HI = [Msg.user("Hi")]
-TOOLS: list[dict[str, Any]] = [
-    {"name": "weather", "description": "Weather.", "parameters": {"type": "object"}},
-    {"name": "time", "description": "Time.", "parameters": {"type": "object"}},
-]
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16).decode()
 
 
@@ -52,18 +42,12 @@ def contents(chunks: list[Any]) -> list[tuple[str, str]]:
 # -- answers --------------------------------------------------------------------------------
 
 
-async def test_whole_answer_with_usage_and_durations(
+async def test_the_request_and_the_durations(
     server: OllamaServer, make_model: ModelFactory
 ) -> None:
+    # The answer, its finish and its usage, as every provider's: test_chat_contract.py.
     server.add(Reply(text="Hello!", prompt_eval_count=12, eval_count=3))
     response = await make_model().chat(HI)
-    assert response.text == "Hello!"
-    assert response.is_last
-    assert response.finish_reason == "stop"
-    assert response.model == "qwen3"
-    assert response.usage is not None
-    assert (response.usage.input_tokens, response.usage.output_tokens) == (12, 3)
-    assert response.usage.elapsed > 0
     assert response.metadata == {
         "done_reason": "stop",
         "durations": {"total": 0.25, "load": 0.05, "prompt_eval": 0.02, "eval": 0.15},
@@ -211,16 +195,7 @@ async def test_tool_choice_decides_the_tools_sent(
 async def test_tools_on_the_wire(server: OllamaServer, make_model: ModelFactory) -> None:
     server.add(Reply(text="ok"))
     await make_model().chat(HI, TOOLS[:1])
-    assert server.bodies()[0]["tools"] == [
-        {
-            "type": "function",
-            "function": {
-                "name": "weather",
-                "description": "Weather.",
-                "parameters": {"type": "object"},
-            },
-        }
-    ]
+    assert server.bodies()[0]["tools"] == [WEATHER_FUNCTION]
 
 
 # -- parameters -----------------------------------------------------------------------------
@@ -399,18 +374,6 @@ def test_sync_twins(server: OllamaServer) -> None:
     model.close_sync()
 
 
-@pytest.mark.parametrize("ending", ENDINGS)
-def test_connections_close_with_their_event_loop(server: OllamaServer, ending: str) -> None:
-    # Each `asyncio.run` ends its loop, which closes the connections opened on it; the sync
-    # twins' loop runs to the exit, which closes them there if the model is still alive.
-    setup = """
-from parley.providers.ollama import OllamaChatModel, OllamaCredential
-model = OllamaChatModel(OllamaCredential(host=sys.argv[1]), "qwen3")
-"""
-    server.add(Reply(text="one"), Reply(text="two"), Reply(text="three"))
-    assert run_without_closing(setup, server.url, ending) == ["one", "two", "three"]
-
-
 async def test_requests_go_through_the_sdk_client_on_aiohttp(
     server: OllamaServer, make_model: ModelFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -427,15 +390,6 @@ async def test_requests_go_through_the_sdk_client_on_aiohttp(
     for request in server.requests:
         assert request.headers["user-agent"].startswith("ollama-python/")
         assert request.headers["authorization"] == "Bearer ollama-key"
-
-
-async def test_missing_http_client_names_the_extra(
-    server: OllamaServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setitem(sys.modules, "httpx_aiohttp", None)
-    model = OllamaChatModel(server.credential(), "qwen3")
-    with pytest.raises(MissingDependencyError, match=r"httpx_aiohttp.*parley\[ollama\]"):
-        await model.chat(HI)
 
 
 async def test_host_from_ollama_host(
@@ -471,21 +425,6 @@ async def test_ollama_api_key_goes_as_a_bearer_token(
     server.add(Reply(text="ok"))
     await make_model().chat(HI)
     assert server.requests[0].headers["authorization"] == "Bearer ollama-key"
-
-
-async def test_missing_sdk_names_the_extra(
-    server: OllamaServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setitem(sys.modules, "ollama", None)
-    model = OllamaChatModel(server.credential(), "qwen3")
-    with pytest.raises(MissingDependencyError, match=r"parley\[ollama\]"):
-        await model.chat(HI)
-
-
-async def test_remote_hosts_are_blocked_in_tests() -> None:
-    model = OllamaChatModel(OllamaCredential(host="https://ollama.example.com"), "qwen3")
-    with pytest.raises(UserError, match=r"ollama\.example\.com"):
-        await model.chat(HI)
 
 
 async def test_model_from_spec(server: OllamaServer, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -31,7 +31,7 @@ from parley.providers.ollama.server import (
     vector_for,
 )
 from tests._requires import require_module
-from tests.providers._fixtures import embedding_fixtures
+from tests.providers._fixtures import model_fixtures
 
 require_module("ollama", "ollama")
 require_module("httpx_aiohttp", "ollama")
@@ -41,7 +41,7 @@ EMBED = "/api/embed"
 ModelFactory = Callable[..., OllamaEmbeddingModel]
 
 
-server, make_model = embedding_fixtures(OllamaServer, OllamaEmbeddingModel, "nomic-embed-text")
+server, make_model = model_fixtures(OllamaServer, OllamaEmbeddingModel, "nomic-embed-text")
 
 
 def texts_of(request: RecordedRequest) -> list[str]:
@@ -161,12 +161,6 @@ async def test_a_chat_step_cannot_answer_an_embedding_request(
         await make_model(max_retries=0)(["a"])
     with pytest.raises(AssertionError, match="cannot answer /api/embed"):
         server.assert_consumed()
-
-
-async def test_requests_elsewhere_are_blocked_in_the_tests() -> None:
-    model = OllamaEmbeddingModel(OllamaCredential(host="http://gpu-box:11434"), "all-minilm")
-    with pytest.raises(UserError, match="blocked"):
-        await model(["a"])
 
 
 # -- credentials and cards ------------------------------------------------------------------

@@ -20,6 +20,7 @@ from parley.messages import (
     VideoBlock,
 )
 from parley.providers.ollama import OllamaChatFormatter, OllamaMultiAgentFormatter
+from tests.providers._samples import DEBATE
 
 PNG_BYTES = b"\x89PNG\r\n\x1a\n" + b"\x01" * 8
 PNG = base64.b64encode(PNG_BYTES).decode()
@@ -139,18 +140,11 @@ def test_media_a_tool_returned_follow_the_tool_messages() -> None:
 
 
 def test_multi_agent_folds_the_others_and_keeps_its_own_turns() -> None:
-    msgs = [
-        Msg.system("You are Bob."),
-        Msg.user("Tabs or spaces?", name="host"),
-        Msg.assistant("Tabs.", name="alice"),
-        Msg.assistant("Spaces.", name="bob"),
-        Msg.assistant("Tabs, still.", name="alice"),
-    ]
-    assert OllamaMultiAgentFormatter("bob").format(msgs) == [
+    assert OllamaMultiAgentFormatter("bob").format(list(DEBATE)) == [
         {"role": "system", "content": "You are Bob."},
-        {"role": "user", "content": "<history>\nhost: Tabs or spaces?\nalice: Tabs.\n</history>"},
-        {"role": "assistant", "content": "Spaces."},
-        {"role": "user", "content": "<history>\nalice: Tabs, still.\n</history>"},
+        {"role": "user", "content": "<history>\nhost: Debate!\nalice: Cats rule.\n</history>"},
+        {"role": "assistant", "content": "Dogs rule."},
+        {"role": "user", "content": "<history>\nalice: No, cats.\n</history>"},
     ]
 
 

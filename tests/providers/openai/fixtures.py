@@ -1,10 +1,4 @@
-"""The OpenAI family's fixtures: its scripted local server (`server`) and models bound to it
-(`make_model`), made by `tests.providers._fixtures`.
-
-This folder's `conftest.py` gives them to its tests; a module elsewhere binds them by name
-(`server = fixtures.server`), so they hold for that module alone (never `pytest_plugins`, whose
-fixtures hold for the whole session and shadow other providers' of the same name).
-"""
+"""The OpenAI family's `server` and `make_model` fixtures (made and bound as `_fixtures` says)."""
 
 from __future__ import annotations
 

@@ -9,22 +9,18 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from parley import Msg
 from parley.errors import ConfigurationError
 from parley.models.credentials import CredentialFactory
 from parley.models.spec import model_from_spec
 from parley.providers.openai import AzureOpenAIChatModel, AzureOpenAICredential
 from parley.providers.openai.server import OpenAIServer, Reply, ToolCall
+from tests.providers._chat import HI
+from tests.providers._fixtures import ModelFactory
 
-ModelFactory = Callable[..., Any]
-"""The `make_model` fixture (see `fixtures.py`)."""
-
-HI = [Msg.user("Hi")]
 DEPLOYMENT_PATH = "/openai/deployments/my-gpt/chat/completions?api-version=2024-06-01"
 
 

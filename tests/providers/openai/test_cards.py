@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from parley.models import CredentialFactory, ModelCard
+from parley.models import CredentialFactory
 from parley.models.cards import THINKING
 from parley.providers.openai import (
     DashScopeCompatibleChatModel,
@@ -23,6 +23,7 @@ from parley.providers.openai import (
     XAIChatModel,
     XAICredential,
 )
+from tests.providers._cards import assert_cards_load, card
 
 EXPECTED = {
     OpenAIChatModel: {
@@ -57,18 +58,7 @@ EXPECTED = {
     ("cls", "names"), EXPECTED.items(), ids=lambda v: getattr(v, "__name__", "")
 )
 def test_every_card_loads(cls: Any, names: set[str]) -> None:
-    cards = cls.list_models()
-    assert {card.name for card in cards} == names
-    for card in cards:
-        assert card.label
-        assert card.context_size
-        assert card.output_size
-        assert "text/plain" in card.input_types
-        assert card.parameter_schema["properties"]
-
-
-def card(cls: Any, name: str) -> ModelCard:
-    return next(c for c in cls.list_models() if c.name == name)
+    assert_cards_load(cls.list_models(), names)
 
 
 def test_null_override_removes_a_parameter() -> None:

@@ -2,31 +2,18 @@
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
-from parley import Msg
 from parley.errors import (
-    ConfigurationError,
     ContextLengthError,
     UserError,
 )
-from parley.providers.openai import OpenAIChatModel, OpenAICredential
-from parley.providers.openai.server import HTTPError, OpenAIServer, Reply, ToolCall
-
-ModelFactory = Callable[..., Any]
-"""The `make_model` fixture (see `fixtures.py`)."""
-
-HI = [Msg.user("Hi")]
-TOOLS: list[dict[str, Any]] = [
-    {"name": "weather", "description": "Weather.", "parameters": {"type": "object"}},
-    {"name": "time", "description": "Time.", "parameters": {"type": "object"}},
-]
-
+from parley.providers.openai.server import HTTPError, OpenAIServer, Reply
+from tests.providers._chat import HI, TOOLS, WEATHER_FUNCTION
+from tests.providers._fixtures import ModelFactory
 
 # -- answers --------------------------------------------------------------------------------
 
@@ -56,19 +43,6 @@ async def test_a_stream_asks_for_its_usage(server: OpenAIServer, make_model: Mod
     assert body["stream_options"] == {"include_usage": True}
 
 
-async def test_tool_calls_whole(server: OpenAIServer, make_model: ModelFactory) -> None:
-    server.add(Reply(tool_calls=[ToolCall("weather", '{"city": "Par', "call_x")]))
-    response = await make_model().chat(HI, tools=TOOLS)
-    (call,) = response.tool_calls
-    # Broken JSON arguments are kept raw for the tool layer to repair.
-    assert (call.id, call.name, call.input, call.raw_input) == (
-        "call_x",
-        "weather",
-        {},
-        '{"city": "Par',
-    )
-
-
 @pytest.mark.parametrize(
     ("choice", "wire"),
     [
@@ -86,21 +60,7 @@ async def test_tool_choice_on_the_wire(
     body = server.bodies()[0]
     assert body["tool_choice"] == wire
     assert body["parallel_tool_calls"] is False
-    assert body["tools"][0] == {
-        "type": "function",
-        "function": {
-            "name": "weather",
-            "description": "Weather.",
-            "parameters": {"type": "object"},
-        },
-    }
-
-
-async def test_no_tool_fields_without_tools(server: OpenAIServer, make_model: ModelFactory) -> None:
-    # OpenAI refuses tool_choice and parallel_tool_calls when no tools are given.
-    server.add(Reply(text="ok"))
-    await make_model(parameters={"parallel_tool_calls": True}).chat(HI, tool_choice="none")
-    assert not {"tools", "tool_choice", "parallel_tool_calls"} & set(server.bodies()[0])
+    assert body["tools"][0] == WEATHER_FUNCTION
 
 
 async def test_parameters_on_the_wire(server: OpenAIServer, make_model: ModelFactory) -> None:
@@ -127,20 +87,6 @@ class City(BaseModel):
     population: int
 
 
-async def test_structured_output_by_forced_tool(
-    server: OpenAIServer, make_model: ModelFactory
-) -> None:
-    server.add(
-        Reply(tool_calls=[ToolCall("generate_response", {"name": "Paris", "population": 2})])
-    )
-    result = await make_model().generate_structured_output(HI, City)
-    assert result.strategy == "forced"
-    assert result.parsed == City(name="Paris", population=2)
-    body = server.bodies()[0]
-    assert body["tool_choice"] == {"type": "function", "function": {"name": "generate_response"}}
-    assert body["tools"][0]["function"]["parameters"] == City.model_json_schema()
-
-
 async def test_structured_output_falls_back_when_tool_choice_is_refused(
     server: OpenAIServer, make_model: ModelFactory
 ) -> None:
@@ -160,32 +106,6 @@ async def test_structured_output_falls_back_when_tool_choice_is_refused(
     server.assert_consumed()
 
 
-# -- retries ---------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "limited",
-    # The fixture's backoff waits near zero, so a wait of 0.10 s can only be the header's
-    # (`Retry-After` in seconds: the contract suite).
-    [HTTPError.rate_limit(retry_after_ms=100)],
-    ids=["retry-after-ms"],
-)
-async def test_429_waits_what_retry_after_ms_asks(
-    server: OpenAIServer,
-    make_model: ModelFactory,
-    limited: HTTPError,
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    server.add(limited, Reply(text="ok"))
-    with caplog.at_level(logging.WARNING, logger="parley.models"):
-        response = await make_model().chat(HI)
-    assert response.text == "ok"
-    # The wait the retry chose, as it logs it before sleeping: the header's, not a backoff.
-    assert "retry 1 of" in caplog.text
-    assert "in 0.10s" in caplog.text
-    assert len(server.requests) == 2
-
-
 # -- error mapping ---------------------------------------------------------------------------
 
 
@@ -196,48 +116,6 @@ async def test_a_context_length_error_without_its_code_is_read_from_the_message(
     server.add(HTTPError(400, "This model's maximum context length is 8192 tokens"))
     with pytest.raises(ContextLengthError):
         await make_model(max_retries=0).chat(HI)
-
-
-# -- sync twins, configuration, secrets ------------------------------------------------------
-
-
-async def test_missing_key_is_a_configuration_error(
-    server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    model = OpenAIChatModel(OpenAICredential(base_url=server.url), "gpt-4o")
-    with pytest.raises(ConfigurationError, match="OPENAI_API_KEY"):
-        await model.chat(HI)
-
-
-async def test_key_from_the_environment(
-    server: OpenAIServer, make_model: ModelFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
-    server.add(Reply(text="ok"))
-    await make_model(credential=OpenAICredential(base_url=server.url)).chat(HI)
-    assert server.requests[0].headers["authorization"] == "Bearer sk-env"
-
-
-async def test_remote_hosts_are_blocked_in_tests() -> None:
-    model = OpenAIChatModel(OpenAICredential(api_key="sk-x"), "gpt-4o")
-    with pytest.raises(UserError, match=r"api\.openai\.com"):
-        await model.chat(HI)
-
-
-async def test_the_key_never_shows(
-    server: OpenAIServer, make_model: ModelFactory, caplog: pytest.LogCaptureFixture
-) -> None:
-    secret = "sk-very-secret-value"
-    credential = OpenAICredential(api_key=secret, base_url=server.url)  # type: ignore[arg-type]
-    model = make_model(credential=credential)
-    server.add(HTTPError(500), Reply(text="ok"))
-    with caplog.at_level(logging.DEBUG):
-        await model.chat(HI)
-    shown = [repr(credential), str(credential), repr(model), credential.model_dump_json()]
-    shown += [record.getMessage() for record in caplog.records]
-    assert all(secret not in text for text in shown)
-    assert server.requests[0].headers["authorization"] == f"Bearer {secret}"
 
 
 # -- content as typed parts (Mistral's reasoning models) -------------------------------------

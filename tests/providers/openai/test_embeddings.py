@@ -10,8 +10,6 @@ import base64
 import json
 import struct
 import sys
-from collections.abc import Callable
-from typing import Any
 
 import pytest
 
@@ -35,17 +33,14 @@ from parley.providers.openai.server import (
 )
 from tests._requires import require_module
 from tests.embeddings.test_base import ItemCache
-from tests.providers._fixtures import embedding_fixtures
+from tests.providers._fixtures import ModelFactory, model_fixtures
 
 require_module("openai", "openai")
 
 TEXTS = [f"text number {i}" for i in range(4100)]  # 2048 + 2048 + 4
-ModelFactory = Callable[..., Any]
 
 
-server, make_model = embedding_fixtures(
-    OpenAIServer, OpenAIEmbeddingModel, "text-embedding-3-small"
-)
+server, make_model = model_fixtures(OpenAIServer, OpenAIEmbeddingModel, "text-embedding-3-small")
 
 
 def texts_of(request: RecordedRequest) -> list[str]:
@@ -208,42 +203,7 @@ async def test_a_chat_step_cannot_answer_an_embedding_request(
         server.assert_consumed()
 
 
-async def test_requests_elsewhere_are_blocked_in_the_tests() -> None:
-    credential = OpenAICredential(api_key="sk-test", base_url="https://api.openai.com/v1")
-    model = OpenAIEmbeddingModel(credential, "text-embedding-3-small")
-    with pytest.raises(UserError, match="blocked"):
-        await model(["a"])
-
-
 # -- credentials and cards ------------------------------------------------------------------
-
-
-async def test_the_credential_from_the_environment(
-    server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
-    monkeypatch.setenv("OPENAI_BASE_URL", server.url)
-    server.add(Embeddings())
-    model = OpenAIEmbeddingModel(model="text-embedding-3-small")
-    assert (await model(["a"])).embeddings == [vector_for("a", 8)]
-    await model.aclose()
-    assert server.requests[0].headers["authorization"] == "Bearer sk-from-env"
-    monkeypatch.delenv("OPENAI_API_KEY")
-    with pytest.raises(ConfigurationError, match="OPENAI_API_KEY"):
-        await OpenAIEmbeddingModel(model="text-embedding-3-small")(["a"])
-
-
-async def test_the_credential_from_stored_settings(server: OpenAIServer) -> None:
-    credential = CredentialFactory.from_dict(
-        {"type": "openai", "api_key": "sk-stored", "base_url": server.url}
-    )
-    cls = credential.get_embedding_model_class()
-    assert cls is OpenAIEmbeddingModel
-    server.add(Embeddings())
-    model = cls(credential, "text-embedding-3-small")
-    assert (await model(["a"])).embeddings == [vector_for("a", 8)]
-    await model.aclose()
-    assert server.requests[0].headers["authorization"] == "Bearer sk-stored"
 
 
 def test_the_cards_pin_each_models_sizes() -> None:

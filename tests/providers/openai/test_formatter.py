@@ -14,16 +14,22 @@ from parley.messages import (
     Base64Source,
     FileBlock,
     ImageBlock,
-    TextBlock,
     ThinkingBlock,
     ToolCallBlock,
     VideoBlock,
 )
 from parley.providers.openai import OpenAIChatFormatter, OpenAIMultiAgentFormatter
-
-PNG = base64.b64encode(b"\x89PNG fake").decode()
-WAV = base64.b64encode(b"RIFF fake").decode()
-PDF = base64.b64encode(b"%PDF fake").decode()
+from tests.providers._samples import (
+    CALLS,
+    CALLS_AS_CHAT_COMPLETIONS,
+    DEBATE,
+    PDF,
+    PNG,
+    TOOL_MEDIA,
+    TOOL_SEQUENCE,
+    WAV,
+    images_three_ways,
+)
 
 
 def fmt(*msgs: Msg, **options: object) -> list[dict[str, object]]:
@@ -44,14 +50,7 @@ def test_text_roles_and_names() -> None:
 
 
 def test_images_by_url_base64_and_local_file(tmp_path: Path) -> None:
-    path = tmp_path / "cat.png"
-    path.write_bytes(b"\x89PNG fake")
-    msg = Msg.user(
-        "Look:",
-        ImageBlock.from_url("https://example.com/cat.png"),
-        ImageBlock(source=Base64Source(media_type="image/png", data=PNG)),
-        ImageBlock.from_path(path),
-    )
+    msg = images_three_ways(tmp_path)
     assert fmt(msg, image_detail="low") == [
         {
             "role": "user",
@@ -131,10 +130,8 @@ def test_system_media_is_refused() -> None:
 
 
 def test_tool_calls_and_results() -> None:
-    call_raw = ToolCallBlock(id="c1", name="weather", input={}, raw_input='{"city":"Rome"}')
-    call_dict = ToolCallBlock(id="c2", name="time", input={"tz": "CET"})
     assert fmt(
-        Msg.assistant("Checking.", call_raw, call_dict),
+        CALLS,
         Msg(
             role="tool",
             content=[
@@ -149,22 +146,7 @@ def test_tool_calls_and_results() -> None:
             ],
         ),
     ) == [
-        {
-            "role": "assistant",
-            "content": "Checking.",
-            "tool_calls": [
-                {
-                    "id": "c1",
-                    "type": "function",
-                    "function": {"name": "weather", "arguments": '{"city":"Rome"}'},
-                },
-                {
-                    "id": "c2",
-                    "type": "function",
-                    "function": {"name": "time", "arguments": '{"tz": "CET"}'},
-                },
-            ],
-        },
+        CALLS_AS_CHAT_COMPLETIONS,
         {"role": "tool", "tool_call_id": "c1", "content": "Sunny"},
         {"role": "tool", "tool_call_id": "c2", "content": "12:00"},
     ]
@@ -176,16 +158,7 @@ def test_assistant_with_only_tool_calls_has_null_content() -> None:
 
 
 def test_tool_media_goes_in_a_user_message_after_the_tool_messages() -> None:
-    image = ImageBlock(source=Base64Source(media_type="image/png", data=PNG))
-    msgs = [
-        Msg.assistant(
-            ToolCallBlock(id="c1", name="snap", input={}), ToolCallBlock(id="c2", name="f")
-        ),
-        Msg.tool_result("c1", [TextBlock(text="Here it is."), image], name="snap"),
-        Msg.tool_result("c2", "done", name="f"),
-        Msg.user("Thanks"),
-    ]
-    out = fmt(*msgs)
+    out = fmt(*TOOL_MEDIA)
     assert [m["role"] for m in out] == ["assistant", "tool", "tool", "user", "user"]
     assert out[1] == {
         "role": "tool",
@@ -234,14 +207,7 @@ def test_thinking_sent_back_as_reasoning_content() -> None:
 
 
 def test_multi_agent_formatter_folds_other_agents() -> None:
-    msgs = [
-        Msg.system("You are Bob."),
-        Msg.user("Debate!", name="host"),
-        Msg.assistant("Cats rule.", name="alice"),
-        Msg.assistant("Dogs rule.", name="bob"),
-        Msg.assistant("No, cats.", name="alice"),
-    ]
-    out = OpenAIMultiAgentFormatter(self_name="bob").format(msgs)
+    out = OpenAIMultiAgentFormatter(self_name="bob").format(list(DEBATE))
     assert out == [
         {"role": "system", "content": "You are Bob."},
         {
@@ -254,11 +220,6 @@ def test_multi_agent_formatter_folds_other_agents() -> None:
 
 
 def test_multi_agent_formatter_keeps_tool_sequences_native() -> None:
-    msgs = [
-        Msg.user("Weather?", name="ann"),
-        Msg.assistant(ToolCallBlock(id="c1", name="weather", input={}), name="bob"),
-        Msg.tool_result("c1", "Sunny", name="weather"),
-    ]
-    out = OpenAIMultiAgentFormatter(self_name="bob").format(msgs)
+    out = OpenAIMultiAgentFormatter(self_name="bob").format(list(TOOL_SEQUENCE))
     assert [m["role"] for m in out] == ["user", "assistant", "tool"]
     assert out[2] == {"role": "tool", "tool_call_id": "c1", "content": "Sunny"}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -23,11 +22,8 @@ from parley.providers.openai import (
     XAICredential,
 )
 from parley.providers.openai.server import HTTPError, OpenAIServer, Reply, ToolCall
-
-ModelFactory = Callable[..., Any]
-"""The `make_model` fixture (see `fixtures.py`)."""
-
-HI = [Msg.user("Hi")]
+from tests.providers._chat import HI
+from tests.providers._fixtures import ModelFactory
 
 PRESETS = [
     (DeepSeekChatModel, DeepSeekCredential, "deepseek-reasoner"),

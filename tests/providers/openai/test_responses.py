@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -21,13 +19,11 @@ from parley.messages import (
 )
 from parley.providers.openai import OpenAIResponseModel, OpenAIResponsesFormatter
 from parley.providers.openai.server import OpenAIServer, Reply, ToolCall
+from tests.providers._chat import HI
+from tests.providers._fixtures import ModelFactory
+from tests.providers._samples import PNG
 
-ModelFactory = Callable[..., Any]
-"""The `make_model` fixture (see `fixtures.py`)."""
-
-HI = [Msg.user("Hi")]
 TOOLS = [{"name": "weather", "description": "Weather.", "parameters": {"type": "object"}}]
-PNG = base64.b64encode(b"\x89PNG fake").decode()
 
 
 def responses(make_model: ModelFactory, model: str = "gpt-4.1", **kwargs: Any) -> Any:

@@ -21,7 +21,6 @@ and every process is ended when the block ends, whatever happened in it. Logs st
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import csv
 import io
@@ -31,15 +30,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
-from sqlalchemy.engine import make_url
 
-from tests._external import _Cluster, _postgres_bin
+from tests._external import _Cluster, _postgres_bin, pg_connection, run_async
 from tests._requires import require_program, unavailable
 from tests.service._live import free_port
 from tests.service.cluster._tcp_proxy import FaultProxy
@@ -229,27 +226,12 @@ class Postgres:
 
     def query(self, sql: str, *args: object) -> list[dict[str, Any]]:
         """The rows of one statement, run straight on the server (not through any proxy)."""
-        import asyncpg  # noqa: PLC0415 - in the `service` extra
-
-        url = make_url(self.url)
 
         async def run() -> list[dict[str, Any]]:
-            connection = await asyncpg.connect(
-                host=url.host,
-                port=url.port,
-                user=url.username,
-                password=url.password,
-                database=url.database,
-                timeout=10,
-                command_timeout=30,
-            )
-            try:
+            async with pg_connection(self.url, command_timeout=30) as connection:
                 return [dict(row) for row in await connection.fetch(sql, *args)]
-            finally:
-                await connection.close(timeout=10)
 
-        with ThreadPoolExecutor(max_workers=1) as pool:  # whatever loop the caller runs
-            return pool.submit(lambda: asyncio.run(run())).result(timeout=60)
+        return run_async(run, timeout=60)  # whatever loop the caller runs
 
     def run_statuses(self) -> dict[str, int]:
         """How many runs the store has in each status."""

@@ -85,6 +85,14 @@ def server(tmp_path: Path) -> Iterator[tuple[str, str, str]]:
                 _CLIENTS.pop().close()
 
 
+@pytest.fixture
+def alice_thread(server: tuple[str, str, str]) -> tuple[Any, str]:
+    """Alice's client, and a new thread of hers."""
+    base, alice, _ = server
+    client = _client(base, alice)
+    return client, client.threads.create()["thread_id"]
+
+
 def _client(base: str, key: str, *, as_api_key: bool = False) -> Any:
     """The SDK's client; the key as `Authorization: Bearer`, or as its `api_key` (X-Api-Key)."""
     if as_api_key:
@@ -202,10 +210,8 @@ def _parts(stream: Any) -> list[tuple[str, Any]]:
     return [(part.event, part.data) for part in stream]
 
 
-def test_stream_every_mode_in_order(server: tuple[str, str, str]) -> None:
-    base, alice, _ = server
-    client = _client(base, alice)
-    tid = client.threads.create()["thread_id"]
+def test_stream_every_mode_in_order(alice_thread: tuple[Any, str]) -> None:
+    client, tid = alice_thread
     modes = ["values", "messages-tuple", "updates", "custom"]
     parts = _parts(client.runs.stream(tid, "echo", input=_human("hi"), stream_mode=modes))
     names = [name for name, _ in parts]
@@ -234,10 +240,8 @@ def test_stream_every_mode_in_order(server: tuple[str, str, str]) -> None:
     assert run["status"] == "success"
 
 
-def test_stream_a_tool_call_as_chunks_then_the_interrupt(server: tuple[str, str, str]) -> None:
-    base, alice, _ = server
-    client = _client(base, alice)
-    tid = client.threads.create()["thread_id"]
+def test_stream_a_tool_call_as_chunks_then_the_interrupt(alice_thread: tuple[Any, str]) -> None:
+    client, tid = alice_thread
     parts = _parts(
         client.runs.stream(tid, "mail", input=_human("mail them"), stream_mode="messages-tuple")
     )
@@ -260,10 +264,8 @@ def test_stream_a_tool_call_as_chunks_then_the_interrupt(server: tuple[str, str,
     assert values["messages"][-1]["tool_calls"][0]["args"] == {"to": "a@b.c"}
 
 
-def test_stream_values_only_and_openai_style_input(server: tuple[str, str, str]) -> None:
-    base, alice, _ = server
-    client = _client(base, alice)
-    tid = client.threads.create()["thread_id"]
+def test_stream_values_only_and_openai_style_input(alice_thread: tuple[Any, str]) -> None:
+    client, tid = alice_thread
     parts = _parts(
         client.runs.stream(
             tid,
@@ -275,10 +277,8 @@ def test_stream_values_only_and_openai_style_input(server: tuple[str, str, str])
     assert [m["content"] for m in parts[-1][1]["messages"]] == ["yo", ANSWER]
 
 
-def test_wait_state_and_history(server: tuple[str, str, str]) -> None:
-    base, alice, _ = server
-    client = _client(base, alice)
-    tid = client.threads.create()["thread_id"]
+def test_wait_state_and_history(alice_thread: tuple[Any, str]) -> None:
+    client, tid = alice_thread
     first = client.runs.wait(tid, "echo", input=_human("one"))
     assert [m["content"] for m in first["messages"]] == ["one", ANSWER]
     second = client.runs.wait(tid, "echo", input=_human("two"))
@@ -302,10 +302,8 @@ def test_stateless_wait_and_stream(server: tuple[str, str, str]) -> None:
     assert client.threads.search() == []  # their threads went with them (on_completion)
 
 
-def test_create_join_get_list(server: tuple[str, str, str]) -> None:
-    base, alice, _ = server
-    client = _client(base, alice)
-    tid = client.threads.create()["thread_id"]
+def test_create_join_get_list(alice_thread: tuple[Any, str]) -> None:
+    client, tid = alice_thread
     run = client.runs.create(tid, "echo", input=_human("later"), metadata={"tag": "x"})
     assert run["thread_id"] == tid
     assert run["status"] == "pending"  # as it was made, however quickly it ran
@@ -323,10 +321,8 @@ def test_create_join_get_list(server: tuple[str, str, str]) -> None:
         client.runs.get(tid, "run_unknown")
 
 
-def test_join_stream_replays_with_last_event_id(server: tuple[str, str, str]) -> None:
-    base, alice, _ = server
-    client = _client(base, alice)
-    tid = client.threads.create()["thread_id"]
+def test_join_stream_replays_with_last_event_id(alice_thread: tuple[Any, str]) -> None:
+    client, tid = alice_thread
     modes = ["values", "messages-tuple"]
     live = list(
         client.runs.stream(
@@ -377,10 +373,8 @@ def test_stream_headers_name_the_run_relative_to_the_mount(server: tuple[str, st
     assert location.endswith("/join")
 
 
-def test_cancel_interrupts_a_run(server: tuple[str, str, str]) -> None:
-    base, alice, _ = server
-    client = _client(base, alice)
-    tid = client.threads.create()["thread_id"]
+def test_cancel_interrupts_a_run(alice_thread: tuple[Any, str]) -> None:
+    client, tid = alice_thread
     run = _running_slow(client, tid, "go")
     client.runs.cancel(tid, run["run_id"], wait=True)
     assert client.runs.get(tid, run["run_id"])["status"] == "interrupted"
@@ -388,10 +382,8 @@ def test_cancel_interrupts_a_run(server: tuple[str, str, str]) -> None:
         client.runs.cancel(tid, "run_unknown")
 
 
-def test_busy_thread_reject_and_enqueue(server: tuple[str, str, str]) -> None:
-    base, alice, _ = server
-    client = _client(base, alice)
-    tid = client.threads.create()["thread_id"]
+def test_busy_thread_reject_and_enqueue(alice_thread: tuple[Any, str]) -> None:
+    client, tid = alice_thread
     first = client.runs.create(tid, "slow", input=_human("first"))
     with pytest.raises(ConflictError):
         client.runs.create(tid, "slow", input=_human("no"), multitask_strategy="reject")
@@ -400,10 +392,8 @@ def test_busy_thread_reject_and_enqueue(server: tuple[str, str, str]) -> None:
     assert [m["content"] for m in second["messages"]][-2:] == ["second", ANSWER]
 
 
-def test_approval_is_an_interrupt_resumed_with_a_command(server: tuple[str, str, str]) -> None:
-    base, alice, _ = server
-    client = _client(base, alice)
-    tid = client.threads.create()["thread_id"]
+def test_approval_is_an_interrupt_resumed_with_a_command(alice_thread: tuple[Any, str]) -> None:
+    client, tid = alice_thread
     parked = client.runs.wait(tid, "mail", input=_human("mail them"))
     (interrupt,) = parked["__interrupt__"]
     assert interrupt["value"]["calls"] == [
@@ -615,10 +605,8 @@ def test_a_failed_run_and_thinking_as_custom_events(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("strategy", ["interrupt", "rollback"])
-def test_a_new_run_stops_the_running_one(server: tuple[str, str, str], strategy: str) -> None:
-    base, alice, _ = server
-    client = _client(base, alice)
-    tid = client.threads.create()["thread_id"]
+def test_a_new_run_stops_the_running_one(alice_thread: tuple[Any, str], strategy: str) -> None:
+    client, tid = alice_thread
     first = _running_slow(client, tid, "first")
     values = client.runs.wait(tid, "echo", input=_human("second"), multitask_strategy=strategy)
     texts = [m["content"] for m in values["messages"]]

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from parley.agents import ContextBudget, MessageCompleted
-from parley.agents.run import chunk_events
+from parley.agents.run import chunk_events, model_calls_since_question
 from parley.compat.qwen._llm_config import LLMConfig, pop_agent_settings
 from parley.compat.qwen._response import QwenMessages, QwenResponse, Response, output
 from parley.compat.qwen.convert import as_dicts_like, to_msgs
@@ -148,22 +148,12 @@ def function_specs(functions: Sequence[Mapping[str, Any]] | None) -> list[ToolSp
     return to_tool_specs(described)
 
 
-def turn_index(history: Sequence[Msg]) -> int:
-    """The model calls since the latest user message: how far into its turn this call is."""
-    index = 0
-    for msg in reversed(history):
-        if msg.role == "user":
-            break
-        index += msg.role == "assistant"
-    return index
-
-
 def _tool_choice(
     model: ChatModel, call: GenerateSettings, agent: str | None, history: Sequence[Msg]
 ) -> str | None:
     if call.function_choice is not None:
         return call.function_choice
-    index = turn_index(history)
+    index = model_calls_since_question(history)
     if agent is not None:
         return agent if agent in ("auto", "none") or index == 0 else None
     default = model.default_tool_choice

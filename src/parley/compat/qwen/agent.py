@@ -87,7 +87,7 @@ import logging
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar, cast, overload
+from typing import Any, ClassVar, Literal, TypeVar, cast, overload
 
 from pydantic import TypeAdapter
 
@@ -199,8 +199,9 @@ class Agent(abc.ABC):
         llm: A Qwen-Agent llm config dict, a `BaseChatModel`, a parley `ChatModel`, or None
             for the embedded local model.
         system_message: Put first in every run's messages.
-        name: The agent's name, on its messages.
-        description: What the agent does (for routers and group chats).
+        name: The agent's name, on its messages; None: the class's `default_name`.
+        description: What the agent does (for routers and group chats); None: the class's
+            `default_description`.
         **kwargs: Not taken; naming any raises.
 
     Attributes:
@@ -211,6 +212,13 @@ class Agent(abc.ABC):
     Raises:
         ConfigurationError: The llm config, a tool entry or an argument is not usable.
     """
+
+    default_name: ClassVar[str | None] = None
+    """The name of an agent of this class made without one (Qwen-Agent's `DEFAULT_NAME`)."""
+    default_description: ClassVar[str | None] = None
+    """The description of an agent of this class made without one (`DEFAULT_DESC`)."""
+    builtin_tools: ClassVar[tuple[FunctionListEntry, ...]] = ()
+    """Tools every agent of this class has, before those of its `function_list`."""
 
     def __init__(
         self,
@@ -230,11 +238,11 @@ class Agent(abc.ABC):
         self._mcp_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
         )
-        for tool in function_list or []:
+        for tool in [*self.builtin_tools, *(function_list or [])]:
             self._init_tool(tool)
         self.system_message = system_message
-        self.name = name
-        self.description = description
+        self.name = self.default_name if name is None else name
+        self.description = self.default_description if description is None else description
         self._owns_model = llm is None or isinstance(llm, Mapping)
 
     @property

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ErrorAnswer", "Faults", "Raw", "Reset", "ToolCall", "retry_headers"]
+__all__ = ["ChatReply", "ErrorAnswer", "Faults", "Raw", "Reset", "ToolCall", "retry_headers"]
 
 
 @dataclass
@@ -70,6 +70,33 @@ class Faults:
         """`text` in streamed pieces."""
         size = max(1, self.chunk_size)
         return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+@dataclass
+class ChatReply(Faults):
+    """What the OpenAI-shaped `Reply`s have in common (OpenAI's and DashScope's native).
+
+    Args:
+        text: The answer's text.
+        reasoning: Reasoning text.
+        tool_calls: Tool calls, in order.
+        finish_reason: The finish reason (default `tool_calls` or `stop`).
+        input_tokens: Usage: prompt tokens.
+        output_tokens: Usage: output tokens (default: the number of chunks).
+        cached_tokens: Usage: prompt tokens served from cache.
+    """
+
+    text: str = ""
+    reasoning: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: str | None = None
+    input_tokens: int = 10
+    output_tokens: int | None = None
+    cached_tokens: int = 0
+
+    def finish(self) -> str:
+        """The finish reason of the answer (its last event, when streamed)."""
+        return self.finish_reason or ("tool_calls" if self.tool_calls else "stop")
 
 
 @dataclass

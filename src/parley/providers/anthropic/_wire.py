@@ -40,7 +40,7 @@ from typing import Any
 import json_repair
 
 from parley.messages import ThinkingBlock
-from parley.models._wire import loads, read_json
+from parley.models._wire import EventReader, FinishReasons, loads, read_json
 from parley.models.accumulator import (
     BlockDelta,
     Delta,
@@ -49,7 +49,7 @@ from parley.models.accumulator import (
     ThinkingDelta,
     ToolCallDelta,
 )
-from parley.models.response import CONTAINER, PAUSED, ChatUsage, FinishReason
+from parley.models.response import CONTAINER, PAUSED, ChatUsage
 from parley.providers.anthropic._errors import error_from_event
 from parley.providers.anthropic.formatter import RAW_BLOCK
 
@@ -62,21 +62,19 @@ __all__ = [
     "stop_metadata",
 ]
 
-_FINISH: dict[str, FinishReason] = {
-    "end_turn": "stop",
-    "stop_sequence": "stop",
-    # The server paused a long turn (server tools); sending the answer back continues it.
-    "pause_turn": "stop",
-    "tool_use": "tool_calls",
-    "max_tokens": "length",
-    "model_context_window_exceeded": "length",
-    "refusal": "content_filter",
-}
-
-
-def finish_reason(value: Any) -> FinishReason | None:
-    """Parley's finish reason for an Anthropic `stop_reason`; None for unknown ones."""
-    return _FINISH.get(value) if isinstance(value, str) else None
+finish_reason = FinishReasons(
+    {
+        "end_turn": "stop",
+        "stop_sequence": "stop",
+        # The server paused a long turn (server tools); sending the answer back continues it.
+        "pause_turn": "stop",
+        "tool_use": "tool_calls",
+        "max_tokens": "length",
+        "model_context_window_exceeded": "length",
+        "refusal": "content_filter",
+    }
+)
+"""Parley's finish reason for an Anthropic `stop_reason`; None for unknown ones."""
 
 
 def stop_metadata(stop: dict[str, Any]) -> dict[str, Any] | None:
@@ -206,21 +204,15 @@ Handler = Callable[[dict[str, Any]], list[Delta]]
 DeltaHandler = Callable[[int, dict[str, Any]], list[Delta]]
 
 
-class MessageStreamReader:
+class MessageStreamReader(EventReader):
     """Turns the Messages API's stream events into deltas (see the module docstring).
 
-    Args:
-        model: The model's name, for errors.
-        provider: The provider's name, for errors.
+    It is `finished` at a stop reason in `message_delta`, `done` at `message_stop`; its
+    arguments are `EventReader`'s.
     """
 
     def __init__(self, *, model: str, provider: str) -> None:
-        self.model = model
-        self.provider = provider
-        self.complete = False
-        """The message ended (`message_stop`, or a stop reason in `message_delta`)."""
-        self.stopped = False
-        """`message_stop` arrived: later events are read past."""
+        super().__init__(model=model, provider=provider)
         self._usage = UsageTally()
         self._kinds: dict[int, str] = {}
         self._held: dict[int, _Held] = {}
@@ -274,7 +266,7 @@ class MessageStreamReader:
     def _message_delta(self, event: dict[str, Any]) -> list[Delta]:
         delta = event.get("delta") or {}
         reason = delta.get("stop_reason")
-        self.complete = self.complete or reason is not None
+        self.finished = self.finished or reason is not None
         usage = event.get("usage")
         return [
             MetaDelta(
@@ -285,7 +277,7 @@ class MessageStreamReader:
         ]
 
     def _message_stop(self, event: dict[str, Any]) -> list[Delta]:
-        self.complete = self.stopped = True
+        self.done = True
         return []
 
     def _error(self, event: dict[str, Any]) -> list[Delta]:

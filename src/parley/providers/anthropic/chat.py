@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import pydantic_core
 
-from parley.errors import ConfigurationError, ModelConnectionError, UserError
-from parley.models._aiohttp import LoopClients, PooledConnections
+from parley.errors import ConfigurationError, UserError
+from parley.models._aiohttp import LoopClients, PooledClients
 from parley.models._wire import read_json
 from parley.models.accumulator import Delta, StreamAccumulator
 from parley.models.base import ChatModel, ChatRequest
@@ -63,7 +63,7 @@ def _continued_container(messages: list[Msg]) -> str | None:
     return container if isinstance(container, str) else None
 
 
-class AnthropicChatModel(PooledConnections, ChatModel):
+class AnthropicChatModel(PooledClients["AsyncAnthropic"], ChatModel):
     """A Claude model behind Anthropic's Messages API, through the official `anthropic` SDK.
 
     - The system prompt goes in the top-level `system`; consecutive messages of one role are
@@ -186,18 +186,9 @@ class AnthropicChatModel(PooledConnections, ChatModel):
         credential = self.credential
         return credential.endpoint() if isinstance(credential, APIKeyCredential) else None
 
-    def client(self) -> AsyncAnthropic:
-        """The SDK client for the running event loop (made on first use).
-
-        Raises:
-            ConfigurationError: No API key.
-            MissingDependencyError: The `anthropic` package is not installed.
-        """
-        if self._pool is None:
-            self._pool = client_pool(
-                api_key=self._api_key(), base_url=self.endpoint(), timeout=self.timeout
-            )
-        return self._pool.get()
+    def new_pool(self) -> LoopClients[AsyncAnthropic]:
+        """One `AsyncAnthropic` per event loop (`ConfigurationError` without an API key)."""
+        return client_pool(api_key=self._api_key(), base_url=self.endpoint(), timeout=self.timeout)
 
     def _api_key(self) -> str:
         credential = self.credential
@@ -278,13 +269,6 @@ class AnthropicChatModel(PooledConnections, ChatModel):
             _MESSAGES_PATH, cast_to=httpx2.Response, content=content, stream=stream
         )
 
-    def _incomplete(self) -> ModelConnectionError:
-        return ModelConnectionError(
-            f"the {self.provider} stream ended before the message was complete",
-            model=self.model,
-            provider=self.provider,
-        )
-
     async def _stream(self, request: ChatRequest) -> AsyncIterator[Delta]:
         self.check_allowed(self.endpoint())
         body = self.request_body(request, stream=True)
@@ -313,7 +297,7 @@ class AnthropicChatModel(PooledConnections, ChatModel):
                 for delta in reader.feed(name, data):
                     yield delta
         if not reader.complete:
-            raise self._incomplete()
+            raise reader.incomplete("the message was complete")
 
     async def _complete(self, request: ChatRequest) -> ChatResponse:
         self.check_allowed(self.endpoint())

@@ -13,7 +13,7 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from parley.errors import ConfigurationError, MissingDependencyError
-from parley.models._aiohttp import Closer, LoopClients, PooledConnections, httpx_client_class
+from parley.models._aiohttp import Closer, LoopClients, PooledClients, httpx_client_class
 
 if TYPE_CHECKING:
     import httpx
@@ -113,7 +113,7 @@ def client_pool(
     return LoopClients(make)
 
 
-class DashScopeClients(PooledConnections):
+class DashScopeClients(PooledClients["AsyncClient"]):
     """The connections of a DashScope model, chat or embedding.
 
     The typed credential, the endpoint, the API key (a clear error without one) and one SDK
@@ -137,21 +137,14 @@ class DashScopeClients(PooledConnections):
         """The native API's base URL requests go to."""
         return self.dashscope_credential.endpoint() or ""
 
-    def client(self) -> AsyncClient:
-        """The SDK client for the running event loop (made on first use).
-
-        Raises:
-            ConfigurationError: No API key.
-            MissingDependencyError: The `dashscope` package is not installed.
-        """
-        if self._pool is None:
-            self._pool = client_pool(
-                api_key=self._api_key(),
-                base_url=self.endpoint(),
-                workspace=self.dashscope_credential.workspace,
-                timeout=self.timeout,
-            )
-        return self._pool.get()
+    def new_pool(self) -> LoopClients[AsyncClient]:
+        """One SDK client per event loop (`ConfigurationError` without an API key)."""
+        return client_pool(
+            api_key=self._api_key(),
+            base_url=self.endpoint(),
+            workspace=self.dashscope_credential.workspace,
+            timeout=self.timeout,
+        )
 
     def _api_key(self) -> str:
         key = self.dashscope_credential.key()

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from parley.providers._server.embeddings import MEDIA_TOKENS, Embeddings, text_tokens
-from parley.providers._server.steps import Faults, ToolCall
+from parley.providers._server.steps import ChatReply, Faults, ToolCall
 from parley.providers._server.tone import render
 
 __all__ = [
@@ -52,7 +52,7 @@ def request_id() -> str:
 
 
 @dataclass
-class Reply(Faults):
+class Reply(ChatReply):
     """One scripted answer, in the wire format of the endpoint called.
 
     Sent whole or streamed as the request asks (`X-DashScope-SSE: enable`), incrementally or
@@ -77,13 +77,6 @@ class Reply(Faults):
         error_status: The status the error event's comment names.
     """
 
-    text: str = ""
-    reasoning: str = ""
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    finish_reason: str | None = None
-    input_tokens: int = 10
-    output_tokens: int | None = None
-    cached_tokens: int = 0
     response_id: str | None = None
     error: dict[str, Any] = field(
         default_factory=lambda: {
@@ -92,10 +85,6 @@ class Reply(Faults):
         }
     )
     error_status: int = 500
-
-    def finish(self) -> str:
-        """The finish reason of the last event."""
-        return self.finish_reason or ("tool_calls" if self.tool_calls else "stop")
 
     def out_tokens(self) -> int:
         """The output token count to report."""

@@ -26,7 +26,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from parley.models._wire import loads, read_json
+from parley.models._wire import Event, EventReader, FinishReasons, LineSplitter, loads, read_json
 from parley.models.accumulator import Delta, MetaDelta, TextDelta, ThinkingDelta, ToolCallDelta
 from parley.models.response import ChatUsage, FinishReason
 from parley.providers.dashscope._errors import error_from_code
@@ -39,17 +39,15 @@ __all__ = [
     "native_usage",
 ]
 
-_FINISH: dict[str, FinishReason] = {
-    "stop": "stop",
-    "length": "length",
-    "tool_calls": "tool_calls",
-    "function_call": "tool_calls",
-}
-
-
-def finish_reason(value: Any) -> FinishReason | None:
-    """The finish reason for DashScope's; None mid-stream (`"null"`) and for unknown ones."""
-    return _FINISH.get(value) if isinstance(value, str) else None
+finish_reason = FinishReasons(
+    {
+        "stop": "stop",
+        "length": "length",
+        "tool_calls": "tool_calls",
+        "function_call": "tool_calls",
+    }
+)
+"""Parley's finish reason for DashScope's; None mid-stream (`"null"`) and for unknown ones."""
 
 
 def native_usage(usage: dict[str, Any]) -> ChatUsage:
@@ -138,8 +136,8 @@ class _Seen:
         self.arguments: dict[int | str, int] = {}
 
 
-class StreamReader:
-    """Turns each event of a native stream into deltas.
+class StreamReader(EventReader):
+    """Turns each event of a native stream into deltas (never `done`: the last event ends it).
 
     Args:
         model: The model's name, for errors.
@@ -149,12 +147,8 @@ class StreamReader:
     """
 
     def __init__(self, *, model: str, provider: str, incremental: bool = True) -> None:
-        self.model = model
-        self.provider = provider
-        self.finished = False
-        """A finish reason arrived: the answer is whole even if the stream ends now."""
+        super().__init__(model=model, provider=provider)
         self._seen = None if incremental else _Seen()
-        self._started = False
         self._usage: dict[str, Any] | None = None
         self._names: dict[int | str, str] = {}
         self._ids: dict[int | str, str] = {}
@@ -162,16 +156,6 @@ class StreamReader:
         self._events = EventSplitter()
         self.failure: Exception | None = None
         """An event's error, raised by `read` after the deltas before it (see `read`)."""
-
-    @property
-    def complete(self) -> bool:
-        """Whether DashScope said the answer is whole."""
-        return self.finished
-
-    @property
-    def stopped(self) -> bool:
-        """Whether later events are to be read past (none are: the last event ends it)."""
-        return False
 
     def read(self, chunk: bytes) -> list[Delta]:
         """The deltas of the events that end in `chunk`, a read of the body.
@@ -323,9 +307,6 @@ def _past(value: Any, seen: int) -> tuple[str, int]:
 
 # -- server-sent events, a read at a time ---------------------------------------------------
 
-Event = tuple[str, bytes]
-"""A server-sent event: its name (`""` when it has none) and its data."""
-
 
 class EventSplitter:
     """Cuts server-sent events from a body's bytes, a read at a time.
@@ -391,14 +372,5 @@ def _result_data(block: bytes) -> bytes | None:
 
 def _event_by_lines(block: bytes) -> Event | None:
     """The event in a block of lines (no blank line inside), or None when it has no data."""
-    name = ""
-    data: list[bytes] = []
-    for line in block.split(b"\n"):
-        field, _, value = line.partition(b":")
-        if value[:1] == b" ":
-            value = value[1:]
-        if field == b"data":
-            data.append(value)
-        elif field == b"event":
-            name = value.decode("utf-8", "replace")
-    return (name, b"\n".join(data)) if data else None
+    events = LineSplitter().feed(block + b"\n\n")
+    return events[0] if events else None

@@ -28,7 +28,6 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from parley.errors import ModelConnectionError
 from parley.models._wire import read_json
 from parley.models.accumulator import Delta, StreamAccumulator
 from parley.models.base import ChatModel, ChatRequest
@@ -303,11 +302,7 @@ class DashScopeChatModel(DashScopeClients, ChatModel):
             finally:
                 await response.aclose()
         if not reader.complete:
-            raise ModelConnectionError(
-                f"the {self.provider} stream ended before it was complete",
-                model=self.model,
-                provider=self.provider,
-            )
+            raise reader.incomplete()
 
     async def _complete(self, request: ChatRequest) -> ChatResponse:
         enable_thinking = getattr(request.parameters, "enable_thinking", None)

@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
-from parley.models._wire import read_json
+from parley.models._wire import EventReader, read_json
 from parley.models.accumulator import (
     BlockDelta,
     Delta,
-    MetaDelta,
     TextDelta,
     ThinkingDelta,
     ToolCallDelta,
@@ -110,34 +109,27 @@ def _finish_facts(candidate: Mapping[str, Any]) -> dict[str, Any]:
     return facts
 
 
-class ResponseReader:
+class ResponseReader(EventReader):
     """Turns `GenerateContentResponse` objects (a whole answer, or stream events) into deltas.
+
+    `finished`: a finish reason (or a blocked prompt) arrived; never `done`, as Gemini's last
+    event is data.
 
     Args:
         model: The model's name, for errors.
     """
 
+    id_field: ClassVar[str] = "responseId"
+    model_field: ClassVar[str] = "modelVersion"
+
     def __init__(self, *, model: str) -> None:
-        self.model = model
-        self.finished = False
-        """A finish reason (or a blocked prompt) arrived: the answer is whole."""
+        super().__init__(model=model, provider="gemini")
         self._calls = 0
-        self._started = False
         self._metadata: Any = None
-
-    @property
-    def complete(self) -> bool:
-        """Whether the answer said it was whole."""
-        return self.finished
-
-    @property
-    def stopped(self) -> bool:
-        """Whether later events are to be read past (never: Gemini's last event is data)."""
-        return False
 
     def feed(self, name: str, data: bytes) -> list[Delta]:
         """The deltas in one stream event (`name` is unused: Gemini names no events)."""
-        return self.read(read_json(data, model=self.model, provider="gemini"))
+        return self.read(read_json(data, model=self.model, provider=self.provider))
 
     def read(self, chunk: Mapping[str, Any]) -> list[Delta]:
         """The deltas in one `GenerateContentResponse`.
@@ -169,17 +161,7 @@ class ResponseReader:
             metadata = None  # Gemini repeats it in every event: read it when it changes
         else:
             self._metadata = metadata
-        if metadata or facts or not self._started:
-            self._started = True
-            deltas.append(
-                MetaDelta(
-                    usage=usage(metadata) if metadata else None,
-                    finish_reason=reason,
-                    response_id=chunk.get("responseId"),
-                    model=chunk.get("modelVersion"),
-                    metadata=facts,
-                )
-            )
+        self.meta(chunk, deltas, usage(metadata) if metadata else None, reason, facts)
         return deltas
 
     def _part(self, part: Mapping[str, Any], out: list[Delta]) -> None:

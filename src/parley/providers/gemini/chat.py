@@ -6,8 +6,7 @@ import re
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from parley.errors import ModelConnectionError
-from parley.models._aiohttp import PooledConnections
+from parley.models._aiohttp import PooledClients
 from parley.models._wire import iter_events, read_json
 from parley.models.accumulator import Delta, StreamAccumulator
 from parley.models.base import ChatModel, ChatRequest
@@ -75,7 +74,7 @@ def requires_signatures(model: str) -> bool:
     return found is not None and int(found.group(1)) >= 3
 
 
-class GeminiChatModel(PooledConnections, ChatModel):
+class GeminiChatModel(PooledClients["BaseApiClient"], ChatModel):
     """A Gemini model, through the official `google-genai` SDK.
 
     Supported: text; thinking (`thinking_budget`, `include_thoughts`, `thinking_level`) with
@@ -157,18 +156,11 @@ class GeminiChatModel(PooledConnections, ChatModel):
         credential = self.credential
         return credential.endpoint() if isinstance(credential, GeminiCredential) else None
 
-    def client(self) -> BaseApiClient:
-        """The SDK's API client for the running event loop (made on first use).
-
-        Raises:
-            ConfigurationError: No API key (Gemini API), or no project nor key (Vertex AI).
-            MissingDependencyError: The `google-genai` package is not installed.
-        """
-        if self._pool is None:
-            credential = self.credential
-            assert isinstance(credential, GeminiCredential)
-            self._pool = ClientPool(Endpoint(credential, self.timeout, self.extra_headers))
-        return self._pool.get()
+    def new_pool(self) -> ClientPool:
+        """One SDK API client per event loop (see `ClientPool` for what each needs)."""
+        credential = self.credential
+        assert isinstance(credential, GeminiCredential)
+        return ClientPool(Endpoint(credential, self.timeout, self.extra_headers))
 
     async def _send(self, body: dict[str, Any], *, stream: bool) -> Any:
         """Send `body`; the raw (httpx2) response, its body not read yet."""
@@ -190,11 +182,7 @@ class GeminiChatModel(PooledConnections, ChatModel):
             finally:
                 await response.aclose()
         if not reader.complete:
-            raise ModelConnectionError(
-                "the gemini stream ended before its last event (no finish reason)",
-                model=self.model,
-                provider=self.provider,
-            )
+            raise reader.incomplete("its last event (no finish reason)")
 
     async def _complete(self, request: ChatRequest) -> ChatResponse:
         self.check_allowed(self.endpoint())

@@ -17,7 +17,7 @@ model `&#34;` and `&#39;` for the quotes in every turn, tool calls and results i
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from parley.errors import MissingDependencyError, UserError
@@ -44,16 +44,19 @@ def _arguments(call: ToolCallBlock) -> str:
     return call.raw_input or json.dumps(call.input, ensure_ascii=False)
 
 
-def _result_text(result: ToolResultBlock) -> str:
+def result_body(result: ToolResultBlock) -> str:
+    """A tool result's text (`UserError` if it holds media: the local model reads text only)."""
     output = result.output
     if isinstance(output, str):
-        body = output
-    else:
-        if any(not isinstance(b, TextBlock) for b in output):
-            raise UserError("the local model reads text only; a tool result holds media")
-        body = "\n".join(b.text for b in output if isinstance(b, TextBlock))
+        return output
+    if any(not isinstance(b, TextBlock) for b in output):
+        raise UserError("the local model reads text only; a tool result holds media")
+    return "\n".join(b.text for b in output if isinstance(b, TextBlock))
+
+
+def _result_text(result: ToolResultBlock) -> str:
     verb = "failed" if result.is_error else "returned"
-    return f"functions.{result.name} {verb}:\n{body}"
+    return f"functions.{result.name} {verb}:\n{result_body(result)}"
 
 
 def _assistant(msg: Msg, native_tools: bool) -> dict[str, Any]:
@@ -95,13 +98,33 @@ def format_messages(msgs: Sequence[Msg], *, native_tools: bool) -> list[dict[str
     Raises:
         UserError: A message holds media, which the local model cannot read.
     """
+    return text_turns(
+        msgs,
+        assistant=lambda msg: _assistant(msg, native_tools),
+        tool=lambda msg: [{"role": "user", "content": _result_text(r)} for r in msg.tool_results],
+    )
+
+
+def text_turns(
+    msgs: Sequence[Msg],
+    *,
+    assistant: Callable[[Msg], dict[str, Any]],
+    tool: Callable[[Msg], list[dict[str, Any]]],
+) -> list[dict[str, Any]]:
+    """The chat template's messages for `msgs`, the others' turns as their text.
+
+    `assistant` and `tool` make those turns' messages (each tool format its own).
+
+    Raises:
+        UserError: A message holds media, which the local model cannot read.
+    """
     out: list[dict[str, Any]] = []
     for msg in msgs:
         _check_text_only(msg)
         if msg.role == "assistant":
-            out.append(_assistant(msg, native_tools))
+            out.append(assistant(msg))
         elif msg.role == "tool":
-            out += [{"role": "user", "content": _result_text(r)} for r in msg.tool_results]
+            out += tool(msg)
         else:
             out.append({"role": msg.role, "content": msg.text})
     return out

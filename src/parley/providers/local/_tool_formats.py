@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import Any, cast, get_args
 
 from parley.errors import ConfigurationError, MissingDependencyError, UserError
-from parley.messages import Msg, TextBlock, ToolCallBlock, ToolResultBlock
+from parley.messages import Msg, ToolCallBlock, ToolResultBlock
 from parley.models.tools import ToolSpec
+from parley.providers.local._format import result_body, text_turns
 from parley.providers.local.presets import ToolFormat, preset_for
 
 __all__ = [
@@ -160,13 +161,7 @@ def check_tool_format(value: str) -> ToolFormat:
 
 
 def _result_body(result: ToolResultBlock) -> str:
-    output = result.output
-    if isinstance(output, str):
-        body = output
-    else:
-        if any(not isinstance(b, TextBlock) for b in output):
-            raise UserError("the local model reads text only; a tool result holds media")
-        body = "\n".join(b.text for b in output if isinstance(b, TextBlock))
+    body = result_body(result)
     return f"Error: {body}" if result.is_error else body
 
 
@@ -185,14 +180,6 @@ def written_call(syntax: CallSyntax, calls: Sequence[ToolCallBlock]) -> str:
     return "\n".join(
         syntax.opening + json.dumps(b, ensure_ascii=False) + syntax.closing for b in bodies
     )
-
-
-def _check_text_only(msg: Msg) -> None:
-    for block in msg.content:
-        if block.type not in {"text", "thinking", "tool_call", "tool_result"}:
-            raise UserError(
-                f"the local model reads text only; a {msg.role} message holds a {block.type} block"
-            )
 
 
 def _assistant(syntax: CallSyntax, msg: Msg) -> dict[str, Any]:
@@ -278,15 +265,11 @@ def template_messages(
     Raises:
         UserError: A message holds media, which the local model cannot read.
     """
-    out: list[dict[str, Any]] = []
-    for msg in msgs:
-        _check_text_only(msg)
-        if msg.role == "assistant":
-            out.append(_assistant(syntax, msg))
-        elif msg.role == "tool":
-            out += _tool_results(syntax, msg)
-        else:
-            out.append({"role": msg.role, "content": msg.text})
+    out = text_turns(
+        msgs,
+        assistant=lambda msg: _assistant(syntax, msg),
+        tool=lambda msg: _tool_results(syntax, msg),
+    )
     if tools and syntax.name == "phi4":
         functions = [t.openai()["function"] for t in tools]
         out = _with_system(out, json.dumps(functions, ensure_ascii=False), "tools")

@@ -21,22 +21,22 @@ import json
 from collections.abc import AsyncIterable, AsyncIterator
 from typing import Any
 
-from pydantic_core import from_json
-
-from parley.errors import ModelOutputError
+from parley.models._wire import FinishReasons, read_json
 from parley.models.accumulator import Delta, MetaDelta, TextDelta, ThinkingDelta, ToolCallDelta
-from parley.models.response import ChatUsage, FinishReason
+from parley.models.response import ChatUsage
 from parley.providers.ollama._errors import PROVIDER, error_from_payload
 
 __all__ = ["ChatReader", "iter_lines", "parse_object"]
 
-_FINISH: dict[str, FinishReason] = {
-    "stop": "stop",
-    "length": "length",
-    # A call without messages only loads or unloads the model: it ended as asked.
-    "load": "stop",
-    "unload": "stop",
-}
+_FINISH = FinishReasons(
+    {
+        "stop": "stop",
+        "length": "length",
+        # A call without messages only loads or unloads the model: it ended as asked.
+        "load": "stop",
+        "unload": "stop",
+    }
+)
 _DURATIONS = ("total_duration", "load_duration", "prompt_eval_duration", "eval_duration")
 
 
@@ -63,19 +63,7 @@ def parse_object(data: bytes, *, model: str) -> dict[str, Any]:
     Raises:
         ModelOutputError: It is not a JSON object.
     """
-    try:
-        parsed = from_json(data)
-    except ValueError as exc:
-        raise ModelOutputError(
-            f"ollama sent malformed JSON ({exc}): {data[:200]!r}", model=model, provider=PROVIDER
-        ) from None
-    if not isinstance(parsed, dict):
-        raise ModelOutputError(
-            f"ollama sent JSON that is not an object: {data[:200]!r}",
-            model=model,
-            provider=PROVIDER,
-        )
-    return parsed
+    return read_json(data, model=model, provider=PROVIDER)
 
 
 def _arguments(function: dict[str, Any]) -> str:
@@ -171,7 +159,7 @@ class ChatReader:
 
     def _end(self, chunk: dict[str, Any]) -> MetaDelta:
         raw = chunk.get("done_reason")
-        reason = _FINISH.get(raw) if isinstance(raw, str) else None
+        reason = _FINISH(raw)
         if reason == "stop" and self._calls:
             reason = "tool_calls"  # Ollama says `stop` after tool calls too
         return MetaDelta(usage=_usage(chunk), finish_reason=reason, metadata=_metadata(chunk))

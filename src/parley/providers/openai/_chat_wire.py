@@ -13,27 +13,25 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from parley.models._wire import read_json
+from parley.models._wire import EventReader, FinishReasons, read_json
 from parley.models.accumulator import Delta, MetaDelta, TextDelta, ThinkingDelta, ToolCallDelta
 from parley.models.response import ChatUsage, FinishReason
 from parley.providers.openai._errors import error_from_payload
 
 __all__ = ["ChatStreamReader", "chat_usage", "completion_deltas", "finish_reason"]
 
-_FINISH: dict[str, FinishReason] = {
-    "stop": "stop",
-    "length": "length",
-    "tool_calls": "tool_calls",
-    "function_call": "tool_calls",  # the legacy functions API
-    "content_filter": "content_filter",
-    "insufficient_system_resource": "error",  # DeepSeek: the answer was cut by load
-    "error": "error",  # OpenRouter: the upstream provider failed mid-stream
-}
-
-
-def finish_reason(value: Any) -> FinishReason | None:
-    """The finish reason for a provider's; None for unknown ones (inferred later)."""
-    return _FINISH.get(value) if isinstance(value, str) else None
+finish_reason = FinishReasons(
+    {
+        "stop": "stop",
+        "length": "length",
+        "tool_calls": "tool_calls",
+        "function_call": "tool_calls",  # the legacy functions API
+        "content_filter": "content_filter",
+        "insufficient_system_resource": "error",  # DeepSeek: the answer was cut by load
+        "error": "error",  # OpenRouter: the upstream provider failed mid-stream
+    }
+)
+"""Parley's finish reason for a provider's; None for unknown ones (inferred later)."""
 
 
 def chat_usage(usage: dict[str, Any]) -> ChatUsage:
@@ -134,33 +132,15 @@ def completion_deltas(body: dict[str, Any], *, model: str, provider: str) -> Ite
     )
 
 
-class ChatStreamReader:
+class ChatStreamReader(EventReader):
     """Turns the data of each Chat Completions stream event into deltas.
 
-    Args:
-        model: The model's name, for errors.
-        provider: The provider's name, for errors.
+    It is `done` at `data: [DONE]`; its arguments are `EventReader`'s.
     """
 
     def __init__(self, *, model: str, provider: str) -> None:
-        self.model = model
-        self.provider = provider
-        self.done = False
-        """`data: [DONE]` arrived."""
-        self.finished = False
-        """A finish reason arrived: the answer is whole even if the stream ends now."""
-        self._started = False
+        super().__init__(model=model, provider=provider)
         self._names: dict[int | str, str] = {}
-
-    @property
-    def complete(self) -> bool:
-        """Whether the stream said it was done."""
-        return self.done or self.finished
-
-    @property
-    def stopped(self) -> bool:
-        """Whether later events are to be read past, not parsed (after `[DONE]`)."""
-        return self.done
 
     def feed(self, name: str, data: bytes) -> list[Delta]:
         """The deltas in one event (`name` is unused: Chat Completions names no events)."""
@@ -187,16 +167,7 @@ class ChatStreamReader:
                 reason = finish_reason(choice.get("finish_reason")) or reason
                 self.finished = self.finished or bool(choice.get("finish_reason"))
         usage = chunk.get("usage")
-        if usage or reason or not self._started:
-            self._started = True
-            deltas.append(
-                MetaDelta(
-                    usage=chat_usage(usage) if usage else None,
-                    finish_reason=reason,
-                    response_id=chunk.get("id"),
-                    model=chunk.get("model"),
-                )
-            )
+        self.meta(chunk, deltas, chat_usage(usage) if usage else None, reason)
         return deltas
 
     def _delta(self, delta: dict[str, Any], out: list[Delta]) -> None:

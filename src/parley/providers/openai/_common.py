@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
-from parley.errors import ModelConnectionError
-from parley.models._wire import iter_events, read_json
+from parley.models._wire import EventReader, iter_events, read_json
 from parley.models.accumulator import Delta, StreamAccumulator
 from parley.models.base import ChatModel
 from parley.models.credentials import Credential
@@ -18,25 +17,7 @@ from parley.providers.openai._sdk import OpenAIClients
 from parley.providers.openai.credentials import OpenAICredential
 from parley.providers.openai.formatter import OpenAIMultiAgentFormatter
 
-__all__ = ["OpenAIModelBase", "StreamReader"]
-
-
-class StreamReader(Protocol):
-    """Turns one API's stream events into deltas."""
-
-    @property
-    def stopped(self) -> bool:
-        """Whether later events are to be read past, not parsed."""
-        ...
-
-    @property
-    def complete(self) -> bool:
-        """Whether the provider said the answer is whole."""
-        ...
-
-    def feed(self, name: str, data: bytes) -> Iterable[Delta]:
-        """The deltas in one event."""
-        ...
+__all__ = ["OpenAIModelBase"]
 
 
 class OpenAIModelBase(OpenAIClients, ChatModel):
@@ -67,20 +48,12 @@ class OpenAIModelBase(OpenAIClients, ChatModel):
         """Map SDK and transport errors raised inside the block to parley's."""
         return openai_errors(self.model, self.provider)
 
-    def incomplete(self) -> ModelConnectionError:
-        """The error for a stream that ended before the provider said it was done."""
-        return ModelConnectionError(
-            f"the {self.provider} stream ended before it was complete",
-            model=self.model,
-            provider=self.provider,
-        )
-
     def _open(self, body: dict[str, Any]) -> AbstractAsyncContextManager[Any]:
         """Send `body` through the SDK; the raw response, unparsed (each API's own)."""
         raise NotImplementedError
 
     async def stream_events(
-        self, body: dict[str, Any], reader: StreamReader
+        self, body: dict[str, Any], reader: EventReader
     ) -> AsyncIterator[Delta]:
         """Send a streaming request and turn its server-sent events into deltas."""
         self.check_allowed(self.endpoint())
@@ -93,7 +66,7 @@ class OpenAIModelBase(OpenAIClients, ChatModel):
                         for delta in reader.feed(name, data):
                             yield delta
         if not reader.complete:
-            raise self.incomplete()
+            raise reader.incomplete()
 
     async def fetch_json(self, body: dict[str, Any]) -> dict[str, Any]:
         """Send a request for a whole answer and parse its JSON body."""

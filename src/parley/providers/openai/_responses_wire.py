@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from parley.models._wire import read_json
+from parley.models._wire import EventReader, read_json
 from parley.models.accumulator import Delta, MetaDelta, TextDelta, ThinkingDelta, ToolCallDelta
 from parley.models.response import ChatUsage, FinishReason
 from parley.providers.openai._errors import error_from_payload
@@ -98,19 +98,14 @@ def response_deltas(body: dict[str, Any], *, model: str, provider: str) -> Itera
     yield _meta(body)
 
 
-class ResponsesStreamReader:
+class ResponsesStreamReader(EventReader):
     """Turns Responses API stream events into deltas.
 
-    Args:
-        model: The model's name, for errors.
-        provider: The provider's name, for errors.
+    It is `done` when the response ended; its arguments are `EventReader`'s.
     """
 
     def __init__(self, *, model: str, provider: str) -> None:
-        self.model = model
-        self.provider = provider
-        self.complete = False
-        """The response ended (completed or incomplete)."""
+        super().__init__(model=model, provider=provider)
         self._arguments_seen: dict[int, bool] = {}
         self._summary_part: tuple[int, int] | None = None
         self._handlers: dict[str, Callable[[dict[str, Any]], Iterator[Delta]]] = {
@@ -127,11 +122,6 @@ class ResponsesStreamReader:
             "response.failed": self._failed,
             "error": self._error,
         }
-
-    @property
-    def stopped(self) -> bool:
-        """Whether later events are to be read past, not parsed (the response ended)."""
-        return self.complete
 
     def feed(self, name: str, data: bytes) -> Iterator[Delta]:
         """The deltas in one event (see `read`)."""
@@ -200,7 +190,7 @@ class ResponsesStreamReader:
             yield ThinkingDelta(delta)
 
     def _ended(self, event: dict[str, Any]) -> Iterator[Delta]:
-        self.complete = True
+        self.done = True
         yield _meta(event.get("response") or {})
 
     def _failed(self, event: dict[str, Any]) -> Iterator[Delta]:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from parley.errors import ConfigurationError, MissingDependencyError
-from parley.models._aiohttp import PooledConnections
+from parley.models._aiohttp import Pool, PooledClients
 from parley.models.credentials import APIKeyCredential
 
 if TYPE_CHECKING:
@@ -48,23 +48,28 @@ def new_client(
     base_url: str | None,
     timeout: float,
     headers: Mapping[str, str] | None = None,
+    azure_endpoint: str | None = None,
+    api_version: str | None = None,
 ) -> AsyncOpenAI:
     """An `AsyncOpenAI` client with the SDK's own retries off (parley's base retries).
+
+    With `azure_endpoint` (and `api_version`), an `AsyncAzureOpenAI` on that Azure resource
+    instead, `base_url` unused.
 
     Raises:
         MissingDependencyError: The `openai` package is not installed.
     """
     try:
-        from openai import AsyncOpenAI  # noqa: PLC0415  (`import openai` alone takes ~0.5 s)
+        # `import openai` alone takes ~0.5 s.
+        from openai import AsyncAzureOpenAI, AsyncOpenAI  # noqa: PLC0415
     except ImportError as exc:
         raise MissingDependencyError("openai", "openai") from exc
-    return AsyncOpenAI(
-        api_key=api_key,
-        base_url=base_url,
-        timeout=timeout,
-        max_retries=0,
-        default_headers=headers,
-    )
+    options: dict[str, Any] = {"timeout": timeout, "max_retries": 0, "default_headers": headers}
+    if azure_endpoint is not None:
+        return AsyncAzureOpenAI(
+            azure_endpoint=azure_endpoint, api_key=api_key, api_version=api_version, **options
+        )
+    return AsyncOpenAI(api_key=api_key, base_url=base_url, **options)
 
 
 class ClientPool:
@@ -101,7 +106,7 @@ class ClientPool:
             await client.close()
 
 
-class OpenAIClients(PooledConnections):
+class OpenAIClients(PooledClients["AsyncOpenAI"]):
     """The connections of a model on the openai SDK: chat, embedding or speech.
 
     The endpoint from the credential, and one `AsyncOpenAI` per event loop made on first use;
@@ -121,16 +126,9 @@ class OpenAIClients(PooledConnections):
         credential = self.credential
         return credential.endpoint() if isinstance(credential, APIKeyCredential) else None
 
-    def client(self) -> AsyncOpenAI:
-        """The SDK client for the running event loop (made on first use).
-
-        Raises:
-            ConfigurationError: No API key where the provider needs one.
-            MissingDependencyError: The `openai` package is not installed.
-        """
-        if self._pool is None:
-            self._pool = ClientPool(self.client_factory())
-        return self._pool.get()
+    def new_pool(self) -> Pool[AsyncOpenAI]:
+        """One `AsyncOpenAI` per event loop (`ConfigurationError` without a needed API key)."""
+        return ClientPool(self.client_factory())
 
     def client_factory(self) -> Callable[[], AsyncOpenAI]:
         """How this model's SDK clients are made (settings read now, a client per loop later).
@@ -138,13 +136,19 @@ class OpenAIClients(PooledConnections):
         Raises:
             ConfigurationError: No API key where the provider needs one.
         """
+        options = self.client_options()
         return functools.partial(
             new_client,
             api_key=self._api_key(),
             base_url=self.endpoint(),
             timeout=self.timeout,
             headers=self.extra_headers,
+            **options,
         )
+
+    def client_options(self) -> dict[str, Any]:
+        """More options of `new_client` (Azure's resource); none here."""
+        return {}
 
     def _api_key(self) -> str:
         return api_key(self.credential, required=self.key_required, owner=type(self).__name__)

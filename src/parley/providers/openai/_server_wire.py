@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from parley.providers._server.steps import Faults, ToolCall
+from parley.providers._server.steps import ChatReply, ToolCall
 
 __all__ = [
     "Reply",
@@ -32,7 +32,7 @@ def _id(prefix: str) -> str:
 
 
 @dataclass
-class Reply(Faults):
+class Reply(ChatReply):
     """One scripted answer, in the wire format of the endpoint called.
 
     Sent whole or streamed as the request asks; the fault fields make it misbehave.
@@ -64,13 +64,6 @@ class Reply(Faults):
         error: The error event's payload.
     """
 
-    text: str = ""
-    reasoning: str = ""
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    finish_reason: str | None = None
-    input_tokens: int = 10
-    output_tokens: int | None = None
-    cached_tokens: int = 0
     reasoning_field: str = "reasoning_content"
     content_parts: bool = False
     encrypted_reasoning: str | None = None
@@ -79,10 +72,6 @@ class Reply(Faults):
     error: dict[str, Any] = field(
         default_factory=lambda: {"message": "The server had an error", "type": "server_error"}
     )
-
-    def finish(self) -> str:
-        """The Chat Completions finish reason."""
-        return self.finish_reason or ("tool_calls" if self.tool_calls else "stop")
 
     def out_tokens(self) -> int:
         """The output token count to report."""

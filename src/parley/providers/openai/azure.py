@@ -15,16 +15,13 @@ from __future__ import annotations
 
 import builtins
 import os
-from collections.abc import Callable
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from parley.errors import ConfigurationError, MissingDependencyError
+from parley.errors import ConfigurationError
 from parley.models.credentials import APIKeyCredential, Credential
 from parley.providers.openai.chat import OpenAIChatModel
 
 if TYPE_CHECKING:
-    from openai import AsyncOpenAI
-
     from parley.models.base import ChatModel
 
 __all__ = ["AzureOpenAIChatModel", "AzureOpenAICredential"]
@@ -95,30 +92,13 @@ class AzureOpenAIChatModel(OpenAIChatModel):
         checked.require(type(self).__name__)
         return checked
 
-    def client_factory(self) -> Callable[[], AsyncOpenAI]:
-        """Makes `AsyncAzureOpenAI` clients for the credential's resource and API version.
+    def client_options(self) -> dict[str, Any]:
+        """The credential's resource and API version: the clients are `AsyncAzureOpenAI`.
 
         Raises:
-            ConfigurationError: No API key.
+            ConfigurationError: No endpoint or API version.
         """
         credential = self.credential
         assert isinstance(credential, AzureOpenAICredential)  # checked when built
         endpoint, version = credential.require(type(self).__name__)
-        key = self._api_key()
-        timeout, headers = self.timeout, self.extra_headers
-
-        def make() -> AsyncOpenAI:
-            try:
-                from openai import AsyncAzureOpenAI  # noqa: PLC0415  (a slow import)
-            except ImportError as exc:
-                raise MissingDependencyError("openai", "openai") from exc
-            return AsyncAzureOpenAI(
-                azure_endpoint=endpoint,
-                api_key=key,
-                api_version=version,
-                timeout=timeout,
-                max_retries=0,  # parley's base retries
-                default_headers=headers,
-            )
-
-        return make
+        return {"azure_endpoint": endpoint, "api_version": version}

@@ -15,11 +15,13 @@ Streams send `: heartbeat` every 5 s when idle; wait and join send a newline ins
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Query, Response
 from fastapi.responses import StreamingResponse
+from fastapi.types import DecoratedCallable
 from pydantic import TypeAdapter, ValidationError
 
 from parley.errors import MessageError
@@ -54,6 +56,16 @@ from parley.service.strict import StrictRoute
 __all__ = ["router"]
 
 router = APIRouter(prefix=PREFIX, route_class=StrictRoute, tags=["langgraph"])
+
+
+def _streamed(
+    method: str, path: str, responses: dict[int | str, dict[str, Any]]
+) -> Callable[[DecoratedCallable], DecoratedCallable]:
+    """A route whose answer is written as the run goes (SSE frames, or JSON at its end)."""
+    return router.api_route(
+        path, methods=[method], response_class=StreamingResponse, responses=responses
+    )
+
 
 State = Annotated[ServiceState, Depends(get_state)]
 User = Annotated[str, Depends(langgraph_user)]
@@ -205,11 +217,7 @@ async def _stream_new(
     )
 
 
-@router.post(
-    "/threads/{thread_id}/runs/stream",
-    response_class=StreamingResponse,
-    responses=EVENT_STREAM | answers(404, 409),
-)
+@_streamed("POST", "/threads/{thread_id}/runs/stream", EVENT_STREAM | answers(404, 409))
 async def stream_run(
     thread_id: str, body: RunCreate, state: State, backend: Backend, user: User
 ) -> StreamingResponse:
@@ -217,11 +225,7 @@ async def stream_run(
     return await _stream_new(state, backend, user, thread_id, body)
 
 
-@router.post(
-    "/runs/stream",
-    response_class=StreamingResponse,
-    responses=EVENT_STREAM | answers(409),
-)
+@_streamed("POST", "/runs/stream", EVENT_STREAM | answers(409))
 async def stream_stateless_run(
     body: RunCreate, state: State, backend: Backend, user: User
 ) -> StreamingResponse:
@@ -229,11 +233,7 @@ async def stream_stateless_run(
     return await _stream_new(state, backend, user, None, body)
 
 
-@router.post(
-    "/threads/{thread_id}/runs/wait",
-    response_class=StreamingResponse,
-    responses=JSON_RESULT | answers(404, 409),
-)
+@_streamed("POST", "/threads/{thread_id}/runs/wait", JSON_RESULT | answers(404, 409))
 async def wait_run(
     thread_id: str, body: RunCreate, state: State, backend: Backend, user: User
 ) -> StreamingResponse:
@@ -242,11 +242,7 @@ async def wait_run(
     return result_response(backend, run, location=f"{run_path(run)}/join")
 
 
-@router.post(
-    "/runs/wait",
-    response_class=StreamingResponse,
-    responses=JSON_RESULT | answers(409),
-)
+@_streamed("POST", "/runs/wait", JSON_RESULT | answers(409))
 async def wait_stateless_run(
     body: RunCreate, state: State, backend: Backend, user: User
 ) -> StreamingResponse:
@@ -284,11 +280,7 @@ async def get_run(thread_id: str, run_id: str, backend: Backend, user: User) -> 
     return run_dict(await _find_run(backend, user, thread_id, run_id))
 
 
-@router.get(
-    "/threads/{thread_id}/runs/{run_id}/join",
-    response_class=StreamingResponse,
-    responses=JSON_RESULT | answers(404),
-)
+@_streamed("GET", "/threads/{thread_id}/runs/{run_id}/join", JSON_RESULT | answers(404))
 async def join_run(thread_id: str, run_id: str, backend: Backend, user: User) -> Response:
     """Wait for a run's end, wherever it runs; the thread's values (a finished run: at once)."""
     found = await _find_run(backend, user, thread_id, run_id)
@@ -325,10 +317,8 @@ def _joining(
 Joining = Annotated[_Joining, Depends(_joining)]
 
 
-@router.get(
-    "/threads/{thread_id}/runs/{run_id}/stream",
-    response_class=StreamingResponse,
-    responses=EVENT_STREAM | answers(400, 404, 410),
+@_streamed(
+    "GET", "/threads/{thread_id}/runs/{run_id}/stream", EVENT_STREAM | answers(400, 404, 410)
 )
 async def join_stream(
     thread_id: str, run_id: str, backend: Backend, user: User, joining: Joining
@@ -337,11 +327,7 @@ async def join_stream(
     return await joining.stream(backend, await _find_run(backend, user, thread_id, run_id))
 
 
-@router.get(
-    "/runs/{run_id}/stream",
-    response_class=StreamingResponse,
-    responses=EVENT_STREAM | answers(400, 404, 410),
-)
+@_streamed("GET", "/runs/{run_id}/stream", EVENT_STREAM | answers(400, 404, 410))
 async def join_stateless_stream(
     run_id: str, backend: Backend, user: User, joining: Joining
 ) -> Response:

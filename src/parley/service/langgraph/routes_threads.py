@@ -120,10 +120,7 @@ async def server_info(request: Request) -> dict[str, Any]:
 @router.get("/ok", responses=error_responses(503))
 async def server_ok(state: State) -> dict[str, bool]:
     """LangGraph's health check: whether the service and its database answer."""
-    try:
-        await state.store.ping()
-    except Exception as exc:
-        raise ServiceError("the database does not answer", status_code=503) from exc
+    await state.check_database()
     return {"ok": True}
 
 

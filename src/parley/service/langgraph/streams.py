@@ -29,21 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from parley.agents.events import (
-    AgentEvent,
-    ApprovalRequested,
-    AudioDelta,
-    AudioEnded,
-    AudioStarted,
-    MaxItersReached,
-    MessageCompleted,
-    RunError,
-    RunStarted,
-    TextDelta,
-    ThinkingDelta,
-    ToolCallArgumentsDelta,
-    ToolCallStarted,
-)
+from parley.agents import events as ev
 from parley.messages import Msg, ToolCallBlock
 from parley.service.langgraph.convert import (
     ai_chunk,
@@ -74,7 +60,7 @@ LANGGRAPH_MODES = SUPPORTED_MODES | {
 }
 """Every mode LangGraph's SDKs name: the others are accepted and send nothing."""
 
-_CUSTOM = (ThinkingDelta, AudioStarted, AudioDelta, AudioEnded, MaxItersReached)
+_CUSTOM = (ev.ThinkingDelta, ev.AudioStarted, ev.AudioDelta, ev.AudioEnded, ev.MaxItersReached)
 
 
 @dataclass(frozen=True)
@@ -134,7 +120,7 @@ class FrameMaker:
         """The thread's values as the run has them now."""
         return {"messages": messages_of(self._msgs)}
 
-    def frames(self, seq: int, event: AgentEvent) -> list[Frame]:
+    def frames(self, seq: int, event: ev.AgentEvent) -> list[Frame]:
         """The frames of the run's event number `seq`."""
         parts = list(self._parts(event))
         return [
@@ -142,8 +128,8 @@ class FrameMaker:
             for n, (name, data) in enumerate(parts)
         ]
 
-    def _parts(self, event: AgentEvent) -> Iterable[tuple[str, Any]]:
-        if isinstance(event, RunStarted):
+    def _parts(self, event: ev.AgentEvent) -> Iterable[tuple[str, Any]]:
+        if isinstance(event, ev.RunStarted):
             # A takeover starts the run again (attempt 2, 3...): the dead attempt's
             # unfinished message is dropped (its messages stored whole stay in the values).
             self.attempt = event.attempt
@@ -151,26 +137,26 @@ class FrameMaker:
             self._call_index.clear()
             yield "metadata", {"run_id": self.run_id, "attempt": self.attempt}
             yield from self._mode("values", self.values())
-        elif isinstance(event, TextDelta):
+        elif isinstance(event, ev.TextDelta):
             yield from self._chunk(content=event.text)
-        elif isinstance(event, ToolCallStarted):
+        elif isinstance(event, ev.ToolCallStarted):
             index = self._call_index.setdefault(event.call_id, len(self._call_index))
             piece = {"name": event.name, "args": "", "id": event.call_id, "index": index}
             call = {"name": event.name, "args": {}, "id": event.call_id, "type": "tool_call"}
             yield from self._chunk(
                 tool_calls=[call], tool_call_chunks=[piece | {"type": "tool_call_chunk"}]
             )
-        elif isinstance(event, ToolCallArgumentsDelta):
+        elif isinstance(event, ev.ToolCallArgumentsDelta):
             index = self._call_index.setdefault(event.call_id, len(self._call_index))
             piece = {"name": None, "args": event.delta, "id": None, "index": index}
             yield from self._chunk(tool_call_chunks=[piece | {"type": "tool_call_chunk"}])
-        elif isinstance(event, MessageCompleted):
+        elif isinstance(event, ev.MessageCompleted):
             yield from self._completed(event.msg)
-        elif isinstance(event, ApprovalRequested):
+        elif isinstance(event, ev.ApprovalRequested):
             interrupts = interrupt_dicts(event.interrupt_id, event.calls)
             yield from self._mode("updates", {"__interrupt__": interrupts})
             yield "values", self.values() | {"__interrupt__": interrupts}
-        elif isinstance(event, RunError):
+        elif isinstance(event, ev.RunError):
             yield "error", {"error": event.kind, "message": event.message}
         elif isinstance(event, _CUSTOM):
             yield from self._mode("custom", event.model_dump(mode="json"))

@@ -287,9 +287,11 @@ class _GreenletRunner(_Runner):
     is queued and run it as one transaction on a pooled connection. A quiet store runs each
     write at once, alone; a busy one spends a BEGIN, a COMMIT and a pool checkout (three
     round trips' worth of the driver's work) on a batch instead of on every write. As on
-    SQLite (`_ThreadRunner`), a caller hears of its write only after its commit, and a batch
-    one of whose works fails (a constraint, a conflict, a deadlock with another batch) is
-    rolled back and each of its works runs again alone.
+    SQLite (`_ThreadRunner`), a caller hears of its write only after its commit, and a work
+    that fails (a constraint, a statement over its timeout) fails alone: its caller gets the
+    error, and the rest of its batch runs again without it (`_sort_failure`). A lost
+    connection fails the batch at once (alone, each would wait out the same outage). A caller
+    that stops waiting does not take its write back: it may share a batch, which goes on.
     """
 
     def __init__(self, engine: AsyncEngine) -> None:
@@ -312,37 +314,47 @@ class _GreenletRunner(_Runner):
         future: asyncio.Future[T] = loop.create_future()
         self._writes.append(_Write(work, future, loop, alone=False, single=single))
         if len(self._writers) < _PG_WRITERS:
-            task = asyncio.create_task(self._write_queued(), name="parley-db-writer")
-            self._writers.add(task)
-            task.add_done_callback(self._writers.discard)
+            self._writers.add(asyncio.create_task(self._write_queued(), name="parley-db-writer"))
         # Shielded: a caller that stops waiting does not cut a batch it shares with others.
         return await asyncio.shield(future)
 
     async def _write_queued(self) -> None:
-        while self._writes:
-            batch = [self._writes.popleft() for _ in range(min(_WRITE_BATCH, len(self._writes)))]
-            try:
-                await self._write_batch(batch)
-            except BaseException as exc:  # cancelled (the store closes): nobody is left hanging
-                for item in batch:
-                    if not item.future.done():
-                        item.future.set_exception(exc)
-                raise
+        try:
+            while self._writes:
+                size = min(_WRITE_BATCH, len(self._writes))
+                batch = [self._writes.popleft() for _ in range(size)]
+                try:
+                    await self._write_batch(batch)
+                except BaseException as exc:  # cancelled (the store closes): nobody left hanging
+                    _set_outcomes([(item, None, exc) for item in batch])
+                    raise
+        finally:
+            # In the very step that found the queue empty: a write queued after it starts a
+            # writer of its own (a done-callback would leave the set full one turn longer, and
+            # a write queued in that turn would wait for a writer that never comes).
+            self._writers.discard(asyncio.current_task())
 
     async def _write_batch(self, batch: list[_Write]) -> None:
-        if len(batch) > 1:
+        pending, alone, timeouts = batch, list[_Write](), 0
+        while pending:
+            progress = _Progress()
             try:
                 async with self._engine.begin() as conn:
-                    results = await conn.run_sync(lambda sync: [w.work(sync) for w in batch])
+                    await conn.run_sync(progress.run, pending)
             except Exception as exc:
-                if is_database_down(exc):  # alone they would each wait out the same outage
-                    _set_outcomes([(w, None, exc) for w in batch])
-                    return
-                # Otherwise each runs again alone, and hears of its own error.
+                # A statement timed out (asyncpg's `command_timeout`): that work's own error,
+                # unless another times out too, when the server is more likely gone.
+                timeouts += isinstance(exc, TimeoutError)
+                lost = is_database_down(exc) and not isinstance(exc, TimeoutError)
+                settled, pending, unknown = _sort_failure(
+                    pending, progress, exc, down=lost or timeouts > 1
+                )
+                _set_outcomes(settled)
+                alone += unknown
             else:
-                _set_outcomes([(w, r, None) for w, r in zip(batch, results, strict=True)])
-                return
-        for item in batch:
+                _set_outcomes(progress.outcomes(pending))
+                pending = []
+        for item in alone:
             try:
                 result = await self._write_alone(item)
             except Exception as exc:
@@ -382,10 +394,12 @@ class _ThreadRunner(_Runner):
     writers took turns on a lock from several threads, and with the event loop busy each turn
     waited for the GIL and for the thread to be scheduled, one run after another. A caller's
     future is settled only after the commit of its work (its durability is unchanged). When a
-    work in a batch raises, the batch is rolled back and each of its works runs again alone, so
-    one caller's error (a conflict, a constraint) is that caller's only: a work must therefore
-    be safe to run again, as a function of the connection it is given (every store operation
-    is). Reads run in a pool beside the writer (WAL: they never wait for it).
+    work in a batch raises, the batch is rolled back, its caller gets the error, and the others
+    run again as one batch without it (`_sort_failure`): one caller's error is that caller's
+    only. A work must therefore be safe to run again, as a function of the connection it is
+    given (every store operation is), and an expected refusal (no such run, a busy thread) is
+    a work's result, raised by its caller after the write, so that it costs no batch a rerun.
+    Reads run in a pool beside the writer (WAL: they never wait for it).
     """
 
     def __init__(self, engine: Engine) -> None:
@@ -448,17 +462,25 @@ class _ThreadRunner(_Runner):
             self._run_batch(batch)
 
     def _run_batch(self, batch: list[_Write]) -> None:
-        if len(batch) == 1:
+        if len(batch) == 1 and batch[0].alone:
             _settle([(batch[0], *self._run_alone(batch[0]))])
             return
-        try:
-            with self._engine.begin() as conn:
-                results = [item.work(conn) for item in batch]
-        except Exception:
-            # One of them failed, and the batch with it (rolled back): each runs again alone.
-            _settle([(item, *self._run_alone(item)) for item in batch])
-            return
-        _settle([(item, result, None) for item, result in zip(batch, results, strict=True)])
+        outcomes: list[_Outcome] = []
+        pending, alone = batch, list[_Write]()
+        while pending:
+            progress = _Progress()
+            try:
+                with self._engine.begin() as conn:
+                    progress.run(conn, pending)
+            except BaseException as exc:  # even SystemExit: the writer thread must live on
+                settled, pending, unknown = _sort_failure(pending, progress, exc, down=False)
+                outcomes += settled
+                alone += unknown
+            else:
+                outcomes += progress.outcomes(pending)
+                pending = []
+        outcomes += [(item, *self._run_alone(item)) for item in alone]
+        _settle(outcomes)
 
     def _run_alone(self, item: _Write) -> tuple[Any, BaseException | None]:
         try:
@@ -467,7 +489,7 @@ class _ThreadRunner(_Runner):
                     return item.work(conn), None
             with self._engine.begin() as conn:
                 return item.work(conn), None
-        except Exception as exc:
+        except BaseException as exc:  # its caller hears of it; the writer thread lives on
             return None, exc
 
     async def migrate(self, work: Callable[[Connection], None]) -> None:
@@ -522,9 +544,51 @@ class _Write:
     """It sends one statement: run alone, it needs no transaction (`_Runner.write`)."""
 
 
-def _settle(outcomes: list[tuple[_Write, Any, BaseException | None]]) -> None:
+_Outcome = tuple[_Write, Any, BaseException | None]
+"""A write, and its result or its error."""
+
+
+class _Progress:
+    """How far a batch's works got in its transaction (they run in order)."""
+
+    def __init__(self) -> None:
+        self.started = 0
+        self.results: list[Any] = []
+
+    def run(self, conn: Connection, batch: list[_Write]) -> None:
+        for item in batch:
+            self.started += 1
+            self.results.append(item.work(conn))
+
+    def outcomes(self, batch: list[_Write]) -> list[_Outcome]:
+        return [(item, r, None) for item, r in zip(batch, self.results, strict=True)]
+
+
+def _sort_failure(
+    pending: list[_Write], progress: _Progress, exc: BaseException, *, down: bool
+) -> tuple[list[_Outcome], list[_Write], list[_Write]]:
+    """After a batch's transaction failed: what is settled, what runs again together, alone.
+
+    The works run in order and none catches a database error, so the work that raised met its
+    own error, the one it would meet run alone after those before it: its caller gets it, and
+    the others run again as one batch, without it. A failing request thus costs one more
+    transaction, not one for every write it shared a batch with (a cheap bad request would
+    otherwise make a busy service commit each write apart). A database that cannot be reached
+    fails them all. An error outside every work (at the commit) names none of them: each runs
+    again alone.
+    """
+    if down:
+        return [(item, None, exc) for item in pending], [], []
+    culprit = len(progress.results)
+    if progress.started > culprit:
+        rest = pending[:culprit] + pending[culprit + 1 :]
+        return [(pending[culprit], None, exc)], rest, []
+    return [], [], pending
+
+
+def _settle(outcomes: list[_Outcome]) -> None:
     """Hand each write's result or error to its future, one wake-up per loop."""
-    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Write, Any, BaseException | None]]] = {}
+    by_loop: dict[asyncio.AbstractEventLoop, list[_Outcome]] = {}
     for outcome in outcomes:
         by_loop.setdefault(outcome[0].loop, []).append(outcome)
     for loop, settled in by_loop.items():
@@ -532,7 +596,7 @@ def _settle(outcomes: list[tuple[_Write, Any, BaseException | None]]) -> None:
             loop.call_soon_threadsafe(_set_outcomes, settled)
 
 
-def _set_outcomes(outcomes: list[tuple[_Write, Any, BaseException | None]]) -> None:
+def _set_outcomes(outcomes: list[_Outcome]) -> None:
     for item, result, error in outcomes:
         if item.future.done():  # its caller was cancelled; the work was done all the same
             continue
@@ -831,14 +895,10 @@ class Store:
 
         thread = (thread_id, user_id)
 
-        def work(conn: Connection) -> OpenedRun:
+        def work(conn: Connection) -> OpenedRun | None:
             found = conn.execute(_Run.claim, values).one_or_none()
             if found is not None and found.queued and job is not None:
-                raise ConflictError(
-                    f"thread {thread_id!r} has runs waiting their turn; send "
-                    "multitask_strategy 'enqueue' to wait after them",
-                    status_code=409,
-                )
+                return None  # refused by its result (nothing written): see add_feedback
             if found is None:  # a new thread: no run, approval or message to settle or read
                 history = list(seed)
                 added = list(then(history)) if then is not None else []
@@ -860,7 +920,14 @@ class Store:
             _append(conn, thread, added, run_id, now)
             return OpenedRun(history, added)
 
-        return await self._runner.write(work)
+        opened = await self._runner.write(work)
+        if opened is None:
+            raise ConflictError(
+                f"thread {thread_id!r} has runs waiting their turn; send "
+                "multitask_strategy 'enqueue' to wait after them",
+                status_code=409,
+            )
+        return opened
 
     async def _open_new_thread(
         self,
@@ -1147,12 +1214,15 @@ class Store:
             run_id=run_id, user_id=user_id, key=key, score=score, kwargs=kwargs, created_at=utcnow()
         )
 
-        def work(conn: Connection) -> None:
+        def work(conn: Connection) -> bool:
+            # Refused by its result, not by raising: a raise would fail the batch it shares.
             if conn.execute(owned).scalar_one_or_none() is None:
-                raise NotFoundError(f"run {run_id!r} not found", status_code=404)
+                return False
             conn.execute(statement)
+            return True
 
-        await self._runner.write(work)
+        if not await self._runner.write(work):
+            raise NotFoundError(f"run {run_id!r} not found", status_code=404)
 
     async def get_feedback(self, run_id: str) -> list[dict[str, Any]]:
         """The feedback recorded on a run, oldest first."""

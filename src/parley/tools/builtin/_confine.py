@@ -44,56 +44,41 @@ __all__ = [
 
 # -- system calls -----------------------------------------------------------------------------
 
-# Numbers per architecture: x86-64 (asm/unistd_64.h) and the generic table AArch64 uses
-# (asm-generic/unistd.h); the seccomp filter checks the architecture before the number.
-_X86_64 = {
-    "fork": 57, "vfork": 58, "execve": 59, "execveat": 322, "clone": 56, "clone3": 435,
-    "socket": 41, "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311,
-    "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161, "swapon": 167,
-    "swapoff": 168, "reboot": 169, "sethostname": 170, "setdomainname": 171,
-    "init_module": 175, "finit_module": 313, "delete_module": 176, "kexec_load": 246,
-    "kexec_file_load": 320, "unshare": 272, "setns": 308, "keyctl": 250, "add_key": 248,
-    "request_key": 249, "bpf": 321, "perf_event_open": 298, "userfaultfd": 323,
-    "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
-    "open_by_handle_at": 304, "name_to_handle_at": 303, "open_tree": 428, "move_mount": 429,
-    "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442,
-    "acct": 163, "quotactl": 179, "settimeofday": 164, "clock_settime": 227, "adjtimex": 159,
-    "clock_adjtime": 305, "iopl": 172, "ioperm": 173,
-    "seccomp": 317, "capset": 126, "truncate": 76, "kcmp": 312, "pidfd_getfd": 438,
-    "process_madvise": 440, "kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129,
-    "rt_tgsigqueueinfo": 297, "pidfd_send_signal": 424,
-    "landlock_create_ruleset": 444, "landlock_add_rule": 445, "landlock_restrict_self": 446,
-    "prlimit64": 302, "setpriority": 141, "sched_setparam": 142, "sched_setscheduler": 144,
-    "sched_setaffinity": 203, "sched_setattr": 314, "ioprio_set": 251, "migrate_pages": 256,
-    "move_pages": 279, "get_robust_list": 274, "pidfd_open": 434, "process_mrelease": 448,
-    "shmget": 29, "shmat": 30, "shmctl": 31, "semget": 64, "semop": 65, "semctl": 66,
-    "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71, "semtimedop": 220, "mq_open": 240,
-    "mq_unlink": 241,
+# Each call's numbers on x86-64 (asm/unistd_64.h) and in the generic table AArch64 uses
+# (asm-generic/unistd.h; None: AArch64 has no such call); the seccomp filter checks the
+# architecture before the number.
+_NUMBERS: dict[str, tuple[int, int | None]] = {
+    "fork": (57, None), "vfork": (58, None), "execve": (59, 221), "execveat": (322, 281),
+    "clone": (56, 220), "clone3": (435, 435), "socket": (41, 198), "ptrace": (101, 117),
+    "process_vm_readv": (310, 270), "process_vm_writev": (311, 271), "mount": (165, 40),
+    "umount2": (166, 39), "pivot_root": (155, 41), "chroot": (161, 51), "swapon": (167, 224),
+    "swapoff": (168, 225), "reboot": (169, 142), "sethostname": (170, 161),
+    "setdomainname": (171, 162), "init_module": (175, 105), "finit_module": (313, 273),
+    "delete_module": (176, 106), "kexec_load": (246, 104), "kexec_file_load": (320, 294),
+    "unshare": (272, 97), "setns": (308, 268), "keyctl": (250, 219), "add_key": (248, 217),
+    "request_key": (249, 218), "bpf": (321, 280), "perf_event_open": (298, 241),
+    "userfaultfd": (323, 282), "io_uring_setup": (425, 425), "io_uring_enter": (426, 426),
+    "io_uring_register": (427, 427), "open_by_handle_at": (304, 265),
+    "name_to_handle_at": (303, 264), "open_tree": (428, 428), "move_mount": (429, 429),
+    "fsopen": (430, 430), "fsconfig": (431, 431), "fsmount": (432, 432), "fspick": (433, 433),
+    "mount_setattr": (442, 442), "acct": (163, 89), "quotactl": (179, 60),
+    "settimeofday": (164, 170), "clock_settime": (227, 112), "adjtimex": (159, 171),
+    "clock_adjtime": (305, 266), "iopl": (172, None), "ioperm": (173, None), "seccomp": (317, 277),
+    "capset": (126, 91), "truncate": (76, 45), "kcmp": (312, 272), "pidfd_getfd": (438, 438),
+    "process_madvise": (440, 440), "kill": (62, 129), "tkill": (200, 130), "tgkill": (234, 131),
+    "rt_sigqueueinfo": (129, 138), "rt_tgsigqueueinfo": (297, 240), "pidfd_send_signal": (424, 424),
+    "landlock_create_ruleset": (444, 444), "landlock_add_rule": (445, 445),
+    "landlock_restrict_self": (446, 446), "prlimit64": (302, 261), "setpriority": (141, 140),
+    "sched_setparam": (142, 118), "sched_setscheduler": (144, 119), "sched_setaffinity": (203, 122),
+    "sched_setattr": (314, 274), "ioprio_set": (251, 30), "migrate_pages": (256, 238),
+    "move_pages": (279, 239), "get_robust_list": (274, 100), "pidfd_open": (434, 434),
+    "process_mrelease": (448, 448), "shmget": (29, 194), "shmat": (30, 196), "shmctl": (31, 195),
+    "semget": (64, 190), "semop": (65, 193), "semctl": (66, 191), "msgget": (68, 186),
+    "msgsnd": (69, 189), "msgrcv": (70, 188), "msgctl": (71, 187), "semtimedop": (220, 192),
+    "mq_open": (240, 180), "mq_unlink": (241, 181),
 }  # fmt: skip
-_AARCH64 = {
-    "execve": 221, "execveat": 281, "clone": 220, "clone3": 435, "socket": 198,
-    "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "mount": 40,
-    "umount2": 39, "pivot_root": 41, "chroot": 51, "swapon": 224, "swapoff": 225,
-    "reboot": 142, "sethostname": 161, "setdomainname": 162, "init_module": 105,
-    "finit_module": 273, "delete_module": 106, "kexec_load": 104, "kexec_file_load": 294,
-    "unshare": 97, "setns": 268, "keyctl": 219, "add_key": 217, "request_key": 218,
-    "bpf": 280, "perf_event_open": 241, "userfaultfd": 282, "io_uring_setup": 425,
-    "io_uring_enter": 426, "io_uring_register": 427, "open_by_handle_at": 265,
-    "name_to_handle_at": 264, "open_tree": 428, "move_mount": 429, "fsopen": 430,
-    "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442, "acct": 89,
-    "quotactl": 60, "settimeofday": 170, "clock_settime": 112, "adjtimex": 171,
-    "clock_adjtime": 266,
-    "seccomp": 277, "capset": 91, "truncate": 45, "kcmp": 272, "pidfd_getfd": 438,
-    "process_madvise": 440, "kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138,
-    "rt_tgsigqueueinfo": 240, "pidfd_send_signal": 424,
-    "landlock_create_ruleset": 444, "landlock_add_rule": 445, "landlock_restrict_self": 446,
-    "prlimit64": 261, "setpriority": 140, "sched_setparam": 118, "sched_setscheduler": 119,
-    "sched_setaffinity": 122, "sched_setattr": 274, "ioprio_set": 30, "migrate_pages": 238,
-    "move_pages": 239, "get_robust_list": 100, "pidfd_open": 434, "process_mrelease": 448,
-    "shmget": 194, "shmat": 196, "shmctl": 195, "semget": 190, "semop": 193, "semctl": 191,
-    "msgget": 186, "msgsnd": 189, "msgrcv": 188, "msgctl": 187, "semtimedop": 192,
-    "mq_open": 180, "mq_unlink": 181,
-}  # fmt: skip
+_X86_64 = {name: x86_64 for name, (x86_64, _) in _NUMBERS.items()}
+_AARCH64 = {name: aarch64 for name, (_, aarch64) in _NUMBERS.items() if aarch64 is not None}
 _TABLES = {"x86_64": (0xC000003E, _X86_64), "aarch64": (0xC00000B7, _AARCH64)}
 _DANGEROUS = (
     "ptrace", "process_vm_readv", "process_vm_writev", "mount", "umount2", "pivot_root",

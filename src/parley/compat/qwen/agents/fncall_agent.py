@@ -163,8 +163,8 @@ class FnCallAgent(Agent):
         name: str | None = None,
         description: str | None = None,
         files: Sequence[str] | None = None,
-        *,
         rag_cfg: Mapping[str, Any] | None = None,
+        *,
         max_iters: int = MAX_LLM_CALL_PER_RUN,
         tool_choice: ToolChoicePolicy = None,
         **kwargs: Any,
@@ -186,12 +186,12 @@ class FnCallAgent(Agent):
             choice = _first_call_only(choice)
         try:
             self.agent = LoopAgent(
-                name or "",
+                self.name or "",
                 config.model,
                 tools=self._toolkit(),
                 max_iters=max_iters,
                 parallel_tool_calls=config.parallel_tool_calls is not False,
-                description=description or "",
+                description=self.description or "",
                 tool_choice=choice,
             )
         except UserError as exc:  # a function_choice naming no tool, a bad max_iters

@@ -14,21 +14,18 @@ only from public addresses.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 from parley.compat.qwen._response import QwenMessages
-from parley.compat.qwen.agent import FunctionListEntry
 from parley.compat.qwen.agents.assistant import Assistant, format_records, with_knowledge
 from parley.compat.qwen.agents.fncall_agent import MAX_LLM_CALL_PER_RUN
 from parley.compat.qwen.schema import (
-    DEFAULT_SYSTEM_MESSAGE,
     FUNCTION,
     USER,
     ContentItem,
     Message,
 )
-from parley.models.base import ChatModel
 
 __all__ = ["VirtualMemoryAgent"]
 
@@ -47,28 +44,9 @@ class VirtualMemoryAgent(Assistant):
     """Answers with a `retrieval` tool whose finds fill the system message (see the module)."""
 
     retrieval_tool_name = "retrieval"
-
-    def __init__(
-        self,
-        function_list: Sequence[FunctionListEntry] | None = None,
-        llm: ChatModel | Mapping[str, Any] | None = None,
-        system_message: str | None = DEFAULT_SYSTEM_MESSAGE,
-        name: str | None = DEFAULT_NAME,
-        description: str | None = DEFAULT_DESC,
-        files: Sequence[str] | None = None,
-        rag_cfg: Mapping[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(
-            [self.retrieval_tool_name, *(function_list or [])],
-            llm,
-            system_message,
-            name,
-            description,
-            files,
-            rag_cfg=rag_cfg,
-            **kwargs,
-        )
+    builtin_tools = (retrieval_tool_name,)
+    default_name = DEFAULT_NAME
+    default_description = DEFAULT_DESC
 
     def _run(
         self, messages: list[Message], lang: str = "en", **kwargs: Any

@@ -22,7 +22,7 @@ from pydantic import Field
 
 from parley.embeddings.base import DataBlock, EmbeddingBatch, EmbeddingModel, EmbeddingParameters
 from parley.errors import UserError
-from parley.models._aiohttp import PooledConnections
+from parley.models._aiohttp import PooledClients
 from parley.models._wire import read_json
 from parley.models.base import ChatModel
 from parley.models.credentials import Credential
@@ -72,7 +72,7 @@ class GeminiEmbeddingParameters(EmbeddingParameters):
     )
 
 
-class GeminiEmbeddingModel(PooledConnections, EmbeddingModel[str | DataBlock]):
+class GeminiEmbeddingModel(PooledClients["BaseApiClient"], EmbeddingModel[str | DataBlock]):
     """A Gemini embedding model: `gemini-embedding-001` (text), `gemini-embedding-2` (media too).
 
     Example:
@@ -119,17 +119,9 @@ class GeminiEmbeddingModel(PooledConnections, EmbeddingModel[str | DataBlock]):
         """The base URL requests go to."""
         return self.gemini_credential.endpoint()
 
-    def client(self) -> BaseApiClient:
-        """The SDK's API client for the running event loop (made on first use).
-
-        Raises:
-            ConfigurationError: No API key (Gemini API), or no project nor key (Vertex AI).
-            MissingDependencyError: The `google-genai` package is not installed.
-        """
-        if self._pool is None:
-            endpoint = Endpoint(self.gemini_credential, self.timeout, self.extra_headers)
-            self._pool = ClientPool(endpoint)
-        return self._pool.get()
+    def new_pool(self) -> ClientPool:
+        """One SDK API client per event loop (see `ClientPool` for what each needs)."""
+        return ClientPool(Endpoint(self.gemini_credential, self.timeout, self.extra_headers))
 
     # -- the request ----------------------------------------------------------------------
 

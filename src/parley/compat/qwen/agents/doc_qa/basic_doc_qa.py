@@ -7,15 +7,13 @@ from them, and calls the model once, without tools.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 from parley.compat.qwen._rag import without_files
 from parley.compat.qwen._response import QwenMessages
-from parley.compat.qwen.agent import FunctionListEntry
 from parley.compat.qwen.agents.assistant import Assistant
-from parley.compat.qwen.schema import DEFAULT_SYSTEM_MESSAGE, SYSTEM, Message
-from parley.models.base import ChatModel
+from parley.compat.qwen.schema import SYSTEM, Message
 
 __all__ = ["BasicDocQA"]
 
@@ -36,20 +34,8 @@ _PROMPT = {
 class BasicDocQA(Assistant):
     """Retrieves for the question, then answers in one model call (see the module docs)."""
 
-    def __init__(
-        self,
-        function_list: Sequence[FunctionListEntry] | None = None,
-        llm: ChatModel | Mapping[str, Any] | None = None,
-        system_message: str | None = DEFAULT_SYSTEM_MESSAGE,
-        name: str | None = DEFAULT_NAME,
-        description: str | None = DEFAULT_DESC,
-        files: Sequence[str] | None = None,
-        rag_cfg: Mapping[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(
-            function_list, llm, system_message, name, description, files, rag_cfg=rag_cfg, **kwargs
-        )
+    default_name = DEFAULT_NAME
+    default_description = DEFAULT_DESC
 
     def _run(
         self, messages: list[Message], lang: str = "en", **kwargs: Any

@@ -19,7 +19,7 @@ Differences from Qwen-Agent 0.0.34: the search uses the question and the answers
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -28,18 +28,16 @@ import json5
 from parley.agents.budget import text_token_counter
 from parley.compat.qwen._rag import files_of, without_files
 from parley.compat.qwen._response import QwenMessages
-from parley.compat.qwen.agent import FunctionListEntry
 from parley.compat.qwen.agents.assistant import (
     Assistant,
     format_records,
     last_user_text,
     with_knowledge,
 )
-from parley.compat.qwen.schema import DEFAULT_SYSTEM_MESSAGE, SYSTEM, USER, Message
+from parley.compat.qwen.schema import SYSTEM, USER, Message
 from parley.compat.qwen.tools._documents import parse_copy
 from parley.compat.qwen.tools.retrieval import Retrieval
 from parley.errors import ToolExecutionError
-from parley.models.base import ChatModel
 
 __all__ = ["NO_RESPONSE", "ParallelDocQA"]
 
@@ -83,31 +81,16 @@ _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$")
 class ParallelDocQA(Assistant):
     """Reads every chunk in parallel, then answers from a retrieval (see the module docs)."""
 
-    def __init__(
-        self,
-        function_list: Sequence[FunctionListEntry] | None = None,
-        llm: ChatModel | Mapping[str, Any] | None = None,
-        system_message: str | None = DEFAULT_SYSTEM_MESSAGE,
-        name: str | None = DEFAULT_NAME,
-        description: str | None = DEFAULT_DESC,
-        files: Sequence[str] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        retrieval = {
+    default_name = DEFAULT_NAME
+    default_description = DEFAULT_DESC
+    builtin_tools = (
+        {
             "name": "retrieval",
             "max_ref_token": MAX_RAG_TOKEN_SIZE,
             "parser_page_size": RAG_CHUNK_SIZE,
             "rag_searchers": ["keyword_search"],
-        }
-        super().__init__(
-            [retrieval, *(function_list or [])],
-            llm,
-            system_message,
-            name,
-            description,
-            files,
-            **kwargs,
-        )
+        },
+    )
 
     @property
     def retrieval(self) -> Retrieval:
