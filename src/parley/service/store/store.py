@@ -336,6 +336,9 @@ class _GreenletRunner(_Runner):
 
     async def _write_batch(self, batch: list[_Write]) -> None:
         pending, alone, timeouts = batch, list[_Write](), 0
+        if len(batch) == 1 and batch[0].single:
+            # One statement is a transaction of its own: sent alone, no BEGIN and no COMMIT.
+            pending, alone = [], batch
         while pending:
             progress = _Progress()
             try:
