@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from parley._sync import run_sync
 from parley.errors import MissingDependencyError
 from parley.models._aiohttp import LoopClients, connection_failure, httpx_client_class
 from tests._requires import require_module
@@ -213,3 +214,23 @@ print(run_sync(use()))
     )
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.splitlines() == ["closed on 0", "client", "client", "closed on 1"]
+
+
+def test_aclose_closes_every_loops_client_each_on_its_loop() -> None:
+    made = Made()
+    pool = LoopClients(made.make)
+
+    async def use() -> tuple[Client, asyncio.AbstractEventLoop]:
+        return pool.get(), asyncio.get_running_loop()
+
+    elsewhere = run_sync(use())  # the sync twins' loop, running on in its thread
+
+    async def close_here() -> tuple[Client, asyncio.AbstractEventLoop]:
+        here = await use()
+        await pool.aclose()
+        assert set(made.closed) == {here, elsewhere}
+        return here
+
+    asyncio.run(close_here())
+    assert len(made.closed) == 2  # neither closed again as its loop ended
+    assert run_sync(use())[0] is not elsewhere[0]  # a closed client is not handed out again

@@ -16,7 +16,9 @@ for speech (the same, from the openai SDK).
 What every such client needs, here once:
 
 - `LoopClients`: one client per event loop (a connection pool belongs to the loop that
-  opened it), closed by `aclose()`, else when its loop shuts down, else at exit. aiohttp
+  opened it), closed by `aclose()`, else when its loop shuts down, else at exit. Every
+  provider's SDK clients are pooled by it, httpx's and aiohttp's alike (openai and
+  google-genai on httpx too). aiohttp
   reports connections that outlive their loop as "Unclosed connector" when collected.
 - `connection_failure`: httpx-aiohttp maps a refused connection and a dropped one to
   `httpx.ConnectTimeout`; the aiohttp error under it says which it was, so that neither
@@ -153,10 +155,30 @@ class LoopClients(Generic[T]):
         return made.client
 
     async def aclose(self) -> None:
-        """Close the running loop's client and its connections."""
-        made = self._made.pop(asyncio.get_running_loop(), None)
-        if made is not None:
-            await made.aclose()
+        """Close every client this pool made, and its connections, each on its own loop.
+
+        The running loop's client is closed here; those of loops running in other threads
+        (the sync twins' loop, above all) on their loops, waited for up to `_ELSEWHERE`
+        seconds. A client on a loop that runs nothing now is closed when that loop shuts
+        down, as if `aclose` had not been called.
+        """
+        mine = self._made.pop(asyncio.get_running_loop(), None)
+        closing: list[asyncio.Future[None]] = []
+        for loop, made in list(self._made.items()):
+            if loop.is_closed():  # its client was closed as it shut down
+                del self._made[loop]
+            elif loop.is_running():  # in another thread, as this one runs the running loop
+                del self._made[loop]
+                elsewhere = asyncio.run_coroutine_threadsafe(made.aclose(), loop)
+                closing.append(asyncio.wrap_future(elsewhere))
+        if mine is not None:
+            await mine.aclose()
+        if closing:
+            await asyncio.wait(closing, timeout=_ELSEWHERE)
+
+
+_ELSEWHERE = 2.0
+"""Seconds `LoopClients.aclose` waits for the clients it closes on other threads' loops."""
 
 
 @dataclass(eq=False)
@@ -236,12 +258,12 @@ class PooledConnections:
     _pool: Any = None
 
     async def aclose(self) -> None:
-        """Close this model's connections on the running event loop."""
+        """Close this model's clients and connections (every loop's: `LoopClients.aclose`)."""
         if self._pool is not None:
             await self._pool.aclose()
 
     def close_sync(self) -> None:
-        """Close the connections the sync twins opened."""
+        """`aclose` from synchronous code (run on the sync twins' loop, whose client it closes)."""
         if self._pool is not None:
             from parley._sync import run_sync  # noqa: PLC0415
 
@@ -256,7 +278,7 @@ class Pool(Protocol[T_co]):
         ...
 
     async def aclose(self) -> None:
-        """Close the running loop's client."""
+        """Close every client of the pool (see `LoopClients.aclose`)."""
         ...
 
 

@@ -17,19 +17,19 @@ pooled per event loop, as this module keeps one SDK client per loop.
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from parley.errors import ConfigurationError, MissingDependencyError
+from parley.models._aiohttp import Closer, LoopClients
 from parley.providers.gemini.credentials import GeminiCredential
 
 if TYPE_CHECKING:
     from google.genai._api_client import BaseApiClient
 
-__all__ = ["ClientPool", "Endpoint", "import_sdk", "post"]
+__all__ = ["Endpoint", "client_pool", "import_sdk", "post"]
 
 
 def import_sdk() -> Any:
@@ -99,6 +99,7 @@ class _Client:
     sync_http: Any
 
     async def aclose(self) -> None:
+        """Close both HTTP clients and their connections."""
         await self.http.aclose()
         self.sync_http.close()
 
@@ -143,39 +144,15 @@ async def post(api: BaseApiClient, path: str, body: dict[str, Any]) -> Any:
     return response.response_stream
 
 
-class ClientPool:
-    """One SDK client per event loop, made on first use there.
-
-    An HTTP connection pool belongs to the loop that opened it: a model used from several
-    loops (a test's loop, the loop parley's sync twins run on) needs a client on each.
+def client_pool(endpoint: Endpoint) -> LoopClients[BaseApiClient]:
+    """One SDK API client per event loop, each closed with its loop (see `LoopClients`).
 
     Args:
         endpoint: What each client is built from.
     """
 
-    def __init__(self, endpoint: Endpoint) -> None:
-        self._endpoint = endpoint
-        self._clients: dict[asyncio.AbstractEventLoop, _Client] = {}
+    def make() -> tuple[BaseApiClient, Closer]:
+        client = _new_client(endpoint)
+        return client.api, client.aclose
 
-    def get(self) -> BaseApiClient:
-        """The SDK's API client for the running loop.
-
-        Raises:
-            ConfigurationError: The credential lacks what its backend needs.
-            MissingDependencyError: `google-genai` is not installed.
-        """
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            # Forget the clients of loops that are gone (each `asyncio.run` makes one).
-            for closed in [known for known in self._clients if known.is_closed()]:
-                del self._clients[closed]
-            client = _new_client(self._endpoint)
-            self._clients[loop] = client
-        return client.api
-
-    async def aclose(self) -> None:
-        """Close the running loop's client and its connections."""
-        client = self._clients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.aclose()
+    return LoopClients(make)

@@ -6,7 +6,7 @@ import re
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from parley.models._aiohttp import PooledClients
+from parley.models._aiohttp import LoopClients, PooledClients
 from parley.models._wire import iter_events, read_json
 from parley.models.accumulator import Delta, StreamAccumulator
 from parley.models.base import ChatModel, ChatRequest
@@ -15,7 +15,7 @@ from parley.models.formatter import Formatter
 from parley.models.parameters import Parameters
 from parley.models.response import ChatResponse
 from parley.providers.gemini._errors import gemini_errors
-from parley.providers.gemini._sdk import ClientPool, Endpoint, post
+from parley.providers.gemini._sdk import Endpoint, client_pool, post
 from parley.providers.gemini._wire import ResponseReader
 from parley.providers.gemini.credentials import GeminiCredential
 from parley.providers.gemini.formatter import (
@@ -108,7 +108,7 @@ class GeminiChatModel(PooledClients["BaseApiClient"], ChatModel):
     structured_strategies: ClassVar[tuple[str, ...]] = ("native", "forced", "text")
     extra_headers: ClassVar[dict[str, str]] = {}
 
-    _pool: ClientPool | None = None
+    _pool: LoopClients[BaseApiClient] | None = None
 
     # -- the request ----------------------------------------------------------------------
 
@@ -156,11 +156,11 @@ class GeminiChatModel(PooledClients["BaseApiClient"], ChatModel):
         credential = self.credential
         return credential.endpoint() if isinstance(credential, GeminiCredential) else None
 
-    def new_pool(self) -> ClientPool:
-        """One SDK API client per event loop (see `ClientPool` for what each needs)."""
+    def new_pool(self) -> LoopClients[BaseApiClient]:
+        """One SDK API client per event loop (see `client_pool`)."""
         credential = self.credential
         assert isinstance(credential, GeminiCredential)
-        return ClientPool(Endpoint(credential, self.timeout, self.extra_headers))
+        return client_pool(Endpoint(credential, self.timeout, self.extra_headers))
 
     async def _send(self, body: dict[str, Any], *, stream: bool) -> Any:
         """Send `body`; the raw (httpx2) response, its body not read yet."""

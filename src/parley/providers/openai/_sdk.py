@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from parley.errors import ConfigurationError, MissingDependencyError
-from parley.models._aiohttp import Pool, PooledClients
+from parley.models._aiohttp import Closer, LoopClients, PooledClients
 from parley.models.credentials import APIKeyCredential
 
 if TYPE_CHECKING:
@@ -16,7 +15,7 @@ if TYPE_CHECKING:
 
     from parley.models.credentials import Credential
 
-__all__ = ["ClientPool", "OpenAIClients", "api_key", "new_client"]
+__all__ = ["OpenAIClients", "api_key", "client_pool", "new_client"]
 
 
 def api_key(credential: Credential | None, *, required: bool, owner: str) -> str:
@@ -72,38 +71,18 @@ def new_client(
     return AsyncOpenAI(api_key=api_key, base_url=base_url, **options)
 
 
-class ClientPool:
-    """One `AsyncOpenAI` per event loop, made on first use there.
-
-    An HTTP connection pool belongs to the loop that opened it: a model used from several
-    loops (a test's loop, the loop parley's sync twins run on) needs a client on each.
+def client_pool(factory: Callable[[], AsyncOpenAI]) -> LoopClients[AsyncOpenAI]:
+    """One `AsyncOpenAI` per event loop, each closed with its loop (see `LoopClients`).
 
     Args:
         factory: Makes a client (`new_client` with the model's settings, or Azure's).
     """
 
-    def __init__(self, factory: Callable[[], AsyncOpenAI]) -> None:
-        self._factory = factory
-        self._clients: dict[asyncio.AbstractEventLoop, AsyncOpenAI] = {}
+    def make() -> tuple[AsyncOpenAI, Closer]:
+        client = factory()
+        return client, client.close  # closes its HTTP client and connections
 
-    def get(self) -> AsyncOpenAI:
-        """The client for the running loop."""
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            # Forget the clients of loops that are gone (each `asyncio.run` makes one). Not a
-            # weak mapping: a client's connections refer to their loop, which would keep it.
-            for closed in [known for known in self._clients if known.is_closed()]:
-                del self._clients[closed]
-            client = self._factory()
-            self._clients[loop] = client
-        return client
-
-    async def aclose(self) -> None:
-        """Close the running loop's client and its connections."""
-        client = self._clients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.close()
+    return LoopClients(make)
 
 
 class OpenAIClients(PooledClients["AsyncOpenAI"]):
@@ -119,16 +98,16 @@ class OpenAIClients(PooledClients["AsyncOpenAI"]):
 
     credential: Any
     timeout: float
-    _pool: ClientPool | None = None
+    _pool: LoopClients[AsyncOpenAI] | None = None
 
     def endpoint(self) -> str | None:
         """The base URL requests go to."""
         credential = self.credential
         return credential.endpoint() if isinstance(credential, APIKeyCredential) else None
 
-    def new_pool(self) -> Pool[AsyncOpenAI]:
+    def new_pool(self) -> LoopClients[AsyncOpenAI]:
         """One `AsyncOpenAI` per event loop (`ConfigurationError` without a needed API key)."""
-        return ClientPool(self.client_factory())
+        return client_pool(self.client_factory())
 
     def client_factory(self) -> Callable[[], AsyncOpenAI]:
         """How this model's SDK clients are made (settings read now, a client per loop later).

@@ -22,12 +22,12 @@ from pydantic import Field
 
 from parley.embeddings.base import DataBlock, EmbeddingBatch, EmbeddingModel, EmbeddingParameters
 from parley.errors import UserError
-from parley.models._aiohttp import PooledClients
+from parley.models._aiohttp import LoopClients, PooledClients
 from parley.models._wire import read_json
 from parley.models.base import ChatModel
 from parley.models.credentials import Credential
 from parley.providers.gemini._errors import gemini_errors
-from parley.providers.gemini._sdk import ClientPool, Endpoint, post
+from parley.providers.gemini._sdk import Endpoint, client_pool, post
 from parley.providers.gemini.credentials import GeminiCredential
 from parley.providers.gemini.embeddings._wire import (
     batch_body,
@@ -100,7 +100,7 @@ class GeminiEmbeddingModel(PooledClients["BaseApiClient"], EmbeddingModel[str | 
     batch_size: ClassVar[int] = 100
     extra_headers: ClassVar[dict[str, str]] = {}
 
-    _pool: ClientPool | None = None
+    _pool: LoopClients[BaseApiClient] | None = None
 
     def _for_model(self) -> None:
         """`gemini-embedding-2` takes media; the text models only text."""
@@ -119,9 +119,9 @@ class GeminiEmbeddingModel(PooledClients["BaseApiClient"], EmbeddingModel[str | 
         """The base URL requests go to."""
         return self.gemini_credential.endpoint()
 
-    def new_pool(self) -> ClientPool:
-        """One SDK API client per event loop (see `ClientPool` for what each needs)."""
-        return ClientPool(Endpoint(self.gemini_credential, self.timeout, self.extra_headers))
+    def new_pool(self) -> LoopClients[BaseApiClient]:
+        """One SDK API client per event loop (see `client_pool`)."""
+        return client_pool(Endpoint(self.gemini_credential, self.timeout, self.extra_headers))
 
     # -- the request ----------------------------------------------------------------------
 

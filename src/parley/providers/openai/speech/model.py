@@ -81,29 +81,24 @@ class OpenAITTSModel(OpenAIClients, TTSModel):
     credential_class: ClassVar[type[Credential] | None] = OpenAICredential
     parameters_class: ClassVar[type[TTSParameters]] = OpenAITTSParameters
     cards_location: ClassVar[str | None] = "parley.providers.openai.speech"
-    _pool: Any = None  # LoopClients[AsyncOpenAI]: see `client`
 
-    def client(self) -> AsyncOpenAI:
-        """The SDK client for the running event loop, on aiohttp when it can be (see above).
+    def new_pool(self) -> LoopClients[AsyncOpenAI]:
+        """One SDK client per event loop, on aiohttp when it can be (see above).
 
-        One per loop, closed by `aclose()`, else when its loop shuts down (`LoopClients`:
-        aiohttp's connections must not outlive their loop).
+        Each is closed by `aclose()`, else when its loop shuts down (`LoopClients`: aiohttp's
+        connections must not outlive their loop).
 
         Raises:
             ConfigurationError: No API key.
-            MissingDependencyError: The `openai` package is not installed.
         """
-        if self._pool is None:
-            settings = {
-                "api_key": self._api_key(),
-                "base_url": self.endpoint(),
-                "timeout": self.timeout,
-                "default_headers": self.extra_headers,
-                "max_retries": 0,  # parley's base retries
-            }
-            self._pool = LoopClients(functools.partial(_speech_client, settings))
-        client: AsyncOpenAI = self._pool.get()
-        return client
+        settings = {
+            "api_key": self._api_key(),
+            "base_url": self.endpoint(),
+            "timeout": self.timeout,
+            "default_headers": self.extra_headers,
+            "max_retries": 0,  # parley's base retries
+        }
+        return LoopClients(functools.partial(_speech_client, settings))
 
     def request_fields(self, text: str, parameters: TTSParameters) -> dict[str, Any]:
         """The arguments of one speech request (`model`, `input`, `voice`...).
