@@ -49,9 +49,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol, cast, get_args, runtime_checkable
 
+from parley.agents._text import message_text
 from parley.agents.compress import SUMMARY_TOKENS, Summarizer
 from parley.errors import UserError
-from parley.messages import Msg, TextBlock, ThinkingBlock, ToolCallBlock, ToolResultBlock
+from parley.messages import Msg
 from parley.models.tools import ToolSpec
 
 if TYPE_CHECKING:
@@ -109,22 +110,6 @@ class CountsTokens(Protocol):
     def count_tokens(self, msgs: Sequence[Msg]) -> int:
         """The prompt tokens `msgs` take, overhead included."""
         ...
-
-
-def message_text(msg: Msg) -> str:
-    """The text of a message that a tokenizer sees: text, reasoning, calls and results."""
-    parts: list[str] = []
-    for block in msg.content:
-        if isinstance(block, TextBlock):
-            parts.append(block.text)
-        elif isinstance(block, ThinkingBlock):
-            parts.append(block.thinking)
-        elif isinstance(block, ToolCallBlock):
-            arguments = block.raw_input or json.dumps(block.input, ensure_ascii=False)
-            parts.append(f"{block.name}({arguments})")
-        elif isinstance(block, ToolResultBlock):
-            parts.append(block.text)
-    return "\n".join(parts)
 
 
 def _media_blocks(msg: Msg) -> int:

@@ -18,6 +18,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from parley.agents._text import message_text
 from parley.errors import ModelError
 from parley.messages import Msg
 
@@ -51,8 +52,6 @@ def is_summary(msg: Msg) -> bool:
 
 
 def _transcript(msgs: Sequence[Msg]) -> str:
-    from parley.agents.budget import message_text  # noqa: PLC0415  (budget imports this module)
-
     lines = []
     for msg in msgs:
         speaker = f"{msg.role} ({msg.name})" if msg.name else msg.role

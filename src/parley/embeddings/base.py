@@ -33,8 +33,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from parley import tracing
 from parley._sync import run_sync
+from parley.embeddings.cache import EmbeddingCache
+from parley.embeddings.vectors import DataBlock, Embedding, EmbeddingInput
 from parley.errors import ModelOutputError, UserError
-from parley.messages import AudioBlock, FileBlock, ImageBlock, TextBlock, VideoBlock, new_id
+from parley.messages import ImageBlock, VideoBlock, new_id
 from parley.models._provider import adopt_provider_class, check_credential, check_parameters
 from parley.models.cards import EmbeddingModelCard, load_cards
 from parley.models.credentials import Credential
@@ -45,7 +47,6 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from parley.embeddings.cache import EmbeddingCache
 
 __all__ = [
     "BatchLimits",
@@ -58,15 +59,6 @@ __all__ = [
     "EmbeddingResponse",
     "EmbeddingUsage",
 ]
-
-DataBlock = TextBlock | ImageBlock | VideoBlock | AudioBlock | FileBlock
-"""A block a multimodal embedding model takes (text, or media by URL or base64)."""
-
-EmbeddingInput = str | DataBlock
-"""One input: a text, or (for multimodal models) a block."""
-
-Embedding = list[float]
-"""One dense vector."""
 
 InputT = TypeVar("InputT", bound=EmbeddingInput)
 

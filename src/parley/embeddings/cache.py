@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from parley._sqlite import use_wal
-from parley.embeddings.base import Embedding
+from parley.embeddings.vectors import Embedding
 from parley.errors import ConfigurationError, MissingDependencyError, UserError
 
 __all__ = ["EmbeddingCache", "FileEmbeddingCache", "SQLiteEmbeddingCache"]

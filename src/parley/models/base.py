@@ -21,7 +21,6 @@ import ipaddress
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Self
 from urllib.parse import urlsplit
@@ -45,6 +44,7 @@ from parley.models.cards import ModelCard, Pricing, load_cards
 from parley.models.credentials import Credential
 from parley.models.formatter import Formatter, MultiAgentFormatter
 from parley.models.parameters import Parameters
+from parley.models.request import ChatRequest, MessagesInput
 from parley.models.response import ChatResponse, StructuredResponse
 from parley.models.retry import DEFAULT_RETRYABLE, Retryable, RetryPolicy, call_with_retries
 from parley.models.stream import ChatStream
@@ -93,20 +93,7 @@ The test suite sets it False in its `conftest.py`, so no test can reach the inte
 tests against local servers speaking a provider's wire format still run.
 """
 
-MessagesInput = Sequence[Msg | Mapping[str, Any]]
 ToolsInput = Sequence[ToolSpec | ToolLike | Mapping[str, Any]] | None
-
-
-@dataclass
-class ChatRequest:
-    """One call, normalized: what a provider adapter turns into its wire format."""
-
-    messages: list[Msg]
-    tools: list[ToolSpec] = field(default_factory=list)
-    tool_choice: str | None = None
-    parameters: Parameters = field(default_factory=Parameters)
-    response_format: dict[str, Any] | None = None
-    """A JSON schema the answer must follow, for providers that constrain output natively."""
 
 
 @functools.lru_cache(maxsize=64)

@@ -25,7 +25,7 @@ from parley.models.response import ChatResponse
 
 if TYPE_CHECKING:
     from parley.messages import Block
-    from parley.models.base import ChatRequest
+    from parley.models.request import ChatRequest
 
 __all__ = ["ResponseCache", "block_delta", "replay"]
 

@@ -21,7 +21,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import json_repair
 import jsonschema
@@ -33,9 +33,32 @@ from parley.models.response import ChatResponse, ChatUsage, StructuredResponse
 from parley.models.tools import ToolSpec
 
 if TYPE_CHECKING:
-    from parley.models.base import ChatModel, MessagesInput
+    from parley.models.request import ChatRequest, MessagesInput
 
 __all__ = ["STRUCTURED_TOOL", "generate_structured_output"]
+
+
+class StructuredModel(Protocol):
+    """What structured output needs of a chat model: a `parley.models.ChatModel` is one.
+
+    Named by its shape, not by the class, because `ChatModel.generate_structured_output`
+    imports this module (lazily: JSON repair and schema validation load only when asked).
+    """
+
+    provider: ClassVar[str]
+    model: str
+
+    def build_request(
+        self,
+        messages: MessagesInput,
+        tools: Any = None,
+        tool_choice: str | None = None,
+        response_format: dict[str, Any] | None = None,
+        **overrides: Any,
+    ) -> ChatRequest: ...
+
+    async def complete(self, request: ChatRequest) -> ChatResponse: ...
+
 
 STRUCTURED_TOOL = "generate_response"
 """The name of the tool the structured answer is asked through."""
@@ -121,7 +144,7 @@ class _Strategy:
     instruct: bool = False
 
 
-def _strategies(model: ChatModel) -> list[_Strategy]:
+def _strategies(model: StructuredModel) -> list[_Strategy]:
     thinking_off: dict[str, Any] = dict(getattr(model, "thinking_off", {}) or {})
     table: dict[str, Callable[[], _Strategy | None]] = {
         "native": lambda: _Strategy("native", False, None, {}, response_format=True),
@@ -157,7 +180,7 @@ def _feedback(response: ChatResponse, call: ToolCallBlock | None, error: str) ->
 
 
 async def _ask(
-    model: ChatModel, msgs: list[Msg], strategy: _Strategy, target: _Target, overrides: Any
+    model: StructuredModel, msgs: list[Msg], strategy: _Strategy, target: _Target, overrides: Any
 ) -> ChatResponse:
     request = model.build_request(
         msgs,
@@ -170,7 +193,7 @@ async def _ask(
 
 
 async def _attempt(
-    model: ChatModel,
+    model: StructuredModel,
     msgs: list[Msg],
     strategy: _Strategy,
     target: _Target,
@@ -210,7 +233,7 @@ async def _attempt(
 
 
 async def generate_structured_output(
-    model: ChatModel,
+    model: StructuredModel,
     messages: MessagesInput,
     schema: type[BaseModel] | Mapping[str, Any],
     **overrides: Any,

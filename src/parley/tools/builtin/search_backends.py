@@ -16,7 +16,7 @@ from parley.errors import ConfigurationError, ToolExecutionError
 from parley.models.base import ChatModel
 from parley.models.credentials import APIKeyCredential
 from parley.tools.builtin._common import optional_import
-from parley.tools.builtin.web_search import SearchResult
+from parley.tools.builtin._search import SearchResult
 
 __all__ = [
     "BraveSearch",

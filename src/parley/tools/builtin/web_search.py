@@ -9,12 +9,12 @@ Without a backend in the configuration, the tool picks one from the environment
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar
 
 from parley._sync import run_sync
 from parley.errors import ConfigurationError
 from parley.tools.base import Tool
+from parley.tools.builtin._search import SearchBackend, SearchResult
 from parley.tools.registry import register_tool
 
 __all__ = ["SearchBackend", "SearchResult", "WebSearch", "backend_from_config", "format_results"]
@@ -22,24 +22,6 @@ __all__ = ["SearchBackend", "SearchResult", "WebSearch", "backend_from_config", 
 _MAX_RESULTS = 20
 # The environment variables that choose a backend when none is configured, in this order.
 _FROM_ENV = (("BRAVE_API_KEY", "brave"), ("SERPER_API_KEY", "serper"), ("SEARXNG_URL", "searxng"))
-
-
-@dataclass(frozen=True)
-class SearchResult:
-    """One hit: its title, address and a snippet of its text."""
-
-    title: str
-    url: str
-    snippet: str = ""
-
-
-@runtime_checkable
-class SearchBackend(Protocol):
-    """What `web_search` needs from a search provider."""
-
-    async def search(self, query: str, max_results: int) -> list[SearchResult]:
-        """At most `max_results` results for `query`, best first."""
-        ...
 
 
 def format_results(query: str, results: list[SearchResult]) -> str:
@@ -62,7 +44,8 @@ def backend_from_config(cfg: dict[str, Any]) -> SearchBackend:
     Raises:
         ConfigurationError: The provider is unknown, or nothing is configured.
     """
-    from parley.tools.builtin import search_backends as sb  # noqa: PLC0415  (imports this module)
+    # Imported when first asked: the backends pull in the HTTP clients and credentials.
+    from parley.tools.builtin import search_backends as sb  # noqa: PLC0415
 
     provider = cfg.get("provider")
     if provider is None:

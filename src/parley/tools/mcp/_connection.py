@@ -28,14 +28,13 @@ from parley.tools.mcp._config import HTTPServerConfig, MCPServerConfig, StdioSer
 from parley.tools.mcp._errors import MCPServerError, MCPTimeoutError, MCPToolError
 from parley.tools.mcp._sdk import require_mcp
 from parley.tools.mcp._stdio import StdioTransport
+from parley.tools.mcp._tool import MCPTool
 
 if TYPE_CHECKING:
     from mcp import Client, MCPError
     from mcp.client._transport import TransportStreams  # the SDK's name for a stream pair
     from mcp_types import CallToolResult, ListToolsResult
     from mcp_types import Tool as MCPToolSpec
-
-    from parley.tools.mcp._tool import MCPTool
 
 __all__ = ["MCPServerConnection"]
 
@@ -133,8 +132,6 @@ class MCPServerConnection:
 
     async def list_tools(self) -> list[MCPTool]:
         """The server's tools as parley tools named `<server>-<tool>`."""
-        from parley.tools.mcp._tool import MCPTool  # noqa: PLC0415  (a cycle otherwise)
-
         return [MCPTool(self, spec) for spec in await self.list_tool_specs()]
 
     async def list_tool_specs(self) -> list[MCPToolSpec]:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Self
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Protocol, Self
 
 from parley.errors import ConfigurationError
 from parley.tools.base import Tool
@@ -13,10 +13,21 @@ from parley.tools.mcp._connection import MCPServerConnection
 from parley.tools.mcp._errors import MCPServerError
 from parley.tools.mcp._tool import MCPTool
 
-if TYPE_CHECKING:
-    from parley.tools.toolkit import Toolkit
-
 __all__ = ["MCPManager", "add_mcp_servers", "close_mcp_servers"]
+
+
+class ToolSet(Protocol):
+    """What `add_mcp_servers` needs of a toolkit: a `parley.tools.Toolkit` is one.
+
+    Named by its shape, not by `Toolkit`, because `Toolkit.add_mcp_servers` imports this
+    module: naming the class here would make the two import each other.
+    """
+
+    def __contains__(self, name: object, /) -> bool: ...
+
+    def __iter__(self) -> Iterator[Tool]: ...
+
+    def add(self, entry: Tool, *, replace: bool = False) -> Tool: ...
 
 
 class MCPManager:
@@ -86,7 +97,7 @@ def _combined(failures: list[BaseException]) -> BaseException:
     return error
 
 
-async def add_mcp_servers(toolkit: Toolkit, config: Mapping[str, Any]) -> list[Tool]:
+async def add_mcp_servers(toolkit: ToolSet, config: Mapping[str, Any]) -> list[Tool]:
     """Open the servers of an `mcpServers` config and add all their tools to `toolkit`.
 
     Close them with `close_mcp_servers(toolkit)` (they also stop when the event loop ends).
@@ -105,7 +116,7 @@ async def add_mcp_servers(toolkit: Toolkit, config: Mapping[str, Any]) -> list[T
     return list(tools)
 
 
-async def close_mcp_servers(toolkit: Toolkit) -> None:
+async def close_mcp_servers(toolkit: ToolSet) -> None:
     """Close the sessions of every MCP server whose tools are in `toolkit`."""
     connections = {id(t.connection): t.connection for t in toolkit if isinstance(t, MCPTool)}
     await asyncio.gather(*(c.close() for c in connections.values()))

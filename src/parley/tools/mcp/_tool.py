@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from parley.errors import UserError
 from parley.tools.base import InstanceTool, ToolOutput
@@ -11,11 +11,31 @@ from parley.tools.mcp._errors import MCPToolError
 from parley.tools.mcp._results import result_text, to_tool_output
 
 if TYPE_CHECKING:
+    from mcp_types import CallToolResult
     from mcp_types import Tool as MCPToolSpec
 
-    from parley.tools.mcp._connection import MCPServerConnection
-
 __all__ = ["MCPTool"]
+
+
+class ServerConnection(Protocol):
+    """What a tool needs of its connection: a `parley.tools.mcp.MCPServerConnection` is one.
+
+    Named by its shape, not by the class, because the connection makes its tools
+    (`list_tools`): naming the class here would make the two modules import each other.
+    """
+
+    @property
+    def name(self) -> str:
+        """The server's name in the config."""
+        ...
+
+    async def call_tool(self, tool: str, arguments: dict[str, Any]) -> CallToolResult:
+        """Call one of the server's tools by its own name."""
+        ...
+
+    async def close(self) -> None:
+        """Close the session."""
+        ...
 
 
 class MCPTool(InstanceTool):
@@ -36,7 +56,7 @@ class MCPTool(InstanceTool):
 
     tool_type: ClassVar[str] = "extension"  # runs in another program, the MCP server
 
-    def __init__(self, connection: MCPServerConnection, spec: MCPToolSpec) -> None:
+    def __init__(self, connection: ServerConnection, spec: MCPToolSpec) -> None:
         self.connection = connection
         self.tool_name = spec.name
         self._name = f"{connection.name}-{spec.name}"
