@@ -252,6 +252,15 @@ def _stream_request(port: int, path: str, body: dict[str, Any]) -> socket.socket
     return sock
 
 
+def _thread_of(server: ServerProcess, kind: str, thread_id: str) -> str | None:
+    """The request's thread once its run started, else None (/v1 makes a new one: listed)."""
+    if kind == "v1":
+        listed = httpx.get(f"{server.url}/threads", timeout=30).json()["threads"]
+        return str(listed[0]["thread_id"]) if listed else None
+    found = httpx.get(f"{server.url}/threads/{thread_id}", timeout=30).status_code == 200
+    return thread_id if found else None
+
+
 def _stored(server: ServerProcess, thread_id: str) -> dict[str, Any] | None:
     """The thread once its run has ended with its answer stored, else None."""
     response = httpx.get(f"{server.url}/threads/{thread_id}", timeout=30)
@@ -335,10 +344,10 @@ def test_a_stream_that_waits_past_the_send_timeout_drops_its_client(kind: str) -
             field = "threadId" if kind == "agui" else "thread_id"
             request = _stream_request(server.port, path, {**body, field: thread_id})
         try:
+            # Its run first (the server took the request), so that the drop below is not read
+            # off a connection the server had not accepted yet (a loaded machine).
+            thread_id = _wait(lambda: _thread_of(server, kind, thread_id), "the run to start")
             _wait(lambda: server.sockets() <= idle_sockets, "the client to be dropped")
-            if kind == "v1":
-                listed = httpx.get(f"{server.url}/threads").json()["threads"]
-                thread_id = listed[0]["thread_id"]
             detail = _wait(lambda: _stored(server, thread_id), "the run to be stored")
         finally:
             request.close()
