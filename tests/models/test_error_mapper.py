@@ -192,3 +192,9 @@ def test_the_block_raises_the_mapped_error_and_lets_the_rest_pass() -> None:
         raising(ValueError("foreign"))
     with pytest.raises(UserError, match="mine"):  # parley's own errors pass as they are
         raising(UserError("mine"))
+
+
+def test_an_unknown_host_held_in_the_errors_arguments_says_so() -> None:
+    # httpcore raises its ConnectError in the handling of the resolver's, holding it.
+    held = _RefusedError(socket.gaierror(-2, "Name or service not known"))
+    assert "its host name is unknown" in str(_mapped(held, "http://nope.invalid"))

@@ -299,7 +299,9 @@ def _unknown_host(exc: BaseException) -> bool:
             return False
         if isinstance(found, socket.gaierror) or type(found).__name__ == "ClientConnectorDNSError":
             return True
-        found = found.__cause__ or getattr(found, "os_error", None)
+        if any(isinstance(arg, socket.gaierror) for arg in found.args):
+            return True  # httpcore's error holds the resolver's, raised in its handling
+        found = found.__cause__ or found.__context__ or getattr(found, "os_error", None)
     return False
 
 
