@@ -6,9 +6,11 @@ table), how its error bodies read, and which statuses, codes or wordings mean a 
 overflow or a refused output. What is the same for every provider is here:
 
 - `map_failure`: an SDK's error status goes to the provider's table; a failure without an
-  answer becomes a `ModelTimeoutError` or a
-  `ModelConnectionError` naming the provider; aiohttp's error under an httpx-shaped one says
-  best whether the server was out of reach or the connection dropped (`connection_failure`);
+  answer becomes a `ModelTimeoutError` or a `ModelConnectionError` worded once for every
+  provider by its kind (`Failed.message`: out of reach, unknown host, dropped, timed out),
+  naming the provider, the server it asked (`origin_of`) and what to do; aiohttp's error
+  under an httpx-shaped one, else the causes under an SDK's one class, say which kind
+  (`failure_of`);
 - `status_error`: an error status becomes a `ContextLengthError` or a `ContentFilterError`
   (they fail the same way every time, so they are not retried), a `RateLimitError` (429) or
   a `ModelHTTPError`, with the wait the server asked for (`Retry-After`);
