@@ -7,6 +7,7 @@ classes it imports, the block that raises the mapped error.
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 import pytest
@@ -53,32 +54,86 @@ class _Response:
         raise RuntimeError("the body was never read")
 
 
+class _Request:
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+
+class _SDKConnectionError(Exception):
+    """One class for a refused connection and a dropped one, as openai's and anthropic's."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__("Connection error.")
+        self.request = _Request(url)
+
+
 FAILURES = mapper.Failures(
     timeouts=(_TimeoutError,),
     unreachable=(_RefusedError,),
-    lost=(_CutError,),
+    lost=(_CutError, _SDKConnectionError),
     statuses=(_StatusError,),
 )
 
 
-def _mapped(exc: BaseException) -> ModelError | None:
+def _mapped(exc: BaseException, url: str | None = None) -> ModelError | None:
     def from_status(status: int, body: Any, headers: Any) -> ModelError:
         text = mapper.answered("p", status, str(body))
         return mapper.status_error(status, body, text, headers, model="m", provider="p")
 
-    return mapper.map_failure(exc, FAILURES, from_status, model="m", provider="p", hint="; hint")
+    return mapper.map_failure(
+        exc, FAILURES, from_status, model="m", provider="p", url=url, hint="do this"
+    )
 
 
-def test_each_kind_of_failure_becomes_its_error() -> None:
-    timeout = _mapped(_TimeoutError())
-    refused, cut = _mapped(_RefusedError("no")), _mapped(_CutError("eof"))
+def _raised(exc: BaseException, cause: BaseException) -> BaseException:
+    """`exc` raised from `cause`, as an SDK raises its own error over its HTTP library's."""
+    try:
+        raise exc from cause
+    except BaseException as raised:
+        return raised
+
+
+def test_each_kind_of_failure_becomes_its_error_in_the_one_wording() -> None:
+    url = "http://127.0.0.1:9/v1"
+    timeout = _mapped(_TimeoutError(), url)
+    refused, cut = _mapped(_RefusedError("no"), url), _mapped(_CutError("eof"), url)
     assert isinstance(timeout, ModelTimeoutError)
-    assert str(timeout).startswith("p did not answer in time (_TimeoutError)")
+    assert str(timeout) == (
+        "p at http://127.0.0.1:9 did not answer in time (_TimeoutError): "
+        "raise the timeout or try again"
+    )
     assert isinstance(refused, ModelConnectionError)
-    assert "cannot reach p: _RefusedError: no; hint" in str(refused)
+    assert str(refused) == "cannot reach p at http://127.0.0.1:9 (_RefusedError: no): do this"
     assert isinstance(cut, ModelConnectionError)
-    assert "the connection to p failed: _CutError: eof" in str(cut)
+    assert str(cut) == (
+        "the connection to p at http://127.0.0.1:9 dropped before the answer ended "
+        "(_CutError: eof): try again"
+    )
     assert _mapped(ValueError("foreign")) is None
+
+
+def test_without_a_url_the_provider_alone_is_named() -> None:
+    assert str(_mapped(_RefusedError("no"))) == "cannot reach p (_RefusedError: no): do this"
+
+
+def test_the_sdk_errors_cause_says_whether_the_server_was_out_of_reach_or_dropped() -> None:
+    # The SDK's one class (a `lost` one) says neither: its HTTP library's error under it does,
+    # and the server it asked is named from its request.
+    refused = _mapped(_raised(_SDKConnectionError("https://h.example/v1/x"), _RefusedError()))
+    cut = _mapped(_raised(_SDKConnectionError("https://h.example/v1/x"), _CutError("eof")))
+    assert str(refused) == "cannot reach p at https://h.example (_RefusedError): do this"
+    assert str(cut).startswith("the connection to p at https://h.example dropped")
+    assert "(_CutError: eof)" in str(cut)
+
+
+def test_an_unknown_host_says_so() -> None:
+    unknown = socket.gaierror(-2, "Name or service not known")
+    mapped = _mapped(_raised(_RefusedError("all attempts failed"), unknown), "http://nope.invalid")
+    assert isinstance(mapped, ModelConnectionError)
+    assert str(mapped) == (
+        "cannot reach p at http://nope.invalid: its host name is unknown "
+        "(_RefusedError: all attempts failed): check the base URL"
+    )
 
 
 def test_an_sdk_status_goes_to_the_provider_table_with_the_body_it_kept() -> None:
@@ -137,3 +192,9 @@ def test_the_block_raises_the_mapped_error_and_lets_the_rest_pass() -> None:
         raising(ValueError("foreign"))
     with pytest.raises(UserError, match="mine"):  # parley's own errors pass as they are
         raising(UserError("mine"))
+
+
+def test_an_unknown_host_held_in_the_errors_arguments_says_so() -> None:
+    # httpcore raises its ConnectError in the handling of the resolver's, holding it.
+    held = _RefusedError(socket.gaierror(-2, "Name or service not known"))
+    assert "its host name is unknown" in str(_mapped(held, "http://nope.invalid"))

@@ -40,6 +40,7 @@ from parley.providers.openai import (
 from parley.providers.openai import server as openai_server
 from parley.providers.openai._server_wire import chat_chunks, response_events
 from tests._requires import require_module
+from tests.providers._wording import CHECK_THE_BASE_URL, OLLAMA_SERVE
 
 __all__ = [
     "CHAT_PROVIDERS",
@@ -171,8 +172,6 @@ class ChatProvider:
         error: Its `HTTPError` for a status and a message.
         lead: Events a stream sends before its first text chunk (for faults at a chunk).
         error_event: The status and message of its servers' default error event.
-        unreachable: What its connection error says when nothing listens (a regex).
-        dropped: What it says when the connection drops before any answer (a regex).
         unfinished: A stream that ends cleanly without its last event (a `Raw` step).
         context_length: A status answer that means the prompt was too long.
         content_filter: A status answer that means the content was filtered.
@@ -186,6 +185,7 @@ class ChatProvider:
         tools_at: The body's field that holds `tool_fields`, if not the body itself.
         own_waits: 429 answers that ask, in its own way, for a wait of 0.1 s (with `OWN_WAIT`).
         forced_choice: Its `tool_choice` that forces the structured tool (with `FORCED_OUTPUT`).
+        hint: What its error says to do when nothing listens (the wording is `_wording`'s).
     """
 
     name: str
@@ -198,8 +198,6 @@ class ChatProvider:
     error: Callable[[int, str], Any]
     lead: int
     error_event: tuple[int, str]
-    unreachable: str
-    dropped: str
     unfinished: Callable[[], Any] | None = None
     context_length: Any = None
     content_filter: Any = None
@@ -212,6 +210,7 @@ class ChatProvider:
     tools_at: str | None = None
     own_waits: tuple[Any, ...] = ()
     forced_choice: Any = None
+    hint: str = CHECK_THE_BASE_URL
 
 
 def replies(
@@ -326,9 +325,6 @@ _OPENAI = ChatProvider(
     error=openai_server.HTTPError,
     lead=1,
     error_event=(500, "The server had an error"),
-    unreachable="cannot reach openai",
-    # The SDK reports a read error as a failed connect: parley says "cannot reach".
-    dropped="cannot reach openai: ReadError",
     unfinished=_chat_unfinished,
     context_length=openai_server.HTTPError(400, "too long", code="context_length_exceeded"),
     content_filter=openai_server.HTTPError(400, "filtered", code="content_filter"),
@@ -362,8 +358,6 @@ CHAT_PROVIDERS = [
         provider="azure_openai",
         build=builder(AzureOpenAIChatModel, "azure_credential"),
         model="my-gpt",
-        unreachable="cannot reach azure",
-        dropped="cannot reach azure_openai: ReadError",
         context_length=None,
         content_filter=None,
         # Its API version (2024-06-01) takes no `stream_options`: a stream counts no tokens.
@@ -385,8 +379,6 @@ CHAT_PROVIDERS = [
         error=anthropic_server.HTTPError,
         lead=3,
         error_event=(529, "Overloaded"),
-        unreachable="cannot reach anthropic",
-        dropped="the connection to anthropic failed",
         unfinished=lambda: anthropic_server.Raw(
             b'event: message_start\ndata: {"type": "message_start", "message": {"id": "m",'
             b' "model": "x", "usage": {"input_tokens": 1, "output_tokens": 1}}}\n\n',
@@ -427,8 +419,6 @@ model = AnthropicChatModel(credential, "claude-sonnet-5-5")
         error=gemini_server.HTTPError,
         lead=0,
         error_event=(500, "500 INTERNAL: Internal error"),
-        unreachable="connection to gemini failed",
-        dropped="the connection to gemini failed",
         unfinished=lambda: gemini_server.Raw(
             b'data: {"candidates": [{"content": {"role": "model", "parts": [{"text": "Hi"}]}}]}'
             b"\r\n\r\n",
@@ -452,6 +442,7 @@ model = AnthropicChatModel(credential, "claude-sonnet-5-5")
         provider="ollama",
         module=ollama_server,
         server=ollama_server.OllamaServer,
+        hint=OLLAMA_SERVE,
         build=builder(OllamaChatModel),
         model="qwen3",
         reply=replies(
@@ -462,8 +453,6 @@ model = AnthropicChatModel(credential, "claude-sonnet-5-5")
         error=ollama_server.HTTPError,
         lead=0,
         error_event=(500, "an error was encountered while running the model"),
-        unreachable=r"cannot reach ollama at .*`ollama serve`",
-        dropped=r"the connection to ollama at \S+ failed",
         unfinished=lambda: ollama_server.Raw(
             b'{"model": "qwen3", "message": {"role": "assistant", "content": "Hi"},'
             b' "done": false}\n',
@@ -493,8 +482,6 @@ model = OllamaChatModel(OllamaCredential(host=sys.argv[1]), "qwen3")
         error=lambda status, message: dashscope_server.HTTPError(status, "InternalError", message),
         lead=0,
         error_event=(500, "An internal error has occured"),
-        unreachable=r"cannot reach dashscope.*Cannot connect",
-        dropped="the connection to dashscope failed",
         unfinished=_dashscope_unfinished,
         context_length=dashscope_server.HTTPError(
             400, "InvalidParameter", "Range of input length should be [1, 30720]"

@@ -41,6 +41,7 @@ from tests.providers._chat import (
     Remote,
     builder,
 )
+from tests.providers._wording import CHECK_THE_BASE_URL, OLLAMA_SERVE
 
 __all__ = [
     "EMBEDDING_PROVIDERS",
@@ -75,7 +76,7 @@ class EmbeddingProvider:
         texts_of: The texts one recorded request asks to embed.
         error: Its `HTTPError` for a status and a message.
         sizes: A size it takes per call and one its card refuses.
-        unreachable: What its connection error says when nothing listens (a regex).
+        hint: What its error says to do when nothing listens (the wording is `_wording`'s).
         missing: What its error says when the answer lacks the vector of input 1 of 2.
         requires: Modules it needs (skipped on a dev machine without, failed in CI).
         capabilities: What it has of what some providers lack (`WIRE`, `PER_CALL_SIZE`,
@@ -94,7 +95,7 @@ class EmbeddingProvider:
     texts_of: Callable[[RecordedRequest], list[str]] = lambda request: []
     error: Callable[[int, str], Any] = lambda status, message: None
     sizes: tuple[int, int] = (0, 0)
-    unreachable: str = ""
+    hint: str = CHECK_THE_BASE_URL
     missing: str = ""
     requires: tuple[tuple[str, str], ...] = ()
     capabilities: frozenset[str] = field(default_factory=frozenset)
@@ -125,7 +126,6 @@ EMBEDDING_PROVIDERS = [
         texts_of=lambda request: request.json["input"],
         error=openai_server.HTTPError,
         sizes=(16, 2000),
-        unreachable="cannot reach openai",
         missing="1 vectors for 2 inputs",
         requires=(("openai", "openai"),),
         capabilities=_SERVED | {INDEXED, API_KEY},
@@ -140,10 +140,10 @@ EMBEDDING_PROVIDERS = [
         batch=512,
         module=ollama_server,
         server=ollama_server.OllamaServer,
+        hint=OLLAMA_SERVE,
         texts_of=lambda request: request.json["input"],
         error=ollama_server.HTTPError,
         sizes=(64, 100),
-        unreachable="is it running",
         missing="1 vectors for 2 inputs",
         requires=(("ollama", "ollama"), ("httpx_aiohttp", "ollama")),
         capabilities=_SERVED,
@@ -160,7 +160,6 @@ EMBEDDING_PROVIDERS = [
         texts_of=lambda request: request.json["input"]["texts"],
         error=lambda status, message: dashscope_server.HTTPError(status, "InternalError", message),
         sizes=(64, 300),
-        unreachable="cannot reach dashscope",
         missing="no vector for input 1 of 2",
         requires=(("dashscope", "dashscope"),),
         capabilities=_SERVED | {INDEXED, API_KEY},
@@ -178,7 +177,6 @@ EMBEDDING_PROVIDERS = [
         texts_of=_gemini_texts,
         error=gemini_server.HTTPError,
         sizes=(200, 64),
-        unreachable="gemini",
         missing="sent 1 embeddings for 2 inputs",
         requires=(("google.genai", "gemini"),),
         capabilities=_SERVED | {API_KEY},

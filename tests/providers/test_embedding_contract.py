@@ -28,6 +28,7 @@ from tests.providers._embedding import (
     require,
     texts,
 )
+from tests.providers._wording import dropped, unreachable
 
 pytestmark = pytest.mark.needs(WIRE)  # all but the tests that say otherwise
 
@@ -145,15 +146,18 @@ async def test_a_reset_connection_is_retried_then_surfaced(embedder: Embedder) -
     embedder.add(embedder.module.Reset(), embedder.module.Embeddings())
     assert (await embedder.model()(["a"])).embeddings == [vector_for("a", 8)]
     embedder.add(embedder.module.Reset())
-    with pytest.raises(errors.ModelConnectionError, match=embedder.entry.provider):
+    lost = dropped(embedder.entry.provider, embedder.server.url)
+    with pytest.raises(errors.ModelConnectionError, match=lost):
         await embedder.model(max_retries=0)(["a"])
     embedder.server.assert_consumed()
 
 
 async def test_an_unreachable_server_is_named(embedder: Embedder) -> None:
     model = embedder.model(max_retries=0)
+    url = embedder.server.url
     embedder.server.stop()
-    with pytest.raises(errors.ModelConnectionError, match=embedder.entry.unreachable):
+    expected = unreachable(embedder.entry.provider, url, embedder.entry.hint)
+    with pytest.raises(errors.ModelConnectionError, match=expected):
         await model(["a"])
 
 

@@ -6,9 +6,11 @@ table), how its error bodies read, and which statuses, codes or wordings mean a 
 overflow or a refused output. What is the same for every provider is here:
 
 - `map_failure`: an SDK's error status goes to the provider's table; a failure without an
-  answer becomes a `ModelTimeoutError` or a
-  `ModelConnectionError` naming the provider; aiohttp's error under an httpx-shaped one says
-  best whether the server was out of reach or the connection dropped (`connection_failure`);
+  answer becomes a `ModelTimeoutError` or a `ModelConnectionError` worded once for every
+  provider by its kind (`Failed.message`: out of reach, unknown host, dropped, timed out),
+  naming the provider, the server it asked (`origin_of`) and what to do; aiohttp's error
+  under an httpx-shaped one, else the causes under an SDK's one class, say which kind
+  (`failure_of`);
 - `status_error`: an error status becomes a `ContextLengthError` or a `ContentFilterError`
   (they fail the same way every time, so they are not retried), a `RateLimitError` (429) or
   a `ModelHTTPError`, with the wait the server asked for (`Retry-After`);
@@ -21,10 +23,12 @@ from __future__ import annotations
 import functools
 import importlib
 import json
+import socket
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from parley.errors import (
     ContentFilterError,
@@ -40,12 +44,16 @@ from parley.models._aiohttp import connection_failure
 from parley.models._wire import retry_after
 
 __all__ = [
+    "CHECK_THE_BASE_URL",
+    "Failed",
     "Failures",
     "answered",
     "classes",
     "describe",
     "error_fields",
+    "failure_of",
     "map_failure",
+    "origin_of",
     "raising_mapped",
     "response_body",
     "status_error",
@@ -180,6 +188,9 @@ def _imported(names: tuple[str, ...]) -> tuple[type[BaseException], ...]:
 StatusMapper = Callable[[int, Any, Mapping[str, str]], ModelError]
 """A provider's `error_from_status`: the status, the body, the headers."""
 
+CHECK_THE_BASE_URL = "check the base URL and the network"
+"""What to do when a server is out of reach, unless the provider says better."""
+
 
 def map_failure(
     exc: BaseException,
@@ -188,42 +199,136 @@ def map_failure(
     *,
     model: str,
     provider: str,
-    where: str | None = None,
-    hint: str = "",
+    url: str | None = None,
+    hint: str = CHECK_THE_BASE_URL,
 ) -> ModelError | None:
     """The parley error for what the SDK or its HTTP library raised; None for a foreign error.
+
+    Every provider's failure without an answer is worded here, by its kind (`Failed`), so
+    the same failure reads the same whichever provider met it.
 
     Args:
         exc: What the SDK or its HTTP library raised.
         failures: The provider's exception classes.
         from_status: Maps the SDK's error statuses (`failures.statuses`).
         model: The model asked.
-        provider: The provider's name, on the error.
-        where: Who was asked, in the message (the provider's name unless given).
-        hint: Said after an unreachable server's error (what to check).
+        provider: The provider's name, on the error and in its message.
+        url: The server asked, when the exception does not name it (its request's URL).
+        hint: What to do when the server is out of reach (what to check).
     """
     if from_status is not None and isinstance(exc, failures.statuses):
         response: Any = getattr(exc, "response", None)
         status: int = getattr(exc, "status_code", 500)
         return from_status(status, response_body(exc), response.headers)
-    where = where or provider
+    failed = failure_of(exc, failures)
+    if failed is None:
+        return None
+    text = failed.message(provider, origin_of(exc) or _origin(url), hint)
+    cls = ModelTimeoutError if failed.kind == "timeout" else ModelConnectionError
+    return cls(text, model=model, provider=provider)
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """A failure without an answer: its kind and the exception that says best what it was."""
+
+    kind: str
+    """"unreachable" (refused, TLS), "unknown host", "dropped" or "timeout"."""
+    cause: BaseException
+    """The exception named in the message."""
+
+    def message(self, provider: str, url: str | None, hint: str = CHECK_THE_BASE_URL) -> str:
+        """The one wording of this kind of failure: who, where, what happened, what to do.
+
+        Args:
+            provider: The provider's name.
+            url: The server asked (its origin), if known.
+            hint: What to do when the server is out of reach.
+        """
+        who = f"{provider} at {url}" if url else provider
+        if self.kind == "timeout":
+            name = type(self.cause).__name__
+            return f"{who} did not answer in time ({name}): raise the timeout or try again"
+        if self.kind == "dropped":
+            cause = describe(self.cause)
+            return f"the connection to {who} dropped before the answer ended ({cause}): try again"
+        if self.kind == "unknown host":
+            cause = describe(self.cause)
+            return f"cannot reach {who}: its host name is unknown ({cause}): check the base URL"
+        return f"cannot reach {who} ({describe(self.cause)}): {hint}"
+
+
+def failure_of(exc: BaseException, failures: Failures) -> Failed | None:
+    """The kind of failure `exc` is (None for a foreign error), by one rule for every provider.
+
+    aiohttp's error under an httpx-shaped one says best whether the server was out of reach
+    or the connection dropped (`connection_failure`). Else the causes are read as well: some
+    SDKs raise one class (`APIConnectionError`) for a refused connection and a dropped one,
+    with the HTTP library's own error as its cause.
+    """
     failure = connection_failure(exc)
     if failure is not None:
-        if failure.unreachable:
-            text = f"cannot reach {where}: {failure.describe()}{hint}"
-        else:
-            text = f"the connection to {where} failed: {failure.describe()}"
-        return ModelConnectionError(text, model=model, provider=provider)
+        if not failure.unreachable:
+            return Failed("dropped", failure.cause)
+        return Failed(
+            "unknown host" if _unknown_host(failure.cause) else "unreachable", failure.cause
+        )
     if isinstance(exc, failures.timeouts):
-        text = f"{where} did not answer in time ({type(exc).__name__})"
-        return ModelTimeoutError(text, model=model, provider=provider)
-    if isinstance(exc, failures.unreachable):
-        text = f"cannot reach {where}: {describe(exc.__cause__ or exc)}{hint}"
-        return ModelConnectionError(text, model=model, provider=provider)
-    if isinstance(exc, failures.lost):
-        text = f"the connection to {where} failed: {describe(exc)}"
-        return ModelConnectionError(text, model=model, provider=provider)
+        return Failed("timeout", exc)
+    # The innermost of the provider's classes: the HTTP library's error under an SDK's.
+    chain = _causes(exc)
+    for kinds, kind in ((failures.unreachable, "unreachable"), (failures.lost, "dropped")):
+        found = [each for each in chain if isinstance(each, kinds)]
+        if found:
+            unknown = kind == "unreachable" and _unknown_host(found[-1])
+            return Failed("unknown host" if unknown else kind, found[-1])
     return None
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """`exc` and its causes, outermost first (a few at most)."""
+    chain = [exc]
+    while len(chain) < 6 and chain[-1].__cause__ is not None:
+        chain.append(chain[-1].__cause__)
+    return chain
+
+
+def _unknown_host(exc: BaseException) -> bool:
+    """Whether the host name did not resolve (`socket.gaierror` at the bottom of `exc`)."""
+    found: BaseException | None = exc
+    for _ in range(6):
+        if found is None:
+            return False
+        if isinstance(found, socket.gaierror) or type(found).__name__ == "ClientConnectorDNSError":
+            return True
+        if any(isinstance(arg, socket.gaierror) for arg in found.args):
+            return True  # httpcore's error holds the resolver's, raised in its handling
+        found = found.__cause__ or found.__context__ or getattr(found, "os_error", None)
+    return False
+
+
+def origin_of(exc: BaseException) -> str | None:
+    """The server `exc` was raised asking (`scheme://host:port`), when it or a cause says."""
+    for found in _causes(exc):
+        try:
+            request = getattr(found, "request", None)  # httpx raises when it has none
+        except RuntimeError:
+            request = None
+        url = getattr(request, "url", None) or getattr(
+            getattr(found, "request_info", None), "url", None
+        )
+        origin = _origin(url)
+        if origin:
+            return origin
+    return None
+
+
+def _origin(url: object) -> str | None:
+    """`scheme://host:port` of a URL (an httpx or yarl one, or text), if it has them."""
+    if url is None:
+        return None
+    parts = urlsplit(str(url))
+    return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else None
 
 
 @contextmanager

@@ -89,19 +89,30 @@ def error_from_event(
 
 _FAILURES = mapper.classes(
     timeouts=("anthropic:APITimeoutError", "httpx2:TimeoutException"),
-    unreachable=("anthropic:APIConnectionError",),
+    unreachable=("httpx2:ConnectError",),
     statuses=("anthropic:APIStatusError",),
-    lost=("httpx2:TransportError",),
+    # `APIConnectionError` is raised for a refused connection and a dropped one alike.
+    lost=("anthropic:APIConnectionError", "httpx2:TransportError"),
 )
 """The SDK's exception classes and its HTTP library's (httpx2)."""
 
 
-def map_error(exc: BaseException, *, model: str, provider: str) -> ModelError | None:
-    """The parley error for an exception from the SDK or its transport; None if foreign."""
+def map_error(
+    exc: BaseException, *, model: str, provider: str, url: str | None = None
+) -> ModelError | None:
+    """The parley error for an exception from the SDK or its transport; None if foreign.
+
+    `url` is the server asked, named when the exception does not say (a stream cut off).
+    """
     from_status = functools.partial(error_from_status, model=model, provider=provider)
-    return mapper.map_failure(exc, _FAILURES(), from_status, model=model, provider=provider)
+    return mapper.map_failure(
+        exc, _FAILURES(), from_status, model=model, provider=provider, url=url
+    )
 
 
-def anthropic_errors(model: str, provider: str) -> AbstractContextManager[None]:
+def anthropic_errors(
+    model: str, provider: str, url: str | None = None
+) -> AbstractContextManager[None]:
     """Raise parley's error for any SDK or transport error raised inside the block."""
-    return mapper.raising_mapped(functools.partial(map_error, model=model, provider=provider))
+    mapped = functools.partial(map_error, model=model, provider=provider, url=url)
+    return mapper.raising_mapped(mapped)

@@ -202,7 +202,7 @@ class AnthropicChatModel(PooledClients["AsyncAnthropic"], ChatModel):
 
     def errors(self) -> AbstractContextManager[None]:
         """Map SDK and transport errors raised inside the block to parley's."""
-        return anthropic_errors(self.model, self.provider)
+        return anthropic_errors(self.model, self.provider, self.endpoint())
 
     # -- the request ----------------------------------------------------------------------
 

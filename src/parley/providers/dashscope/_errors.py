@@ -93,8 +93,9 @@ def error_from_code(
 
 _FAILURES = mapper.classes(
     timeouts=("dashscope.v2.errors:APITimeoutError", "httpx:TimeoutException"),
-    unreachable=("dashscope.v2.errors:APIConnectionError",),
-    lost=("httpx:TransportError",),
+    unreachable=("httpx:ConnectError",),
+    # `APIConnectionError` is raised for a refused connection and a dropped one alike.
+    lost=("dashscope.v2.errors:APIConnectionError", "httpx:TransportError"),
 )
 """The SDK's exception classes and its HTTP client's (httpx's interface on aiohttp)."""
 

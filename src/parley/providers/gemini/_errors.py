@@ -88,6 +88,7 @@ def blocked_prompt(feedback: Mapping[str, Any], *, model: str | None) -> Content
 
 _FAILURES = mapper.classes(
     timeouts=("httpx2:TimeoutException", "httpx:TimeoutException"),
+    unreachable=("httpx2:ConnectError", "httpx:ConnectError"),
     lost=("httpx2:TransportError", "httpx:TransportError"),
 )
 """The exception classes of the SDK's HTTP library (httpx2, or httpx)."""

@@ -41,7 +41,7 @@ _CONTEXT_TEXT = re.compile(
     r"context length|context window|context size|prompt is too long", re.IGNORECASE
 )
 _NOT_FOUND = re.compile(r"not found", re.IGNORECASE)
-_UNREACHABLE_HINT = ": is it running? (`ollama serve`)"
+_UNREACHABLE_HINT = "is Ollama running (`ollama serve`)? else check the base URL"
 
 
 def _message(body: Any) -> str:
@@ -110,9 +110,8 @@ def map_error(exc: BaseException, *, model: str, host: str) -> ModelError | None
     if isinstance(exc, ollama.ResponseError):
         status = exc.status_code if exc.status_code >= 400 else 500
         return error_from_status(status, {"error": exc.error}, model=model, host=host)
-    where = f"ollama at {host}"
     return mapper.map_failure(
-        exc, _FAILURES(), model=model, provider=PROVIDER, where=where, hint=_UNREACHABLE_HINT
+        exc, _FAILURES(), model=model, provider=PROVIDER, url=host, hint=_UNREACHABLE_HINT
     )
 
 

@@ -75,9 +75,11 @@ def error_from_payload(
 
 _FAILURES = mapper.classes(
     timeouts=("openai:APITimeoutError", "httpx2:TimeoutException", "httpx:TimeoutException"),
-    unreachable=("openai:APIConnectionError",),
+    unreachable=("httpx2:ConnectError", "httpx:ConnectError"),
     statuses=("openai:APIStatusError",),
-    lost=("httpx2:TransportError", "httpx:TransportError"),
+    # The SDK raises `APIConnectionError` for a refused connection and a dropped one alike,
+    # from the HTTP library's error: that says which (the shared mapper reads the causes).
+    lost=("openai:APIConnectionError", "httpx2:TransportError", "httpx:TransportError"),
 )
 """The SDK's exception classes and its HTTP library's (httpx2 in openai 3, httpx before)."""
 
