@@ -157,3 +157,40 @@ async def test_aclose_waits_for_the_provider_to_close() -> None:
     async with ChatStream(source) as stream:
         await anext(stream)
     assert closed.is_set()
+
+
+async def test_a_stream_read_by_two_tasks_at_once_is_refused() -> None:
+    gate = asyncio.Event()
+
+    async def source() -> AsyncIterator[Delta]:
+        await gate.wait()
+        yield TextDelta("a")
+
+    stream = ChatStream(source)
+    first = asyncio.create_task(anext(stream))
+    await asyncio.sleep(0.01)  # the first reader waits on the empty channel
+    with pytest.raises(RuntimeError, match="two tasks at once"):
+        await anext(stream)
+    gate.set()
+    assert (await asyncio.wait_for(first, 5)).text == "a"
+    await stream.aclose()
+
+
+async def test_a_reader_slower_than_its_provider_gets_every_delta_in_order() -> None:
+    # More deltas than the channel holds: the pump waits for the reader, is woken, goes on.
+    pieces = [f"{n}," for n in range(1_000)]
+
+    async def source() -> AsyncIterator[Delta]:
+        for piece in pieces:
+            yield TextDelta(piece)
+
+    texts = []
+    async with ChatStream(source) as stream:
+        async for chunk in stream:
+            if not chunk.is_last:
+                texts.append(chunk.text)
+                if len(texts) % 100 == 0:
+                    await asyncio.sleep(0)  # the pump runs, and fills the channel again
+    assert texts == pieces
+    assert stream.response is not None
+    assert stream.response.text == "".join(pieces)

@@ -21,7 +21,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from parley.messages import Block, TextBlock, ThinkingBlock, ToolCallBlock, new_call_id, new_id
-from parley.messages._base import bare, every_field
+from parley.messages._base import (
+    _new,
+    _set_extra,
+    _set_fields_set,
+    _set_private,
+    bare,
+    every_field,
+)
 from parley.models.response import ChatResponse, ChatUsage, FinishReason
 
 __all__ = [
@@ -178,6 +185,15 @@ class StreamAccumulator:
 
     def add(self, delta: Delta) -> ChatResponse | None:
         """Take one delta; return the chunk to hand to the caller, or None (nothing visible)."""
+        if delta.__class__ is TextDelta and self._held is None:
+            # A piece of text, most of a stream's deltas: its chunk built in one call.
+            text = delta.text
+            if text and text.__class__ is str:
+                slots = self._slots
+                slot = slots[-1] if slots and slots[-1].kind == "text" else self._last("text")
+                slot.parts.append(text)
+                self.chunks += 1
+                return _text_chunk(text, self.response_id, self.model)
         released = None
         if self._held is not None and self._ends_hold(delta):
             # Something else came first: the held call will have no id of the provider's.
@@ -347,6 +363,28 @@ def _delta_chunk(block: Block, response_id: str, model: str | None) -> ChatRespo
     _set(chunk, "id", response_id)
     _set(chunk, "model", model)
     # A dict of its own, which a caller may fill; empty, the collector does not track it.
+    _set(chunk, "metadata", {})
+    return chunk
+
+
+def _text_chunk(text: str, response_id: str, model: str | None) -> ChatResponse:
+    """`_delta_chunk` of a `TextBlock` of `text`, `bare`'s work for both done inline."""
+    block = _new(TextBlock)
+    _set_fields_set(block, _TEXT_FIELDS)
+    _set_extra(block, None)
+    _set_private(block, None)
+    _set(block, "type", "text")
+    _set(block, "text", text)
+    chunk = _new(ChatResponse)
+    _set_fields_set(chunk, _CHUNK_FIELDS)
+    _set_extra(chunk, None)
+    _set_private(chunk, None)
+    _set(chunk, "content", [block])
+    _set(chunk, "is_last", False)
+    _set(chunk, "usage", None)
+    _set(chunk, "finish_reason", None)
+    _set(chunk, "id", response_id)
+    _set(chunk, "model", model)
     _set(chunk, "metadata", {})
     return chunk
 

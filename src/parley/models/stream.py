@@ -23,7 +23,16 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
-from parley.models.accumulator import Delta, MetaDelta, StreamAccumulator, made_by
+from parley.models.accumulator import (
+    BlockDelta,
+    Delta,
+    MetaDelta,
+    StreamAccumulator,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    made_by,
+)
 from parley.models.cards import Pricing
 from parley.models.response import ChatResponse, ChatUsage, FinishReason
 from parley.models.retry import DEFAULT_RETRYABLE, Retryable, RetryPolicy, logger
@@ -35,6 +44,10 @@ __all__ = ["ChatStream"]
 
 _END = object()
 _CANCEL = object()
+_DELTAS: frozenset[type[Any]] = frozenset(
+    (TextDelta, ThinkingDelta, ToolCallDelta, MetaDelta, BlockDelta)
+)
+"""The delta classes, which a stream's items mostly are: told from its markers in one test."""
 
 
 class _Channel:
@@ -67,22 +80,27 @@ class _Channel:
 
     async def put(self, item: Any) -> None:
         while len(self._items) >= self._limit:
-            self._writer = asyncio.get_running_loop().create_future()
+            self._writer = waiter = asyncio.get_running_loop().create_future()
             try:
-                await self._writer
+                await waiter
             finally:
-                self._writer = None
+                # The reader forgets a writer it woke (see `ChatStream.__anext__`).
+                if self._writer is waiter:
+                    self._writer = None
         self.put_nowait(item)
 
     async def get(self) -> Any:
         while not self._items:
             if self._reader is not None:
                 raise RuntimeError("a ChatStream is being read by two tasks at once")
-            self._reader = asyncio.get_running_loop().create_future()
+            self._reader = waiter = asyncio.get_running_loop().create_future()
             try:
-                await self._reader
+                await waiter
             finally:
-                self._reader = None
+                # The writer forgets a reader it woke (see `_Pump._pump_once`): a second
+                # reader may be waiting by now, and is kept to be told apart.
+                if self._reader is waiter:
+                    self._reader = None
         return self.get_nowait()
 
     def get_nowait(self) -> Any:
@@ -170,11 +188,21 @@ class _Pump:
 
     async def _pump_once(self) -> None:
         source = self._open_source()
+        channel = self.channel
+        items, limit = channel._items, channel._limit
         try:
             async for delta in source:
-                if not isinstance(delta, MetaDelta):
+                if not self.sent_visible and not isinstance(delta, MetaDelta):
                     self.sent_visible = True
-                await self.channel.put(delta)
+                # The channel's `put` inlined while there is room (a call and a coroutine
+                # less per delta: a stream's hot path); full, it waits for the reader.
+                if len(items) < limit:
+                    items.append(delta)
+                    if channel._reader is not None:
+                        _wake(channel._reader)
+                        channel._reader = None  # woken once: its later items need no call
+                else:
+                    await channel.put(delta)
         finally:
             closer = getattr(source, "aclose", None)
             if closer is not None:
@@ -244,36 +272,57 @@ class ChatStream:
         if self.response is not None:
             raise StopAsyncIteration
         if self._pump is None and not self._cancelled:
-            # Traced, the pump runs in the stream's span: the provider's requests nest in it.
-            context = self._trace.context if self._trace is not None else None
-            loop = asyncio.get_running_loop()
-            self._pump = loop.create_task(self._pumping.run(), context=context)
-            _pumps.add(self._pump)
-            self._pump.add_done_callback(_pumps.discard)
+            self._start_pump()
+        queue, items = self._queue, self._queue._items
+        item: Any
         while True:
-            try:
-                item = await self._queue.get()
-            except asyncio.CancelledError:
-                # The caller's task was cancelled: stop the provider, keep the partial answer.
-                self._stop_pump()
-                self._finish("interrupted")
-                raise
-            if item is _END:
-                held = self._accumulator.release()
-                if held is not None:  # a tool call still waiting for its id: shown first
-                    self._queue.unget(_END)
-                    return held
-                return self._finish(None)
-            if item is _CANCEL:
-                return self._finish("interrupted")
-            if isinstance(item, BaseException):
-                self.response = self._accumulator.final("error")
-                if self._trace is not None:
-                    self._trace.end(self.response, item)
-                raise item
-            chunk = self._accumulator.add(item)
+            if items:  # the channel's `get_nowait` inlined: the hot path of a stream
+                item = items.popleft()
+                if queue._writer is not None:
+                    _wake(queue._writer)
+                    queue._writer = None  # woken once: the items after need no call
+            else:
+                try:
+                    item = await queue.get()
+                except asyncio.CancelledError:
+                    # The caller's task was cancelled: stop the provider, keep the partial
+                    # answer.
+                    self._stop_pump()
+                    self._finish("interrupted")
+                    raise
+            # A delta (told from the markers in one test), else the end, a cancel, an error.
+            chunk = self._accumulator.add(item) if item.__class__ in _DELTAS else self._marker(item)
             if chunk is not None:
                 return chunk
+
+    def _start_pump(self) -> None:
+        # Traced, the pump runs in the stream's span: the provider's requests nest in it.
+        context = self._trace.context if self._trace is not None else None
+        loop = asyncio.get_running_loop()
+        self._pump = loop.create_task(self._pumping.run(), context=context)
+        _pumps.add(self._pump)
+        self._pump.add_done_callback(_pumps.discard)
+
+    def _marker(self, item: Any) -> ChatResponse | None:
+        """The chunk for an item that is not a delta of parley's own classes, if any.
+
+        Raises:
+            BaseException: The pump's failure, `item` itself.
+        """
+        if item is _END:
+            held = self._accumulator.release()
+            if held is not None:  # a tool call still waiting for its id: shown first
+                self._queue.unget(_END)
+                return held
+            return self._finish(None)
+        if item is _CANCEL:
+            return self._finish("interrupted")
+        if isinstance(item, BaseException):
+            self.response = self._accumulator.final("error")
+            if self._trace is not None:
+                self._trace.end(self.response, item)
+            raise item
+        return self._accumulator.add(item)  # a delta of a subclass
 
     def cancel(self) -> None:
         """End the stream now: the next chunk is the final one, finish reason `interrupted`.
