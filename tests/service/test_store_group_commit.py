@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Connection, Engine, event, insert, select, text
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from parley.errors import NotFoundError
 from parley.service.store import Store
@@ -192,7 +193,9 @@ async def test_a_write_queued_as_the_postgres_writers_finish_is_not_left_waiting
                 await gate.wait()
             _set_outcomes([(item, item.work, None) for item in batch])
 
-    runner = Held(engine=None)  # type: ignore[arg-type]  # no database: only the queue runs
+    # An engine that never connects: only the queue runs (`_write_batch` above sends nothing).
+    engine = create_async_engine("postgresql+asyncpg://nobody@127.0.0.1:9/none")
+    runner = Held(engine)
 
     async def late() -> object:
         await gate.wait()  # wakes in the turn the writers end, after them
@@ -208,3 +211,4 @@ async def test_a_write_queued_as_the_postgres_writers_finish_is_not_left_waiting
     gate.set()
     assert await asyncio.gather(*first) == ["w0", "w1", "w2", "w3"]
     assert await asyncio.wait_for(queued_late, 5) == "late"
+    await engine.dispose()
