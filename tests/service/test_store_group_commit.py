@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,23 +21,16 @@ from parley.service.store import Store
 from parley.service.store.store import _GreenletRunner, _set_outcomes, _Write
 from parley.service.store.tables import threads
 
-BACKENDS = ["sqlite", "postgres"]
 
-
-@pytest.fixture(params=BACKENDS)
-def url(request: pytest.FixtureRequest) -> str:
-    name = "sqlite_url" if request.param == "sqlite" else "postgres_db_url"
-    found: str = request.getfixturevalue(name)
-    return found
+@pytest.fixture
+def url(database_url: str) -> str:
+    """The store (conftest's) on SQLite, then on PostgreSQL."""
+    return database_url
 
 
 @pytest.fixture
-async def store(url: str) -> AsyncIterator[Store]:
-    opened = await Store.open(url)
-    try:
-        yield opened
-    finally:
-        await opened.close()
+def store_url(url: str) -> str:
+    return url
 
 
 @pytest.fixture
