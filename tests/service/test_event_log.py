@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -18,8 +18,9 @@ import pytest
 from sqlalchemy import func, select, text
 
 from parley.agents.events import AgentEvent, RunEnded, RunStarted, TextDelta
+from parley.messages import Msg
 from parley.service.events import LISTENER_NAME, StoreEventLog
-from parley.service.runs_protocol import EventsExpiredError, UnknownEventIdError
+from parley.service.runs_protocol import EventRows, EventsExpiredError, UnknownEventIdError
 from parley.service.store import Store
 from parley.service.store.tables import run_events, runs
 from tests._external import pg_connection
@@ -76,6 +77,28 @@ async def _write_run(log: StoreEventLog, store: Store, run_id: str, count: int) 
     writer.put(RunEnded(status="completed"))
     await writer.close()
     await store.end_run(run_id, "success", None, None)
+
+
+class _Counting(StoreEventLog):
+    """A log that counts its own batches (each a transaction of its own)."""
+
+    batches: list[int]
+
+    async def store_batch(self, run_id: str, rows: list[dict[str, Any]]) -> None:
+        self.batches.append(len(rows))
+        await super().store_batch(run_id, rows)
+
+
+def _counting(store: Store, **options: Any) -> _Counting:
+    log = _Counting(store, **options)
+    log.batches = []
+    return log
+
+
+async def _stored_seqs(store: Store, run_id: str) -> list[int]:
+    async with store.engine.connect() as db:
+        query = select(run_events.c.seq).where(run_events.c.run_id == run_id)
+        return sorted((await db.execute(query)).scalars())
 
 
 # -- order and exactly once ----------------------------------------------------------------------
@@ -141,15 +164,7 @@ async def test_a_writer_numbers_on_from_the_stored_log(store: Store, events: Sto
 
 
 async def test_events_queued_together_are_stored_in_one_transaction(store: Store) -> None:
-    class Counting(StoreEventLog):
-        batches: list[int]
-
-        async def store_batch(self, run_id: str, rows: list[dict[str, Any]]) -> None:
-            self.batches.append(len(rows))
-            await super().store_batch(run_id, rows)
-
-    log = Counting(store)
-    log.batches = []
+    log = _counting(store)
     run_id = await _new_run(store)
     writer = await log.writer(run_id)
     for i in range(100):  # no await between: the flush task runs once they are all queued
@@ -378,3 +393,134 @@ async def test_replicas_follow_concurrent_runs_exactly_once(
         for got in await asyncio.gather(*followers):
             assert [seq for seq, _ in got] == list(range(1, 103))
             assert [e.text for _, e in got[1:-1]] == [f"t{i}" for i in range(100)]
+
+
+# -- batches: the flush interval, and the run's end ---------------------------------------------
+
+
+async def test_events_wait_the_flush_interval_then_go_in_one_batch(store: Store) -> None:
+    log = _counting(store, flush_interval=0.3)
+    run_id = await _new_run(store)
+    writer = await log.writer(run_id)
+    for i in range(3):
+        writer.put(_text(i))
+        await asyncio.sleep(0.01)  # the flush task runs between them: it waits for more
+    assert log.batches == []  # not before the interval, however fast the store
+    await _until(lambda: log.batches == [3])
+    assert await _stored_seqs(store, run_id) == [1, 2, 3]
+
+
+async def test_a_flush_stores_at_once_whatever_the_interval(store: Store) -> None:
+    log = _counting(store, flush_interval=SLOW)
+    run_id = await _new_run(store)
+    writer = await log.writer(run_id)
+    writer.put(_text(0))
+    await asyncio.sleep(0.01)  # its flush task is waiting out the interval
+    async with asyncio.timeout(WAIT):
+        assert await writer.flush() == 1
+    assert log.batches == [1]
+
+
+async def test_a_runs_end_stores_its_queued_events_in_its_own_transaction(store: Store) -> None:
+    log = _counting(store)
+    run_id = await _new_run(store)
+    follower = asyncio.create_task(_collect(log, run_id, 0))
+    writer = await log.writer(run_id)
+    for i in range(5):
+        writer.put(_text(i))
+    await asyncio.sleep(0.01)
+    thread = "t-" + run_id[:8]
+
+    def end(rows: EventRows | None) -> Awaitable[bool]:
+        answer = Msg.assistant("done")
+        return store.end_run(
+            run_id, "success", None, None, last=(thread, "ann", [answer]), events=rows
+        )
+
+    assert await writer.end_with([RunEnded(status="completed")], end) is True
+    assert log.batches == []  # no transaction of their own: they went with the end
+    seqs = [seq for seq, _ in await follower]  # woken by the end's commit
+    assert seqs == [1, 2, 3, 4, 5, 6]
+    assert await _stored_seqs(store, run_id) == seqs
+    record = await store.get_run(run_id, "ann")
+    assert record is not None
+    assert record.status == "success"
+    await writer.close()  # nothing left to store
+    assert log.batches == []
+
+
+async def test_a_fenced_out_end_stores_no_event_and_the_writer_numbers_on(store: Store) -> None:
+    log = _counting(store)
+    run_id = await _new_run(store)
+    writer = await log.writer(run_id)
+    writer.put(_text(0))
+    writer.put(_text(1))
+
+    def end(rows: EventRows | None) -> Awaitable[bool]:
+        fence = ("another-worker", 1)  # not the worker holding the run
+        return store.end_run(run_id, "success", None, None, fence=fence, events=rows)
+
+    assert await writer.end_with([RunEnded(status="completed")], end) is False
+    assert await _stored_seqs(store, run_id) == []
+    # Its queued events are queued again, the end's id given again.
+    assert writer.put(RunEnded(status="interrupted")) == 3
+    await writer.close()
+    assert await _stored_seqs(store, run_id) == [1, 2, 3]
+
+
+async def test_an_end_that_fails_stores_no_event_and_keeps_them_queued(store: Store) -> None:
+    log = _counting(store)
+    run_id = await _new_run(store)
+    writer = await log.writer(run_id)
+    writer.put(_text(0))
+
+    async def end(rows: EventRows | None) -> bool:
+        assert rows is not None
+        assert [row["seq"] for row in rows.rows] == [1, 2]
+        raise ConnectionError("the database went away")
+
+    with pytest.raises(ConnectionError):
+        await writer.end_with([RunEnded(status="completed")], end)
+    assert writer.put(RunEnded(status="error")) == 2
+    await writer.close()
+    assert await _stored_seqs(store, run_id) == [1, 2]
+    page = [event async for _, event in log.follow(run_id, 0)]
+    assert page[-1] == RunEnded(status="error")
+
+
+async def test_a_runs_end_rings_the_doorbell_for_its_events(
+    replicas: tuple[Store, Store],
+) -> None:
+    one, _ = replicas
+    heard: list[str] = []
+    async with pg_connection(one.engine.url) as conn:
+        await conn.add_listener("parley_events", lambda *args: heard.append(args[-1]))
+        writing = await StoreEventLog.open(one, listen=False)
+        run_id = await _new_run(one)
+        writer = await writing.writer(run_id)
+        writer.put(_text(0))
+        thread = "t-" + run_id[:8]
+
+        def end(rows: EventRows | None) -> Awaitable[bool]:
+            answer = Msg.assistant("done")
+            last = (thread, "ann", [answer])
+            return one.end_run(run_id, "success", None, None, last=last, events=rows)
+
+        assert await writer.end_with([RunEnded(status="completed")], end) is True
+        await _until(lambda: bool(heard))
+        await asyncio.sleep(0.1)
+        assert heard == [f"{run_id}:2"]  # one NOTIFY, sent by the end's own statement
+        assert await _stored_seqs(one, run_id) == [1, 2]
+        # A run that ends with no answer to store (its end a transaction of statements).
+        failed = await _new_run(one)
+        writer = await writing.writer(failed)
+        writer.put(_text(0))
+
+        def fail(rows: EventRows | None) -> Awaitable[bool]:
+            return one.end_run(failed, "error", None, "it broke", events=rows)
+
+        assert await writer.end_with([RunEnded(status="error")], fail) is True
+        await _until(lambda: len(heard) == 2)
+        assert heard[1] == f"{failed}:2"
+        assert await _stored_seqs(one, failed) == [1, 2]
+        await writing.close()

@@ -3,9 +3,10 @@ cannot grow back unseen.
 
 On PostgreSQL each statement is a round trip, and a transaction two more (BEGIN, COMMIT):
 a run takes its thread's lock, makes the thread with its record and question in ONE
-statement, stores each batch of events (with its doorbell) in one, its end with its answer
-in one, and gives its lock back; none of them inside a transaction. On SQLite (no round
-trips) its end is one fenced UPDATE, no SELECT before it.
+statement, stores its end with its answer and its events (and their doorbell) in one, and
+gives its lock back; none of them inside a transaction. A run shorter than its log's flush
+interval stores no batch of events of its own. On SQLite (no round trips) its end is one
+fenced UPDATE, no SELECT before it.
 """
 
 from __future__ import annotations
@@ -34,14 +35,21 @@ class Sent:
 
     on: bool = False
     statements: list[str] = field(default_factory=list)
+    commits: int = 0
+    """Transactions committed (SQLite's engines)."""
 
-    def run_events(self) -> list[str]:
-        return [s for s in self.statements if "run_events" in s]
+    def event_batches(self) -> list[str]:
+        """The statements that store a batch of events on their own (not with a run's end)."""
+        return [s for s in self.statements if s.startswith(_BATCHES)]
 
     def others(self) -> list[str]:
         # A poll for cancel requests comes every half second of a run: not the run's own.
         polls = "SELECT runs.id, runs.cancel_action"
-        return [s for s in self.statements if "run_events" not in s and not s.startswith(polls)]
+        return [s for s in self.statements if not s.startswith((polls, *_BATCHES))]
+
+
+# A batch of events on PostgreSQL (rows as arrays, the doorbell beside), and on SQLite.
+_BATCHES = ("WITH added AS", "INSERT INTO run_events")
 
 
 def _counting(sent: Sent, method: Callable[..., Any], query_of: Callable[..., str]) -> Any:
@@ -82,11 +90,17 @@ def sqlite_sent() -> Iterator[Sent]:
         if sent.on:
             sent.statements.append(statement)
 
+    def committed(conn: Any) -> None:
+        if sent.on:
+            sent.commits += 1
+
     event.listen(Engine, "before_cursor_execute", seen)
+    event.listen(Engine, "commit", committed)
     try:
         yield sent
     finally:
         event.remove(Engine, "before_cursor_execute", seen)
+        event.remove(Engine, "commit", committed)
 
 
 @pytest.fixture
@@ -152,7 +166,7 @@ async def _stored_whole(runs: RunManager, handle: RunHandle) -> None:
     assert seqs == list(range(1, len(seqs) + 1))
 
 
-async def test_a_run_on_postgres_is_four_statements_and_its_event_batches(
+async def test_a_run_on_postgres_is_four_statements_with_its_events(
     postgres_runs: RunManager, asyncpg_sent: Sent
 ) -> None:
     await _run(postgres_runs, "warm-up")  # the pool's first connections, their type lookups
@@ -167,9 +181,10 @@ async def test_a_run_on_postgres_is_four_statements_and_its_event_batches(
     assert "pg_try_advisory_lock" in others[0]
     assert others[1].startswith("WITH made AS")
     assert others[2].startswith("WITH ended AS")
+    assert "INSERT INTO run_events" in others[2]  # its events, and their doorbell
+    assert "pg_notify" in others[2]
     assert "pg_advisory_unlock" in others[3]
-    # Each batch of events one statement (rows as arrays, its NOTIFY beside them).
-    assert all(s.startswith("WITH added AS") for s in asyncpg_sent.run_events())
+    assert asyncpg_sent.event_batches() == []  # it ended within its log's flush interval
     await _stored_whole(postgres_runs, handle)
 
 
@@ -196,7 +211,7 @@ async def test_a_run_on_an_existing_postgres_thread_is_one_transaction_more(
     ]
 
 
-async def test_a_run_on_sqlite_sends_seven_statements_and_its_event_batches(
+async def test_a_run_on_sqlite_is_two_transactions_of_eight_statements(
     sqlite_runs: RunManager, sqlite_sent: Sent
 ) -> None:
     await _run(sqlite_runs, "warm-up")
@@ -206,9 +221,11 @@ async def test_a_run_on_sqlite_sends_seven_statements_and_its_event_batches(
 
     others = sqlite_sent.others()
     # Opening: the claim, the thread, the run, the question. Ending: the fenced end (no
-    # SELECT ... FOR UPDATE before it), the answer, the thread's touch.
+    # SELECT ... FOR UPDATE before it), the answer, the thread's touch, then its events.
     assert len(others) == 7, others
     assert others[4].startswith("UPDATE runs")
+    assert sqlite_sent.event_batches() == [sqlite_sent.statements[7]]
+    assert sqlite_sent.commits == 2  # its opening, and its end with its events
     await _stored_whole(sqlite_runs, handle)
 
 

@@ -95,6 +95,28 @@ async def test_a_failing_write_fails_alone_and_leaves_nothing(
     assert _stored(Path(sqlite_url.split("///", 1)[1])) == {"before", "after"}
 
 
+async def test_every_write_goes_on_the_writers_own_connection(store: Store) -> None:
+    # Only the writer writes: on one connection its page cache stays valid between writes,
+    # where a pooled one, used by a reader meanwhile, would read the changed pages again.
+    def driver_connection(conn: Connection) -> int:
+        return id(conn.connection.dbapi_connection)
+
+    writers, readers = set(), set()
+    for i in range(6):
+        await store.transact(_make(f"t{i}"))
+        writers.add(await store.transact(driver_connection))
+        readers.add(await store.query(driver_connection))
+
+    def fails(conn: Connection) -> None:
+        raise ValueError("refused")
+
+    with pytest.raises(ValueError, match="refused"):
+        await store.transact(fails)
+    writers.add(await store.transact(driver_connection))  # the same one after a failure
+    assert len(writers) == 1
+    assert not writers & readers
+
+
 async def test_migrations_run_alone_beside_queued_writes(store: Store, sqlite_url: str) -> None:
     migrated = asyncio.ensure_future(store.migrate())
     made = await asyncio.gather(*(store.transact(_make(f"t{i}")) for i in range(10)))

@@ -35,11 +35,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     Connection,
@@ -62,13 +62,14 @@ from parley.errors import NotFoundError
 from parley.service.runs_protocol import (
     ACTIVE_STATUSES,
     EventLog,
+    EventRows,
     EventsExpiredError,
     EventWriter,
     UnknownEventIdError,
     stop_if_cancelled,
 )
 from parley.service.store import Store
-from parley.service.store.store import PG_CONNECT_TIMEOUT
+from parley.service.store.store import PG_CONNECT_TIMEOUT, insert_events
 from parley.service.store.tables import run_events, runs, utcnow
 
 __all__ = ["CHANNEL", "LISTENER_NAME", "StoreEventLog"]
@@ -79,6 +80,7 @@ LISTENER_NAME = "parley-events"
 """The `application_name` of each replica's listening connection."""
 
 log = logging.getLogger("parley.service.events")
+T = TypeVar("T")
 
 _PAGE = 256  # events a reader takes from the store per query
 _LISTEN_RETRY = 1.0  # seconds between attempts to bring the doorbell back
@@ -106,9 +108,6 @@ class _Page:
             return True
         ended_at = self.ended_at if self.ended_at.tzinfo else self.ended_at.replace(tzinfo=UTC)
         return utcnow() - ended_at > timedelta(seconds=_END_GRACE)
-
-
-_insert_events = insert(run_events)
 
 
 def _pg_store_events(*, notify: bool) -> Executable:
@@ -171,7 +170,12 @@ def _last_seq(conn: Connection, run_id: str) -> int:
 
 
 class _Writer(EventWriter):
-    """One run's writer: numbers events at once, stores them in batches, in order."""
+    """One run's writer: numbers events at once, stores them in batches, in order.
+
+    A batch is stored `flush_interval` seconds after its first event, with whatever came
+    meanwhile; the run's end takes what is still queued into its own transaction
+    (`end_with`), so a run shorter than that costs its log no transaction of its own.
+    """
 
     def __init__(self, owner: StoreEventLog, run_id: str, last: int) -> None:
         self._owner = owner
@@ -181,40 +185,122 @@ class _Writer(EventWriter):
         self._queue: list[dict[str, Any]] = []
         self._task: asyncio.Task[None] | None = None
         self._error: BaseException | None = None
+        self._timer: asyncio.Future[None] | None = None
+        self._hurry = 0  # flushes waiting: while any does, store at once
+        self._ending = False  # the run's end takes the queue: store nothing more
 
     def put(self, event: AgentEvent) -> int:
         """Queue `event`; its id. The flush task stores it with whatever else is queued."""
+        self._number(event)
+        self._kick()
+        return self._next
+
+    def _number(self, event: AgentEvent) -> None:
         self._next += 1
         self._queue.append(
             {"run_id": self._run_id, "seq": self._next, "data": event.model_dump_json()}
         )
-        self._kick()
-        return self._next
 
     async def flush(self) -> int:
         """Wait until every queued event is stored and its readers woken; the last id."""
-        while True:
-            task = self._task
-            if task is not None and not task.done():
-                await asyncio.shield(task)
-                continue
-            if self._error is not None:
-                error, self._error = self._error, None
-                raise error
-            if not self._queue:
-                return self._stored
-            self._kick()
+        self._hurry += 1
+        try:
+            while True:
+                task = self._task
+                if task is not None and not task.done():
+                    self._wake_timer()
+                    await asyncio.shield(task)
+                    continue
+                if self._error is not None:
+                    error, self._error = self._error, None
+                    raise error
+                if not self._queue:
+                    return self._stored
+                self._kick()
+        finally:
+            self._hurry -= 1
 
     async def close(self) -> None:
         """Flush; the run's readers end after its `RunEnded`."""
         await self.flush()
 
+    async def end_with(
+        self, tail: Sequence[AgentEvent], end: Callable[[EventRows | None], Awaitable[T]]
+    ) -> T:
+        """Store `tail` and the queued events with the run's end (`EventWriter.end_with`)."""
+        self._ending = True
+        task = self._task
+        if task is not None and not task.done():
+            # A batch in flight commits first: ids reach the log in order (a reader that
+            # saw a later id would never read an earlier one).
+            self._wake_timer()
+            await asyncio.shield(task)
+        self._error = None  # a failed batch is queued again: it goes with the end
+        for event in tail:
+            self._number(event)
+        rows, self._queue = self._queue, []
+        now = utcnow()
+        for row in rows:
+            row["created_at"] = now
+        notify = None
+        if self._owner.notifies and rows:
+            notify = (CHANNEL, f"{self._run_id}:{rows[-1]['seq']}")
+        try:
+            result = await end(EventRows(rows, notify))
+        except BaseException:
+            self._rewind(rows, len(tail))
+            raise
+        if result is False:  # fenced out: nothing was stored
+            self._rewind(rows, len(tail))
+            return result
+        self._ending = False
+        if rows:
+            self._stored = rows[-1]["seq"]
+            self._owner.stored(self._run_id, self._stored)
+        return result
+
+    def _rewind(self, rows: list[dict[str, Any]], tail: int) -> None:
+        """`end_with` stored nothing: queue its rows again, without the tail's."""
+        kept = rows[: len(rows) - tail]
+        for row in kept:
+            row.pop("created_at", None)
+        self._queue = kept + self._queue
+        self._next -= tail
+        self._ending = False
+        if self._queue:
+            self._kick()
+
     def _kick(self) -> None:
+        if self._ending:
+            return
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._drain(), name=f"events:{self._run_id}")
 
+    def _wake_timer(self) -> None:
+        if self._timer is not None and not self._timer.done():
+            self._timer.set_result(None)
+
+    async def _linger(self) -> None:
+        """Wait `flush_interval` for more events, unless a flush or the run's end hurries."""
+        loop = asyncio.get_running_loop()
+        self._timer = timer = loop.create_future()
+        handle = loop.call_later(self._owner.flush_interval, _wake, timer)
+        try:
+            await timer
+        finally:
+            handle.cancel()
+            self._timer = None
+
+    def _taken(self) -> bool:
+        """Whether the run's end takes the queue into its own transaction."""
+        return self._ending
+
     async def _drain(self) -> None:
-        while self._queue:
+        while self._queue and not self._taken():
+            if not self._hurry and self._owner.flush_interval > 0:
+                await self._linger()
+                if self._taken():
+                    return
             batch, self._queue = self._queue, []
             try:
                 await self._owner.store_batch(self._run_id, batch)
@@ -225,6 +311,11 @@ class _Writer(EventWriter):
                 return
             self._stored = batch[-1]["seq"]
             self._error = None
+
+
+def _wake(timer: asyncio.Future[None]) -> None:
+    if not timer.done():
+        timer.set_result(None)
 
 
 class StoreEventLog(EventLog):
@@ -241,6 +332,13 @@ class StoreEventLog(EventLog):
             turns both off to measure polling).
         poll_interval: Seconds between a reader's looks while the doorbell is down.
         recheck_interval: Seconds a reader waits for a wake-up before it looks anyway.
+        flush_interval: Seconds a run's events wait for more before they are stored (0: at
+            once). What a run's end finds queued is stored with its end, in one
+            transaction: a shorter run costs its log no write of its own, and a long one a
+            write per interval at most, whatever the rate of its tokens. Only readers
+            following the run from its log (a client that reattached, another replica)
+            see its events up to this much later; the request that started it streams them
+            as they come.
     """
 
     def __init__(
@@ -251,10 +349,12 @@ class StoreEventLog(EventLog):
         notify: bool = True,
         poll_interval: float = 0.25,
         recheck_interval: float = 2.0,
+        flush_interval: float = 0.05,
     ) -> None:
         self.store = store
         self.poll_interval = poll_interval
         self.recheck_interval = recheck_interval
+        self.flush_interval = flush_interval
         self._runner = store._runner  # the store's own: events batched with its writes
         self._notify = notify and not store.is_sqlite
         self._pg_statement = _pg_store_events(notify=self._notify)
@@ -287,6 +387,11 @@ class StoreEventLog(EventLog):
         return self
 
     @property
+    def notifies(self) -> bool:
+        """Whether each store of events rings the doorbell (PostgreSQL, `notify`)."""
+        return self._notify
+
+    @property
     def doorbell_up(self) -> bool:
         """Whether readers are woken as soon as events are stored (else they poll)."""
         return self._doorbell_up
@@ -315,7 +420,7 @@ class StoreEventLog(EventLog):
         payload = f"{run_id}:{rows[-1]['seq']}"
 
         def work(conn: Connection) -> None:
-            conn.execute(_insert_events, rows)
+            conn.execute(insert_events, rows)
 
         def pg_work(conn: Connection) -> None:
             # The doorbell is sent at commit, to every listening replica (this one too).
@@ -333,8 +438,12 @@ class StoreEventLog(EventLog):
             await self._runner.write(work)
         else:
             await self._runner.write(pg_work, single=True)
+        self.stored(run_id, rows[-1]["seq"])
+
+    def stored(self, run_id: str, seq: int) -> None:
+        """The run's events up to `seq` are stored (committed): wake its readers here."""
         if run_id in self._waiters:
-            self._woken[run_id] = rows[-1]["seq"]
+            self._woken[run_id] = seq
         self._wake(run_id)
 
     # -- reading ----------------------------------------------------------------------------

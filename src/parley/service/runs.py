@@ -49,6 +49,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from parley.agents import Agent, AgentRun, Memory, Middleware
@@ -74,6 +75,7 @@ from parley.service.runs_protocol import (
     FINAL_STATUSES,
     CancelAction,
     EventLog,
+    EventRows,
     EventWriter,
     MultitaskStrategy,
     RunInput,
@@ -790,24 +792,11 @@ class RunManager:
         # Recorded and unlocked before the reader hears of the end (or of the error before
         # it): a client that reads the run or continues the thread right after sees it ended.
         held = handle.memory.take_held() if handle.memory is not None else []
-        error = failure.message if failure is not None else None
+        logged = False  # whether its last events are in its log (with its end)
         try:
             if handle.lost:
                 raise _LostRun(handle.run_id)
-            usage = ended.usage.model_dump(mode="json")
-            last = (handle.thread_id, handle.user_id, held) if held else None
-            rollback = handle.cancel_action == "rollback" and ended.status == "interrupted"
-            # `is False`: fenced out (another worker holds the run now).
-            held_still = await self._end_run(
-                handle,
-                ended.status,
-                usage,
-                error,
-                last=last,
-                rollback=rollback,
-            )
-            if held_still is False:
-                raise _LostRun(handle.run_id)
+            logged = await self._record_end(handle, ended, failure, held, writer)
             await self._snapshot(handle)
         except _LostRun:
             log.warning(
@@ -836,14 +825,54 @@ class RunManager:
             self.active.pop(handle.run_id, None)
             handle.done.set()
             self._wake_for(handle)  # the thread is free: a run waiting for it may start
-            for event in (failure, ended):
-                if event is not None:
-                    handle.put(event)
-                    if writer is not None:
-                        writer.put(event)
-            handle.put(None)
+            await self._tell_end(handle, [failure, ended], None if logged else writer)
             if writer is not None:
                 await self._close_writer(handle.run_id, writer)
+
+    @staticmethod
+    async def _tell_end(
+        handle: RunHandle, events: list[RunError | RunEnded | None], writer: EventWriter | None
+    ) -> None:
+        """Tell the run's reader (and its log, with `writer`) its last events, then the end."""
+        for event in events:
+            if event is not None:
+                handle.put(event)
+                if writer is not None:
+                    writer.put(event)
+        handle.put(None)
+
+    async def _record_end(
+        self,
+        handle: RunHandle,
+        ended: RunEnded,
+        failure: RunError | None,
+        held: list[Msg],
+        writer: EventWriter | None,
+    ) -> bool:
+        """Store the run's end, its answer (`held`) and, with `writer`, its last events.
+
+        In one transaction. Whether its last events (`failure`, `ended`) were stored.
+
+        Raises:
+            _LostRun: Fenced out: another worker holds the run now (nothing was stored).
+        """
+        usage = ended.usage.model_dump(mode="json")
+        error = failure.message if failure is not None else None
+        last = (handle.thread_id, handle.user_id, held) if held else None
+        rollback = handle.cancel_action == "rollback" and ended.status == "interrupted"
+        end = partial(
+            self._end_run, handle, ended.status, usage, error, last=last, rollback=rollback
+        )
+        # A rolled-back run's end goes alone (its run and log are deleted).
+        logged = writer is not None and not rollback
+        if writer is not None and logged:
+            tail = [event for event in (failure, ended) if event is not None]
+            held_still = await writer.end_with(tail, lambda rows: end(events=rows))
+        else:
+            held_still = await end()
+        if held_still is False:  # `is False`: fenced out (another worker holds the run now)
+            raise _LostRun(handle.run_id)
+        return logged
 
     def _wake_for(self, handle: RunHandle) -> None:
         """Wake the worker if a queued run may start now that `handle`'s ended.
@@ -865,6 +894,7 @@ class RunManager:
         *,
         last: tuple[str, str, Sequence[Msg]] | None,
         rollback: bool,
+        events: EventRows | None = None,
     ) -> bool | None:
         """Record the run's end (fenced); tried again while the database is briefly down.
 
@@ -885,6 +915,7 @@ class RunManager:
                     last=last,
                     fence=(self.worker_id, handle.attempt),
                     rollback=rollback,
+                    events=events,
                 )
             except DATABASE_DOWN as exc:
                 if not is_database_down(exc) or time.monotonic() + pause > deadline:

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
-from typing import Literal
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,6 +29,7 @@ __all__ = [
     "FINAL_STATUSES",
     "CancelAction",
     "EventLog",
+    "EventRows",
     "EventWriter",
     "EventsExpiredError",
     "MultitaskStrategy",
@@ -38,6 +40,8 @@ __all__ = [
     "parse_last_event_id",
     "stop_if_cancelled",
 ]
+
+T = TypeVar("T")
 
 RunStatus = Literal["pending", "running", "success", "error", "timeout", "interrupted"]
 """Where a run is: waiting for a worker, running, or how it ended (LangGraph's names)."""
@@ -96,6 +100,18 @@ class UnknownEventIdError(ServiceError, UserError):
         )
 
 
+@dataclass(frozen=True)
+class EventRows:
+    """A run's last events, stored with its end (`Store.end_run`), in its transaction.
+
+    `rows` are `run_events` rows (`run_id`, `seq`, `data`, `created_at`). `notify`, on
+    PostgreSQL: the doorbell (channel, payload) the end's statement sends at its commit.
+    """
+
+    rows: list[dict[str, Any]]
+    notify: tuple[str, str] | None = None
+
+
 class EventWriter(ABC):
     """Appends one run's events to its log, in order, as its worker makes them."""
 
@@ -114,6 +130,24 @@ class EventWriter(ABC):
     @abstractmethod
     async def close(self) -> None:
         """Flush, and let go of the run (its readers end after its `RunEnded`)."""
+
+    async def end_with(
+        self, tail: Sequence[AgentEvent], end: Callable[[EventRows | None], Awaitable[T]]
+    ) -> T:
+        """Store `tail` (the run's last events) and every event still queued with its end.
+
+        `end(rows)` records the run's end and stores `rows` in the same transaction; its
+        result is returned. A false result (fenced out) or an error stored nothing: the
+        queued events are queued again and `tail` is forgotten (its ids given again).
+
+        This default, for a log outside the store, records the end alone (`end(None)`),
+        then queues `tail` after it (`close` stores it).
+        """
+        result = await end(None)
+        if result is not False:
+            for event in tail:
+                self.put(event)
+        return result
 
 
 class EventLog(ABC):

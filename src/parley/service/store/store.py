@@ -77,16 +77,19 @@ from sqlalchemy.engine import Row, make_url
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
+from sqlalchemy.sql.dml import Insert
 
 from parley._sqlite import use_wal
 from parley.agents.approval import PendingApproval
 from parley.errors import ConflictError, NotFoundError
 from parley.messages import Msg
+from parley.service.runs_protocol import EventRows
 from parley.service.store.tables import (
     api_keys,
     approvals,
     feedback,
     messages,
+    run_events,
     runs,
     threads,
     utcnow,
@@ -411,6 +414,7 @@ class _ThreadRunner(_Runner):
         self._writes: queue.SimpleQueue[_Write | None] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
         self._writer_started = threading.Lock()
+        self._conn: Connection | None = None  # the writer thread's own
 
     async def read(self, work: Callable[[Connection], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, self._read, work)
@@ -444,6 +448,24 @@ class _ThreadRunner(_Runner):
 
     def _write_forever(self) -> None:
         """The writer thread: batches of queued writes, one transaction each, until `None`."""
+        try:
+            self._write_batches()
+        finally:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def _connection(self) -> Connection:
+        """The writer thread's own connection (made again if it was lost).
+
+        Only it writes, so its page cache stays valid from one write to the next; a pooled
+        one, used by a reader meanwhile, would read again the pages the writer changed.
+        """
+        if self._conn is None or self._conn.invalidated or self._conn.closed:
+            self._conn = self._engine.connect()
+        return self._conn
+
+    def _write_batches(self) -> None:
         while True:
             first = self._writes.get()
             if first is None:
@@ -473,7 +495,8 @@ class _ThreadRunner(_Runner):
         while pending:
             progress = _Progress()
             try:
-                with self._engine.begin() as conn:
+                conn = self._connection()
+                with conn.begin():
                     progress.run(conn, pending)
             except BaseException as exc:  # even SystemExit: the writer thread must live on
                 settled, pending, unknown = _sort_failure(pending, progress, exc, down=False)
@@ -486,14 +509,26 @@ class _ThreadRunner(_Runner):
         _settle(outcomes)
 
     def _run_alone(self, item: _Write) -> tuple[Any, BaseException | None]:
+        conn: Connection | None = None
         try:
+            conn = self._connection()
             if item.alone:  # the work manages its transactions itself (migrations)
-                with self._engine.connect() as conn:
-                    return item.work(conn), None
-            with self._engine.begin() as conn:
+                return item.work(conn), None
+            with conn.begin():
                 return item.work(conn), None
         except BaseException as exc:  # its caller hears of it; the writer thread lives on
             return None, exc
+        finally:
+            if conn is not None and conn.in_transaction():  # left open by a failed work
+                self._roll_back(conn)
+
+    def _roll_back(self, conn: Connection) -> None:
+        try:
+            conn.rollback()
+        except Exception:  # a connection that cannot roll back is not written on again
+            self._conn = None
+            with contextlib.suppress(Exception):
+                conn.close()
 
     async def migrate(self, work: Callable[[Connection], None]) -> None:
         """Run the migrations with foreign keys off, then check every key still holds.
@@ -976,13 +1011,15 @@ class Store:
         last: tuple[str, str, Sequence[Msg]] | None = None,
         fence: tuple[str, int] | None = None,
         rollback: bool = False,
+        events: EventRows | None = None,
     ) -> bool:
         """Record how a run ended; with `last`, (its thread, its user, messages), those too.
 
-        One transaction: a run's last message (its answer) and its end are stored together.
-        With `fence` (a worker's id and its attempt), only if that worker still holds the run
-        (it is `running`, that worker's, that attempt): False, and nothing written, if not.
-        With `rollback`, the run and the messages it added are deleted instead.
+        One transaction: a run's last message (its answer), its last `events` (its log's
+        `RunEnded` among them) and its end are stored together. With `fence` (a worker's id
+        and its attempt), only if that worker still holds the run (it is `running`, that
+        worker's, that attempt): False, and nothing written, if not. With `rollback`, the run
+        and the messages it added are deleted instead (`events` must then be None).
         """
         now = utcnow()
         values: dict[str, Any] = {
@@ -995,14 +1032,16 @@ class Store:
         if fence is not None:
             values.update(_worker=fence[0], _attempt=fence[1])
         if rollback:
+            if events is not None:
+                raise ValueError("a rolled-back run's end stores no events")
             return await self._runner.write(
                 partial(_roll_back, values=values, fenced=fence is not None)
             )
         msgs = list(last[2]) if last is not None else []
-        if msgs and not self.is_sqlite:  # one statement: the run's end, its answer, the touch
+        if msgs and not self.is_sqlite:  # one statement: the end, its answer, events, touch
             assert last is not None
             values.update(_end_values(last[0], last[1], msgs))
-            statement = _PG_END[fence is not None]
+            statement = _PG_END[fence is not None, _pg_events(values, events)]
             work = partial(_count, statement=statement, values=values)
             return bool(await self._runner.write(work, single=True)) or fence is None
         end = _Run.end_fenced if fence is not None else _Run.end
@@ -1014,9 +1053,11 @@ class Store:
                 return False
             if last is not None:
                 _append(conn, (last[0], last[1]), msgs, run_id, now)
+            if events is not None:
+                store_events(conn, events)
             return True
 
-        return await self._runner.write(end_work, single=not msgs)
+        return await self._runner.write(end_work, single=not msgs and events is None)
 
     async def get_run(self, run_id: str, user_id: str) -> RunRecord | None:
         """The run if `user_id` started it."""
@@ -1420,12 +1461,14 @@ def _end_values(thread_id: str, user_id: str, msgs: Sequence[Msg]) -> dict[str, 
     }
 
 
-def _pg_end_with_messages(end: Any) -> Executable:
+def _pg_end_with_messages(end: Any, *, events: str = "none") -> Executable:
     """`end` (an UPDATE of the run) with the run's last messages and its thread's touch.
 
     Data-modifying WITHs: PostgreSQL runs each once, whether the query reads it or not. The
     messages and the touch happen only if the run was updated (its fence held); the rows
-    keep their order (`WITH ORDINALITY`), so their `seq` follows it.
+    keep their order (`WITH ORDINALITY`), so their `seq` follows it. `events`: "rows" adds
+    the run's last events (`_ev_seqs`, `_ev_datas`), "notify" those and their doorbell
+    (`_channel`, `_payload`), sent only if the run was updated.
     """
     ended = end.returning(runs.c.id).cte("ended")
     did_end = select(ended.c.id).exists()
@@ -1455,7 +1498,30 @@ def _pg_end_with_messages(end: Any) -> Executable:
         )
     )
     counted = select(func.count()).select_from(ended)
-    return counted.add_cte(added.cte("added"), touched.cte("touched"))
+    ctes = [added.cte("added"), touched.cte("touched")]
+    if events != "none":
+        ctes.append(_pg_end_events(bindparam("_run"), now, did_end).cte("events_added"))
+    if events == "notify":
+        # Evaluated once, on the count's row: a CASE runs its THEN only when it holds.
+        bell = func.pg_notify(bindparam("_channel", type_=Text), bindparam("_payload", type_=Text))
+        counted = counted.add_columns(case((func.count() > 0, bell)))
+    return counted.add_cte(*ctes)
+
+
+def _pg_end_events(run_id: Any, now: Any, did_end: Any) -> Insert:
+    """The run's last events (`_ev_seqs`, `_ev_datas` arrays), inserted if it ended."""
+    rows = (
+        func.unnest(
+            bindparam("_ev_seqs", type_=ARRAY(Integer)),
+            bindparam("_ev_datas", type_=ARRAY(Text)),
+        )
+        .table_valued("seq", "data")
+        .render_derived(name="event_rows")
+    )
+    return insert(run_events).from_select(
+        ["run_id", "seq", "data", "created_at"],
+        select(run_id, rows.c.seq, rows.c.data, now).select_from(rows).where(did_end),
+    )
 
 
 def _pg_open_new_thread() -> Executable:
@@ -1526,11 +1592,35 @@ _PG_OPEN_NEW = _pg_open_new_thread()
 """PostgreSQL: a new thread with its run and first messages (`Store.open_run`)."""
 
 _PG_END = {
-    fenced: _pg_end_with_messages(_Run.end_fenced if fenced else _Run.end)
+    (fenced, events): _pg_end_with_messages(_Run.end_fenced if fenced else _Run.end, events=events)
     for fenced in (False, True)
+    for events in ("none", "rows", "notify")
 }
 """PostgreSQL: a run's end with its last messages (and its thread touched), ONE statement,
-unfenced and fenced (by `fenced`); its one row counts the runs ended (0: fenced out)."""
+unfenced and fenced, with no events, events, or events and their doorbell (by `(fenced,
+events)`); its one row's first column counts the runs ended (0: fenced out)."""
+
+insert_events = insert(run_events)
+"""A batch of `run_events` rows (`run_id`, `seq`, `data`, `created_at`)."""
+
+
+def store_events(conn: Connection, events: EventRows) -> None:
+    """Store a run's events (in the caller's transaction), sending their doorbell if any."""
+    conn.execute(insert_events, events.rows)
+    if events.notify is not None:
+        conn.execute(select(func.pg_notify(*events.notify)))
+
+
+def _pg_events(values: dict[str, Any], events: EventRows | None) -> str:
+    """Bind `events` for `_PG_END`'s statement; which of its kinds that is."""
+    if events is None:
+        return "none"
+    values["_ev_seqs"] = [row["seq"] for row in events.rows]
+    values["_ev_datas"] = [row["data"] for row in events.rows]
+    if events.notify is None:
+        return "rows"
+    values["_channel"], values["_payload"] = events.notify
+    return "notify"
 
 
 def _history(conn: Connection, values: dict[str, Any]) -> list[Msg]:
