@@ -825,12 +825,12 @@ class RunManager:
             self.active.pop(handle.run_id, None)
             handle.done.set()
             self._wake_for(handle)  # the thread is free: a run waiting for it may start
-            await self._tell_end(handle, [failure, ended], None if logged else writer)
+            self._tell_end(handle, [failure, ended], None if logged else writer)
             if writer is not None:
                 await self._close_writer(handle.run_id, writer)
 
     @staticmethod
-    async def _tell_end(
+    def _tell_end(
         handle: RunHandle, events: list[RunError | RunEnded | None], writer: EventWriter | None
     ) -> None:
         """Tell the run's reader (and its log, with `writer`) its last events, then the end."""
