@@ -77,6 +77,7 @@ def test_parley_variables_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PARLEY_BUSY_TIMEOUT", "2.5")
     monkeypatch.setenv("PARLEY_CORS_ORIGINS", '["http://localhost:3000"]')
     monkeypatch.setenv("PARLEY_DEFAULT_AGENT", "weather")
+    monkeypatch.setenv("PARLEY_EVENT_FLUSH_INTERVAL", "0")
 
     settings = ServiceSettings()
     assert settings.port == 9001
@@ -88,6 +89,7 @@ def test_parley_variables_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.busy_timeout == 2.5
     assert settings.cors_origins == ["http://localhost:3000"]
     assert settings.default_agent == "weather"
+    assert settings.event_flush_interval == 0
     # Arguments win over the environment.
     assert ServiceSettings(port=7000).port == 7000
 
@@ -170,6 +172,8 @@ def test_other_bad_settings_are_refused() -> None:
         ServiceSettings(busy_timeout=-1)
     with pytest.raises(ValidationError, match="log_level"):
         ServiceSettings(log_level="chatty")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="event_flush_interval"):
+        ServiceSettings(event_flush_interval=-0.1)
 
 
 # -- the registry, from Python -----------------------------------------------------------------

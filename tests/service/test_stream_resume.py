@@ -313,6 +313,23 @@ async def test_a_dropped_client_reconnects_and_gets_the_rest_once(postgres_db_ur
         await writing_store.close()
 
 
+async def test_the_services_log_stores_events_at_its_flush_interval(
+    service: MakeService,
+) -> None:
+    svc = await service(echo_agent(), event_flush_interval=0.0)
+    assert isinstance(svc.state.events, StoreEventLog)
+    assert svc.state.events.flush_interval == 0.0
+    answered = await svc.client.post("/invoke", json={"message": "hi"})
+    run_id = answered.headers["X-Run-Id"]
+    replay = await svc.client.get(
+        f"/runs/{run_id}/stream", params={"events": "parley"}, headers={"Last-Event-ID": "-1"}
+    )
+    frames = _frames(replay.text)
+    assert [frame_id for frame_id, _ in frames[:-1]] == [str(i) for i in range(1, len(frames))]
+    assert frames[-2][1]["type"] == "run_ended"
+    assert frames[-1] == (None, "[DONE]")
+
+
 async def test_the_service_drops_old_logs_by_itself(service: MakeService) -> None:
     svc = await service(echo_agent(), event_retention=0.5)  # swept every second
     run_id = await _finished_run(svc)

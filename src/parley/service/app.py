@@ -235,7 +235,11 @@ def create_app(
         _tell_proxies(settings)
         store = await Store.open(settings.database_url)
         locks = thread_locks(settings.database_url)
-        events = await StoreEventLog.open(store, retention=settings.event_retention)
+        events = await StoreEventLog.open(
+            store,
+            retention=settings.event_retention,
+            flush_interval=settings.event_flush_interval,
+        )
         runs = RunManager(
             store,
             locks,

@@ -150,6 +150,15 @@ class ServiceSettings(BaseSettings):
         description="Seconds a run's events are kept after it ends, for streams to be "
         "picked up again (after: 410).",
     )
+    event_flush_interval: float = Field(
+        0.05,
+        ge=0,
+        le=10,
+        description="Seconds a run's events wait for more before they are stored as one "
+        "batch (0: at once); what a run's end finds waiting is stored with its end. Only "
+        "streams read from the log (picked up again, or on another replica) see events "
+        "this much later.",
+    )
     max_body_bytes: int = Field(
         10 * 1024 * 1024,
         ge=1,
