@@ -468,6 +468,31 @@ async def test_a_fenced_out_end_stores_no_event_and_the_writer_numbers_on(store:
     assert await _stored_seqs(store, run_id) == [1, 2, 3]
 
 
+@pytest.mark.parametrize("answer", [True, False], ids=["with-answer", "no-answer"])
+async def test_a_runs_end_is_stored_though_a_lost_worker_took_some_of_its_ids(
+    store: Store, answer: bool
+) -> None:
+    log = _counting(store)
+    run_id = await _new_run(store)
+    taken_over = await log.writer(run_id, new=True)  # numbered before the late batch landed
+    lost = await log.writer(run_id, new=True)  # the worker that lost the run
+    lost.put(_text(0))
+    lost.put(_text(1))
+    await lost.flush()  # its late batch: ids 1 and 2
+    for i in range(3):
+        taken_over.put(_text(10 + i))
+    last = ("t-" + run_id[:8], "ann", [Msg.assistant("done")]) if answer else None
+
+    def end(rows: EventRows | None) -> Awaitable[bool]:
+        return store.end_run(run_id, "success", None, None, last=last, events=rows)
+
+    assert await taken_over.end_with([RunEnded(status="completed")], end) is True
+    record = await store.get_run(run_id, "ann")
+    assert record is not None
+    assert record.status == "success"  # the end is stored; ids 1 and 2 keep the late batch's
+    assert await _stored_seqs(store, run_id) == [1, 2, 3, 4]
+
+
 async def test_an_end_that_fails_stores_no_event_and_keeps_them_queued(store: Store) -> None:
     log = _counting(store)
     run_id = await _new_run(store)

@@ -73,6 +73,7 @@ from sqlalchemy import (
 from sqlalchemy import exc as sqlalchemy_exc
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Row, make_url
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -1509,7 +1510,10 @@ def _pg_end_with_messages(end: Any, *, events: str = "none") -> Executable:
 
 
 def _pg_end_events(run_id: Any, now: Any, did_end: Any) -> Insert:
-    """The run's last events (`_ev_seqs`, `_ev_datas` arrays), inserted if it ended."""
+    """The run's last events (`_ev_seqs`, `_ev_datas` arrays), inserted if it ended.
+
+    An id already in the log is skipped (see `store_events`): the end is stored whatever.
+    """
     rows = (
         func.unnest(
             bindparam("_ev_seqs", type_=ARRAY(Integer)),
@@ -1518,9 +1522,13 @@ def _pg_end_events(run_id: Any, now: Any, did_end: Any) -> Insert:
         .table_valued("seq", "data")
         .render_derived(name="event_rows")
     )
-    return insert(run_events).from_select(
-        ["run_id", "seq", "data", "created_at"],
-        select(run_id, rows.c.seq, rows.c.data, now).select_from(rows).where(did_end),
+    return (
+        pg_insert(run_events)
+        .from_select(
+            ["run_id", "seq", "data", "created_at"],
+            select(run_id, rows.c.seq, rows.c.data, now).select_from(rows).where(did_end),
+        )
+        .on_conflict_do_nothing()
     )
 
 
@@ -1604,9 +1612,21 @@ insert_events = insert(run_events)
 """A batch of `run_events` rows (`run_id`, `seq`, `data`, `created_at`)."""
 
 
+_INSERT_NEW_EVENTS = {
+    "sqlite": sqlite_insert(run_events).on_conflict_do_nothing(),
+    "postgresql": pg_insert(run_events).on_conflict_do_nothing(),
+}
+"""`insert_events` that skips a row whose id the log holds already, by dialect."""
+
+
 def store_events(conn: Connection, events: EventRows) -> None:
-    """Store a run's events (in the caller's transaction), sending their doorbell if any."""
-    conn.execute(insert_events, events.rows)
+    """Store a run's last events with its end (in its transaction), their doorbell if any.
+
+    An id the log holds already is skipped: a worker that lost the run may have stored a
+    late batch under ids its new worker numbered on from, and the run's end must not fail
+    for a line of its log (before this, its end went alone and such a batch failed apart).
+    """
+    conn.execute(_INSERT_NEW_EVENTS[conn.dialect.name], events.rows)
     if events.notify is not None:
         conn.execute(select(func.pg_notify(*events.notify)))
 
