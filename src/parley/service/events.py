@@ -3,10 +3,12 @@
 The worker running a run appends its events through a writer (`StoreEventLog.writer`):
 `put` numbers an event at once (1, 2, 3... on from what the log holds, so a takeover goes
 on) and queues it; one flush task at a time writes everything queued in ONE transaction,
-then wakes the run's readers. While a transaction is in flight, new events gather for the
-next one (group commit: no timer, the store's own speed sets the batch size). On PostgreSQL
-that transaction is ONE statement, the rows as arrays and the doorbell beside them, sent
-with no BEGIN or COMMIT around it when it runs alone: one round trip a flush.
+`flush_interval` after the first event it finds, then wakes the run's readers. What comes
+meanwhile, or while a transaction is in flight, goes in the same or the next one (group
+commit). On PostgreSQL that transaction is ONE statement, the rows as arrays and the
+doorbell beside them, sent with no BEGIN or COMMIT around it when it runs alone: one round
+trip a flush. The run's end takes what is still queued, its `RunEnded` among it, into its
+own transaction (`_Writer.end_with`): a run shorter than the interval writes no batch.
 
 Readers (`follow`) read only stored events, from the store, in pages after their last id:
 replay and live are the same query, so the hand-over between them can neither repeat nor
