@@ -6,7 +6,7 @@ import asyncpg
 import pytest
 from sqlalchemy import exc as sa_exc
 
-from parley.service.store.store import is_database_down
+from parley.service.store.runners import is_database_down
 
 
 def _wrapped(orig: Exception) -> sa_exc.DBAPIError:

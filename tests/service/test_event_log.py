@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select, text
+from sqlalchemy import func, select, text, update
 
 from parley.agents.events import AgentEvent, RunEnded, RunStarted, TextDelta
 from parley.messages import Msg
@@ -84,9 +84,11 @@ class _Counting(StoreEventLog):
 
     batches: list[int]
 
-    async def store_batch(self, run_id: str, rows: list[dict[str, Any]]) -> None:
+    async def store_batch(
+        self, run_id: str, rows: list[dict[str, Any]], *, fence: tuple[str, int] | None = None
+    ) -> bool:
         self.batches.append(len(rows))
-        await super().store_batch(run_id, rows)
+        return await super().store_batch(run_id, rows, fence=fence)
 
 
 def _counting(store: Store, **options: Any) -> _Counting:
@@ -491,6 +493,83 @@ async def test_a_runs_end_is_stored_though_a_lost_worker_took_some_of_its_ids(
     assert record is not None
     assert record.status == "success"  # the end is stored; ids 1 and 2 keep the late batch's
     assert await _stored_seqs(store, run_id) == [1, 2, 3, 4]
+
+
+async def _hold(store: Store, run_id: str, worker: str, attempt: int) -> None:
+    """The run claimed by `worker` at `attempt` (as the queue's claim does)."""
+    async with store.engine.begin() as db:
+        held = update(runs).where(runs.c.id == run_id).values(worker_id=worker, attempt=attempt)
+        await db.execute(held)
+
+
+async def _stored_texts(store: Store, run_id: str) -> list[str]:
+    async with store.engine.connect() as db:
+        query = select(run_events.c.data).where(run_events.c.run_id == run_id)
+        rows = (await db.execute(query.order_by(run_events.c.seq))).scalars()
+        return [TextDelta.model_validate_json(data).text for data in rows]
+
+
+async def test_a_worker_that_lost_the_run_stores_no_more_of_its_events(store: Store) -> None:
+    log = _counting(store, flush_interval=0)
+    run_id = await _new_run(store)
+    await _hold(store, run_id, "w1", 1)
+    lost = await log.writer(run_id, new=True, fence=("w1", 1))
+    lost.put(_text(0))
+    assert await lost.flush() == 1
+    await _hold(store, run_id, "w2", 2)  # its lease ran out: another worker took the run on
+    taken_over = await log.writer(run_id, fence=("w2", 2))  # numbers on from the log: 2
+    lost.put(_text(1))  # a late batch, under the id that is the new worker's
+    await lost.flush()
+    assert lost.lost
+    assert await _stored_seqs(store, run_id) == [1]
+    lost.put(_text(2))  # dropped: it stores nothing more
+    await lost.flush()
+    assert log.batches == [1, 1]
+    taken_over.put(_text(10))
+    taken_over.put(_text(11))
+    assert await taken_over.flush() == 3
+    assert not taken_over.lost
+    assert await _stored_texts(store, run_id) == ["t0", "t10", "t11"]
+
+
+async def test_a_takeover_waits_for_a_batch_in_flight_then_fences_it_out(
+    replicas: tuple[Store, Store],
+) -> None:
+    """PostgreSQL: a batch that meets a claim under way waits for it, then stores nothing.
+
+    The claim's transaction holds the run's row; the batch's statement, which share-locks
+    it, waits, and once the claim commits finds the run held by another. A batch that
+    looked at the run without the lock would have read the claim's old row (its snapshot)
+    and stored its events under the new worker's ids.
+    """
+    store, _ = replicas  # PostgreSQL (on SQLite one writer thread: they never overlap)
+    log = StoreEventLog(store, flush_interval=0)
+    run_id = await _new_run(store)
+    await _hold(store, run_id, "w1", 1)
+    lost = await log.writer(run_id, new=True, fence=("w1", 1))
+    async with pg_connection(store.engine.url) as claim, pg_connection(store.engine.url) as look:
+        async with claim.transaction():
+            await claim.execute(
+                "UPDATE runs SET worker_id = 'w2', attempt = 2 WHERE id = $1", run_id
+            )
+            lost.put(_text(0))
+            flushing = asyncio.create_task(lost.flush())
+            waiting = (
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND query LIKE '%run_events%'"
+            )
+
+            async def blocked() -> bool:
+                return bool(await look.fetchval(waiting))
+
+            async with asyncio.timeout(WAIT):
+                while not await blocked():
+                    assert not flushing.done()
+                    await asyncio.sleep(0.02)
+        async with asyncio.timeout(WAIT):
+            await flushing
+    assert lost.lost
+    assert await _stored_seqs(store, run_id) == []
 
 
 async def test_an_end_that_fails_stores_no_event_and_keeps_them_queued(store: Store) -> None:

@@ -1,11 +1,18 @@
-"""The thread-lock connection on PostgreSQL after the database dropped it (a restart)."""
+"""The thread-lock connection on PostgreSQL: after the database dropped it (a restart), and
+a release that does not wait for the database's answer."""
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
+import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from parley.errors import ConflictError
 from parley.service.store import thread_locks
+from parley.service.store.locks import PostgresThreadLocks
 
 _KILL_OTHERS = text(
     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
@@ -35,3 +42,44 @@ async def test_a_lock_after_the_lock_connection_was_dropped_is_taken_on_a_new_on
     finally:
         await engine.dispose()
         await locks.close()
+
+
+async def test_a_release_lets_the_thread_go_before_the_database_answers(
+    postgres_db_url: str,
+) -> None:
+    locks = PostgresThreadLocks(postgres_db_url)
+    elsewhere = PostgresThreadLocks(postgres_db_url)  # another process's
+    session = locks._session
+    answers = asyncio.Event()
+    run = session._run
+
+    async def slow(batch: Any) -> list[bool]:
+        if not all(lock for lock, _, _ in batch):  # an unlock: its answer held back
+            await answers.wait()
+        return await run(batch)
+
+    session._run = slow  # type: ignore[method-assign]
+    try:
+        first = await locks.acquire("t", "alice", 0)
+        await asyncio.wait_for(first.release(), 5)  # returns with its unlock unanswered
+        # The next run on the thread here goes at once; its lock is asked after the unlock,
+        # on the same session.
+        second = asyncio.ensure_future(locks.acquire("t", "alice", 5))
+        await asyncio.sleep(0.05)
+        answers.set()
+        lease = await asyncio.wait_for(second, 5)
+        with pytest.raises(ConflictError):  # held once, by the second run
+            await elsewhere.acquire("t", "alice", 0.2)
+        await lease.release()
+        async with asyncio.timeout(10):  # and free once it let go
+            while True:
+                try:
+                    other = await elsewhere.acquire("t", "alice", 0)
+                except ConflictError:
+                    await asyncio.sleep(0.02)
+                    continue
+                break
+        await other.release()
+    finally:
+        await locks.close()
+        await elsewhere.close()

@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import Connection, Engine, event, func, insert, select
 
 from parley.service.store import Store, thread_locks
+from parley.service.store.locks import PostgresThreadLocks
 from parley.service.store.tables import threads
 
 
@@ -107,7 +108,7 @@ async def test_thread_locks_asked_together_go_as_one_query(
 
 
 async def test_a_thread_lock_held_elsewhere_is_refused_in_a_batch(postgres_db_url: str) -> None:
-    mine, theirs = thread_locks(postgres_db_url), thread_locks(postgres_db_url)
+    mine, theirs = PostgresThreadLocks(postgres_db_url), PostgresThreadLocks(postgres_db_url)
     try:
         held = await theirs.acquire("busy", "u", 0)
         outcomes = await asyncio.gather(
@@ -117,6 +118,7 @@ async def test_a_thread_lock_held_elsewhere_is_refused_in_a_batch(postgres_db_ur
         assert isinstance(outcomes[1], Exception)
         assert "busy" in str(outcomes[1])
         await held.release()
+        await theirs.settle()  # the release's unlock (sent without waiting) answered
         taken = await mine.acquire("busy", "u", 0)  # free now
         await taken.release()
         await outcomes[0].release()

@@ -25,7 +25,7 @@ from parley.messages import Msg
 from parley.service.events import StoreEventLog
 from parley.service.runs import RunHandle, RunManager
 from parley.service.store import Store, thread_locks
-from parley.service.store.locks import LocalThreadLocks
+from parley.service.store.locks import LocalThreadLocks, PostgresThreadLocks
 from tests.service._agents import echo_agent
 
 
@@ -83,24 +83,33 @@ def asyncpg_sent(monkeypatch: pytest.MonkeyPatch) -> Sent:
 
 @pytest.fixture
 def sqlite_sent() -> Iterator[Sent]:
-    """Every statement SQLAlchemy's engines send while `sent.on`."""
+    """Every statement SQLite runs while `sent.on`, on the connections of the engines opened.
+
+    Seen by `sqlite3`'s own trace callback, so what the store runs on the driver's cursor
+    (`parley.service.store.prepared`) is counted as what runs through SQLAlchemy; BEGIN and
+    the pragmas are left out, COMMITs counted apart.
+    """
     sent = Sent()
 
-    def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if sent.on:
-            sent.statements.append(statement)
-
-    def committed(conn: Any) -> None:
-        if sent.on:
+    def traced(sql: str) -> None:
+        if not sent.on:
+            return
+        word = sql.split(None, 1)[0].upper()
+        if word == "COMMIT":
             sent.commits += 1
+        elif word not in ("BEGIN", "PRAGMA"):
+            sent.statements.append(sql)
 
-    event.listen(Engine, "before_cursor_execute", seen)
-    event.listen(Engine, "commit", committed)
+    def connected(dbapi_connection: Any, _record: Any) -> None:
+        trace = getattr(dbapi_connection, "set_trace_callback", None)  # sqlite3's, not aiosqlite's
+        if trace is not None:
+            trace(traced)
+
+    event.listen(Engine, "connect", connected)
     try:
         yield sent
     finally:
-        event.remove(Engine, "before_cursor_execute", seen)
-        event.remove(Engine, "commit", committed)
+        event.remove(Engine, "connect", connected)
 
 
 @pytest.fixture
@@ -110,7 +119,8 @@ async def postgres_runs(postgres_db_url: str) -> AsyncIterator[RunManager]:
 
 
 @pytest.fixture
-async def sqlite_runs(sqlite_url: str) -> AsyncIterator[RunManager]:
+async def sqlite_runs(sqlite_url: str, sqlite_sent: Sent) -> AsyncIterator[RunManager]:
+    # After `sqlite_sent`: its trace is on every connection the store opens.
     async with _manager(sqlite_url) as runs:
         yield runs
 
@@ -144,6 +154,8 @@ async def _run(runs: RunManager, thread_id: str) -> RunHandle:
     )
     assert handle.task is not None
     await handle.task  # its end recorded, its lock given back, its events stored
+    if isinstance(runs.locks, PostgresThreadLocks):
+        await runs.locks.settle()  # its unlock, sent without waiting, answered
     return handle
 
 
@@ -211,7 +223,7 @@ async def test_a_run_on_an_existing_postgres_thread_is_one_transaction_more(
     ]
 
 
-async def test_a_run_on_sqlite_is_two_transactions_of_eight_statements(
+async def test_a_run_on_sqlite_is_two_transactions_of_seven_statements_and_its_events(
     sqlite_runs: RunManager, sqlite_sent: Sent
 ) -> None:
     await _run(sqlite_runs, "warm-up")
@@ -224,7 +236,11 @@ async def test_a_run_on_sqlite_is_two_transactions_of_eight_statements(
     # SELECT ... FOR UPDATE before it), the answer, the thread's touch, then its events.
     assert len(others) == 7, others
     assert others[4].startswith("UPDATE runs")
-    assert sqlite_sent.event_batches() == [sqlite_sent.statements[7]]
+    # Its events last, in the end's transaction: one execution of one statement (SQLite's
+    # trace shows each row it runs it for).
+    events = sqlite_sent.statements[7:]
+    assert sqlite_sent.event_batches() == events
+    assert len({sql.split(" VALUES ")[0] for sql in events}) == 1
     assert sqlite_sent.commits == 2  # its opening, and its end with its events
     await _stored_whole(sqlite_runs, handle)
 

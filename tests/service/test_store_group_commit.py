@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from parley.errors import NotFoundError
 from parley.service.store import Store
-from parley.service.store.store import _GreenletRunner, _set_outcomes, _Write
+from parley.service.store.runners import GreenletRunner, Write, set_outcomes
 from parley.service.store.tables import threads
 
 
@@ -180,11 +180,11 @@ async def test_a_write_queued_as_the_postgres_writers_finish_is_not_left_waiting
     # turn must find a writer (it used to see the set still full and wait for the next write).
     gate = asyncio.Event()
 
-    class Held(_GreenletRunner):
-        async def _write_batch(self, batch: list[_Write]) -> None:
+    class Held(GreenletRunner):
+        async def _write_batch(self, batch: list[Write]) -> None:
             if batch[0].work != "late":
                 await gate.wait()
-            _set_outcomes([(item, item.work, None) for item in batch])
+            set_outcomes([(item, item.work, None) for item in batch])
 
     # An engine that never connects: only the queue runs (`_write_batch` above sends nothing).
     engine = create_async_engine("postgresql+asyncpg://nobody@127.0.0.1:9/none")

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, Engine, event, insert
 
-from parley.service.store import Store
+from parley.service.store import Store, runners
 from parley.service.store.tables import threads
 
 
@@ -168,3 +168,111 @@ async def test_a_write_that_returned_survives_its_process_killed(
         await process.wait()
 
     assert _stored(Path(sqlite_url.split("///", 1)[1])) == {f"t{i}" for i in range(20)}
+
+
+# -- brief writes: inline when the writer is idle ------------------------------------------------
+
+
+def _where(
+    threads_seen: list[int], then: Callable[[Connection], Any]
+) -> Callable[[Connection], Any]:
+    """`then`, noting the thread each attempt at it runs in."""
+
+    def work(conn: Connection) -> Any:
+        threads_seen.append(threading.get_ident())
+        return then(conn)
+
+    return work
+
+
+def _driver_connection(conn: Connection) -> int:
+    return id(conn.connection.dbapi_connection)
+
+
+async def test_a_brief_write_on_an_idle_writer_runs_inline_on_the_writers_connection(
+    store: Store, sqlite_url: str
+) -> None:
+    seen: list[int] = []
+    assert await store.transact(_where(seen, _make("t0")), brief=True) == "t0"
+    assert seen == [threading.get_ident()]  # in the caller's thread: no hop
+    assert _stored(Path(sqlite_url.split("///", 1)[1])) == {"t0"}  # committed on return
+    inline = await store.transact(_driver_connection, brief=True)
+    queued = await store.transact(_driver_connection)
+    assert inline == queued  # the writer's one connection, whoever runs it
+
+    def checkpoints(conn: Connection) -> int:
+        return int(conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar_one())
+
+    # Its commits never checkpoint the WAL (that could stall the event loop on an fsync).
+    assert await store.transact(checkpoints, brief=True) == 0
+
+
+async def test_a_brief_write_waits_its_turn_behind_a_busy_writer(store: Store) -> None:
+    gate = threading.Event()
+    held = asyncio.ensure_future(store.transact(lambda conn: gate.wait(10)))
+    await asyncio.sleep(0.05)  # the writer thread took the gate's write and waits in it
+    seen: list[int] = []
+    brief = asyncio.ensure_future(store.transact(_where(seen, _make("t0")), brief=True))
+    await asyncio.sleep(0.05)
+    assert not brief.done()  # it did not pass the write under way
+    gate.set()
+    assert await held
+    assert await brief == "t0"
+    assert seen
+    assert threading.get_ident() not in seen  # queued to the writer thread
+
+
+async def test_another_processs_write_lock_sends_a_brief_write_to_the_queue(
+    store: Store, sqlite_url: str
+) -> None:
+    path = Path(sqlite_url.split("///", 1)[1])
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # another process's write lock
+        seen: list[int] = []
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        brief = asyncio.ensure_future(store.transact(_where(seen, _make("t0")), brief=True))
+        await asyncio.sleep(0.2)
+        # The inline try met the lock and gave up at once (busy timeout 0): the event loop
+        # went on (a wait of the store's 10 s busy timeout would have held it all along).
+        assert loop.time() - started < 5.0
+        assert not brief.done()
+        assert seen[0] == threading.get_ident()
+        other.execute("COMMIT")
+        assert await asyncio.wait_for(brief, 20) == "t0"
+        assert seen[-1] != threading.get_ident()  # stored by the writer thread, once
+    finally:
+        other.close()
+    assert _stored(path) == {"t0"}
+
+
+async def test_the_writer_thread_checkpoints_what_brief_writes_add_to_the_wal(
+    store: Store, sqlite_url: str
+) -> None:
+    wal = Path(sqlite_url.split("///", 1)[1] + "-wal")
+    every = runners._CHECKPOINT_EVERY
+    for i in range(every):
+        await store.transact(_make(f"a{i}"), brief=True)
+    first = wal.stat().st_size
+    for i in range(every * 6):
+        await store.transact(_make(f"b{i}"), brief=True)
+    # Checkpointed, the WAL is written again from its start: it does not grow with the
+    # writes (six times as many, without checkpoints, would make it about six times longer).
+    assert wal.stat().st_size < first * 3
+    assert len(_stored(Path(sqlite_url.split("///", 1)[1]))) == every * 7
+
+
+async def test_a_brief_write_that_fails_inline_fails_alone_and_leaves_nothing(
+    store: Store, sqlite_url: str
+) -> None:
+    def fails(conn: Connection) -> None:
+        _make("half-done")(conn)  # written, then the work fails: rolled back
+        raise ValueError("this write is refused")
+
+    seen: list[int] = []
+    with pytest.raises(ValueError, match="refused"):
+        await store.transact(_where(seen, fails), brief=True)
+    assert seen == [threading.get_ident()]  # it ran inline, once
+    assert await store.transact(_make("after"), brief=True) == "after"
+    assert _stored(Path(sqlite_url.split("///", 1)[1])) == {"after"}

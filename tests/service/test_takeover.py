@@ -193,7 +193,9 @@ class _Log(EventLog):
         self.store = store
         self.writers: dict[str, _Writer] = {}
 
-    async def writer(self, run_id: str, *, new: bool = False) -> EventWriter:
+    async def writer(
+        self, run_id: str, *, new: bool = False, fence: tuple[str, int] | None = None
+    ) -> EventWriter:
         self.writers[run_id] = _Writer(self, run_id)
         return self.writers[run_id]
 

@@ -64,7 +64,7 @@ from parley.service.served_models import ModelRegistry, ModelsInput, served_mode
 from parley.service.settings import ServiceSettings
 from parley.service.state import ServiceState
 from parley.service.store import Store, thread_locks
-from parley.service.store.store import DATABASE_DOWN, is_database_down
+from parley.service.store.runners import DATABASE_DOWN, is_database_down
 from parley.service.worker import RunWorker
 
 __all__ = ["MODEL_CHOICE_VARIABLE", "build_registry", "create_app", "model_choice"]

@@ -51,6 +51,7 @@ from sqlalchemy import (
     Text,
     and_,
     bindparam,
+    case,
     delete,
     func,
     insert,
@@ -71,7 +72,8 @@ from parley.service.runs_protocol import (
     stop_if_cancelled,
 )
 from parley.service.store import Store
-from parley.service.store.store import PG_CONNECT_TIMEOUT, insert_events
+from parley.service.store.prepared import execute, executemany
+from parley.service.store.store import PG_CONNECT_TIMEOUT, RUN_HELD, insert_events
 from parley.service.store.tables import run_events, runs, utcnow
 
 __all__ = ["CHANNEL", "LISTENER_NAME", "StoreEventLog"]
@@ -112,31 +114,41 @@ class _Page:
         return utcnow() - ended_at > timedelta(seconds=_END_GRACE)
 
 
-def _pg_store_events(*, notify: bool) -> Executable:
+def _pg_store_events(*, notify: bool, fenced: bool) -> Executable:
     """PostgreSQL: a batch of one run's events, and its doorbell, in ONE statement.
 
     The rows come as arrays (`unnest`), so a batch of any size is one execution, not one per
-    row; the NOTIFY rides in the same statement (a data-modifying WITH runs whether or not
-    the query reads it), so with no transaction around it the batch is one round trip.
+    row; the NOTIFY rides in the same statement, so with no transaction around it the batch
+    is one round trip. Its one row counts the events stored. `fenced`: only while the
+    writer's worker holds the run (`RUN_HELD`), the run's row share-locked until the
+    statement ends, so a takeover's claim (an UPDATE of that row) waits for a batch in
+    flight, and a batch after it finds the run held by another and stores nothing.
     """
     rows = (
         func.unnest(bindparam("seqs", type_=ARRAY(Integer)), bindparam("datas", type_=ARRAY(Text)))
         .table_valued("seq", "data")
         .render_derived(name="added_rows")
     )
-    added = insert(run_events).from_select(
-        ["run_id", "seq", "data", "created_at"],
-        select(
-            bindparam("run_id", type_=String),
-            rows.c.seq,
-            rows.c.data,
-            bindparam("now", type_=run_events.c.created_at.type),
-        ).select_from(rows),
+    chosen = select(
+        bindparam("run_id", type_=String),
+        rows.c.seq,
+        rows.c.data,
+        bindparam("now", type_=run_events.c.created_at.type),
+    ).select_from(rows)
+    if fenced:
+        chosen = chosen.where(RUN_HELD.with_for_update(read=True).exists())
+    added = (
+        insert(run_events)
+        .from_select(["run_id", "seq", "data", "created_at"], chosen)
+        .returning(run_events.c.seq)
+        .cte("added")
     )
-    if not notify:
-        return added
-    bell = func.pg_notify(bindparam("channel", type_=Text), bindparam("payload", type_=Text))
-    return select(bell).add_cte(added.cte("added"))
+    counted = select(func.count()).select_from(added)
+    if notify:
+        # Evaluated once, on the count's row: a CASE runs its THEN only when it holds.
+        bell = func.pg_notify(bindparam("channel", type_=Text), bindparam("payload", type_=Text))
+        counted = counted.add_columns(case((func.count() > 0, bell)))
+    return counted
 
 
 def _read_page(conn: Connection, run_id: str, after: int) -> _Page:
@@ -177,11 +189,20 @@ class _Writer(EventWriter):
     A batch is stored `flush_interval` seconds after its first event, with whatever came
     meanwhile; the run's end takes what is still queued into its own transaction
     (`end_with`), so a run shorter than that costs its log no transaction of its own.
+
+    With a `fence` (the worker's id and its attempt at the run) a batch is stored only while
+    that worker holds the run: one that lost it (its lease ran out and another worker took
+    the run on, numbering on from the log) stores nothing under ids that are the new
+    worker's now, and from then on drops what it is given (`lost`).
     """
 
-    def __init__(self, owner: StoreEventLog, run_id: str, last: int) -> None:
+    def __init__(
+        self, owner: StoreEventLog, run_id: str, last: int, fence: tuple[str, int] | None
+    ) -> None:
         self._owner = owner
         self._run_id = run_id
+        self._fence = fence
+        self.lost = False
         self._next = last
         self._stored = last
         self._queue: list[dict[str, Any]] = []
@@ -194,6 +215,8 @@ class _Writer(EventWriter):
     def put(self, event: AgentEvent) -> int:
         """Queue `event`; its id. The flush task stores it with whatever else is queued."""
         self._number(event)
+        if self.lost:  # the run is another worker's: its log too
+            self._queue.clear()
         self._kick()
         return self._next
 
@@ -305,14 +328,28 @@ class _Writer(EventWriter):
                     return
             batch, self._queue = self._queue, []
             try:
-                await self._owner.store_batch(self._run_id, batch)
+                held = await self._owner.store_batch(self._run_id, batch, fence=self._fence)
             except Exception as exc:  # kept for flush(); the events stay queued
                 self._queue = batch + self._queue
                 self._error = exc
                 log.warning("run %s: could not store %d events: %s", self._run_id, len(batch), exc)
                 return
-            self._stored = batch[-1]["seq"]
             self._error = None
+            if not held:
+                self._lose(len(batch))
+                return
+            self._stored = batch[-1]["seq"]
+
+    def _lose(self, dropped: int) -> None:
+        """The run is no longer this writer's worker's: drop its events from now on."""
+        dropped += len(self._queue)
+        self._queue.clear()
+        self.lost = True
+        log.warning(
+            "run %s: its worker lost it (another holds it now); %d events not stored",
+            self._run_id,
+            dropped,
+        )
 
 
 def _wake(timer: asyncio.Future[None]) -> None:
@@ -359,7 +396,10 @@ class StoreEventLog(EventLog):
         self.flush_interval = flush_interval
         self._runner = store._runner  # the store's own: events batched with its writes
         self._notify = notify and not store.is_sqlite
-        self._pg_statement = _pg_store_events(notify=self._notify)
+        # By whether the batch is fenced.
+        self._pg_statements = {
+            fenced: _pg_store_events(notify=self._notify, fenced=fenced) for fenced in (False, True)
+        }
         self._listen = listen and not store.is_sqlite
         self._waiters: dict[str, set[asyncio.Event]] = {}
         # The last id this process stored of each run it has readers of: its own NOTIFY
@@ -409,38 +449,59 @@ class StoreEventLog(EventLog):
 
     # -- writing ----------------------------------------------------------------------------
 
-    async def writer(self, run_id: str, *, new: bool = False) -> EventWriter:
-        """A writer for the run, numbering on from its log's last id (0 for a `new` run)."""
-        last = 0 if new else await self._runner.read(partial(_last_seq, run_id=run_id))
-        return _Writer(self, run_id, last)
+    async def writer(
+        self, run_id: str, *, new: bool = False, fence: tuple[str, int] | None = None
+    ) -> EventWriter:
+        """A writer for the run, numbering on from its log's last id (0 for a `new` run).
 
-    async def store_batch(self, run_id: str, rows: list[dict[str, Any]]) -> None:
-        """Store a writer's batch in one transaction (with its doorbell), then wake readers."""
+        `fence`: the worker's id and its attempt; its batches are stored only while that
+        worker holds the run (see `_Writer`).
+        """
+        last = 0 if new else await self._runner.read(partial(_last_seq, run_id=run_id))
+        return _Writer(self, run_id, last, fence)
+
+    async def store_batch(
+        self, run_id: str, rows: list[dict[str, Any]], *, fence: tuple[str, int] | None = None
+    ) -> bool:
+        """Store a writer's batch in one transaction (with its doorbell), then wake readers.
+
+        False (nothing stored) when `fence` names a worker that no longer holds the run.
+        """
         now = utcnow()
         for row in rows:
             row["created_at"] = now
-        payload = f"{run_id}:{rows[-1]['seq']}"
+        held: dict[str, Any] = {"_run": run_id}
+        if fence is not None:
+            held.update(_worker=fence[0], _attempt=fence[1])
 
-        def work(conn: Connection) -> None:
-            conn.execute(insert_events, rows)
+        def work(conn: Connection) -> bool:
+            # One writer thread: nothing can take the run between the look and the insert.
+            if fence is not None and execute(conn, RUN_HELD, held).fetchone() is None:
+                return False
+            executemany(conn, insert_events, rows)
+            return True
 
-        def pg_work(conn: Connection) -> None:
+        def pg_work(conn: Connection) -> bool:
             # The doorbell is sent at commit, to every listening replica (this one too).
             values = {
+                **held,
                 "run_id": run_id,
                 "seqs": [row["seq"] for row in rows],
                 "datas": [row["data"] for row in rows],
                 "now": now,
                 "channel": CHANNEL,
-                "payload": payload,
+                "payload": f"{run_id}:{rows[-1]['seq']}",
             }
-            conn.execute(self._pg_statement, values)
+            statement = self._pg_statements[fence is not None]
+            return bool(conn.execute(statement, values).scalar_one())
 
         if self.store.is_sqlite:
-            await self._runner.write(work)
+            stored = await self._runner.write(work, brief=True)
         else:
-            await self._runner.write(pg_work, single=True)
-        self.stored(run_id, rows[-1]["seq"])
+            stored = await self._runner.write(pg_work, single=True)
+        if stored:
+            self.stored(run_id, rows[-1]["seq"])
+        return stored
 
     def stored(self, run_id: str, seq: int) -> None:
         """The run's events up to `seq` are stored (committed): wake its readers here."""

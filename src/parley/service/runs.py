@@ -83,7 +83,8 @@ from parley.service.runs_protocol import (
 from parley.service.store import RunRecord, Store, ThreadLocks
 from parley.service.store.locks import Lease
 from parley.service.store.queue import Candidate, RunQueue, new_run_id
-from parley.service.store.store import DATABASE_DOWN, OpenedRun, RunJob, is_database_down
+from parley.service.store.runners import DATABASE_DOWN, is_database_down
+from parley.service.store.store import OpenedRun, RunJob
 
 __all__ = [
     "DEFAULT_BUFFER_BYTES",
@@ -776,7 +777,9 @@ class RunManager:
             return None
         try:
             # A first start's log is empty (only the run's worker writes it): nothing to read.
-            return await self.events.writer(handle.run_id, new=handle.attempt == 1)
+            return await self.events.writer(
+                handle.run_id, new=handle.attempt == 1, fence=(self.worker_id, handle.attempt)
+            )
         except Exception:  # the run goes on; only its re-attachable stream is lost
             log.exception("could not open the event log of run %s", handle.run_id)
             return None

@@ -154,11 +154,15 @@ class EventLog(ABC):
     """Every run's events: written by the worker running it, followed by readers anywhere."""
 
     @abstractmethod
-    async def writer(self, run_id: str, *, new: bool = False) -> EventWriter:
+    async def writer(
+        self, run_id: str, *, new: bool = False, fence: tuple[str, int] | None = None
+    ) -> EventWriter:
         """A writer for the run, numbering on from what its log holds (a takeover goes on).
 
         `new`: the run's first start, whose log holds nothing yet (the writer starts at 1
-        without reading it).
+        without reading it). `fence`: the worker's id and its attempt at the run; a log that
+        can, stores the writer's events only while that worker holds the run (one that lost
+        it must not take ids that are the new worker's).
         """
 
     @abstractmethod

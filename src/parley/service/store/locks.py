@@ -19,6 +19,7 @@ import hashlib
 import logging
 import time
 from abc import ABC, abstractmethod
+from functools import partial
 from typing import Any
 
 from sqlalchemy import BigInteger, Boolean, NullPool, bindparam, text
@@ -27,7 +28,8 @@ from sqlalchemy.exc import PendingRollbackError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from parley.errors import ConflictError
-from parley.service.store.store import PG_TIMEOUTS, is_database_down
+from parley.service.store.runners import is_database_down
+from parley.service.store.store import PG_TIMEOUTS
 
 __all__ = ["Lease", "LocalThreadLocks", "PostgresThreadLocks", "ThreadLocks", "thread_locks"]
 
@@ -159,12 +161,19 @@ class _LockSession:
         """Give back the advisory lock `key` (`pg_advisory_unlock`); whether it was held."""
         return await self._ask(False, key)
 
+    def unlock_soon(self, key: int) -> asyncio.Future[bool]:
+        """Queue the unlock of `key` now, in order with what this session was asked before."""
+        return self._queue(False, key)
+
     async def _ask(self, lock: bool, key: int) -> bool:
+        return await self._queue(lock, key)
+
+    def _queue(self, lock: bool, key: int) -> asyncio.Future[bool]:
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._asked.append((lock, key, future))
         if self._drainer is None or self._drainer.done():
             self._drainer = asyncio.create_task(self._drain(), name="parley-thread-locks")
-        return await future
+        return future
 
     async def _drain(self) -> None:
         async with self._turn:
@@ -223,7 +232,15 @@ class _LockSession:
             with contextlib.suppress(Exception):
                 await conn.close()
 
+    async def settle(self) -> None:
+        """Wait until what was asked of the session (its unlocks too) has its answer."""
+        while self._drainer is not None and not self._drainer.done():
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._drainer)
+
     async def close(self) -> None:
+        """Close the connection (the server frees its locks), after the unlocks queued."""
+        await self.settle()
         async with self._turn:
             if self._conn is not None:
                 await self._conn.close()
@@ -245,12 +262,26 @@ class _PostgresLease(Lease):
         self._key = key
 
     async def release(self) -> None:
+        """Queue the advisory unlock, then let the next run in this process go at once.
+
+        Not waited for: the unlock is queued on the lock session before the local lock is
+        let go, so the next run on the thread here asks for the advisory lock after it, on
+        the same session, in order (and a session's advisory locks are counted: granted
+        again before the unlock lands, it is held once after). Another process finds the
+        thread busy for one round trip more, which its wait covers. The answer is off the
+        run's path: it waited a round trip for it before.
+        """
         try:
-            # Shielded: a release cut half-way would leave the thread locked for the
-            # process's lifetime.
-            await asyncio.shield(self._locks.unlock(self._key))
+            unlocking = self._locks.unlock_soon(self._key)
+            unlocking.add_done_callback(partial(_unlocked, self._key))
         finally:
             await self._local.release()
+
+
+def _unlocked(key: int, unlocking: asyncio.Future[bool]) -> None:
+    """Log an advisory unlock that failed (its session is gone: the server freed its locks)."""
+    if not unlocking.cancelled() and unlocking.exception() is not None:
+        log.warning("could not unlock thread lock %d: %s", key, unlocking.exception())
 
 
 class PostgresThreadLocks(ThreadLocks):
@@ -311,6 +342,14 @@ class PostgresThreadLocks(ThreadLocks):
     async def unlock(self, key: int) -> None:
         """Give back the advisory lock `key` this process holds."""
         await self._session.unlock(key)
+
+    def unlock_soon(self, key: int) -> asyncio.Future[bool]:
+        """Queue the unlock of `key` (in order on the lock session); its answer to come."""
+        return self._session.unlock_soon(key)
+
+    async def settle(self) -> None:
+        """Wait until the locks and unlocks asked for are answered (a release's, too)."""
+        await self._session.settle()
 
     async def close(self) -> None:
         """Close the lock connection (which frees every lock still held) and the engine."""

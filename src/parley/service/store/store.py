@@ -28,16 +28,9 @@ follows), a run's end with its answer is one; reads run in autocommit.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import hashlib
-import queue
 import secrets
-import threading
-from abc import ABC, abstractmethod
-from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -48,7 +41,6 @@ from alembic.config import Config
 from sqlalchemy import (
     ColumnElement,
     Connection,
-    Engine,
     Executable,
     Integer,
     String,
@@ -58,7 +50,6 @@ from sqlalchemy import (
     any_,
     bindparam,
     case,
-    create_engine,
     delete,
     event,
     exists,
@@ -70,7 +61,6 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy import exc as sqlalchemy_exc
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -80,11 +70,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 from sqlalchemy.sql.dml import Insert
 
-from parley._sqlite import use_wal
 from parley.agents.approval import PendingApproval
 from parley.errors import ConflictError, NotFoundError
 from parley.messages import Msg
 from parley.service.runs_protocol import EventRows
+from parley.service.store.prepared import execute, executemany
+from parley.service.store.runners import GreenletRunner, runner_for, sqlite_pragmas
 from parley.service.store.tables import (
     api_keys,
     approvals,
@@ -110,7 +101,6 @@ STALE_RUN_ERROR = "the process serving this run ended before the run did"
 """The error of a run found `running` with no process left to finish it."""
 T = TypeVar("T")
 
-_SQLITE_THREADS = 4  # reads run beside the one writer; more threads only contend for the GIL
 PG_CONNECT_TIMEOUT = 5.0
 """Seconds to open a PostgreSQL connection before giving up (the database is unreachable)."""
 PG_STATEMENT_TIMEOUT = 10.0
@@ -119,35 +109,6 @@ packets without a word (a black hole) fails the request, a 503, instead of hangi
 store's statements take milliseconds; migrations run without it."""
 PG_TIMEOUTS = {"timeout": PG_CONNECT_TIMEOUT, "command_timeout": PG_STATEMENT_TIMEOUT}
 """asyncpg's connect arguments that bound the connect and every statement."""
-DATABASE_DOWN: tuple[type[Exception], ...] = (
-    OSError,  # the driver's connection errors, and TimeoutError (a statement timed out)
-    sqlalchemy_exc.DBAPIError,  # some of them: see `is_database_down`
-    sqlalchemy_exc.TimeoutError,  # the pool ran out of connections
-)
-"""What the store raises when the database cannot be reached (`is_database_down` says when)."""
-# SQLSTATE classes of a server that cannot serve now: 08 (connection exception), 57P
-# (operator intervention: shutting down, crashed, starting up).
-_DOWN_STATES = ("08", "57P")
-
-
-def is_database_down(exc: BaseException) -> bool:
-    """Whether `exc` says the database cannot be reached now (it may work in a moment).
-
-    Connection errors, timeouts, a pool out of connections, a connection the database
-    dropped, and a server shutting down or starting up (asyncpg's `CannotConnectNowError`
-    comes wrapped in SQLAlchemy's generic `DBAPIError`); not a constraint or SQL error.
-    """
-    down = sqlalchemy_exc.OperationalError | sqlalchemy_exc.InterfaceError
-    if isinstance(exc, OSError | sqlalchemy_exc.TimeoutError | down):
-        return True
-    if not isinstance(exc, sqlalchemy_exc.DBAPIError):
-        return False
-    if exc.connection_invalidated:
-        return True
-    state = getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
-    return isinstance(state, str) and state.startswith(_DOWN_STATES)
-
-
 _PG_POOL_SIZE = 10  # a store transaction takes a millisecond or two: ten serve many runs
 _MIGRATIONS = "parley.service.store:migrations"
 _TITLE_LENGTH = 80
@@ -260,420 +221,32 @@ def _title(msgs: Iterable[Msg]) -> str:
     return ""
 
 
-class _Runner(ABC):
-    """Runs a store operation, written as a function of a sync connection, as one transaction."""
-
-    @abstractmethod
-    async def read(self, work: Callable[[Connection], T]) -> T:
-        """Run `work` on a connection (reads only; nothing is committed)."""
-
-    @abstractmethod
-    async def write(self, work: Callable[[Connection], T], *, single: bool = False) -> T:
-        """Run `work` in a transaction, committed when it returns.
-
-        `single`: `work` sends one statement, atomic by itself; where a transaction costs
-        round trips of its own (PostgreSQL), run alone it needs none.
-        """
-
-    @abstractmethod
-    async def close(self) -> None:
-        """Close the runner's connections."""
-
-    async def migrate(self, work: Callable[[Connection], None]) -> None:
-        """Run the migrations `work` applies, as one transaction."""
-        await self.write(work)
-
-
-class _GreenletRunner(_Runner):
-    """PostgreSQL: the work runs on an asyncpg connection through SQLAlchemy's greenlet bridge.
-
-    Writes are group-committed too: they queue, and up to `_PG_WRITERS` tasks each take what
-    is queued and run it as one transaction on a pooled connection. A quiet store runs each
-    write at once, alone; a busy one spends a BEGIN, a COMMIT and a pool checkout (three
-    round trips' worth of the driver's work) on a batch instead of on every write. As on
-    SQLite (`_ThreadRunner`), a caller hears of its write only after its commit, and a work
-    that fails (a constraint, a statement over its timeout) fails alone: its caller gets the
-    error, and the rest of its batch runs again without it (`_sort_failure`). A lost
-    connection fails the batch at once (alone, each would wait out the same outage). A caller
-    that stops waiting does not take its write back: it may share a batch, which goes on.
-    """
-
-    def __init__(self, engine: AsyncEngine) -> None:
-        self._engine = engine
-        # The same pool, its connections in autocommit while checked out: no BEGIN, no
-        # COMMIT or ROLLBACK (asyncpg's isolation switch is client-side, no round trip).
-        self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
-        self._writes: deque[_Write] = deque()
-        self._writers: set[asyncio.Task[None]] = set()
-
-    async def read(self, work: Callable[[Connection], T]) -> T:
-        # In autocommit: a read commits nothing, and under READ COMMITTED (PostgreSQL's
-        # default, the store's) each statement sees the database as of its own start in a
-        # transaction too; the BEGIN and the ROLLBACK were two round trips for nothing.
-        async with self._autocommit.connect() as conn:
-            return await conn.run_sync(work)
-
-    async def write(self, work: Callable[[Connection], T], *, single: bool = False) -> T:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[T] = loop.create_future()
-        self._writes.append(_Write(work, future, loop, alone=False, single=single))
-        if len(self._writers) < _PG_WRITERS:
-            self._writers.add(asyncio.create_task(self._write_queued(), name="parley-db-writer"))
-        # Shielded: a caller that stops waiting does not cut a batch it shares with others.
-        return await asyncio.shield(future)
-
-    async def _write_queued(self) -> None:
-        try:
-            while self._writes:
-                size = min(_WRITE_BATCH, len(self._writes))
-                batch = [self._writes.popleft() for _ in range(size)]
-                try:
-                    await self._write_batch(batch)
-                except BaseException as exc:  # cancelled (the store closes): nobody left hanging
-                    _set_outcomes([(item, None, exc) for item in batch])
-                    raise
-        finally:
-            # In the very step that found the queue empty: a write queued after it starts a
-            # writer of its own (a done-callback would leave the set full one turn longer, and
-            # a write queued in that turn would wait for a writer that never comes).
-            self._writers.discard(asyncio.current_task())
-
-    async def _write_batch(self, batch: list[_Write]) -> None:
-        pending, alone, timeouts = batch, list[_Write](), 0
-        if len(batch) == 1 and batch[0].single:
-            # One statement is a transaction of its own: sent alone, no BEGIN and no COMMIT.
-            pending, alone = [], batch
-        while pending:
-            progress = _Progress()
-            try:
-                async with self._engine.begin() as conn:
-                    await conn.run_sync(progress.run, pending)
-            except Exception as exc:
-                # A statement timed out (asyncpg's `command_timeout`): that work's own error,
-                # unless another times out too, when the server is more likely gone.
-                timeouts += isinstance(exc, TimeoutError)
-                lost = is_database_down(exc) and not isinstance(exc, TimeoutError)
-                settled, pending, unknown = _sort_failure(
-                    pending, progress, exc, down=lost or timeouts > 1
-                )
-                _set_outcomes(settled)
-                alone += unknown
-            else:
-                _set_outcomes(progress.outcomes(pending))
-                pending = []
-        for item in alone:
-            try:
-                result = await self._write_alone(item)
-            except Exception as exc:
-                _set_outcomes([(item, None, exc)])
-            else:
-                _set_outcomes([(item, result, None)])
-
-    async def _write_alone(self, item: _Write) -> Any:
-        if item.single:  # one statement is a transaction of its own: three round trips one
-            async with self._autocommit.connect() as conn:
-                return await conn.run_sync(item.work)
-        async with self._engine.begin() as conn:
-            return await conn.run_sync(item.work)
-
-    async def close(self) -> None:
-        """Let the queued writes finish (the store disposes of the engine after)."""
-        while self._writers:
-            await asyncio.gather(*self._writers, return_exceptions=True)
-
-
-_PG_WRITERS = 4
-"""Batches of writes in flight at once on PostgreSQL (each on one pooled connection)."""
-
-
-class _ThreadRunner(_Runner):
-    """SQLite: the work runs whole in a thread, on the standard library's driver.
-
-    One hop to a thread and back per transaction: an async driver (aiosqlite) hops for every
-    cursor call, several per statement, which cost more than the statements themselves. The
-    threads are the store's own, so tools running in the event loop's default pool never hold
-    the store up.
-
-    Writes go to ONE writer thread, through a queue (group commit). It takes everything queued
-    and runs it as one transaction, committed once, then settles the callers' futures with one
-    wake-up of their loop: under many clients a commit, and each hop between the loop and the
-    thread, serve a batch of runs instead of one. SQLite has one writer anyway; before this,
-    writers took turns on a lock from several threads, and with the event loop busy each turn
-    waited for the GIL and for the thread to be scheduled, one run after another. A caller's
-    future is settled only after the commit of its work (its durability is unchanged). When a
-    work in a batch raises, the batch is rolled back, its caller gets the error, and the others
-    run again as one batch without it (`_sort_failure`): one caller's error is that caller's
-    only. A work must therefore be safe to run again, as a function of the connection it is
-    given (every store operation is), and an expected refusal (no such run, a busy thread) is
-    a work's result, raised by its caller after the write, so that it costs no batch a rerun.
-    Reads run in a pool beside the writer (WAL: they never wait for it).
-    """
-
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
-        self._pool = ThreadPoolExecutor(max_workers=_SQLITE_THREADS, thread_name_prefix="parley-db")
-        self._writes: queue.SimpleQueue[_Write | None] = queue.SimpleQueue()
-        self._writer: threading.Thread | None = None
-        self._writer_started = threading.Lock()
-        self._conn: Connection | None = None  # the writer thread's own
-
-    async def read(self, work: Callable[[Connection], T]) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, self._read, work)
-
-    async def write(self, work: Callable[[Connection], T], *, single: bool = False) -> T:
-        # `single` changes nothing here: SQLite's transactions cost no round trips.
-        result: T = await self._submit(work, alone=False)
-        return result
-
-    def _read(self, work: Callable[[Connection], T]) -> T:
-        with self._engine.connect() as conn:
-            return work(conn)
-
-    async def _submit(self, work: Callable[[Connection], Any], *, alone: bool) -> Any:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
-        self._start_writer()
-        self._writes.put(_Write(work, future, loop, alone))
-        return await future
-
-    def _start_writer(self) -> None:
-        if self._writer is not None:
-            return
-        with self._writer_started:
-            if self._writer is None:
-                thread = threading.Thread(
-                    target=self._write_forever, name="parley-db-writer", daemon=True
-                )
-                thread.start()
-                self._writer = thread
-
-    def _write_forever(self) -> None:
-        """The writer thread: batches of queued writes, one transaction each, until `None`."""
-        try:
-            self._write_batches()
-        finally:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-    def _connection(self) -> Connection:
-        """The writer thread's own connection (made again if it was lost).
-
-        Only it writes, so its page cache stays valid from one write to the next; a pooled
-        one, used by a reader meanwhile, would read again the pages the writer changed.
-        """
-        if self._conn is None or self._conn.invalidated or self._conn.closed:
-            self._conn = self._engine.connect()
-        return self._conn
-
-    def _write_batches(self) -> None:
-        while True:
-            first = self._writes.get()
-            if first is None:
-                return
-            batch = [first]
-            while len(batch) < _WRITE_BATCH and not batch[-1].alone:
-                try:
-                    item = self._writes.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:  # closing: finish this batch first
-                    self._writes.put(None)
-                    break
-                if item.alone:  # runs on its own, after this batch
-                    self._run_batch(batch)
-                    batch = [item]
-                    break
-                batch.append(item)
-            self._run_batch(batch)
-
-    def _run_batch(self, batch: list[_Write]) -> None:
-        if len(batch) == 1 and batch[0].alone:
-            _settle([(batch[0], *self._run_alone(batch[0]))])
-            return
-        outcomes: list[_Outcome] = []
-        pending, alone = batch, list[_Write]()
-        while pending:
-            progress = _Progress()
-            try:
-                conn = self._connection()
-                with conn.begin():
-                    progress.run(conn, pending)
-            except BaseException as exc:  # even SystemExit: the writer thread must live on
-                settled, pending, unknown = _sort_failure(pending, progress, exc, down=False)
-                outcomes += settled
-                alone += unknown
-            else:
-                outcomes += progress.outcomes(pending)
-                pending = []
-        outcomes += [(item, *self._run_alone(item)) for item in alone]
-        _settle(outcomes)
-
-    def _run_alone(self, item: _Write) -> tuple[Any, BaseException | None]:
-        conn: Connection | None = None
-        try:
-            conn = self._connection()
-            if item.alone:  # the work manages its transactions itself (migrations)
-                return item.work(conn), None
-            with conn.begin():
-                return item.work(conn), None
-        except BaseException as exc:  # its caller hears of it; the writer thread lives on
-            return None, exc
-        finally:
-            if conn is not None and conn.in_transaction():  # left open by a failed work
-                self._roll_back(conn)
-
-    def _roll_back(self, conn: Connection) -> None:
-        try:
-            conn.rollback()
-        except Exception:  # a connection that cannot roll back is not written on again
-            self._conn = None
-            with contextlib.suppress(Exception):
-                conn.close()
-
-    async def migrate(self, work: Callable[[Connection], None]) -> None:
-        """Run the migrations with foreign keys off, then check every key still holds.
-
-        SQLite alters a table by copying it and dropping the old one; with foreign keys on,
-        dropping `threads` would delete every message, run and approval (ON DELETE CASCADE).
-        The pragma is a no-op inside a transaction, so it is set before one begins. It runs
-        on the writer thread, alone: no other write meets it.
-        """
-
-        def migrate(conn: Connection) -> None:
-            conn.exec_driver_sql("PRAGMA foreign_keys=OFF")
-            conn.commit()
-            try:
-                with conn.begin():
-                    work(conn)
-                    broken = conn.exec_driver_sql("PRAGMA foreign_key_check").all()
-                    if broken:
-                        raise RuntimeError(f"the migration broke foreign keys: {broken[:5]}")
-            finally:
-                conn.exec_driver_sql("PRAGMA foreign_keys=ON")
-                conn.commit()
-
-        await self._submit(migrate, alone=True)
-
-    async def close(self) -> None:
-        loop = asyncio.get_running_loop()
-        writer = self._writer
-        if writer is not None:  # the writes queued before the close are done first
-            self._writes.put(None)
-            await loop.run_in_executor(self._pool, writer.join)
-            self._writer = None
-        await loop.run_in_executor(self._pool, self._engine.dispose)
-        self._pool.shutdown(wait=False)
-
-
-_WRITE_BATCH = 256
-"""The most writes one transaction of `_ThreadRunner`'s writer takes (bounds its latency)."""
-
-
-@dataclass(frozen=True)
-class _Write:
-    """A write queued for `_ThreadRunner`'s writer: its work and where its outcome goes."""
-
-    work: Callable[[Connection], Any]
-    future: asyncio.Future[Any]
-    loop: asyncio.AbstractEventLoop
-    alone: bool
-    """Run on its own connection, outside any batch (it commits itself)."""
-    single: bool = False
-    """It sends one statement: run alone, it needs no transaction (`_Runner.write`)."""
-
-
-_Outcome = tuple[_Write, Any, BaseException | None]
-"""A write, and its result or its error."""
-
-
-class _Progress:
-    """How far a batch's works got in its transaction (they run in order)."""
-
-    def __init__(self) -> None:
-        self.started = 0
-        self.results: list[Any] = []
-
-    def run(self, conn: Connection, batch: list[_Write]) -> None:
-        for item in batch:
-            self.started += 1
-            self.results.append(item.work(conn))
-
-    def outcomes(self, batch: list[_Write]) -> list[_Outcome]:
-        return [(item, r, None) for item, r in zip(batch, self.results, strict=True)]
-
-
-def _sort_failure(
-    pending: list[_Write], progress: _Progress, exc: BaseException, *, down: bool
-) -> tuple[list[_Outcome], list[_Write], list[_Write]]:
-    """After a batch's transaction failed: what is settled, what runs again together, alone.
-
-    The works run in order and none catches a database error, so the work that raised met its
-    own error, the one it would meet run alone after those before it: its caller gets it, and
-    the others run again as one batch, without it. A failing request thus costs one more
-    transaction, not one for every write it shared a batch with (a cheap bad request would
-    otherwise make a busy service commit each write apart). A database that cannot be reached
-    fails them all. An error outside every work (at the commit) names none of them: each runs
-    again alone.
-    """
-    if down:
-        return [(item, None, exc) for item in pending], [], []
-    culprit = len(progress.results)
-    if progress.started > culprit:
-        rest = pending[:culprit] + pending[culprit + 1 :]
-        return [(pending[culprit], None, exc)], rest, []
-    return [], [], pending
-
-
-def _settle(outcomes: list[_Outcome]) -> None:
-    """Hand each write's result or error to its future, one wake-up per loop."""
-    by_loop: dict[asyncio.AbstractEventLoop, list[_Outcome]] = {}
-    for outcome in outcomes:
-        by_loop.setdefault(outcome[0].loop, []).append(outcome)
-    for loop, settled in by_loop.items():
-        with contextlib.suppress(RuntimeError):  # its loop closed: nobody waits any more
-            loop.call_soon_threadsafe(_set_outcomes, settled)
-
-
-def _set_outcomes(outcomes: list[_Outcome]) -> None:
-    for item, result, error in outcomes:
-        if item.future.done():  # its caller was cancelled; the work was done all the same
-            continue
-        if error is not None:
-            item.future.set_exception(error)
-        else:
-            item.future.set_result(result)
-
-
-def _runner_for(engine: AsyncEngine) -> _Runner:
-    if engine.dialect.name != "sqlite":
-        return _GreenletRunner(engine)
-    sync_engine = create_engine(engine.url.set(drivername="sqlite+pysqlite"))
-    event.listen(sync_engine, "connect", _sqlite_pragmas)
-    return _ThreadRunner(sync_engine)
-
-
 class Store:
     """The service's persistent state. Open with `await Store.open(url)`; close when done.
 
     `engine` is the async engine of `url`, for callers' own queries; the store's operations run
-    through the runner the database wants (see `_ThreadRunner`, `_GreenletRunner`).
+    through the runner the database wants (see `ThreadRunner`, `GreenletRunner`).
     """
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self.is_sqlite = engine.dialect.name == "sqlite"
-        self._runner = _runner_for(engine)
+        self._runner = runner_for(engine)
 
-    async def transact(self, work: Callable[[Connection], T], *, single: bool = False) -> T:
+    async def transact(
+        self, work: Callable[[Connection], T], *, single: bool = False, brief: bool = False
+    ) -> T:
         """Run `work` (a function of a sync connection) as one committed transaction.
 
         It may share that transaction with other writes queued meanwhile (group commit), and
         when one of them fails it runs again alone: `work` must do nothing but its
         statements (or be safe to do twice). `single`: `work` sends ONE statement; run
         alone on PostgreSQL it goes without BEGIN and COMMIT (two round trips fewer).
+        `brief`: `work` is a few statements on a few rows and waits on nothing else; on
+        SQLite it then runs in the caller's thread when the writer is idle (no hop to the
+        writer thread; see `parley.service.store.runners.ThreadRunner`).
         """
-        return await self._runner.write(work, single=single)
+        return await self._runner.write(work, single=single, brief=brief)
 
     async def query(self, work: Callable[[Connection], T]) -> T:
         """Run `work` (reads only) on a connection."""
@@ -698,7 +271,7 @@ class Store:
             }
         engine = create_async_engine(url, **engine_options)
         if engine.dialect.name == "sqlite":
-            event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+            event.listen(engine.sync_engine, "connect", sqlite_pragmas)
         store = cls(engine)
         if migrate:
             await store.migrate()
@@ -712,7 +285,7 @@ class Store:
     async def migrate(self) -> None:
         """Apply the migrations not yet applied (one process at a time on PostgreSQL).
 
-        On SQLite with foreign keys off (see `_ThreadRunner.migrate`), checked after.
+        On SQLite with foreign keys off (see `ThreadRunner.migrate`), checked after.
         """
 
         def work(conn: Connection) -> None:
@@ -729,7 +302,7 @@ class Store:
             self.engine.url, poolclass=NullPool, connect_args={"timeout": PG_CONNECT_TIMEOUT}
         )
         try:
-            await _GreenletRunner(engine).migrate(work)
+            await GreenletRunner(engine).migrate(work)
         finally:
             await engine.dispose()
 
@@ -935,22 +508,22 @@ class Store:
         thread = (thread_id, user_id)
 
         def work(conn: Connection) -> OpenedRun | None:
-            found = conn.execute(_Run.claim, values).one_or_none()
-            if found is not None and found.queued and job is not None:
+            found = execute(conn, _Run.claim, values).fetchone()  # (running, pending, queued)
+            if found is not None and found[2] and job is not None:
                 return None  # refused by its result (nothing written): see add_feedback
             if found is None:  # a new thread: no run, approval or message to settle or read
                 history = list(seed)
                 added = list(then(history)) if then is not None else []
-                conn.execute(_Run.make_thread, {**values, "_title": _title([*history, *added])})
-                conn.execute(_Run.record, values)
+                execute(conn, _Run.make_thread, {**values, "_title": _title([*history, *added])})
+                execute(conn, _Run.record, values)
                 _insert(conn, thread, history, None, now)
                 _insert(conn, thread, added, run_id, now)
                 return OpenedRun(history, added)
-            if found.running:
-                conn.execute(_Run.interrupt_running, values)
-            if expire_approvals and found.pending:
-                conn.execute(_Run.expire_pending, values)
-            conn.execute(_Run.record, values)
+            if found[0]:  # runs still running: their process died
+                execute(conn, _Run.interrupt_running, values)
+            if expire_approvals and found[1]:  # pending approvals
+                execute(conn, _Run.expire_pending, values)
+            execute(conn, _Run.record, values)
             history = _history(conn, values)
             if seed and not history:
                 _append(conn, thread, seed, None, now)
@@ -959,7 +532,7 @@ class Store:
             _append(conn, thread, added, run_id, now)
             return OpenedRun(history, added)
 
-        opened = await self._runner.write(work)
+        opened = await self._runner.write(work, brief=True)
         if opened is None:
             raise ConflictError(
                 f"thread {thread_id!r} has runs waiting their turn; send "
@@ -1000,7 +573,7 @@ class Store:
     ) -> None:
         """Record a run as `running`."""
         values = _run_values(run_id, thread_id, user_id, agent, model, utcnow())
-        await self._runner.write(lambda conn: conn.execute(_Run.record, values))
+        await self._runner.write(lambda conn: execute(conn, _Run.record, values), brief=True)
 
     async def end_run(
         self,
@@ -1050,7 +623,7 @@ class Store:
         def end_work(conn: Connection) -> bool:
             # Fenced: the run's row is updated only if that worker still holds it, and its
             # answer stored only then (the update's row lock holds it until the commit).
-            if conn.execute(end, values).rowcount == 0 and fence is not None:
+            if execute(conn, end, values).rowcount == 0 and fence is not None:
                 return False
             if last is not None:
                 _append(conn, (last[0], last[1]), msgs, run_id, now)
@@ -1058,7 +631,7 @@ class Store:
                 store_events(conn, events)
             return True
 
-        return await self._runner.write(end_work, single=not msgs and events is None)
+        return await self._runner.write(end_work, single=not msgs and events is None, brief=True)
 
     async def get_run(self, run_id: str, user_id: str) -> RunRecord | None:
         """The run if `user_id` started it."""
@@ -1282,20 +855,6 @@ class Store:
     async def ping(self) -> None:
         """Check the database answers."""
         await self._runner.read(lambda conn: conn.execute(text("SELECT 1")))
-
-
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    cursor = dbapi_connection.cursor()
-    # WAL: readers never wait for the writer. NORMAL sync is durable across process crashes
-    # in WAL mode (only a power loss may drop the last commits).
-    for pragma in (
-        "PRAGMA busy_timeout=10000",
-        "PRAGMA synchronous=NORMAL",
-        "PRAGMA foreign_keys=ON",
-    ):
-        cursor.execute(pragma)
-    cursor.close()
-    use_wal(dbapi_connection, 10.0)
 
 
 def _upgrade(connection: Connection) -> None:
@@ -1611,6 +1170,10 @@ events)`); its one row's first column counts the runs ended (0: fenced out)."""
 insert_events = insert(run_events)
 """A batch of `run_events` rows (`run_id`, `seq`, `data`, `created_at`)."""
 
+RUN_HELD = select(runs.c.id).where(_Run.holds)
+"""The run `_run` (a row) if worker `_worker` holds it, at attempt `_attempt` (the fence of
+its event batches: a worker that lost the run stores none)."""
+
 
 _INSERT_NEW_EVENTS = {
     "sqlite": sqlite_insert(run_events).on_conflict_do_nothing(),
@@ -1626,7 +1189,8 @@ def store_events(conn: Connection, events: EventRows) -> None:
     late batch under ids its new worker numbered on from, and the run's end must not fail
     for a line of its log (before this, its end went alone and such a batch failed apart).
     """
-    conn.execute(_INSERT_NEW_EVENTS[conn.dialect.name], events.rows)
+    if events.rows:
+        executemany(conn, _INSERT_NEW_EVENTS[conn.dialect.name], events.rows)
     if events.notify is not None:
         conn.execute(select(func.pg_notify(*events.notify)))
 
@@ -1645,8 +1209,8 @@ def _pg_events(values: dict[str, Any], events: EventRows | None) -> str:
 
 def _history(conn: Connection, values: dict[str, Any]) -> list[Msg]:
     """The messages of the thread `values` names (`_thread`, `_user`), oldest first."""
-    rows = conn.execute(_Run.history, values).scalars()
-    return [Msg.model_validate_json(data) for data in rows]
+    rows = execute(conn, _Run.history, values).fetchall()
+    return [Msg.model_validate_json(data) for (data,) in rows]
 
 
 def _run_values(
@@ -1691,9 +1255,9 @@ def _insert(
         for m in msgs
     ]
     if len(rows) > 1:
-        conn.execute(_Run.add_messages, rows)
+        executemany(conn, _Run.add_messages, rows)
     elif rows:  # one row: a plain execute, not the executemany machinery
-        conn.execute(_Run.add_messages, rows[0])
+        execute(conn, _Run.add_messages, rows[0])
 
 
 def _append(
@@ -1710,9 +1274,9 @@ def _append(
     title = _title(msgs)
     touch = {"_thread": thread[0], "_user": thread[1], "_now": now}
     if title:
-        conn.execute(_Run.touch_titled, {**touch, "_title": title})
+        execute(conn, _Run.touch_titled, {**touch, "_title": title})
     else:
-        conn.execute(_Run.touch, touch)
+        execute(conn, _Run.touch, touch)
 
 
 def _thread_statuses(conn: Connection, user_id: str, ids: list[str]) -> dict[str, str]:
