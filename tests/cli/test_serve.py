@@ -40,7 +40,7 @@ def _serve(tmp_path: Path, env: dict[str, str], until: str) -> str:
             assert server.poll() is None, log.read_text()
             assert time.monotonic() < deadline, f"no {until!r} line in time:\n{log.read_text()}"
             time.sleep(0.1)
-        health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=10)
+        health = _health(server, f"http://127.0.0.1:{port}/health", deadline, log)
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -48,6 +48,19 @@ def _serve(tmp_path: Path, env: dict[str, str], until: str) -> str:
     text = log.read_text()
     assert f"the web page is at http://localhost:{port}/" in text
     return text
+
+
+def _health(
+    server: subprocess.Popen[bytes], url: str, deadline: float, log: Path
+) -> httpx.Response:
+    """The server's health once it listens: uvicorn says its startup is complete before it binds."""
+    while True:
+        try:
+            return httpx.get(url, timeout=10)
+        except httpx.ConnectError:
+            assert server.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, f"no answer from {url} in time:\n{log.read_text()}"
+            time.sleep(0.1)
 
 
 def _user_env(tmp_path: Path) -> dict[str, str]:

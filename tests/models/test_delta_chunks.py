@@ -17,11 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from parley import Msg
 from parley.messages import TextBlock, ThinkingBlock, ToolCallBlock
 from parley.models import ChatResponse, ChatUsage, StreamAccumulator
 from parley.models.accumulator import Delta, TextDelta, ThinkingDelta, ToolCallDelta
-from parley.models.testing import ScriptedModel
 
 TRACKED_PER_CHUNK = 3 if sys.version_info < (3, 13) else 4
 """The chunk, its content list, its block; no fields sets of their own, and no `__dict__`s:
@@ -58,16 +56,44 @@ print(_tracked() - before)
 """
 
 
-@pytest.mark.parametrize("kind", ["text", "thinking", "tool_call"])
-def test_a_kept_delta_chunk_holds_few_tracked_objects(kind: str) -> None:
-    # Measured in a fresh interpreter: whether CPython keeps a class's instances' fields
-    # inline depends on how every earlier instance of it was filled (a test that builds
-    # blocks field by field in other orders turns it off for the rest of the process, and
-    # a chunk then holds one more object: its `__dict__`).
+_STREAM = """
+import asyncio
+from parley import Msg
+from parley.models.testing import ScriptedModel
+from tests.models.test_delta_chunks import _tracked
+short, long = 400, 1200
+
+
+async def main():
+    model = ScriptedModel(["x" * short, "x" * long], chunk_size=1)
+    held, kept = [], []
+    for count in (short, long):
+        before = _tracked()
+        kept.append([chunk async for chunk in model.chat_stream([Msg.user("hi")])])
+        held.append(_tracked() - before)
+        assert len(kept[-1]) == count + 1, len(kept[-1])
+        assert kept[-1][-1].is_last
+        assert kept[-1][-1].text == "x" * count
+        assert kept[-1][-1].usage is not None
+    print((held[1] - held[0]) / (long - short))
+
+
+asyncio.run(main())
+"""
+
+
+def _in_a_fresh_interpreter(script: str, *args: str) -> str:
+    """What `script` prints, run where no earlier test has shaped CPython's instance layouts.
+
+    Whether CPython keeps a class's instances' fields inline depends on how every earlier
+    instance of it was filled (a test that builds blocks field by field in other orders turns
+    it off for the rest of the process, and a chunk then holds one more object: its
+    `__dict__`); so what a chunk holds is measured where no other test ran.
+    """
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), str(root)])}
     done = subprocess.run(
-        [sys.executable, "-c", _MEASURE, kind],
+        [sys.executable, "-c", script, *args],
         capture_output=True,
         text=True,
         env=env,
@@ -75,26 +101,19 @@ def test_a_kept_delta_chunk_holds_few_tracked_objects(kind: str) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    held, count = int(done.stdout), 500
+    return done.stdout
+
+
+@pytest.mark.parametrize("kind", ["text", "thinking", "tool_call"])
+def test_a_kept_delta_chunk_holds_few_tracked_objects(kind: str) -> None:
+    held, count = int(_in_a_fresh_interpreter(_MEASURE, kind)), 500
     # The list holding them and the accumulator's first slot, besides the chunks.
     assert held <= TRACKED_PER_CHUNK * count + 5, f"{held / count:.2f} tracked per chunk"
 
 
-async def test_a_kept_stream_holds_few_tracked_objects_per_chunk() -> None:
+def test_a_kept_stream_holds_few_tracked_objects_per_chunk() -> None:
     # Two streams' difference: what one more chunk holds, the stream's own objects apart.
-    short, long = 400, 1200
-    model = ScriptedModel(["x" * short, "x" * long], chunk_size=1)
-    held = []
-    kept = []
-    for count in (short, long):
-        before = _tracked()
-        kept.append([chunk async for chunk in model.chat_stream([Msg.user("hi")])])
-        held.append(_tracked() - before)
-        assert len(kept[-1]) == count + 1
-        assert kept[-1][-1].is_last
-        assert kept[-1][-1].text == "x" * count
-        assert kept[-1][-1].usage is not None
-    per_chunk = (held[1] - held[0]) / (long - short)
+    per_chunk = float(_in_a_fresh_interpreter(_STREAM))
     assert per_chunk <= TRACKED_PER_CHUNK + 0.02, f"{per_chunk:.2f} tracked per chunk"
 
 

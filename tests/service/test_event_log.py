@@ -9,6 +9,7 @@ connection is killed (`pg_terminate_backend`) and the follower still gets everyt
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -339,14 +340,24 @@ async def test_followers_poll_while_the_doorbell_is_down(
         await writing.close()
 
 
+@contextlib.asynccontextmanager
+async def _doorbell_heard(store: Store) -> AsyncIterator[tuple[list[str], StoreEventLog]]:
+    """The doorbells heard on `store`'s database (payloads), and a log on it that rings them."""
+    heard: list[str] = []
+    async with pg_connection(store.engine.url) as conn:
+        await conn.add_listener("parley_events", lambda *args: heard.append(args[-1]))
+        writing = await StoreEventLog.open(store, listen=False)
+        try:
+            yield heard, writing
+        finally:
+            await writing.close()
+
+
 async def test_the_doorbell_payload_names_the_run_and_its_last_id(
     replicas: tuple[Store, Store],
 ) -> None:
     one, _ = replicas
-    heard: list[str] = []
-    async with pg_connection(one.engine.url) as conn:
-        await conn.add_listener("parley_events", lambda *args: heard.append(args[-1]))
-        writing = await StoreEventLog.open(one, listen=False)
+    async with _doorbell_heard(one) as (heard, writing):
         run_id = await _new_run(one)
         await _put_and_flush(writing, run_id, *(_text(i) for i in range(50)))
         await _until(lambda: bool(heard))
@@ -596,10 +607,7 @@ async def test_a_runs_end_rings_the_doorbell_for_its_events(
     replicas: tuple[Store, Store],
 ) -> None:
     one, _ = replicas
-    heard: list[str] = []
-    async with pg_connection(one.engine.url) as conn:
-        await conn.add_listener("parley_events", lambda *args: heard.append(args[-1]))
-        writing = await StoreEventLog.open(one, listen=False)
+    async with _doorbell_heard(one) as (heard, writing):
         run_id = await _new_run(one)
         writer = await writing.writer(run_id)
         writer.put(_text(0))

@@ -50,6 +50,12 @@ def _make(thread_id: str) -> Callable[[Connection], str]:
     return work
 
 
+def _refused(conn: Connection) -> None:
+    """A write that fails half-way (what it wrote must be rolled back)."""
+    _make("half-done")(conn)
+    raise ValueError("this write is refused")
+
+
 def _stored(path: Path) -> set[str]:
     """The thread ids on disk, read by a connection of the standard library's own."""
     with sqlite3.connect(path) as conn:
@@ -83,11 +89,7 @@ async def test_writes_queued_together_share_one_commit(
 async def test_a_failing_write_fails_alone_and_leaves_nothing(
     store: Store, sqlite_url: str
 ) -> None:
-    def fails(conn: Connection) -> None:
-        _make("half-done")(conn)  # written, then the work fails: rolled back
-        raise ValueError("this write is refused")
-
-    outcomes = await _behind_a_gate(store, [_make("before"), fails, _make("after")])
+    outcomes = await _behind_a_gate(store, [_make("before"), _refused, _make("after")])
 
     assert outcomes[0] == "before"
     assert isinstance(outcomes[1], ValueError)
@@ -266,13 +268,9 @@ async def test_the_writer_thread_checkpoints_what_brief_writes_add_to_the_wal(
 async def test_a_brief_write_that_fails_inline_fails_alone_and_leaves_nothing(
     store: Store, sqlite_url: str
 ) -> None:
-    def fails(conn: Connection) -> None:
-        _make("half-done")(conn)  # written, then the work fails: rolled back
-        raise ValueError("this write is refused")
-
     seen: list[int] = []
     with pytest.raises(ValueError, match="refused"):
-        await store.transact(_where(seen, fails), brief=True)
+        await store.transact(_where(seen, _refused), brief=True)
     assert seen == [threading.get_ident()]  # it ran inline, once
     assert await store.transact(_make("after"), brief=True) == "after"
     assert _stored(Path(sqlite_url.split("///", 1)[1])) == {"after"}
