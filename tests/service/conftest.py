@@ -12,7 +12,7 @@ module overrides `store_url` (with `postgres_db_url`, or `database_url`: each da
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from parley.agents import Agent
 from parley.service import AgentRegistry, ServiceSettings, create_app
 from parley.service.state import ServiceState
 from parley.service.store import Store
+from tests.service._sent import Sent, count_asyncpg, count_sqlite
 
 
 @dataclass
@@ -121,3 +122,16 @@ async def service(sqlite_url: str) -> AsyncIterator[MakeService]:
             return Service(app, client, config)
 
         yield make
+
+
+@pytest.fixture
+def asyncpg_sent(monkeypatch: pytest.MonkeyPatch) -> Sent:
+    """Every statement asyncpg executes while `sent.on` (`tests/service/_sent.py`)."""
+    return count_asyncpg(monkeypatch)
+
+
+@pytest.fixture
+def sqlite_sent() -> Iterator[Sent]:
+    """Every statement SQLite runs while `sent.on` (`tests/service/_sent.py`)."""
+    with count_sqlite() as sent:
+        yield sent

@@ -46,6 +46,7 @@ MAX_EXAMPLES = 100
 SEED = 20261121
 SECRET = "fuzz-secret"
 TRACEBACK_MARKERS = ("Traceback (most recent call last)", 'File "/')
+FRAMING_HEADERS = ("content-length", "transfer-encoding")
 
 
 class AlwaysAnswers(ScriptedModel):
@@ -118,6 +119,12 @@ def no_stack_trace(_ctx: Any, response: schemathesis.Response, _case: schemathes
 def test_no_server_error_and_every_answer_as_documented(
     base_url: str, case: schemathesis.Case
 ) -> None:
+    # A header that frames the message (a generated `content-length: }g]Z`) is refused by
+    # uvicorn with a 400 before the app sees the request: HTTP's, not the API's, to document.
+    # The client frames the message itself.
+    headers = case.headers if case.headers is not None else {}
+    for name in [n for n in headers if n.lower() in FRAMING_HEADERS]:
+        del headers[name]
     response = case.call_and_validate(base_url=base_url, additional_checks=[no_stack_trace])
     assert response.status_code < 500
     content_type = response.headers.get("content-type", [""])[0]

@@ -15,6 +15,7 @@ from sqlalchemy import Connection, Engine, event, func, insert, select
 from parley.service.store import Store, thread_locks
 from parley.service.store.locks import PostgresThreadLocks
 from parley.service.store.tables import threads
+from tests.service._sent import Sent
 
 
 @pytest.fixture
@@ -88,13 +89,17 @@ async def test_a_failing_write_fails_alone_and_leaves_nothing(store: Store) -> N
 
 
 async def test_thread_locks_asked_together_go_as_one_query(
-    postgres_db_url: str, statements: list[str]
+    postgres_db_url: str, asyncpg_sent: Sent
 ) -> None:
     locks = thread_locks(postgres_db_url)
+    assert isinstance(locks, PostgresThreadLocks)
+    asyncpg_sent.on = True
+    statements = asyncpg_sent.statements
     try:
         leases = await asyncio.gather(*(locks.acquire(f"t{i}", "u", 0) for i in range(16)))
         taken = [s for s in statements if "advisory" in s]
         await asyncio.gather(*(lease.release() for lease in leases))
+        await locks.settle()  # the unlocks are queued, not waited for
         given_back = [s for s in statements if "advisory" in s][len(taken) :]
 
         assert len(taken) == 1  # one a lock before: 16

@@ -12,14 +12,9 @@ fenced UPDATE, no SELECT before it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import AsyncIterator
 
-import asyncpg
 import pytest
-from asyncpg.prepared_stmt import PreparedStatement
-from sqlalchemy import Engine, event
 
 from parley.messages import Msg
 from parley.service.events import StoreEventLog
@@ -27,89 +22,7 @@ from parley.service.runs import RunHandle, RunManager
 from parley.service.store import Store, thread_locks
 from parley.service.store.locks import LocalThreadLocks, PostgresThreadLocks
 from tests.service._agents import echo_agent
-
-
-@dataclass
-class Sent:
-    """The statements sent while `on` (each with what sent it), in order."""
-
-    on: bool = False
-    statements: list[str] = field(default_factory=list)
-    commits: int = 0
-    """Transactions committed (SQLite's engines)."""
-
-    def event_batches(self) -> list[str]:
-        """The statements that store a batch of events on their own (not with a run's end)."""
-        return [s for s in self.statements if s.startswith(_BATCHES)]
-
-    def others(self) -> list[str]:
-        # A poll for cancel requests comes every half second of a run: not the run's own.
-        polls = "SELECT runs.id, runs.cancel_action"
-        return [s for s in self.statements if not s.startswith((polls, *_BATCHES))]
-
-
-# A batch of events on PostgreSQL (rows as arrays, the doorbell beside), and on SQLite.
-_BATCHES = ("WITH added AS", "INSERT INTO run_events")
-
-
-def _counting(sent: Sent, method: Callable[..., Any], query_of: Callable[..., str]) -> Any:
-    async def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if sent.on:
-            sent.statements.append(query_of(self, *args))
-        return await method(self, *args, **kwargs)
-
-    return counted
-
-
-@pytest.fixture
-def asyncpg_sent(monkeypatch: pytest.MonkeyPatch) -> Sent:
-    """Every statement asyncpg executes (each one a round trip) while `sent.on`.
-
-    What SQLAlchemy's asyncpg dialect calls: prepared statements' executions, and the
-    connection's own (BEGIN, COMMIT, ROLLBACK, executemany); a statement's PREPARE is left out
-    (once per connection: how many connections the pool opened is not the run's doing).
-    """
-    sent = Sent()
-    connection = asyncpg.connection.Connection
-    for name in ("execute", "executemany", "fetch", "fetchrow", "fetchval"):
-        method = getattr(connection, name)
-        monkeypatch.setattr(connection, name, _counting(sent, method, lambda _c, q, *_: q))
-    for name in ("fetch", "fetchrow", "fetchval", "executemany", "cursor"):
-        method = getattr(PreparedStatement, name)
-        query_of: Callable[..., str] = lambda stmt, *_: stmt.get_query()  # noqa: E731
-        monkeypatch.setattr(PreparedStatement, name, _counting(sent, method, query_of))
-    return sent
-
-
-@pytest.fixture
-def sqlite_sent() -> Iterator[Sent]:
-    """Every statement SQLite runs while `sent.on`, on the connections of the engines opened.
-
-    Seen by `sqlite3`'s own trace callback, so what the store runs on the driver's cursor
-    (`parley.service.store.prepared`) is counted as what runs through SQLAlchemy; BEGIN and
-    the pragmas are left out, COMMITs counted apart.
-    """
-    sent = Sent()
-
-    def traced(sql: str) -> None:
-        if not sent.on:
-            return
-        word = sql.split(None, 1)[0].upper()
-        if word == "COMMIT":
-            sent.commits += 1
-        elif word not in ("BEGIN", "PRAGMA"):
-            sent.statements.append(sql)
-
-    def connected(dbapi_connection: Any, _record: Any) -> None:
-        trace = getattr(dbapi_connection, "set_trace_callback", None)  # sqlite3's, not aiosqlite's
-        if trace is not None:
-            trace(traced)
-
-    event.listen(Engine, "connect", connected)
-    try:
-        yield sent
-    finally:
-        event.remove(Engine, "connect", connected)
+from tests.service._sent import Sent
 
 
 @pytest.fixture
@@ -196,6 +109,8 @@ async def test_a_run_on_postgres_is_four_statements_with_its_events(
     assert "INSERT INTO run_events" in others[2]  # its events, and their doorbell
     assert "pg_notify" in others[2]
     assert "pg_advisory_unlock" in others[3]
+    # All four straight on asyncpg's connection (`prepared.fetch`), not through SQLAlchemy.
+    assert [s for s in asyncpg_sent.straight if s in others] == others
     assert asyncpg_sent.event_batches() == []  # it ended within its log's flush interval
     await _stored_whole(postgres_runs, handle)
 

@@ -72,7 +72,7 @@ from parley.service.runs_protocol import (
     stop_if_cancelled,
 )
 from parley.service.store import Store
-from parley.service.store.prepared import execute, executemany
+from parley.service.store.prepared import Counted, execute, executemany
 from parley.service.store.store import PG_CONNECT_TIMEOUT, RUN_HELD, insert_events
 from parley.service.store.tables import run_events, runs, utcnow
 
@@ -481,7 +481,9 @@ class StoreEventLog(EventLog):
             executemany(conn, insert_events, rows)
             return True
 
-        def pg_work(conn: Connection) -> bool:
+        if self.store.is_sqlite:
+            stored = bool(await self._runner.write(work, brief=True))
+        else:
             # The doorbell is sent at commit, to every listening replica (this one too).
             values = {
                 **held,
@@ -493,12 +495,7 @@ class StoreEventLog(EventLog):
                 "payload": f"{run_id}:{rows[-1]['seq']}",
             }
             statement = self._pg_statements[fence is not None]
-            return bool(conn.execute(statement, values).scalar_one())
-
-        if self.store.is_sqlite:
-            stored = await self._runner.write(work, brief=True)
-        else:
-            stored = await self._runner.write(pg_work, single=True)
+            stored = bool(await self._runner.write(Counted(statement, values), single=True))
         if stored:
             self.stored(run_id, rows[-1]["seq"])
         return stored

@@ -28,6 +28,7 @@ from sqlalchemy.exc import PendingRollbackError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from parley.errors import ConflictError
+from parley.service.store.prepared import fetch
 from parley.service.store.runners import is_database_down
 from parley.service.store.store import PG_TIMEOUTS
 
@@ -209,7 +210,7 @@ class _LockSession:
             if self._conn is None:
                 self._conn = await self._engine.connect()
             try:
-                rows = (await self._conn.execute(_LOCK_BATCH, params)).all()
+                rows = await fetch(self._conn, _LOCK_BATCH, params)
             except Exception as exc:
                 # A connection the database dropped (or that SQLAlchemy has marked invalid
                 # since) holds no lock any more: a new one is opened.

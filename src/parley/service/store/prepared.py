@@ -1,21 +1,25 @@
-"""SQLite: a run's statements compiled once and run on the driver's own cursor.
+"""The store's hot statements compiled once and run on the driver itself.
 
 For statements built once (the store's, module constants): each is compiled at its first
-execution with a set of parameter names, and kept.
+execution with a set of parameter names, and kept. The compiler and the types stay
+SQLAlchemy's (the SQL, the order of the parameters, each type's conversion of a value, a
+column's scalar default are SQLAlchemy's, found once a statement); what is skipped is its
+work for every execution (its execution context, parameter processing, result set-up and
+events), which cost about as much CPU as the database's own work for a run's statements.
 
-A run's opening and end are a handful of small statements each, and SQLAlchemy Core's work
-for every execution (its execution context, parameter processing, result set-up and events)
-cost about as much CPU as SQLite's own work for them (a run's opening and end, measured:
-0.58 ms through it, 0.43 ms on the cursor).
-`execute` keeps SQLAlchemy's compiler and its types (the SQL, the order of the parameters,
-each type's conversion of a value, a column's scalar default are SQLAlchemy's, found once a
-statement) and skips the rest: the parameters are converted and handed to `sqlite3`, whose
-cursor comes back. It runs in the connection's transaction, as `Connection.execute` would.
-On any other database it is `Connection.execute`.
+- **SQLite**: `execute` and `executemany` hand the converted parameters to `sqlite3`, in the
+  connection's transaction, as `Connection.execute` would (a run's opening and end,
+  measured: 0.58 ms through SQLAlchemy, 0.43 ms on the cursor). On any other database they
+  are `Connection.execute`. `sqlite3`'s trace callback sees these executions; SQLAlchemy's
+  statement events do not.
+- **PostgreSQL**: `fetch` runs a statement straight on the asyncpg connection under an
+  `AsyncConnection`, from the event loop (no greenlet, no cursor adapter); a database error
+  comes as SQLAlchemy's (`sqlalchemy.exc.DBAPIError` and its kinds, the driver's error as
+  `orig`), and a connection it finds lost is invalidated, as SQLAlchemy does. `Counted` is a
+  one-statement write that a runner can send this way.
 
-What it returns has `fetchone`, `fetchall` and `rowcount`, whichever runs it; rows are
-tuples (by position, not by name). SQLAlchemy's statement events do not see these
-executions; `sqlite3`'s trace callback does.
+What `execute` returns has `fetchone`, `fetchall` and `rowcount`; rows are tuples (by
+position, not by name), as are `fetch`'s (asyncpg's records).
 """
 
 from __future__ import annotations
@@ -24,10 +28,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from sqlalchemy import ClauseElement, Connection, Executable
+from sqlalchemy import exc as sqlalchemy_exc
 from sqlalchemy.engine import Dialect
+from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.compiler import SQLCompiler
 
-__all__ = ["Rows", "execute", "executemany"]
+__all__ = ["Counted", "Rows", "execute", "executemany", "fetch"]
 
 
 class Rows(Protocol):
@@ -98,12 +104,14 @@ class _Prepared:
         return out
 
 
-_cache: dict[tuple[int, tuple[str, ...]], _Prepared] = {}
+# By the statement, the dialect's kind (one process may hold a SQLite and a PostgreSQL store)
+# and the parameters' names.
+_cache: dict[tuple[int, type[Dialect], tuple[str, ...]], _Prepared] = {}
 _CACHE_SIZE = 256  # far more than the store's statements: a caller's one-off ones go too
 
 
 def _prepared(statement: Executable, dialect: Dialect, keys: tuple[str, ...]) -> _Prepared:
-    key = (id(statement), keys)
+    key = (id(statement), type(dialect), keys)
     found = _cache.get(key)
     if found is None or found.statement is not statement:
         if len(_cache) >= _CACHE_SIZE:  # bounded: each entry keeps its statement alive
@@ -135,3 +143,93 @@ def _driver(conn: Connection) -> Any:
     if raw is None:
         raise RuntimeError("the connection is closed")
     return raw
+
+
+# -- PostgreSQL: straight on asyncpg -----------------------------------------------------------
+
+
+async def fetch(
+    conn: AsyncConnection, statement: Executable, values: Mapping[str, Any]
+) -> list[Any]:
+    """Run `statement` with `values` on the asyncpg connection under `conn`; its rows.
+
+    Outside any transaction SQLAlchemy began (none is begun by it), so a write commits on
+    its own; the connection's `command_timeout` bounds it (`TimeoutError`). See the module.
+    """
+    prepared = _prepared(statement, conn.dialect, tuple(values))
+    args = prepared.args(values)
+    driver = _driver(conn.sync_connection) if conn.sync_connection is not None else None
+    if driver is None:
+        raise RuntimeError("the connection is not open")
+    try:
+        return await driver.fetch(prepared.sql, *args)  # type: ignore[no-any-return]
+    except Exception as exc:
+        # Closed, or in a state the driver cannot go on from (the server's FATAL read
+        # before the socket's end: a connection killed while it was idle).
+        lost = driver.is_closed() or _is_stuck(exc)
+        if lost:  # as SQLAlchemy does: the pool drops it instead of lending it out again
+            await conn.invalidate()
+        raise _as_sqlalchemy(exc, prepared.sql, args, lost=lost) from exc
+
+
+def _is_stuck(exc: Exception) -> bool:
+    import asyncpg  # noqa: PLC0415 - PostgreSQL only (the `postgres` extra)
+
+    return isinstance(exc, asyncpg.InternalClientError)
+
+
+def _as_sqlalchemy(exc: Exception, sql: str, args: list[Any], *, lost: bool) -> Exception:
+    """The driver's error as SQLAlchemy's asyncpg dialect raises it (its kind, `orig`).
+
+    A statement timeout (`TimeoutError`) and errors that are not the driver's stay as they
+    are, as they come through SQLAlchemy.
+    """
+    import asyncpg  # noqa: PLC0415 - PostgreSQL only (the `postgres` extra)
+
+    if lost or (
+        isinstance(exc, asyncpg.InterfaceError | OSError) and not isinstance(exc, TimeoutError)
+    ):
+        return sqlalchemy_exc.InterfaceError(sql, args, exc, connection_invalidated=lost)
+    if not isinstance(exc, asyncpg.PostgresError):
+        return exc
+    state = str(exc.sqlstate or "")
+    kind: type[sqlalchemy_exc.DBAPIError] = sqlalchemy_exc.DBAPIError
+    for prefix, named in _KINDS:
+        if state.startswith(prefix):
+            kind = named
+            break
+    return kind(sql, args, exc, connection_invalidated=lost)
+
+
+_KINDS: tuple[tuple[str, type[sqlalchemy_exc.DBAPIError]], ...] = (
+    ("23", sqlalchemy_exc.IntegrityError),  # a constraint
+    ("42", sqlalchemy_exc.ProgrammingError),  # syntax, no such table, no right
+    ("XX", sqlalchemy_exc.InternalError),  # the server's own failure
+)
+"""SQLSTATE classes and the kind each is raised as, as SQLAlchemy's asyncpg dialect does;
+the rest as `DBAPIError` itself (a lost server among them: `is_database_down` reads its
+state)."""
+
+
+class Counted:
+    """A write of ONE statement whose one row is a count: that count.
+
+    A work like any other (a function of a sync connection) in a transaction or a batch; a
+    runner that sends it alone on PostgreSQL calls `direct` instead (see `fetch`).
+    """
+
+    __slots__ = ("statement", "values")
+
+    def __init__(self, statement: Executable, values: Mapping[str, Any]) -> None:
+        self.statement = statement
+        self.values = values
+
+    def __call__(self, conn: Connection) -> int:
+        """The count, on `conn`, in its transaction."""
+        row = execute(conn, self.statement, self.values).fetchone()
+        return int(row[0])
+
+    async def direct(self, conn: AsyncConnection) -> int:
+        """The count, the statement sent straight on `conn`'s asyncpg connection."""
+        rows = await fetch(conn, self.statement, self.values)
+        return int(rows[0][0])

@@ -26,6 +26,7 @@ from sqlalchemy import exc as sqlalchemy_exc
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from parley._sqlite import use_wal
+from parley.service.store.prepared import Counted
 
 __all__ = [
     "DATABASE_DOWN",
@@ -193,6 +194,8 @@ class GreenletRunner(Runner):
     async def _write_alone(self, item: Write) -> Any:
         if item.single:  # one statement is a transaction of its own: three round trips one
             async with self._autocommit.connect() as conn:
+                if isinstance(item.work, Counted):  # straight on asyncpg: no greenlet
+                    return await item.work.direct(conn)
                 return await conn.run_sync(item.work)
         async with self._engine.begin() as conn:
             return await conn.run_sync(item.work)

@@ -74,7 +74,7 @@ from parley.agents.approval import PendingApproval
 from parley.errors import ConflictError, NotFoundError
 from parley.messages import Msg
 from parley.service.runs_protocol import EventRows
-from parley.service.store.prepared import execute, executemany
+from parley.service.store.prepared import Counted, execute, executemany
 from parley.service.store.runners import GreenletRunner, runner_for, sqlite_pragmas
 from parley.service.store.tables import (
     api_keys,
@@ -563,8 +563,7 @@ class Store:
             "_datas": [m.model_dump_json() for m in msgs],
             "_runs": [None] * len(history) + [values["_run"]] * len(added),
         }
-        work = partial(_count, statement=_PG_OPEN_NEW, values=made_values)
-        if await self._runner.write(work, single=True):
+        if await self._runner.write(Counted(_PG_OPEN_NEW, made_values), single=True):
             return OpenedRun(history, added)
         return None
 
@@ -616,8 +615,8 @@ class Store:
             assert last is not None
             values.update(_end_values(last[0], last[1], msgs))
             statement = _PG_END[fence is not None, _pg_events(values, events)]
-            work = partial(_count, statement=statement, values=values)
-            return bool(await self._runner.write(work, single=True)) or fence is None
+            ended = await self._runner.write(Counted(statement, values), single=True)
+            return bool(ended) or fence is None
         end = _Run.end_fenced if fence is not None else _Run.end
 
         def end_work(conn: Connection) -> bool:
@@ -991,11 +990,6 @@ class _Run:
             runs.c.id.in_(bindparam("_ids", expanding=True)), runs.c.cancel_requested.is_(True)
         ),
     )
-
-
-def _count(conn: Connection, *, statement: Executable, values: dict[str, Any]) -> int:
-    """Run a statement whose one row is a count; that count."""
-    return int(conn.execute(statement, values).scalar_one())
 
 
 def _roll_back(conn: Connection, *, values: dict[str, Any], fenced: bool) -> bool:
