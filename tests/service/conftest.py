@@ -108,6 +108,10 @@ async def service(sqlite_url: str) -> AsyncIterator[MakeService]:
             **settings: Any,
         ) -> Service:
             settings.setdefault("database_url", sqlite_url)
+            # A test process's heap is the whole suite's: freezing it (a full collection
+            # first) would cost every start a quarter of a second. `test_heap_freeze.py`
+            # starts services with it.
+            settings.setdefault("gc_freeze", False)
             config = ServiceSettings(**settings)
             app = create_app(config, agents=registry if registry is not None else list(agents))
             await stack.enter_async_context(app.router.lifespan_context(app))
