@@ -4,6 +4,7 @@ have stored, what they cannot run is refused, and the driver's errors come as SQ
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
@@ -227,3 +228,21 @@ def _thread_row(values: dict[str, Any]) -> dict[str, Any]:
         "created_at": _NOW,
         "updated_at": _NOW,
     }
+
+
+async def test_a_postgres_statement_stopped_midway_leaves_its_connection_out_of_the_pool(
+    pg_store: Store,
+) -> None:
+    pid = select(func.pg_backend_pid())
+    async with pg_store.engine.connect() as conn:
+        (stopped,) = (await fetch(conn, pid, {}))[0]
+        sleep = select(func.pg_sleep(bindparam("s", type_=Float)))
+        task = asyncio.create_task(fetch(conn, sleep, {"s": 30}))
+        await asyncio.sleep(0.3)  # under way on the server
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert conn.invalidated  # its state unknown: never lent again
+    async with pg_store.engine.connect() as conn:
+        (now,) = (await fetch(conn, pid, {}))[0]
+    assert now != stopped

@@ -24,6 +24,8 @@ position, not by name), as are `fetch`'s (asyncpg's records).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -163,6 +165,12 @@ async def fetch(
         raise RuntimeError("the connection is not open")
     try:
         return await driver.fetch(prepared.sql, *args)  # type: ignore[no-any-return]
+    except asyncio.CancelledError:
+        # Stopped mid-statement: what the connection is in is unknown, so the pool must not
+        # lend it again (SQLAlchemy invalidates a connection on such an exit too).
+        with contextlib.suppress(Exception):
+            await conn.invalidate()
+        raise
     except Exception as exc:
         # Closed, or in a state the driver cannot go on from (the server's FATAL read
         # before the socket's end: a connection killed while it was idle).
