@@ -27,7 +27,7 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.exc import IntegrityError, InterfaceError
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from parley.service.store import Store
 from parley.service.store.prepared import Counted, execute, executemany, fetch
@@ -193,19 +193,17 @@ async def test_a_postgres_error_comes_as_sqlalchemys_and_the_connection_goes_on(
 async def test_a_lost_postgres_connection_is_said_down_and_left_out_of_the_pool(
     pg_store: Store,
 ) -> None:
-    pid = select(func.pg_backend_pid())
     async with pg_store.engine.connect() as conn:
-        (lost,) = (await fetch(conn, pid, {}))[0]
+        lost = await _backend(conn)
         async with pg_store.engine.connect() as other:
             await fetch(other, select(func.pg_terminate_backend(lost)), {})
         with pytest.raises(InterfaceError) as raised:
-            await fetch(conn, pid, {})
+            await _backend(conn)
         assert is_database_down(raised.value)
         assert raised.value.connection_invalidated
         assert conn.invalidated
     async with pg_store.engine.connect() as conn:  # the pool lends a new connection
-        (now,) = (await fetch(conn, pid, {}))[0]
-    assert now != lost
+        assert await _backend(conn) != lost
 
 
 async def test_a_postgres_statement_over_its_timeout_is_a_timeout(postgres_db_url: str) -> None:
@@ -213,7 +211,7 @@ async def test_a_postgres_statement_over_its_timeout_is_a_timeout(postgres_db_ur
     try:
         async with engine.connect() as conn:
             with pytest.raises(TimeoutError):
-                await fetch(conn, select(func.pg_sleep(bindparam("s", type_=Float))), {"s": 5})
+                await fetch(conn, _SLEEP, {"s": 5})
             assert (await fetch(conn, select(literal(1)), {}))[0][0] == 1  # it goes on
     finally:
         await engine.dispose()
@@ -233,16 +231,22 @@ def _thread_row(values: dict[str, Any]) -> dict[str, Any]:
 async def test_a_postgres_statement_stopped_midway_leaves_its_connection_out_of_the_pool(
     pg_store: Store,
 ) -> None:
-    pid = select(func.pg_backend_pid())
     async with pg_store.engine.connect() as conn:
-        (stopped,) = (await fetch(conn, pid, {}))[0]
-        sleep = select(func.pg_sleep(bindparam("s", type_=Float)))
-        task = asyncio.create_task(fetch(conn, sleep, {"s": 30}))
+        stopped = await _backend(conn)
+        task = asyncio.create_task(fetch(conn, _SLEEP, {"s": 30}))
         await asyncio.sleep(0.3)  # under way on the server
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
         assert conn.invalidated  # its state unknown: never lent again
     async with pg_store.engine.connect() as conn:
-        (now,) = (await fetch(conn, pid, {}))[0]
-    assert now != stopped
+        assert await _backend(conn) != stopped
+
+
+_SLEEP = select(func.pg_sleep(bindparam("s", type_=Float)))
+
+
+async def _backend(conn: AsyncConnection) -> int:
+    """The server process behind `conn` (another one is another connection)."""
+    (pid,) = (await fetch(conn, select(func.pg_backend_pid()), {}))[0]
+    return int(pid)

@@ -160,9 +160,9 @@ async def fetch(
     """
     prepared = _prepared(statement, conn.dialect, tuple(values))
     args = prepared.args(values)
-    driver = _driver(conn.sync_connection) if conn.sync_connection is not None else None
-    if driver is None:
+    if conn.sync_connection is None:
         raise RuntimeError("the connection is not open")
+    driver = _driver(conn.sync_connection)
     try:
         return await driver.fetch(prepared.sql, *args)  # type: ignore[no-any-return]
     except asyncio.CancelledError:
@@ -201,12 +201,8 @@ def _as_sqlalchemy(exc: Exception, sql: str, args: list[Any], *, lost: bool) -> 
     if not isinstance(exc, asyncpg.PostgresError):
         return exc
     state = str(exc.sqlstate or "")
-    kind: type[sqlalchemy_exc.DBAPIError] = sqlalchemy_exc.DBAPIError
-    for prefix, named in _KINDS:
-        if state.startswith(prefix):
-            kind = named
-            break
-    return kind(sql, args, exc, connection_invalidated=lost)
+    kind = next((named for prefix, named in _KINDS if state.startswith(prefix)), None)
+    return (kind or sqlalchemy_exc.DBAPIError)(sql, args, exc)
 
 
 _KINDS: tuple[tuple[str, type[sqlalchemy_exc.DBAPIError]], ...] = (
