@@ -54,7 +54,7 @@ async def test_a_release_lets_the_thread_go_before_the_database_answers(
     run = session._run
 
     async def slow(batch: Any) -> list[bool]:
-        if not all(lock for lock, _, _ in batch):  # an unlock: its answer held back
+        if not all(ask.take for ask in batch):  # an unlock: its answer held back
             await answers.wait()
         return await run(batch)
 

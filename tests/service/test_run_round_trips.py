@@ -2,9 +2,9 @@
 cannot grow back unseen.
 
 On PostgreSQL each statement is a round trip, and a transaction two more (BEGIN, COMMIT):
-a run takes its thread's lock, makes the thread with its record and question in ONE
-statement, stores its end with its answer and its events (and their doorbell) in one, and
-gives its lock back; none of them inside a transaction. A run shorter than its log's flush
+a run takes its thread's lock and makes the thread with its record and question in ONE
+statement, and stores its end with its answer and its events (and their doorbell) and gives
+its lock back in one; neither inside a transaction. A run shorter than its log's flush
 interval stores no batch of events of its own. On SQLite (no round trips) its end is one
 fenced UPDATE, no SELECT before it.
 """
@@ -91,7 +91,7 @@ async def _stored_whole(runs: RunManager, handle: RunHandle) -> None:
     assert seqs == list(range(1, len(seqs) + 1))
 
 
-async def test_a_run_on_postgres_is_four_statements_with_its_events(
+async def test_a_run_on_postgres_is_two_statements_with_its_lock_and_events(
     postgres_runs: RunManager, asyncpg_sent: Sent
 ) -> None:
     await _run(postgres_runs, "warm-up")  # the pool's first connections, their type lookups
@@ -102,14 +102,17 @@ async def test_a_run_on_postgres_is_four_statements_with_its_events(
     # No transaction: each write is one statement, committed on its own.
     assert not [s for s in asyncpg_sent.statements if s.split()[0] in ("BEGIN", "COMMIT")]
     others = asyncpg_sent.others()
-    assert len(others) == 4, others  # lock, open (thread, run, question), end (+answer), unlock
+    # The opening takes the thread's lock (thread, run, question), the end gives it back
+    # (+ answer, events, doorbell): no statement of the lock's own.
+    assert len(others) == 2, others
+    assert others[0].startswith("WITH locked AS")
     assert "pg_try_advisory_lock" in others[0]
-    assert others[1].startswith("WITH made AS")
-    assert others[2].startswith("WITH ended AS")
-    assert "INSERT INTO run_events" in others[2]  # its events, and their doorbell
-    assert "pg_notify" in others[2]
-    assert "pg_advisory_unlock" in others[3]
-    # All four straight on asyncpg's connection (`prepared.fetch`), not through SQLAlchemy.
+    assert "INSERT INTO threads" in others[0]
+    assert others[1].startswith("WITH ended AS")
+    assert "INSERT INTO run_events" in others[1]  # its events, and their doorbell
+    assert "pg_notify" in others[1]
+    assert "pg_advisory_unlock" in others[1]
+    # Both straight on asyncpg's connection (`prepared.fetch`), not through SQLAlchemy.
     assert [s for s in asyncpg_sent.straight if s in others] == others
     assert asyncpg_sent.event_batches() == []  # it ended within its log's flush interval
     await _stored_whole(postgres_runs, handle)
@@ -118,16 +121,21 @@ async def test_a_run_on_postgres_is_four_statements_with_its_events(
 async def test_a_run_on_an_existing_postgres_thread_is_one_transaction_more(
     postgres_runs: RunManager, asyncpg_sent: Sent
 ) -> None:
+    for _ in range(2):  # the pool's first connection (a new thread's run leaves it unused)
+        await _run(postgres_runs, "warm-up")
     first = await _run(postgres_runs, "t")
     asyncpg_sent.on = True
     handle = await _run(postgres_runs, "t")
     asyncpg_sent.on = False
 
     others = asyncpg_sent.others()
-    # The new-thread statement finds the thread (it writes nothing), then the opening's
-    # transaction: BEGIN, its claim, its record, the history read, the question, the touch.
-    assert others[1].startswith("WITH made AS")
-    assert [s.split()[0] for s in others[2:4]] == ["BEGIN", "SELECT"]
+    # The new-thread statement takes the lock and finds the thread (it writes nothing), then
+    # the opening's transaction: BEGIN, its claim, its record, the history read, the
+    # question, the touch; the end gives the lock back.
+    assert others[0].startswith("WITH locked AS")
+    assert [s.split()[0].rstrip(";") for s in others[1:3]] == ["BEGIN", "SELECT"]
+    assert "pg_advisory_unlock" in others[-1]
+    assert not [s for s in others if "pg_try_advisory_lock(t.k)" in s]  # no lock of its own
     assert len(others) <= 12, others
     stored = await postgres_runs.store.get_messages("t", "u")
     assert [(m.text, run_id) for m, run_id in stored] == [

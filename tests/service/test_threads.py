@@ -287,9 +287,11 @@ async def test_a_message_waiting_on_a_thread_deleted_meanwhile_starts_it_again(
     waits = asyncio.Event()
     acquire = locks.acquire
 
-    async def tell_and_acquire(thread_id: str, user_id: str, timeout: float) -> Lease:
+    async def tell_and_acquire(
+        thread_id: str, user_id: str, timeout: float, *, deferred: bool = False
+    ) -> Lease:
         waits.set()  # the request checked the thread, and now waits for its lock
-        return await acquire(thread_id, user_id, timeout)
+        return await acquire(thread_id, user_id, timeout, deferred=deferred)
 
     monkeypatch.setattr(locks, "acquire", tell_and_acquire)
     waiting = asyncio.create_task(

@@ -84,7 +84,7 @@ from parley.service.store import RunRecord, Store, ThreadLocks
 from parley.service.store.locks import Lease
 from parley.service.store.queue import Candidate, RunQueue, new_run_id
 from parley.service.store.runners import DATABASE_DOWN, is_database_down
-from parley.service.store.store import OpenedRun, RunJob
+from parley.service.store.store import LockCarrier, OpenedRun, RunJob
 
 __all__ = [
     "DEFAULT_BUFFER_BYTES",
@@ -468,7 +468,10 @@ class RunManager:
             )
             assert handle is not None  # a run a request waits for has a handle
             return handle
-        lease = await self.locks.acquire(thread_id, user_id, self.busy_timeout)
+        # A new message: the database's lock is taken with the run's opening (one round trip
+        # for both, `open_run(lock=...)`); an approval's answer reads the thread first.
+        deferred = resume is None
+        lease = await self.locks.acquire(thread_id, user_id, self.busy_timeout, deferred=deferred)
         try:
             memory = ThreadMemory(self.store, thread_id, user_id)
             run = await self._prepare(agent, user_id, thread_id, memory, message, resume)
@@ -492,6 +495,7 @@ class RunManager:
                     run_input.model_dump(mode="json"),
                     kwargs=kwargs,
                 ),
+                lock=lease.carrier,
             )
             memory.load(opened.history, stored_ahead=opened.added)
         except BaseException:
@@ -799,7 +803,9 @@ class RunManager:
         try:
             if handle.lost:
                 raise _LostRun(handle.run_id)
-            logged = await self._record_end(handle, ended, failure, held, writer)
+            # The end gives the lock back in its own statement, unless the thread is read after.
+            lock = None if handle.wants_snapshot else lease.carrier
+            logged = await self._record_end(handle, ended, failure, held, writer, lock)
             await self._snapshot(handle)
         except _LostRun:
             log.warning(
@@ -851,10 +857,12 @@ class RunManager:
         failure: RunError | None,
         held: list[Msg],
         writer: EventWriter | None,
+        lock: LockCarrier | None,
     ) -> bool:
         """Store the run's end, its answer (`held`) and, with `writer`, its last events.
 
-        In one transaction. Whether its last events (`failure`, `ended`) were stored.
+        In one transaction (with `lock`, the thread's lock given back in it when it can).
+        Whether its last events (`failure`, `ended`) were stored.
 
         Raises:
             _LostRun: Fenced out: another worker holds the run now (nothing was stored).
@@ -864,7 +872,14 @@ class RunManager:
         last = (handle.thread_id, handle.user_id, held) if held else None
         rollback = handle.cancel_action == "rollback" and ended.status == "interrupted"
         end = partial(
-            self._end_run, handle, ended.status, usage, error, last=last, rollback=rollback
+            self._end_run,
+            handle,
+            ended.status,
+            usage,
+            error,
+            last=last,
+            rollback=rollback,
+            lock=lock,
         )
         # A rolled-back run's end goes alone (its run and log are deleted).
         logged = writer is not None and not rollback
@@ -898,6 +913,7 @@ class RunManager:
         last: tuple[str, str, Sequence[Msg]] | None,
         rollback: bool,
         events: EventRows | None = None,
+        lock: LockCarrier | None = None,
     ) -> bool | None:
         """Record the run's end (fenced); tried again while the database is briefly down.
 
@@ -919,6 +935,7 @@ class RunManager:
                     fence=(self.worker_id, handle.attempt),
                     rollback=rollback,
                     events=events,
+                    lock=lock,
                 )
             except DATABASE_DOWN as exc:
                 if not is_database_down(exc) or time.monotonic() + pause > deadline:

@@ -35,7 +35,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.compiler import SQLCompiler
 
-__all__ = ["Counted", "Rows", "execute", "executemany", "fetch"]
+__all__ = ["Counted", "Rows", "execute", "executemany", "fetch", "is_closed"]
 
 
 class Rows(Protocol):
@@ -178,6 +178,13 @@ async def fetch(
         if lost:  # as SQLAlchemy does: the pool drops it instead of lending it out again
             await conn.invalidate()
         raise _as_sqlalchemy(exc, prepared.sql, args, lost=lost) from exc
+
+
+def is_closed(conn: AsyncConnection) -> bool:
+    """Whether the driver's connection under `conn` is closed (or `conn` itself is)."""
+    if conn.sync_connection is None or conn.closed or conn.invalidated:
+        return True
+    return bool(_driver(conn.sync_connection).is_closed())
 
 
 def _is_stuck(exc: Exception) -> bool:

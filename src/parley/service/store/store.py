@@ -30,15 +30,16 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import (
+    BigInteger,
     ColumnElement,
     Connection,
     Executable,
@@ -59,6 +60,7 @@ from sqlalchemy import (
     or_,
     select,
     text,
+    true,
     update,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
@@ -89,6 +91,7 @@ from parley.service.store.tables import (
 
 __all__ = [
     "ApiKeyRecord",
+    "LockCarrier",
     "OpenedRun",
     "RunJob",
     "RunRecord",
@@ -188,6 +191,30 @@ class OpenedRun:
     """The thread's messages (the seed, when it was stored), oldest first."""
     added: list[Msg]
     """The messages stored with the run's record (its question), after `history`."""
+
+
+class LockCarrier(Protocol):
+    """The connection that holds a thread's lock (PostgreSQL), lent for the run's statements.
+
+    A run's opening can take its thread's lock and its end give it back in the statement
+    itself, one round trip for both, when that connection is free: the statement has a
+    `_lock` (opening) or `_unlock` (end) parameter that is NULL when sent any other way.
+    Each method answers the statement's count if it was sent so, or None: then the caller
+    sends it as usual (`take_with` has taken the lock meanwhile; after `give_back_with` the
+    lock is given back when the lease is released).
+    """
+
+    async def take_with(self, statement: Executable, values: Mapping[str, Any]) -> int | None:
+        """Take the thread's lock, with `statement` if its connection is free (see the class).
+
+        Raises:
+            ConflictError: The thread stayed busy for the lease's timeout.
+        """
+        ...
+
+    async def give_back_with(self, statement: Executable, values: Mapping[str, Any]) -> int | None:
+        """Give the thread's lock back with `statement`, if its connection is free."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -476,6 +503,7 @@ class Store:
         seed: Sequence[Msg] = (),
         then: Callable[[list[Msg]], Sequence[Msg]] | None = None,
         job: RunJob | None = None,
+        lock: LockCarrier | None = None,
     ) -> OpenedRun:
         """Start a run on the caller's thread, in one transaction; the thread's messages.
 
@@ -494,14 +522,15 @@ class Store:
         On PostgreSQL a new thread is made, with the run and its messages, in ONE statement
         sent first (no transaction around it: one round trip); only on a thread that exists
         does the transaction below run. `then` may so be called twice (it must be a function
-        of the history alone).
+        of the history alone). With `lock` (a lease whose database lock is not taken yet),
+        that statement takes it (`LockCarrier.take_with`); the thread's lock is held after.
         """
         now = utcnow()
         values = _run_values(run_id, thread_id, user_id, agent, model, now)
         if job is not None:
             values.update(job.values(now))
         if not self.is_sqlite:
-            made = await self._open_new_thread(values, seed, then)
+            made = await self._open_new_thread(values, seed, then, lock)
             if made is not None:
                 return made
 
@@ -546,11 +575,12 @@ class Store:
         values: dict[str, Any],
         seed: Sequence[Msg],
         then: Callable[[list[Msg]], Sequence[Msg]] | None,
+        lock: LockCarrier | None,
     ) -> OpenedRun | None:
         """PostgreSQL: the thread `values` names, made with its run and first messages.
 
         In ONE statement, if it does not exist; what was stored, or None (it exists: nothing
-        was done).
+        was done). With `lock`, the statement takes the thread's lock too, if it can.
         """
         history = list(seed)
         added = list(then(history)) if then is not None else []
@@ -563,9 +593,10 @@ class Store:
             "_datas": [m.model_dump_json() for m in msgs],
             "_runs": [None] * len(history) + [values["_run"]] * len(added),
         }
-        if await self._runner.write(Counted(_PG_OPEN_NEW, made_values), single=True):
-            return OpenedRun(history, added)
-        return None
+        made = None if lock is None else await lock.take_with(_PG_OPEN_NEW, made_values)
+        if made is None:  # not sent with the lock (taken since): sent on its own
+            made = await self._runner.write(Counted(_PG_OPEN_NEW, made_values), single=True)
+        return OpenedRun(history, added) if made else None
 
     async def start_run(
         self, run_id: str, thread_id: str, user_id: str, agent: str, model: str
@@ -585,6 +616,7 @@ class Store:
         fence: tuple[str, int] | None = None,
         rollback: bool = False,
         events: EventRows | None = None,
+        lock: LockCarrier | None = None,
     ) -> bool:
         """Record how a run ended; with `last`, (its thread, its user, messages), those too.
 
@@ -615,7 +647,9 @@ class Store:
             assert last is not None
             values.update(_end_values(last[0], last[1], msgs))
             statement = _PG_END[fence is not None, _pg_events(values, events)]
-            ended = await self._runner.write(Counted(statement, values), single=True)
+            ended = None if lock is None else await lock.give_back_with(statement, values)
+            if ended is None:  # not sent with the lock's release: on its own
+                ended = await self._runner.write(Counted(statement, values), single=True)
             return bool(ended) or fence is None
         end = _Run.end_fenced if fence is not None else _Run.end
 
@@ -1059,7 +1093,25 @@ def _pg_end_with_messages(end: Any, *, events: str = "none") -> Executable:
         # Evaluated once, on the count's row: a CASE runs its THEN only when it holds.
         bell = func.pg_notify(bindparam("_channel", type_=Text), bindparam("_payload", type_=Text))
         counted = counted.add_columns(case((func.count() > 0, bell)))
-    return counted.add_cte(*ctes)
+    return counted.add_columns(_pg_unlock_at_commit().label("lock")).add_cte(*ctes)
+
+
+def _pg_unlock_at_commit() -> Any:
+    """The thread's lock given back at the statement's commit, when `_unlock` is given.
+
+    A session-level advisory lock given back mid-statement is free at once, before the
+    statement's writes can be seen: another replica could take the thread and read it
+    without them. So the statement first holds the same key for its own transaction (a
+    session holding a lock is granted it again at once), then gives the session's lock back:
+    the key stays held until the commit. `pg_try_advisory_xact_lock`, not the waiting kind:
+    if this session lost the lock (its connection was made again) the statement never waits
+    for whoever holds it now. NULL (nothing done) without `_unlock`; else whether the session
+    held the lock.
+    """
+    key = bindparam("_unlock", None, type_=BigInteger)
+    held = select(func.pg_try_advisory_xact_lock(key).label("held")).cte("held")
+    given = select(func.pg_advisory_unlock(key)).select_from(held)  # after `held`: reads it
+    return given.scalar_subquery()
 
 
 def _pg_end_events(run_id: Any, now: Any, did_end: Any) -> Insert:
@@ -1089,18 +1141,27 @@ def _pg_open_new_thread() -> Executable:
     """A new thread, its run recorded (as `_Run.record`) and its first messages: ONE statement.
 
     Nothing is written when the thread exists (its INSERT does nothing, and the others run
-    only after it made the thread); its one row counts the threads made (0 or 1). The run's
-    and messages' foreign keys are checked at the statement's end, the thread in place.
+    only after it made the thread); its one row counts the threads made (0 or 1), then says
+    whether the thread's lock was taken (`_lock`, see `LockCarrier`; true without one). The
+    run's and messages' foreign keys are checked at the statement's end, the thread in place.
     """
+    # The thread's lock, taken here when `_lock` is given (`LockCarrier`): nothing is made
+    # unless it was. A volatile function's WITH is run once.
+    lock_key = bindparam("_lock", None, type_=BigInteger)
+    taken = case((lock_key.is_(None), true()), else_=func.pg_try_advisory_lock(lock_key))
+    locked = select(taken.label("ok")).cte("locked")
+    thread_row = {
+        "id": _THREAD,
+        "user_id": _USER,
+        "agent": bindparam("_agent", type_=String),
+        "title": bindparam("_title", type_=String),
+        "created_at": bindparam("_now", type_=threads.c.created_at.type),
+        "updated_at": bindparam("_now", type_=threads.c.updated_at.type),
+    }
     made = (
         pg_insert(threads)
-        .values(
-            id=_THREAD,
-            user_id=_USER,
-            agent=bindparam("_agent"),
-            title=bindparam("_title"),
-            created_at=bindparam("_now", type_=threads.c.created_at.type),
-            updated_at=bindparam("_now", type_=threads.c.updated_at.type),
+        .from_select(
+            list(thread_row), select(*thread_row.values()).where(locked.select().scalar_subquery())
         )
         .on_conflict_do_nothing()
         .returning(threads.c.id)
@@ -1145,8 +1206,8 @@ def _pg_open_new_thread() -> Executable:
         .where(did_make)
         .order_by(rows.c.n),
     )
-    counted = select(func.count()).select_from(made)
-    return counted.add_cte(recorded.cte("recorded"), added.cte("added"))
+    counted = select(func.count(), locked.select().scalar_subquery().label("lock"))
+    return counted.select_from(made).add_cte(recorded.cte("recorded"), added.cte("added"))
 
 
 _PG_OPEN_NEW = _pg_open_new_thread()
