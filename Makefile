@@ -36,9 +36,13 @@ $(UV): scripts/uv-requirements.txt
 # it), never silently re-resolved. The sync is exact: what the lock does not name is removed.
 # llama.cpp is built for a CPU baseline, not this machine's (see the script for why), at the
 # version uv.lock pins: uv leaves it out, and the script installs it after the sync.
+# Bytecode compiled once here, parley's own sources too: where PYTHONDONTWRITEBYTECODE is set
+# (as on this project's machines) no process writes it, and each compiled every module it imported
+# again (a service's start, and each test that runs a process of its own, took twice as long).
 $(STAMP): pyproject.toml uv.lock Makefile scripts/install-llama.sh $(UV)
 	$(UV_RUN) sync --quiet --locked --python $(PYTHON) $(UV_EXTRAS) --group dev \
-		--no-install-package llama-cpp-python
+		--no-install-package llama-cpp-python --compile-bytecode
+	$(PY) -m compileall -q src
 	case ",$(EXTRAS)," in *,local,* | *,all,*) bash scripts/install-llama.sh $(PY) ;; esac
 	touch $(STAMP)
 

@@ -364,9 +364,6 @@ class _PostgresLease(Lease, LockCarrier):
             return None
         try:
             answer = await self._locks.try_lock(self._key, statement, values)
-            if not answer.ok:  # nothing was written: wait for the lock, then send it alone
-                await self._locks.wait(self._key, self._waiting)
-                answer = _Answer(ok=True)
         except asyncio.CancelledError:
             raise  # a late grant is given back (`try_lock`)
         except BaseException:
@@ -374,6 +371,9 @@ class _PostgresLease(Lease, LockCarrier):
             # back (to a session that does not hold it, an unlock is a no-op).
             self._held = True
             raise
+        if not answer.ok:  # held elsewhere, nothing written: wait for it, then send it alone
+            await self._locks.wait(self._key, self._waiting)  # not granted if it raises
+            answer = _Answer(ok=True)
         self._held = True
         return answer.counted
 
