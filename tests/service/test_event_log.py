@@ -3,7 +3,8 @@
 Runs are made through the store (`open_run`, `end_run`) and their events put through the
 log's writer, as a worker does. On PostgreSQL two `Store`s on one database stand for two
 replicas: one writes, the other follows through its NOTIFY doorbell; its listening
-connection is killed (`pg_terminate_backend`) and the follower still gets everything.
+connection is killed (`pg_terminate_backend`) and the follower still gets everything. A
+replica LISTENs only while a reader follows a run there.
 """
 
 from __future__ import annotations
@@ -286,6 +287,49 @@ async def test_another_replica_follows_through_the_doorbell(
         await _put_and_flush(writing, run_id, RunEnded(status="completed"))
         got = await follower
         assert [seq for seq, _ in got] == [1, 2, 3, 4]
+
+
+async def test_a_replica_listens_only_while_a_reader_follows_there(
+    replicas: tuple[Store, Store],
+) -> None:
+    one, two = replicas
+    writing = await StoreEventLog.open(one, listen=False)
+    reading = await StoreEventLog.open(
+        two, poll_interval=SLOW, recheck_interval=SLOW, listen_linger=0.2
+    )
+    heard: list[str] = []
+    on_notify = reading._on_notify
+
+    def hear(conn: object, pid: int, channel: str, payload: object) -> None:
+        heard.append(str(payload))
+        on_notify(conn, pid, channel, payload)
+
+    reading._on_notify = hear  # type: ignore[method-assign]
+    try:
+        await _until(lambda: reading.doorbell_up)
+        assert not reading.listening  # nobody follows a run here
+        unfollowed, followed = await _new_run(one), await _new_run(one)
+        # Its NOTIFY is sent while replica two does not LISTEN: never delivered to it. Had it
+        # listened, it would have heard this one before the next (one connection, in order).
+        await _put_and_flush(writing, unfollowed, _text(0))
+        follower = asyncio.create_task(_collect(reading, followed, 0))
+        await _until(lambda: reading.listening)
+        await _put_and_flush(writing, followed, _text(0), RunEnded(status="completed"))
+        assert [seq for seq, _ in await follower] == [1, 2]  # woken by its doorbell alone
+        assert {payload.rpartition(":")[0] for payload in heard} == {followed}
+        await _until(lambda: not reading.listening)  # the linger after the last reader
+        # UNLISTENed on the server too: this NOTIFY is not heard before the next run's.
+        heard.clear()
+        await _put_and_flush(writing, unfollowed, _text(1))
+        later = await _new_run(one)
+        follower = asyncio.create_task(_collect(reading, later, 0))
+        await _until(lambda: reading.listening)
+        await _put_and_flush(writing, later, RunEnded(status="completed"))
+        assert len(await follower) == 1
+        assert {payload.rpartition(":")[0] for payload in heard} == {later}
+    finally:
+        await writing.close()
+        await reading.close()
 
 
 async def _kill_listeners(store: Store) -> int:

@@ -19,9 +19,12 @@ They sleep between pages until woken:
 - from other processes, on PostgreSQL, by a doorbell: the flush's statement sends
   `NOTIFY parley_events, '<run_id>:<seq>'` (delivered at commit, once per flush; never the
   event itself, a payload must stay under 8000 bytes), which a dedicated asyncpg connection
-  LISTENs for. NOTIFY keeps nothing for a listener that was away, so when that connection
-  comes back every reader re-reads the store from its last id; while it is down, readers
-  poll (`poll_interval`).
+  LISTENs for while a reader here follows a run (and `listen_linger` after the last one left):
+  a replica nobody follows a run on is not woken for every other replica's flush. A reader's
+  first look waits for the LISTEN, so no NOTIFY after that look is missed. NOTIFY keeps
+  nothing for a listener that was away, so when that connection comes back (or LISTENs
+  again) every reader re-reads the store from its last id; while it is down, readers poll
+  (`poll_interval`).
 
 SQLite serves one process, so there the in-process wake is all there is. Readers also look
 again every `recheck_interval` when nothing woke them, which ends the stream of a run that
@@ -37,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -90,6 +94,7 @@ _PAGE = 256  # events a reader takes from the store per query
 _LISTEN_RETRY = 1.0  # seconds between attempts to bring the doorbell back
 _LISTEN_CHECK = 10.0  # seconds between pings of a quiet doorbell connection
 _PING_TIMEOUT = 5.0
+_LISTEN_LINGER = 30.0  # seconds the doorbell LISTENs on after its last reader left
 # A run's status may be stored a moment before its last events (a worker that ends its run
 # before its writer's last flush): a reader that finds the run ended and nothing more goes on
 # looking until it ended this long ago.
@@ -371,6 +376,8 @@ class StoreEventLog(EventLog):
             turns both off to measure polling).
         poll_interval: Seconds between a reader's looks while the doorbell is down.
         recheck_interval: Seconds a reader waits for a wake-up before it looks anyway.
+        listen_linger: Seconds the doorbell goes on LISTENing after the last reader here
+            left: readers that come and go in a burst LISTEN once.
         flush_interval: Seconds a run's events wait for more before they are stored (0: at
             once). What a run's end finds queued is stored with its end, in one
             transaction: a shorter run costs its log no write of its own, and a long one a
@@ -388,11 +395,13 @@ class StoreEventLog(EventLog):
         notify: bool = True,
         poll_interval: float = 0.25,
         recheck_interval: float = 2.0,
+        listen_linger: float = _LISTEN_LINGER,
         flush_interval: float = 0.05,
     ) -> None:
         self.store = store
         self.poll_interval = poll_interval
         self.recheck_interval = recheck_interval
+        self.listen_linger = listen_linger
         self.flush_interval = flush_interval
         self._runner = store._runner  # the store's own: events batched with its writes
         self._notify = notify and not store.is_sqlite
@@ -406,6 +415,11 @@ class StoreEventLog(EventLog):
         # comes back to it, and those readers were woken already.
         self._woken: dict[str, int] = {}
         self._doorbell_up = not self._listen
+        self._listening = asyncio.Event()
+        """Set while the doorbell's connection LISTENs."""
+        self._poke = asyncio.Event()
+        """Wakes the doorbell's task: the readers changed, or its connection was lost."""
+        self._last_reader_left = -float("inf")
         self._tasks: list[asyncio.Task[None]] = []
 
     @classmethod
@@ -435,8 +449,16 @@ class StoreEventLog(EventLog):
 
     @property
     def doorbell_up(self) -> bool:
-        """Whether readers are woken as soon as events are stored (else they poll)."""
+        """Whether readers are woken as soon as events are stored (else they poll).
+
+        On PostgreSQL: the doorbell's connection is up (it LISTENs while readers follow).
+        """
         return self._doorbell_up
+
+    @property
+    def listening(self) -> bool:
+        """Whether the doorbell LISTENs now (PostgreSQL: while readers here follow runs)."""
+        return self._listening.is_set()
 
     async def close(self) -> None:
         """Stop listening and sweeping."""
@@ -546,6 +568,7 @@ class StoreEventLog(EventLog):
         waiter = asyncio.Event()
         self._waiters.setdefault(run_id, set()).add(waiter)
         try:
+            await self._hear_doorbell()
             cursor = await self._start(run_id, after)
             ended_seq = await self._end_seq(run_id)
             while True:
@@ -573,6 +596,9 @@ class StoreEventLog(EventLog):
                 if not waiting:
                     del self._waiters[run_id]
                     self._woken.pop(run_id, None)
+                if not self._waiters:  # the last reader here: the doorbell lingers, then stops
+                    self._last_reader_left = time.monotonic()
+                    self._poke.set()
 
     async def _end_seq(self, run_id: str) -> int | None:
         """The id of the run's `RunEnded`, if its log ends with one (nothing comes after it)."""
@@ -587,10 +613,27 @@ class StoreEventLog(EventLog):
             return None
         return int(row.seq)
 
-    async def _sleep(self, waiter: asyncio.Event) -> None:
-        timeout = self.recheck_interval if self._doorbell_up else self.poll_interval
+    async def _hear_doorbell(self) -> None:
+        """Have the doorbell LISTEN before a reader's first look, if it is up.
+
+        A NOTIFY sent after that look is then heard; one sent before is of events the look
+        reads. A doorbell that does not LISTEN in time leaves the reader polling.
+        """
+        if not self._listen or not self._doorbell_up or self._listening.is_set():
+            return
+        self._poke.set()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(waiter.wait(), timeout)
+            async with asyncio.timeout(_PING_TIMEOUT):
+                await self._listening.wait()
+
+    async def _sleep(self, waiter: asyncio.Event) -> None:
+        heard = not self._listen or self._listening.is_set()
+        timeout = self.recheck_interval if heard else self.poll_interval
+        # asyncio.timeout, not wait_for: on 3.11 wait_for swallows a cancel that comes as the
+        # event is set, and the task would go on (seen: a close that never ended).
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await waiter.wait()
 
     def _wake(self, run_id: str) -> None:
         for waiter in self._waiters.get(run_id, ()):
@@ -657,32 +700,61 @@ class StoreEventLog(EventLog):
 
         conn = await asyncpg.connect(**_connect_args(self.store))
         lost = asyncio.Event()
-        conn.add_termination_listener(lambda _conn: lost.set())
+
+        def on_lost(_conn: object) -> None:
+            lost.set()
+            self._poke.set()
+
+        conn.add_termination_listener(on_lost)
         try:
-            await conn.add_listener(CHANNEL, self._on_notify)
             self._doorbell_up = True
-            # Nothing sent while it was down is kept for it: every reader reads the store.
-            self._wake_all()
-            await _watch(conn, lost)
+            await self._keep_listening(conn, lost)
         finally:
             self._doorbell_up = False
+            self._listening.clear()
             conn.terminate()
+
+    async def _keep_listening(self, conn: Any, lost: asyncio.Event) -> None:
+        """LISTEN on `conn` while readers need it; return when it is lost or stops answering.
+
+        A cut network says nothing, so a quiet connection is pinged every `_LISTEN_CHECK`.
+        """
+        while True:
+            self._poke.clear()
+            # Until what it does is what is wanted: readers may come or go meanwhile.
+            while (wanted := self._wants_doorbell()) != self._listening.is_set():
+                if wanted:
+                    await conn.add_listener(CHANNEL, self._on_notify)
+                    self._listening.set()
+                    # Nothing sent while it did not LISTEN is kept for it: readers look again.
+                    self._wake_all()
+                else:
+                    await conn.remove_listener(CHANNEL, self._on_notify)
+                    self._listening.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._until_check()):
+                    await self._poke.wait()
+            if lost.is_set() or conn.is_closed():
+                return
+            if not self._poke.is_set():
+                await asyncio.wait_for(conn.fetchval("SELECT 1"), _PING_TIMEOUT)
+
+    def _wants_doorbell(self) -> bool:
+        lingering = time.monotonic() - self._last_reader_left < self.listen_linger
+        return bool(self._waiters) or lingering
+
+    def _until_check(self) -> float:
+        """Seconds to the next ping, or to the end of the linger after the last reader."""
+        if self._waiters or not self._listening.is_set():
+            return _LISTEN_CHECK
+        linger_left = self._last_reader_left + self.listen_linger - time.monotonic()
+        return max(0.0, min(_LISTEN_CHECK, linger_left))
 
     def _on_notify(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
         run_id, _, seq = str(payload).rpartition(":")
         if seq.isdigit() and int(seq) <= self._woken.get(run_id, 0):
             return  # this process's own flush: its readers were woken at once
         self._wake(run_id)
-
-
-async def _watch(conn: Any, lost: asyncio.Event) -> None:
-    """Return when the connection is lost or stops answering (a cut network says nothing)."""
-    while True:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(lost.wait(), _LISTEN_CHECK)
-        if lost.is_set() or conn.is_closed():
-            return
-        await asyncio.wait_for(conn.fetchval("SELECT 1"), _PING_TIMEOUT)
 
 
 def _connect_args(store: Store) -> dict[str, Any]:

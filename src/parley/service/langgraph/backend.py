@@ -160,7 +160,8 @@ class LangGraphRuns:
             unread = self._unread.get(record.run_id)
             if unread is not None:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(unread.wait(), STATELESS_GRACE)
+                    async with asyncio.timeout(STATELESS_GRACE):  # wait_for may eat a cancel
+                        await unread.wait()
             if record.run_id in self._reserved:  # its response never began reading it
                 self._reserved.discard(record.run_id)
                 self._leave(record.run_id)
