@@ -737,7 +737,8 @@ class StoreEventLog(EventLog):
             if lost.is_set() or conn.is_closed():
                 return
             if not self._poke.is_set():
-                await asyncio.wait_for(conn.fetchval("SELECT 1"), _PING_TIMEOUT)
+                async with asyncio.timeout(_PING_TIMEOUT):
+                    await conn.fetchval("SELECT 1")
 
     def _wants_doorbell(self) -> bool:
         lingering = time.monotonic() - self._last_reader_left < self.listen_linger
