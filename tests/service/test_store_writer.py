@@ -249,7 +249,7 @@ async def test_another_processs_write_lock_sends_a_brief_write_to_the_queue(
     assert _stored(path) == {"t0"}
 
 
-async def test_the_writer_thread_checkpoints_what_brief_writes_add_to_the_wal(
+async def test_the_checkpointer_copies_what_brief_writes_add_to_the_wal(
     store: Store, sqlite_url: str
 ) -> None:
     wal = Path(sqlite_url.split("///", 1)[1] + "-wal")
@@ -263,6 +263,64 @@ async def test_the_writer_thread_checkpoints_what_brief_writes_add_to_the_wal(
     # writes (six times as many, without checkpoints, would make it about six times longer).
     assert wal.stat().st_size < first * 3
     assert len(_stored(Path(sqlite_url.split("///", 1)[1]))) == every * 7
+
+
+async def test_writes_go_on_inline_while_a_checkpoint_copies_the_wal_beside_them(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkpoint's copy never holds the writer; only its last pass, of what writes added."""
+    path = Path(sqlite_url.split("///", 1)[1])
+    gates = [threading.Event(), threading.Event()]
+    ran: list[str] = []
+    real = runners._Checkpointer.checkpoint
+
+    def held(self: runners._Checkpointer) -> None:  # the real one, its two passes made to last
+        ran.append(threading.current_thread().name)
+        if len(ran) <= len(gates):
+            gates[len(ran) - 1].wait(10)
+        real(self)
+
+    async def until(passes: int) -> None:
+        for _ in range(500):
+            if len(ran) >= passes:
+                return
+            await asyncio.sleep(0.01)
+
+    monkeypatch.setattr(runners._Checkpointer, "checkpoint", held)
+    store = await Store.open(sqlite_url)
+    try:
+        every = runners._CHECKPOINT_EVERY
+        seen: list[int] = []
+        for i in range(every):
+            await store.transact(_where(seen, _make(f"a{i}")), brief=True)
+        await until(1)  # asked for at the last commit: its thread takes it up
+        assert ran == ["parley-db-checkpoint"]
+        # While its copy lasts, two more checkpoints' worth of writes run inline, on this
+        # thread: none waits for it, none is sent to the writer thread.
+        for i in range(every * 2):
+            await store.transact(_where(seen, _make(f"b{i}")), brief=True)
+        assert set(seen) == {threading.get_ident()}
+        assert len(seen) == every * 3
+        gates[0].set()
+        await until(2)
+        # Its last pass copies what they added, with this process's writes held: a write now
+        # does not run inline, and the writer thread stores it once the pass is done.
+        last: list[int] = []
+        write = asyncio.ensure_future(store.transact(_where(last, _make("c")), brief=True))
+        await asyncio.sleep(0.1)
+        assert not write.done()
+        assert last == []
+        gates[1].set()
+        assert await asyncio.wait_for(write, 20) == "c"
+        assert len(last) == 1
+        assert last[0] != threading.get_ident()
+    finally:
+        for gate in gates:
+            gate.set()
+        await store.close()
+    # Closed, the store leaves no checkpointer behind, and every write is on disk.
+    assert "parley-db-checkpoint" not in {t.name for t in threading.enumerate()}
+    assert len(_stored(path)) == every * 3 + 1
 
 
 async def test_a_brief_write_that_fails_inline_fails_alone_and_leaves_nothing(
