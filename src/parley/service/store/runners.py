@@ -525,7 +525,8 @@ class _Checkpointer:
 
     def let_pass(self) -> None:
         """Wait, if a last pass waits for the writer's lock, until it is done."""
-        self._clear.wait()
+        if not self._clear.is_set():  # a set event's wait still takes its lock: every batch
+            self._clear.wait()
 
     def close(self) -> None:
         """Stop the thread (a checkpoint under way ends first); later asks are ignored."""
@@ -552,11 +553,11 @@ class _Checkpointer:
 
     def checkpoint(self) -> None:
         """One PASSIVE checkpoint, on a pooled connection (what it fails to copy, the next does)."""
-        with contextlib.suppress(sqlite3.Error, sqlalchemy_exc.DBAPIError):  # noqa: SIM117
-            with self._engine.connect() as conn:
-                raw = conn.connection.driver_connection
-                assert raw is not None  # just checked out
-                raw.execute("PRAGMA wal_checkpoint(PASSIVE)").close()
+        failed = (sqlite3.Error, sqlalchemy_exc.DBAPIError)
+        with contextlib.suppress(*failed), self._engine.connect() as conn:
+            raw = conn.connection.driver_connection
+            assert raw is not None  # just checked out
+            raw.execute("PRAGMA wal_checkpoint(PASSIVE)").close()
 
 
 _BUSY_TIMEOUT_MS = 10_000
