@@ -338,3 +338,57 @@ async def test_the_service_drops_old_logs_by_itself(service: MakeService) -> Non
             await asyncio.sleep(0.1)
     answer = await svc.client.get(f"/runs/{run_id}")
     assert answer.status_code == 200  # the run itself stays
+
+
+async def test_a_log_dropped_after_the_check_ends_its_stream_with_an_error_frame(
+    svc: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The retention sweep drops the log between the route's check (which passes: 200) and
+    # the stream's first read: the stream says so in an `error` frame, then `[DONE]`.
+    run_id = await _finished_run(svc)
+    log = svc.state.events
+    assert isinstance(log, StoreEventLog)
+    check = log.check
+
+    async def check_then_sweep(run: str, after: int | None) -> int:
+        start = await check(run, after)
+        assert await log.sweep(-1.0) == 1  # every ended run's log, this one's too
+        return start
+
+    monkeypatch.setattr(log, "check", check_then_sweep)
+    answer = await svc.client.get(f"/runs/{run_id}/stream", headers={"Last-Event-ID": "-1"})
+    assert answer.status_code == 200
+    (frame_id, error), done = _frames(answer.text)
+    assert frame_id is None
+    assert error["type"] == "error"
+    assert "no longer kept" in error["content"]
+    assert done == (None, "[DONE]")
+    monkeypatch.undo()
+    gone = await svc.client.get(f"/runs/{run_id}/stream", headers={"Last-Event-ID": "-1"})
+    assert gone.status_code == 410
+
+
+async def test_a_store_failure_mid_stream_cuts_it_with_no_done(
+    svc: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The database goes away after the first event: the stream ends there with no `[DONE]`,
+    # so the client knows it was cut and asks again with `Last-Event-ID`.
+    run_id = await _finished_run(svc)
+    log = svc.state.events
+    assert isinstance(log, StoreEventLog)
+    follow = log.follow
+
+    async def failing(run: str, after: int | None) -> AsyncIterator[tuple[int, AgentEvent]]:
+        async for item in follow(run, after):
+            yield item
+            raise OSError("the database went away")
+
+    monkeypatch.setattr(log, "follow", failing)
+    answer = await svc.client.get(f"/runs/{run_id}/stream", headers={"Last-Event-ID": "-1"})
+    assert answer.status_code == 200
+    frames = _frames(answer.text)
+    assert [(frame_id, data["type"]) for frame_id, data in frames] == [("1", "run_started")]
+    monkeypatch.undo()
+    resumed = await svc.client.get(f"/runs/{run_id}/stream", headers={"Last-Event-ID": "1"})
+    ids = [frame_id for frame_id, _ in _frames(resumed.text)]
+    assert ids == ["2", "3", "4", "5", None]  # the three deltas, the end, then [DONE]

@@ -8,10 +8,17 @@ the run's is 400, a log dropped after its retention 410, another user's run 404.
 ends after the run's end (`[DONE]`); a run that had ended gives, with no header, `[DONE]`
 alone (nothing is live any more: read `GET /runs/{run_id}`). A client leaving does not stop
 the run: this stream only reads it.
+
+Once the stream has started, a failure is told in it, not as a status: a log dropped
+meanwhile (its retention ran out between the check and the first read) is an `error` frame
+and `[DONE]`, as the toolkit ends a failed stream; any other (the database gone) cuts the
+stream with no `[DONE]`, and the client picks it up again with `Last-Event-ID`.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query
@@ -19,13 +26,15 @@ from fastapi.responses import StreamingResponse
 
 from parley.errors import NotFoundError, ServiceError
 from parley.service.auth import current_user
-from parley.service.runs_protocol import EventLog
+from parley.service.runs_protocol import EventLog, EventsExpiredError
 from parley.service.schema import ErrorDetail, EventsMode, error_responses
-from parley.service.sse import event_frames, parse_frame_id, with_heartbeats
+from parley.service.sse import DONE, event_frames, frame, parse_frame_id, with_heartbeats
 from parley.service.state import ServiceState, get_state
 from parley.service.strict import StrictRoute
 
 __all__ = ["router"]
+
+log = logging.getLogger(__name__)
 
 router = APIRouter(tags=["runs"], route_class=StrictRoute)
 
@@ -106,5 +115,21 @@ async def stream_run(
         "Content-Location": f"/runs/{run_id}",
     }
     return StreamingResponse(
-        with_heartbeats(frames), media_type="text/event-stream", headers=headers
+        _told(with_heartbeats(frames), run_id), media_type="text/event-stream", headers=headers
     )
+
+
+async def _told(frames: AsyncIterator[str], run_id: str) -> AsyncIterator[str]:
+    """`frames`; a failure after the headers went is told in the stream (see the module)."""
+    try:
+        async for text in frames:
+            yield text
+    except EventsExpiredError as exc:
+        yield frame({"type": "error", "content": str(exc)})
+        yield DONE
+    except Exception:
+        log.warning("run %s: a reader's stream broke off", run_id, exc_info=True)
+    finally:  # now, not when the garbage collector gets to it: it holds a reader's place
+        close = getattr(frames, "aclose", None)
+        if close is not None:
+            await close()

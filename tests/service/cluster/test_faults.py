@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 
 from tests._requires import require_module
-from tests.service.cluster._cluster import Cluster
+from tests.service.cluster._cluster import Cluster, Replica
 from tests.service.cluster._load import InvokeLoad, is_clear_failure
 from tests.service.cluster._runs import Reader, create_run, join, replay, thread_messages
 
@@ -64,6 +64,35 @@ def _wait_running(url: str, run_ids: list[str], timeout: float = 30.0) -> None:
     raise TimeoutError(f"runs not all running in {timeout:g}s: {states}")
 
 
+def _runs_held_by(
+    cluster: Cluster, replica: Replica, tag: str, count: int, *, rounds: int = 3
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """`count` runs made on `replica` and running there, and their questions.
+
+    The replica that makes a run claims it at once when it has room, but another replica's
+    worker that polls the queue in between may take it first (any worker may run a queued
+    run). Such a run is left to end where it runs, and another is made in its place.
+    """
+    assert replica.process is not None
+    mark = f":{replica.process.pid}:"  # a worker's id is host:pid:suffix
+    held: list[tuple[dict[str, Any], str]] = []
+    made_so_far = 0
+    for _ in range(rounds):
+        asked = [_question(tag, made_so_far + n) for n in range(count - len(held))]
+        made_so_far += len(asked)
+        made = [(create_run(replica.url, question), question) for question in asked]
+        ids = [run["run_id"] for run, _ in made]
+        _wait_running(cluster.url, ids)
+        rows = cluster.postgres.query(
+            "SELECT id, worker_id FROM runs WHERE id = ANY($1::text[])", ids
+        )
+        workers = {row["id"]: row["worker_id"] or "" for row in rows}
+        held += [(run, q) for run, q in made if mark in workers[run["run_id"]]]
+        if len(held) == count:
+            return [run for run, _ in held], [q for _, q in held]
+    raise AssertionError(f"{replica.name} kept {len(held)} of its runs in {rounds} rounds")
+
+
 def _no_run_stuck(cluster: Cluster) -> None:
     """Within a bounded wait, no run is `running` or `pending` (leases lapse, takeovers end)."""
     deadline = time.monotonic() + _SETTLE
@@ -80,11 +109,9 @@ def test_kill_9_a_replica_mid_run_its_runs_finish_elsewhere_and_readers_reattach
 ) -> None:
     cluster = healthy_cluster
     victim = cluster.replica("r2")
-    questions = [_question("kill", n) for n in range(4)]
-    # Made on r2 itself: the replica that makes a run claims it at once (it has room).
-    runs = [create_run(victim.url, q) for q in questions]
+    # Made on r2 itself, and running there.
+    runs, questions = _runs_held_by(cluster, victim, "kill", 4)
     ids = [r["run_id"] for r in runs]
-    _wait_running(cluster.url, ids)
     # Each run has a reader on r2 and one that came through HAProxy, both from the start.
     readers = [Reader(i, victim.url, cluster.url).start() for i in ids]
     readers += [Reader(i, cluster.url, cluster.url).start() for i in ids]
@@ -228,11 +255,8 @@ def _proxy_fault(
     With `hold`, the link passes again after `hold` seconds, before the runs are joined;
     without, they are joined (through HAProxy) while it still misbehaves.
     """
-    r1 = cluster.replica("r1")
     assert cluster.proxy is not None
-    questions = [_question(mode, n) for n in range(3)]
-    runs = [create_run(r1.url, q) for q in questions]
-    _wait_running(cluster.url, [r["run_id"] for r in runs])
+    runs, questions = _runs_held_by(cluster, cluster.replica("r1"), mode, 3)
     cluster.proxy.set_mode(mode, delay_ms)  # type: ignore[arg-type]
     # Meanwhile requests through HAProxy are answered, or fail clearly.
     with ThreadPoolExecutor(max_workers=3) as pool:
