@@ -467,6 +467,36 @@ async def test_events_wait_the_flush_interval_then_go_in_one_batch(store: Store)
     assert await _stored_seqs(store, run_id) == [1, 2, 3]
 
 
+async def test_events_after_a_batch_wait_their_own_interval(store: Store) -> None:
+    log = _counting(store, flush_interval=0.3)
+    run_id = await _new_run(store)
+    writer = await log.writer(run_id)
+    writer.put(_text(0))
+    await _until(lambda: log.batches == [1])
+    writer.put(_text(1))
+    writer.put(_text(2))
+    await asyncio.sleep(0.1)
+    assert log.batches == [1]  # the second batch waits its interval too
+    await _until(lambda: log.batches == [1, 2])
+    assert await _stored_seqs(store, run_id) == [1, 2, 3]
+
+
+async def test_events_waiting_their_interval_make_no_task(store: Store) -> None:
+    # A run shorter than the interval (most runs) costs its log no task, no wake-up: only a
+    # timer, which its end cancels.
+    log = _counting(store, flush_interval=SLOW)
+    run_id = await _new_run(store)
+    writer = await log.writer(run_id)
+    for i in range(3):
+        writer.put(_text(i))
+        await asyncio.sleep(0)
+    assert [t for t in asyncio.all_tasks() if t.get_name() == f"events:{run_id}"] == []
+    assert log.batches == []
+    async with asyncio.timeout(WAIT):
+        assert await writer.flush() == 3  # a flush starts the store at once
+    assert log.batches == [3]
+
+
 async def test_a_flush_stores_at_once_whatever_the_interval(store: Store) -> None:
     log = _counting(store, flush_interval=SLOW)
     run_id = await _new_run(store)

@@ -19,13 +19,16 @@ import httpx
 import pytest
 
 from parley.agents import Agent
+from parley.agents import run as agent_run
 from parley.agents.approval import CANCELLED, NOT_RUN
+from parley.agents.events import RunEnded, RunError, TextDelta
 from parley.errors import ModelConnectionError, ModelHTTPError
 from parley.messages import Msg
 from parley.models.base import ChatRequest
 from parley.models.cards import Pricing
 from parley.models.testing import ScriptedModel
 from parley.service import ServiceSettings, create_app
+from parley.service.runs import RunHandle
 from parley.service.store import Store
 from parley.service.store.locks import LocalThreadLocks
 from parley.tools import tool
@@ -252,6 +255,46 @@ async def test_when_invoke_answers_the_run_is_stored_whole(
     assert record.usage["output_tokens"] > 0
     thread = (await svc.client.get("/threads/new")).json()
     assert (thread["title"], thread["status"]) == ("capital?", "idle")
+
+
+async def test_a_run_that_ends_is_cleaned_up_inline_not_in_a_task(
+    service: MakeService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its events are read to their own end: nothing is left for a closing task of its own
+    # (`close_soon`, for a reader that leaves early), which cost a third of the agent loop.
+    closings: list[str] = []
+    real = agent_run.close_soon
+
+    def counted(key: str, events: Any) -> None:
+        closings.append(key)
+        real(key, events)
+
+    monkeypatch.setattr(agent_run, "close_soon", counted)
+    svc = await service(Agent("helper", ScriptedModel(["Paris.", "Rome."])))
+    for question in ("capital?", "and Italy's?"):
+        answer = await svc.client.post("/invoke", json={"message": question, "thread_id": "t"})
+        assert answer.status_code == 200
+    assert closings == []
+    history = (await svc.client.post("/history", json={"thread_id": "t"})).json()["messages"]
+    assert [m["content"] for m in history] == ["capital?", "Paris.", "and Italy's?", "Rome."]
+
+
+async def test_a_reader_of_the_end_only_is_handed_the_end_and_errors_only() -> None:
+    # `/invoke` waits for the answer: it is not woken for every token of it.
+    run = Agent("helper", ScriptedModel(["Paris."])).stream(Msg.user("capital?"))
+    handle = RunHandle(run, "t", "helper", user_id="u")
+    handle.put(TextDelta(text="queued before"))
+    handle.end_only()
+    handle.put(TextDelta(text="after"))
+    handle.put(RunError(message="boom", kind="ModelHTTPError"))
+    handle.put(RunEnded(status="error"))
+    handle.put(None)
+    told = [await handle.next_event() for _ in range(3)]
+    assert told == [
+        RunError(message="boom", kind="ModelHTTPError"),
+        RunEnded(status="error"),
+        None,
+    ]
 
 
 async def test_the_question_is_stored_with_the_run_before_the_model_answers(

@@ -2,10 +2,10 @@
 
 The worker running a run appends its events through a writer (`StoreEventLog.writer`):
 `put` numbers an event at once (1, 2, 3... on from what the log holds, so a takeover goes
-on) and queues it; one flush task at a time writes everything queued in ONE transaction,
-`flush_interval` after the first event it finds, then wakes the run's readers. What comes
-meanwhile, or while a transaction is in flight, goes in the same or the next one (group
-commit). On PostgreSQL that transaction is ONE statement, the rows as arrays and the
+on) and queues it; `flush_interval` after the first event queued (a timer), one flush task
+at a time writes everything queued in ONE transaction, then wakes the run's readers. What
+comes meanwhile, or while a transaction is in flight, goes in the same or the next one
+(group commit). On PostgreSQL that transaction is ONE statement, the rows as arrays and the
 doorbell beside them, sent with no BEGIN or COMMIT around it when it runs alone: one round
 trip a flush. The run's end takes what is still queued, its `RunEnded` among it, into its
 own transaction (`_Writer.end_with`): a run shorter than the interval writes no batch.
@@ -211,14 +211,16 @@ class _Writer(EventWriter):
         self._next = last
         self._stored = last
         self._queue: list[dict[str, Any]] = []
-        self._task: asyncio.Task[None] | None = None
+        self._task: asyncio.Task[None] | None = None  # storing a batch
         self._error: BaseException | None = None
-        self._timer: asyncio.Future[None] | None = None
+        # The queue's store, due `flush_interval` after its first event: a timer, not a task
+        # that sleeps, so a run that ends first costs its log no task and no wake-up.
+        self._timer: asyncio.TimerHandle | None = None
         self._hurry = 0  # flushes waiting: while any does, store at once
         self._ending = False  # the run's end takes the queue: store nothing more
 
     def put(self, event: AgentEvent) -> int:
-        """Queue `event`; its id. The flush task stores it with whatever else is queued."""
+        """Queue `event`; its id. It is stored with whatever else is queued (`_kick`)."""
         self._number(event)
         if self.lost:  # the run is another worker's: its log too
             self._queue.clear()
@@ -236,9 +238,9 @@ class _Writer(EventWriter):
         self._hurry += 1
         try:
             while True:
+                self._hasten()
                 task = self._task
                 if task is not None and not task.done():
-                    self._wake_timer()
                     await asyncio.shield(task)
                     continue
                 if self._error is not None:
@@ -259,11 +261,13 @@ class _Writer(EventWriter):
     ) -> T:
         """Store `tail` and the queued events with the run's end (`EventWriter.end_with`)."""
         self._ending = True
+        if self._timer is not None:  # the end takes the queue
+            self._timer.cancel()
+            self._timer = None
         task = self._task
         if task is not None and not task.done():
             # A batch in flight commits first: ids reach the log in order (a reader that
             # saw a later id would never read an earlier one).
-            self._wake_timer()
             await asyncio.shield(task)
         self._error = None  # a failed batch is queued again: it goes with the end
         for event in tail:
@@ -301,36 +305,32 @@ class _Writer(EventWriter):
             self._kick()
 
     def _kick(self) -> None:
-        if self._ending:
+        """Have the queue stored: now when a flush waits, else `flush_interval` from now."""
+        if self._ending or self._timer is not None:
             return
-        if self._task is None or self._task.done():
+        if self._task is not None and not self._task.done():
+            return  # the task goes on to what is queued after its batch
+        interval = self._owner.flush_interval
+        if self._hurry or interval <= 0:
+            self._start()
+        else:
+            self._timer = asyncio.get_running_loop().call_later(interval, self._start)
+
+    def _start(self) -> None:
+        """Start storing the queue (the timer's end, or a flush's hurry)."""
+        self._timer = None
+        if not self._ending and (self._task is None or self._task.done()):
             self._task = asyncio.create_task(self._drain(), name=f"events:{self._run_id}")
 
-    def _wake_timer(self) -> None:
-        if self._timer is not None and not self._timer.done():
-            self._timer.set_result(None)
-
-    async def _linger(self) -> None:
-        """Wait `flush_interval` for more events, unless a flush or the run's end hurries."""
-        loop = asyncio.get_running_loop()
-        self._timer = timer = loop.create_future()
-        handle = loop.call_later(self._owner.flush_interval, _wake, timer)
-        try:
-            await timer
-        finally:
-            handle.cancel()
-            self._timer = None
-
-    def _taken(self) -> bool:
-        """Whether the run's end takes the queue into its own transaction."""
-        return self._ending
+    def _hasten(self) -> None:
+        """Store now what waits for its flush interval."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._start()
 
     async def _drain(self) -> None:
-        while self._queue and not self._taken():
-            if not self._hurry and self._owner.flush_interval > 0:
-                await self._linger()
-                if self._taken():
-                    return
+        """Store the queue batch by batch, until it is empty or the run's end takes it."""
+        while self._queue and not self._ending:
             batch, self._queue = self._queue, []
             try:
                 held = await self._owner.store_batch(self._run_id, batch, fence=self._fence)
@@ -344,6 +344,11 @@ class _Writer(EventWriter):
                 self._lose(len(batch))
                 return
             self._stored = batch[-1]["seq"]
+            interval = self._owner.flush_interval
+            if self._queue and not self._hurry and not self._ending and interval > 0:
+                # What came meanwhile waits its interval too, as the first batch did.
+                self._timer = asyncio.get_running_loop().call_later(interval, self._start)
+                return
 
     def _lose(self, dropped: int) -> None:
         """The run is no longer this writer's worker's: drop its events from now on."""
@@ -355,11 +360,6 @@ class _Writer(EventWriter):
             self._run_id,
             dropped,
         )
-
-
-def _wake(timer: asyncio.Future[None]) -> None:
-    if not timer.done():
-        timer.set_result(None)
 
 
 class StoreEventLog(EventLog):

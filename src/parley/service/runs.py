@@ -233,6 +233,7 @@ class RunHandle:
         """Called by `cancel()` while the run waits its turn (not started yet)."""
         self._buffer_bytes = buffer_bytes
         self._limited = False
+        self._end_only = False
         self._on_drop: Callable[[], None] | None = None
         self._queue: deque[tuple[AgentEvent | None, int]] = deque()
         self._queued = 0
@@ -295,6 +296,8 @@ class RunHandle:
         """Hand an event (None: the end) to the reader; drop the reader if it is too far behind."""
         if self.dropped:
             return
+        if self._end_only and event is not None and not isinstance(event, RunEnded | RunError):
+            return
         weight = _weight(event)
         if self._limited and self._queued + weight > self._buffer_bytes:
             log.warning(
@@ -307,6 +310,21 @@ class RunHandle:
         self._queue.append((event, weight))
         self._queued += weight
         self._ready.set()
+
+    def end_only(self) -> None:
+        """The reader wants only how the run ended: its `RunError` if any, its `RunEnded`.
+
+        Its other events are let go as they come, and the reader is not woken for them: a
+        request that waits for the answer (`/invoke`) would otherwise wake for every token.
+        """
+        self._end_only = True
+        kept = [
+            item
+            for item in self._queue
+            if item[0] is None or isinstance(item[0], RunEnded | RunError)
+        ]
+        self._queue = deque(kept)
+        self._queued = sum(weight for _, weight in kept)
 
     def limit_reader(self) -> None:
         """Bound the queue by `buffer_bytes`: the reader is a client's stream, which may stall.
@@ -752,9 +770,15 @@ class RunManager:
         try:
             async with contextlib.aclosing(handle.run) as run:
                 async for event in run:
+                    # After the end the loop runs on to the events' own end (the run's
+                    # clean-up, here and now), and nothing more counts. Leaving it with
+                    # `break` left the generator to be closed in a task of its own: a third
+                    # more of the agent loop's CPU.
+                    if ended is not None:
+                        continue
                     if isinstance(event, RunEnded):
                         ended = event
-                        break
+                        continue
                     if isinstance(event, RunError):
                         failure = event
                         continue

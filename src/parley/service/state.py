@@ -197,6 +197,7 @@ def run_headers(handle: RunHandle) -> dict[str, str]:
 
 async def collect(handle: RunHandle) -> tuple[RunEnded, str | None]:
     """Wait for a run's end: its `RunEnded`, and its error message if it failed."""
+    handle.end_only()
     error: str | None = None
     while (event := await handle.next_event()) is not None:
         if isinstance(event, RunEnded):
