@@ -120,8 +120,11 @@ class Settings:
 
 
 DEFAULT = Settings(
-    invoke_seconds=4.0,
-    rounds=2,
+    # Short slots, many rounds: the servers of a row are measured within seconds of each
+    # other, so the machine's drift (a shared VM's speed moved 20-40% within a minute here)
+    # falls on all of them alike. Two rounds of 4 s put a row's ratio anywhere in +-0.3x.
+    invoke_seconds=1.0,
+    rounds=8,
     concurrency=(1, 16, 64),
     one_thread=(16, 64),
     stream_delay=0.03,
@@ -971,7 +974,30 @@ def _postgres_about(url: str) -> str:
 
 def _versions() -> str:
     names = ("parley", "fastapi", "starlette", "uvicorn", "httpx", "sqlalchemy", "aiosqlite")
-    return _serve.versions(names)
+    return f"{_serve.versions(names)}; {_checkout()}"
+
+
+def _checkout() -> str:
+    """The commit the code measured is at (an editable install's version says when it was
+    installed, not what runs), and whether it has changes not committed."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        changed = subprocess.run(
+            ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "not a git checkout"
+    return f"commit {head}" + (" with changes not committed" if changed else "")
 
 
 def _machine() -> str:
