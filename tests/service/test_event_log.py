@@ -463,7 +463,10 @@ async def test_events_wait_the_flush_interval_then_go_in_one_batch(store: Store)
         writer.put(_text(i))
         await asyncio.sleep(0.01)  # the flush task runs between them: it waits for more
     assert log.batches == []  # not before the interval, however fast the store
-    await _until(lambda: log.batches == [3])
+    await _until(lambda: log.batches == [3])  # counted as it starts: let it commit
+    async with asyncio.timeout(WAIT):
+        assert await writer.flush() == 3
+    assert log.batches == [3]
     assert await _stored_seqs(store, run_id) == [1, 2, 3]
 
 
@@ -477,7 +480,10 @@ async def test_events_after_a_batch_wait_their_own_interval(store: Store) -> Non
     writer.put(_text(2))
     await asyncio.sleep(0.1)
     assert log.batches == [1]  # the second batch waits its interval too
-    await _until(lambda: log.batches == [1, 2])
+    await _until(lambda: log.batches == [1, 2])  # counted as it starts: let it commit
+    async with asyncio.timeout(WAIT):
+        assert await writer.flush() == 3
+    assert log.batches == [1, 2]
     assert await _stored_seqs(store, run_id) == [1, 2, 3]
 
 
