@@ -981,23 +981,18 @@ def _checkout() -> str:
     """The commit the code measured is at (an editable install's version says when it was
     installed, not what runs), and whether it has changes not committed."""
     try:
-        head = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-        changed = subprocess.run(
-            ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
+        head = _git("rev-parse", "--short=12", "HEAD")
+        changed = _git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.SubprocessError):
         return "not a git checkout"
     return f"commit {head}" + (" with changes not committed" if changed else "")
+
+
+def _git(*args: str) -> str:
+    """What `git` prints for `args` in this checkout."""
+    command = ["git", "-C", str(ROOT), *args]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=10, check=True)
+    return done.stdout.strip()
 
 
 def _machine() -> str:

@@ -69,6 +69,11 @@ async def _finished_run(svc: Service, count: int = 3) -> str:
     return run_id
 
 
+def _store_log(svc: Service) -> StoreEventLog:
+    assert isinstance(svc.state.events, StoreEventLog)
+    return svc.state.events
+
+
 @pytest.fixture
 async def svc(service: MakeService) -> Service:
     return await service(echo_agent())
@@ -345,9 +350,7 @@ async def test_a_log_dropped_after_the_check_ends_its_stream_with_an_error_frame
 ) -> None:
     # The retention sweep drops the log between the route's check (which passes: 200) and
     # the stream's first read: the stream says so in an `error` frame, then `[DONE]`.
-    run_id = await _finished_run(svc)
-    log = svc.state.events
-    assert isinstance(log, StoreEventLog)
+    run_id, log = await _finished_run(svc), _store_log(svc)
     check = log.check
 
     async def check_then_sweep(run: str, after: int | None) -> int:
@@ -373,9 +376,7 @@ async def test_a_store_failure_mid_stream_cuts_it_with_no_done(
 ) -> None:
     # The database goes away after the first event: the stream ends there with no `[DONE]`,
     # so the client knows it was cut and asks again with `Last-Event-ID`.
-    run_id = await _finished_run(svc)
-    log = svc.state.events
-    assert isinstance(log, StoreEventLog)
+    run_id, log = await _finished_run(svc), _store_log(svc)
     follow = log.follow
 
     async def failing(run: str, after: int | None) -> AsyncIterator[tuple[int, AgentEvent]]:
