@@ -176,7 +176,7 @@ def _endless_model(text: str, *, chunk_size: int, chunk_delay: float = 0.0) -> A
 def parley_app(database_url: str, stream_delay: float) -> Any:
     """The service with two agents: `fast` (the default) and `hold` (a long, slow answer)."""
     from parley.agents import Agent  # noqa: PLC0415
-    from parley.service import ServiceSettings, create_app  # noqa: PLC0415
+    from parley.service import create_app  # noqa: PLC0415
 
     word = "word "  # one chunk a word
     agents = [
@@ -186,9 +186,15 @@ def parley_app(database_url: str, stream_delay: float) -> Any:
             _endless_model(word * HELD_WORDS, chunk_size=len(word), chunk_delay=stream_delay),
         ),
     ]
+    return create_app(parley_settings(database_url), agents=agents)
+
+
+def parley_settings(database_url: str) -> Any:
+    """The service's settings here: its defaults, but the database and the busy timeout."""
+    from parley.service import ServiceSettings  # noqa: PLC0415
+
     # A thread busy with one run waits for it; the one-thread rows queue up to 64 runs.
-    settings = ServiceSettings(database_url=database_url, busy_timeout=120.0)
-    return create_app(settings, agents=agents)
+    return ServiceSettings(database_url=database_url, busy_timeout=120.0)
 
 
 def bare_app() -> Any:
@@ -206,16 +212,19 @@ def bare_app() -> Any:
 
 
 def serve(kind: str, database_url: str, stream_delay: float) -> None:
-    """`--serve`: serve an app as `parley serve` would (uvicorn's log level `info`, its access
-    log on, parley's INFO lines on stderr), on 127.0.0.1, until stdin closes."""
+    """`--serve`: serve an app as `parley serve` would (its uvicorn options: log level `info`,
+    the app's access log; parley's INFO lines on stderr), on 127.0.0.1, until stdin closes."""
     if kind == "bare":
         _serve.serve(bare_app(), log_level="info")
         return
+    from parley.service.cli import uvicorn_options  # noqa: PLC0415 - server process only
+
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
     logging.getLogger("parley").addHandler(handler)
     logging.getLogger("parley").setLevel(logging.INFO)
-    _serve.serve(parley_app(database_url, stream_delay), log_level="info")
+    options = uvicorn_options(parley_settings(database_url))
+    _serve.serve(parley_app(database_url, stream_delay), **options)
 
 
 # -- the client's side: servers, their CPU and memory -------------------------------------------

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -27,8 +28,16 @@ def assistant():
 """
 
 
-def _serve(tmp_path: Path, env: dict[str, str], until: str) -> str:
-    """Start `parley serve` in `tmp_path`, wait for `until` in its log and its health, stop it."""
+def _serve(
+    tmp_path: Path,
+    env: dict[str, str],
+    until: str,
+    then: Callable[[str], None] | None = None,
+) -> str:
+    """Start `parley serve` in `tmp_path`, wait for `until` in its log and its health, stop it.
+
+    `then(url)`, if given, runs once the server is healthy, before it is stopped.
+    """
     port = free_port()
     log = tmp_path / "serve.log"
     command = [sys.executable, "-m", "parley", "serve", "--port", str(port)]
@@ -41,6 +50,8 @@ def _serve(tmp_path: Path, env: dict[str, str], until: str) -> str:
             assert time.monotonic() < deadline, f"no {until!r} line in time:\n{log.read_text()}"
             time.sleep(0.1)
         health = _health(server, f"http://127.0.0.1:{port}/health", deadline, log)
+        if then is not None:
+            then(f"http://127.0.0.1:{port}")
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -93,6 +104,35 @@ def test_serve_names_the_embedded_model_and_how_to_get_a_better_one(tmp_path: Pa
     assert "parley models pull qwen3-1.7b" in text
     # The built-in agent offers the tiny model no tool, so no code interpreter is made.
     assert "code_interpreter: sandbox" not in text
+
+
+SCRIPTED_AGENT = """
+from parley.agents import Agent
+from parley.models.testing import ScriptedModel
+
+
+def assistant():
+    return Agent("assistant", ScriptedModel(["Paris."] * 10))
+"""
+
+
+def test_serve_logs_each_request_once_after_its_answer(tmp_path: Path) -> None:
+    env = _user_env(tmp_path)
+    # A scripted agent: no model to load (llama.cpp silences the process's output meanwhile).
+    (tmp_path / "served.py").write_text(SCRIPTED_AGENT, encoding="utf-8")
+    env["PARLEY_AGENTS"] = '["served:assistant"]'
+
+    def ask(url: str) -> None:
+        answer = httpx.post(f"{url}/invoke", json={"message": "Capital of France?"}, timeout=30)
+        assert answer.json()["content"] == "Paris."
+        assert httpx.get(f"{url}/threads/none?limit=1", timeout=30).status_code == 404
+
+    text = _serve(tmp_path, env, until="Application startup complete", then=ask)
+    # uvicorn's own line is off: each is the app's, written once, in uvicorn's format.
+    assert text.count('"GET /health HTTP/1.1" 200 OK') == 1
+    assert text.count("INFO:     127.0.0.1:") == 3
+    assert text.count('"POST /invoke HTTP/1.1" 200 OK') == 1
+    assert text.count('"GET /threads/none?limit=1 HTTP/1.1" 404 Not Found') == 1
 
 
 def test_serve_runs_on_uvloop_and_httptools_when_installed(

@@ -50,6 +50,7 @@ from parley.service import (
     routes_threads,
     routes_toolkit,
 )
+from parley.service.access_log import AccessLogged
 from parley.service.auth import local_only_tools
 from parley.service.bounds import CONNECTION, ClientConnection, limit_body
 from parley.service.documents import DOCUMENTS_KEY, DocumentsService
@@ -297,6 +298,7 @@ def create_app(
 
     app = _App(
         settings.max_body_bytes,
+        access_log=settings.access_log,
         title="parley",
         summary="LLM agents over HTTP: agent-service-toolkit's protocol, AG-UI, threads, "
         "approvals and an OpenAI-compatible endpoint.",
@@ -337,23 +339,34 @@ def create_app(
 
 
 class _App(FastAPI):
-    """FastAPI, with the server's connection kept and the request body bounded.
+    """FastAPI, with the server's connection kept, the request body bounded, and logged.
 
     Here, before any middleware wraps them: `send` is the server's own (what drops a client
     that does not read, `ClientConnection`), and a body over the limit is refused before
-    tracing or anything else reads it.
+    tracing or anything else reads it. With `access_log`, each request's line is written
+    after its response was sent (`parley.service.access_log`).
     """
 
-    def __init__(self, max_body_bytes: int, **options: Any) -> None:
+    def __init__(self, max_body_bytes: int, *, access_log: bool, **options: Any) -> None:
         super().__init__(**options)
         self.max_body_bytes = max_body_bytes
+        self.access_log = access_log
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve a request, its body bounded and its connection at hand."""
-        if scope["type"] == "http":
-            scope[CONNECTION] = ClientConnection(send)
-            receive = limit_body(scope, receive, self.max_body_bytes)
-        await super().__call__(scope, receive, send)
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        scope[CONNECTION] = ClientConnection(send)
+        receive = limit_body(scope, receive, self.max_body_bytes)
+        if not self.access_log:
+            await super().__call__(scope, receive, send)
+            return
+        logged = AccessLogged(scope, send)
+        try:
+            await super().__call__(scope, receive, logged)
+        finally:
+            logged.close()
 
 
 def _trace(app: FastAPI, settings: ServiceSettings) -> None:

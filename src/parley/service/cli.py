@@ -17,11 +17,14 @@ import logging
 import os
 import sys
 from importlib.util import find_spec
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from parley.errors import ConfigurationError
 
-__all__ = ["add_commands", "keys", "serve", "worker"]
+if TYPE_CHECKING:
+    from parley.service.settings import ServiceSettings
+
+__all__ = ["add_commands", "keys", "serve", "uvicorn_options", "worker"]
 
 # CLI option → settings variable; only options given on the command line are passed on.
 _SERVE_OPTIONS = {
@@ -250,22 +253,37 @@ def serve(args: argparse.Namespace) -> int:
         f"(API docs at /docs; database {_shown(settings.database_url)})",
         file=sys.stderr,
     )
-    loop, http = _server_parts()
     uvicorn.run(
         "parley.service.app:create_app",
         factory=True,
         host=host,
         port=settings.port,
         workers=settings.workers,
-        log_level=settings.log_level,
-        timeout_graceful_shutdown=10,
-        loop=loop,
-        http=http,
-        # The app reads X-Forwarded-For itself, from the proxies the settings name only; left
-        # on, uvicorn would take it from any client on 127.0.0.1 before the app saw the peer.
-        proxy_headers=False,
+        **uvicorn_options(settings),
     )
     return 0
+
+
+def uvicorn_options(settings: ServiceSettings) -> dict[str, Any]:
+    """How `parley serve` runs uvicorn (`uvicorn.Config`'s options), but for where and how many.
+
+    The access log is the app's (`parley.service.access_log`), written after each response
+    where uvicorn wrote its own line, which is off: uvicorn writes it before the response.
+    """
+    from parley.service.access_log import uvicorn_log_config  # noqa: PLC0415
+
+    loop, http = _server_parts()
+    return {
+        "log_level": settings.log_level,
+        "log_config": uvicorn_log_config(settings.log_level),
+        "access_log": False,
+        "timeout_graceful_shutdown": 10,
+        "loop": loop,
+        "http": http,
+        # The app reads X-Forwarded-For itself, from the proxies the settings name only; left
+        # on, uvicorn would take it from any client on 127.0.0.1 before the app saw the peer.
+        "proxy_headers": False,
+    }
 
 
 def _choose_model(settings: Any) -> None:

@@ -213,6 +213,12 @@ class ServiceSettings(BaseSettings):
         "provider has a realtime model. Built at the first such request.",
     )
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
+    access_log: bool = Field(
+        True,
+        description="Log a line for each request once its response is sent (logger "
+        "`parley.access`, uvicorn's format; `parley serve` writes it where uvicorn wrote its "
+        "own, which it turns off: uvicorn writes its line before the response).",
+    )
     tracing: bool = Field(
         False,
         description="Trace requests, runs, model calls and tools with OpenTelemetry, exported "
