@@ -4,8 +4,10 @@ replaces (agent-service-toolkit's) and bare FastAPI.
 The agents' model is parley's `ScriptedModel` (no LLM, no network), so what is measured is the
 service: HTTP, validation, the thread's lock, the store's writes, the run's task and events.
 Each server is a uvicorn process of its own on 127.0.0.1 (`_serve.py`, started by this
-script), logging as its own command does (uvicorn's access log on). The load comes from this
-process, `httpx.AsyncClient`s of one connection each on one event loop; the held streams of 2.
+script), logging as its own command does (an access line a request: the toolkit's uvicorn
+writes it before each answer, parley's app after it, `parley serve`'s way). The load comes
+from this process, `httpx.AsyncClient`s of one connection each on one event loop; the held
+streams of 2.
 from a process of their own (`service.py --hold ...`).
 
 1. `POST /invoke` at 1, 16 and 64 concurrent clients, each client on a thread of its own (a
@@ -1131,8 +1133,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{_machine()}; load average {_load_average()} (1, 5, 15 min) at the start")
     print(_versions())
     print(
-        "servers: uvicorn on 127.0.0.1, one worker process, logging as their commands do "
-        f"(uvicorn's access log on); parley's: {_server_stack()}"
+        "servers: uvicorn on 127.0.0.1, one worker process, logging as their commands do (an "
+        "access line a request: uvicorn's before the answer, parley's app's after it); "
+        f"parley's: {_server_stack()}"
     )
     toolkit = toolkit_python(args)
     print(
