@@ -118,7 +118,7 @@ def assistant():
 
 def test_serve_logs_each_request_once_after_its_answer(tmp_path: Path) -> None:
     env = _user_env(tmp_path)
-    # A scripted agent: no model to load (llama.cpp silences the process's output meanwhile).
+    # A scripted agent: its answer is known, and no model loads meanwhile.
     (tmp_path / "served.py").write_text(SCRIPTED_AGENT, encoding="utf-8")
     env["PARLEY_AGENTS"] = '["served:assistant"]'
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -57,7 +58,37 @@ def import_llama_cpp() -> ModuleType:
         import llama_cpp  # noqa: PLC0415  (heavy, optional)
     except ImportError:
         raise MissingDependencyError("llama_cpp", "local") from None
+    _keep_process_output()
     return llama_cpp
+
+
+class _KeepOutput(contextlib.AbstractContextManager[None]):
+    """llama-cpp-python's `suppress_stdout_stderr`, doing nothing (`_keep_process_output`)."""
+
+    def __init__(self, disable: bool = True) -> None:
+        del disable  # its argument, unused: there is nothing to turn off
+
+    def __exit__(self, *_: object) -> None:
+        return None
+
+
+def _keep_process_output() -> None:
+    """Stop llama-cpp-python from silencing the whole process while a model loads.
+
+    With `verbose=False` it points file descriptors 1 and 2 (and `sys.stdout`, `sys.stderr`)
+    at /dev/null around a model's load: every thread's output is lost meanwhile (a served
+    request's access line, a warning, a traceback), and two loads at once can leave them
+    pointed there for good (abetlen/llama-cpp-python#1874). llama.cpp's own lines go through
+    the log callback llama-cpp-python installs, which with `verbose=False` prints errors
+    only: without the redirection nothing more is printed.
+    """
+    import llama_cpp._internals  # noqa: PLC0415 - imported with llama_cpp already
+    import llama_cpp.llama  # noqa: PLC0415
+    import llama_cpp.llama_chat_format  # noqa: PLC0415
+
+    for module in (llama_cpp.llama, llama_cpp._internals, llama_cpp.llama_chat_format):
+        if hasattr(module, "suppress_stdout_stderr"):
+            setattr(module, "suppress_stdout_stderr", _KeepOutput)  # noqa: B010 - a module's
 
 
 @dataclass(frozen=True)

@@ -136,16 +136,17 @@ def read_chat_template(path: Path) -> str | None:
         MissingDependencyError: llama-cpp-python is not installed.
         ConfigurationError: llama.cpp cannot read the file.
     """
+    # Through the engine's import, which keeps the process's output while it loads.
+    from parley.providers.local._engine import import_llama_cpp  # noqa: PLC0415 - a cycle
+
+    llama_cpp = import_llama_cpp()
     try:
-        from llama_cpp import Llama  # noqa: PLC0415  (heavy, optional)
-    except ImportError:
-        raise MissingDependencyError("llama_cpp", "local") from None
-    try:
-        llama = Llama(model_path=str(path), vocab_only=True, verbose=False)
+        llama = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
     except ValueError as exc:
         raise ConfigurationError(f"llama.cpp cannot read {path}: {exc}") from None
     try:
-        return llama.metadata.get("tokenizer.chat_template")
+        template: str | None = llama.metadata.get("tokenizer.chat_template")
+        return template
     finally:
         llama.close()
 
