@@ -177,6 +177,23 @@ async def test_a_response_cut_short_is_logged_when_the_app_is_done(seen: Seen) -
     assert _lines(seen) == [' - "GET /runs/r1/stream HTTP/1.1" 200 OK']
 
 
+async def test_a_query_byte_past_ascii_is_shown_escaped(seen: Seen) -> None:
+    async def send(message: dict[str, Any]) -> None:
+        seen.append(("send", message))
+
+    scope = {
+        "method": "GET",
+        "path": "/threads",
+        "query_string": b"q=\xff",
+        "http_version": "1.1",
+        "client": ("127.0.0.1", 50712),
+    }
+    logged = AccessLogged(scope, send)
+    await logged({"type": "http.response.start", "status": 200, "headers": []})
+    await logged({"type": "http.response.body", "body": b"[]"})
+    assert _lines(seen) == ['127.0.0.1:50712 - "GET /threads?q=\\xff HTTP/1.1" 200 OK']
+
+
 async def test_nothing_is_logged_for_a_response_never_started(seen: Seen) -> None:
     async def send(message: dict[str, Any]) -> None:
         raise AssertionError("nothing is sent")

@@ -86,5 +86,8 @@ class AccessLogged:
         if status is not None and log.isEnabledFor(logging.INFO):
             client, method, path, query, version = self._request
             where = f"{client[0]}:{client[1]}" if client else ""
-            target = quote(path) + (f"?{query.decode('ascii')}" if query else "")
+            # A byte past ASCII (a server may pass one on) is shown escaped, not an error.
+            target = quote(path) + (
+                f"?{query.decode('ascii', 'backslashreplace')}" if query else ""
+            )
             log.info('%s - "%s %s HTTP/%s" %d', where, method, target, version, status)
