@@ -157,18 +157,24 @@ async def test_the_setting_turns_it_off(service: MakeService, seen: Seen) -> Non
     assert _kinds(seen) == ["http.response.start", "http.response.body"]
 
 
-async def test_a_response_cut_short_is_logged_when_the_app_is_done(seen: Seen) -> None:
+def _logged(seen: Seen, path: str, query: bytes = b"", client: Any = None) -> AccessLogged:
+    """A `GET path?query` request's logging `send`, whose sends are recorded in `seen`."""
+
     async def send(message: dict[str, Any]) -> None:
         seen.append(("send", message))
 
     scope = {
         "method": "GET",
-        "path": "/runs/r1/stream",
-        "query_string": b"",
+        "path": path,
+        "query_string": query,
         "http_version": "1.1",
-        "client": None,
+        "client": client,
     }
-    logged = AccessLogged(scope, send)
+    return AccessLogged(scope, send)
+
+
+async def test_a_response_cut_short_is_logged_when_the_app_is_done(seen: Seen) -> None:
+    logged = _logged(seen, "/runs/r1/stream")
     await logged({"type": "http.response.start", "status": 200, "headers": []})
     await logged({"type": "http.response.body", "body": b"data: 1\n\n", "more_body": True})
     assert "log" not in _kinds(seen)  # the stream goes on: not yet
@@ -178,17 +184,7 @@ async def test_a_response_cut_short_is_logged_when_the_app_is_done(seen: Seen) -
 
 
 async def test_a_query_byte_past_ascii_is_shown_escaped(seen: Seen) -> None:
-    async def send(message: dict[str, Any]) -> None:
-        seen.append(("send", message))
-
-    scope = {
-        "method": "GET",
-        "path": "/threads",
-        "query_string": b"q=\xff",
-        "http_version": "1.1",
-        "client": ("127.0.0.1", 50712),
-    }
-    logged = AccessLogged(scope, send)
+    logged = _logged(seen, "/threads", b"q=\xff", ("127.0.0.1", 50712))
     await logged({"type": "http.response.start", "status": 200, "headers": []})
     await logged({"type": "http.response.body", "body": b"[]"})
     assert _lines(seen) == ['127.0.0.1:50712 - "GET /threads?q=\\xff HTTP/1.1" 200 OK']

@@ -354,19 +354,17 @@ class _App(FastAPI):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve a request, its body bounded and its connection at hand."""
-        if scope["type"] != "http":
-            await super().__call__(scope, receive, send)
-            return
-        scope[CONNECTION] = ClientConnection(send)
-        receive = limit_body(scope, receive, self.max_body_bytes)
-        if not self.access_log:
-            await super().__call__(scope, receive, send)
-            return
-        logged = AccessLogged(scope, send)
-        try:
-            await super().__call__(scope, receive, logged)
-        finally:
-            logged.close()
+        if scope["type"] == "http":
+            scope[CONNECTION] = ClientConnection(send)
+            receive = limit_body(scope, receive, self.max_body_bytes)
+            if self.access_log:
+                logged = AccessLogged(scope, send)
+                try:
+                    await super().__call__(scope, receive, logged)
+                finally:
+                    logged.close()
+                return
+        await super().__call__(scope, receive, send)
 
 
 def _trace(app: FastAPI, settings: ServiceSettings) -> None:
